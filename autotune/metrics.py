@@ -1,0 +1,628 @@
+"""Stability and speed metrics of a training probe, computed from per-optimizer-step series.
+
+A probe records, per optimizer step: ``loss`` (mean over micro-batches), ``grad_norm`` (total
+norm before clipping), ``clipped`` (whether clipping fired), ``scale`` (GradScaler scale),
+``skipped`` (whether the optimizer step was skipped for inf/NaN gradients), ``lr`` and
+``step_time`` (seconds of compute). The functions here turn those series into the summary
+metrics a study optimises or constrains, and :class:`DivergenceMonitor` watches the same series
+online, chunk by chunk, so that the probe can stop as soon as a trial diverges.
+
+Conventions shared by every function:
+
+* Inputs are 1-D array-likes (converted to ``float64``); ``n`` is the number of *recorded* steps,
+  which is smaller than planned when the probe stopped early.
+* Windows are chosen by step position in the recorded series (``_window_len`` below); non-finite
+  values (NaN, ±inf) inside a window are then ignored. A metric that has no finite value to work
+  with is ``float('nan')``.
+* ``_window_len(n, f) = min(n, max(1, ceil(f * n)))`` (0 when ``n == 0``); ``f * n`` is rounded to
+  9 decimals first so that a product like ``0.07 * 100 == 7.000000000000001`` counts as 7.
+
+Pure numpy: this module must not import torch, ray, mlflow or optuna.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+
+FloatArray = npt.NDArray[np.float64]
+
+# --------------------------------------------------------------------------------------------
+# Constants
+# --------------------------------------------------------------------------------------------
+
+HEAD_FRACTION: Final[float] = 0.05
+"""Initial loss = mean over the first ``max(1, ceil(0.05 n))`` steps."""
+
+FINAL_FRACTION: Final[float] = 0.10
+"""Final loss = mean over the last ``max(1, ceil(0.10 n))`` steps."""
+
+STABILITY_FRACTION: Final[float] = 0.5
+"""The tail window of ``loss_cv`` and ``loss_range``: the last ``max(1, ceil(0.5 n))`` steps.
+
+The first half of a short probe is dominated by the initial descent and by warmup; stability is
+judged on the second half.
+"""
+
+TREND_WINDOW: Final[int] = 9
+"""Width (odd) of the centred rolling median that estimates the loss trend in ``loss_cv``.
+
+Wide enough that the median ignores a single spike or a short burst of noise, narrow enough
+(a few percent of a probe of a few hundred steps) to follow the loss's decay.
+"""
+
+MIN_CV_POINTS: Final[int] = 3
+"""``loss_cv`` is NaN when the tail window holds fewer finite losses than this."""
+
+SPIKE_WINDOW: Final[int] = 32
+"""Trailing window (steps) of the spike test.
+
+OLMo-core flags a step at 6σ over a 128-step window. A probe lasts only a few hundred steps, so
+a 128-step window would cover a large part of the run, including the steep early descent: the
+trend inside the window would inflate the MAD (and the threshold), hiding the spikes of the
+first half, and the test would only be fully armed after a third of the probe. 32 steps still
+give a stable median/MAD estimate (30+ points) while the trend contributes little to the MAD.
+"""
+
+SPIKE_SIGMA: Final[float] = 6.0
+"""A spike exceeds the trailing median by more than this many robust standard deviations."""
+
+SPIKE_MIN_HISTORY: Final[int] = 8
+"""Spikes are looked for from step ``min(SPIKE_WINDOW, 8)`` on, using whatever trailing window
+is available (at least that many finite losses); earlier steps are never spikes."""
+
+MAD_TO_SIGMA: Final[float] = 1.4826
+"""Scale factor from the median absolute deviation to the standard deviation of a normal."""
+
+SPIKE_MAD_REL_FLOOR: Final[float] = 1e-3
+"""The MAD used by the spike test is at least ``1e-3 * |median|`` (no false spikes on a flat
+series, where the MAD is 0)."""
+
+SPIKE_MAD_ABS_FLOOR: Final[float] = 1e-12
+"""... and at least ``1e-12`` (a series that is flat at exactly 0)."""
+
+THROUGHPUT_WARMUP_FRACTION: Final[float] = 0.1
+"""Throughput skips the first ``max(3, ceil(0.1 n))`` steps (compilation, allocator and cache
+warm-up, autotuning of kernels)."""
+
+THROUGHPUT_MIN_WARMUP_STEPS: Final[int] = 3
+"""The minimum number of warm-up steps skipped by ``throughput``."""
+
+GRAD_HISTORY_MIN: Final[int] = 5
+"""``grad_explosion`` by ratio needs at least this many finite grad norms seen before."""
+
+SKIPPED_MIN_STEPS: Final[int] = 20
+"""The skipped-fraction test of ``scaler_collapse`` needs at least this many steps seen."""
+
+PRECISIONS: Final[tuple[str, ...]] = ("fp32", "fp16", "bf16")
+"""Accepted values of ``precision``."""
+
+DIVERGENCE_CAUSES: Final[tuple[str, ...]] = (
+    "nonfinite_loss",
+    "loss_explosion",
+    "grad_explosion",
+    "scaler_collapse",
+)
+"""The causes ``DivergenceMonitor`` reports, in the order they are tested at one step."""
+
+# --------------------------------------------------------------------------------------------
+# Helpers
+# --------------------------------------------------------------------------------------------
+
+
+def _as_1d(x: npt.ArrayLike, name: str) -> FloatArray:
+    """``x`` as a 1-D float64 array (bools become 0/1); a ValueError for any other shape."""
+    arr = np.asarray(x, dtype=np.float64)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be a 1-D series, got shape {arr.shape}")
+    return arr
+
+
+def _finite(x: FloatArray) -> FloatArray:
+    return x[np.isfinite(x)]
+
+
+def _window_len(n: int, fraction: float) -> int:
+    """``min(n, max(1, ceil(fraction * n)))``, 0 for an empty series."""
+    if n <= 0:
+        return 0
+    return min(n, max(1, math.ceil(round(n * fraction, 9))))
+
+
+def _finite_mean(x: FloatArray) -> float:
+    f = _finite(x)
+    return float(np.mean(f)) if f.size else math.nan
+
+
+def _check_precision(precision: str) -> None:
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+
+
+# --------------------------------------------------------------------------------------------
+# Loss level
+# --------------------------------------------------------------------------------------------
+
+
+def initial_loss(loss: npt.ArrayLike) -> float:
+    """Initial loss: the mean of the finite losses among the first ``k`` steps.
+
+    ``k = max(1, ceil(HEAD_FRACTION * n))`` (``HEAD_FRACTION = 0.05``). NaN when none of them is
+    finite or the series is empty.
+    """
+    x = _as_1d(loss, "loss")
+    return _finite_mean(x[: _window_len(len(x), HEAD_FRACTION)])
+
+
+def final_loss(loss: npt.ArrayLike) -> float:
+    """Final loss: the mean of the finite losses among the last ``k`` steps.
+
+    ``k = max(1, ceil(FINAL_FRACTION * n))`` (``FINAL_FRACTION = 0.10``). NaN when none of them is
+    finite (e.g. a run whose last steps are NaN) or the series is empty.
+    """
+    x = _as_1d(loss, "loss")
+    return _finite_mean(x[len(x) - _window_len(len(x), FINAL_FRACTION) :])
+
+
+def loss_drop(loss: npt.ArrayLike) -> float:
+    """Relative loss decrease: ``loss_drop = 1 - final_loss / initial_loss``.
+
+    0 for a run that does not learn, 1 for a loss driven to 0, negative when the loss went up.
+    NaN when either term is NaN or ``initial_loss <= 0`` (the ratio is only meaningful for a
+    positive loss).
+    """
+    first = initial_loss(loss)
+    last = final_loss(loss)
+    if not (math.isfinite(first) and math.isfinite(last)) or first <= 0:
+        return math.nan
+    return 1.0 - last / first
+
+
+# --------------------------------------------------------------------------------------------
+# Loss stability
+# --------------------------------------------------------------------------------------------
+
+
+def rolling_median(x: npt.ArrayLike, window: int, *, exclude_center: bool = False) -> FloatArray:
+    """Centred rolling median, truncated at the edges.
+
+    ``out[i] = median(x[j] for j in [max(0, i-h), min(n-1, i+h)] if x[j] is finite)`` with
+    ``h = window // 2``: a full window of ``window`` points in the interior, the available points
+    near the edges (and everywhere when ``n < window``). With ``exclude_center=True`` the point
+    ``i`` itself is left out (a leave-one-out median of its up to ``2h`` neighbours). ``out[i]``
+    is NaN when the window holds no finite value.
+
+    ``window`` must be a positive odd integer (ValueError otherwise).
+    """
+    if window < 1 or window % 2 == 0:
+        raise ValueError(f"window must be a positive odd integer, got {window}")
+    arr = _as_1d(x, "x")
+    n = len(arr)
+    half = window // 2
+    out = np.full(n, math.nan)
+    for i in range(n):
+        lo, hi = max(0, i - half), min(n, i + half + 1)
+        window_values = arr[lo:hi]
+        if exclude_center:
+            window_values = np.delete(window_values, i - lo)
+        values = _finite(window_values)
+        if values.size:
+            out[i] = np.median(values)
+    return out
+
+
+def _tail(loss: npt.ArrayLike) -> FloatArray:
+    """The finite losses among the last ``max(1, ceil(STABILITY_FRACTION * n))`` steps."""
+    x = _as_1d(loss, "loss")
+    return _finite(x[len(x) - _window_len(len(x), STABILITY_FRACTION) :])
+
+
+def loss_cv(loss: npt.ArrayLike) -> float:
+    """Fluctuation of the loss around its trend over the tail window (the stability objective).
+
+    With ``tail`` = the finite losses among the last ``max(1, ceil(0.5 n))`` steps::
+
+        trend[i]    = median of tail[j] for 0 < |j - i| <= 4   (TREND_WINDOW = 9, centre left out,
+                                                                 truncated at the tail's edges)
+        residual    = tail - trend
+        loss_cv     = std(residual) / mean(trend)                (population std, ddof = 0)
+
+    The centre is left out of the median on purpose: a centred median over an odd window of
+    ``2h + 1`` points passes a period-2 oscillation (the signature of a too-high learning rate)
+    through unchanged when ``h`` is even (``h + 1`` of the points share the centre's sign), so
+    its residual would be ~0. Over the ``2h`` neighbours the two phases are balanced and the
+    trend sits between them: ``c + a(-1)^t`` gives ``loss_cv = a / c``. A smooth decay gives
+    ~0; a single spike does not move the trend, so it shows up fully in the residual.
+
+    NaN when the tail holds fewer than ``MIN_CV_POINTS`` (3) finite losses or
+    ``mean(trend) <= 0``.
+    """
+    tail = _tail(loss)
+    if tail.size < MIN_CV_POINTS:
+        return math.nan
+    trend = rolling_median(tail, TREND_WINDOW, exclude_center=True)
+    level = float(np.mean(trend))
+    if not level > 0:
+        return math.nan
+    return float(np.std(tail - trend) / level)
+
+
+def loss_range(loss: npt.ArrayLike) -> float:
+    """``loss_range = max(tail) - min(tail)`` over the finite losses of the tail window.
+
+    The tail window is the last ``max(1, ceil(STABILITY_FRACTION * n))`` steps (0.5). NaN when it
+    holds no finite loss.
+    """
+    tail = _tail(loss)
+    if not tail.size:
+        return math.nan
+    return float(np.max(tail) - np.min(tail))
+
+
+def spike_count(loss: npt.ArrayLike) -> int:
+    """Number of steps whose loss spikes above the trailing median.
+
+    Step ``t`` is a spike when::
+
+        H     = finite values of loss[max(0, t - W) : t]      (W = SPIKE_WINDOW = 32)
+        m     = median(H)
+        MAD   = max(median(|H - m|), 1e-3 * |m|, 1e-12)
+        loss[t] > m + SIGMA * 1.4826 * MAD                     (SIGMA = SPIKE_SIGMA = 6)
+
+    Only steps ``t >= min(W, 8)`` with a finite loss and at least ``min(W, 8)`` finite values in
+    ``H`` are tested (the trailing window is shorter than ``W`` while ``t < W``). Every step over
+    the threshold counts, so a spike lasting 3 steps counts 3. A non-finite loss is not a spike
+    (it is the ``nonfinite_loss`` divergence). 0 for a series too short to test.
+
+    See ``SPIKE_WINDOW`` for why the window is 32 steps and not OLMo-core's 128.
+    """
+    x = _as_1d(loss, "loss")
+    start = min(SPIKE_WINDOW, SPIKE_MIN_HISTORY)
+    count = 0
+    for t in range(start, len(x)):
+        value = x[t]
+        if not math.isfinite(value):
+            continue
+        history = _finite(x[max(0, t - SPIKE_WINDOW) : t])
+        if history.size < start:
+            continue
+        med = float(np.median(history))
+        mad = float(np.median(np.abs(history - med)))
+        mad = max(mad, SPIKE_MAD_REL_FLOOR * abs(med), SPIKE_MAD_ABS_FLOOR)
+        if value > med + SPIKE_SIGMA * MAD_TO_SIGMA * mad:
+            count += 1
+    return count
+
+
+# --------------------------------------------------------------------------------------------
+# Gradients, clipping, speed
+# --------------------------------------------------------------------------------------------
+
+
+def grad_norm_stats(grad_norm: npt.ArrayLike) -> dict[str, float]:
+    """``{"p50", "p99", "max"}`` of the finite gradient norms (pre-clipping).
+
+    Percentiles use numpy's default linear interpolation between order statistics
+    (``np.percentile(g, q)``). Non-finite norms (fp16 overflow steps) are left out; all three
+    are NaN when no norm is finite.
+    """
+    g = _finite(_as_1d(grad_norm, "grad_norm"))
+    if not g.size:
+        return {"p50": math.nan, "p99": math.nan, "max": math.nan}
+    return {
+        "p50": float(np.percentile(g, 50)),
+        "p99": float(np.percentile(g, 99)),
+        "max": float(np.max(g)),
+    }
+
+
+def clip_fraction(clipped: npt.ArrayLike) -> float:
+    """Fraction of steps at which clipping fired: ``mean(clipped != 0)``.
+
+    ``clipped`` is a bool or 0/1 series; non-finite entries are left out. NaN when empty.
+    """
+    c = _finite(_as_1d(clipped, "clipped"))
+    if not c.size:
+        return math.nan
+    return float(np.mean(c != 0))
+
+
+def throughput(step_time_s: npt.ArrayLike, per_step: float) -> float:
+    """Steady-state rate: ``per_step / median(step_time_s[w:])``.
+
+    ``w = max(3, ceil(0.1 n))`` warm-up steps are skipped (``THROUGHPUT_WARMUP_FRACTION``,
+    ``THROUGHPUT_MIN_WARMUP_STEPS``); only finite, positive step times are used. With
+    ``per_step`` = samples per optimizer step this is samples/s, with tokens per step tokens/s.
+    NaN when no steady step time is left (e.g. a probe of 3 steps or fewer).
+    """
+    t = _as_1d(step_time_s, "step_time_s")
+    skip = max(THROUGHPUT_MIN_WARMUP_STEPS, _window_len(len(t), THROUGHPUT_WARMUP_FRACTION))
+    steady = t[skip:]
+    steady = steady[np.isfinite(steady) & (steady > 0)]
+    if not steady.size:
+        return math.nan
+    return float(per_step / np.median(steady))
+
+
+# --------------------------------------------------------------------------------------------
+# Summary
+# --------------------------------------------------------------------------------------------
+
+_REQUIRED_SERIES: Final[tuple[str, ...]] = ("loss", "grad_norm", "step_time")
+
+
+def summarize(
+    series: Mapping[str, npt.ArrayLike],
+    *,
+    samples_per_step: int,
+    tokens_per_step: int = 0,
+    precision: str = "fp32",
+) -> dict[str, float]:
+    """All summary metrics of one probe.
+
+    ``series`` maps ``loss``, ``grad_norm``, ``step_time`` (required) and ``clipped``,
+    ``scale``, ``skipped``, ``lr`` (optional) to per-step series of one common length ``n``
+    (shorter than planned when the probe stopped early). Returns plain Python numbers:
+
+    * ``steps_run`` (int) = n
+    * ``initial_loss``, ``final_loss``, ``loss_drop``, ``loss_cv``, ``loss_range``,
+      ``spike_count`` (int): the functions of the same name on ``loss``
+    * ``grad_norm_p50``, ``grad_norm_p99``, ``grad_norm_max``: ``grad_norm_stats(grad_norm)``
+    * ``clip_fraction``: ``clip_fraction(clipped)``; 0.0 when ``clipped`` is absent
+    * ``skipped_steps`` (int): number of steps with ``skipped != 0``; 0 when absent
+    * ``throughput``: ``throughput(step_time, samples_per_step)`` in samples/s
+    * ``tokens_per_s``: ``throughput(step_time, tokens_per_step)``, only if ``tokens_per_step > 0``
+    * ``final_scale``: the last finite ``scale`` value, only if ``precision == "fp16"`` (NaN when
+      ``scale`` is absent or has no finite value)
+
+    ValueError for a missing required series, series of different lengths or an unknown
+    precision.
+    """
+    _check_precision(precision)
+    missing = [key for key in _REQUIRED_SERIES if key not in series]
+    if missing:
+        raise ValueError(f"probe series lacks {', '.join(missing)}")
+    arrays = {key: _as_1d(value, key) for key, value in series.items()}
+    lengths = {key: len(value) for key, value in arrays.items()}
+    if len(set(lengths.values())) > 1:
+        raise ValueError(f"probe series differ in length: {lengths}")
+
+    loss = arrays["loss"]
+    grads = grad_norm_stats(arrays["grad_norm"])
+    out: dict[str, float] = {
+        "steps_run": len(loss),
+        "initial_loss": initial_loss(loss),
+        "final_loss": final_loss(loss),
+        "loss_drop": loss_drop(loss),
+        "loss_cv": loss_cv(loss),
+        "loss_range": loss_range(loss),
+        "spike_count": spike_count(loss),
+        "grad_norm_p50": grads["p50"],
+        "grad_norm_p99": grads["p99"],
+        "grad_norm_max": grads["max"],
+        "clip_fraction": clip_fraction(arrays["clipped"]) if "clipped" in arrays else 0.0,
+        "skipped_steps": (
+            int(np.count_nonzero(_finite(arrays["skipped"]))) if "skipped" in arrays else 0
+        ),
+        "throughput": throughput(arrays["step_time"], samples_per_step),
+    }
+    if tokens_per_step > 0:
+        out["tokens_per_s"] = throughput(arrays["step_time"], tokens_per_step)
+    if precision == "fp16":
+        scale = _finite(arrays["scale"]) if "scale" in arrays else np.empty(0)
+        out["final_scale"] = float(scale[-1]) if scale.size else math.nan
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Divergence
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DivergenceThresholds:
+    """When ``DivergenceMonitor`` calls a step divergent (see its docstring for the exact tests).
+
+    * ``loss_explosion_factor``: loss > factor × initial loss (10).
+    * ``grad_explosion_factor``: grad norm > factor × median of the finite grad norms seen
+      before (1e3), once ``grad_history_min`` (5) of them have been seen.
+    * ``scale_floor``: fp16 GradScaler scale below it (1e-4).
+    * ``skipped_fraction``: more than this fraction of the steps seen were skipped (0.5), once
+      ``skipped_min_steps`` (20) steps have been seen.
+    """
+
+    loss_explosion_factor: float = 10.0
+    grad_explosion_factor: float = 1e3
+    scale_floor: float = 1e-4
+    skipped_fraction: float = 0.5
+    grad_history_min: int = GRAD_HISTORY_MIN
+    skipped_min_steps: int = SKIPPED_MIN_STEPS
+
+    def __post_init__(self) -> None:
+        if not self.loss_explosion_factor > 0 or not self.grad_explosion_factor > 0:
+            raise ValueError("explosion factors must be positive")
+        if not 0 <= self.skipped_fraction < 1:
+            raise ValueError("skipped_fraction must be in [0, 1)")
+        if self.grad_history_min < 1 or self.skipped_min_steps < 1:
+            raise ValueError("grad_history_min and skipped_min_steps must be at least 1")
+
+
+class DivergenceMonitor:
+    """Online divergence detection over chunks of per-step telemetry.
+
+    The probe fetches its telemetry from the device every few steps and passes each chunk to
+    :meth:`update`, which returns ``(cause, index_in_chunk)`` for the first divergent step of the
+    chunk, or None. Steps are numbered globally from 0 (``g``) in the order they are fed.
+
+    State kept across chunks: the initial loss, the sorted finite grad norms seen so far, the
+    number of steps and of skipped steps seen, and the first divergence (``cause``, ``step``).
+
+    At step ``g`` the causes are tested in this order; the first that holds is reported:
+
+    1. ``nonfinite_loss``: ``loss[g]`` is NaN or ±inf (every precision).
+    2. ``loss_explosion``: ``loss[g] > loss_explosion_factor × L0``, where ``L0`` is the initial
+       loss: the ``initial_loss`` argument if given, else the mean of the finite losses of steps
+       ``0 .. k-1`` with ``k = max(1, ceil(HEAD_FRACTION × planned_steps))`` (``k = 1`` without
+       ``planned_steps``), i.e. the same ``initial_loss`` as the summary. Tested only for
+       ``g >= k`` (once ``L0`` is known) and only if ``L0`` is finite and positive.
+    3. ``grad_explosion``: ``grad_norm[g]`` is finite and ``> grad_explosion_factor × median``
+       of the finite grad norms of steps ``< g``, once at least ``grad_history_min`` (5) such
+       norms exist; or ``grad_norm[g]`` is non-finite and precision is fp32 or bf16. In fp16 a
+       non-finite grad norm is the GradScaler's normal overflow (the step is skipped and the
+       scale backs off) and is neither divergence nor part of the history; a skipped fp16 step
+       (finite loss, inf grad norm) is therefore never a divergence by itself.
+    4. ``scaler_collapse``: fp16 only, ``scale[g]`` is finite and ``< scale_floor`` (1e-4);
+       or, in any precision, with ``N = g + 1`` steps and ``S`` skipped steps seen up to and
+       including ``g``: ``N >= skipped_min_steps`` (20) and ``S / N > skipped_fraction`` (0.5).
+
+    ``grad_norm``, ``scale`` and ``skipped`` may be omitted (None): their tests are then not run
+    for that chunk (omitted ``skipped`` counts as not skipped). The whole chunk is always
+    consumed, so the state stays consistent if the caller keeps going after a divergence; the
+    attributes ``cause`` and ``step`` keep the first divergence ever reported.
+    """
+
+    def __init__(
+        self,
+        precision: str = "fp32",
+        *,
+        planned_steps: int | None = None,
+        initial_loss: float | None = None,
+        thresholds: DivergenceThresholds | None = None,
+    ) -> None:
+        _check_precision(precision)
+        self.precision = precision
+        self.thresholds = thresholds if thresholds is not None else DivergenceThresholds()
+        self._head_len = _window_len(planned_steps, HEAD_FRACTION) if planned_steps else 1
+        self._head: list[float] = []
+        self._initial: float | None = initial_loss
+        self._initial_fixed = initial_loss is not None
+        self._grad_history: list[float] = []  # sorted
+        self._steps = 0
+        self._skipped = 0
+        self.cause: str | None = None
+        self.step: int | None = None
+
+    @property
+    def diverged(self) -> bool:
+        """Whether any divergence has been reported."""
+        return self.cause is not None
+
+    @property
+    def steps_seen(self) -> int:
+        """Number of steps fed so far."""
+        return self._steps
+
+    @property
+    def skipped_steps(self) -> int:
+        """Number of skipped steps fed so far."""
+        return self._skipped
+
+    @property
+    def initial_loss(self) -> float | None:
+        """The initial loss ``L0``, or None until it is known."""
+        return self._initial
+
+    @property
+    def grad_norm_median(self) -> float | None:
+        """Median of the finite grad norms seen so far, or None when none was seen."""
+        h = self._grad_history
+        if not h:
+            return None
+        mid = len(h) // 2
+        return h[mid] if len(h) % 2 else 0.5 * (h[mid - 1] + h[mid])
+
+    def update(
+        self,
+        loss: npt.ArrayLike,
+        grad_norm: npt.ArrayLike | None = None,
+        scale: npt.ArrayLike | None = None,
+        skipped: npt.ArrayLike | None = None,
+    ) -> tuple[str, int] | None:
+        """Feed one chunk of steps; ``(cause, index_in_chunk)`` of its first divergent step.
+
+        All given arrays must have the length of ``loss`` (ValueError otherwise).
+        """
+        losses = _as_1d(loss, "loss")
+        m = len(losses)
+        grads = self._optional(grad_norm, "grad_norm", m)
+        scales = self._optional(scale, "scale", m)
+        skips = self._optional(skipped, "skipped", m)
+        first: tuple[str, int] | None = None
+        for i in range(m):
+            g = self._steps
+            self._steps += 1
+            if skips is not None and math.isfinite(skips[i]) and skips[i] != 0:
+                self._skipped += 1
+            grad = None if grads is None else float(grads[i])
+            sc = None if scales is None else float(scales[i])
+            cause = self._test(float(losses[i]), grad, sc, skips is not None)
+            if cause is not None and first is None:
+                first = (cause, i)
+                if self.cause is None:
+                    self.cause, self.step = cause, g
+            self._record(g, float(losses[i]), grad)
+        return first
+
+    @staticmethod
+    def _optional(x: npt.ArrayLike | None, name: str, m: int) -> FloatArray | None:
+        if x is None:
+            return None
+        arr = _as_1d(x, name)
+        if len(arr) != m:
+            raise ValueError(f"{name} has {len(arr)} steps, loss has {m}")
+        return arr
+
+    def _test(
+        self, loss: float, grad: float | None, scale: float | None, has_skips: bool
+    ) -> str | None:
+        thr = self.thresholds
+        if not math.isfinite(loss):
+            return "nonfinite_loss"
+        l0 = self._initial
+        if (
+            l0 is not None  # known from step k on (or from step 0 when given)
+            and math.isfinite(l0)
+            and l0 > 0
+            and loss > thr.loss_explosion_factor * l0
+        ):
+            return "loss_explosion"
+        if grad is not None:
+            if math.isfinite(grad):
+                median = self.grad_norm_median
+                if (
+                    median is not None
+                    and len(self._grad_history) >= thr.grad_history_min
+                    and grad > thr.grad_explosion_factor * median
+                ):
+                    return "grad_explosion"
+            elif self.precision != "fp16":
+                return "grad_explosion"
+        if (
+            self.precision == "fp16"
+            and scale is not None
+            and math.isfinite(scale)
+            and scale < thr.scale_floor
+        ):
+            return "scaler_collapse"
+        if (
+            has_skips
+            and self._steps >= thr.skipped_min_steps
+            and self._skipped / self._steps > thr.skipped_fraction
+        ):
+            return "scaler_collapse"
+        return None
+
+    def _record(self, g: int, loss: float, grad: float | None) -> None:
+        if not self._initial_fixed and g < self._head_len:
+            if math.isfinite(loss):
+                self._head.append(loss)
+            if g == self._head_len - 1:
+                self._initial = float(np.mean(self._head)) if self._head else None
+        if grad is not None and math.isfinite(grad):
+            bisect.insort(self._grad_history, grad)

@@ -1,0 +1,1003 @@
+"""The search-space file: schema, validation with file/key/line errors, `--set`, knob domains.
+
+A space file describes one study: its name, the workload, the probe settings, the objectives and
+constraints, the trial budget, the sampler, and the knobs. Each knob is either fixed (a scalar)
+or a domain (`{low, high, log}`, `{low, high, step}` or `{choices: [...]}`). The file is parsed
+once into a frozen `Space`; `dump(space)` writes it back so that `loads(dump(s)) == s`.
+
+This module must not import ray or mlflow (and imports no torch).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from autotune.errors import SpaceError, did_you_mean
+
+Scalar = float | int | str | bool
+
+# --------------------------------------------------------------------------------------------
+# The knobs: every single-process knob of DOMAIN.md §1 with PyTorch's default (the baseline).
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KnobInfo:
+    """What autotune knows about one knob: its type, PyTorch's default and its valid range."""
+
+    name: str
+    kind: Literal["float", "int", "choice", "bool"]
+    default: Scalar | None  # PyTorch's default; the baseline trial uses it. None: from workload.
+    group: str
+    help: str
+    low: float | None = None  # valid range (inclusive unless *_open)
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+    choices: tuple[Scalar, ...] = ()
+
+
+def _k(name: str, kind: Any, default: Any, group: str, help: str, **kw: Any) -> KnobInfo:
+    return KnobInfo(name=name, kind=kind, default=default, group=group, help=help, **kw)
+
+
+KNOBS: dict[str, KnobInfo] = {
+    k.name: k
+    for k in [
+        _k(
+            "lr",
+            "float",
+            None,
+            "optimizer",
+            "AdamW peak learning rate (default: the workload's)",
+            low=0.0,
+            low_open=True,
+            high=10.0,
+        ),
+        _k("beta1", "float", 0.9, "optimizer", "AdamW beta1", low=0.0, high=1.0, high_open=True),
+        _k("beta2", "float", 0.999, "optimizer", "AdamW beta2", low=0.0, high=1.0, high_open=True),
+        _k(
+            "adam_eps",
+            "float",
+            1e-8,
+            "optimizer",
+            "AdamW eps (1e-8 underflows in fp16 state)",
+            low=0.0,
+            low_open=True,
+            high=1.0,
+        ),
+        _k(
+            "weight_decay",
+            "float",
+            0.01,
+            "optimizer",
+            "AdamW decoupled weight decay",
+            low=0.0,
+            high=1.0,
+        ),
+        _k(
+            "clip_norm",
+            "float",
+            0.0,
+            "clipping",
+            "gradient-norm clipping threshold on unscaled grads; 0 = off",
+            low=0.0,
+            high=1e6,
+        ),
+        _k(
+            "clip_mode",
+            "choice",
+            "global",
+            "clipping",
+            "global: one norm over all parameters; per_layer: each parameter tensor on its own",
+            choices=("global", "per_layer"),
+        ),
+        _k(
+            "warmup_steps",
+            "int",
+            0,
+            "schedule",
+            "linear LR warm-up from 0, in optimizer steps",
+            low=0,
+            high=1_000_000,
+        ),
+        _k(
+            "schedule",
+            "choice",
+            "constant",
+            "schedule",
+            "LR after warm-up",
+            choices=("constant", "linear", "cosine"),
+        ),
+        _k(
+            "min_lr_ratio",
+            "float",
+            0.0,
+            "schedule",
+            "final LR / peak LR for linear and cosine decay",
+            low=0.0,
+            high=1.0,
+        ),
+        _k(
+            "init_scale",
+            "float",
+            65536.0,
+            "grad_scaler",
+            "GradScaler initial scale",
+            low=0.0,
+            low_open=True,
+            high=2.0**32,
+        ),
+        _k(
+            "growth_factor",
+            "float",
+            2.0,
+            "grad_scaler",
+            "GradScaler growth factor",
+            low=1.0,
+            low_open=True,
+            high=1000.0,
+        ),
+        _k(
+            "backoff_factor",
+            "float",
+            0.5,
+            "grad_scaler",
+            "GradScaler backoff factor",
+            low=0.0,
+            low_open=True,
+            high=1.0,
+            high_open=True,
+        ),
+        _k(
+            "growth_interval",
+            "int",
+            2000,
+            "grad_scaler",
+            "GradScaler: steps without inf/NaN before the scale grows",
+            low=1,
+            high=1_000_000,
+        ),
+        _k(
+            "accum_steps",
+            "int",
+            1,
+            "batch",
+            "micro-batches per optimizer step (loss divided by it)",
+            low=1,
+            high=4096,
+        ),
+        _k(
+            "bucket_cap_mb",
+            "float",
+            25.0,
+            "ddp",
+            "DDP bucket size in MiB",
+            low=0.0,
+            low_open=True,
+            high=4096.0,
+        ),
+        _k("gradient_as_bucket_view", "bool", False, "ddp", "DDP gradient_as_bucket_view"),
+        _k("static_graph", "bool", False, "ddp", "DDP static_graph"),
+        _k("broadcast_buffers", "bool", True, "ddp", "DDP broadcast_buffers"),
+    ]
+}
+
+SCALER_KNOBS = ("init_scale", "growth_factor", "backoff_factor", "growth_interval")
+DDP_KNOBS = ("bucket_cap_mb", "gradient_as_bucket_view", "static_graph", "broadcast_buffers")
+
+#: Environment knobs come from a file that may be shared: only these prefixes are accepted.
+ENV_PREFIXES = ("NCCL_", "RCCL_", "HSA_", "ROCBLAS_", "MIOPEN_", "TORCH_NCCL_")
+#: Site settings are never searched (DOMAIN.md §1).
+ENV_SITE_SETTINGS = ("HSA_FORCE_FINE_GRAIN_PCIE", "NCCL_IB_", "NCCL_SOCKET_IFNAME")
+ENV_COMM_PREFIXES = ("NCCL_", "RCCL_", "TORCH_NCCL_")
+ENV_FP16_ALT_IMPL = (
+    "ROCBLAS_INTERNAL_FP16_ALT_IMPL",
+    "MIOPEN_DEBUG_CONVOLUTION_ATTRIB_FP16_ALT_IMPL",
+)
+LL128_ARCHS = ("gfx90a", "gfx942", "gfx950")
+
+#: Summary metrics a probe reports (autotune.metrics) that can be objectives or constraints.
+METRICS: dict[str, str] = {
+    "loss_cv": "fluctuation of the loss around its trend over the tail window",
+    "loss_range": "max - min of the loss over the tail window",
+    "spike_count": "loss spikes over the rolling median (robust sigma)",
+    "final_loss": "mean loss over the last 10% of steps",
+    "loss_drop": "1 - final_loss / initial_loss",
+    "grad_norm_p50": "median total gradient norm before clipping",
+    "grad_norm_p99": "99th percentile of the gradient norm",
+    "grad_norm_max": "largest gradient norm",
+    "clip_fraction": "share of steps where clipping fired",
+    "skipped_steps": "optimizer steps skipped by the GradScaler",
+    "throughput": "samples per second over steady steps",
+    "tokens_per_s": "tokens per second over steady steps (token workloads)",
+    "peak_mem_mb": "peak device memory (GPU) or peak RSS (CPU), MiB",
+}
+
+# --------------------------------------------------------------------------------------------
+# Domains
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Domain:
+    """A searched range for one knob. Exactly one of (low/high) or choices is set."""
+
+    low: float | int | None = None
+    high: float | int | None = None
+    log: bool = False
+    step: float | int | None = None
+    choices: tuple[Scalar, ...] = ()
+    default: Scalar | None = None
+
+    @property
+    def is_choice(self) -> bool:
+        return bool(self.choices)
+
+    def contains(self, value: Any) -> bool:
+        if self.is_choice:
+            return value in self.choices
+        assert self.low is not None and self.high is not None
+        return isinstance(value, int | float) and self.low <= value <= self.high
+
+    def midpoint(self, kind: str) -> Scalar:
+        if self.is_choice:
+            return self.choices[0]
+        assert self.low is not None and self.high is not None
+        mid = math.sqrt(self.low * self.high) if self.log else (self.low + self.high) / 2.0
+        if kind == "int":
+            step = int(self.step or 1)
+            return int(self.low + round((mid - self.low) / step) * step)
+        return float(mid)
+
+    def grid(self, kind: str, points: int) -> list[Scalar]:
+        """Values of this domain for the grid sampler (`points` per continuous domain)."""
+        if self.is_choice:
+            return list(self.choices)
+        assert self.low is not None and self.high is not None
+        if kind == "int":
+            step = int(self.step or 1)
+            values = list(range(int(self.low), int(self.high) + 1, step))
+            if len(values) <= points:
+                return [int(v) for v in values]
+            idx = [round(i * (len(values) - 1) / (points - 1)) for i in range(points)]
+            return sorted({int(values[i]) for i in idx})
+        if points == 1:
+            return [float(self.midpoint(kind))]
+        if self.log:
+            a, b = math.log(self.low), math.log(self.high)
+            return [float(math.exp(a + i * (b - a) / (points - 1))) for i in range(points)]
+        return [float(self.low + i * (self.high - self.low) / (points - 1)) for i in range(points)]
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.is_choice:
+            out["choices"] = list(self.choices)
+        else:
+            out["low"], out["high"] = self.low, self.high
+            if self.log:
+                out["log"] = True
+            if self.step is not None:
+                out["step"] = self.step
+        if self.default is not None:
+            out["default"] = self.default
+        return out
+
+
+KnobValue = Scalar | Domain
+
+# --------------------------------------------------------------------------------------------
+# The file's sections (pydantic: unknown keys are errors)
+# --------------------------------------------------------------------------------------------
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class WorkloadRef(_Section):
+    name: str = Field(min_length=1, description="built-in name, path/file.py:attr or pkg.mod:attr")
+    size: str = "tiny"
+
+
+class DivergenceSettings(_Section):
+    stop_early: bool = True
+    loss_explosion_factor: float = Field(10.0, gt=1.0)
+    grad_explosion_factor: float = Field(1e3, gt=1.0)
+    scale_floor: float = Field(1e-4, gt=0.0)
+    skipped_fraction: float = Field(0.5, gt=0.0, le=1.0)
+
+
+class ProbeSettings(_Section):
+    steps: int = Field(200, ge=10, le=10_000_000)
+    micro_batch: int = Field(16, ge=1)
+    precision: Literal["fp32", "fp16", "bf16"] = "fp32"
+    seed: int = Field(0, ge=0)
+    device: str = "auto"
+    deterministic: bool = False
+    telemetry_every: int = Field(10, ge=1, description="steps between host fetches of telemetry")
+    threads: int | None = Field(None, ge=1, description="CPU threads per probe; null: auto")
+    divergence: DivergenceSettings = DivergenceSettings()
+
+    @field_validator("device")
+    @classmethod
+    def _device(cls, v: str) -> str:
+        if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", v):
+            raise ValueError("must be auto, cpu, cuda or cuda:N (ROCm GPUs are cuda in torch)")
+        return v
+
+
+class Objective(_Section):
+    metric: str
+    direction: Literal["minimize", "maximize"]
+
+    @field_validator("metric")
+    @classmethod
+    def _metric(cls, v: str) -> str:
+        return _check_metric(v)
+
+
+class Constraint(_Section):
+    metric: str
+    op: Literal[">=", "<="]
+    value: float
+
+    @field_validator("metric")
+    @classmethod
+    def _metric(cls, v: str) -> str:
+        return _check_metric(v)
+
+
+class Budget(_Section):
+    trials: int = Field(20, ge=1, le=100_000)
+    concurrency: int | None = Field(None, ge=1, description="parallel trials; null: auto")
+    trial_timeout_s: float = Field(600.0, gt=0)
+    cpus_per_trial: float | None = Field(None, gt=0, description="null: auto")
+    gpus_per_trial: float = Field(1.0, ge=0)
+
+
+class SamplerSettings(_Section):
+    name: Literal["tpe", "nsga2", "random", "grid"] = "tpe"
+    seed: int = 0
+    n_startup_trials: int = Field(6, ge=0, description="tpe: random trials before modelling")
+    grid_points: int = Field(3, ge=1, description="grid: points per continuous domain")
+
+
+def _check_metric(v: str) -> str:
+    if v not in METRICS:
+        raise ValueError(
+            f"unknown metric '{v}'{did_you_mean(v, METRICS)}; one of {', '.join(METRICS)}"
+        )
+    return v
+
+
+DEFAULT_OBJECTIVES = (
+    Objective(metric="loss_cv", direction="minimize"),
+    Objective(metric="throughput", direction="maximize"),
+)
+DEFAULT_CONSTRAINTS = (Constraint(metric="loss_drop", op=">=", value=0.05),)
+
+
+@dataclass(frozen=True)
+class Space:
+    """A validated study description. Build it with `load`/`loads`; pass it whole."""
+
+    name: str
+    workload: WorkloadRef
+    probe: ProbeSettings = field(default_factory=ProbeSettings)
+    objectives: tuple[Objective, ...] = DEFAULT_OBJECTIVES
+    constraints: tuple[Constraint, ...] = DEFAULT_CONSTRAINTS
+    budget: Budget = field(default_factory=Budget)
+    sampler: SamplerSettings = field(default_factory=SamplerSettings)
+    knobs: Mapping[str, KnobValue] = field(default_factory=dict)
+    env: Mapping[str, KnobValue] = field(default_factory=dict)
+    description: str = ""
+    source: str = "<memory>"  # the file it came from, for messages (not part of equality)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Space):
+            return NotImplemented
+        return self.to_dict() == other.to_dict()
+
+    def __hash__(self) -> int:
+        return hash(dump(self))
+
+    # ----- views -----
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data in file order; feeds `dump`, MLflow params and the recipe."""
+        out: dict[str, Any] = {"name": self.name}
+        if self.description:
+            out["description"] = self.description
+        out["workload"] = self.workload.model_dump()
+        out["probe"] = self.probe.model_dump()
+        out["objectives"] = [o.model_dump() for o in self.objectives]
+        out["constraints"] = [c.model_dump() for c in self.constraints]
+        out["budget"] = self.budget.model_dump()
+        out["sampler"] = self.sampler.model_dump()
+        out["knobs"] = {k: _value_to_data(v) for k, v in self.knobs.items()}
+        out["env"] = {k: _value_to_data(v) for k, v in self.env.items()}
+        return out
+
+    def searched(self) -> dict[str, Domain]:
+        """Every knob and env knob given as a domain (before conditioning)."""
+        out = {k: v for k, v in self.knobs.items() if isinstance(v, Domain)}
+        out.update({k: v for k, v in self.env.items() if isinstance(v, Domain)})
+        return out
+
+    def knob_kind(self, name: str) -> str:
+        if name in KNOBS:
+            return KNOBS[name].kind
+        domain = self.env.get(name)
+        if isinstance(domain, Domain) and not domain.is_choice:
+            return "int"
+        return "choice"
+
+    def default_value(self, name: str) -> Scalar | None:
+        """A knob's value when it is not searched: fixed value, domain default, or PyTorch's."""
+        value = self.knobs.get(name, self.env.get(name))
+        if isinstance(value, Domain):
+            if value.default is not None:
+                return value.default
+            info = KNOBS.get(name)
+            if info is not None and info.default is not None and value.contains(info.default):
+                return info.default
+            return value.midpoint(self.knob_kind(name))
+        if value is not None:
+            return value
+        info = KNOBS.get(name)
+        return info.default if info else None
+
+    def fixed_knobs(self) -> dict[str, Scalar | None]:
+        """All KNOBS at their non-searched values (fixed, domain default or PyTorch default)."""
+        return {name: self.default_value(name) for name in KNOBS}
+
+    def fixed_env(self) -> dict[str, str]:
+        return {k: str(self.default_value(k)) for k in self.env}
+
+    def baseline_knobs(self) -> dict[str, Scalar | None]:
+        """Trial 0: every searched knob at PyTorch's default, the rest as the space fixes them.
+
+        The learning rate is the study's (fixed, or its domain's default), so the baseline says
+        what doing nothing about the searched knobs gives at the learning rate being tuned for.
+        """
+        out = self.fixed_knobs()
+        for name, value in self.knobs.items():
+            if isinstance(value, Domain) and name != "lr":
+                out[name] = KNOBS[name].default
+        return out
+
+    def baseline_env(self) -> dict[str, str]:
+        """Fixed environment knobs only: searched ones are left unset (the library's default)."""
+        return {k: str(v) for k, v in self.env.items() if not isinstance(v, Domain)}
+
+
+def _value_to_data(v: KnobValue) -> Any:
+    return v.to_dict() if isinstance(v, Domain) else v
+
+
+# --------------------------------------------------------------------------------------------
+# Loading
+# --------------------------------------------------------------------------------------------
+
+_TOP_KEYS = (
+    "name",
+    "description",
+    "workload",
+    "probe",
+    "objectives",
+    "constraints",
+    "budget",
+    "sampler",
+    "knobs",
+    "env",
+)
+
+
+def builtin_dir() -> Path:
+    """Folder of the shipped search spaces (installed package, or the source checkout)."""
+    try:
+        path = Path(str(resources.files("autotune.search_spaces")))
+        if path.is_dir():
+            return path
+    except ModuleNotFoundError:
+        pass
+    return Path(__file__).resolve().parent.parent / "search_spaces"
+
+
+def builtin_names() -> list[str]:
+    return sorted(p.stem for p in builtin_dir().glob("*.yaml"))
+
+
+def find(ref: str | Path) -> Path:
+    """A path that exists, else a built-in space by bare name (`gradclip` or `gradclip.yaml`)."""
+    path = Path(ref)
+    if path.is_file():
+        return path
+    if path.parent == Path(".") and not path.exists():
+        candidate = builtin_dir() / (path.name if path.suffix else f"{path.name}.yaml")
+        if candidate.is_file():
+            return candidate
+        stem, names = path.stem, builtin_names()
+        raise SpaceError(
+            f"{ref}: no such file, and no built-in space '{stem}'{did_you_mean(stem, names)}"
+            f"; built-in spaces: {', '.join(names)}"
+        )
+    raise SpaceError(f"{ref}: no such file")
+
+
+def load(ref: str | Path, overrides: Sequence[str] = ()) -> Space:
+    """Read, override (`key.path=value`) and validate a space file."""
+    path = find(ref)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise SpaceError(f"{path}: cannot read: {e.strerror}") from e
+    return loads(text, source=str(path), overrides=overrides)
+
+
+def loads(text: str, *, source: str = "<string>", overrides: Sequence[str] = ()) -> Space:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        problem = getattr(e, "problem", None) or str(e)
+        raise SpaceError(f"{source}: malformed YAML{where}: {problem}") from e
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise SpaceError(f"{source}: the top level must be a mapping of keys, got {_tname(data)}")
+    lines = _line_map(text)
+    for item in overrides:
+        _apply_override(data, item, source)
+    return _build(data, source, lines, overrides)
+
+
+def _tname(v: Any) -> str:
+    return type(v).__name__ if v is not None else "nothing"
+
+
+def _apply_override(data: dict[str, Any], item: str, source: str) -> None:
+    if "=" not in item:
+        raise SpaceError(f"--set {item}: expected key.path=value, e.g. --set knobs.lr=0.003")
+    key, raw = item.split("=", 1)
+    parts = [p for p in key.strip().split(".") if p]
+    if not parts:
+        raise SpaceError(f"--set {item}: empty key")
+    if parts[0] not in _TOP_KEYS:
+        raise SpaceError(
+            f"--set {item}: unknown key '{parts[0]}'{did_you_mean(parts[0], _TOP_KEYS)}; "
+            f"top-level keys are {', '.join(_TOP_KEYS)}"
+        )
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError as e:
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise SpaceError(f"--set {item}: the value is not valid YAML: {problem}") from e
+    node: Any = data
+    for i, part in enumerate(parts[:-1]):
+        nxt = node.get(part) if isinstance(node, dict) else None
+        if nxt is None:
+            nxt = {}
+            node[part] = nxt
+        if not isinstance(nxt, dict):
+            where = ".".join(parts[: i + 1])
+            raise SpaceError(f"--set {item}: '{where}' is a value in {source}, not a section")
+        node = nxt
+    node[parts[-1]] = value
+
+
+def _line_map(text: str) -> dict[tuple[str | int, ...], int]:
+    """Key path -> 1-based line, for error messages."""
+    out: dict[tuple[str | int, ...], int] = {}
+    try:
+        root = yaml.compose(text)
+    except yaml.YAMLError:
+        return out
+
+    def walk(node: Any, path: tuple[str | int, ...]) -> None:
+        out[path] = node.start_mark.line + 1
+        if isinstance(node, yaml.MappingNode):
+            for k, v in node.value:
+                key = k.value
+                sub = (*path, key)
+                out[sub] = k.start_mark.line + 1
+                walk(v, sub)
+                out[sub] = k.start_mark.line + 1
+        elif isinstance(node, yaml.SequenceNode):
+            for i, v in enumerate(node.value):
+                walk(v, (*path, i))
+
+    if root is not None:
+        walk(root, ())
+    return out
+
+
+class _Err:
+    """Builds `file: key.path (line N): message` errors."""
+
+    def __init__(
+        self, source: str, lines: Mapping[tuple[str | int, ...], int], overridden: set[str]
+    ):
+        self.source, self.lines, self.overridden = source, lines, overridden
+
+    def __call__(self, path: Sequence[str | int], message: str) -> SpaceError:
+        dotted = ".".join(str(p) for p in path)
+        where = ""
+        if any(
+            dotted == o or dotted.startswith(o + ".") or o.startswith(dotted + ".")
+            for o in self.overridden
+        ):
+            where = " (from --set)"
+        else:
+            for n in range(len(path), 0, -1):
+                line = self.lines.get(tuple(path[:n]))
+                if line is not None:
+                    where = f" (line {line})"
+                    break
+        return SpaceError(f"{self.source}: {dotted or '<top>'}{where}: {message}")
+
+
+def _build(
+    data: dict[str, Any],
+    source: str,
+    lines: Mapping[tuple[str | int, ...], int],
+    overrides: Sequence[str],
+) -> Space:
+    err = _Err(source, lines, {o.split("=", 1)[0].strip() for o in overrides})
+    for key in data:
+        if key not in _TOP_KEYS:
+            raise err(
+                [str(key)],
+                f"unknown key{did_you_mean(str(key), _TOP_KEYS)}; allowed: {', '.join(_TOP_KEYS)}",
+            )
+    name = data.get("name")
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}", name):
+        raise err(
+            ["name"], f"required: a study name of letters, digits, '_', '-', '.' (got {name!r})"
+        )
+    description = data.get("description", "") or ""
+    if not isinstance(description, str):
+        raise err(["description"], "must be text")
+    workload_raw = data.get("workload")
+    if isinstance(workload_raw, str):
+        workload_raw = {"name": workload_raw}
+    if workload_raw is None:
+        raise err(["workload"], "required: e.g. `workload: {name: tiny_gpt, size: tiny}`")
+    workload = _model(WorkloadRef, workload_raw, ["workload"], err)
+    probe = _model(ProbeSettings, data.get("probe") or {}, ["probe"], err)
+    budget = _model(Budget, data.get("budget") or {}, ["budget"], err)
+    sampler = _model(SamplerSettings, data.get("sampler") or {}, ["sampler"], err)
+    objectives = tuple(_list(Objective, data, "objectives", DEFAULT_OBJECTIVES, err))
+    if not objectives:
+        raise err(["objectives"], "at least one objective is needed")
+    metrics = [o.metric for o in objectives]
+    if len(set(metrics)) != len(metrics):
+        raise err(["objectives"], f"each metric at most once, got {metrics}")
+    constraints = tuple(_list(Constraint, data, "constraints", DEFAULT_CONSTRAINTS, err))
+
+    knobs_raw = data.get("knobs") or {}
+    if not isinstance(knobs_raw, dict):
+        raise err(["knobs"], f"must be a mapping of knob: value-or-domain, got {_tname(knobs_raw)}")
+    knobs: dict[str, KnobValue] = {}
+    for key, raw in knobs_raw.items():
+        key = str(key)
+        if key not in KNOBS:
+            hint = did_you_mean(key, KNOBS)
+            if key.isupper():
+                hint += "; environment variables go under `env:`"
+            raise err(["knobs", key], f"unknown knob{hint}; known knobs: {', '.join(KNOBS)}")
+        knobs[key] = _knob_value(KNOBS[key], raw, ["knobs", key], err)
+
+    env_raw = data.get("env") or {}
+    if not isinstance(env_raw, dict):
+        raise err(["env"], f"must be a mapping of VARIABLE: value-or-domain, got {_tname(env_raw)}")
+    env: dict[str, KnobValue] = {}
+    for key, raw in env_raw.items():
+        key = str(key)
+        env[key] = _env_value(key, raw, ["env", key], err)
+
+    if sampler.name == "grid":
+        for name, value in {**knobs, **env}.items():
+            sec = "env" if name in env else "knobs"
+            if (
+                isinstance(value, Domain)
+                and value.step is None
+                and not value.is_choice
+                and KNOBS.get(name, KNOBS["lr"]).kind == "float"
+                and sampler.grid_points < 2
+            ):
+                raise err([sec, name], "grid needs sampler.grid_points >= 2 for a float range")
+
+    return Space(
+        name=name,
+        description=description,
+        workload=workload,
+        probe=probe,
+        objectives=objectives,
+        constraints=constraints,
+        budget=budget,
+        sampler=sampler,
+        knobs=knobs,
+        env=env,
+        source=source,
+    )
+
+
+def _model(cls: type[BaseModel], raw: Any, path: list[str | int], err: _Err) -> Any:
+    if not isinstance(raw, dict):
+        raise err(path, f"must be a mapping, got {_tname(raw)}")
+    try:
+        return cls.model_validate(raw)
+    except ValidationError as e:
+        first = e.errors()[0]
+        loc = [*path, *first["loc"]]
+        if first["type"] == "extra_forbidden":
+            key = str(first["loc"][-1])
+            msg = f"unknown key{did_you_mean(key, cls.model_fields)}; allowed: " + ", ".join(
+                _fields(cls, first["loc"][:-1])
+            )
+        else:
+            if first["type"] == "value_error":  # our own validators say what they got
+                msg = str(first["msg"]).removeprefix("Value error, ")
+            else:
+                msg = f"{first['msg']} (got {first.get('input')!r})"
+        raise err(loc, msg) from None
+
+
+def _fields(cls: type[BaseModel], loc: Sequence[Any]) -> list[str]:
+    model: Any = cls
+    for part in loc:
+        ann = model.model_fields[str(part)].annotation
+        model = ann
+    return list(model.model_fields) if hasattr(model, "model_fields") else []
+
+
+def _list(
+    cls: type[BaseModel], data: dict[str, Any], key: str, default: Iterable[Any], err: _Err
+) -> list[Any]:
+    raw = data.get(key)
+    if raw is None:
+        return list(default)
+    if not isinstance(raw, list):
+        raise err([key], f"must be a list, got {_tname(raw)}")
+    return [_model(cls, item, [key, i], err) for i, item in enumerate(raw)]
+
+
+_DOMAIN_KEYS = ("low", "high", "log", "step", "choices", "default")
+
+
+def _knob_value(info: KnobInfo, raw: Any, path: list[str | int], err: _Err) -> KnobValue:
+    if isinstance(raw, dict):
+        domain = _domain(raw, info.kind, path, err)
+        values: list[Any] = list(domain.choices) if domain.is_choice else [domain.low, domain.high]
+        if domain.default is not None:
+            values.append(domain.default)
+        for v in values:
+            _check_value(info, v, path, err)
+        if domain.default is not None and not domain.contains(domain.default):
+            raise err([*path, "default"], f"default {domain.default!r} lies outside the domain")
+        return domain
+    if isinstance(raw, list):
+        raise err(path, "a list is not a value: write `{choices: [...]}` to search choices")
+    return _check_value(info, raw, path, err)
+
+
+def _check_value(info: KnobInfo, v: Any, path: list[str | int], err: _Err) -> Scalar:
+    if info.kind == "bool":
+        if not isinstance(v, bool):
+            raise err(path, f"must be true or false, got {v!r}")
+        return v
+    if info.kind == "choice":
+        if v not in info.choices:
+            raise err(
+                path,
+                f"must be one of {list(info.choices)}, got {v!r}"
+                f"{did_you_mean(str(v), [str(c) for c in info.choices])}",
+            )
+        return v
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        if isinstance(v, str):
+            try:
+                v = float(v)  # YAML reads 1e-8 (no dot) as a string
+            except ValueError:
+                raise err(path, f"must be a number, got {v!r}") from None
+        else:
+            raise err(path, f"must be a number, got {v!r}")
+    if info.kind == "int":
+        if float(v) != int(v):
+            raise err(path, f"must be a whole number, got {v!r}")
+        v = int(v)
+    else:
+        v = float(v)
+    if not math.isfinite(v):
+        raise err(path, f"must be finite, got {v!r}")
+    lo_ok = info.low is None or (v > info.low if info.low_open else v >= info.low)
+    hi_ok = info.high is None or (v < info.high if info.high_open else v <= info.high)
+    if not (lo_ok and hi_ok):
+        lo = "(" if info.low_open else "["
+        hi = ")" if info.high_open else "]"
+        raise err(
+            path, f"{v!r} is out of range: {info.name} must lie in {lo}{info.low}, {info.high}{hi}"
+        )
+    return v
+
+
+def _domain(raw: dict[str, Any], kind: str, path: list[str | int], err: _Err) -> Domain:
+    for key in raw:
+        if key not in _DOMAIN_KEYS:
+            raise err(
+                [*path, str(key)],
+                f"unknown domain key{did_you_mean(str(key), _DOMAIN_KEYS)}; "
+                "a domain is {low, high[, log][, step][, default]} or {choices: [...]}",
+            )
+    if "choices" in raw:
+        choices = raw["choices"]
+        extra = set(raw) - {"choices", "default"}
+        if extra:
+            raise err(
+                [*path, sorted(extra)[0]], "choices cannot be combined with low/high/log/step"
+            )
+        if not isinstance(choices, list) or not choices:
+            raise err([*path, "choices"], "must be a non-empty list")
+        if len({repr(c) for c in choices}) != len(choices):
+            raise err([*path, "choices"], f"duplicate choices in {choices}")
+        default = raw.get("default")
+        if kind in ("float", "int"):
+            choices = [_num(c, kind, [*path, "choices"], err) for c in choices]
+            if default is not None:  # YAML reads 1e-8 (no dot) as a string
+                default = _num(default, kind, [*path, "default"], err)
+        return Domain(choices=tuple(choices), default=default)
+    if kind in ("choice", "bool"):
+        raise err(path, "this knob takes `{choices: [...]}`, not low/high")
+    if "low" not in raw or "high" not in raw:
+        missing = "low" if "low" not in raw else "high"
+        raise err([*path, missing], "a range needs both low and high")
+    low = _num(raw["low"], kind, [*path, "low"], err)
+    high = _num(raw["high"], kind, [*path, "high"], err)
+    if low > high:
+        raise err(path, f"low <= high must hold, got low={low}, high={high}")
+    log = raw.get("log", False)
+    if not isinstance(log, bool):
+        raise err([*path, "log"], f"must be true or false, got {log!r}")
+    if log and low <= 0:
+        raise err([*path, "low"], f"a log domain needs low > 0, got low={low}")
+    step = raw.get("step")
+    if step is not None:
+        step = _num(step, kind, [*path, "step"], err)
+        if step <= 0:
+            raise err([*path, "step"], f"must be > 0, got {step}")
+        if log:
+            raise err([*path, "step"], "step and log cannot be combined")
+    default = raw.get("default")
+    if default is not None:
+        default = _num(default, kind, [*path, "default"], err)
+    return Domain(low=low, high=high, log=log, step=step, default=default)
+
+
+def _num(v: Any, kind: str, path: list[str | int], err: _Err) -> float | int:
+    if isinstance(v, str):
+        try:
+            v = float(v)
+        except ValueError:
+            raise err(path, f"must be a number, got {v!r}") from None
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        raise err(path, f"must be a number, got {v!r}")
+    if kind == "int":
+        if float(v) != int(v):
+            raise err(path, f"must be a whole number, got {v!r}")
+        return int(v)
+    return float(v)
+
+
+def _env_value(name: str, raw: Any, path: list[str | int], err: _Err) -> KnobValue:
+    if not re.fullmatch(r"[A-Z][A-Z0-9_]*", name):
+        raise err(path, "environment variable names are upper case letters, digits and '_'")
+    if not name.startswith(ENV_PREFIXES):
+        raise err(
+            path,
+            f"refused: only variables starting with {', '.join(ENV_PREFIXES)} may be "
+            "set from a space file (it may be shared; LD_PRELOAD, PYTHONPATH and the like "
+            "are never accepted)",
+        )
+    if any(name.startswith(s) for s in ENV_SITE_SETTINGS):
+        raise err(
+            path,
+            "a site setting (fabric, interface, PCIe) is never searched: set it in "
+            "the cluster's environment instead",
+        )
+    if isinstance(raw, dict):
+        if "choices" in raw:
+            domain = _domain(raw, "choice", path, err)
+            for c in domain.choices:
+                if not isinstance(c, str | int) or isinstance(c, bool):
+                    raise err([*path, "choices"], f"values are strings or integers, got {c!r}")
+        else:
+            domain = _domain(raw, "int", path, err)
+        if domain.default is not None and not domain.contains(domain.default):
+            raise err([*path, "default"], f"default {domain.default!r} lies outside the domain")
+        return domain
+    if not isinstance(raw, str | int) or isinstance(raw, bool):
+        raise err(path, f"a value is a string or integer, got {raw!r}")
+    return raw
+
+
+# --------------------------------------------------------------------------------------------
+# Dumping
+# --------------------------------------------------------------------------------------------
+
+
+def dump(space: Space) -> str:
+    """YAML text that `loads` turns back into an equal Space."""
+    return yaml.safe_dump(space.to_dict(), sort_keys=False, default_flow_style=None, width=100)
+
+
+# --------------------------------------------------------------------------------------------
+# Knob conditioning: knobs with no effect on this setup are not searched.
+# --------------------------------------------------------------------------------------------
+
+
+def _forces_ll128(choice: Scalar) -> bool:
+    """NCCL_PROTO is a case-insensitive comma list; a leading '^' excludes what it lists."""
+    value = str(choice).upper().replace(" ", "")
+    return not value.startswith("^") and "LL128" in value.split(",")
+
+
+@dataclass(frozen=True)
+class Conditioned:
+    """The knobs a study searches after conditioning, and the ones dropped with their reason."""
+
+    searched: dict[str, Domain]
+    dropped: dict[str, str]
+
+
+def condition(
+    space: Space, *, platform: str, arch: str | None = None, world_size: int = 1
+) -> Conditioned:
+    """Drop knobs that cannot act on `platform` (cpu/cuda/rocm), `arch` and `world_size`."""
+    searched: dict[str, Domain] = {}
+    dropped: dict[str, str] = {}
+    precision = space.probe.precision
+    schedule = space.knobs.get("schedule", KNOBS["schedule"].default)
+    for name, domain in space.searched().items():
+        reason = None
+        if name in SCALER_KNOBS and precision != "fp16":
+            reason = f"GradScaler knobs act only under fp16 (probe.precision is {precision})"
+        elif name in DDP_KNOBS and world_size == 1:
+            reason = "DDP knobs act only with more than one process (world size is 1)"
+        elif name == "min_lr_ratio" and schedule == "constant":
+            reason = "min_lr_ratio acts only with a linear or cosine schedule (schedule: constant)"
+        elif name.startswith(ENV_COMM_PREFIXES) and (world_size == 1 or platform == "cpu"):
+            why = "one process" if world_size == 1 else "gloo on CPU"
+            reason = f"NCCL/RCCL variables act only on GPU collectives ({why} here)"
+        elif name in ENV_FP16_ALT_IMPL and not (
+            platform == "rocm" and arch == "gfx90a" and precision == "fp16"
+        ):
+            reason = "the fp16 alt-impl switches act only on gfx90a (MI200) under fp16"
+        if reason:
+            dropped[name] = reason
+            continue
+        if name == "NCCL_PROTO" and domain.is_choice and (arch not in LL128_ARCHS):
+            kept = tuple(c for c in domain.choices if not _forces_ll128(c))
+            if len(kept) != len(domain.choices):
+                dropped["NCCL_PROTO=LL128"] = (
+                    "LL128 is enabled by RCCL only on gfx90a/gfx942/gfx950; forcing it elsewhere "
+                    "has corrupted data"
+                )
+                if not kept:
+                    dropped[name] = "no protocol left after removing LL128"
+                    continue
+                domain = Domain(
+                    choices=kept, default=domain.default if domain.default in kept else None
+                )
+        searched[name] = domain
+    return Conditioned(searched=searched, dropped=dropped)

@@ -1,0 +1,1342 @@
+"""The study: Optuna decides, Ray Tune runs the probes, the driver records every trial in MLflow.
+
+`run(options)` is the whole job. Optuna owns the search state in an RDB storage (an SQLite file in
+the study folder by default), so a study survives the driver and resumes: trials that were
+running when the driver died are run again under the same Optuna trial number, and a trial that
+finished is never run twice. Ray Tune schedules the trials; each trial starts a fresh probe
+process (`python -m autotune.probe`) whose environment holds the trial's environment knobs
+before torch starts, and which is killed when it outlives its time limit. The driver is the
+only writer to MLflow.
+
+Outcomes: `complete` (feasible or not by the constraints), `diverged` (a measured, infeasible
+result the sampler learns from), `oom` (infeasible: tells the sampler that region does not
+fit), `failed` (an exception, a timeout, a crash, a killed process: recorded with its cause and
+the tail of its log; Optuna state FAIL).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import logging
+import math
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from autotune import space as sp
+from autotune.errors import ClusterError, StudyError
+from autotune.probe import LINE_PREFIX, ProbeConfig
+
+STUDIES_DIR = "autotune-studies"
+LOG_TAIL_LINES = 60
+FAILED_CAUSES = ("exception", "timeout", "killed", "crash", "worker_died")
+PENALTY = 1e12  # objective value told to Optuna for a non-finite metric of an infeasible trial
+
+
+@dataclass
+class StudyOptions:
+    """What `autotune study` was asked for."""
+
+    space: sp.Space
+    study_dir: Path | None = None  # default ./autotune-studies/<name>
+    storage: str | None = None  # Optuna RDB URL; default sqlite in the study folder
+    tracking_uri: str | None = None
+    address: str | None = None  # Ray cluster; default $RAY_ADDRESS, else a local Ray
+    resume: bool = False  # insist that the study exists
+    quiet: bool = False
+    warm_start: Sequence[dict[str, Any]] = ()  # knob sets to enqueue first (issue: recipes)
+    extra_tags: dict[str, str] = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------------------------------------
+# Paths and storage
+# ---------------------------------------------------------------------------------------------
+
+
+def study_dir_for(name: str, base: Path | None = None) -> Path:
+    return (base or Path.cwd()) / STUDIES_DIR / name
+
+
+def storage_url(opts: StudyOptions, study_dir: Path) -> str:
+    if opts.storage:
+        return opts.storage
+    return f"sqlite:///{(study_dir / 'optuna.db').resolve()}"
+
+
+def open_storage(url: str) -> Any:
+    """An Optuna RDB storage, failing fast with the URL when it cannot be reached."""
+    import optuna
+
+    if url.startswith(("postgresql", "mysql")):
+        _check_tcp(url, what="the Optuna storage", hint="start the database or fix --storage")
+    try:
+        return optuna.storages.RDBStorage(url, engine_kwargs=_engine_kwargs(url))
+    except Exception as e:
+        raise StudyError(
+            f"cannot open the Optuna storage {_redact(url)}: "
+            f"{type(e).__name__}: {str(e).splitlines()[0]}"
+        ) from e
+
+
+def _engine_kwargs(url: str) -> dict[str, Any]:
+    if url.startswith("sqlite"):
+        return {"connect_args": {"timeout": 30}}
+    if url.startswith("postgresql"):
+        return {"connect_args": {"connect_timeout": 5}, "pool_pre_ping": True}
+    return {}
+
+
+def _redact(url: str) -> str:
+    """Hide a password in a database URL."""
+    if "://" in url and "@" in url:
+        scheme, rest = url.split("://", 1)
+        cred, host = rest.rsplit("@", 1)
+        user = cred.split(":", 1)[0]
+        return f"{scheme}://{user}:***@{host}"
+    return url
+
+
+def _check_tcp(url: str, *, what: str, hint: str) -> None:
+    from urllib.parse import urlparse
+
+    parsed = urlparse(url if "://" in url else f"tcp://{url}")
+    host, port = parsed.hostname or "127.0.0.1", parsed.port
+    if port is None:
+        return
+    try:
+        with socket.create_connection((host, port), timeout=3):
+            pass
+    except OSError as e:
+        raise ClusterError(
+            f"cannot reach {what} at {host}:{port} ({_redact(url)}): {e.strerror or e}; {hint}"
+        ) from e
+
+
+# ---------------------------------------------------------------------------------------------
+# Trials: knobs, values, constraints
+# ---------------------------------------------------------------------------------------------
+
+
+def directions(space: sp.Space) -> list[str]:
+    return [o.direction for o in space.objectives]
+
+
+def values_of(space: sp.Space, metrics: Mapping[str, Any]) -> list[float]:
+    """Objective values; a missing or non-finite metric becomes the worst value (PENALTY)."""
+    out = []
+    for o in space.objectives:
+        v = metrics.get(o.metric)
+        if v is None or not math.isfinite(float(v)):
+            v = PENALTY if o.direction == "minimize" else -PENALTY
+        out.append(float(v))
+    return out
+
+
+def constraints_of(space: sp.Space, outcome: str, metrics: Mapping[str, Any]) -> list[float]:
+    """Optuna constraint values (<= 0 is feasible): not diverged/oom, then each space constraint."""
+    out = [1.0 if outcome in ("diverged", "oom") else 0.0]
+    for c in space.constraints:
+        v = metrics.get(c.metric)
+        if v is None or not math.isfinite(float(v)):
+            out.append(1.0)
+        elif c.op == ">=":
+            out.append(float(c.value - v))
+        else:
+            out.append(float(v - c.value))
+    return out
+
+
+def constraint_names(space: sp.Space) -> list[str]:
+    """Names of the Optuna constraints, in the order of `constraints_of`."""
+    return ["not_diverged", *(f"{c.metric} {c.op} {c.value:g}" for c in space.constraints)]
+
+
+def make_sampler(space: sp.Space, searched: Mapping[str, sp.Domain]) -> Any:
+    import optuna
+
+    s = space.sampler
+    if s.name == "tpe":
+        return optuna.samplers.TPESampler(
+            seed=s.seed,
+            n_startup_trials=s.n_startup_trials,
+            multivariate=True,
+        )
+    if s.name == "nsga2":
+        return optuna.samplers.NSGAIISampler(seed=s.seed)
+    if s.name == "random":
+        return optuna.samplers.RandomSampler(seed=s.seed)
+    grid = {name: d.grid(space.knob_kind(name), s.grid_points) for name, d in searched.items()}
+    return optuna.samplers.GridSampler(grid, seed=s.seed)
+
+
+def suggest(trial: Any, space: sp.Space, searched: Mapping[str, sp.Domain]) -> dict[str, Any]:
+    """Ask Optuna for a value of every searched knob."""
+    params: dict[str, Any] = {}
+    for name, d in searched.items():
+        if d.is_choice:
+            params[name] = trial.suggest_categorical(name, list(d.choices))
+        elif space.knob_kind(name) == "int":
+            assert d.low is not None and d.high is not None
+            params[name] = trial.suggest_int(
+                name, int(d.low), int(d.high), step=int(d.step or 1), log=d.log
+            )
+        else:
+            assert d.low is not None and d.high is not None
+            params[name] = trial.suggest_float(
+                name, float(d.low), float(d.high), log=d.log, step=d.step
+            )
+    return params
+
+
+def trial_setup(
+    space: sp.Space, params: Mapping[str, Any], baseline: bool
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """The knobs and environment of one trial."""
+    if baseline:
+        return space.baseline_knobs(), space.baseline_env()
+    knobs = space.fixed_knobs()
+    env = space.fixed_env()
+    for name, value in params.items():
+        if name in sp.KNOBS:
+            knobs[name] = value
+        else:
+            env[name] = str(value)
+    return knobs, env
+
+
+# ---------------------------------------------------------------------------------------------
+# The trial process (runs on a Ray worker, possibly on another node)
+# ---------------------------------------------------------------------------------------------
+
+
+def _die_with_parent() -> None:
+    """In the probe process: get SIGKILL when the Ray worker that started it dies (Linux)."""
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def run_trial_process(
+    probe: Mapping[str, Any],
+    env_knobs: Mapping[str, str],
+    *,
+    timeout_s: float,
+    threads: int | None,
+    on_event: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """Run one probe in a fresh process; return `{outcome, cause, error, log_tail, summary,
+    fingerprint, wall_s, node}`. Never raises for what the probe does."""
+    t0 = time.time()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(sp.ENV_PREFIXES)}
+    env.update({k: str(v) for k, v in env_knobs.items()})  # set before torch starts
+    env["PYTHONUNBUFFERED"] = "1"
+    if threads:
+        env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(threads)
+    with tempfile.NamedTemporaryFile(
+        "w", suffix=".json", prefix="autotune-probe-", delete=False
+    ) as f:
+        json.dump({**probe, "threads": threads or probe.get("threads")}, f)
+        cfg_path = f.name
+    tail: deque[str] = deque(maxlen=LOG_TAIL_LINES)
+    events: dict[str, dict[str, Any]] = {}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "autotune.probe", cfg_path],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        env=env,
+        text=True,
+        bufsize=1,
+        start_new_session=True,
+        preexec_fn=_die_with_parent,
+    )
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if line.startswith(LINE_PREFIX):
+                try:
+                    msg = json.loads(line[len(LINE_PREFIX) :])
+                except json.JSONDecodeError:
+                    tail.append(line.rstrip()[:500])
+                    continue
+                events[msg.get("event", "?")] = msg
+                if on_event is not None:
+                    with contextlib.suppress(Exception):
+                        on_event(msg)
+            else:
+                tail.append(line.rstrip()[:2000])
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    timed_out = False
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # the probe and anything it started
+        proc.wait()
+    finally:
+        reader.join(timeout=10)
+        with contextlib.suppress(OSError):
+            os.unlink(cfg_path)
+
+    summary = events.get("summary")
+    out: dict[str, Any] = {
+        "summary": summary,
+        "fingerprint": (events.get("fingerprint") or {}).get("fingerprint"),
+        "log_tail": "\n".join(tail),
+        "error": None,
+        "cause": None,
+        "wall_s": time.time() - t0,
+        "node": socket.gethostname(),
+    }
+    rc = proc.returncode
+    if timed_out:
+        out.update(
+            outcome="failed",
+            cause="timeout",
+            error=f"the probe ran past the trial time limit of {timeout_s:g} s and was "
+            "killed (hung collective or too slow: raise budget.trial_timeout_s)",
+        )
+    elif summary is not None and rc == 0:
+        status = summary["status"]
+        out["outcome"] = {"ok": "complete"}.get(status, status)
+        out["cause"] = (
+            summary.get("divergence_cause")
+            if status == "diverged"
+            else ("oom" if status == "oom" else None)
+        )
+    elif "error" in events:
+        err = events["error"]
+        out.update(
+            outcome="failed", cause="exception", error=f"{err['error_type']}: {err['message']}"
+        )
+        out["log_tail"] = (out["log_tail"] + "\n" + err.get("traceback", "")).strip()
+    elif rc is not None and rc < 0:
+        name = signal.Signals(-rc).name if -rc in signal.Signals._value2member_map_ else str(-rc)
+        killed = -rc in (signal.SIGKILL, signal.SIGTERM)
+        out.update(
+            outcome="failed",
+            cause="killed" if killed else "crash",
+            error=f"the probe process died from {name}"
+            + (" (killed: out of memory, or stopped from outside)" if killed else ""),
+        )
+    else:
+        out.update(
+            outcome="failed",
+            cause="crash",
+            error=f"the probe process exited with status {rc} without a summary",
+        )
+    return out
+
+
+def trainable(config: dict[str, Any]) -> None:
+    """The Ray Tune function trainable: one trial = one fresh probe process."""
+    from ray import tune
+
+    out = run_trial_process(
+        config["probe"], config["env"], timeout_s=config["timeout_s"], threads=config.get("threads")
+    )
+    out["number"] = config["number"]
+    with contextlib.suppress(Exception):
+        import ray
+
+        out["ray_node"] = ray.get_runtime_context().get_node_id()
+    # One report, as a JSON string so that Tune does not flatten the step series into columns.
+    tune.report({"autotune_done": 1, "autotune_payload": json.dumps(out, default=str)})
+
+
+# ---------------------------------------------------------------------------------------------
+# The searcher: Optuna ask/tell behind Ray Tune's Searcher interface
+# ---------------------------------------------------------------------------------------------
+
+
+def _searcher_class() -> type:
+    from ray.tune.search import Searcher
+
+    class OptunaAskTell(Searcher):
+        """Optuna asks; Ray Tune runs; the driver tells. Stale trials are run again first."""
+
+        def __init__(self, driver: _Driver):
+            super().__init__()
+            self.driver = driver
+            self.live: dict[str, int] = {}
+
+        # Optuna's storage is the state to resume from: Tune's own searcher checkpoints and
+        # pickles carry nothing (the driver holds locks and database connections).
+        def __getstate__(self) -> dict[str, Any]:
+            return {}
+
+        def __setstate__(self, state: dict[str, Any]) -> None:
+            self.driver = None  # type: ignore[assignment]
+            self.live = {}
+
+        def save(self, checkpoint_path: str) -> None:
+            pass
+
+        def restore(self, checkpoint_path: str) -> None:
+            pass
+
+        def save_to_dir(self, *args: Any, **kwargs: Any) -> None:
+            pass
+
+        def suggest(self, trial_id: str) -> dict[str, Any] | None:
+            config = self.driver.next_config()
+            if config is None:
+                return Searcher.FINISHED  # type: ignore[return-value]
+            self.live[trial_id] = config["number"]
+            return config
+
+        def on_trial_complete(
+            self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False
+        ) -> None:
+            number = self.live.pop(trial_id, None)
+            if number is None:
+                return
+            payload = (result or {}).get("autotune_payload")
+            if payload is not None:
+                self.driver.finish(number, json.loads(payload))
+            elif error:
+                self.driver.finish(
+                    number,
+                    {
+                        "number": number,
+                        "outcome": "failed",
+                        "cause": "worker_died",
+                        "error": "the Ray worker running this trial died (node lost, or the worker "
+                        "was killed)",
+                        "log_tail": "",
+                        "summary": None,
+                        "fingerprint": None,
+                    },
+                )
+            else:
+                self.driver.interrupted(number)
+
+    return OptunaAskTell
+
+
+# ---------------------------------------------------------------------------------------------
+# The driver
+# ---------------------------------------------------------------------------------------------
+
+
+class _Driver:
+    """Driver-side state of one `autotune study` session."""
+
+    def __init__(
+        self,
+        opts: StudyOptions,
+        study: Any,
+        searched: dict[str, sp.Domain],
+        planned: int,
+        rerun: list[Any],
+        tracking: Any,
+        progress: Progress,
+        study_dir: Path,
+        threads: int | None,
+    ):
+        self.opts, self.space, self.study = opts, opts.space, study
+        self.searched, self.planned, self.rerun = searched, planned, deque(rerun)
+        self.tracking, self.progress, self.study_dir = tracking, progress, study_dir
+        self.threads = threads
+        self.suggested = 0
+        self.lock = threading.Lock()
+
+    def next_config(self) -> dict[str, Any] | None:
+        import optuna
+
+        with self.lock:
+            if self.suggested >= self.planned:
+                return None
+            self.suggested += 1
+            if self.rerun:
+                frozen = self.rerun.popleft()
+                trial = optuna.trial.Trial(self.study, frozen._trial_id)
+                params = dict(frozen.params)
+                baseline = bool(frozen.user_attrs.get("autotune.baseline"))
+            else:
+                trial = self.study.ask()
+                baseline = bool(trial.user_attrs.get("autotune.baseline"))
+                params = {} if baseline else suggest(trial, self.space, self.searched)
+            knobs, env = trial_setup(self.space, params, baseline)
+            trial.set_user_attr("autotune.knobs", knobs)
+            trial.set_user_attr("autotune.env", env)
+            probe = ProbeConfig.from_space(self.space, knobs=knobs, env=env)
+            self.progress.started(trial.number)
+            return {
+                "number": trial.number,
+                "probe": probe.to_dict(),
+                "env": env,
+                "timeout_s": self.space.budget.trial_timeout_s,
+                "threads": self.threads,
+                "params": params,
+                "baseline": baseline,
+            }
+
+    def finish(self, number: int, result: dict[str, Any]) -> None:
+        """Record one finished trial: file, Optuna tell, MLflow — in that order."""
+        with self.lock:
+            frozen = self.study._storage.get_trial(
+                self.study._storage.get_trial_id_from_study_id_trial_number(
+                    self.study._study_id, number
+                )
+            )
+            outcome = complete_outcome(self.space, frozen, result)
+            write_outcome(self.study_dir, outcome)
+            tell(self.study, frozen, outcome)
+            self.tracking.log(outcome)
+            self.progress.finished(outcome)
+
+    def interrupted(self, number: int) -> None:
+        self.progress.interrupted(number)
+
+
+def complete_outcome(space: sp.Space, frozen: Any, result: Mapping[str, Any]) -> dict[str, Any]:
+    """A trial's full record: what the process returned plus knobs, values and constraints."""
+    summary = result.get("summary")
+    metrics = dict((summary or {}).get("metrics") or {})
+    outcome = dict(result)
+    outcome["number"] = frozen.number
+    outcome["baseline"] = bool(frozen.user_attrs.get("autotune.baseline"))
+    outcome["knobs"] = frozen.user_attrs.get("autotune.knobs", {})
+    outcome["env"] = frozen.user_attrs.get("autotune.env", {})
+    outcome["params"] = dict(frozen.params)
+    outcome["source"] = frozen.user_attrs.get("autotune.source")
+    if outcome["outcome"] == "failed":
+        outcome["values"] = outcome["constraints"] = None
+        outcome["feasible"] = False
+    else:
+        outcome["values"] = values_of(space, metrics)
+        outcome["constraints"] = constraints_of(space, outcome["outcome"], metrics)
+        outcome["constraint_names"] = constraint_names(space)
+        outcome["feasible"] = all(c <= 0 for c in outcome["constraints"])
+    return outcome
+
+
+def write_outcome(study_dir: Path, outcome: Mapping[str, Any]) -> Path:
+    """trials/NNNN.json, written atomically: the record MLflow is (re)logged from."""
+    folder = study_dir / "trials"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{outcome['number']:04d}.json"
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(outcome, default=str))
+    os.replace(tmp, path)
+    return path
+
+
+def read_outcome(study_dir: Path, number: int) -> dict[str, Any] | None:
+    path = study_dir / "trials" / f"{number:04d}.json"
+    try:
+        data: dict[str, Any] = json.loads(path.read_text())
+        return data
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def tell(study: Any, frozen: Any, outcome: Mapping[str, Any]) -> None:
+    """Store the trial's record as user attributes, then tell Optuna."""
+    import optuna
+
+    storage, tid = study._storage, frozen._trial_id
+    summary = outcome.get("summary") or {}
+    attrs = {
+        "autotune.outcome": outcome["outcome"],
+        "autotune.cause": outcome.get("cause"),
+        "autotune.error": (outcome.get("error") or "")[:2000] or None,
+        "autotune.metrics": summary.get("metrics") or {},
+        "autotune.feasible": bool(outcome.get("feasible")),
+        "autotune.fp_hash": (outcome.get("fingerprint") or {}).get("hash"),
+        "autotune.node": outcome.get("node"),
+        "autotune.ray_node": outcome.get("ray_node"),
+        "autotune.wall_s": outcome.get("wall_s"),
+        "autotune.effective_batch": summary.get("effective_batch"),
+    }
+    if outcome.get("constraints") is not None:
+        attrs["autotune.constraints"] = outcome["constraints"]
+    for key, value in attrs.items():
+        storage.set_trial_user_attr(tid, key, value)
+    if outcome.get("constraints") is not None:
+        # Constrained TPE and NSGA-II read these: a value > 0 makes the trial infeasible.
+        trial = optuna.trial.Trial(study, tid)
+        names = outcome.get("constraint_names") or [
+            f"c{i}" for i in range(len(outcome["constraints"]))
+        ]
+        for name, value in zip(names, outcome["constraints"], strict=True):
+            if f"constraints:{name}" not in frozen.system_attrs:
+                trial.set_constraint(name, value)
+    try:
+        if outcome["outcome"] == "failed":
+            study.tell(frozen.number, state=optuna.trial.TrialState.FAIL)
+        else:
+            study.tell(frozen.number, values=outcome["values"])
+    except (RuntimeError, KeyError):
+        # GridSampler.after_trial calls Study.stop() once the grid is used up (a RuntimeError
+        # outside study.optimize) and reads a "grid_id" that enqueued trials lack; Optuna
+        # stores the trial's state before re-raising, so only a trial still RUNNING failed.
+        if storage.get_trial(tid).state == optuna.trial.TrialState.RUNNING:
+            raise
+
+
+# ---------------------------------------------------------------------------------------------
+# Progress in the terminal
+# ---------------------------------------------------------------------------------------------
+
+
+class Progress:
+    """Live view: trials done, running, failed and diverged, best so far, time left."""
+
+    def __init__(self, space: sp.Space, total: int, done: int, concurrency: int, quiet: bool):
+        from rich.console import Console
+
+        self.space, self.total, self.done0 = space, total, done
+        self.concurrency, self.quiet = concurrency, quiet
+        self.console = Console(stderr=False, highlight=False)
+        self.counts = {"complete": 0, "diverged": 0, "oom": 0, "failed": 0}
+        self.running: set[int] = set()
+        self.best: dict[str, float] = {}
+        self.durations: list[float] = []
+        self.t0 = time.time()
+        self._live: Any = None
+
+    def __enter__(self) -> Progress:
+        if not self.quiet and self.console.is_terminal:
+            from rich.live import Live
+
+            self._live = Live(
+                self._status(),
+                console=self.console,
+                refresh_per_second=1,
+                transient=True,
+                get_renderable=self._status,
+            )
+            self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._live is not None:
+            self._live.__exit__(*exc)
+
+    def _done(self) -> int:
+        return self.done0 + sum(self.counts.values())
+
+    def _status(self) -> str:
+        left = self.total - self._done()
+        eta = ""
+        if self.durations and left > 0:
+            per = sum(self.durations) / len(self.durations)
+            eta = f", ~{_fmt_s(per * left / max(1, self.concurrency))} left"
+        best = "  ".join(f"best {k} {v:.4g}" for k, v in self.best.items())
+        c = self.counts
+        return (
+            f"[{self._done()}/{self.total}] running {len(self.running)}, "
+            f"diverged {c['diverged']}, oom {c['oom']}, failed {c['failed']}{eta}  {best}"
+        )
+
+    def say(self, text: str) -> None:
+        if not self.quiet:
+            self.console.print(text, markup=False, soft_wrap=True)
+
+    def started(self, number: int) -> None:
+        self.running.add(number)
+
+    def interrupted(self, number: int) -> None:
+        self.running.discard(number)
+
+    def finished(self, o: Mapping[str, Any]) -> None:
+        self.running.discard(o["number"])
+        self.counts[o["outcome"]] = self.counts.get(o["outcome"], 0) + 1
+        if o.get("wall_s"):
+            self.durations.append(float(o["wall_s"]))
+        metrics = (o.get("summary") or {}).get("metrics") or {}
+        if o.get("feasible"):
+            for obj in self.space.objectives:
+                v = metrics.get(obj.metric)
+                if v is None:
+                    continue
+                cur = self.best.get(obj.metric)
+                better = cur is None or (v < cur if obj.direction == "minimize" else v > cur)
+                if better:
+                    self.best[obj.metric] = float(v)
+        label = "baseline" if o.get("baseline") else "trial"
+        what = o["outcome"] + (f" ({o['cause']})" if o.get("cause") else "")
+        if not o.get("feasible") and o["outcome"] == "complete":
+            what += (
+                " (infeasible: "
+                + ", ".join(
+                    f"{c.metric} {c.op} {c.value:g}"
+                    for c, v in zip(
+                        self.space.constraints, (o.get("constraints") or [0])[1:], strict=False
+                    )
+                    if v > 0
+                )
+                + ")"
+            )
+        vals = "  ".join(
+            f"{obj.metric} {metrics[obj.metric]:.4g}"
+            for obj in self.space.objectives
+            if metrics.get(obj.metric) is not None
+        )
+        self.say(
+            f"  {label} {o['number']:>3}  {what:<22} {vals}  [{float(o.get('wall_s') or 0):.0f} s]"
+        )
+        if self._live is None:
+            self.say(f"    {self._status()}")
+
+
+def _fmt_s(s: float) -> str:
+    return f"{s / 60:.1f} min" if s >= 90 else f"{s:.0f} s"
+
+
+# ---------------------------------------------------------------------------------------------
+# Ray
+# ---------------------------------------------------------------------------------------------
+
+
+def ray_env() -> None:
+    """Settings for a quiet, local-friendly Ray (STACK.md)."""
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+    os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "1e9")
+
+
+def _check_ray_address(address: str) -> None:
+    _check_tcp(
+        address if "://" in address else f"ray://{address}",
+        what="the Ray cluster",
+        hint="start it with `ray start --head`, or pass the head's address (host:6379) to "
+        "--address / RAY_ADDRESS",
+    )
+
+
+@contextlib.contextmanager
+def ray_session(address: str | None, study_dir: Path, cpus: int | None = None) -> Iterator[Any]:
+    """Join the cluster at `address` (or $RAY_ADDRESS), else start a local Ray for this study."""
+    ray_env()
+    address = address or os.environ.get("RAY_ADDRESS") or None
+    import ray
+
+    kwargs: dict[str, Any] = {
+        "log_to_driver": False,
+        "logging_level": logging.WARNING,
+        "include_dashboard": False,
+    }
+    if address:
+        if address != "auto":
+            _check_ray_address(address)
+        try:
+            ray.init(address=address, **kwargs)
+        except Exception as e:
+            raise ClusterError(
+                f"cannot join the Ray cluster at {address}: {type(e).__name__}: "
+                f"{str(e).splitlines()[0] if str(e) else ''}; start it with "
+                "`ray start --head` or fix --address / RAY_ADDRESS"
+            ) from e
+    else:
+        # A local Ray without a token prompt, with its files inside the study folder when the
+        # path is short enough for its unix sockets (107 bytes), else in a short temp folder.
+        os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+        temp = study_dir / "ray"
+        if len(str(temp.resolve())) > 40:  # Ray appends up to 64 bytes to it
+            temp = Path(tempfile.gettempdir()) / f"autotune-ray-{os.getuid()}"
+        temp.mkdir(parents=True, exist_ok=True)
+        ray.init(num_cpus=cpus or os.cpu_count() or 1, _temp_dir=str(temp.resolve()), **kwargs)
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+def plan_resources(
+    space: sp.Space, cluster: Mapping[str, float]
+) -> tuple[int, dict[str, float], int | None]:
+    """Concurrency, per-trial Ray resources and CPU threads per probe.
+
+    On GPUs: one GPU per trial (budget.gpus_per_trial), as many at once as the cluster has. On
+    CPUs: throughput is an objective, so trials must not share cores: each trial gets
+    `threads` whole CPUs (1 on machines of up to 4 cores, else 2) and runs that many torch
+    threads; concurrency = CPUs // threads, less one core kept for the driver and Ray on
+    machines of up to 4 cores (on 2 cores: one trial at a time, one thread).
+    """
+    gpus = float(cluster.get("GPU", 0))
+    cpus = float(cluster.get("CPU", os.cpu_count() or 1))
+    b = space.budget
+    on_gpu = gpus > 0 and space.probe.device != "cpu" and b.gpus_per_trial > 0
+    if on_gpu:
+        per_cpu = b.cpus_per_trial or 1.0
+        conc = max(1, int(gpus // b.gpus_per_trial))
+        resources = {"cpu": per_cpu, "gpu": b.gpus_per_trial}
+        threads = space.probe.threads
+    else:
+        threads = space.probe.threads or int(b.cpus_per_trial or (1 if cpus <= 4 else 2))
+        per_cpu = b.cpus_per_trial or float(threads)
+        usable = cpus - 1 if cpus <= 4 else cpus
+        conc = max(1, int(usable // per_cpu))
+        resources = {"cpu": per_cpu}
+    if b.concurrency:
+        conc = b.concurrency
+    return conc, resources, threads
+
+
+# ---------------------------------------------------------------------------------------------
+# The study
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class StudyResult:
+    name: str
+    study_dir: Path
+    storage: str
+    tracking_uri: str
+    summary: dict[str, Any]
+    interrupted: bool = False
+
+
+@contextlib.contextmanager
+def driver_lock(study_dir: Path) -> Iterator[None]:
+    """One driver per study folder (released by the kernel if the driver dies)."""
+    study_dir.mkdir(parents=True, exist_ok=True)
+    path = study_dir / "driver.lock"
+    with open(path, "a+") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            f.seek(0)
+            raise StudyError(
+                f"study folder {study_dir} is in use by another autotune driver "
+                f"({f.read().strip() or 'unknown pid'}); wait for it or stop it"
+            ) from None
+        f.seek(0)
+        f.truncate()
+        f.write(f"pid {os.getpid()} on {socket.gethostname()}")
+        f.flush()
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def run(opts: StudyOptions) -> StudyResult:
+    """Run (or continue) the study described by `opts.space`; return its summary."""
+    import optuna
+
+    from autotune import fingerprint as fpm
+    from autotune import tracking
+
+    space = opts.space
+    study_dir = (opts.study_dir or study_dir_for(space.name)).resolve()
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    # Every service is checked before anything is written: an unreachable tracking store,
+    # database or Ray cluster stops the study with its address, leaving nothing half-made.
+    uri = tracking.resolve_uri(opts.tracking_uri)
+    client = tracking.connect(uri)
+    url = storage_url(opts, study_dir)
+    if url.startswith(("postgresql", "mysql")):
+        _check_tcp(url, what="the Optuna storage", hint="start the database or fix --storage")
+    address = opts.address or os.environ.get("RAY_ADDRESS") or None
+    if address and address != "auto":
+        _check_ray_address(address)
+    with driver_lock(study_dir):
+        say = (lambda _t: None) if opts.quiet else print
+        fp = fpm.collect()
+        arch = (fp.get("devices") or [{}])[0].get("arch")
+        cond = sp.condition(space, platform=fp["platform"], arch=arch)
+        for name, why in cond.dropped.items():
+            say(f"dropped knob {name}: {why}")
+        storage = open_storage(url)
+        study = _open_study(opts, storage, cond)
+        experiment_id = tracking.ensure_experiment(client, space.name)
+        parent = tracking.ensure_study_run(
+            client,
+            experiment_id,
+            space.name,
+            space_yaml=sp.dump(space),
+            params=_study_params(space, cond, url),
+            tags={"autotune.fp.driver_hash": str(fp.get("hash")), **opts.extra_tags},
+        )
+        study.set_user_attr(
+            "autotune.mlflow", {"uri": uri, "experiment_id": experiment_id, "parent_run_id": parent}
+        )
+        logger = _Logger(client, experiment_id, parent, space.name, study_dir)
+        reconcile(study, study_dir, logger)
+        (study_dir / "study.json").write_text(
+            json.dumps(
+                {
+                    "name": space.name,
+                    "storage": url,
+                    "tracking_uri": uri,
+                    "experiment_id": experiment_id,
+                    "parent_run_id": parent,
+                },
+                indent=2,
+            )
+        )
+
+        rerun = stale_trials(study, study_dir, space, logger)
+        finished = count_finished(study)
+        planned = max(0, space.budget.trials - finished)
+        interrupted = False
+        if planned == 0:
+            say(f"study {space.name}: all {space.budget.trials} trials are done")
+        else:
+            say(
+                f"study {space.name}: {finished} of {space.budget.trials} trials done; "
+                f"running {planned}" + (f" ({len(rerun)} interrupted earlier)" if rerun else "")
+            )
+            say(f"  optuna storage {_redact(url)}\n  mlflow {uri} (experiment {space.name})")
+            interrupted = _run_trials(
+                opts, study, cond.searched, planned, rerun, logger, study_dir, finished
+            )
+        summary = summarize(study, space, study_dir, cond.dropped)
+        logger.summary(summary, study)
+    return StudyResult(
+        name=space.name,
+        study_dir=study_dir,
+        storage=url,
+        tracking_uri=uri,
+        summary=summary,
+        interrupted=interrupted,
+    )
+
+
+def _study_params(space: sp.Space, cond: sp.Conditioned, url: str) -> dict[str, Any]:
+    return {
+        "workload": space.workload.name,
+        "size": space.workload.size,
+        "sampler": space.sampler.name,
+        "sampler_seed": space.sampler.seed,
+        "trials": space.budget.trials,
+        "steps": space.probe.steps,
+        "micro_batch": space.probe.micro_batch,
+        "precision": space.probe.precision,
+        "seed": space.probe.seed,
+        "objectives": ", ".join(f"{o.direction} {o.metric}" for o in space.objectives),
+        "constraints": ", ".join(f"{c.metric} {c.op} {c.value:g}" for c in space.constraints),
+        "searched": ", ".join(cond.searched) or "-",
+        "dropped": ", ".join(cond.dropped) or "-",
+        "optuna_storage": _redact(url),
+    }
+
+
+def _open_study(opts: StudyOptions, storage: Any, cond: sp.Conditioned) -> Any:
+    import optuna
+
+    space = opts.space
+    fingerprint_space = json.dumps(
+        {k: v for k, v in space.to_dict().items() if k not in ("budget", "description")},
+        sort_keys=True,
+    )
+    names = [
+        s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False)
+    ]
+    exists = space.name in names
+    if opts.resume and not exists:
+        raise StudyError(
+            f"--resume: no study '{space.name}' in {_redact(storage.url)}; "
+            "drop --resume to start it"
+        )
+    sampler = make_sampler(space, cond.searched)
+    if exists:
+        study = optuna.load_study(study_name=space.name, storage=storage, sampler=sampler)
+        before = study.user_attrs.get("autotune.space")
+        if before is not None and before != fingerprint_space:
+            raise StudyError(
+                f"study '{space.name}' already exists in {_redact(storage.url)} with a different "
+                "space (knobs, probe, objectives or sampler changed); give the new one another "
+                f"name with --set name={space.name}-2, or delete {storage.url}"
+            )
+        return study
+    study = optuna.create_study(
+        study_name=space.name,
+        storage=storage,
+        sampler=sampler,
+        directions=list(directions(space)),  # type: ignore[arg-type]
+    )
+    study.set_user_attr("autotune.space", fingerprint_space)
+    study.set_user_attr("autotune.space_yaml", sp.dump(space))
+    study.set_user_attr("autotune.objectives", [o.model_dump() for o in space.objectives])
+    # Trial 0 is always the baseline: PyTorch's defaults for the searched knobs.
+    study.enqueue_trial({}, user_attrs={"autotune.baseline": True})
+    for i, knobs in enumerate(opts.warm_start):
+        params = {k: v for k, v in knobs.items() if k in cond.searched}
+        study.enqueue_trial(params, user_attrs={"autotune.source": f"warm-start #{i}"})
+    return study
+
+
+def count_finished(study: Any) -> int:
+    import optuna
+
+    done = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL)
+    return len(study.get_trials(deepcopy=False, states=done))
+
+
+def stale_trials(study: Any, study_dir: Path, space: sp.Space, logger: _Logger) -> list[Any]:
+    """Trials left RUNNING by a driver that died: tell the ones whose record was written,
+    return the others to be run again under the same number."""
+    import optuna
+
+    rerun = []
+    for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+        saved = read_outcome(study_dir, t.number)
+        if saved is not None:
+            tell(study, t, saved)
+            logger.log(saved)
+        else:
+            rerun.append(t)
+    return rerun
+
+
+def reconcile(study: Any, study_dir: Path, logger: _Logger) -> None:
+    """Log to MLflow every finished trial that has no complete child run yet."""
+    import optuna
+
+    logged = logger.logged()
+    done = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL)
+    for t in study.get_trials(deepcopy=False, states=done):
+        if t.number in logged:
+            continue
+        saved = read_outcome(study_dir, t.number)
+        if saved is not None:
+            logger.log(saved)
+
+
+class _Logger:
+    """The single MLflow writer; a tracking failure is reported, never kills the study."""
+
+    def __init__(
+        self, client: Any, experiment_id: str, parent: str, study_name: str, study_dir: Path
+    ):
+        self.client, self.experiment_id, self.parent = client, experiment_id, parent
+        self.study_name, self.study_dir = study_name, study_dir
+
+    def logged(self) -> set[int]:
+        from autotune import tracking
+
+        return tracking.logged_trials(self.client, self.experiment_id, self.parent)
+
+    def log(self, outcome: Mapping[str, Any]) -> None:
+        from autotune import tracking
+
+        try:
+            tracking.log_trial(
+                self.client, self.experiment_id, self.parent, self.study_name, dict(outcome)
+            )
+        except Exception as e:  # the record is on disk: the next run logs it again
+            print(
+                f"warning: could not log trial {outcome.get('number')} to MLflow "
+                f"({type(e).__name__}: {e}); it will be logged when the study resumes",
+                file=sys.stderr,
+            )
+
+    def summary(self, summary: dict[str, Any], study: Any) -> None:
+        from autotune import tracking
+
+        outcomes = [
+            o
+            for o in (
+                read_outcome(self.study_dir, t.number) for t in study.get_trials(deepcopy=False)
+            )
+            if o is not None
+        ]
+        try:
+            tracking.log_study_summary(
+                self.client, self.parent, summary, outcomes, importances(study, summary)
+            )
+        except Exception as e:
+            print(
+                f"warning: could not log the study summary to MLflow ({type(e).__name__}: {e})",
+                file=sys.stderr,
+            )
+
+
+def _trial_name(trial: Any) -> str:
+    number = (trial.config or {}).get("number")
+    return f"trial-{number:04d}" if isinstance(number, int) else f"trial-{trial.trial_id}"
+
+
+def _run_trials(
+    opts: StudyOptions,
+    study: Any,
+    searched: dict[str, sp.Domain],
+    planned: int,
+    rerun: list[Any],
+    logger: _Logger,
+    study_dir: Path,
+    finished: int,
+) -> bool:
+    """Run `planned` trials through Ray Tune. Returns True when interrupted."""
+    space = opts.space
+    with ray_session(opts.address, study_dir) as ray:
+        from ray import tune
+
+        conc, resources, threads = plan_resources(space, ray.cluster_resources())
+        conc = min(conc, planned)
+        progress = Progress(space, space.budget.trials, finished, conc, opts.quiet)
+        progress.say(
+            f"  {conc} trial(s) at a time, each with {resources}"
+            + (f", {threads} CPU thread(s)" if threads else "")
+        )
+        driver = _Driver(
+            opts, study, searched, planned, rerun, logger, progress, study_dir, threads
+        )
+        searcher = _searcher_class()(driver)
+        tuner = tune.Tuner(
+            tune.with_resources(trainable, resources),
+            tune_config=tune.TuneConfig(
+                search_alg=searcher,
+                num_samples=planned,
+                max_concurrent_trials=conc,
+                trial_name_creator=_trial_name,
+                trial_dirname_creator=_trial_name,
+            ),
+            run_config=tune.RunConfig(
+                name=f"{space.name}-{time.strftime('%Y%m%d-%H%M%S')}",
+                storage_path=str(study_dir / "tune"),
+                verbose=0,
+                failure_config=tune.FailureConfig(max_failures=0),
+                checkpoint_config=tune.CheckpointConfig(checkpoint_at_end=False),
+            ),
+        )
+        # Tune's result files are off (the driver keeps the records): silence its fetch warning.
+        logging.getLogger("ray.tune.analysis.experiment_analysis").setLevel(logging.ERROR)
+        with progress:
+            tuner.fit()
+    left = space.budget.trials - count_finished(study)
+    if left > 0:
+        progress.say(
+            f"interrupted: {space.budget.trials - left} of {space.budget.trials} trials "
+            "done; run the same command again (or add --resume) to continue"
+        )
+        return True
+    return False
+
+
+# ---------------------------------------------------------------------------------------------
+# Summary: Pareto front, improvement over the baseline
+# ---------------------------------------------------------------------------------------------
+
+
+def dominates(a: Sequence[float], b: Sequence[float], dirs: Sequence[str]) -> bool:
+    """a is no worse than b in every objective and better in one."""
+    better = False
+    for x, y, d in zip(a, b, dirs, strict=True):
+        if (x > y) if d == "minimize" else (x < y):
+            return False
+        if x != y:
+            better = True
+    return better
+
+
+def pareto_front(points: Sequence[tuple[int, Sequence[float]]], dirs: Sequence[str]) -> list[int]:
+    return [n for n, v in points if not any(dominates(w, v, dirs) for m, w in points if m != n)]
+
+
+def summarize(
+    study: Any,
+    space: sp.Space,
+    study_dir: Path | None = None,
+    dropped: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """The study's summary from the Optuna storage alone (so `autotune show` can print it)."""
+    import optuna
+
+    trials = study.get_trials(deepcopy=False)
+    dirs = directions(space)
+    counts: dict[str, int] = {"complete": 0, "diverged": 0, "oom": 0, "failed": 0, "running": 0}
+    feasible: list[tuple[int, list[float]]] = []
+    baseline = None
+    info: dict[int, Any] = {}
+    for t in trials:
+        if t.state == optuna.trial.TrialState.RUNNING:
+            counts["running"] += 1
+            continue
+        outcome = t.user_attrs.get("autotune.outcome", "failed")
+        counts[outcome] = counts.get(outcome, 0) + 1
+        info[t.number] = t
+        if t.user_attrs.get("autotune.baseline"):
+            baseline = t
+        if t.state == optuna.trial.TrialState.COMPLETE and t.user_attrs.get("autotune.feasible"):
+            feasible.append((t.number, list(t.values)))
+    front = sorted(
+        pareto_front(feasible, dirs),
+        key=lambda n: info[n].values[0] * (1 if dirs[0] == "minimize" else -1),
+    )
+    objectives = [o.model_dump() for o in space.objectives]
+
+    def row(t: Any) -> dict[str, Any]:
+        return {
+            "number": t.number,
+            "values": list(t.values) if t.values else None,
+            "metrics": t.user_attrs.get("autotune.metrics", {}),
+            "knobs": t.user_attrs.get("autotune.knobs", {}),
+            "params": dict(t.params),
+            "outcome": t.user_attrs.get("autotune.outcome"),
+            "cause": t.user_attrs.get("autotune.cause"),
+            "feasible": bool(t.user_attrs.get("autotune.feasible")),
+            "baseline": bool(t.user_attrs.get("autotune.baseline")),
+        }
+
+    best: dict[str, float] = {}
+    improvement: dict[str, Any] = {}
+    for i, o in enumerate(space.objectives):
+        vals = [v[i] for _, v in feasible]
+        if not vals:
+            continue
+        b = min(vals) if o.direction == "minimize" else max(vals)
+        best[o.metric] = b
+        base = (
+            (baseline.user_attrs.get("autotune.metrics") or {}).get(o.metric) if baseline else None
+        )
+        change = None
+        if base is not None and base != 0 and math.isfinite(base):
+            change = 100.0 * (b - base) / abs(base)
+        improvement[o.metric] = {"baseline": base, "best": b, "change_pct": change}
+    return {
+        "study": space.name,
+        "objectives": objectives,
+        "trials": space.budget.trials,
+        "baseline": row(baseline) if baseline is not None else None,
+        "pareto": [row(info[n]) for n in front],
+        "best": best,
+        "improvement": improvement,
+        "counts": counts,
+        "dropped_knobs": dict(dropped or {}),
+        "study_dir": str(study_dir) if study_dir else None,
+    }
+
+
+def importances(study: Any, summary: Mapping[str, Any]) -> dict[str, dict[str, float]] | None:
+    """fANOVA-free parameter importances per objective (Optuna's default evaluator)."""
+    import optuna
+
+    complete = [
+        t
+        for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+        if t.params and t.user_attrs.get("autotune.feasible")
+    ]
+    if len(complete) < 3:
+        return None
+    out: dict[str, dict[str, float]] = {}
+    for i, o in enumerate(summary["objectives"]):
+        try:
+            out[o["metric"]] = dict(
+                optuna.importance.get_param_importances(
+                    study,
+                    target=_value_getter(i),
+                    evaluator=optuna.importance.MeanDecreaseImpurityImportanceEvaluator(seed=0),
+                    params=None,
+                )
+            )
+        except Exception:
+            continue
+    return out or None
+
+
+def _value_getter(i: int) -> Callable[[Any], float]:
+    return lambda t: float(t.values[i])
+
+
+def format_summary(summary: Mapping[str, Any], *, tracking_uri: str | None = None) -> str:
+    """The end-of-study report: counts, baseline vs best, the Pareto front, where to look."""
+    lines = []
+    c = summary["counts"]
+    done = sum(v for k, v in c.items() if k != "running")
+    lines.append(
+        f"study {summary['study']}: {done}/{summary['trials']} trials — "
+        f"{c.get('complete', 0)} complete, {c.get('diverged', 0)} diverged, "
+        f"{c.get('oom', 0)} out of memory, {c.get('failed', 0)} failed"
+        + (f", {c['running']} interrupted" if c.get("running") else "")
+    )
+    base = summary.get("baseline")
+    objs = summary["objectives"]
+    if base is not None:
+        state = base["outcome"] + (f" ({base['cause']})" if base.get("cause") else "")
+        if base["outcome"] == "complete" and not base["feasible"]:
+            state += " (infeasible)"
+        lines.append(f"baseline (trial {base['number']}, PyTorch defaults): {state}")
+    for o in objs:
+        imp = summary["improvement"].get(o["metric"])
+        if not imp:
+            continue
+        b = imp["baseline"]
+        text = f"  {o['metric']:<12} best {imp['best']:.4g}"
+        if b is not None:
+            text += f"  baseline {b:.4g}"
+            if imp["change_pct"] is not None:
+                text += f"  ({imp['change_pct']:+.1f}%)"
+        lines.append(text)
+    if not summary["pareto"]:
+        lines.append(
+            "no feasible trial: every trial diverged, failed or broke a constraint "
+            "(see `autotune show` and the MLflow UI for causes)"
+        )
+    else:
+        lines.append("Pareto front (feasible trials no other trial beats on every objective):")
+        header = f"  {'trial':>5}  " + "  ".join(f"{o['metric']:>12}" for o in objs) + "  knobs"
+        lines.append(header)
+        for r in summary["pareto"]:
+            vals = "  ".join(f"{v:>12.4g}" for v in r["values"])
+            params = ", ".join(f"{k}={_short(v)}" for k, v in r["params"].items())
+            lines.append(f"  {r['number']:>5}  {vals}  {params}")
+    for name, why in (summary.get("dropped_knobs") or {}).items():
+        lines.append(f"not searched: {name} ({why})")
+    lines.append(
+        "next: `autotune ui` to browse the trials"
+        + (f" ({tracking_uri})" if tracking_uri else "")
+        + f", `autotune export {summary['study']} -o recipe.yaml` for the recipe"
+    )
+    return "\n".join(lines)
+
+
+def _short(v: Any) -> str:
+    return f"{v:.3g}" if isinstance(v, float) else str(v)
+
+
+def find_study(ref: str, storage: str | None = None) -> tuple[Any, sp.Space, Path | None, dict]:
+    """An existing study by folder, name under ./autotune-studies, or name in --storage."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    path = Path(ref)
+    meta: dict[str, Any] = {}
+    study_dir: Path | None = None
+    for candidate in (path, study_dir_for(ref)):
+        if (candidate / "study.json").is_file():
+            study_dir = candidate.resolve()
+            meta = json.loads((candidate / "study.json").read_text())
+            break
+    url = storage or meta.get("storage")
+    if url is None:
+        raise StudyError(
+            f"no study '{ref}': not a study folder, no ./{STUDIES_DIR}/{ref}, and no "
+            "--storage given"
+        )
+    name = meta.get("name", ref)
+    st = open_storage(url)
+    try:
+        study = optuna.load_study(study_name=name, storage=st)
+    except KeyError:
+        known = [s.study_name for s in optuna.get_all_study_summaries(st)]
+        raise StudyError(
+            f"no study '{name}' in {_redact(url)}; studies there: {', '.join(known) or 'none'}"
+        ) from None
+    space = sp.loads(study.user_attrs["autotune.space_yaml"], source=f"study {name}")
+    meta.setdefault("storage", url)
+    return study, space, study_dir, meta

@@ -1,0 +1,95 @@
+"""What the orchestration costs: N probes run directly in a loop vs the same N through a study.
+
+Direct: `run_probe` called N times in one process, one after another, one torch thread (what a
+user would script by hand). Study: `autotune study` on a grid space whose N trials are exactly
+those probes (trial 0 the baseline, then one trial per `clip_norm` choice), with a local Ray,
+SQLite Optuna storage and a SQLite MLflow store, one trial at a time with one torch thread (the
+2-core default). Both run in this one invocation, direct first. Reported: wall-time ratio
+study/direct and the overhead per trial in seconds.
+
+    python benchmarks/study_overhead.py                 # 12 trials of ~20 s (RESULTS.md)
+    python benchmarks/study_overhead.py --trials 4 --steps 100   # a quick look
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+from autotune import space as sp
+from autotune.probe import ProbeConfig, run_probe
+
+
+def make_space(trials: int, workload: str, size: str, steps: int) -> dict:
+    clips = [round(0.1 * (i + 1), 2) for i in range(trials - 1)]
+    return {
+        "name": "overhead",
+        "workload": {"name": workload, "size": size},
+        "probe": {"steps": steps, "micro_batch": 16, "threads": 1},
+        "budget": {"trials": trials, "concurrency": 1, "trial_timeout_s": 600},
+        "sampler": {"name": "grid"},
+        "knobs": {"lr": 3e-3, "clip_norm": {"choices": clips}},
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--trials", type=int, default=12)
+    ap.add_argument("--workload", default="tiny_gpt")
+    ap.add_argument("--size", default="tiny")
+    ap.add_argument("--steps", type=int, default=600, help="probe length (~20 s on 2 cores)")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+
+    data = make_space(args.trials, args.workload, args.size, args.steps)
+    with tempfile.TemporaryDirectory(prefix="autotune-bench-") as tmp:
+        path = Path(tmp) / "overhead.yaml"
+        path.write_text(yaml.safe_dump(data))
+        space = sp.load(path)
+        knob_sets = [space.baseline_knobs()] + [
+            {**space.fixed_knobs(), "clip_norm": c} for c in data["knobs"]["clip_norm"]["choices"]
+        ]
+
+        import torch
+
+        torch.set_num_threads(1)
+        t0 = time.perf_counter()
+        for i, knobs in enumerate(knob_sets):
+            r = run_probe(ProbeConfig.from_space(space, knobs=knobs))
+            print(f"  direct {i + 1}/{len(knob_sets)}: {r['status']}, {r['wall_s']:.1f} s",
+                  file=sys.stderr)
+        direct = time.perf_counter() - t0
+
+        env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp}/mlflow.db"}
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "autotune", "study", "--space", str(path),
+                        "--quiet"], cwd=tmp, env=env, check=True)
+        study = time.perf_counter() - t0
+
+    out = {
+        "trials": args.trials, "workload": f"{args.workload} ({args.size})",
+        "steps": args.steps, "direct_s": direct, "study_s": study, "ratio": study / direct,
+        "overhead_per_trial_s": (study - direct) / args.trials,
+        "direct_per_trial_s": direct / args.trials, "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+    }
+    if args.json:
+        print(json.dumps(out, indent=2))
+    else:
+        print(f"{args.trials} probes of {out['direct_per_trial_s']:.1f} s: direct {direct:.1f} s, "
+              f"study {study:.1f} s, ratio {out['ratio']:.3f}, overhead "
+              f"{out['overhead_per_trial_s']:.2f} s per trial")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
