@@ -900,7 +900,8 @@ def run(opts: StudyOptions) -> StudyResult:
                 f"study {space.name}: {finished} of {space.budget.trials} trials done; "
                 f"running {planned}" + (f" ({len(rerun)} interrupted earlier)" if rerun else "")
             )
-            say(f"  optuna storage {_redact(url)}\n  mlflow {uri} (experiment {space.name})")
+            say(f"  optuna storage {_redact(url)}")
+            say(f"  mlflow {_redact(uri)} (experiment {space.name})")
             interrupted = _run_trials(
                 opts, study, cond.searched, planned, rerun, logger, study_dir, finished
             )
@@ -1299,8 +1300,8 @@ def format_summary(summary: Mapping[str, Any], *, tracking_uri: str | None = Non
         lines.append(f"not searched: {name} ({why})")
     lines.append(
         "next: `autotune ui` to browse the trials"
-        + (f" ({tracking_uri})" if tracking_uri else "")
-        + f", `autotune export {summary['study']} -o recipe.yaml` for the recipe"
+        + (f" ({_redact(tracking_uri)})" if tracking_uri else "")
+        + f", `autotune show {summary['study']}` for this summary again"
     )
     return "\n".join(lines)
 
