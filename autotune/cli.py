@@ -66,8 +66,10 @@ def check(
 ) -> None:
     """Validate a space file and print the resolved knobs."""
     from autotune import space as sp
+    from autotune.study import check_workload
 
     s = sp.load(space, set_ or [])
+    check_workload(s)
     typer.echo(describe_space(s))
 
 
@@ -134,8 +136,10 @@ def probe(
     """Run one probe with the space's fixed values (each domain at its default)."""
     from autotune import space as sp
     from autotune.probe import ProbeConfig, run_probe
+    from autotune.study import check_workload
 
     s = sp.load(space, set_ or [])
+    check_workload(s)
     cfg = ProbeConfig.from_space(s)
     if not as_json:
         typer.echo(

@@ -845,14 +845,16 @@ def run(opts: StudyOptions) -> StudyResult:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     # Every service is checked before anything is written: an unreachable tracking store,
     # database or Ray cluster stops the study with its address, leaving nothing half-made.
-    uri = tracking.resolve_uri(opts.tracking_uri)
-    client = tracking.connect(uri)
+    # The TCP probes come first: connecting creates an SQLite tracking store.
     url = storage_url(opts, study_dir)
     if url.startswith(("postgresql", "mysql")):
         _check_tcp(url, what="the Optuna storage", hint="start the database or fix --storage")
     address = opts.address or os.environ.get("RAY_ADDRESS") or None
     if address and address != "auto":
         _check_ray_address(address)
+    check_workload(space)
+    uri = tracking.resolve_uri(opts.tracking_uri)
+    client = tracking.connect(uri)
     with driver_lock(study_dir):
         say = (lambda _t: None) if opts.quiet else print
         fp = fpm.collect()
@@ -915,6 +917,17 @@ def run(opts: StudyOptions) -> StudyResult:
         summary=summary,
         interrupted=interrupted,
     )
+
+
+def check_workload(space: sp.Space) -> None:
+    """Resolve the space's workload once on the driver: a wrong name fails before any trial."""
+    from autotune.errors import WorkloadError
+    from autotune.workload import resolve
+
+    try:
+        resolve(space.workload.name, space.workload.size)
+    except WorkloadError as e:
+        raise WorkloadError(f"{space.source}: workload: {e}") from e
 
 
 def _study_params(space: sp.Space, cond: sp.Conditioned, url: str) -> dict[str, Any]:

@@ -82,11 +82,16 @@ from typer.testing import CliRunner
 import autotune.cli
 
 runner = CliRunner()
-for args in (["--help"], *([c, "--help"] for c in sys.argv[2:]), ["check", sys.argv[1]]):
+for args in (["--help"], *([c, "--help"] for c in sys.argv[2:])):
     result = runner.invoke(autotune.cli.app, args)
     assert result.exit_code == 0, (args, result.output)
 heavy = sorted(m for m in ("torch", "ray", "mlflow", "optuna") if m in sys.modules)
-assert not heavy, f"imported: {heavy}"
+assert not heavy, f"--help imported: {heavy}"
+# check resolves the workload (which imports torch) but starts no Ray, MLflow or Optuna
+result = runner.invoke(autotune.cli.app, ["check", sys.argv[1]])
+assert result.exit_code == 0, result.output
+heavy = sorted(m for m in ("ray", "mlflow", "optuna") if m in sys.modules)
+assert not heavy, f"check imported: {heavy}"
 """
 
 
@@ -326,10 +331,15 @@ def test_probe_high_lr_without_clipping_diverges(write_space: Callable[..., Path
     assert isinstance(steps_run, int) and steps_run < 60
 
 
-def test_probe_unknown_workload(write_space: Callable[..., Path]) -> None:
+@pytest.mark.parametrize("command", ["probe", "check"])
+def test_unknown_workload_names_the_space_file(
+    write_space: Callable[..., Path], command: str
+) -> None:
     path = write_space(TINY.replace("name: mlp", "name: mpl"))
+    args = ["probe", "--space", path, "--json"] if command == "probe" else ["check", path]
     assert_user_error(
-        invoke("probe", "--space", path, "--json"),
+        invoke(*args),
+        f"{path}: workload: ",
         "unknown workload 'mpl'",
         "did you mean 'mlp'?",
         "mlp, resnet, tiny_gpt",
