@@ -238,7 +238,9 @@ def _check_database(uri: str, client_uri: str, scheme: str) -> None:
     except ModuleNotFoundError as exc:
         raise TrackingError(
             f"the database driver for {_redact(uri)} is not installed ({exc.name}); install it, "
-            "e.g. `pip install psycopg2-binary` for PostgreSQL or `pip install pymysql` for MySQL."
+            "e.g. `pip install 'psycopg[binary]'` for postgresql:// (SQLAlchemy 2.1's default "
+            "driver; psycopg2-binary serves postgresql+psycopg2://) or `pip install pymysql` for "
+            "MySQL."
         ) from exc
     except Exception as exc:
         raise TrackingError(f"invalid tracking URI {_redact(uri)}: {_one_line(exc)}") from exc

@@ -10,6 +10,7 @@ import time
 import urllib.request
 
 from autotune.errors import TrackingError
+from autotune.tracking import _redact
 
 
 def mlflow_ui_command(uri: str, host: str, port: int) -> list[str]:
@@ -55,8 +56,13 @@ def serve(uri: str, *, host: str, port: int, experiment_id: str | None = None) -
     url = f"http://{host}:{port}"
     try:
         wait_healthy(url, proc)
-        link = f"{url}/#/experiments/{experiment_id}" if experiment_id else url
-        print(f"MLflow UI for {uri}\n  {link}\n(Ctrl-C to stop)", flush=True)
+        # MLflow 3's UI opens an experiment in its GenAI (traces) view unless told otherwise.
+        link = (
+            f"{url}/#/experiments/{experiment_id}?workflowType=machine_learning"
+            if experiment_id
+            else url
+        )
+        print(f"MLflow UI for {_redact(uri)}\n  {link}\n(Ctrl-C to stop)", flush=True)
         proc.wait()
     except KeyboardInterrupt:
         pass

@@ -27,15 +27,16 @@ class Config:
     inputs: int  # features per sample
     hidden: int  # width of each hidden layer
     depth: int  # hidden layers
+    outputs: int  # regression targets per sample
     train: int  # training samples, generated once and kept in memory
     eval: int  # held-out samples
 
 
 SIZES = {
-    "tiny": Config(inputs=16, hidden=64, depth=2, train=4096, eval=512),  # 5.4k parameters
-    "small": Config(inputs=32, hidden=256, depth=2, train=16384, eval=1024),  # 77k
-    "medium": Config(inputs=64, hidden=1024, depth=2, train=65536, eval=2048),  # 1.1M
-    "large": Config(inputs=128, hidden=2048, depth=5, train=131072, eval=4096),  # 17M
+    "tiny": Config(outputs=8, inputs=16, hidden=64, depth=2, train=4096, eval=512),  # 5.4k parameters
+    "small": Config(outputs=16, inputs=32, hidden=256, depth=2, train=16384, eval=1024),  # 77k
+    "medium": Config(outputs=32, inputs=64, hidden=1024, depth=2, train=65536, eval=2048),  # 1.1M
+    "large": Config(outputs=64, inputs=128, hidden=2048, depth=5, train=131072, eval=4096),  # 17M
 }
 
 
@@ -55,10 +56,17 @@ class MLPWorkload:
         layers: list[nn.Module] = []
         width = c.inputs
         for _ in range(c.depth):
-            layers += [nn.Linear(width, c.hidden), nn.GELU()]
+            layers += [nn.Linear(width, c.hidden), nn.ReLU()]
             width = c.hidden
-        layers.append(nn.Linear(width, 1))
-        return nn.Sequential(*layers)
+        layers.append(nn.Linear(width, c.outputs))
+        model = nn.Sequential(*layers)
+        # He initialisation, the textbook choice for ReLU. It starts sharper than PyTorch's default
+        # (which is 1/sqrt(3) as large), so a large learning rate is only safe after a warmup.
+        for layer in model:
+            if isinstance(layer, nn.Linear):
+                nn.init.kaiming_normal_(layer.weight, nonlinearity="relu")
+                nn.init.zeros_(layer.bias)
+        return model
 
     @cached_property
     def _data(self) -> tuple[torch.Tensor, torch.Tensor]:
@@ -67,10 +75,10 @@ class MLPWorkload:
         n = c.train + c.eval
         x = torch.randn(n, c.inputs, generator=g)
         w1 = torch.randn(c.inputs, 4 * c.inputs, generator=g) / c.inputs**0.5
-        w2 = torch.randn(4 * c.inputs, 1, generator=g) / (4 * c.inputs) ** 0.5
+        w2 = torch.randn(4 * c.inputs, c.outputs, generator=g) / (4 * c.inputs) ** 0.5
         y = torch.tanh(2 * x @ w1) @ w2
-        y = (y - y.mean()) / y.std()
-        y = y + 0.1 * torch.randn(n, 1, generator=g)
+        y = (y - y.mean(0)) / y.std(0)
+        y = y + 0.1 * torch.randn(n, c.outputs, generator=g)
         return x, y
 
     def batches(self, micro_batch: int, seed: int) -> Iterator[Batch]:
