@@ -52,6 +52,10 @@ def wait_healthy(url: str, proc: subprocess.Popen[bytes] | None, timeout_s: floa
 
 def serve(uri: str, *, host: str, port: int, experiment_id: str | None = None) -> None:
     """Run the UI until Ctrl-C, printing the URL once it answers."""
+    def stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt  # SIGTERM stops the UI as Ctrl-C does: no server left behind
+
+    signal.signal(signal.SIGTERM, stop)
     proc = subprocess.Popen(mlflow_ui_command(uri, host, port), env=ui_env())
     url = f"http://{host}:{port}"
     try:
