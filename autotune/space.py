@@ -707,16 +707,16 @@ def _build(
         env[key] = _env_value(key, raw, ["env", key], err)
 
     if sampler.name == "grid":
-        for name, value in {**knobs, **env}.items():
-            sec = "env" if name in env else "knobs"
+        for knob, value in {**knobs, **env}.items():
+            sec = "env" if knob in env else "knobs"
             if (
                 isinstance(value, Domain)
                 and value.step is None
                 and not value.is_choice
-                and KNOBS.get(name, KNOBS["lr"]).kind == "float"
+                and KNOBS.get(knob, KNOBS["lr"]).kind == "float"
                 and sampler.grid_points < 2
             ):
-                raise err([sec, name], "grid needs sampler.grid_points >= 2 for a float range")
+                raise err([sec, knob], "grid needs sampler.grid_points >= 2 for a float range")
 
     return Space(
         name=name,

@@ -514,7 +514,8 @@ def complete_outcome(space: sp.Space, frozen: Any, result: Mapping[str, Any]) ->
     outcome = dict(result)
     outcome["number"] = frozen.number
     outcome["baseline"] = bool(frozen.user_attrs.get("autotune.baseline"))
-    outcome["knobs"] = frozen.user_attrs.get("autotune.knobs", {})
+    # The probe's knobs have every default resolved (the workload's learning rate included).
+    outcome["knobs"] = (summary or {}).get("knobs") or frozen.user_attrs.get("autotune.knobs", {})
     outcome["env"] = frozen.user_attrs.get("autotune.env", {})
     outcome["params"] = dict(frozen.params)
     outcome["source"] = frozen.user_attrs.get("autotune.source")
@@ -567,6 +568,8 @@ def tell(study: Any, frozen: Any, outcome: Mapping[str, Any]) -> None:
         "autotune.wall_s": outcome.get("wall_s"),
         "autotune.effective_batch": summary.get("effective_batch"),
     }
+    if outcome.get("knobs"):
+        attrs["autotune.knobs"] = outcome["knobs"]
     if outcome.get("constraints") is not None:
         attrs["autotune.constraints"] = outcome["constraints"]
     for key, value in attrs.items():
@@ -1130,13 +1133,16 @@ def _run_trials(
         )
         # Tune's result files are off (the driver keeps the records): silence its fetch warning.
         logging.getLogger("ray.tune.analysis.experiment_analysis").setLevel(logging.ERROR)
+        # Tune's own resume hint (Tuner.restore) is not how a study resumes: autotune says how.
+        logging.getLogger("ray.tune.tune").setLevel(logging.ERROR)
         with progress:
             tuner.fit()
     left = space.budget.trials - count_finished(study)
-    if left > 0:
-        progress.say(
+    if left > 0:  # said even under --quiet: the user must know how to continue
+        print(
             f"interrupted: {space.budget.trials - left} of {space.budget.trials} trials "
-            "done; run the same command again (or add --resume) to continue"
+            "done; run the same command again (or add --resume) to continue",
+            file=sys.stderr,
         )
         return True
     return False

@@ -198,7 +198,7 @@ def _factory(module: ModuleType, attr: str, ref: str, source: str) -> Callable[.
             f"workload {ref!r}: {attr!r} is a {type(factory).__name__}, not a factory; "
             "it must be a callable (a function or a class) taking size= and returning a Workload"
         )
-    return factory  # type: ignore[no-any-return]
+    return factory
 
 
 def _import_file(path: Path, ref: str) -> ModuleType:

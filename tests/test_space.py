@@ -828,3 +828,11 @@ def test_real_builtin_listing_matches_the_folder() -> None:
     shipped = sorted(p.stem for p in sp.builtin_dir().glob("*.yaml"))
     assert sp.builtin_names() == shipped
     assert (sp.builtin_dir() / "__init__.py").is_file()
+
+
+def test_a_grid_space_keeps_its_name() -> None:
+    s = sp.loads(
+        "name: failures\nworkload: mlp\nsampler: {name: grid}\n"
+        "knobs: {clip_norm: {low: 0.1, high: 1.0}}\nenv: {HSA_X: {choices: [a, b]}}\n"
+    )
+    assert s.name == "failures"

@@ -1,0 +1,237 @@
+"""Helpers of the integration tests: run the CLI, build one small finished study per session,
+and find the processes a run left behind.
+
+Every process a test starts gets a unique `AUTOTUNE_TEST_TOKEN` in its environment. Ray nodes,
+Ray workers and probe processes inherit it, so a scan of /proc for the token finds exactly the
+processes that one test started, whatever their process group or parent, and nothing that other
+work on the machine runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ASSETS = Path(__file__).resolve().parent
+BEHAVING = ASSETS / "behaving.py"
+TOKEN_VAR = "AUTOTUNE_TEST_TOKEN"
+
+# The study most tests share: small enough for a 2-core machine, long enough for a loss curve.
+SHARED_TRIALS = 4
+SHARED_STEPS = 30
+MICRO_BATCH = 32
+
+
+def mlp_space(name: str, *, trials: int, steps: int = SHARED_STEPS, timeout_s: int = 120) -> str:
+    """A space on the built-in `mlp` workload with two searched knobs."""
+    return f"""\
+name: {name}
+workload: {{name: mlp, size: tiny}}
+probe: {{steps: {steps}, micro_batch: {MICRO_BATCH}, device: cpu, telemetry_every: 10}}
+budget: {{trials: {trials}, trial_timeout_s: {timeout_s}}}
+sampler: {{name: random, seed: 0}}
+knobs:
+  clip_norm: {{low: 0.1, high: 5.0, log: true}}
+  warmup_steps: {{low: 0, high: 10}}
+"""
+
+
+def write(folder: Path, text: str, filename: str = "space.yaml") -> Path:
+    path = folder / filename
+    path.write_text(text)
+    return path
+
+
+def sqlite_uri(folder: Path) -> str:
+    return f"sqlite:///{folder / 'mlflow.db'}"
+
+
+def new_token() -> str:
+    return uuid.uuid4().hex
+
+
+def cli_env(token: str | None = None, **extra: str) -> dict[str, str]:
+    """The environment of a CLI run: this one without Ray/MLflow pointers, plus the token."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("RAY_ADDRESS", "MLFLOW_TRACKING_URI", TOKEN_VAR)
+    }
+    env.update(PYTHONUNBUFFERED="1", RAY_USAGE_STATS_ENABLED="0", RAY_AUTH_MODE="disabled")
+    if token:
+        env[TOKEN_VAR] = token
+    env.update(extra)
+    return env
+
+
+def autotune_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "autotune", *args]
+
+
+def autotune(
+    args: Sequence[str],
+    cwd: Path,
+    *,
+    token: str | None = None,
+    timeout: float = 300,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run `python -m autotune ARGS` to its end in its own session; kill its group on timeout."""
+    proc = subprocess.Popen(
+        autotune_cmd(*args),
+        cwd=cwd,
+        env=env or cli_env(token),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        raise AssertionError(
+            f"`autotune {' '.join(args)}` ran past {timeout:.0f} s\n--- stdout\n{out[-4000:]}"
+            f"\n--- stderr\n{err[-4000:]}"
+        ) from None
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def explain(result: subprocess.CompletedProcess[str]) -> str:
+    """The end of a run's output, for assertion messages."""
+    return (
+        f"exit status {result.returncode}\n--- stdout\n{result.stdout[-6000:]}"
+        f"\n--- stderr\n{result.stderr[-6000:]}"
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+# ---------------------------------------------------------------------------------------------
+# Processes left behind
+# ---------------------------------------------------------------------------------------------
+
+
+def tagged_processes(token: str) -> list[tuple[int, str]]:
+    """(pid, command line) of every live process whose environment holds the token."""
+    needle = f"{TOKEN_VAR}={token}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if needle not in (entry / "environ").read_bytes().split(b"\0"):
+                continue
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:  # gone meanwhile, or a zombie
+            continue
+        found.append((int(entry.name), cmd.strip()[:200]))
+    return found
+
+
+def wait_gone(token: str, timeout: float = 30) -> list[tuple[int, str]]:
+    """Wait until no process holds the token; return those still there after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = tagged_processes(token)
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.5)
+
+
+def kill_tagged(token: str, grace_s: float = 10) -> None:
+    """SIGTERM, then SIGKILL, every process that holds the token (test teardown)."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid, _ in tagged_processes(token):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+        if not wait_gone(token, grace_s):
+            return
+
+
+def pid_alive(pid: int) -> bool:
+    """True for a live process (a zombie is not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+# ---------------------------------------------------------------------------------------------
+# The shared study
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FinishedStudy:
+    folder: Path  # the folder the study ran in (its cwd)
+    name: str
+    trials: int
+    steps: int
+    tracking_uri: str
+    study_dir: Path
+    summary: dict[str, Any]
+    seconds: float
+
+
+_SHARED: dict[str, FinishedStudy] = {}
+
+
+@contextlib.contextmanager
+def _cwd(folder: Path) -> Iterator[None]:
+    before = Path.cwd()
+    os.chdir(folder)
+    try:
+        yield
+    finally:
+        os.chdir(before)
+
+
+def finished_study(base: Path) -> FinishedStudy:
+    """A small `mlp` study, run in this process once per test session under `base`."""
+    if "study" in _SHARED:
+        return _SHARED["study"]
+    from autotune import space as sp
+    from autotune import study as st
+
+    folder = base / "shared-study"
+    folder.mkdir(parents=True, exist_ok=True)
+    name = "shared-mlp"
+    path = write(folder, mlp_space(name, trials=SHARED_TRIALS))
+    uri = sqlite_uri(folder)
+    for var in ("RAY_ADDRESS", "MLFLOW_TRACKING_URI"):
+        os.environ.pop(var, None)
+    t0 = time.monotonic()
+    with _cwd(folder):
+        result = st.run(st.StudyOptions(space=sp.load(path), tracking_uri=uri, quiet=True))
+    assert not result.interrupted
+    _SHARED["study"] = FinishedStudy(
+        folder=folder,
+        name=name,
+        trials=SHARED_TRIALS,
+        steps=SHARED_STEPS,
+        tracking_uri=result.tracking_uri,
+        study_dir=result.study_dir,
+        summary=result.summary,
+        seconds=time.monotonic() - t0,
+    )
+    return _SHARED["study"]

@@ -1,0 +1,175 @@
+"""A study on a real two-node Ray cluster, with its Optuna storage and MLflow backend in PostgreSQL.
+
+Both Ray nodes run on this machine (loopback, one CPU each), so two trials at once must land on
+two different nodes. PostgreSQL comes from AUTOTUNE_TEST_PG, a base URL such as
+postgresql://autotune:autotune@127.0.0.1:55432 whose server holds the databases autotune_optuna
+and autotune_mlflow (.ci/run creates them). Without it the test is skipped, unless
+AUTOTUNE_REQUIRE_SERVICES=1 (CI), where that is a failure. The databases persist between runs:
+each run uses a study name of its own.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+from assets import studies as h
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.cluster,
+    pytest.mark.filterwarnings("ignore:The ``noload`` loader strategy"),
+    pytest.mark.filterwarnings("ignore:For backward compatibility, 'str' dtypes"),
+]
+
+TRIALS = 4
+STEPS = 20
+
+
+@pytest.fixture
+def pg() -> str:
+    """The PostgreSQL base URL; asked for first, so that a missing server starts nothing."""
+    base = os.environ.get("AUTOTUNE_TEST_PG", "").strip().rstrip("/")
+    if not base:
+        reason = (
+            "AUTOTUNE_TEST_PG is not set (a PostgreSQL base URL with the databases "
+            "autotune_optuna and autotune_mlflow, as .ci/run starts it)"
+        )
+        if os.environ.get("AUTOTUNE_REQUIRE_SERVICES") == "1":
+            pytest.fail(reason + " and AUTOTUNE_REQUIRE_SERVICES=1")
+        pytest.skip(reason)
+    # SQLAlchemy 2.1 maps postgresql:// to psycopg 3; with only psycopg2 installed, name it.
+    if (
+        base.startswith("postgresql://")
+        and importlib.util.find_spec("psycopg") is None
+        and importlib.util.find_spec("psycopg2") is not None
+    ):
+        base = "postgresql+psycopg2://" + base.split("://", 1)[1]
+    return base
+
+
+@pytest.fixture
+def ray_cluster(pg: str) -> Iterator[str]:
+    """A head and a second node on loopback, one CPU each; yields the head's host:port.
+
+    Teardown stops exactly the processes these two `ray start` calls made (found by a token in
+    their environment): `ray stop --force` would also stop any other Ray on this machine.
+    """
+    token = h.new_token()
+    temp = Path(tempfile.mkdtemp(prefix="atray-", dir="/tmp"))  # short: Ray's unix sockets
+    ray = str(Path(sys.executable).with_name("ray"))
+    port = h.free_port()
+    common = [
+        "--node-ip-address=127.0.0.1",
+        "--num-cpus=1",
+        "--disable-usage-stats",
+        f"--temp-dir={temp}",
+    ]
+    head = [
+        ray,
+        "start",
+        "--head",
+        f"--port={port}",
+        "--include-dashboard=false",
+        f"--dashboard-agent-listen-port={h.free_port()}",
+        *common,
+    ]
+    node = [
+        ray,
+        "start",
+        f"--address=127.0.0.1:{port}",
+        f"--dashboard-agent-listen-port={h.free_port()}",
+        *common,
+    ]
+    try:
+        for cmd in (head, node):
+            started = subprocess.run(
+                cmd,
+                env=h.cli_env(token),
+                capture_output=True,
+                text=True,
+                timeout=120,
+                stdin=subprocess.DEVNULL,
+            )
+            assert started.returncode == 0, f"{' '.join(cmd)}\n{started.stdout}\n{started.stderr}"
+        yield f"127.0.0.1:{port}"
+    finally:
+        h.kill_tagged(token, grace_s=3)
+        shutil.rmtree(temp, ignore_errors=True)
+    assert not h.tagged_processes(token), "Ray processes outlived the test"
+
+
+def test_study_on_two_ray_nodes_with_postgres(pg: str, ray_cluster: str, tmp_path: Path) -> None:
+    import optuna
+    from mlflow.tracking import MlflowClient
+
+    storage, tracking = f"{pg}/autotune_optuna", f"{pg}/autotune_mlflow"
+    name = f"cluster-{uuid.uuid4().hex[:10]}"
+    space = h.write(tmp_path, h.mlp_space(name, trials=TRIALS, steps=STEPS))
+    token = h.new_token()
+    result = h.autotune(
+        [
+            "study",
+            "--space",
+            str(space),
+            "--address",
+            ray_cluster,
+            "--storage",
+            storage,
+            "--tracking-uri",
+            tracking,
+            "--set",
+            "budget.concurrency=2",
+        ],
+        tmp_path,
+        token=token,
+        timeout=400,
+    )
+    assert result.returncode == 0, h.explain(result)
+    assert f"study {name}: {TRIALS}/{TRIALS} trials" in result.stdout, h.explain(result)
+    assert "2 trial(s) at a time" in result.stdout, h.explain(result)
+    password = urlsplit(pg).password
+    if password:
+        assert f":{password}@" not in result.stdout + result.stderr, "the password is shown"
+    assert not h.wait_gone(token, timeout=30), "the driver left processes behind"
+
+    # Optuna: every trial finished, in PostgreSQL, on both nodes.
+    study = optuna.load_study(study_name=name, storage=storage)
+    trials = study.get_trials(deepcopy=False)
+    assert [t.number for t in trials] == list(range(TRIALS))
+    assert all(t.state.name in ("COMPLETE", "FAIL") for t in trials)
+    assert all(t.user_attrs["autotune.outcome"] == "complete" for t in trials)
+    assert trials[0].user_attrs["autotune.baseline"] is True
+    nodes = {t.user_attrs.get("autotune.ray_node") for t in trials}
+    assert None not in nodes and len(nodes) == 2, f"trials ran on Ray nodes {nodes}"
+
+    # MLflow: the study and one child run per trial, in PostgreSQL.
+    client = MlflowClient(tracking_uri=tracking)
+    experiment = client.get_experiment_by_name(name)
+    assert experiment is not None
+    runs = client.search_runs([experiment.experiment_id], max_results=100)
+    parents = [r for r in runs if r.data.tags.get("autotune.role") == "study"]
+    assert len(parents) == 1
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parents[0].info.run_id]
+    numbers = sorted(int(r.data.tags["autotune.trial_number"]) for r in children)
+    assert numbers == list(range(TRIALS))
+    for run in children:
+        assert run.data.tags["autotune.fp.hash"]
+        assert run.data.tags["autotune.logged"] == "true"
+        assert len(client.get_metric_history(run.info.run_id, "loss")) == STEPS
+
+    # The study is found again from its storage alone, from any folder.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    show = h.autotune(["show", name, "--storage", storage, "--json"], elsewhere, timeout=120)
+    assert show.returncode == 0, h.explain(show)
+    assert f'"study": "{name}"' in show.stdout
