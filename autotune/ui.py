@@ -52,6 +52,7 @@ def wait_healthy(url: str, proc: subprocess.Popen[bytes] | None, timeout_s: floa
 
 def serve(uri: str, *, host: str, port: int, experiment_id: str | None = None) -> None:
     """Run the UI until Ctrl-C, printing the URL once it answers."""
+
     def stop(signum: int, frame: object) -> None:
         raise KeyboardInterrupt  # SIGTERM stops the UI as Ctrl-C does: no server left behind
 

@@ -195,8 +195,8 @@ def _factory(module: ModuleType, attr: str, ref: str, source: str) -> Callable[.
         )
     if not callable(factory):
         raise WorkloadError(
-            f"workload {ref!r}: {attr!r} is a {type(factory).__name__}, not a factory; "
-            "it must be a callable (a function or a class) taking size= and returning a Workload"
+            f"workload {ref!r}: {attr!r} is not callable (its type is {type(factory).__name__}); "
+            "the factory must be a function or a class taking size= and returning a Workload"
         )
     return factory
 
@@ -264,7 +264,7 @@ def _check(ref: str, workload: object) -> None:
     missing += [name for name in _METHODS if not callable(getattr(workload, name, None))]
     if missing:
         raise WorkloadError(
-            f"workload {ref!r} returned a {type(workload).__name__} that lacks "
+            f"workload {ref!r}: the factory's result (type {type(workload).__name__}) lacks "
             f"{', '.join(missing)} (see autotune.workload.Workload)"
         )
     for name in ("default_lr", "unstable_lr"):

@@ -99,34 +99,51 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     torch.set_num_threads(args.threads)
-    cfg = ProbeConfig(workload=args.workload, size=args.size, steps=args.steps,
-                      micro_batch=args.micro_batch, precision=args.precision,
-                      knobs={"clip_norm": args.clip})
+    cfg = ProbeConfig(
+        workload=args.workload,
+        size=args.size,
+        steps=args.steps,
+        micro_batch=args.micro_batch,
+        precision=args.precision,
+        knobs={"clip_norm": args.clip},
+    )
     bare_loop(ProbeConfig(**{**cfg.to_dict(), "steps": 20}))  # warm up allocator and caches
     bare, probe = [], []
     for i in range(args.repeats):
         bare.append(bare_loop(cfg))
         probe.append(probe_loop(cfg))
-        print(f"  repeat {i + 1}: bare {bare[-1]:.1f} samples/s, probe {probe[-1]:.1f} samples/s",
-              file=sys.stderr)
+        print(
+            f"  repeat {i + 1}: bare {bare[-1]:.1f} samples/s, probe {probe[-1]:.1f} samples/s",
+            file=sys.stderr,
+        )
     ratios = [p / b for p, b in zip(probe, bare, strict=True)]
     out = {
-        "workload": f"{args.workload} ({args.size})", "steps": args.steps,
-        "micro_batch": args.micro_batch, "precision": args.precision, "clip_norm": args.clip,
-        "threads": args.threads, "repeats": args.repeats,
-        "bare_median": statistics.median(bare), "probe_median": statistics.median(probe),
-        "ratio_median": statistics.median(ratios), "ratio_min": min(ratios),
-        "ratio_max": max(ratios), "torch": torch.__version__, "python": platform.python_version(),
+        "workload": f"{args.workload} ({args.size})",
+        "steps": args.steps,
+        "micro_batch": args.micro_batch,
+        "precision": args.precision,
+        "clip_norm": args.clip,
+        "threads": args.threads,
+        "repeats": args.repeats,
+        "bare_median": statistics.median(bare),
+        "probe_median": statistics.median(probe),
+        "ratio_median": statistics.median(ratios),
+        "ratio_min": min(ratios),
+        "ratio_max": max(ratios),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
         "machine": f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} "
         "torch thread(s)",
     }
     if args.json:
         print(json.dumps(out, indent=2))
     else:
-        print(f"{out['workload']}, {args.precision}, {args.steps} steps x {args.micro_batch}: "
-              f"bare {out['bare_median']:.1f} samples/s, probe {out['probe_median']:.1f} "
-              f"samples/s, ratio {out['ratio_median']:.3f} "
-              f"(min {out['ratio_min']:.3f}, max {out['ratio_max']:.3f}, {args.repeats} repeats)")
+        print(
+            f"{out['workload']}, {args.precision}, {args.steps} steps x {args.micro_batch}: "
+            f"bare {out['bare_median']:.1f} samples/s, probe {out['probe_median']:.1f} "
+            f"samples/s, ratio {out['ratio_median']:.3f} "
+            f"(min {out['ratio_min']:.3f}, max {out['ratio_max']:.3f}, {args.repeats} repeats)"
+        )
     return 0
 
 

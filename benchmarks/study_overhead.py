@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--trials", type=int, default=12)
     ap.add_argument("--workload", default="tiny_gpt")
     ap.add_argument("--size", default="tiny")
-    ap.add_argument("--steps", type=int, default=600, help="probe length (~20 s on 2 cores)")
+    ap.add_argument("--steps", type=int, default=1000, help="probe length (~20 s on one core)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
 
@@ -65,29 +65,42 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         for i, knobs in enumerate(knob_sets):
             r = run_probe(ProbeConfig.from_space(space, knobs=knobs))
-            print(f"  direct {i + 1}/{len(knob_sets)}: {r['status']}, {r['wall_s']:.1f} s",
-                  file=sys.stderr)
+            print(
+                f"  direct {i + 1}/{len(knob_sets)}: {r['status']}, {r['wall_s']:.1f} s",
+                file=sys.stderr,
+            )
         direct = time.perf_counter() - t0
 
         env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp}/mlflow.db"}
         t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "autotune", "study", "--space", str(path),
-                        "--quiet"], cwd=tmp, env=env, check=True)
+        subprocess.run(
+            [sys.executable, "-m", "autotune", "study", "--space", str(path), "--quiet"],
+            cwd=tmp,
+            env=env,
+            check=True,
+        )
         study = time.perf_counter() - t0
 
     out = {
-        "trials": args.trials, "workload": f"{args.workload} ({args.size})",
-        "steps": args.steps, "direct_s": direct, "study_s": study, "ratio": study / direct,
+        "trials": args.trials,
+        "workload": f"{args.workload} ({args.size})",
+        "steps": args.steps,
+        "direct_s": direct,
+        "study_s": study,
+        "ratio": study / direct,
         "overhead_per_trial_s": (study - direct) / args.trials,
-        "direct_per_trial_s": direct / args.trials, "python": platform.python_version(),
+        "direct_per_trial_s": direct / args.trials,
+        "python": platform.python_version(),
         "cpus": os.cpu_count(),
     }
     if args.json:
         print(json.dumps(out, indent=2))
     else:
-        print(f"{args.trials} probes of {out['direct_per_trial_s']:.1f} s: direct {direct:.1f} s, "
-              f"study {study:.1f} s, ratio {out['ratio']:.3f}, overhead "
-              f"{out['overhead_per_trial_s']:.2f} s per trial")
+        print(
+            f"{args.trials} probes of {out['direct_per_trial_s']:.1f} s: direct {direct:.1f} s, "
+            f"study {study:.1f} s, ratio {out['ratio']:.3f}, overhead "
+            f"{out['overhead_per_trial_s']:.2f} s per trial"
+        )
     return 0
 
 

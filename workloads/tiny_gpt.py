@@ -36,32 +36,43 @@ class Config:
     heads: int  # attention heads per block
     width: int  # embedding width (d_model)
     block: int  # context length, in bytes
-    text_bytes: int  # how much standard-library source to read
-    eval_windows: int  # held-out windows of `block` bytes in the eval set
+    text: int  # bytes of standard-library source to read
+    held_out: int  # windows of `block` bytes in the eval set
 
 
 SIZES = {
-    "tiny": Config(layers=2, heads=4, width=48, block=64, text_bytes=1_000_000, eval_windows=64),
-    "small": Config(
-        layers=4, heads=4, width=128, block=128, text_bytes=2_000_000, eval_windows=128
-    ),
-    "medium": Config(
-        layers=6, heads=6, width=384, block=256, text_bytes=8_000_000, eval_windows=256
-    ),
-    "large": Config(
-        layers=12, heads=12, width=768, block=512, text_bytes=8_000_000, eval_windows=256
-    ),
+    "tiny": Config(layers=2, heads=2, width=48, block=48, text=1_000_000, held_out=64),
+    "small": Config(layers=4, heads=4, width=128, block=128, text=2_000_000, held_out=128),
+    "medium": Config(layers=6, heads=6, width=384, block=256, text=8_000_000, held_out=256),
+    "large": Config(layers=12, heads=12, width=768, block=512, text=8_000_000, held_out=256),
+}
+
+# (default_lr, unstable_lr) per size. default_lr: AdamW with sensible knobs trains well.
+# unstable_lr: PyTorch's defaults blow up, warmup and clipping cure it. Measured for tiny and
+# small (see above); medium and large are scaled by 1/width, Adam's usual rule, unmeasured.
+LEARNING_RATES = {
+    "tiny": (3e-3, 0.5),
+    "small": (2e-3, 0.2),
+    "medium": (1e-3, 0.06),
+    "large": (6e-4, 0.03),
 }
 
 
 class Block(nn.Module):
-    """Pre-LN transformer block: x + attention(ln(x)), then x + mlp(ln(x))."""
+    """Pre-LN transformer block: x + attention(ln(x)), then x + mlp(ln(x)).
+
+    Queries and keys are layer-normalised per head (QK-norm, as in OLMo 2 and ViT-22B): it stops
+    attention logits from growing without bound, so once warmup is over a high learning rate
+    trains. What is left to blow up at the start, without warmup, is the rest of the model.
+    """
 
     def __init__(self, c: Config) -> None:
         super().__init__()
         self.heads = c.heads
         self.ln1 = nn.LayerNorm(c.width)
         self.qkv = nn.Linear(c.width, 3 * c.width)
+        self.q_norm = nn.LayerNorm(c.width // c.heads)
+        self.k_norm = nn.LayerNorm(c.width // c.heads)
         self.proj = nn.Linear(c.width, c.width)
         self.ln2 = nn.LayerNorm(c.width)
         self.fc = nn.Linear(c.width, 4 * c.width)
@@ -71,7 +82,7 @@ class Block(nn.Module):
         b, t, c = x.shape
         q, k, v = self.qkv(self.ln1(x)).split(c, dim=2)
         q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        y = F.scaled_dot_product_attention(self.q_norm(q), self.k_norm(k), v, is_causal=True)
         x = x + self.proj(y.transpose(1, 2).reshape(b, t, c))
         return x + self.out(F.gelu(self.fc(self.ln2(x))))
 
@@ -84,12 +95,8 @@ class GPT(nn.Module):
         self.blocks = nn.ModuleList(Block(c) for _ in range(c.layers))
         self.ln = nn.LayerNorm(c.width)
         self.head = nn.Linear(c.width, VOCAB, bias=False)
-        self.head.weight = self.embed.weight  # tied: one byte table for input and output
-        for module in self.modules():
-            if isinstance(module, (nn.Linear, nn.Embedding)):
-                nn.init.normal_(module.weight, std=0.02)
-            if isinstance(module, nn.Linear) and module.bias is not None:
-                nn.init.zeros_(module.bias)
+        # PyTorch's default initialisation, not GPT-2's std 0.02: it starts sharper, so that
+        # a tiny model, like a large one, needs warmup to survive a high learning rate.
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         x = self.embed(idx) + self.position(torch.arange(idx.shape[1], device=idx.device))
@@ -100,14 +107,13 @@ class GPT(nn.Module):
 
 class TinyGPTWorkload:
     name = "tiny_gpt"
-    default_lr = 3e-3
-    unstable_lr = 3e-2
 
     def __init__(self, size: str = "tiny") -> None:
         if size not in SIZES:
             raise ValueError(f"unknown size {size!r}; sizes are: {', '.join(SIZES)}")
         self.size = size
         self.config = SIZES[size]
+        self.default_lr, self.unstable_lr = LEARNING_RATES[size]
 
     def build_model(self) -> nn.Module:
         return GPT(self.config)
@@ -116,8 +122,8 @@ class TinyGPTWorkload:
     def _text(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The bytes as int64 tensors: (train, eval)."""
         c = self.config
-        data = read_stdlib(c.text_bytes)
-        need = 20 * c.eval_windows * (c.block + 1)
+        data = read_stdlib(c.text)
+        need = 20 * c.held_out * (c.block + 1)
         if len(data) < need:
             raise RuntimeError(
                 f"tiny_gpt needs {need} bytes of standard-library source, found {len(data)} "
@@ -133,14 +139,12 @@ class TinyGPTWorkload:
         return _windows(self._text[0], self.config.block, micro_batch, seed)
 
     def eval_batches(self, micro_batch: int) -> list[Batch]:
-        held_out, block, n = self._text[1], self.config.block, self.config.eval_windows
+        held_out, block, n = self._text[1], self.config.block, self.config.held_out
         # Evenly spaced windows over the held-out text: the same on every call.
         starts = torch.linspace(0, len(held_out) - block - 1, n).long()
         idx = starts[:, None] + torch.arange(block + 1)
         windows = held_out[idx]
-        return [
-            (w[:, :-1], w[:, 1:]) for w in windows.split(micro_batch)
-        ]
+        return [(w[:, :-1], w[:, 1:]) for w in windows.split(micro_batch)]
 
     def loss(self, model: nn.Module, batch: Batch) -> torch.Tensor:
         x, y = batch

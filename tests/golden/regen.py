@@ -19,17 +19,29 @@ from autotune.probe import ProbeConfig, run_probe
 from autotune.workload import BUILTINS
 
 HERE = Path(__file__).resolve().parent
-SETTINGS = {"size": "tiny", "steps": 30, "micro_batch": 8, "seed": 0, "precision": "fp32",
-            "knobs": {"clip_norm": 1.0, "warmup_steps": 5}}
+SETTINGS = {
+    "size": "tiny",
+    "steps": 30,
+    "micro_batch": 8,
+    "seed": 0,
+    "precision": "fp32",
+    "knobs": {"clip_norm": 1.0, "warmup_steps": 5},
+}
 
 
 def golden(name: str) -> dict:
     torch.set_num_threads(1)
     cfg = ProbeConfig(workload=name, threads=1, **SETTINGS)  # type: ignore[arg-type]
     result = run_probe(cfg)
-    return {"workload": name, **SETTINGS, "threads": 1, "torch": torch.__version__,
-            "python": platform.python_version(), "loss": result["series"]["loss"],
-            "grad_norm": result["series"]["grad_norm"]}
+    return {
+        "workload": name,
+        **SETTINGS,
+        "threads": 1,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "loss": result["series"]["loss"],
+        "grad_norm": result["series"]["grad_norm"],
+    }
 
 
 if __name__ == "__main__":
