@@ -642,8 +642,10 @@ class Progress:
         left = self.total - self._done()
         eta = ""
         if self.durations and left > 0:
-            per = sum(self.durations) / len(self.durations)
-            eta = f", ~{_fmt_s(per * left / max(1, self.concurrency))} left"
+            # Wall time per finished trial in this session: it includes the scheduling and
+            # logging between trials, which the probes' own durations leave out.
+            per = (time.time() - self.t0) / len(self.durations)
+            eta = f", ~{_fmt_s(per * left)} left"
         best = "  ".join(f"best {k} {v:.4g}" for k, v in self.best.items())
         c = self.counts
         return (

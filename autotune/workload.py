@@ -75,13 +75,13 @@ BUILTINS: dict[str, str] = {
 }
 
 # The sizes of each built-in. tiny: CPU unit tests, a step takes milliseconds. small: a CPU or a
-# GPU. medium and large: a GPU. The numbers are parameters (and the CPU step time of tiny).
+# GPU. medium and large: a GPU. Comments: parameters per size, and tiny's step on one CPU thread.
 SIZES: dict[str, tuple[str, ...]] = {
-    # tiny 5.4k (~1 ms at micro_batch 32), small 77k, medium 1.1M, large 17M
+    # 6k (1 ms at micro_batch 16-32), 79k, 1.2M, 17M
     "mlp": ("tiny", "small", "medium", "large"),
-    # tiny 20k (~10 ms at micro_batch 32), small 0.3M, medium 2.8M, large 11M
+    # 20k (12-14 ms at micro_batch 16-32), 0.3M, 2.8M, 25M
     "resnet": ("tiny", "small", "medium", "large"),
-    # tiny 67k (~10 ms at micro_batch 16), small 0.8M, medium 11M, large 86M
+    # 84k (12-15 ms at micro_batch 8-16), 0.9M, 11M, 86M
     "tiny_gpt": ("tiny", "small", "medium", "large"),
 }
 
@@ -231,7 +231,7 @@ def _import_module(name: str, ref: str) -> ModuleType:
         missing = exc.name or ""
         if not (name == missing or name.startswith(missing + ".")):
             raise WorkloadError(_raised(ref, "importing", exc)) from exc  # an import inside it
-        if missing == _BUILTIN_PACKAGE and _SOURCE_WORKLOADS.is_dir():
+        if missing == _BUILTIN_PACKAGE and (_SOURCE_WORKLOADS / "__init__.py").is_file():
             _mount_source_workloads()
             return _import_module(name, ref)
         raise WorkloadError(

@@ -78,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
             cwd=tmp,
             env=env,
             check=True,
+            stdout=sys.stderr,  # the study's summary; stdout carries only the result
         )
         study = time.perf_counter() - t0
 

@@ -26,6 +26,15 @@ MICRO_BATCH = 8
 # ---------------------------------------------------------------------------------------------
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_thread() -> Iterator[None]:
+    """Tiny models step faster on one thread, and a busy machine cannot stall them."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="module", params=sorted(BUILTINS))
 def workload(request: pytest.FixtureRequest) -> Workload:
     return resolve(request.param, "tiny")
@@ -246,6 +255,10 @@ def test_every_builtin_has_a_module_ref_and_sizes() -> None:
     for name, ref in BUILTINS.items():
         assert ref == f"autotune.workloads.{name}:make"
         assert SIZES[name][0] == "tiny"
+
+
+def test_a_builtin_can_also_be_named_by_its_module() -> None:
+    assert resolve("autotune.workloads.mlp:make", size="small").size == "small"
 
 
 def test_unknown_name_lists_the_builtins_and_suggests_the_closest() -> None:

@@ -1,15 +1,30 @@
 """resnet: a small residual CNN classifies synthetic images of coloured, oriented stripes.
 
 The task is learnable and needs no download. Each class is a stripe orientation (one of
-`angles`, evenly spaced over 180 degrees) paired with a palette (warm or cool), so the
-label follows from the pixels; the stripes' spacing, phase and brightness vary per image, and
-every pixel carries Gaussian noise.
+`angles`, evenly spaced over 180 degrees) paired with a palette (warm or cool), so the label
+follows from the pixels; the stripes' spacing, phase and brightness vary per image, and every
+pixel carries Gaussian noise. Chance is a loss of ln(classes): 2.08 for tiny's 8 classes.
 
 The network normalises with GroupNorm, not BatchNorm: its gradient does not depend on how the
 batch is split, so gradient accumulation over micro-batches is exactly a larger batch, and the
-model behaves the same in train() and eval().
+model behaves the same in train() and eval(). Its failure at a high learning rate without
+warmup is the classic one: the first full-size Adam steps spike the loss and leave the ReLUs
+dead, and the network stays at chance.
 
-Measured: TODO
+Measured with autotune.probe on a CPU (fp32, AdamW; "peak" is the largest loss over the first
+one, "final" the mean of the last 10% of steps), tiny, seeds 0-4, micro_batch 16 and 32:
+
+    150 steps                                peak         final
+    defaults at unstable_lr 0.1              1.5x - 3.8x  2.07 - 2.10 (9 of 10), 0.99
+    clip 1.0 + warmup 40 at 0.1              <= 1.44      0.15 - 0.76
+    clip 0.5 + warmup 30 at 0.1              <= 1.16      0.17 - 1.40
+    defaults at default_lr 3e-3              <= 1.16      0.15 - 0.78
+
+"defaults" is PyTorch's: no clipping, no warmup, eps 1e-8, weight decay 0.01, constant rate. At
+200 steps: 0.76-2.11 / 0.14-0.75 / 0.09-1.21 / 0.06-0.32. small (12 classes, chance 2.48),
+seeds 0-1, micro_batch 32: defaults at 0.03 peak at 2.9x-3.3x and stay at chance (2.37-2.49);
+clip 1.0 + warmup 40 reaches 1.42-1.50; defaults at 2e-3 reach 0.78-1.23. A tiny step takes
+about 12 ms (micro_batch 16) to 14 ms (32) on one CPU thread.
 """
 
 from __future__ import annotations
@@ -44,17 +59,17 @@ SIZES = {
     "tiny": Config(width=16, stages=2, blocks=1, image=16, angles=4, train=4096, eval=512),
     "small": Config(width=32, stages=3, blocks=1, image=32, angles=6, train=8192, eval=1024),
     "medium": Config(width=64, stages=3, blocks=2, image=32, angles=8, train=16384, eval=2048),
-    "large": Config(width=96, stages=4, blocks=2, image=64, angles=8, train=16384, eval=2048),
+    "large": Config(width=96, stages=4, blocks=2, image=32, angles=8, train=16384, eval=2048),
 }
 
 # (default_lr, unstable_lr) per size. default_lr: AdamW with sensible knobs trains well.
-# unstable_lr: PyTorch's defaults blow up, warmup and clipping cure it. Measured for tiny and
-# small (see above); medium and large are scaled by 1/width, Adam's usual rule, unmeasured.
+# unstable_lr: PyTorch's defaults blow up, warmup and clipping cure it. tiny and small are
+# measured (see the module docstring); medium and large are extrapolated by width, unmeasured.
 LEARNING_RATES = {
     "tiny": (3e-3, 0.1),
-    "small": (2e-3, 0.05),
-    "medium": (1e-3, 0.025),
-    "large": (1e-3, 0.015),
+    "small": (2e-3, 0.03),
+    "medium": (1e-3, 0.015),
+    "large": (5e-4, 0.005),
 }
 
 
