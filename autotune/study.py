@@ -742,9 +742,7 @@ def ray_session(address: str | None, study_dir: Path, cpus: int | None = None) -
         "logging_level": logging.WARNING,
         "include_dashboard": False,
     }
-    if address:
-        if address != "auto":
-            _check_ray_address(address)
+    if address:  # run() has already checked that a host:port address answers
         try:
             ray.init(address=address, **kwargs)
         except Exception as e:
