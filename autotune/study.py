@@ -22,9 +22,7 @@ import json
 import logging
 import math
 import os
-import signal
 import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -37,11 +35,10 @@ from typing import Any
 
 from autotune import space as sp
 from autotune.errors import ClusterError, StudyError
-from autotune.probe import LINE_PREFIX, ProbeConfig
+from autotune.launcher import run_trial_process
+from autotune.probe import ProbeConfig
 
 STUDIES_DIR = "autotune-studies"
-LOG_TAIL_LINES = 60
-FAILED_CAUSES = ("exception", "timeout", "killed", "crash", "worker_died")
 PENALTY = 1e12  # objective value told to Optuna for a non-finite metric of an infeasible trial
 
 
@@ -217,140 +214,20 @@ def trial_setup(
 
 
 # ---------------------------------------------------------------------------------------------
-# The trial process (runs on a Ray worker, possibly on another node)
+# The trial (runs on a Ray worker, possibly on another node)
 # ---------------------------------------------------------------------------------------------
 
 
-def _die_with_parent() -> None:
-    """In the probe process: get SIGKILL when the Ray worker that started it dies (Linux)."""
-    with contextlib.suppress(Exception):
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
-def run_trial_process(
-    probe: Mapping[str, Any],
-    env_knobs: Mapping[str, str],
-    *,
-    timeout_s: float,
-    threads: int | None,
-    on_event: Callable[[dict[str, Any]], None] | None = None,
-) -> dict[str, Any]:
-    """Run one probe in a fresh process; return `{outcome, cause, error, log_tail, summary,
-    fingerprint, wall_s, node}`. Never raises for what the probe does."""
-    t0 = time.time()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(sp.ENV_PREFIXES)}
-    env.update({k: str(v) for k, v in env_knobs.items()})  # set before torch starts
-    env["PYTHONUNBUFFERED"] = "1"
-    if threads:
-        env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(threads)
-    with tempfile.NamedTemporaryFile(
-        "w", suffix=".json", prefix="autotune-probe-", delete=False
-    ) as f:
-        json.dump({**probe, "threads": threads or probe.get("threads")}, f)
-        cfg_path = f.name
-    tail: deque[str] = deque(maxlen=LOG_TAIL_LINES)
-    events: dict[str, dict[str, Any]] = {}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "autotune.probe", cfg_path],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        env=env,
-        text=True,
-        bufsize=1,
-        start_new_session=True,
-        preexec_fn=_die_with_parent,
-    )
-
-    def read() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            if line.startswith(LINE_PREFIX):
-                try:
-                    msg = json.loads(line[len(LINE_PREFIX) :])
-                except json.JSONDecodeError:
-                    tail.append(line.rstrip()[:500])
-                    continue
-                events[msg.get("event", "?")] = msg
-                if on_event is not None:
-                    with contextlib.suppress(Exception):
-                        on_event(msg)
-            else:
-                tail.append(line.rstrip()[:2000])
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    timed_out = False
-    try:
-        proc.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)  # the probe and anything it started
-        proc.wait()
-    finally:
-        reader.join(timeout=10)
-        with contextlib.suppress(OSError):
-            os.unlink(cfg_path)
-
-    summary = events.get("summary")
-    out: dict[str, Any] = {
-        "summary": summary,
-        "fingerprint": (events.get("fingerprint") or {}).get("fingerprint"),
-        "log_tail": "\n".join(tail),
-        "error": None,
-        "cause": None,
-        "wall_s": time.time() - t0,
-        "node": socket.gethostname(),
-    }
-    rc = proc.returncode
-    if timed_out:
-        out.update(
-            outcome="failed",
-            cause="timeout",
-            error=f"the probe ran past the trial time limit of {timeout_s:g} s and was "
-            "killed (hung collective or too slow: raise budget.trial_timeout_s)",
-        )
-    elif summary is not None and rc == 0:
-        status = summary["status"]
-        out["outcome"] = {"ok": "complete"}.get(status, status)
-        out["cause"] = (
-            summary.get("divergence_cause")
-            if status == "diverged"
-            else ("oom" if status == "oom" else None)
-        )
-    elif "error" in events:
-        err = events["error"]
-        out.update(
-            outcome="failed", cause="exception", error=f"{err['error_type']}: {err['message']}"
-        )
-        out["log_tail"] = (out["log_tail"] + "\n" + err.get("traceback", "")).strip()
-    elif rc is not None and rc < 0:
-        name = signal.Signals(-rc).name if -rc in signal.Signals._value2member_map_ else str(-rc)
-        killed = -rc in (signal.SIGKILL, signal.SIGTERM)
-        out.update(
-            outcome="failed",
-            cause="killed" if killed else "crash",
-            error=f"the probe process died from {name}"
-            + (" (killed: out of memory, or stopped from outside)" if killed else ""),
-        )
-    else:
-        out.update(
-            outcome="failed",
-            cause="crash",
-            error=f"the probe process exited with status {rc} without a summary",
-        )
-    return out
-
-
 def trainable(config: dict[str, Any]) -> None:
-    """The Ray Tune function trainable: one trial = one fresh probe process."""
+    """The Ray Tune function trainable: one trial = one fresh probe process (see launcher)."""
     from ray import tune
 
     out = run_trial_process(
-        config["probe"], config["env"], timeout_s=config["timeout_s"], threads=config.get("threads")
+        config["probe"],
+        config["env"],
+        timeout_s=config["timeout_s"],
+        threads=config.get("threads"),
+        spare=True,
     )
     out["number"] = config["number"]
     with contextlib.suppress(Exception):
@@ -1122,6 +999,8 @@ def _run_trials(
                 max_concurrent_trials=conc,
                 trial_name_creator=_trial_name,
                 trial_dirname_creator=_trial_name,
+                # One Ray worker serves trial after trial (each probe is still its own process).
+                reuse_actors=True,
             ),
             run_config=tune.RunConfig(
                 name=f"{space.name}-{time.strftime('%Y%m%d-%H%M%S')}",
