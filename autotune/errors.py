@@ -36,6 +36,10 @@ class RecipeError(AutotuneError):
     """A recipe file is malformed, of a future version, or names unknown knobs."""
 
 
+class ReproError(AutotuneError):
+    """An audit, a run comparison or a determinism check cannot run on what it was given."""
+
+
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
     """Return ` (did you mean 'x'?)` for the closest choice, or '' when nothing is close."""
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)

@@ -1,0 +1,669 @@
+"""Operator audit: how far this platform's kernels are from a float64 reference, op by op.
+
+A model that trains on one platform and not on another often differs in a handful of kernels
+(GELU, softmax with large logits, attention, reductions). `run_audit` runs a fixed battery of the
+ops a transformer step uses, forward and backward, on seeded inputs of realistic shapes, and
+compares each against the same math in float64 on the CPU, computed from the *same* inputs (the
+inputs are rounded to the audited dtype first, so only the op's own error is measured).
+
+Per op and pass (`fwd`, `bwd`) it records:
+
+- `max_abs`, `mean_abs`: of |out − ref|;
+- `max_rel`: max of |out − ref| / max(|ref|, REL_FLOOR · rms(ref)), REL_FLOOR = 1e-3: the
+  relative error, with a floor so that an exact zero of the reference cannot divide by zero;
+  it is strict, and shows errors in small values (a matmul output that cancels to ~0 may show a
+  large one that is harmless);
+- `max_scaled`: max of |out − ref| / max(|ref|, rms(ref)): each element's error relative to its
+  own magnitude, or to the tensor's typical magnitude where it is smaller than that. Rounding
+  inside a reduction (a softmax tail of e^-80, a cancelling sum) stays small here, a kernel that
+  is wrong does not;
+- `hist`: counts of |out − ref| per decade (`"0"`, `"<1e-16"`, `"1e-16"` = [1e-16, 1e-15), ...,
+  `">=1e+02"`, `"nonfinite"`);
+- `nonfinite`: non-finite outputs where the reference is finite;
+- `flagged` (with `reason`): a non-finite output, an op that raised, or `max_scaled` above
+  `TOLERANCE[dtype]` times the op's `tol_factor` (10 for ops that reduce: their rounding grows
+  with the reduction). The tolerances catch a kernel that is wrong, not one that rounds
+  differently.
+
+The backward pass of an op is the gradient of sum(out · w) with respect to its floating inputs,
+`w` a fixed random tensor (uniform in [-1, 1]) of the output's shape; the errors of all input
+gradients are pooled, each judged against its own rms. Inputs are cast to the dtype directly
+(no autocast).
+
+The battery is data: `OPS` is a list of `Op`, and `run_audit(ops=...)` takes another list, so a
+test (or a user chasing a kernel) can add ops or swap in a suspect implementation with
+`Op(fn=suspect, reference=known_good)`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+import time
+import zlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from autotune.errors import ReproError
+
+__all__ = [
+    "DTYPES",
+    "EXPERIMENT",
+    "OPS",
+    "REL_FLOOR",
+    "TOLERANCE",
+    "Op",
+    "compare_audits",
+    "format_audit",
+    "format_comparison",
+    "load_audit",
+    "log_audit",
+    "run_audit",
+]
+
+SCHEMA = 1
+EXPERIMENT = "autotune-audit"
+ARTIFACT = "audit.json"
+_PROGRESS = "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"
+
+DTYPES: dict[str, torch.dtype] = {
+    "fp32": torch.float32,
+    "fp16": torch.float16,
+    "bf16": torch.bfloat16,
+}
+
+REL_FLOOR = 1e-3
+"""Denominator floor of `max_rel`, as a fraction of the reference's root-mean-square."""
+
+TOLERANCE: dict[str, float] = {"fp32": 2e-5, "fp16": 5e-3, "bf16": 4e-2}
+"""Largest `max_scaled` an op may show before it is flagged, per dtype (times its `tol_factor`).
+
+About 170 units in the last place for fp32 (2^-23 ≈ 1.2e-7) and 5 for fp16 (2^-10) and bf16
+(2^-7). On a 2-core CPU with torch 2.13 the worst correct op (softmax backward) reaches a tenth
+of its tolerance in fp32 and under half in fp16 and bf16; a GELU off by 1e-2 exceeds it in fp32
+by two orders of magnitude.
+"""
+
+REDUCE = 10.0  # tolerance factor of ops that reduce (sums, norms, softmax)
+HIST_LO, HIST_HI = -16, 2  # decades of the error histogram: [1e-16, 1e+02)
+
+# Shapes of a small transformer step: batch 8, sequence 128, width 512, 8 heads of 64.
+B, T, D, H = 8, 128, 512, 8
+VOCAB = 1000
+
+Inputs = dict[str, torch.Tensor]
+
+
+@dataclass(frozen=True)
+class Op:
+    """One entry of the battery.
+
+    `make(g)` returns the op's inputs as float64 CPU tensors (integer tensors pass unchanged),
+    drawn from the generator `g`; `fn(*inputs)` is the implementation under test;
+    `reference(*inputs)` the float64 reference (default: `fn`). `backward`: also audit the
+    gradient. `tol_factor` scales the dtype's tolerance for ops whose error grows with a
+    reduction.
+    """
+
+    name: str
+    make: Callable[[torch.Generator], Inputs]
+    fn: Callable[..., torch.Tensor]
+    reference: Callable[..., torch.Tensor] | None = None
+    backward: bool = True
+    tol_factor: float = 1.0
+    note: str = ""
+
+
+# --------------------------------------------------------------------------------------------
+# The battery
+# --------------------------------------------------------------------------------------------
+
+
+def _randn(g: torch.Generator, *shape: int) -> torch.Tensor:
+    return torch.randn(*shape, generator=g, dtype=torch.float64)
+
+
+def _uniform(g: torch.Generator, low: float, high: float, *shape: int) -> torch.Tensor:
+    return low + (high - low) * torch.rand(*shape, generator=g, dtype=torch.float64)
+
+
+def _gelu_inputs(g: torch.Generator) -> Inputs:
+    x = 2.0 * _randn(g, B, T, D)
+    # Every fourth value near ±1.7, where erf-based and tanh-approximated GELUs part most.
+    flat = x.view(-1)
+    near = flat[::4]
+    sign = torch.where(torch.rand(near.shape, generator=g, dtype=torch.float64) < 0.5, -1.0, 1.0)
+    flat[::4] = sign * (1.7 + 0.05 * torch.randn(near.shape, generator=g, dtype=torch.float64))
+    return {"x": x}
+
+
+def _large_logits(g: torch.Generator, *shape: int) -> torch.Tensor:
+    """Logits of scale 5 with every eighth one at ±30..80: softmax near one-hot."""
+    x = 5.0 * _randn(g, *shape)
+    flat = x.view(-1)
+    big = flat[::8]
+    sign = torch.where(torch.rand(big.shape, generator=g, dtype=torch.float64) < 0.5, -1.0, 1.0)
+    flat[::8] = sign * _uniform(g, 30.0, 80.0, big.numel())
+    return x
+
+
+def _layer_norm_inputs(g: torch.Generator) -> Inputs:
+    return {
+        "x": 1.0 + 3.0 * _randn(g, B, T, D),  # off-centre: the mean subtraction matters
+        "weight": 1.0 + 0.1 * _randn(g, D),
+        "bias": 0.1 * _randn(g, D),
+    }
+
+
+def _attention_inputs(g: torch.Generator) -> Inputs:
+    return {name: _randn(g, B, H, T, D // H) for name in ("q", "k", "v")}
+
+
+def _pair(g: torch.Generator) -> Inputs:
+    return {"x": _randn(g, B, T, D), "y": _randn(g, B, T, D)}
+
+
+def _div_inputs(g: torch.Generator) -> Inputs:
+    # Denominators down to 0.02: the quotient and its gradient (x/y²) stay inside fp16's range.
+    y = 10.0 ** _uniform(g, math.log10(0.02), math.log10(2.0), B, T, D)
+    return {"x": _randn(g, B, T, D), "y": y}
+
+
+def _cross_entropy_inputs(g: torch.Generator) -> Inputs:
+    return {
+        "logits": _large_logits(g, B * T, VOCAB),
+        "target": torch.randint(0, VOCAB, (B * T,), generator=g),
+    }
+
+
+OPS: list[Op] = [
+    Op("gelu", _gelu_inputs, lambda x: F.gelu(x)),
+    Op(
+        "layer_norm",
+        _layer_norm_inputs,
+        lambda x, w, b: F.layer_norm(x, (D,), w, b),
+        tol_factor=REDUCE,
+    ),
+    Op(
+        "softmax",
+        lambda g: {"x": _large_logits(g, B, H, T, T)},
+        lambda x: F.softmax(x, dim=-1),
+        tol_factor=REDUCE,
+    ),
+    Op(
+        "log_softmax",
+        lambda g: {"x": _large_logits(g, B, T, VOCAB)},
+        lambda x: F.log_softmax(x, dim=-1),
+        tol_factor=REDUCE,
+    ),
+    Op(
+        "scaled_dot_product_attention",
+        _attention_inputs,
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+        tol_factor=REDUCE,
+        note="causal",
+    ),
+    Op(
+        "matmul",
+        lambda g: {"a": _randn(g, B, T, D), "b": _randn(g, D, D) / math.sqrt(D)},
+        lambda a, b: a @ b,
+        tol_factor=REDUCE,
+    ),
+    Op("add", _pair, lambda x, y: x + y),
+    Op("mul", _pair, lambda x, y: x * y),
+    Op("div", _div_inputs, lambda x, y: x / y),
+    Op("sqrt", lambda g: {"x": 10.0 ** _uniform(g, -6.0, 2.0, B, T, D)}, lambda x: torch.sqrt(x)),
+    Op("exp", lambda g: {"x": _uniform(g, -10.0, 10.0, B, T, D)}, lambda x: torch.exp(x)),
+    Op(
+        "cross_entropy",
+        _cross_entropy_inputs,
+        lambda logits, target: F.cross_entropy(logits, target),
+        tol_factor=REDUCE,
+        note="mean over the batch",
+    ),
+]
+
+
+# --------------------------------------------------------------------------------------------
+# Running it
+# --------------------------------------------------------------------------------------------
+
+
+def run_audit(
+    device: str = "auto",
+    dtype: str = "fp32",
+    seed: int = 0,
+    ops: Sequence[Op] | None = None,
+) -> dict[str, Any]:
+    """Run the battery (`ops`, default `OPS`) on `device` in `dtype`; return the audit as a dict.
+
+    `device`: auto (a GPU when torch sees one, ROCm included), cuda, cuda:N or cpu. The result is
+    plain JSON data: settings, this process's fingerprint, and one entry per op and pass.
+    """
+    from autotune import fingerprint
+
+    if dtype not in DTYPES:
+        raise ReproError(f"unknown dtype {dtype!r}; choose one of {', '.join(DTYPES)}")
+    dev = _device(device)
+    started = time.perf_counter()
+    entries: list[dict[str, Any]] = []
+    for op in OPS if ops is None else ops:
+        entries.extend(_audit_op(op, dev, dtype, seed))
+    return {
+        "schema": SCHEMA,
+        "device": str(dev),
+        "dtype": dtype,
+        "seed": seed,
+        "reference": "float64 on cpu, from the same (rounded) inputs",
+        "rel_floor": REL_FLOOR,
+        "tolerance": TOLERANCE[dtype],
+        "torch": torch.__version__,
+        "backend_flags": _backend_flags(dev),
+        "fingerprint": fingerprint.collect(),
+        "entries": entries,
+        "flagged": [f"{e['op']}.{e['pass']}" for e in entries if e["flagged"]],
+        "wall_s": time.perf_counter() - started,
+    }
+
+
+def _device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cpu":
+        return torch.device("cpu")
+    if name == "cuda" or (name.startswith("cuda:") and name[5:].isdigit()):
+        if not torch.cuda.is_available():
+            raise ReproError(f"device {name!r}: torch sees no GPU (torch.cuda); use --device cpu")
+        index = int(name[5:]) if ":" in name else 0
+        if index >= torch.cuda.device_count():
+            raise ReproError(
+                f"device {name!r}: only {torch.cuda.device_count()} GPU(s) are visible"
+            )
+        return torch.device(name)
+    raise ReproError(f"unknown device {name!r}; choose auto, cuda, cuda:N or cpu")
+
+
+def _backend_flags(dev: torch.device) -> dict[str, Any]:
+    """The global switches that change the numerics of matmuls and convolutions."""
+    flags: dict[str, Any] = {
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+        "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
+    }
+    if dev.type == "cuda":
+        m = torch.backends.cuda.matmul
+        flags["cuda.matmul.allow_tf32"] = bool(m.allow_tf32)
+        flags["cuda.matmul.allow_fp16_reduced_precision_reduction"] = bool(
+            m.allow_fp16_reduced_precision_reduction
+        )
+        flags["cuda.matmul.allow_bf16_reduced_precision_reduction"] = bool(
+            m.allow_bf16_reduced_precision_reduction
+        )
+        flags["cudnn.allow_tf32"] = bool(torch.backends.cudnn.allow_tf32)
+        try:
+            flags["preferred_blas_library"] = str(torch.backends.cuda.preferred_blas_library())
+        except Exception as exc:  # older torch, or a build without the switch
+            flags["preferred_blas_library"] = f"unavailable ({type(exc).__name__})"
+    return flags
+
+
+def _op_seed(seed: int, name: str) -> int:
+    # Per-op streams: adding or removing an op leaves every other op's inputs unchanged.
+    return (seed * 1_000_003 + zlib.crc32(name.encode())) % 2**63
+
+
+def _audit_op(op: Op, dev: torch.device, dtype: str, seed: int) -> list[dict[str, Any]]:
+    g = torch.Generator().manual_seed(_op_seed(seed, op.name))
+    raw = op.make(g)
+    tdtype = DTYPES[dtype]
+    # Round the inputs to the audited dtype once; the reference starts from the rounded values.
+    rounded = {k: v.to(tdtype) if v.is_floating_point() else v for k, v in raw.items()}
+    ref_in = {
+        k: v.to(torch.float64).requires_grad_(True) if v.is_floating_point() else v
+        for k, v in rounded.items()
+    }
+    test_in = {
+        k: v.to(dev).requires_grad_(True) if v.is_floating_point() else v.to(dev)
+        for k, v in rounded.items()
+    }
+    reference = op.reference or op.fn
+    tol = TOLERANCE[dtype] * op.tol_factor
+    base = {"op": op.name, "tolerance": tol, "note": op.note}
+    try:
+        ref_out = reference(*ref_in.values())
+        out = op.fn(*test_in.values())
+    except Exception as exc:
+        return [_failed(base, "fwd", exc)]
+    entries = [{**base, "pass": "fwd", **_errors([(out, ref_out)], tol)}]
+    if not op.backward:
+        return entries
+    grads_of = [k for k, v in ref_in.items() if v.is_floating_point()]
+    weight = (torch.rand(ref_out.shape, generator=g, dtype=torch.float64) * 2.0 - 1.0).to(tdtype)
+    try:
+        ref_grads = torch.autograd.grad(
+            ref_out, [ref_in[k] for k in grads_of], grad_outputs=weight.to(torch.float64)
+        )
+        grads = torch.autograd.grad(
+            out, [test_in[k] for k in grads_of], grad_outputs=weight.to(dev)
+        )
+    except Exception as exc:
+        return [*entries, _failed(base, "bwd", exc)]
+    pairs = list(zip(grads, ref_grads, strict=True))
+    entries.append({**base, "pass": "bwd", "inputs": grads_of, **_errors(pairs, tol)})
+    return entries
+
+
+def _failed(base: Mapping[str, Any], which: str, exc: Exception) -> dict[str, Any]:
+    message = (str(exc).strip().splitlines() or [""])[0][:300]
+    return {
+        **base,
+        "pass": which,
+        "error": f"{type(exc).__name__}: {message}",
+        "flagged": True,
+        "reason": "raised",
+    }
+
+
+def _errors(pairs: Sequence[tuple[torch.Tensor, torch.Tensor]], tol: float) -> dict[str, Any]:
+    """Error statistics of (output, reference) pairs, pooled; each pair has its own rms floor."""
+    errs, rels, scaled = [], [], []
+    nonfinite = ref_nonfinite = numel = 0
+    rms_all = []
+    for out, ref in pairs:
+        out64 = out.detach().to("cpu", torch.float64).reshape(-1)
+        ref64 = ref.detach().to(torch.float64).reshape(-1)
+        ref_finite = torch.isfinite(ref64)
+        both = ref_finite & torch.isfinite(out64)
+        nonfinite += int((ref_finite & ~torch.isfinite(out64)).sum())
+        ref_nonfinite += int((~ref_finite).sum())
+        numel += out64.numel()
+        err = (out64 - ref64).abs()[both]
+        mag = ref64[both].abs()
+        rms = float(mag.square().mean().sqrt()) if mag.numel() else 0.0
+        tiny = torch.finfo(torch.float64).tiny
+        errs.append(err)
+        rels.append(err / torch.clamp(mag, min=max(REL_FLOOR * rms, tiny)))
+        scaled.append(err / torch.clamp(mag, min=max(rms, tiny)))
+        rms_all.append(rms)
+    err = torch.cat(errs)
+    max_rel = float(torch.cat(rels).max()) if err.numel() else 0.0
+    max_scaled = float(torch.cat(scaled).max()) if err.numel() else 0.0
+    reason = None
+    if nonfinite:
+        reason = f"{nonfinite} non-finite output(s) where the reference is finite"
+    elif max_scaled > tol:
+        reason = f"max_scaled {max_scaled:.3g} > tolerance {tol:.3g}"
+    return {
+        "shape": list(pairs[0][0].shape),
+        "numel": numel,
+        "max_abs": float(err.max()) if err.numel() else 0.0,
+        "mean_abs": float(err.mean()) if err.numel() else 0.0,
+        "max_rel": max_rel,
+        "max_scaled": max_scaled,
+        "ref_rms": max(rms_all),
+        "nonfinite": nonfinite,
+        "ref_nonfinite": ref_nonfinite,
+        "hist": _histogram(err, nonfinite),
+        "error": None,
+        "flagged": reason is not None,
+        "reason": reason,
+    }
+
+
+def _histogram(err: torch.Tensor, nonfinite: int) -> dict[str, int]:
+    """Counts of the absolute errors per decade; exact zeros and non-finite outputs apart."""
+    hist: dict[str, int] = {"0": int((err == 0).sum())}
+    positive = err[err > 0]
+    decade = torch.floor(torch.log10(positive)).to(torch.int64)
+    hist[f"<1e{HIST_LO:+03d}"] = int((decade < HIST_LO).sum())
+    counts = torch.bincount(
+        (decade[(decade >= HIST_LO) & (decade < HIST_HI)] - HIST_LO), minlength=HIST_HI - HIST_LO
+    )
+    for k in range(HIST_LO, HIST_HI):
+        hist[f"1e{k:+03d}"] = int(counts[k - HIST_LO])
+    hist[f">=1e{HIST_HI:+03d}"] = int((decade >= HIST_HI).sum())
+    hist["nonfinite"] = nonfinite
+    return hist
+
+
+def _typical(hist: Mapping[str, int]) -> str:
+    """The histogram bin holding most errors."""
+    if not hist or not any(hist.values()):
+        return "-"
+    return max(hist.items(), key=lambda kv: kv[1])[0]
+
+
+# --------------------------------------------------------------------------------------------
+# Reading it
+# --------------------------------------------------------------------------------------------
+
+
+def format_audit(result: Mapping[str, Any]) -> str:
+    """A readable table: one line per op and pass, flagged ones marked."""
+    fp = result.get("fingerprint") or {}
+    lines = [
+        f"audit {result['device']} {result['dtype']} (seed {result['seed']}, torch "
+        f"{result['torch']}, fingerprint {fp.get('hash', '?')}) vs {result['reference']}",
+        f"max_rel = max |out-ref| / max(|ref|, {result['rel_floor']:g}·rms(ref)); "
+        "scaled = max |out-ref| / max(|ref|, rms(ref)); flagged when scaled > "
+        f"{result['tolerance']:g} (x{REDUCE:g} for reductions) or an output is non-finite",
+        "",
+        f"{'op':<29}{'pass':<5}{'max_abs':>10}{'mean_abs':>10}{'max_rel':>10}{'scaled':>10}"
+        f"{'typical':>10}{'nonfin':>7}  flag",
+    ]
+    for e in result["entries"]:
+        if e.get("error"):
+            lines.append(f"{e['op']:<29}{e['pass']:<5}  ERROR {e['error']}")
+            continue
+        flag = "FLAGGED" if e["flagged"] else ""
+        lines.append(
+            f"{e['op']:<29}{e['pass']:<5}{e['max_abs']:>10.2e}{e['mean_abs']:>10.2e}"
+            f"{e['max_rel']:>10.2e}{e['max_scaled']:>10.2e}{_typical(e['hist']):>10}"
+            f"{e['nonfinite']:>7}  {flag}"
+        )
+    flagged = result.get("flagged") or []
+    lines.append("")
+    lines.append(f"{len(flagged)} flagged: {', '.join(flagged)}" if flagged else "nothing flagged")
+    return "\n".join(lines)
+
+
+def compare_audits(
+    a: Mapping[str, Any], b: Mapping[str, Any], factor: float = 10.0
+) -> dict[str, Any]:
+    """Two audits side by side; rows whose max-abs errors differ by more than `factor` are marked.
+
+    The ratio is the larger max-abs error over the smaller, both floored at 1e-3 ulp of the
+    reference's rms (in the coarser of the two dtypes): an exact result and one off by a
+    fraction of a rounding are alike. A row
+    where only one side is non-finite, raised or is missing is marked too.
+    """
+    if factor <= 1.0:
+        raise ReproError(f"the comparison factor must be > 1, got {factor:g}")
+    rows_a = {(e["op"], e["pass"]): e for e in a["entries"]}
+    rows_b = {(e["op"], e["pass"]): e for e in b["entries"]}
+    keys = list(rows_a) + [k for k in rows_b if k not in rows_a]
+    rows: list[dict[str, Any]] = []
+    for key in keys:
+        ea, eb = rows_a.get(key), rows_b.get(key)
+        row: dict[str, Any] = {
+            "op": key[0],
+            "pass": key[1],
+            "a_max_abs": _max_abs(ea),
+            "b_max_abs": _max_abs(eb),
+            "ratio": None,
+            "differs": False,
+            "why": None,
+        }
+        if ea is None or eb is None:
+            row.update(differs=True, why="only in " + ("b" if ea is None else "a"))
+        elif ea.get("error") or eb.get("error"):
+            if bool(ea.get("error")) != bool(eb.get("error")):
+                row.update(differs=True, why="raised in " + ("a" if ea.get("error") else "b"))
+        elif bool(ea["nonfinite"]) != bool(eb["nonfinite"]):
+            row.update(differs=True, why="non-finite in " + ("a" if ea["nonfinite"] else "b"))
+        else:
+            floor = max(_floor(ea, a["dtype"]), _floor(eb, b["dtype"]))
+            va, vb = max(ea["max_abs"], floor), max(eb["max_abs"], floor)
+            ratio = max(va, vb) / min(va, vb)
+            row["ratio"] = ratio
+            if ratio > factor:
+                row.update(differs=True, why=f"max_abs {'a' if va > vb else 'b'} larger")
+        rows.append(row)
+    return {
+        "factor": factor,
+        "a": _side(a),
+        "b": _side(b),
+        "rows": rows,
+        "differs": [f"{r['op']}.{r['pass']}" for r in rows if r["differs"]],
+    }
+
+
+def _max_abs(e: Mapping[str, Any] | None) -> float | None:
+    if e is None or e.get("error"):
+        return None
+    return float(e["max_abs"])
+
+
+def _floor(e: Mapping[str, Any], dtype: str) -> float:
+    eps = torch.finfo(DTYPES.get(dtype, torch.float32)).eps
+    return max(1e-3 * eps * float(e.get("ref_rms") or 0.0), 1e-300)
+
+
+def _side(r: Mapping[str, Any]) -> dict[str, Any]:
+    fp = r.get("fingerprint") or {}
+    devices = fp.get("devices") or []
+    return {
+        "device": r.get("device"),
+        "dtype": r.get("dtype"),
+        "torch": r.get("torch"),
+        "platform": fp.get("platform"),
+        "hardware": devices[0].get("name") if devices else (fp.get("host") or {}).get("cpu_model"),
+        "fingerprint": fp.get("hash"),
+        "run_id": r.get("run_id"),
+    }
+
+
+def format_comparison(cmp: Mapping[str, Any]) -> str:
+    """The comparison of two audits as a table."""
+    a, b = cmp["a"], cmp["b"]
+
+    def side(s: Mapping[str, Any]) -> str:
+        run = f" run {s['run_id']}" if s.get("run_id") else ""
+        where = f"{s['platform']}, {s['hardware']}, torch {s['torch']}"
+        return f"{s['device']} {s['dtype']} ({where}){run}"
+
+    lines = [f"a: {side(a)}", f"b: {side(b)}"]
+    if a["dtype"] != b["dtype"]:
+        lines.append("note: the two audits ran in different dtypes")
+    lines += [
+        "",
+        f"{'op':<29}{'pass':<5}{'a max_abs':>11}{'b max_abs':>11}{'ratio':>9}  differs",
+    ]
+
+    def num(v: float | None) -> str:
+        return "-" if v is None else f"{v:.2e}"
+
+    for r in cmp["rows"]:
+        ratio = "-" if r["ratio"] is None else f"{r['ratio']:.3g}"
+        mark = f"DIFFERS ({r['why']})" if r["differs"] else ""
+        lines.append(
+            f"{r['op']:<29}{r['pass']:<5}{num(r['a_max_abs']):>11}{num(r['b_max_abs']):>11}"
+            f"{ratio:>9}  {mark}"
+        )
+    differs = cmp["differs"]
+    lines.append("")
+    lines.append(
+        f"{len(differs)} differ by more than {cmp['factor']:g}x: {', '.join(differs)}"
+        if differs
+        else f"no op differs by more than {cmp['factor']:g}x"
+    )
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------
+# MLflow
+# --------------------------------------------------------------------------------------------
+
+
+def log_audit(result: Mapping[str, Any], tracking_uri: str | None = None) -> str:
+    """Log `result` as a run of the experiment `autotune-audit`; return its run id.
+
+    Tags: the fingerprint's `autotune.fp.*`, `autotune.role=audit`, device and dtype. Metrics:
+    `<op>.<pass>.max_abs`, `.mean_abs`, `.max_rel`, `.max_scaled`, `.nonfinite`, `.flagged`,
+    and `flagged_count`. Artifact: the whole result as `audit.json`.
+    """
+    from mlflow.entities import Metric, RunStatus
+
+    from autotune import tracking
+
+    uri = tracking.resolve_uri(tracking_uri)
+    client = tracking.connect(uri)
+    experiment_id = tracking.ensure_experiment(client, EXPERIMENT)
+    tags = {
+        **tracking.fingerprint_tags(dict(result.get("fingerprint") or {})),
+        "autotune.role": "audit",
+        "autotune.audit.device": str(result["device"]),
+        "autotune.audit.dtype": str(result["dtype"]),
+        "autotune.audit.flagged": ",".join(result["flagged"])[:5000] or "none",
+    }
+    name = f"audit-{result['device']}-{result['dtype']}".replace(":", "")
+    run = client.create_run(experiment_id, run_name=name, tags=tags)
+    run_id = str(run.info.run_id)
+    ts = int(time.time() * 1000)
+    metrics: list[Metric] = []
+    for e in result["entries"]:
+        prefix = f"{e['op']}.{e['pass']}"
+        metrics.append(Metric(f"{prefix}.flagged", float(bool(e["flagged"])), ts, 0))
+        if e.get("error"):
+            continue
+        for key in ("max_abs", "mean_abs", "max_rel", "max_scaled", "nonfinite"):
+            value = float(e[key])
+            if math.isfinite(value):
+                metrics.append(Metric(f"{prefix}.{key}", value, ts, 0))
+    metrics.append(Metric("flagged_count", float(len(result["flagged"])), ts, 0))
+    for start in range(0, len(metrics), 1000):
+        client.log_batch(run_id, metrics=metrics[start : start + 1000], synchronous=True)
+    client.log_param(run_id, "seed", str(result["seed"]))
+    client.log_text(run_id, json.dumps(result, indent=2, default=str), ARTIFACT)
+    client.set_terminated(run_id, status=RunStatus.to_string(RunStatus.FINISHED))
+    return run_id
+
+
+def load_audit(run_id: str, tracking_uri: str | None = None) -> dict[str, Any]:
+    """The audit logged as run `run_id` (its `audit.json`), with `run_id` added."""
+    from autotune import tracking
+    from autotune.compare import get_run
+
+    uri = tracking.resolve_uri(tracking_uri)
+    client = tracking.connect(uri)
+    get_run(client, run_id, uri)
+    saved = os.environ.get(_PROGRESS)
+    os.environ[_PROGRESS] = "false"  # no download progress bar on the terminal
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            try:
+                path = client.download_artifacts(run_id, ARTIFACT, tmp)
+            except Exception as exc:
+                raise ReproError(
+                    f"run {run_id} in {uri} has no {ARTIFACT}: is it an audit run? "
+                    f"({type(exc).__name__})"
+                ) from exc
+            try:
+                with open(path) as f:
+                    data = json.load(f)
+            except (OSError, ValueError) as exc:
+                raise ReproError(f"run {run_id} in {uri}: cannot read {ARTIFACT}: {exc}") from exc
+    finally:
+        if saved is None:
+            os.environ.pop(_PROGRESS, None)
+        else:
+            os.environ[_PROGRESS] = saved
+    if not isinstance(data, dict) or "entries" not in data:
+        raise ReproError(f"run {run_id} in {uri}: {ARTIFACT} is not an audit")
+    data["run_id"] = run_id
+    return data

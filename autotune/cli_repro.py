@@ -1,0 +1,164 @@
+"""The reproducibility commands: `autotune audit`, `autotune compare`, `autotune repro`.
+
+`register(app, user_errors)` adds them to the main Typer app. torch, mlflow and matplotlib are
+imported inside the commands, so `autotune --help` stays instant. Exit status: 0 when the
+check passes, 1 when it finds a difference (`compare`, `audit --compare`, `repro`), 2 on a
+user error.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+TrackingOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="MLflow tracking URI. Default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db in "
+        "this folder."
+    ),
+]
+
+
+def audit(
+    device: Annotated[
+        str, typer.Option(help="auto (a GPU if torch sees one), cuda, cuda:N or cpu.")
+    ] = "auto",
+    dtype: Annotated[str, typer.Option(help="fp32, fp16 or bf16.")] = "fp32",
+    seed: Annotated[int, typer.Option(help="Seed of the inputs.")] = 0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the audit as JSON.")] = False,
+    tracking_uri: TrackingOpt = None,
+    no_log: Annotated[bool, typer.Option("--no-log", help="Do not log to MLflow.")] = False,
+    compare: Annotated[
+        tuple[str, str] | None,
+        typer.Option(
+            metavar="RUN_A RUN_B",
+            help="Instead of auditing: put two logged audits side by side (exit 1 if an op's "
+            "max-abs error differs by more than --factor).",
+        ),
+    ] = None,
+    factor: Annotated[
+        float, typer.Option(help="With --compare: the ratio of errors that counts as a difference.")
+    ] = 10.0,
+) -> None:
+    """Audit this platform's kernels (GELU, softmax, attention, matmul, ...) against float64."""
+    from autotune import audit as au
+
+    if compare is not None:
+        a = au.load_audit(compare[0], tracking_uri)
+        b = au.load_audit(compare[1], tracking_uri)
+        cmp = au.compare_audits(a, b, factor=factor)
+        typer.echo(json.dumps(cmp, indent=2) if as_json else au.format_comparison(cmp))
+        if cmp["differs"]:
+            raise typer.Exit(1)
+        return
+    result = au.run_audit(device=device, dtype=dtype, seed=seed)
+    if not no_log:
+        from autotune import tracking
+
+        result["run_id"] = au.log_audit(result, tracking_uri)
+        result["tracking_uri"] = tracking.resolve_uri(tracking_uri)
+    if as_json:
+        typer.echo(json.dumps(result, indent=2, default=str))
+        return
+    typer.echo(au.format_audit(result))
+    if not no_log:
+        typer.echo(
+            f"logged as run {result['run_id']} in experiment {au.EXPERIMENT} "
+            f"({result['tracking_uri']})"
+        )
+
+
+def compare(
+    run_a: Annotated[str, typer.Argument(metavar="RUN_A", help="MLflow run id.")],
+    run_b: Annotated[str, typer.Argument(metavar="RUN_B", help="MLflow run id.")],
+    metric: Annotated[str, typer.Option(help="The step series to compare.")] = "loss",
+    rtol: Annotated[
+        float, typer.Option(help="Largest relative difference that still agrees.")
+    ] = 0.05,
+    window: Annotated[
+        int, typer.Option(help="Steps of the rolling median that smooths the difference.")
+    ] = 5,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write the plot to this PNG.")
+    ] = None,
+    tracking_uri: TrackingOpt = None,
+    no_log: Annotated[
+        bool, typer.Option("--no-log", help="Do not log the comparison to MLflow.")
+    ] = False,
+) -> None:
+    """Compare the loss curves (or another step series) of two MLflow runs; exit 1 if not alike."""
+    from autotune import compare as cm
+
+    result = cm.compare_runs(
+        run_a,
+        run_b,
+        tracking_uri,
+        metric=metric,
+        rtol=rtol,
+        window=window,
+        out_png=output,
+        log=not no_log,
+    )
+    typer.echo(cm.format_compare(result))
+    if not result["agree"]:
+        raise typer.Exit(1)
+
+
+def repro(
+    space: Annotated[
+        str,
+        typer.Argument(
+            metavar="SPACE_OR_RECIPE", help="A space file, a built-in space name or a recipe."
+        ),
+    ],
+    runs: Annotated[int, typer.Option(help="How many times to run the probe.")] = 2,
+    set_: Annotated[
+        list[str] | None,
+        typer.Option("--set", help="Override a key of the space: key.path=value (repeatable)."),
+    ] = None,
+    seed: Annotated[int | None, typer.Option(help="Run with this seed.")] = None,
+    seeds: Annotated[
+        str | None,
+        typer.Option(help="One seed per run, comma-separated (e.g. 0,1): shows the seed matters."),
+    ] = None,
+    fresh_process: Annotated[
+        bool, typer.Option(help="Run each probe in its own process (the stronger check).")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+) -> None:
+    """Run the probe several times in deterministic mode; exit 1 if the step series differ."""
+    from autotune import repro as rp
+    from autotune.errors import ReproError
+
+    seed_list: list[int] | None = None
+    if seeds is not None:
+        try:
+            seed_list = [int(s) for s in seeds.split(",") if s.strip()]
+        except ValueError:
+            raise ReproError(f"--seeds {seeds}: expected whole numbers, e.g. --seeds 0,1") from None
+    result = rp.run_repro(
+        space,
+        runs=runs,
+        seed_override=seed,
+        set_=set_ or [],
+        seeds=seed_list,
+        fresh_process=fresh_process,
+    )
+    if as_json:
+        typer.echo(json.dumps(result, indent=2, default=str))
+    else:
+        typer.echo(rp.format_repro(result))
+    if result["reproducible"] is False:
+        raise typer.Exit(1)
+
+
+def register(app: typer.Typer, user_errors: Callable[[Any], Any]) -> None:
+    """Add `audit`, `compare` and `repro` to `app`, each wrapped by `user_errors`."""
+    app.command("audit")(user_errors(audit))
+    app.command("compare")(user_errors(compare))
+    app.command("repro")(user_errors(repro))

@@ -1,0 +1,393 @@
+"""Loss-curve comparison: do two runs trace the same curve, step by step, within a tolerance?
+
+`compare_series` is pure numpy. The relative difference at a step is
+|a − b| / max(|a|, |b|, eps); it is smoothed with a centred rolling median over `window` steps
+(an odd window, shrunk at the ends), so one noisy step cannot make two runs disagree while a
+lasting departure is found at the step where it starts. The curves agree when the smoothed
+difference never exceeds `rtol`, both cover the same steps, and neither has a non-finite value
+the other lacks.
+
+`compare_runs` reads two step series from MLflow (the metric histories a study logs per trial:
+`loss`, `grad_norm`, ...), compares them, draws both curves and their difference to a PNG and
+logs the PNG and the numbers as a run of the experiment `autotune-compare`. mlflow and
+matplotlib are imported inside the functions.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from autotune.errors import ReproError
+
+if TYPE_CHECKING:
+    from mlflow.entities import Run
+    from mlflow.tracking import MlflowClient
+
+__all__ = ["EXPERIMENT", "compare_runs", "compare_series", "format_compare", "get_run"]
+
+EXPERIMENT = "autotune-compare"
+EPS = 1e-12
+
+
+def compare_series(
+    steps_a: Sequence[float] | np.ndarray,
+    loss_a: Sequence[float] | np.ndarray,
+    steps_b: Sequence[float] | np.ndarray,
+    loss_b: Sequence[float] | np.ndarray,
+    rtol: float = 0.05,
+    window: int = 5,
+    eps: float = EPS,
+) -> dict[str, Any]:
+    """Compare two step series on their common steps (see the module docstring).
+
+    Returns plain data: `common_steps`, `only_a`/`only_b` (steps one series lacks),
+    `first_divergence_step` (the first step whose smoothed relative difference exceeds `rtol`,
+    else None), `max_rel_diff` (and its step), `final_rel_diff` (last common step, raw) and
+    `final_smoothed_rel_diff`, `correlation` (Pearson, over steps where both are finite),
+    `agree`, `verdict` (one line) and `series` (step, a, b, rel_diff, smoothed as lists).
+    Non-finite numbers are reported as None.
+    """
+    if not rtol > 0:
+        raise ReproError(f"rtol must be > 0, got {rtol}")
+    if window < 1:
+        raise ReproError(f"window must be >= 1 step, got {window}")
+    sa, va = _series(steps_a, loss_a, "a")
+    sb, vb = _series(steps_b, loss_b, "b")
+    steps, ia, ib = np.intersect1d(sa, sb, assume_unique=True, return_indices=True)
+    if steps.size == 0:
+        raise ReproError(
+            f"the two series share no step (a: steps {_span(sa)}, b: steps {_span(sb)})"
+        )
+    a, b = va[ia], vb[ib]
+    rel = _rel_diff(a, b, eps)
+    smooth = rolling_median(rel, window)
+    over = np.flatnonzero(smooth > rtol)
+    first = int(steps[over[0]]) if over.size else None
+    only_a, only_b = int(sa.size - steps.size), int(sb.size - steps.size)
+    k = int(np.argmax(np.where(np.isnan(rel), -np.inf, rel)))
+
+    if first is not None:
+        verdict = (
+            f"diverge from step {first}: smoothed relative difference "
+            f"{smooth[over[0]]:.3g} > rtol {rtol:g}"
+        )
+    elif only_a or only_b:
+        verdict = (
+            f"agree on the {steps.size} common steps, but a has {only_a} and b has {only_b} "
+            f"steps the other lacks (a: {_span(sa)}, b: {_span(sb)})"
+        )
+    else:
+        verdict = (
+            f"agree within rtol {rtol:g} over {steps.size} steps "
+            f"(max relative difference {rel[k]:.3g} at step {int(steps[k])})"
+        )
+    return {
+        "rtol": rtol,
+        "window": _odd(window),
+        "common_steps": int(steps.size),
+        "first_step": int(steps[0]),
+        "last_step": int(steps[-1]),
+        "only_a": only_a,
+        "only_b": only_b,
+        "first_divergence_step": first,
+        "max_rel_diff": _num(rel[k]),
+        "max_rel_diff_step": int(steps[k]),
+        "final_rel_diff": _num(rel[-1]),
+        "final_smoothed_rel_diff": _num(smooth[-1]),
+        "correlation": _pearson(a, b),
+        "agree": first is None and only_a == 0 and only_b == 0,
+        "verdict": verdict,
+        "series": {
+            "step": steps.tolist(),
+            "a": [_num(x) for x in a],
+            "b": [_num(x) for x in b],
+            "rel_diff": [_num(x) for x in rel],
+            "smoothed": [_num(x) for x in smooth],
+        },
+    }
+
+
+def _series(
+    steps: Sequence[float] | np.ndarray, values: Sequence[float] | np.ndarray, side: str
+) -> tuple[np.ndarray, np.ndarray]:
+    s = np.asarray(steps, dtype=float).reshape(-1)
+    v = np.asarray(values, dtype=float).reshape(-1)
+    if s.size != v.size:
+        raise ReproError(f"series {side}: {s.size} steps but {v.size} values")
+    if s.size == 0:
+        raise ReproError(f"series {side} is empty")
+    if not np.all(np.isfinite(s)) or np.any(s != np.round(s)):
+        raise ReproError(f"series {side}: steps must be whole numbers")
+    # Sorted by step; a step given twice keeps its last value.
+    order = np.argsort(s, kind="stable")
+    s, v = s[order].astype(np.int64), v[order]
+    last = np.append(s[1:] != s[:-1], True)
+    return s[last], v[last]
+
+
+def _rel_diff(a: np.ndarray, b: np.ndarray, eps: float) -> np.ndarray:
+    """|a − b| / max(|a|, |b|, eps); 0 where both are the same non-finite value, inf where one
+    is non-finite and the other is not (or they are different non-finite values)."""
+    finite = np.isfinite(a) & np.isfinite(b)
+    with np.errstate(invalid="ignore", over="ignore"):
+        rel = np.abs(a - b) / np.maximum(np.maximum(np.abs(a), np.abs(b)), eps)
+    same_nonfinite = ~finite & ((np.isnan(a) & np.isnan(b)) | (a == b))
+    return np.where(finite, rel, np.where(same_nonfinite, 0.0, np.inf))
+
+
+def _odd(window: int) -> int:
+    return 2 * (window // 2) + 1
+
+
+def rolling_median(x: np.ndarray, window: int) -> np.ndarray:
+    """Centred rolling median over `window` points (rounded up to odd), shrunk at the ends."""
+    half = window // 2
+    if half == 0 or x.size == 0:
+        return x.astype(float).copy()
+    padded = np.concatenate([np.full(half, np.nan), x.astype(float), np.full(half, np.nan)])
+    windows = np.lib.stride_tricks.sliding_window_view(padded, 2 * half + 1)
+    return np.asarray(np.nanmedian(windows, axis=1), dtype=float)
+
+
+def _pearson(a: np.ndarray, b: np.ndarray) -> float | None:
+    ok = np.isfinite(a) & np.isfinite(b)
+    if ok.sum() < 2:
+        return None
+    x, y = a[ok] - a[ok].mean(), b[ok] - b[ok].mean()
+    denom = math.sqrt(float(np.dot(x, x)) * float(np.dot(y, y)))
+    return float(np.dot(x, y)) / denom if denom > 0 else None
+
+
+def _num(x: Any) -> float | None:
+    value = float(x)
+    return value if math.isfinite(value) else None
+
+
+def _span(steps: np.ndarray) -> str:
+    return f"{int(steps[0])}..{int(steps[-1])} ({steps.size})"
+
+
+def format_compare(result: dict[str, Any]) -> str:
+    """The comparison of two series (or two runs) in a few lines."""
+
+    def num(v: float | None, fmt: str = ".4g") -> str:
+        return "n/a" if v is None else format(v, fmt)
+
+    lines = []
+    if "run_a" in result:
+        lines += [
+            f"a  {result['run_a']}  ({result.get('name_a') or '-'})",
+            f"b  {result['run_b']}  ({result.get('name_b') or '-'})",
+            f"metric {result['metric']}",
+        ]
+    lines += [
+        f"{'AGREE' if result['agree'] else 'DIFFER'}: {result['verdict']}",
+        f"steps compared     {result['common_steps']} ({result['first_step']}..."
+        f"{result['last_step']}); only in a: {result['only_a']}, only in b: {result['only_b']}",
+        f"rtol / window      {result['rtol']:g} / {result['window']} steps (rolling median)",
+        f"first divergence   {result['first_divergence_step']}",
+        f"max rel. diff      {num(result['max_rel_diff'])} at step {result['max_rel_diff_step']}",
+        f"final rel. diff    {num(result['final_rel_diff'])} "
+        f"(smoothed {num(result['final_smoothed_rel_diff'])})",
+        f"correlation        {num(result['correlation'], '.6f')}",
+    ]
+    lines += [f"note: {n}" for n in result.get("notes", [])]
+    if result.get("png"):
+        lines.append(f"plot               {result['png']}")
+    if result.get("compare_run_id"):
+        lines.append(
+            f"logged             run {result['compare_run_id']} in experiment {EXPERIMENT} "
+            f"({result['tracking_uri']})"
+        )
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------
+# Runs in MLflow
+# --------------------------------------------------------------------------------------------
+
+
+def get_run(client: MlflowClient, run_id: str, uri: str) -> Run:
+    """The run `run_id`, or a ReproError naming it and the store."""
+    try:
+        return client.get_run(run_id)
+    except Exception as exc:
+        raise ReproError(f"no run {run_id!r} in the MLflow store {uri}") from exc
+
+
+def _history(
+    client: MlflowClient, run: Run, metric: str, uri: str
+) -> tuple[list[int], list[float]]:
+    run_id = run.info.run_id
+    points = client.get_metric_history(run_id, metric)
+    if not points:
+        have = sorted(run.data.metrics)
+        listed = ", ".join(have[:20]) + (", ..." if len(have) > 20 else "") if have else "none"
+        raise ReproError(f"run {run_id} in {uri} has no metric {metric!r} (its metrics: {listed})")
+    # A step logged twice keeps its latest value.
+    points = sorted(points, key=lambda m: (m.step, m.timestamp))
+    return [int(m.step) for m in points], [float(m.value) for m in points]
+
+
+def compare_runs(
+    run_a: str,
+    run_b: str,
+    tracking_uri: str | None = None,
+    metric: str = "loss",
+    rtol: float = 0.05,
+    window: int = 5,
+    out_png: str | Path | None = None,
+    log: bool = True,
+) -> dict[str, Any]:
+    """Compare the step series `metric` of two MLflow runs; plot it; log the comparison.
+
+    The plot goes to `out_png` (default: only into the logged run). With `log`, a run of the
+    experiment `autotune-compare` gets the numbers as metrics (and the smoothed difference as
+    the history `rel_diff`), tags naming both runs, `comparison.png` and `comparison.json`.
+    Returns `compare_series`' result with `run_a`, `run_b`, `metric`, `notes`, `png`,
+    `tracking_uri` and `compare_run_id` added.
+    """
+    from autotune import tracking
+
+    uri = tracking.resolve_uri(tracking_uri)
+    client = tracking.connect(uri)
+    ra, rb = get_run(client, run_a, uri), get_run(client, run_b, uri)
+    steps_a, values_a = _history(client, ra, metric, uri)
+    steps_b, values_b = _history(client, rb, metric, uri)
+    result = compare_series(steps_a, values_a, steps_b, values_b, rtol=rtol, window=window)
+    result.update(
+        run_a=run_a,
+        run_b=run_b,
+        name_a=ra.info.run_name,
+        name_b=rb.info.run_name,
+        metric=metric,
+        tracking_uri=uri,
+        notes=[],
+    )
+    # The study does not log non-finite losses (MLflow cannot keep them); it counts them.
+    if metric == "loss":
+        na = ra.data.metrics.get("nonfinite_steps", 0.0)
+        nb = rb.data.metrics.get("nonfinite_steps", 0.0)
+        if na != nb:
+            result["notes"].append(f"non-finite loss steps (not logged): a {int(na)}, b {int(nb)}")
+            result["agree"] = False
+            result["verdict"] = "one run has non-finite losses the other lacks; " + str(
+                result["verdict"]
+            )
+
+    result["png"] = None
+    with tempfile.TemporaryDirectory() as tmp:
+        png = plot_comparison(result, Path(tmp) / "comparison.png")
+        if out_png is not None:
+            target = Path(out_png)
+            try:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(png, target)
+            except OSError as exc:
+                raise ReproError(f"cannot write the plot to {target}: {exc.strerror}") from exc
+            result["png"] = str(target)
+        result["compare_run_id"] = _log(client, result, png) if log else None
+    return result
+
+
+def plot_comparison(result: dict[str, Any], path: str | Path) -> Path:
+    """Both curves (top) and their relative difference, raw and smoothed (bottom), to `path`."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from autotune import plots
+
+    s = result["series"]
+    steps = np.asarray(s["step"], dtype=float)
+
+    def arr(key: str) -> np.ndarray:
+        return np.array([np.nan if v is None else v for v in s[key]], dtype=float)
+
+    a, b, rel, smooth = arr("a"), arr("b"), arr("rel_diff"), arr("smoothed")
+    fig = Figure(figsize=(8, 6), dpi=plots.DPI, layout="constrained")
+    FigureCanvasAgg(fig)
+    top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=[3, 2])
+    metric = result.get("metric", "value")
+    top.plot(steps, a, label=f"a {str(result.get('run_a', ''))[:8]}", color="#1f77b4", gid="a")
+    top.plot(steps, b, label=f"b {str(result.get('run_b', ''))[:8]}", color="#ff7f0e", gid="b")
+    finite = np.concatenate([a[np.isfinite(a)], b[np.isfinite(b)]])
+    if finite.size and finite.min() > 0 and finite.max() / finite.min() > 20:
+        top.set_yscale("log")
+    top.set_ylabel(str(metric))
+    top.legend(loc="upper right")
+    verdict = "agree" if result["agree"] else "differ"
+    top.set_title(f"{metric}: {verdict} (rtol {result['rtol']:g}, window {result['window']})")
+    # On a log axis, differences far below the tolerance (exact zeros included) sit on a floor.
+    floor = result["rtol"] * 1e-3
+    bottom.plot(
+        steps, np.maximum(rel, floor), color="#9e9e9e", lw=0.8, label="|a-b| / max(|a|,|b|)"
+    )
+    bottom.plot(
+        steps, np.maximum(smooth, floor), color="#d62728", label="rolling median", gid="smoothed"
+    )
+    bottom.axhline(result["rtol"], color="black", ls="--", lw=0.8, label=f"rtol {result['rtol']:g}")
+    first = result.get("first_divergence_step")
+    if first is not None:
+        for ax in (top, bottom):
+            ax.axvline(first, color="#d62728", ls=":", lw=1.0)
+    bottom.set_yscale("log")
+    bottom.set_ylim(bottom=floor * 0.5)
+    bottom.set_xlabel("step")
+    bottom.set_ylabel("relative difference")
+    bottom.legend(loc="best", fontsize="small")
+    return plots.save(fig, path)
+
+
+def _log(client: MlflowClient, result: dict[str, Any], png: Path) -> str:
+    from mlflow.entities import Metric, Param, RunStatus, RunTag
+
+    from autotune import tracking
+
+    experiment_id = tracking.ensure_experiment(client, EXPERIMENT)
+    tags = {
+        "autotune.role": "compare",
+        "autotune.compare.run_a": result["run_a"],
+        "autotune.compare.run_b": result["run_b"],
+        "autotune.compare.name_a": str(result.get("name_a") or ""),
+        "autotune.compare.name_b": str(result.get("name_b") or ""),
+        "autotune.compare.metric": result["metric"],
+        "autotune.compare.agree": str(bool(result["agree"])).lower(),
+    }
+    name = f"compare-{result['run_a'][:8]}-{result['run_b'][:8]}"
+    run = client.create_run(experiment_id, run_name=name, tags=tags)
+    run_id = str(run.info.run_id)
+    ts = int(time.time() * 1000)
+    numbers = {
+        "agree": float(bool(result["agree"])),
+        "common_steps": result["common_steps"],
+        "max_rel_diff": result["max_rel_diff"],
+        "final_rel_diff": result["final_rel_diff"],
+        "final_smoothed_rel_diff": result["final_smoothed_rel_diff"],
+        "correlation": result["correlation"],
+        "first_divergence_step": result["first_divergence_step"],
+    }
+    metrics = [Metric(k, float(v), ts, 0) for k, v in numbers.items() if v is not None]
+    for step, value in zip(result["series"]["step"], result["series"]["smoothed"], strict=True):
+        if value is not None:
+            metrics.append(Metric("rel_diff", float(value), ts, int(step)))
+    params = [
+        Param("metric", result["metric"]),
+        Param("rtol", repr(result["rtol"])),
+        Param("window", str(result["window"])),
+    ]
+    client.log_batch(run_id, params=params, tags=[RunTag("mlflow.note.content", result["verdict"])])
+    for start in range(0, len(metrics), 1000):
+        client.log_batch(run_id, metrics=metrics[start : start + 1000], synchronous=True)
+    client.log_artifact(run_id, str(png))
+    client.log_text(run_id, json.dumps(result, indent=2, default=str), "comparison.json")
+    client.set_terminated(run_id, status=RunStatus.to_string(RunStatus.FINISHED))
+    return run_id

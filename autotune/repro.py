@@ -1,0 +1,348 @@
+"""Determinism check: run the same probe several times and compare the step series bit for bit.
+
+`run_repro` loads a space (or a recipe, see `load_space`), forces `probe.deterministic: true`
+(which turns on `torch.use_deterministic_algorithms`, cuDNN/MIOpen determinism, a fixed cuBLAS
+workspace and, on ROCm, rocBLAS without atomics; see `autotune.probe.set_deterministic`), runs
+the probe `runs` times with the space's fixed knob values and compares each run's per-step loss
+and gradient norm with the first run's: equal bit for bit, or by how much they differ.
+
+By default the runs share this process (fast; the global switches the probe turns on and the
+RNG states are restored afterwards). `fresh_process=True` starts each run as its own
+`python -m autotune.probe` process with the space's environment knobs set, as a study trial
+does: the stronger check, since nothing is shared between runs. In this process the space's
+`env:` values are set in `os.environ` during the runs, which libraries that read them at
+start-up (RCCL/NCCL, rocBLAS, the HSA runtime) may already have done.
+
+With `seeds=[0, 1]` the runs use different seeds: that they then differ shows the comparison
+would see a difference.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from autotune import space as sp
+from autotune.errors import AutotuneError, RecipeError, ReproError, WorkloadError
+
+__all__ = ["SERIES", "compare_run_series", "format_repro", "load_space", "run_repro"]
+
+SERIES = ("loss", "grad_norm")
+RECIPE_KEY = "autotune_recipe"
+RECIPE_VERSION = 1  # the newest recipe format this module reads
+
+
+def load_space(ref: str | Path, overrides: Sequence[str] = ()) -> tuple[sp.Space, str]:
+    """The space of `ref` and its kind (`space` or `recipe`), with `overrides` applied.
+
+    A space file (or built-in name) is read by `autotune.space.load`. A YAML file with a
+    top-level `autotune_recipe:` format number is read as a recipe (the file `autotune export`
+    writes): its `name`, `workload`, `knobs` and `env`, and its `precision`, `micro_batch`,
+    `world_size` and `probe` (steps, seed, device, ...) become a space whose knobs are all fixed,
+    so the probe runs exactly the recipe's configuration. Other recipe keys (achieved, source,
+    fingerprint) are not needed and not read. A recipe without `workload:` cannot be probed and
+    is an error. Errors inside a recipe name the file and key, not the line.
+    """
+    path = sp.find(ref)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise ReproError(f"{path}: cannot read: {e.strerror}") from e
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError:
+        data = None  # space.load reports the syntax error with its line
+    if not (isinstance(data, dict) and RECIPE_KEY in data):
+        return sp.load(path, overrides), "space"
+    version = data[RECIPE_KEY]
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise RecipeError(f"{path}: {RECIPE_KEY}: must be a format number, got {version!r}")
+    if version > RECIPE_VERSION:
+        raise RecipeError(
+            f"{path}: {RECIPE_KEY}: format {version} is newer than this autotune reads "
+            f"({RECIPE_VERSION}): upgrade autotune"
+        )
+    if "workload" not in data:
+        raise RecipeError(
+            f"{path}: this recipe names no workload, so it cannot be probed; `repro` reads a "
+            "space file, or a recipe with `workload:` and `knobs:`"
+        )
+    probe = data.get("probe") or {}
+    if not isinstance(probe, dict):
+        raise RecipeError(f"{path}: probe: must be a mapping, got {type(probe).__name__}")
+    fields = sp.ProbeSettings.model_fields
+    spec_probe = {k: v for k, v in probe.items() if k in fields}
+    for key in ("precision", "micro_batch", "world_size"):
+        if key in data and key in fields:
+            spec_probe[key] = data[key]
+    name = data.get("name")
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name):
+        name = re.sub(r"[^A-Za-z0-9_.-]", "-", path.stem).lstrip("-_.") or "recipe"
+    spec: dict[str, Any] = {"name": name, "workload": data["workload"], "probe": spec_probe}
+    for key in ("knobs", "env"):
+        if data.get(key):
+            spec[key] = data[key]
+    return sp.loads(yaml.safe_dump(spec), source=str(path), overrides=overrides), "recipe"
+
+
+def run_repro(
+    space_or_recipe_path: str | Path,
+    runs: int = 2,
+    seed_override: int | None = None,
+    set_: Sequence[str] = (),
+    seeds: Sequence[int] | None = None,
+    fresh_process: bool = False,
+) -> dict[str, Any]:
+    """Run the space's probe `runs` times in deterministic mode and compare the step series.
+
+    `seed_override` replaces the space's seed; `seeds` gives one seed per run instead (and sets
+    the number of runs). Returns plain data: the settings, one summary per run (seed, status,
+    steps, final loss, the determinism switches that applied), and per series (`loss`,
+    `grad_norm`) the comparison of every run with the first (`compare_run_series`).
+    `reproducible` is True when all runs share a seed and every series is bitwise equal; None
+    when the seeds differ.
+    """
+    if seeds is not None:
+        seed_list = [int(s) for s in seeds]
+        if len(seed_list) < 2:
+            raise ReproError(f"--seeds needs at least two seeds, got {seed_list}")
+    elif runs < 2:
+        raise ReproError(f"a repro needs at least 2 runs, got {runs}")
+    space, kind = load_space(space_or_recipe_path, [*set_, "probe.deterministic=true"])
+    from autotune.probe import ProbeConfig
+
+    base = seed_override if seed_override is not None else space.probe.seed
+    seed_list = seed_list if seeds is not None else [base] * runs
+    configs = [ProbeConfig.from_space(space, seed=s) for s in seed_list]
+    timeout = float(space.budget.trial_timeout_s)
+    results = [_run_fresh(cfg, timeout) if fresh_process else _run_here(cfg) for cfg in configs]
+    series = {
+        name: compare_run_series([r["series"].get(name, []) for r in results]) for name in SERIES
+    }
+    same_seed = len(set(seed_list)) == 1
+    identical = all(s["bitwise_equal"] for s in series.values())
+    first = results[0]
+    return {
+        "space": space.name,
+        "source": space.source,
+        "kind": kind,
+        "workload": first["workload"],
+        "size": first["size"],
+        "device": first["device"],
+        "precision": first["precision"],
+        "steps": configs[0].steps,
+        "seeds": seed_list,
+        "fresh_process": fresh_process,
+        "determinism": first.get("determinism", {}),
+        "runs": [
+            {
+                "seed": r["seed"],
+                "status": r["status"],
+                "steps_run": r["steps_run"],
+                "final_loss": (r.get("metrics") or {}).get("final_loss"),
+                "wall_s": r["wall_s"],
+            }
+            for r in results
+        ],
+        "series": series,
+        "bitwise_equal": identical,
+        "reproducible": identical if same_seed else None,
+    }
+
+
+def compare_run_series(runs: Sequence[Sequence[float | None]]) -> dict[str, Any]:
+    """Compare each run's series with the first, step by step.
+
+    Two values are equal when their float64 bits are (a NaN equals a NaN of the same bits).
+    Returns `bitwise_equal`, `steps` (compared: the shortest run), `length_mismatch`,
+    `differing_steps`, `first_diff_step`, `max_abs_diff` (over steps where both are finite;
+    None when a difference is only in non-finite values) and `per_step_max_abs` (per step, the
+    largest difference of any run from the first; inf where only one side is finite).
+    """
+    arrays = [np.array([np.nan if v is None else v for v in r], dtype=np.float64) for r in runs]
+    n = min(a.size for a in arrays)
+    ref = arrays[0][:n]
+    differs = np.zeros(n, dtype=bool)
+    per_step = np.zeros(n, dtype=np.float64)
+    for other in arrays[1:]:
+        o = other[:n]
+        differs |= ref.view(np.int64) != o.view(np.int64)
+        finite = np.isfinite(ref) & np.isfinite(o)
+        gap = np.where(finite, np.abs(ref - o), np.where(np.isnan(ref) & np.isnan(o), 0.0, np.inf))
+        gap = np.where(ref.view(np.int64) == o.view(np.int64), 0.0, gap)
+        per_step = np.maximum(per_step, gap)
+    length_mismatch = len({a.size for a in arrays}) > 1
+    idx = np.flatnonzero(differs)
+    finite_gaps = per_step[np.isfinite(per_step)]
+    return {
+        "bitwise_equal": not idx.size and not length_mismatch,
+        "steps": int(n),
+        "lengths": [int(a.size) for a in arrays],
+        "length_mismatch": length_mismatch,
+        "differing_steps": int(idx.size),
+        "first_diff_step": int(idx[0]) if idx.size else None,
+        "max_abs_diff": float(finite_gaps.max()) if finite_gaps.size else None,
+        "per_step_max_abs": [float(x) if np.isfinite(x) else None for x in per_step],
+    }
+
+
+def format_repro(result: Mapping[str, Any]) -> str:
+    """A readable report of `run_repro`."""
+    seeds = result["seeds"]
+    how = "fresh processes" if result["fresh_process"] else "this process"
+    lines = [
+        f"repro {result['space']} ({result['kind']} {result['source']}): {result['workload']} "
+        f"({result['size']}) on {result['device']}, {result['precision']}, "
+        f"{result['steps']} steps, {len(seeds)} runs in {how}, "
+        f"seeds {', '.join(str(s) for s in seeds)}",
+        "determinism  "
+        + (", ".join(f"{k}={v}" for k, v in result["determinism"].items()) or "nothing recorded"),
+    ]
+    for i, r in enumerate(result["runs"]):
+        final = r["final_loss"]
+        lines.append(
+            f"run {i}        seed {r['seed']}, {r['status']}, {r['steps_run']} steps, final loss "
+            f"{'n/a' if final is None else format(final, '.6g')}, {r['wall_s']:.1f} s"
+        )
+    for name, s in result["series"].items():
+        if s["bitwise_equal"]:
+            text = f"bitwise equal at all {s['steps']} steps"
+        else:
+            gap = "n/a" if s["max_abs_diff"] is None else f"{s['max_abs_diff']:.3g}"
+            text = (
+                f"differs at {s['differing_steps']} of {s['steps']} steps, first at step "
+                f"{s['first_diff_step']}, max abs difference {gap}"
+            )
+            if s["length_mismatch"]:
+                text += f"; runs have different lengths {s['lengths']}"
+        lines.append(f"{name:<12} {text}")
+    verdict = result["reproducible"]
+    if verdict is None:
+        lines.append(
+            "different seeds: "
+            + (
+                "the runs differ, as they should"
+                if not result["bitwise_equal"]
+                else "the runs are identical: the seed has no effect"
+            )
+        )
+    else:
+        lines.append("REPRODUCIBLE: bitwise identical" if verdict else "NOT REPRODUCIBLE")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------
+# Running the probes
+# --------------------------------------------------------------------------------------------
+
+
+def _run_here(cfg: Any) -> dict[str, Any]:
+    from autotune.probe import run_probe
+
+    with _restored_state(), _environ(cfg.env):
+        try:
+            return run_probe(cfg)
+        except AutotuneError:
+            raise
+        except Exception as e:
+            raise WorkloadError(
+                f"the probe of workload '{cfg.workload}' raised {type(e).__name__}: {e}"
+            ) from e
+
+
+@contextlib.contextmanager
+def _restored_state() -> Iterator[None]:
+    """Give back the process-wide switches and RNG states that a deterministic probe changes."""
+    import torch
+
+    saved_env = {
+        k: os.environ.get(k) for k in ("CUBLAS_WORKSPACE_CONFIG", "ROCBLAS_DEFAULT_ATOMICS_MODE")
+    }
+    det, warn = (
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+    )
+    cudnn_det, cudnn_bench = torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark
+    threads = torch.get_num_threads()
+    py_rng, np_rng, torch_rng = random.getstate(), np.random.get_state(), torch.get_rng_state()
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(det, warn_only=warn)
+        torch.backends.cudnn.deterministic = cudnn_det
+        torch.backends.cudnn.benchmark = cudnn_bench
+        torch.set_num_threads(threads)
+        random.setstate(py_rng)
+        np.random.set_state(np_rng)
+        torch.set_rng_state(torch_rng)
+        _restore_env(saved_env)
+
+
+@contextlib.contextmanager
+def _environ(values: Mapping[str, str]) -> Iterator[None]:
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update({k: str(v) for k, v in values.items()})
+    try:
+        yield
+    finally:
+        _restore_env(saved)
+
+
+def _restore_env(saved: Mapping[str, str | None]) -> None:
+    for key, old in saved.items():
+        if old is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = old
+
+
+def _run_fresh(cfg: Any, timeout_s: float) -> dict[str, Any]:
+    """One probe as `python -m autotune.probe CONFIG.json`, with the env knobs set at start."""
+    from autotune.probe import LINE_PREFIX
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "probe.json"
+        path.write_text(json.dumps(cfg.to_dict()))
+        env = {**os.environ, **{k: str(v) for k, v in cfg.env.items()}}
+        try:
+            proc = subprocess.run(
+                [sys.executable, "-m", "autotune.probe", str(path)],
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=timeout_s,
+            )
+        except subprocess.TimeoutExpired as e:
+            raise ReproError(
+                f"a probe run took more than {timeout_s:g} s (budget.trial_timeout_s)"
+            ) from e
+    summary: dict[str, Any] | None = None
+    for line in proc.stdout.splitlines():
+        if not line.startswith(LINE_PREFIX):
+            continue
+        msg = json.loads(line[len(LINE_PREFIX) :])
+        if msg.get("event") == "error":
+            raise WorkloadError(
+                f"the probe of workload '{cfg.workload}' raised {msg.get('error_type')}: "
+                f"{msg.get('message')}"
+            )
+        if msg.get("event") == "summary":
+            summary = msg
+    if summary is None:
+        tail = " | ".join(proc.stderr.strip().splitlines()[-3:])
+        raise ReproError(
+            f"a probe process exited with status {proc.returncode} without a summary: {tail}"
+        )
+    return summary

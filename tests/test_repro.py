@@ -1,0 +1,186 @@
+"""Determinism: the same probe twice is bitwise identical on the CPU; another seed is not."""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from autotune import repro
+from autotune.cli import app
+from autotune.errors import RecipeError
+from autotune.probe import set_deterministic
+
+runner = CliRunner()
+
+TINY = """\
+name: tiny
+workload: {name: mlp, size: tiny}
+probe:
+  steps: 30
+  micro_batch: 32
+  device: cpu
+knobs:
+  lr: 0.003
+  clip_norm: 1.0
+"""
+
+SHORT = ["probe.steps=20"]
+
+
+@pytest.fixture
+def tiny(write_space: Callable[..., Path]) -> Path:
+    return write_space(TINY)
+
+
+def test_same_seed_is_bitwise_equal_and_state_is_restored(tiny: Path) -> None:
+    before = (
+        torch.are_deterministic_algorithms_enabled(),
+        torch.backends.cudnn.benchmark,
+        os.environ.get("CUBLAS_WORKSPACE_CONFIG"),
+        torch.get_num_threads(),
+    )
+    r = repro.run_repro(tiny, runs=2, set_=SHORT)
+    assert r["reproducible"] is True and r["bitwise_equal"] is True
+    assert r["seeds"] == [0, 0] and r["steps"] == 20 and r["kind"] == "space"
+    for name in ("loss", "grad_norm"):
+        s = r["series"][name]
+        assert s["bitwise_equal"] and s["steps"] == 20 and s["differing_steps"] == 0
+        assert s["max_abs_diff"] == 0.0 and s["first_diff_step"] is None
+    assert [run["steps_run"] for run in r["runs"]] == [20, 20]
+    # probe.deterministic was forced on, and the probe recorded what it turned on.
+    det = r["determinism"]
+    assert det["use_deterministic_algorithms"] is True
+    assert det["cudnn.deterministic"] is True and det["cudnn.benchmark"] is False
+    assert det["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
+    # ... and run_repro gave the process its switches back.
+    after = (
+        torch.are_deterministic_algorithms_enabled(),
+        torch.backends.cudnn.benchmark,
+        os.environ.get("CUBLAS_WORKSPACE_CONFIG"),
+        torch.get_num_threads(),
+    )
+    assert after == before
+    text = repro.format_repro(r)
+    assert "REPRODUCIBLE: bitwise identical" in text
+    assert "loss         bitwise equal at all 20 steps" in text
+
+
+def test_different_seeds_are_reported_as_a_difference(tiny: Path) -> None:
+    r = repro.run_repro(tiny, seeds=[0, 1], set_=SHORT)
+    assert r["seeds"] == [0, 1] and r["reproducible"] is None
+    assert not r["bitwise_equal"]
+    loss = r["series"]["loss"]
+    assert loss["first_diff_step"] == 0 and loss["differing_steps"] == 20
+    assert loss["max_abs_diff"] > 0
+    assert "the runs differ, as they should" in repro.format_repro(r)
+    # seed_override moves every run to another seed, which is reproducible too.
+    other = repro.run_repro(tiny, runs=2, seed_override=1, set_=SHORT)
+    assert other["seeds"] == [1, 1] and other["reproducible"] is True
+
+
+def test_fresh_processes_are_bitwise_equal(tiny: Path) -> None:
+    r = repro.run_repro(tiny, runs=2, set_=["probe.steps=10"], fresh_process=True)
+    assert r["fresh_process"] and r["reproducible"] is True
+    assert r["determinism"]["use_deterministic_algorithms"] is True
+    assert r["series"]["loss"]["steps"] == 10
+
+
+def test_compare_run_series_per_step() -> None:
+    nan = float("nan")
+    same = repro.compare_run_series([[1.0, 2.0, nan], [1.0, 2.0, nan]])
+    assert same["bitwise_equal"] and same["per_step_max_abs"] == [0.0, 0.0, 0.0]
+    one_ulp = math.nextafter(2.0, 3.0)
+    diff = repro.compare_run_series([[1.0, 2.0, 3.0], [1.0, one_ulp, 3.0], [1.0, 2.0, 3.5]])
+    assert not diff["bitwise_equal"]
+    assert diff["differing_steps"] == 2 and diff["first_diff_step"] == 1
+    assert diff["per_step_max_abs"] == [0.0, one_ulp - 2.0, 0.5]
+    assert diff["max_abs_diff"] == 0.5
+    short = repro.compare_run_series([[1.0, 2.0], [1.0]])
+    assert short["length_mismatch"] and not short["bitwise_equal"] and short["steps"] == 1
+    signed = repro.compare_run_series([[0.0], [-0.0]])
+    assert not signed["bitwise_equal"] and signed["max_abs_diff"] == 0.0
+    nonfinite = repro.compare_run_series([[nan], [1.0]])
+    assert nonfinite["per_step_max_abs"] == [None] and nonfinite["max_abs_diff"] is None
+
+
+def test_a_recipe_is_read_as_its_fixed_configuration(write_space: Callable[..., Path]) -> None:
+    path = write_space(
+        "autotune_recipe: 1\n"
+        "name: best-mlp\n"
+        "workload: {name: mlp, size: tiny}\n"
+        "precision: bf16\n"
+        "micro_batch: 32\n"
+        "accum_steps: 2\n"
+        "world_size: 1\n"
+        "probe: {steps: 10, seed: 3, device: cpu}\n"
+        "knobs: {lr: 0.003, warmup_steps: 5, accum_steps: 2}\n"
+        "achieved: {loss_cv: {direction: minimize, value: 0.02}}\n"
+        "source: {study: gradclip, trial: 7}\n",
+        "best.yaml",
+    )
+    space, kind = repro.load_space(path)
+    assert kind == "recipe" and space.name == "best-mlp"
+    assert (space.probe.precision, space.probe.micro_batch, space.probe.seed) == ("bf16", 32, 3)
+    assert space.fixed_knobs()["warmup_steps"] == 5 and space.searched() == {}
+    r = repro.run_repro(path, runs=2)
+    assert r["kind"] == "recipe" and r["reproducible"] is True
+    assert (r["precision"], r["steps"], r["seeds"]) == ("bf16", 10, [3, 3])
+
+    bare = write_space("autotune_recipe: 1\nknobs: {lr: 0.003}\n", "bare.yaml")
+    with pytest.raises(RecipeError, match=r"bare\.yaml: this recipe names no workload"):
+        repro.load_space(bare)
+    future = write_space("autotune_recipe: 9\nworkload: mlp\n", "future.yaml")
+    with pytest.raises(RecipeError, match="format 9 is newer"):
+        repro.load_space(future)
+
+
+def test_cli_repro(tiny: Path, write_space: Callable[..., Path]) -> None:
+    ok = runner.invoke(app, ["repro", str(tiny), "--set", "probe.steps=20", "--runs", "2"])
+    assert ok.exit_code == 0, ok.output
+    assert "REPRODUCIBLE: bitwise identical" in ok.stdout
+    assert "20 steps, 2 runs in this process" in ok.stdout
+
+    seeds = runner.invoke(app, ["repro", str(tiny), "--set", "probe.steps=10", "--seeds", "0,1"])
+    assert seeds.exit_code == 0, seeds.output
+    assert "the runs differ, as they should" in seeds.stdout
+
+    for args, fragment in (
+        (["--runs", "1"], "at least 2 runs"),
+        (["--seeds", "0,x"], "--seeds 0,x: expected whole numbers"),
+        (["--set", "probe.stepz=3"], "stepz"),
+    ):
+        bad = runner.invoke(app, ["repro", str(tiny), *args])
+        assert bad.exit_code == 2, bad.output
+        (line,) = bad.stderr.strip().splitlines()
+        assert line.startswith("autotune: error: ") and fragment in line
+
+    missing = runner.invoke(app, ["repro", "no/such/space.yaml"])
+    assert missing.exit_code == 2 and "no/such/space.yaml" in missing.stderr
+
+
+def test_set_deterministic_turns_on_every_lever() -> None:
+    saved = os.environ.get("CUBLAS_WORKSPACE_CONFIG")
+    try:
+        applied = set_deterministic()
+        assert torch.are_deterministic_algorithms_enabled()
+        assert not torch.is_deterministic_algorithms_warn_only_enabled()
+        assert torch.backends.cudnn.deterministic and not torch.backends.cudnn.benchmark
+        assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == applied["CUBLAS_WORKSPACE_CONFIG"]
+        assert applied["use_deterministic_algorithms"] is True
+        if torch.version.hip:
+            assert os.environ["ROCBLAS_DEFAULT_ATOMICS_MODE"] == "0"
+        else:
+            assert "ROCBLAS_DEFAULT_ATOMICS_MODE" not in applied
+    finally:
+        torch.use_deterministic_algorithms(False)
+        torch.backends.cudnn.deterministic = False
+        if saved is None:
+            os.environ.pop("CUBLAS_WORKSPACE_CONFIG", None)
+        else:
+            os.environ["CUBLAS_WORKSPACE_CONFIG"] = saved
