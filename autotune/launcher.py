@@ -37,7 +37,15 @@ from autotune.probe import LINE_PREFIX
 from autotune.spare import READY_LINE
 
 LOG_TAIL_LINES = 60
-FAILED_CAUSES = ("exception", "timeout", "killed", "crash", "worker_died")
+FAILED_CAUSES = (
+    "exception",
+    "timeout",
+    "killed",
+    "crash",
+    "worker_died",
+    "comm_hang",  # a collective that never finished (DDP probes: autotune.distributed)
+    "comm_incorrect",  # an all-reduce of known values gave a wrong answer
+)
 
 # Processes are started from one long-lived thread: PR_SET_PDEATHSIG fires when the *thread*
 # that forked the child ends, and Ray Tune runs each trial in a thread of its own.

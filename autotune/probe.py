@@ -30,6 +30,8 @@ from autotune.space import KNOBS, Space
 if TYPE_CHECKING:
     import torch
 
+    from autotune.distributed import RankContext
+
 Report = Callable[[dict[str, Any]], None]
 LINE_PREFIX = "@@autotune "
 ANOMALY_TOP = 10  # layers listed in the anomaly report of a gradient explosion
@@ -52,6 +54,9 @@ class ProbeConfig:
     divergence: dict[str, Any] = field(default_factory=dict)
     knobs: dict[str, Any] = field(default_factory=dict)  # unset knobs take PyTorch's defaults
     env: dict[str, str] = field(default_factory=dict)  # for the record; the launcher sets them
+    world_size: int = 1  # > 1: a DDP probe of that many processes (autotune.distributed)
+    oom_retry: bool = False
+    measure_scaling: bool = False
 
     @classmethod
     def from_space(
@@ -77,6 +82,9 @@ class ProbeConfig:
             divergence=p.divergence.model_dump(),
             knobs=dict(space.fixed_knobs() if knobs is None else knobs),
             env={k: str(v) for k, v in (space.fixed_env() if env is None else env).items()},
+            world_size=p.world_size,
+            oom_retry=p.oom_retry,
+            measure_scaling=p.measure_scaling,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -135,19 +143,30 @@ def seed_everything(seed: int) -> None:
 
 
 def set_deterministic() -> dict[str, Any]:
-    """Turn on every real determinism lever (DOMAIN.md §5) and say which applied."""
+    """Turn on every real determinism lever (DOMAIN.md §5) and say which applied.
+
+    The seeds (Python, NumPy, torch, every GPU) are set by `seed_everything` in `run_probe`.
+    The environment variables are read by cuBLAS/rocBLAS when their handle is created: they
+    act only if this process has not used the GPU yet (`gpu_initialized_before` says).
+    """
     import torch
 
     applied: dict[str, Any] = {}
+    applied["gpu_initialized_before"] = bool(torch.cuda.is_initialized())
     # cuBLAS/hipBLAS need a fixed workspace for deterministic matmuls; read at first use.
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     applied["CUBLAS_WORKSPACE_CONFIG"] = os.environ["CUBLAS_WORKSPACE_CONFIG"]
-    torch.use_deterministic_algorithms(True)
+    if torch.version.hip:
+        # rocBLAS may use atomics in some GEMMs, which makes sums run-to-run different.
+        os.environ.setdefault("ROCBLAS_DEFAULT_ATOMICS_MODE", "0")
+        applied["ROCBLAS_DEFAULT_ATOMICS_MODE"] = os.environ["ROCBLAS_DEFAULT_ATOMICS_MODE"]
+    torch.use_deterministic_algorithms(True, warn_only=False)
     applied["use_deterministic_algorithms"] = torch.are_deterministic_algorithms_enabled()
+    applied["deterministic_warn_only"] = torch.is_deterministic_algorithms_warn_only_enabled()
     torch.backends.cudnn.deterministic = True  # MIOpen on ROCm
     torch.backends.cudnn.benchmark = False
-    applied["cudnn.deterministic"] = True
-    applied["cudnn.benchmark"] = False
+    applied["cudnn.deterministic"] = bool(torch.backends.cudnn.deterministic)
+    applied["cudnn.benchmark"] = bool(torch.backends.cudnn.benchmark)
     return applied
 
 
@@ -225,19 +244,29 @@ class _Chunk:
 # ---------------------------------------------------------------------------------------------
 
 
-def run_probe(cfg: ProbeConfig, report: Report | None = None) -> dict[str, Any]:
+def run_probe(
+    cfg: ProbeConfig, report: Report | None = None, rank: RankContext | None = None
+) -> dict[str, Any]:
     """Train `cfg.workload` for `cfg.steps` optimizer steps with `cfg.knobs`; return the summary.
 
     Reports `{"event": "start"}`, then `{"event": "telemetry", ...}` every `telemetry_every`
     steps, then `{"event": "summary", ...}` (also the return value). A diverged run is a
     result (`status: diverged`), not an exception; an out-of-memory is `status: oom`.
     Exceptions from the workload propagate.
+
+    `world_size > 1` (or `oom_retry`, `measure_scaling`): `autotune.distributed.launch` runs
+    the probe as that many processes, each back in here as one `rank`.
     """
     import torch
 
     from autotune.workload import resolve
 
     emit: Report = report or (lambda _msg: None)
+    if rank is None and (cfg.world_size > 1 or cfg.oom_retry or cfg.measure_scaling):
+        from autotune import distributed
+
+        return distributed.launch(cfg, emit)
+    world = rank.world_size if rank is not None else 1
     t_start = time.perf_counter()
     determinism = set_deterministic() if cfg.deterministic else {}
     if cfg.threads:
@@ -256,10 +285,16 @@ def run_probe(cfg: ProbeConfig, report: Report | None = None) -> dict[str, Any]:
     model.train()
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     params = [p for _, p in named]
+    if rank is not None:
+        model = rank.wrap(model, k)  # DistributedDataParallel with the DDP knobs
     optimizer = build_optimizer(params, k, device)
     scaler = build_scaler(k, device, enabled=fp16)
     clip, per_layer = float(k["clip_norm"]), k["clip_mode"] == "per_layer"
-    data: Iterator[tuple[torch.Tensor, ...]] = workload.batches(cfg.micro_batch, cfg.seed)
+    data: Iterator[tuple[torch.Tensor, ...]] = (
+        workload.batches(cfg.micro_batch, cfg.seed)
+        if rank is None
+        else rank.batches(workload, cfg.micro_batch, cfg.seed)  # this rank's shard
+    )
     one = torch.ones((), device=device)
     # Loss explosion is judged against the loss of step 0, before any update: a run that blows
     # up within its first few steps must not inflate its own reference.
@@ -277,7 +312,7 @@ def run_probe(cfg: ProbeConfig, report: Report | None = None) -> dict[str, Any]:
             "knobs": k,
             "steps": cfg.steps,
             "precision": cfg.precision,
-            "effective_batch": cfg.micro_batch * accum,
+            "effective_batch": cfg.micro_batch * accum * world,
         }
     )
     series: dict[str, list[np.ndarray]] = {}
@@ -321,10 +356,12 @@ def run_probe(cfg: ProbeConfig, report: Report | None = None) -> dict[str, Any]:
             chunk.clipped.append(clipped)
             chunk.scale.append(scale)
             chunk.lr.append(lr)
-            samples_per_step, tokens_per_step = samples, tokens
+            samples_per_step, tokens_per_step = samples * world, tokens * world
 
             if len(chunk) >= cfg.telemetry_every or step == cfg.steps - 1:
                 host = chunk.fetch()
+                if rank is not None:
+                    host["loss"] = rank.mean(host["loss"])  # over the ranks
                 hit = monitor.update(
                     host["loss"],
                     host["grad_norm"],
@@ -386,12 +423,14 @@ def run_probe(cfg: ProbeConfig, report: Report | None = None) -> dict[str, Any]:
         "steps_run": len(data_series.get("loss", ())),
         "micro_batch": cfg.micro_batch,
         "accum_steps": accum,
-        "effective_batch": cfg.micro_batch * accum,
+        "effective_batch": cfg.micro_batch * accum * world,
         "samples_per_step": samples_per_step,
         "tokens_per_step": tokens_per_step,
         "determinism": determinism,
         "wall_s": time.perf_counter() - t_start,
     }
+    if rank is not None:
+        result = rank.finish(result, model, workload)  # evaluation, world size, env read back
     emit(result)
     return result
 
@@ -440,20 +479,26 @@ def forward_backward(
 
     Each micro-batch's loss is divided by their number, so the summed gradient equals the
     gradient of the mean loss over the effective batch. Returns the mean loss (on the device),
-    and the samples and tokens seen.
+    and the samples and tokens seen. Under DDP, gradients are all-reduced on the last
+    micro-batch only (`no_sync` on the others).
     """
+    import contextlib
+
     import torch
 
     accum = len(batches)
     device_type = next(model.parameters()).device.type
     loss_sum = torch.zeros((), device=next(model.parameters()).device)
     samples = tokens = 0
-    for batch in batches:
-        with torch.autocast(
-            device_type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None
-        ):
-            loss = workload.loss(model, batch) / accum
-        scaler.scale(loss).backward()
+    no_sync = getattr(model, "no_sync", None)
+    for i, batch in enumerate(batches):
+        local = no_sync() if no_sync is not None and i < accum - 1 else contextlib.nullcontext()
+        with local:  # forward and backward both inside no_sync, as DDP requires
+            with torch.autocast(
+                device_type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None
+            ):
+                loss = workload.loss(model, batch) / accum
+            scaler.scale(loss).backward()
         loss_sum += loss.detach().float()
         samples += workload.samples(batch)
         tokens += workload.tokens(batch)
@@ -581,6 +626,7 @@ def main(argv: list[str] | None = None) -> int:
         _print_report(
             {
                 "event": "error",
+                "cause": getattr(e, "cause", None) or "exception",  # e.g. comm_hang (DDP)
                 "error_type": type(e).__name__,
                 "message": str(e),
                 "traceback": traceback.format_exc(limit=20),

@@ -221,6 +221,8 @@ METRICS: dict[str, str] = {
     "throughput": "samples per second over steady steps",
     "tokens_per_s": "tokens per second over steady steps (token workloads)",
     "peak_mem_mb": "peak device memory (GPU) or peak RSS (CPU), MiB",
+    "scaling_efficiency": "throughput(N processes) / (N x throughput(1)), maximize; DDP probes "
+    "with probe.measure_scaling",
 }
 
 # --------------------------------------------------------------------------------------------
@@ -327,6 +329,15 @@ class ProbeSettings(_Section):
     telemetry_every: int = Field(10, ge=1, description="steps between host fetches of telemetry")
     threads: int | None = Field(None, ge=1, description="CPU threads per probe; null: auto")
     divergence: DivergenceSettings = DivergenceSettings()
+    world_size: int = Field(
+        1, ge=1, le=1024, description="processes of one DDP probe on this node (1: no DDP)"
+    )
+    oom_retry: bool = Field(
+        False, description="on out-of-memory: retry once at half micro-batch, double accumulation"
+    )
+    measure_scaling: bool = Field(
+        False, description="also time one process: metric scaling_efficiency (world_size > 1)"
+    )
 
     @field_validator("device")
     @classmethod
@@ -372,6 +383,13 @@ class SamplerSettings(_Section):
     grid_points: int = Field(3, ge=1, description="grid: points per continuous domain")
 
 
+class VerifySettings(_Section):
+    top_k: int = Field(
+        3, ge=0, le=50, description="best candidates re-run at the end of a study (0: none)"
+    )
+    seeds: int = Field(3, ge=1, le=100, description="other seeds each candidate is re-run with")
+
+
 def _check_metric(v: str) -> str:
     if v not in METRICS:
         raise ValueError(
@@ -398,6 +416,7 @@ class Space:
     constraints: tuple[Constraint, ...] = DEFAULT_CONSTRAINTS
     budget: Budget = field(default_factory=Budget)
     sampler: SamplerSettings = field(default_factory=SamplerSettings)
+    verify: VerifySettings = field(default_factory=VerifySettings)
     knobs: Mapping[str, KnobValue] = field(default_factory=dict)
     env: Mapping[str, KnobValue] = field(default_factory=dict)
     description: str = ""
@@ -423,6 +442,7 @@ class Space:
         out["constraints"] = [c.model_dump() for c in self.constraints]
         out["budget"] = self.budget.model_dump()
         out["sampler"] = self.sampler.model_dump()
+        out["verify"] = self.verify.model_dump()
         out["knobs"] = {k: _value_to_data(v) for k, v in self.knobs.items()}
         out["env"] = {k: _value_to_data(v) for k, v in self.env.items()}
         return out
@@ -497,6 +517,7 @@ _TOP_KEYS = (
     "constraints",
     "budget",
     "sampler",
+    "verify",
     "knobs",
     "env",
 )
@@ -677,6 +698,7 @@ def _build(
     probe = _model(ProbeSettings, data.get("probe") or {}, ["probe"], err)
     budget = _model(Budget, data.get("budget") or {}, ["budget"], err)
     sampler = _model(SamplerSettings, data.get("sampler") or {}, ["sampler"], err)
+    verify = _model(VerifySettings, data.get("verify") or {}, ["verify"], err)
     objectives = tuple(_list(Objective, data, "objectives", DEFAULT_OBJECTIVES, err))
     if not objectives:
         raise err(["objectives"], "at least one objective is needed")
@@ -727,6 +749,7 @@ def _build(
         constraints=constraints,
         budget=budget,
         sampler=sampler,
+        verify=verify,
         knobs=knobs,
         env=env,
         source=source,
@@ -952,6 +975,20 @@ def _forces_ll128(choice: Scalar) -> bool:
     return not value.startswith("^") and "LL128" in value.split(",")
 
 
+def _forces_only(choice: Scalar, what: str) -> bool:
+    """`choice` (an NCCL_ALGO/NCCL_PROTO value) allows `what` and nothing else."""
+    value = str(choice).upper().replace(" ", "")
+    return not value.startswith("^") and set(value.split(",")) == {what.upper()}
+
+
+#: Socket transport settings: NCCL/RCCL use sockets only between nodes (P2P/SHM within one).
+ENV_SOCKET_KNOBS = ("NCCL_SOCKET_NTHREADS", "NCCL_NSOCKS_PERTHREAD")
+_TREE_SIMPLE = (
+    "RCCL removes Tree+Simple from its candidates on a single gfx942 node; forcing both may "
+    "fail or hang"
+)
+
+
 @dataclass(frozen=True)
 class Conditioned:
     """The knobs a study searches after conditioning, and the ones dropped with their reason."""
@@ -961,24 +998,33 @@ class Conditioned:
 
 
 def condition(
-    space: Space, *, platform: str, arch: str | None = None, world_size: int = 1
+    space: Space, *, platform: str, arch: str | None = None, world_size: int | None = None
 ) -> Conditioned:
-    """Drop knobs that cannot act on `platform` (cpu/cuda/rocm), `arch` and `world_size`."""
+    """Drop knobs that cannot act on `platform` (cpu/cuda/rocm), `arch` and `world_size`
+    (default: the space's probe.world_size). A DDP probe runs on one node, with gloo on the CPU
+    (probe.device cpu, or no GPU) and NCCL/RCCL on GPUs."""
     searched: dict[str, Domain] = {}
     dropped: dict[str, str] = {}
+    world = space.probe.world_size if world_size is None else world_size
+    gloo = platform == "cpu" or space.probe.device == "cpu"
     precision = space.probe.precision
     schedule = space.knobs.get("schedule", KNOBS["schedule"].default)
     for name, domain in space.searched().items():
         reason = None
         if name in SCALER_KNOBS and precision != "fp16":
             reason = f"GradScaler knobs act only under fp16 (probe.precision is {precision})"
-        elif name in DDP_KNOBS and world_size == 1:
+        elif name in DDP_KNOBS and world == 1:
             reason = "DDP knobs act only with more than one process (world size is 1)"
         elif name == "min_lr_ratio" and schedule == "constant":
             reason = "min_lr_ratio acts only with a linear or cosine schedule (schedule: constant)"
-        elif name.startswith(ENV_COMM_PREFIXES) and (world_size == 1 or platform == "cpu"):
-            why = "one process" if world_size == 1 else "gloo on CPU"
+        elif name.startswith(ENV_COMM_PREFIXES) and (world == 1 or gloo):
+            why = "one process" if world == 1 else "gloo on CPU"
             reason = f"NCCL/RCCL variables act only on GPU collectives ({why} here)"
+        elif name in ENV_SOCKET_KNOBS:
+            reason = (
+                "socket transport carries traffic only between nodes, and a DDP probe runs "
+                "its processes on one node"
+            )
         elif name in ENV_FP16_ALT_IMPL and not (
             platform == "rocm" and arch == "gfx90a" and precision == "fp16"
         ):
@@ -1000,4 +1046,38 @@ def condition(
                     choices=kept, default=domain.default if domain.default in kept else None
                 )
         searched[name] = domain
+    if platform == "rocm" and arch == "gfx942" and world > 1 and not gloo:
+        _no_tree_simple(space, searched, dropped)
     return Conditioned(searched=searched, dropped=dropped)
+
+
+def _no_tree_simple(space: Space, searched: dict[str, Domain], dropped: dict[str, str]) -> None:
+    """Keep a study from forcing NCCL_ALGO=Tree together with NCCL_PROTO=Simple. With one of
+    them fixed, the other loses that choice; with both searched, Tree goes (Ring runs every
+    protocol, and on one node a tree is a chain)."""
+    algo, proto = searched.get("NCCL_ALGO"), searched.get("NCCL_PROTO")
+    fixed_algo, fixed_proto = space.env.get("NCCL_ALGO"), space.env.get("NCCL_PROTO")
+    algo_tree = (isinstance(fixed_algo, str) and _forces_only(fixed_algo, "Tree")) or (
+        algo is not None and algo.is_choice and any(_forces_only(c, "Tree") for c in algo.choices)
+    )
+    proto_simple = (isinstance(fixed_proto, str) and _forces_only(fixed_proto, "Simple")) or (
+        proto is not None
+        and proto.is_choice
+        and any(_forces_only(c, "Simple") for c in proto.choices)
+    )
+    if not (algo_tree and proto_simple):
+        return
+    if algo is not None and algo.is_choice:
+        name, domain, what = "NCCL_ALGO", algo, "Tree"
+    elif proto is not None and proto.is_choice:
+        name, domain, what = "NCCL_PROTO", proto, "Simple"
+    else:
+        return  # both fixed: the file's explicit choice
+    kept = tuple(c for c in domain.choices if not _forces_only(c, what))
+    dropped[f"{name}={what}"] = _TREE_SIMPLE
+    if kept:
+        default = domain.default if domain.default in kept else None
+        searched[name] = Domain(choices=kept, default=default)
+    else:
+        del searched[name]
+        dropped[name] = f"no choice left after removing {what} ({_TREE_SIMPLE})"

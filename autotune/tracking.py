@@ -48,6 +48,8 @@ TAG_STUDY = "autotune.study"
 TAG_TRIAL_NUMBER = "autotune.trial_number"
 TAG_LOGGED = "autotune.logged"
 TAG_PARENT = "mlflow.parentRunId"
+TAG_VERIFIED_TRIAL = "autotune.verified_trial"
+ROLE_VERIFICATION = "verification"
 
 # MLflow's limits (mlflow/utils/validation.py in 3.17).
 MAX_PARAM_VALUE = 6000
@@ -76,6 +78,8 @@ DERIVED_PARAMS = (
     "workload",
     "size",
     "steps_planned",
+    "world_size",  # DDP probes (autotune.distributed)
+    "oom_retried",
 )
 
 _DB_SCHEMES = {"postgresql": 5432, "postgres": 5432, "mysql": 3306, "mariadb": 3306, "mssql": 1433}
@@ -447,6 +451,8 @@ def logged_trials(client: MlflowClient, experiment_id: str, parent_run_id: str) 
     numbers: set[int] = set()
     for run in _child_runs(client, experiment_id, parent_run_id):
         number = _trial_number(run)
+        if _is_complete(run) and run.data.tags.get(TAG_ROLE) == ROLE_VERIFICATION:
+            continue
         if _is_complete(run) and number is not None:
             numbers.add(number)
         else:
@@ -522,6 +528,9 @@ def _trial_params(outcome: Mapping[str, Any], summary: Mapping[str, Any]) -> dic
     for key in DERIVED_PARAMS:
         if summary.get(key) is not None:
             params.setdefault(key, summary[key])
+    for r, seen in enumerate(summary.get("rank_env") or ()):  # as each DDP rank read it back
+        for var, value in (seen or {}).items():
+            params[f"rank{r}.env.{var}"] = "(unset)" if value is None else value
     return params
 
 
@@ -625,6 +634,75 @@ def _log_trial_artifacts(
     if record.get("summary"):
         record["summary"] = {k: v for k, v in record["summary"].items() if k != "series"}
     client.log_text(run_id, _json(record), "trial.json")
+
+
+# --------------------------------------------------------------------------------------------
+# Verifications
+# --------------------------------------------------------------------------------------------
+
+
+def log_verification(
+    client: MlflowClient,
+    experiment_id: str,
+    *,
+    name: str,
+    result: Mapping[str, Any],
+    tags: Mapping[str, Any],
+    parent_run_id: str | None = None,
+    fingerprint: dict[str, Any] | None = None,
+    baseline: Mapping[str, Any] | None = None,
+    report: Mapping[str, Any] | None = None,
+) -> str:
+    """One verification (a configuration re-run over seeds) as an MLflow run; returns its id.
+
+    Metrics `<metric>.mean`, `.low`, `.high` (95% interval), `diverged_share`, and with a
+    baseline the same under `baseline.`; tags link it to its study and trial (and, in the
+    study's own experiment, make it a child of the study's run)."""
+    from mlflow.entities import Metric, RunStatus
+
+    now = int(time.time() * 1000)
+    all_tags: dict[str, Any] = {TAG_ROLE: ROLE_VERIFICATION, **tags}
+    if parent_run_id:
+        all_tags[TAG_PARENT] = parent_run_id
+    if fingerprint:
+        all_tags.update(fingerprint_tags(fingerprint))
+    run = client.create_run(experiment_id, run_name=name, tags=_clean_tags(all_tags))
+    run_id = str(run.info.run_id)
+    metrics: list[Metric] = []
+
+    def add(prefix: str, res: Mapping[str, Any]) -> None:
+        share = res.get("diverged_share")
+        if share is not None:
+            metrics.append(Metric(f"{prefix}diverged_share", float(share), now, 0))
+        for metric, iv in (res.get("metrics") or {}).items():
+            for part in ("mean", "low", "high"):
+                value = _finite(iv.get(part))
+                if value is not None:
+                    metrics.append(Metric(f"{prefix}{metric}.{part}", value, now, 0))
+
+    add("", result)
+    if baseline is not None:
+        add("baseline.", baseline)
+    _log_entities(
+        client,
+        run_id,
+        params=_clean_params({"seeds": result.get("seeds"), "n_seeds": result.get("n")}),
+    )
+    _log_metrics(client, run_id, metrics)
+    client.log_text(run_id, _json(report if report is not None else result), "verification.json")
+    client.set_terminated(run_id, status=RunStatus.to_string(RunStatus.FINISHED), end_time=now)
+    client.set_tag(run_id, TAG_LOGGED, "true")
+    return run_id
+
+
+def trial_run_ids(client: MlflowClient, experiment_id: str, parent_run_id: str) -> dict[int, str]:
+    """Trial number -> run id of its completely logged child run."""
+    out: dict[int, str] = {}
+    for run in _child_runs(client, experiment_id, parent_run_id):
+        number = _trial_number(run)
+        if number is not None and _is_complete(run):
+            out[number] = str(run.info.run_id)
+    return out
 
 
 # --------------------------------------------------------------------------------------------

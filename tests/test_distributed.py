@@ -1,0 +1,412 @@
+"""DDP probes on the CPU: two gloo processes against one, env knobs per rank, evaluation, the
+all-reduce check, hangs, OOM retry, and the conditioning of the shipped DDP spaces."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import numpy as np
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from autotune import distributed
+from autotune import space as sp
+from autotune.cli import app
+from autotune.probe import LINE_PREFIX, ProbeConfig, run_probe
+from autotune.workload import resolve
+
+# Two gloo ranks at micro-batch 40 and one process at 80 sum the same samples in a different
+# order (float32): the losses and gradient norms agree to this relative tolerance.
+RTOL = 1e-5
+KNOBS = {
+    "accum_steps": 2,  # no_sync on the first micro-batch of each step
+    "clip_norm": 1.0,
+    "lr": 0.01,
+    "bucket_cap_mb": 1.0,
+    "gradient_as_bucket_view": True,
+    "static_graph": True,
+}
+ENV = {"NCCL_ALGO": "Ring", "NCCL_BUFFSIZE": "1048576"}  # gloo ignores them; ranks must see them
+INHERITED = {"NCCL_PROTO": "Simple"}  # set in the launcher's environment, as a study sets it
+
+
+def ddp_config(**kw: Any) -> ProbeConfig:
+    base: dict[str, Any] = {
+        "workload": "mlp",
+        "size": "tiny",
+        "steps": 30,
+        "micro_batch": 40,  # per rank; 13 eval batches of 40: one rank gets a padding duplicate
+        "device": "cpu",
+        "threads": 2,
+        "knobs": KNOBS,
+        "env": ENV,
+        "world_size": 2,
+    }
+    return ProbeConfig(**{**base, **kw})
+
+
+@pytest.fixture(scope="module")
+def ddp() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    events: list[dict[str, Any]] = []
+    with mock.patch.dict(os.environ, INHERITED):
+        result = run_probe(ddp_config(measure_scaling=True), events.append)
+    return result, events
+
+
+@pytest.fixture(scope="module")
+def single() -> dict[str, Any]:
+    """One process, same effective batch: micro-batch 2 x 40, the same accumulation."""
+    return run_probe(ddp_config(world_size=1, micro_batch=80, threads=1, env={}))
+
+
+def test_ddp_matches_one_process_with_the_same_effective_batch(
+    ddp: tuple[dict[str, Any], list[dict[str, Any]]], single: dict[str, Any]
+) -> None:
+    r, _ = ddp
+    assert r["status"] == "ok" and single["status"] == "ok"
+    assert r["effective_batch"] == single["effective_batch"] == 160
+    for name in ("loss", "grad_norm", "lr"):
+        np.testing.assert_allclose(r["series"][name], single["series"][name], rtol=RTOL)
+    assert r["series"]["clipped"] == single["series"]["clipped"]
+    assert any(r["series"]["clipped"])  # clipping acted, on the all-reduced gradients
+    assert r["samples_per_step"] == 160
+
+
+def test_summary_fields_and_rank_zero_relay(
+    ddp: tuple[dict[str, Any], list[dict[str, Any]]],
+) -> None:
+    r, events = ddp
+    assert r["world_size"] == 2 and r["threads_per_rank"] == 1
+    assert r["oom_retried"] is False
+    assert [x["rank"] for x in r["ranks"]] == [0, 1]
+    assert all(x["status"] == "ok" and x["steps_run"] == 30 for x in r["ranks"])
+    kinds = [e["event"] for e in events]
+    assert kinds[0] == "ddp" and kinds[1] == "start" and kinds[-1] == "summary"
+    assert kinds.count("telemetry") == 3 and kinds.count("summary") == 1  # rank 0's only
+    assert "rank_up" not in kinds and "comm_ok" not in kinds
+    assert events[-1] is r
+    eff = r["metrics"]["scaling_efficiency"]
+    assert eff is not None and 0.0 < eff < 2.0
+    s = r["scaling"]
+    assert eff == pytest.approx(s["throughput_n"] / (2 * s["throughput_1"]))
+    assert "scaling_efficiency" in sp.METRICS
+
+
+def test_each_rank_sees_the_trial_env_knobs(
+    ddp: tuple[dict[str, Any], list[dict[str, Any]]],
+) -> None:
+    r, _ = ddp
+    assert r["rank_env"] == [{**ENV, **INHERITED}] * 2
+
+
+def test_eval_loss_is_the_same_for_one_and_two_processes(
+    ddp: tuple[dict[str, Any], list[dict[str, Any]]],
+) -> None:
+    r, _ = ddp
+    # The same training data in one process (in this one: the path of oom_retry) and its
+    # evaluation at micro-batch 80 (7 batches, no padding) against 13 batches over 2 ranks.
+    one = distributed.launch(ddp_config(world_size=1, micro_batch=80, threads=1), lambda _m: None)
+    assert r["eval_samples"] == one["eval_samples"] == 512  # the padding duplicate not counted
+    assert r["metrics"]["eval_loss"] == pytest.approx(one["metrics"]["eval_loss"], rel=RTOL)
+
+
+def test_shard_indices_pad_like_distributed_sampler() -> None:
+    for n in (1, 5, 13, 14):
+        for world in (1, 2, 3, 8):
+            shards = [distributed.shard_indices(n, r, world) for r in range(world)]
+            assert len({len(s) for s in shards}) == 1  # equal length, as with padding
+            counted = sorted(i for s in shards for i, c in s if c)
+            assert counted == list(range(n))  # each item exactly once
+    assert distributed.shard_indices(3, 1, 2) == [(1, True), (0, False)]
+
+
+def test_evaluate_combines_sums_and_counts_not_means() -> None:
+    torch.manual_seed(0)
+    w = resolve("mlp", "tiny")
+    model = w.build_model()
+    whole, n = distributed.evaluate(model, w, 40, None)
+    parts = [distributed.evaluate(model, w, 40, None, rank=r, world_size=2) for r in (0, 1)]
+    # 13 batches (the last of 32): rank 0 gets 7 with it, rank 1 gets 6 and a padding duplicate
+    assert [c for _, c in parts] == [272, 240] and n == 512
+    combined = sum(m * c for m, c in parts) / sum(c for _, c in parts)
+    assert combined == pytest.approx(whole, rel=1e-6)
+    mean_of_means = (parts[0][0] + parts[1][0]) / 2
+    assert abs(mean_of_means - whole) > 1e-4 * whole  # the wrong way would show
+
+
+def test_shard_stream_gives_disjoint_slices() -> None:
+    batch = (torch.arange(6).reshape(6, 1),)
+    shards = [next(distributed.shard_stream(iter([batch]), r, 3, 2))[0] for r in range(3)]
+    assert [s.flatten().tolist() for s in shards] == [[0, 1], [2, 3], [4, 5]]
+    with pytest.raises(ValueError, match="dimension 0"):
+        next(distributed.shard_stream(iter([(torch.zeros(5, 1),)]), 0, 3, 2))
+
+
+def test_wrong_allreduce_fails_as_comm_incorrect(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(distributed.CORRUPT_ENV, "1")
+    with pytest.raises(distributed.CommError, match="all-reduce check") as info:
+        run_probe(ddp_config(steps=10))
+    assert info.value.cause == "comm_incorrect"
+
+
+def _group_alive(pgid: int) -> list[int]:
+    alive = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":  # pgid; zombies are already dead
+            alive.append(int(stat.parent.name))
+    return alive
+
+
+def test_stalled_rank_is_comm_hang_within_the_timeout_and_leaves_nothing(tmp_path: Path) -> None:
+    """The trial entry point (`python -m autotune.probe`), as a study starts it."""
+    cfg = tmp_path / "probe.json"
+    cfg.write_text(json.dumps(ddp_config(steps=10).to_dict()))
+    timeout = 4
+    env = {
+        **os.environ,
+        distributed.STALL_ENV: "1",
+        distributed.COMM_TIMEOUT_ENV: str(timeout),
+        "PYTHONUNBUFFERED": "1",
+    }
+    t0 = time.monotonic()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "autotune.probe", str(cfg)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        out, _ = proc.communicate(timeout=90)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    took = time.monotonic() - t0
+    lines = [
+        json.loads(x[len(LINE_PREFIX) :]) for x in out.splitlines() if x.startswith(LINE_PREFIX)
+    ]
+    errors = [x for x in lines if x["event"] == "error"]
+    assert proc.returncode == 3 and len(errors) == 1, out[-2000:]
+    assert errors[0]["cause"] == "comm_hang"
+    assert "Timed out" in errors[0]["message"] or "timeout" in errors[0]["message"]
+    # startup (imports on a busy 2-core machine) + the timeout + the launcher's grace
+    assert took < 45 + timeout + distributed.FAILURE_GRACE_S
+    assert _group_alive(proc.pid) == []  # the launcher killed the stalled rank before exiting
+
+
+def test_oom_retry_halves_micro_batch_and_doubles_accumulation(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(distributed.OOM_ENV, "40")  # a micro-batch above 40 "runs out of memory"
+    events: list[dict[str, Any]] = []
+    cfg = ddp_config(world_size=1, micro_batch=80, steps=10, oom_retry=True, env={})
+    r = run_probe(cfg, events.append)
+    assert r["status"] == "ok" and r["oom_retried"] is True
+    assert (r["micro_batch"], r["accum_steps"], r["effective_batch"]) == (40, 4, 160)
+    assert [e["event"] for e in events if e["event"].startswith("oom")] == ["oom", "oom_retry"]
+    monkeypatch.setenv(distributed.OOM_ENV, "10")  # still too large after the one retry
+    r = run_probe(cfg)
+    assert r["status"] == "oom" and r["oom_retried"] is True
+
+
+# ----- the space file and conditioning ------------------------------------------------------
+
+
+def test_probe_settings_validate_world_size() -> None:
+    s = sp.loads("name: x\nworkload: mlp\nprobe: {world_size: 4, oom_retry: true}\n")
+    assert s.probe.world_size == 4 and s.probe.oom_retry and not s.probe.measure_scaling
+    assert sp.loads(sp.dump(s)) == s
+    cfg = ProbeConfig.from_space(s)
+    assert (cfg.world_size, cfg.oom_retry) == (4, True)
+    with pytest.raises(sp.SpaceError, match="world_size"):
+        sp.loads("name: x\nworkload: mlp\nprobe: {world_size: 0}\n")
+
+
+def test_nccl_space_on_cpu_drops_every_nccl_knob_with_a_message() -> None:
+    s = sp.load("nccl")
+    assert s.probe.world_size == 2
+    c = sp.condition(s, platform="cpu")  # world size from the file
+    nccl = [k for k in s.env if k.startswith("NCCL_")]
+    assert nccl and not set(nccl) & set(c.searched)
+    for name in nccl:
+        assert "gloo on CPU" in c.dropped[name]
+    assert "bucket_cap_mb" in c.searched  # a DDP knob acts under gloo too
+    one = sp.condition(s, platform="cuda", world_size=1)
+    assert "one process" in one.dropped["NCCL_ALGO"] and "bucket_cap_mb" in one.dropped
+    # probe.device cpu on a GPU machine is gloo as well
+    cpu = sp.load("nccl", ["probe.device=cpu"])
+    assert "gloo" in sp.condition(cpu, platform="rocm", arch="gfx942").dropped["NCCL_PROTO"]
+
+
+def test_nccl_space_on_gpus() -> None:
+    s = sp.load("nccl")
+    mi250 = sp.condition(s, platform="rocm", arch="gfx90a")
+    assert set(mi250.searched) == {"bucket_cap_mb", *s.env} and mi250.dropped == {}
+    mi100 = sp.condition(s, platform="rocm", arch="gfx908")
+    assert mi100.searched["NCCL_PROTO"].choices == ("Simple", "LL")
+    assert "NCCL_PROTO=LL128" in mi100.dropped
+    mi300 = sp.condition(s, platform="rocm", arch="gfx942")  # one node: no Tree with Simple
+    assert mi300.searched["NCCL_ALGO"].choices == ("Ring",)
+    assert "Tree+Simple" in mi300.dropped["NCCL_ALGO=Tree"]
+    assert "LL128" in mi300.searched["NCCL_PROTO"].choices
+
+
+@pytest.mark.parametrize(
+    ("env", "dropped", "kept"),
+    [
+        ("NCCL_ALGO: Tree\n  NCCL_PROTO: {choices: [Simple, LL]}", "NCCL_PROTO=Simple", ("LL",)),
+        ("NCCL_ALGO: {choices: [Ring, Tree]}\n  NCCL_PROTO: Simple", "NCCL_ALGO=Tree", ("Ring",)),
+        ("NCCL_ALGO: {choices: [Ring, Tree]}\n  NCCL_PROTO: LL", None, ("Ring", "Tree")),
+    ],
+)
+def test_tree_simple_on_one_gfx942_node(env: str, dropped: str | None, kept: tuple[str]) -> None:
+    s = sp.loads(f"name: x\nworkload: mlp\nprobe: {{world_size: 8}}\nenv:\n  {env}\n")
+    c = sp.condition(s, platform="rocm", arch="gfx942")
+    if dropped is None:
+        assert c.dropped == {} and c.searched["NCCL_ALGO"].choices == kept
+    else:
+        assert dropped in c.dropped
+        assert next(iter(c.searched.values())).choices == kept
+    assert sp.condition(s, platform="rocm", arch="gfx90a").dropped == {}  # only gfx942
+
+
+def test_socket_knobs_are_not_searched_on_one_node() -> None:
+    s = sp.loads(
+        "name: x\nworkload: mlp\nprobe: {world_size: 2}\n"
+        "env:\n  NCCL_SOCKET_NTHREADS: {low: 1, high: 8}\n"
+        "  NCCL_NSOCKS_PERTHREAD: {low: 1, high: 8}\n"
+    )
+    c = sp.condition(s, platform="rocm", arch="gfx90a")
+    assert c.searched == {}
+    assert all("between nodes" in c.dropped[k] for k in sp.ENV_SOCKET_KNOBS)
+
+
+def test_ddp_amp_space_drops_alt_impl_off_gfx90a() -> None:
+    s = sp.load("ddp_amp")
+    assert (s.probe.world_size, s.probe.precision) == (2, "fp16")
+    c = sp.condition(s, platform="cpu")
+    assert "gfx90a" in c.dropped["ROCBLAS_INTERNAL_FP16_ALT_IMPL"]
+    assert {"init_scale", "clip_norm", "bucket_cap_mb"} <= set(c.searched)
+    assert (
+        "ROCBLAS_INTERNAL_FP16_ALT_IMPL" in sp.condition(s, platform="rocm", arch="gfx90a").searched
+    )
+
+
+def test_cli_probe_runs_ddp_amp_on_cpu() -> None:
+    result = CliRunner().invoke(
+        app, ["probe", "--space", "ddp_amp.yaml", "--set", "probe.steps=20", "--json"]
+    )
+    assert result.exit_code == 0, result.output[-2000:]
+    r = json.loads(result.stdout[result.stdout.index("{") :])
+    assert r["status"] == "ok" and r["world_size"] == 2 and r["precision"] == "fp16"
+    assert r["effective_batch"] == 32 and r["steps_run"] == 20
+    assert all(e == {"ROCBLAS_INTERNAL_FP16_ALT_IMPL": "0"} for e in r["rank_env"])
+    assert math.isfinite(r["metrics"]["final_scale"])
+
+
+def test_tracking_logs_world_size_and_each_rank_env(
+    ddp: tuple[dict[str, Any], list[dict[str, Any]]],
+) -> None:
+    from autotune import tracking
+
+    r, _ = ddp
+    params = tracking._trial_params({"knobs": {"lr": 0.01}, "env": ENV}, r)
+    assert params["world_size"] == 2 and params["effective_batch"] == 160
+    assert params["oom_retried"] is False
+    for rank in (0, 1):
+        assert params[f"rank{rank}.env.NCCL_ALGO"] == "Ring"
+        assert params[f"rank{rank}.env.NCCL_PROTO"] == "Simple"
+
+
+# ----- Ray Train across two Ray nodes (opt-in: about a minute on 2 cores) -------------------
+
+RAY_DRIVER = """
+import json, sys
+import ray
+from autotune.distributed import ray_train_probe
+from autotune.probe import ProbeConfig
+ray.init(address=sys.argv[1])
+cfg = ProbeConfig.from_dict(json.loads(sys.argv[2]))
+print("@@result " + json.dumps(ray_train_probe(cfg, storage_path=sys.argv[3])))
+"""
+
+
+@pytest.mark.integration
+@pytest.mark.cluster
+@pytest.mark.skipif(
+    os.environ.get("AUTOTUNE_TEST_RAY_TRAIN") != "1",
+    reason="set AUTOTUNE_TEST_RAY_TRAIN=1: starts two Ray nodes on loopback (~1 min on 2 cores)",
+)
+def test_ray_train_probe_on_two_ray_nodes(
+    ddp: tuple[dict[str, Any], list[dict[str, Any]]], tmp_path: Path
+) -> None:
+    import shutil
+    import tempfile
+
+    from assets import studies as h
+
+    token = h.new_token()
+    temp = Path(tempfile.mkdtemp(prefix="atrt-", dir="/tmp"))  # short: Ray's unix sockets
+    ray = str(Path(sys.executable).with_name("ray"))
+    port = h.free_port()
+    common = [
+        "--node-ip-address=127.0.0.1",
+        "--num-cpus=1",
+        "--disable-usage-stats",
+        f"--temp-dir={temp}",
+    ]
+    nodes = [
+        [ray, "start", "--head", f"--port={port}", "--include-dashboard=false", *common],
+        [ray, "start", f"--address=127.0.0.1:{port}", *common],
+    ]
+    try:
+        for cmd in nodes:
+            cmd.insert(3, f"--dashboard-agent-listen-port={h.free_port()}")
+            started = subprocess.run(
+                cmd, env=h.cli_env(token), capture_output=True, text=True, timeout=120
+            )
+            assert started.returncode == 0, started.stderr[-2000:]
+        cfg = ddp_config(threads=1)  # one CPU per worker: one worker per node
+        run = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                RAY_DRIVER,
+                f"127.0.0.1:{port}",
+                json.dumps(cfg.to_dict()),
+                str(tmp_path / "train"),
+            ],
+            env=h.cli_env(token),
+            capture_output=True,
+            text=True,
+            timeout=400,
+        )
+        lines = [x for x in run.stdout.splitlines() if x.startswith("@@result ")]
+        assert run.returncode == 0 and lines, run.stderr[-3000:]
+        r = json.loads(lines[0][len("@@result ") :])
+    finally:
+        h.kill_tagged(token, grace_s=3)
+        shutil.rmtree(temp, ignore_errors=True)
+    assert not h.tagged_processes(token), "Ray processes outlived the test"
+    local, _ = ddp
+    assert r["status"] == "ok" and r["world_size"] == 2
+    assert len({x["node"] for x in r["ranks"]}) == 2  # one rank on each Ray node
+    assert r["rank_env"] == [ENV] * 2
+    np.testing.assert_allclose(r["series"]["loss"], local["series"]["loss"], rtol=RTOL)
+    assert r["metrics"]["eval_loss"] == pytest.approx(local["metrics"]["eval_loss"], rel=RTOL)
