@@ -1,10 +1,21 @@
 """autotune: search training-stability and speed knobs with short probes.
 
 Optuna decides, Ray runs, the probe measures, MLflow remembers, the recipe carries the result out.
+`from autotune import Recipe` is the runtime API for a user's own training loop.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+__all__ = ["Recipe", "__version__"]
+
+
+def __getattr__(name: str) -> Any:  # lazy: `autotune --help` must not import yaml or pydantic
+    if name == "Recipe":
+        from autotune.recipe import Recipe
+
+        return Recipe
+    raise AttributeError(f"module 'autotune' has no attribute {name!r}")

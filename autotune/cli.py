@@ -290,6 +290,15 @@ def study(
         ),
     ] = False,
     quiet: Annotated[bool, typer.Option(help="Print only the final summary.")] = False,
+    warm_start: Annotated[
+        str | None,
+        typer.Option(
+            "--warm-start",
+            metavar="STUDY_OR_RECIPE",
+            help="Try an earlier study's best configs (or a recipe file's) first, right after "
+            "the baseline; the summary says when this study matched the source's best.",
+        ),
+    ] = None,
 ) -> None:
     """Search the space's knobs: Optuna decides, Ray runs the probes, MLflow records."""
     from autotune import space as sp
@@ -299,6 +308,7 @@ def study(
     if seed is not None:
         overrides.append(f"sampler.seed={seed}")
     s = sp.load(space, overrides)
+    warm = st.load_warm_start(warm_start, storage) if warm_start else None
     result = st.run(
         st.StudyOptions(
             space=s,
@@ -308,6 +318,7 @@ def study(
             address=address,
             resume=resume,
             quiet=quiet,
+            warm_start=warm,
         )
     )
     typer.echo(st.format_summary(result.summary, tracking_uri=result.tracking_uri))
@@ -370,6 +381,94 @@ def ui(
         uri = uri or meta.get("tracking_uri")
         experiment_id = meta.get("experiment_id")
     serve(tracking.resolve_uri(uri), host=host, port=port, experiment_id=experiment_id)
+
+
+from autotune import cli_repro  # noqa: E402
+
+cli_repro.register(app, user_errors)
+
+
+PickOpt = Annotated[
+    str,
+    typer.Option(
+        "--pick",
+        help="balanced (the knee of the Pareto front), fastest, stablest, or 'trial N'.",
+    ),
+]
+
+
+@app.command()
+@user_errors
+def export(
+    study_ref: Annotated[
+        str,
+        typer.Argument(metavar="STUDY", help="Study name (under ./autotune-studies) or folder."),
+    ],
+    pick: PickOpt = "balanced",
+    output: Annotated[
+        str | None,
+        typer.Option("--output", "-o", help="Write here (atomically) instead of to stdout."),
+    ] = None,
+    fmt: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            "-f",
+            help="yaml (the recipe file), env (shell exports), python (a standalone snippet), "
+            "hf (TrainingArguments JSON) or lightning (Trainer kwargs JSON).",
+        ),
+    ] = "yaml",
+    storage: Annotated[
+        str | None,
+        typer.Option(help="Optuna storage URL, when the study is not in a local folder."),
+    ] = None,
+) -> None:
+    """Export a study's chosen configuration as a recipe (or another format)."""
+    from autotune import export as ex
+    from autotune import formats
+
+    if fmt not in formats.FORMATS:
+        raise AutotuneError(f"--format {fmt}: choose one of {', '.join(formats.FORMATS)}")
+    recipe = ex.recipe_from_study(study_ref, pick, storage)
+    text = ex.write(recipe, fmt, output)
+    if output and output != "-":
+        typer.echo(f"wrote {output} ({fmt}): {recipe.describe()}", err=True)
+    else:
+        typer.echo(text, nl=not text.endswith("\n"))
+
+
+@app.command()
+@user_errors
+def verify(
+    recipe_path: Annotated[str, typer.Argument(metavar="RECIPE", help="A recipe file.")],
+    seeds: Annotated[int, typer.Option(min=1, max=100, help="Seeds to run it with.")] = 3,
+    baseline: Annotated[
+        bool,
+        typer.Option(help="Also run PyTorch's defaults for the searched knobs at those seeds."),
+    ] = True,
+    tracking_uri: Annotated[
+        str | None,
+        typer.Option(
+            help="MLflow tracking URI for the verification run. Default: $MLFLOW_TRACKING_URI, "
+            "else the recipe's own store when it is reachable from here, else "
+            "sqlite:///mlflow.db in this folder."
+        ),
+    ] = None,
+    timeout: Annotated[float, typer.Option(help="Seconds allowed per probe.")] = 600.0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Re-run a recipe with other seeds on this machine and check what it promised."""
+    from autotune import verify as vf
+    from autotune.recipe import Recipe
+
+    recipe = Recipe.load(recipe_path)
+    report = vf.verify_recipe(recipe, seeds=seeds, baseline=baseline, timeout_s=timeout)
+    report["run_id"] = vf.log_report(recipe, report, tracking_uri)
+    if as_json:
+        typer.echo(json.dumps(report, indent=2, default=str))
+    else:
+        typer.echo(vf.format_report(report))
+        typer.echo(f"logged to MLflow: run {report['run_id']}")
 
 
 def main() -> None:

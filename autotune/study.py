@@ -17,6 +17,7 @@ the tail of its log; Optuna state FAIL).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import json
 import logging
@@ -43,6 +44,17 @@ PENALTY = 1e12  # objective value told to Optuna for a non-finite metric of an i
 
 
 @dataclass
+class WarmStart:
+    """Configurations from an earlier study or a recipe, tried first (after the baseline)."""
+
+    ref: str  # what the user named: a study or a recipe file
+    configs: list[dict[str, Any]]  # each {"knobs": {...}, "env": {...}, "label": str}
+    fp_hash: str | None = None  # the hardware they were found on
+    objectives: list[dict[str, Any]] = field(default_factory=list)
+    best: list[float] | None = None  # the source's best (picked) values, for "matched at"
+
+
+@dataclass
 class StudyOptions:
     """What `autotune study` was asked for."""
 
@@ -53,7 +65,7 @@ class StudyOptions:
     address: str | None = None  # Ray cluster; default $RAY_ADDRESS, else a local Ray
     resume: bool = False  # insist that the study exists
     quiet: bool = False
-    warm_start: Sequence[dict[str, Any]] = ()  # knob sets to enqueue first (issue: recipes)
+    warm_start: WarmStart | None = None  # configurations of an earlier study to try first
     extra_tags: dict[str, str] = field(default_factory=dict)
 
 
@@ -652,20 +664,25 @@ def plan_resources(
     CPUs: throughput is an objective, so trials must not share cores: each trial gets
     `threads` whole CPUs (1 on machines of up to 4 cores, else 2) and runs that many torch
     threads; concurrency = CPUs // threads, less one core kept for the driver and Ray on
-    machines of up to 4 cores (on 2 cores: one trial at a time, one thread).
+    machines of up to 4 cores (on 2 cores: one trial at a time, one thread). A DDP probe
+    (`probe.world_size` N) gets at least N GPUs, or N cores and N threads shared out among its
+    ranks.
     """
     gpus = float(cluster.get("GPU", 0))
     cpus = float(cluster.get("CPU", os.cpu_count() or 1))
     b = space.budget
+    world = space.probe.world_size  # a DDP probe is that many processes: one GPU / core each
     on_gpu = gpus > 0 and space.probe.device != "cpu" and b.gpus_per_trial > 0
     if on_gpu:
-        per_cpu = b.cpus_per_trial or 1.0
-        conc = max(1, int(gpus // b.gpus_per_trial))
-        resources = {"cpu": per_cpu, "gpu": b.gpus_per_trial}
+        per_cpu = max(b.cpus_per_trial or 1.0, float(world))
+        per_gpu = max(b.gpus_per_trial, float(world))
+        conc = max(1, int(gpus // per_gpu))
+        resources = {"cpu": per_cpu, "gpu": per_gpu}
         threads = space.probe.threads
     else:
         threads = space.probe.threads or int(b.cpus_per_trial or (1 if cpus <= 4 else 2))
-        per_cpu = b.cpus_per_trial or float(threads)
+        threads = max(threads, world)  # the probe's threads are shared out among its ranks
+        per_cpu = max(b.cpus_per_trial or float(threads), float(world))
         usable = cpus - 1 if cpus <= 4 else cpus
         conc = max(1, int(usable // per_cpu))
         resources = {"cpu": per_cpu}
@@ -784,9 +801,14 @@ def run(opts: StudyOptions) -> StudyResult:
             )
             say(f"  optuna storage {_redact(url)}")
             say(f"  mlflow {_redact(uri)} (experiment {space.name})")
-            interrupted = _run_trials(
-                opts, study, cond.searched, planned, rerun, logger, study_dir, finished
-            )
+        if planned > 0 or to_verify(study, space):
+            with ray_session(opts.address, study_dir) as ray:
+                if planned > 0:
+                    interrupted = _run_trials(
+                        opts, study, cond.searched, planned, rerun, logger, study_dir, finished, ray
+                    )
+                if not interrupted:
+                    interrupted = _verify_phase(opts, study, logger, study_dir, ray)
         summary = summarize(study, space, study_dir, cond.dropped)
         logger.summary(summary, study)
     return StudyResult(
@@ -834,7 +856,7 @@ def _open_study(opts: StudyOptions, storage: Any, cond: sp.Conditioned) -> Any:
 
     space = opts.space
     fingerprint_space = json.dumps(
-        {k: v for k, v in space.to_dict().items() if k not in ("budget", "description")},
+        {k: v for k, v in space.to_dict().items() if k not in ("budget", "description", "verify")},
         sort_keys=True,
     )
     names = [
@@ -868,10 +890,95 @@ def _open_study(opts: StudyOptions, storage: Any, cond: sp.Conditioned) -> Any:
     study.set_user_attr("autotune.objectives", [o.model_dump() for o in space.objectives])
     # Trial 0 is always the baseline: PyTorch's defaults for the searched knobs.
     study.enqueue_trial({}, user_attrs={"autotune.baseline": True})
-    for i, knobs in enumerate(opts.warm_start):
-        params = {k: v for k, v in knobs.items() if k in cond.searched}
-        study.enqueue_trial(params, user_attrs={"autotune.source": f"warm-start #{i}"})
+    if opts.warm_start is not None:
+        ws = opts.warm_start
+        study.set_user_attr(
+            "autotune.warm_start",
+            {"ref": ws.ref, "fp_hash": ws.fp_hash, "objectives": ws.objectives, "best": ws.best},
+        )
+        for config in ws.configs:
+            params = warm_params(config, cond.searched)
+            study.enqueue_trial(
+                params,
+                user_attrs={
+                    "autotune.source": f"warm start: {config.get('label', ws.ref)}",
+                    "autotune.source_fp": ws.fp_hash,
+                },
+            )
     return study
+
+
+def warm_params(config: Mapping[str, Any], searched: Mapping[str, sp.Domain]) -> dict[str, Any]:
+    """A source configuration as this study's params: only searched knobs, clamped into their
+    domains (a choice the domain lacks is left to the sampler)."""
+    values = {**(config.get("knobs") or {}), **(config.get("env") or {})}
+    out: dict[str, Any] = {}
+    for name, dom in searched.items():
+        if name not in values or values[name] is None:
+            continue
+        v = values[name]
+        if dom.is_choice:
+            match = [c for c in dom.choices if c == v or str(c) == str(v)]
+            if match:
+                out[name] = match[0]
+            continue
+        try:
+            x = float(v)
+        except (TypeError, ValueError):
+            continue
+        lo, hi = float(dom.low), float(dom.high)  # type: ignore[arg-type]
+        x = min(max(x, lo), hi)
+        info = sp.KNOBS.get(name)
+        is_int = info.kind == "int" if info is not None else isinstance(dom.low, int)
+        out[name] = round(x) if is_int else x
+    return out
+
+
+def load_warm_start(ref: str, storage: str | None = None, top: int = 3) -> WarmStart:
+    """The configurations to warm-start from: a recipe file's, or an earlier study's best
+    `top` candidates (verified ones first, in pick order)."""
+    from autotune import pick
+    from autotune.recipe import Recipe
+
+    path = Path(ref)
+    if path.is_file():
+        r = Recipe.load(path)
+        objectives = [
+            {"metric": m, "direction": a.get("direction", "minimize")}
+            for m, a in r.achieved.items()
+        ]
+        best = [
+            float(((a.get("verified") or {}).get("mean")) or a.get("value") or math.nan)
+            for a in r.achieved.values()
+        ]
+        return WarmStart(
+            ref=str(path),
+            configs=[{"knobs": dict(r.knobs), "env": dict(r.env), "label": f"recipe {path.name}"}],
+            fp_hash=r.fingerprint_hash,
+            objectives=objectives,
+            best=best if objectives else None,
+        )
+    study, space, _, _ = find_study(ref, storage)
+    objectives = [o.model_dump() for o in space.objectives]
+    cands = pick.candidates(study)
+    if not cands:
+        raise StudyError(
+            f"--warm-start {ref}: that study has no feasible trial to start from "
+            f"({pick.why_none(study)})"
+        )
+    chosen = pick.pick(cands, objectives, "balanced")
+    order = [chosen] + [c for c in pick.ranked(cands, objectives) if c is not chosen]
+    hashes = {c.fp_hash for c in order[:top] if c.fp_hash}
+    return WarmStart(
+        ref=ref,
+        configs=[
+            {"knobs": c.knobs, "env": c.env, "label": f"{space.name} trial {c.number}"}
+            for c in order[:top]
+        ],
+        fp_hash=", ".join(sorted(hashes)) or None,
+        objectives=objectives,
+        best=[chosen.value(o["metric"], i) for i, o in enumerate(objectives)],
+    )
 
 
 def count_finished(study: Any) -> int:
@@ -939,6 +1046,30 @@ class _Logger:
                 file=sys.stderr,
             )
 
+    def verification(self, number: int, result: Mapping[str, Any], fp: Any) -> str | None:
+        from autotune import tracking
+
+        try:
+            return tracking.log_verification(
+                self.client,
+                self.experiment_id,
+                name=f"verify-{number:04d}",
+                result=result,
+                tags={
+                    tracking.TAG_STUDY: self.study_name,
+                    tracking.TAG_VERIFIED_TRIAL: str(number),
+                },
+                parent_run_id=self.parent,
+                fingerprint=fp,
+            )
+        except Exception as e:
+            print(
+                f"warning: could not log the verification of trial {number} to MLflow "
+                f"({type(e).__name__}: {e})",
+                file=sys.stderr,
+            )
+            return None
+
     def summary(self, summary: dict[str, Any], study: Any) -> None:
         from autotune import tracking
 
@@ -974,53 +1105,181 @@ def _run_trials(
     logger: _Logger,
     study_dir: Path,
     finished: int,
+    ray: Any,
 ) -> bool:
     """Run `planned` trials through Ray Tune. Returns True when interrupted."""
     space = opts.space
-    with ray_session(opts.address, study_dir) as ray:
-        from ray import tune
+    from ray import tune
 
-        conc, resources, threads = plan_resources(space, ray.cluster_resources())
-        conc = min(conc, planned)
-        progress = Progress(space, space.budget.trials, finished, conc, opts.quiet)
-        progress.say(
-            f"  {conc} trial(s) at a time, each with {resources}"
-            + (f", {threads} CPU thread(s)" if threads else "")
-        )
-        driver = _Driver(
-            opts, study, searched, planned, rerun, logger, progress, study_dir, threads
-        )
-        searcher = _searcher_class()(driver)
-        tuner = tune.Tuner(
-            tune.with_resources(trainable, resources),
-            tune_config=tune.TuneConfig(
-                search_alg=searcher,
-                num_samples=planned,
-                max_concurrent_trials=conc,
-                trial_name_creator=_trial_name,
-                trial_dirname_creator=_trial_name,
-                # One Ray worker serves trial after trial (each probe is still its own process).
-                reuse_actors=True,
-            ),
-            run_config=tune.RunConfig(
-                name=f"{space.name}-{time.strftime('%Y%m%d-%H%M%S')}",
-                storage_path=str(study_dir / "tune"),
-                verbose=0,
-                failure_config=tune.FailureConfig(max_failures=0),
-                checkpoint_config=tune.CheckpointConfig(checkpoint_at_end=False),
-            ),
-        )
-        # Tune's result files are off (the driver keeps the records): silence its fetch warning.
-        logging.getLogger("ray.tune.analysis.experiment_analysis").setLevel(logging.ERROR)
-        # Tune's own resume hint (Tuner.restore) is not how a study resumes: autotune says how.
-        logging.getLogger("ray.tune.tune").setLevel(logging.ERROR)
-        with progress:
-            tuner.fit()
+    conc, resources, threads = plan_resources(space, ray.cluster_resources())
+    conc = min(conc, planned)
+    progress = Progress(space, space.budget.trials, finished, conc, opts.quiet)
+    progress.say(
+        f"  {conc} trial(s) at a time, each with {resources}"
+        + (f", {threads} CPU thread(s)" if threads else "")
+    )
+    driver = _Driver(opts, study, searched, planned, rerun, logger, progress, study_dir, threads)
+    searcher = _searcher_class()(driver)
+    tuner = tune.Tuner(
+        tune.with_resources(trainable, resources),
+        tune_config=tune.TuneConfig(
+            search_alg=searcher,
+            num_samples=planned,
+            max_concurrent_trials=conc,
+            trial_name_creator=_trial_name,
+            trial_dirname_creator=_trial_name,
+            # One Ray worker serves trial after trial (each probe is still its own process).
+            reuse_actors=True,
+        ),
+        run_config=tune.RunConfig(
+            name=f"{space.name}-{time.strftime('%Y%m%d-%H%M%S')}",
+            storage_path=str(study_dir / "tune"),
+            verbose=0,
+            failure_config=tune.FailureConfig(max_failures=0),
+            checkpoint_config=tune.CheckpointConfig(checkpoint_at_end=False),
+        ),
+    )
+    # Tune's result files are off (the driver keeps the records): silence its fetch warning.
+    logging.getLogger("ray.tune.analysis.experiment_analysis").setLevel(logging.ERROR)
+    # Tune's own resume hint (Tuner.restore) is not how a study resumes: autotune says how.
+    logging.getLogger("ray.tune.tune").setLevel(logging.ERROR)
+    with progress:
+        tuner.fit()
     left = space.budget.trials - count_finished(study)
     if left > 0:  # said even under --quiet: the user must know how to continue
         print(
             f"interrupted: {space.budget.trials - left} of {space.budget.trials} trials "
             "done; run the same command again (or add --resume) to continue",
+            file=sys.stderr,
+        )
+        return True
+    return False
+
+
+# ---------------------------------------------------------------------------------------------
+# Verification of the best candidates (see autotune.verify)
+# ---------------------------------------------------------------------------------------------
+
+
+def to_verify(study: Any, space: sp.Space) -> list[Any]:
+    """The best `verify.top_k` candidates (by their own values) not yet verified."""
+    from autotune import pick
+
+    if space.verify.top_k <= 0:
+        return []
+    objectives = [o.model_dump() for o in space.objectives]
+    cands = pick.candidates(study)
+    plain = [dataclasses.replace(c, verified=None) for c in cands]
+    top = {c.number for c in pick.ranked(plain, objectives)[: space.verify.top_k]}
+    return [c for c in cands if c.number in top and c.verified is None]
+
+
+def _verify_task(
+    probe: dict[str, Any], env: dict[str, str], timeout_s: float, threads: int | None
+) -> dict[str, Any]:
+    """A Ray task: one verification probe in a fresh process on a worker."""
+    out = run_trial_process(probe, env, timeout_s=timeout_s, threads=threads)
+    with contextlib.suppress(Exception):
+        import ray
+
+        out["ray_node"] = ray.get_runtime_context().get_node_id()
+    return out
+
+
+def _verify_path(study_dir: Path, number: int, seed: int) -> Path:
+    return study_dir / "verify" / f"{number:04d}-seed{seed}.json"
+
+
+def _verify_phase(
+    opts: StudyOptions, study: Any, logger: _Logger, study_dir: Path, ray: Any
+) -> bool:
+    """Re-run the best candidates with other seeds; store the verified numbers in the study and
+    MLflow. Returns True when interrupted (what finished is kept: the next run continues)."""
+    from autotune import verify as vf
+
+    space = opts.space
+    todo = to_verify(study, space)
+    if not todo:
+        return False
+    say = (lambda _t: None) if opts.quiet else print
+    conc, resources, threads = plan_resources(space, ray.cluster_resources())
+    seeds = vf.seeds_for(space.probe.seed, space.verify.seeds)
+    metrics = list(dict.fromkeys([*(o.metric for o in space.objectives), *vf.REPORTED]))
+    say(
+        f"verifying the best {len(todo)} candidate(s) (trials "
+        f"{', '.join(str(c.number) for c in todo)}) with seeds {seeds}"
+    )
+    remote = ray.remote(num_cpus=resources.get("cpu", 1.0), num_gpus=resources.get("gpu", 0.0))(
+        _verify_task
+    )
+    results: dict[int, list[dict[str, Any]]] = {c.number: [] for c in todo}
+    pending: list[tuple[Any, int]] = []
+    for c in todo:
+        for seed in seeds:
+            path = _verify_path(study_dir, c.number, seed)
+            if path.is_file():
+                results[c.number].append(json.loads(path.read_text()))
+            else:
+                pending.append((c, seed))
+    inflight: dict[Any, tuple[Any, int]] = {}
+    started = time.monotonic()
+    total = len(todo) * len(seeds)
+
+    def finished(c: Any) -> None:
+        runs = sorted(results[c.number], key=lambda r: r["seed"])
+        res = vf.summarize_seeds(runs, metrics)
+        fp = next((r.get("fingerprint") for r in runs if r.get("fingerprint")), None)
+        res["run_id"] = logger.verification(c.number, res, fp)
+        study.set_user_attr(f"autotune.verified.{c.number}", res)
+        shown = "  ".join(f"{m} {vf.format_interval(res['metrics'].get(m))}" for m in metrics[:2])
+        say(f"  verified trial {c.number}: {shown}  diverged {res['diverged_share']:.0%} of seeds")
+
+    for c in todo:
+        if len(results[c.number]) == len(seeds):
+            finished(c)
+    try:
+        while pending or inflight:
+            while pending and len(inflight) < conc:
+                c, seed = pending.pop(0)
+                cfg = ProbeConfig.from_space(space, knobs=c.knobs, env=c.env, seed=seed)
+                ref = remote.remote(cfg.to_dict(), c.env, space.budget.trial_timeout_s, threads)
+                inflight[ref] = (c, seed)
+            ready, _ = ray.wait(list(inflight), num_returns=1)
+            for ref in ready:
+                c, seed = inflight.pop(ref)
+                try:
+                    out = ray.get(ref)
+                except Exception as e:  # the worker died: a failed seed, not a failed study
+                    out = {
+                        "outcome": "failed",
+                        "cause": "worker_died",
+                        "error": f"{type(e).__name__}: {str(e)[:500]}",
+                        "summary": None,
+                    }
+                out.update(seed=seed, number=c.number)
+                path = _verify_path(study_dir, c.number, seed)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                tmp = path.with_suffix(".tmp")
+                slim = dict(out)
+                if slim.get("summary"):
+                    slim["summary"] = {k: v for k, v in slim["summary"].items() if k != "series"}
+                tmp.write_text(json.dumps(slim, default=str))
+                os.replace(tmp, path)
+                results[c.number].append(slim)
+                done = sum(len(v) for v in results.values())
+                say(
+                    f"  [{done}/{total}] trial {c.number} seed {seed}: {out['outcome']}"
+                    + (f" ({out['cause']})" if out.get("cause") else "")
+                    + f"  [{_fmt_s(time.monotonic() - started)}]"
+                )
+                if len(results[c.number]) == len(seeds):
+                    finished(c)
+    except KeyboardInterrupt:
+        for ref in inflight:
+            with contextlib.suppress(Exception):
+                ray.cancel(ref, force=True)
+        print(
+            "interrupted during verification; run the same command again to finish it",
             file=sys.stderr,
         )
         return True
@@ -1108,6 +1367,7 @@ def summarize(
             change = 100.0 * (b - base) / abs(base)
         improvement[o.metric] = {"baseline": base, "best": b, "change_pct": change}
     return {
+        **_verified_and_pick(study, objectives),
         "study": space.name,
         "objectives": objectives,
         "trials": space.budget.trials,
@@ -1119,6 +1379,52 @@ def summarize(
         "dropped_knobs": dict(dropped or {}),
         "study_dir": str(study_dir) if study_dir else None,
     }
+
+
+def _verified_and_pick(study: Any, objectives: list[dict[str, Any]]) -> dict[str, Any]:
+    """The summary's `verified`, `pick` and `warm_start` parts."""
+    import optuna
+
+    from autotune import pick as pk
+
+    cands = pk.candidates(study)
+    verified = [
+        {
+            "number": c.number,
+            "diverged_share": c.verified.get("diverged_share"),
+            "seeds": c.verified.get("seeds"),
+            "metrics": {
+                o["metric"]: (c.verified.get("metrics") or {}).get(o["metric"]) for o in objectives
+            },
+            "run_id": c.verified.get("run_id"),
+        }
+        for c in pk.ranked(cands, objectives)
+        if c.verified
+    ]
+    out: dict[str, Any] = {"verified": verified, "pick": None, "warm_start": None}
+    if cands:
+        chosen = pk.pick(cands, objectives, "balanced")
+        out["pick"] = {
+            "how": "balanced",
+            "number": chosen.number,
+            "verified": chosen.verified is not None,
+            "values": [chosen.value(o["metric"], i) for i, o in enumerate(objectives)],
+            "params": chosen.params,
+        }
+    warm = study.user_attrs.get("autotune.warm_start")
+    if warm:
+        feasible = [
+            (t.number, t.values)
+            for t in sorted(study.get_trials(deepcopy=False), key=lambda t: t.number)
+            if t.state == optuna.trial.TrialState.COMPLETE and t.user_attrs.get("autotune.feasible")
+        ]
+        matched = None
+        if warm.get("best") and [o["metric"] for o in warm.get("objectives") or []] == [
+            o["metric"] for o in objectives
+        ]:
+            matched = pk.matched_at(feasible, warm["best"], objectives)
+        out["warm_start"] = {**warm, "matched_at": matched}
+    return out
 
 
 def importances(study: Any, summary: Mapping[str, Any]) -> dict[str, dict[str, float]] | None:
@@ -1194,12 +1500,48 @@ def format_summary(summary: Mapping[str, Any], *, tracking_uri: str | None = Non
             vals = "  ".join(f"{v:>12.4g}" for v in r["values"])
             params = ", ".join(f"{k}={_short(v)}" for k, v in r["params"].items())
             lines.append(f"  {r['number']:>5}  {vals}  {params}")
+    if summary.get("verified"):
+        from autotune.verify import format_interval
+
+        first = summary["verified"][0]
+        lines.append(
+            f"verified with seeds {first.get('seeds')} (mean [95% interval] over the seeds that "
+            "did not diverge):"
+        )
+        for v in summary["verified"]:
+            vals = "  ".join(
+                f"{o['metric']} {format_interval(v['metrics'].get(o['metric']))}" for o in objs
+            )
+            lines.append(
+                f"  trial {v['number']:>4}  {vals}  diverged {v['diverged_share'] or 0:.0%}"
+            )
+    pick = summary.get("pick")
+    if pick:
+        lines.append(
+            f"pick (balanced: the knee of the front{', verified' if pick['verified'] else ''}): "
+            f"trial {pick['number']}  "
+            + ", ".join(f"{k}={_short(v)}" for k, v in (pick.get("params") or {}).items())
+        )
+    warm = summary.get("warm_start")
+    if warm:
+        text = f"warm start from {warm['ref']}" + (
+            f" (tuned on {warm['fp_hash']})" if warm.get("fp_hash") else ""
+        )
+        if warm.get("matched_at") is not None:
+            text += (
+                f": matched the source's best at trial {warm['matched_at']} "
+                f"({warm['matched_at'] + 1} trials, counting the baseline)"
+            )
+        elif warm.get("best"):
+            text += ": the source's best was not matched (within 5%) in this study"
+        lines.append(text)
     for name, why in (summary.get("dropped_knobs") or {}).items():
         lines.append(f"not searched: {name} ({why})")
     lines.append(
         "next: `autotune ui` to browse the trials"
         + (f" ({_redact(tracking_uri)})" if tracking_uri else "")
         + f", `autotune show {summary['study']}` for this summary again"
+        + (f", `autotune export {summary['study']} -o recipe.yaml` for the recipe" if pick else "")
     )
     return "\n".join(lines)
 

@@ -97,7 +97,19 @@ assert not heavy, f"check imported: {heavy}"
 
 def test_help_and_check_import_no_heavy_module(write_space: Callable[..., Path]) -> None:
     path = write_space(CHECKED)
-    commands = ["check", "probe", "fingerprint", "study", "show", "ui"]
+    commands = [
+        "check",
+        "probe",
+        "fingerprint",
+        "study",
+        "show",
+        "ui",
+        "export",
+        "verify",
+        "audit",
+        "compare",
+        "repro",
+    ]
     proc = subprocess.run(
         [sys.executable, "-c", _NO_HEAVY_IMPORTS, str(path), *commands],
         capture_output=True,
@@ -114,7 +126,7 @@ def test_autotune_help_is_fast() -> None:
     proc = subprocess.run([*command, "--help"], capture_output=True, text=True, timeout=60)
     elapsed = time.perf_counter() - start
     assert proc.returncode == 0, proc.stderr
-    for name in ("check", "probe", "fingerprint", "study", "show", "ui"):
+    for name in ("check", "probe", "study", "show", "ui", "export", "verify", "audit", "compare"):
         assert name in proc.stdout
     # Importing torch alone takes seconds; the help must not wait for it (generous for a busy CI).
     assert elapsed < 10, f"autotune --help took {elapsed:.1f} s"

@@ -50,8 +50,16 @@ def mlflow_runs(uri: str, name: str) -> tuple[Any, Any, list[Any]]:
     parents = [r for r in runs if r.data.tags.get("autotune.role") == "study"]
     assert len(parents) == 1, f"expected one study run, got {[r.info.run_name for r in parents]}"
     parent = parents[0]
-    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
-    assert len(children) == len(runs) - 1, "a run that is neither the study nor its trial"
+    children = [
+        r
+        for r in runs
+        if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id
+        and r.data.tags.get("autotune.role") != "verification"
+    ]
+    verifications = [r for r in runs if r.data.tags.get("autotune.role") == "verification"]
+    assert len(children) + len(verifications) == len(runs) - 1, (
+        "a run that is neither the study, its trial nor a verification"
+    )
     return client, parent, children
 
 

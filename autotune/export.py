@@ -1,0 +1,125 @@
+"""From a finished study to a recipe: pick a candidate, gather its record, write the file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from autotune import __version__
+from autotune.errors import RecipeError
+from autotune.recipe import Recipe, now_iso
+
+
+def recipe_from_study(ref: str, how: str = "balanced", storage: str | None = None) -> Recipe:
+    """The recipe of the candidate `how` picks in study `ref` (folder, name or --storage)."""
+    from autotune import pick
+    from autotune import study as st
+
+    study, space, study_dir, meta = st.find_study(ref, storage)
+    objectives = [o.model_dump() for o in space.objectives]
+    cands = pick.candidates(study)
+    if not cands:
+        raise RecipeError(
+            f"study {space.name} has no feasible trial to export (every trial diverged, failed "
+            f"or broke a constraint). Closest: {pick.why_none(study)}. Widen the space, lower "
+            "the learning rate, or run more trials"
+        )
+    chosen = pick.pick(cands, objectives, how)
+    outcome = st.read_outcome(study_dir, chosen.number) if study_dir else None
+    fp = (outcome or {}).get("fingerprint")
+    summary = (outcome or {}).get("summary") or {}
+    mlflow_meta = dict(study.user_attrs.get("autotune.mlflow") or {})
+    run_ids = _trial_run_ids(mlflow_meta)
+    achieved = {}
+    for i, o in enumerate(objectives):
+        ver = None
+        if chosen.verified:
+            iv = (chosen.verified.get("metrics") or {}).get(o["metric"]) or {}
+            ver = {
+                "mean": iv.get("mean"),
+                "low": iv.get("low"),
+                "high": iv.get("high"),
+                "n": iv.get("n"),
+                "seeds": chosen.verified.get("seeds"),
+                "diverged_share": chosen.verified.get("diverged_share"),
+            }
+        achieved[o["metric"]] = {
+            "direction": o["direction"],
+            "value": chosen.values[i],
+            "verified": ver,
+        }
+    probe = space.probe.model_dump()
+    for key in ("micro_batch", "precision", "world_size"):
+        probe.pop(key, None)
+    if probe.get("threads") is None and fp and fp.get("platform") == "cpu":
+        # On a CPU the threads are part of the measurement: verify with the same number.
+        probe["threads"] = (fp.get("env") or {}).get("torch_threads")
+    knobs = {**space.fixed_knobs(), **chosen.knobs}
+    if knobs.get("lr") is None:
+        raise RecipeError(f"study {space.name} trial {chosen.number}: no resolved learning rate")
+    kind, _ = pick.parse_pick(how)
+    return Recipe(
+        name=f"{space.name}-trial{chosen.number}",
+        workload=space.workload.model_dump(),
+        precision=space.probe.precision,
+        micro_batch=int(summary.get("micro_batch") or space.probe.micro_batch),
+        knobs=knobs,
+        env=dict(chosen.env),
+        world_size=space.probe.world_size,
+        probe=probe,
+        achieved=achieved,
+        fingerprint=fp,
+        source={
+            "study": space.name,
+            "storage": _redact(meta.get("storage")),
+            "study_dir": str(study_dir) if study_dir else None,
+            "trial": chosen.number,
+            "pick": "trial" if kind == "trial" else kind,
+            "searched": sorted(n for n in space.searched()),
+            "fp_hash": chosen.fp_hash,
+            "mlflow": {
+                "tracking_uri": _redact(mlflow_meta.get("uri")),
+                "experiment_id": mlflow_meta.get("experiment_id"),
+                "study_run_id": mlflow_meta.get("parent_run_id"),
+                "trial_run_id": run_ids.get(chosen.number),
+                "verification_run_id": (chosen.verified or {}).get("run_id"),
+            },
+        },
+        autotune_version=__version__,
+        created_at=now_iso(),
+    )
+
+
+def _trial_run_ids(meta: dict[str, Any]) -> dict[int, str]:
+    if not meta.get("uri") or not meta.get("experiment_id") or not meta.get("parent_run_id"):
+        return {}
+    try:
+        from autotune import tracking
+
+        client = tracking.connect(meta["uri"])
+        return tracking.trial_run_ids(client, meta["experiment_id"], meta["parent_run_id"])
+    except Exception:  # the ids are for the record; an unreachable store must not stop export
+        return {}
+
+
+def _redact(url: Any) -> Any:
+    if not isinstance(url, str):
+        return url
+    from autotune.study import _redact as redact
+
+    return redact(url)
+
+
+def write(recipe: Recipe, fmt: str, out: str | None) -> str:
+    """Render `recipe` as `fmt`; write it to `out` atomically (or return it for stdout)."""
+    from autotune import formats
+
+    text = formats.render(recipe, fmt)
+    if out is not None and out != "-":
+        path = Path(out)
+        if path.parent and not path.parent.exists():
+            raise RecipeError(f"-o {out}: folder {path.parent} does not exist")
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text(text)
+        tmp.replace(path)
+    return text

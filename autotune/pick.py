@@ -1,0 +1,269 @@
+"""Choosing one configuration from a finished study.
+
+Candidates are the feasible trials: complete, not diverged, meeting every constraint (so learning).
+When the study verified its best candidates over seeds (`autotune.verify`), the named picks choose
+among the verified ones only, using their verified means instead of the single probe's values;
+a verified candidate that diverged on any seed is set aside while a stable verified one remains.
+
+Picks:
+- `balanced` (default): the knee of the Pareto front. Each objective is scaled to [0, 1] over the
+  front (0 = the front's best value, 1 = its worst; an objective on which the front agrees scales
+  to 0), and the knee is the front member closest (Euclidean) to the ideal point (0, ..., 0): the
+  configuration that gives up least, in relative terms, on every objective at once.
+- `fastest`: the highest throughput among the candidates.
+- `stablest`: the lowest value of the study's first minimised objective (loss_cv by default).
+- `trial N`: that trial, if it is a candidate.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from autotune.errors import RecipeError
+
+PICKS = ("balanced", "fastest", "stablest")
+# Metrics that measure the hardware more than the configuration.
+HARDWARE_METRICS = frozenset({"throughput", "tokens_per_s", "peak_mem_mb", "scaling_efficiency"})
+
+
+@dataclass
+class Candidate:
+    """One feasible trial, with verified numbers when there are."""
+
+    number: int
+    values: list[float]  # the trial's own objective values
+    metrics: dict[str, Any]
+    knobs: dict[str, Any]
+    env: dict[str, str]
+    params: dict[str, Any]
+    fp_hash: str | None = None
+    baseline: bool = False
+    verified: dict[str, Any] | None = None  # see autotune.verify.summarize_seeds
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def value(self, metric: str, i: int | None = None) -> float:
+        """The verified mean of `metric` when verified, else the trial's own value."""
+        v = (self.verified or {}).get("metrics", {}).get(metric)
+        if v is not None and v.get("mean") is not None:
+            return float(v["mean"])
+        if i is not None:
+            return float(self.values[i])
+        return float(self.metrics.get(metric, math.nan))
+
+    @property
+    def stable_when_verified(self) -> bool:
+        return self.verified is None or float(self.verified.get("diverged_share", 0.0)) == 0.0
+
+
+def parse_pick(text: str) -> tuple[str, int | None]:
+    """'balanced' | 'fastest' | 'stablest' | 'trial N' (also 'trial:N', 'trial=N', 'N')."""
+    t = text.strip().lower()
+    if t in PICKS:
+        return t, None
+    m = re.fullmatch(r"(?:trial[\s:=#]*)?(\d+)", t)
+    if m:
+        return "trial", int(m.group(1))
+    raise RecipeError(
+        f"--pick {text!r}: choose balanced, fastest, stablest or 'trial N' (e.g. --pick 'trial 7')"
+    )
+
+
+def candidates(study: Any) -> list[Candidate]:
+    """The study's feasible trials, with their verification results when they have one."""
+    import optuna
+
+    verified = verified_results(study)
+    out = []
+    for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
+        if not t.user_attrs.get("autotune.feasible") or not t.values:
+            continue
+        out.append(
+            Candidate(
+                number=t.number,
+                values=[float(v) for v in t.values],
+                metrics=dict(t.user_attrs.get("autotune.metrics") or {}),
+                knobs=dict(t.user_attrs.get("autotune.knobs") or {}),
+                env=dict(t.user_attrs.get("autotune.env") or {}),
+                params=dict(t.params),
+                fp_hash=t.user_attrs.get("autotune.fp_hash"),
+                baseline=bool(t.user_attrs.get("autotune.baseline")),
+                verified=verified.get(t.number),
+            )
+        )
+    return out
+
+
+def verified_results(study: Any) -> dict[int, dict[str, Any]]:
+    out: dict[int, dict[str, Any]] = {}
+    for key, value in study.user_attrs.items():
+        if key.startswith("autotune.verified."):
+            out[int(key.rsplit(".", 1)[1])] = value
+    return out
+
+
+def _vector(c: Candidate, objectives: Sequence[Mapping[str, Any]]) -> list[float]:
+    return [c.value(o["metric"], i) for i, o in enumerate(objectives)]
+
+
+def _dominates(a: Sequence[float], b: Sequence[float], dirs: Sequence[str]) -> bool:
+    better = False
+    for x, y, d in zip(a, b, dirs, strict=True):
+        if (x > y) if d == "minimize" else (x < y):
+            return False
+        if x != y:
+            better = True
+    return better
+
+
+def front(cands: Sequence[Candidate], objectives: Sequence[Mapping[str, Any]]) -> list[Candidate]:
+    """The candidates no other candidate beats on every objective (verified values first)."""
+    dirs = [o["direction"] for o in objectives]
+    vecs = {c.number: _vector(c, objectives) for c in cands}
+    return [
+        c
+        for c in cands
+        if not any(_dominates(vecs[o.number], vecs[c.number], dirs) for o in cands if o is not c)
+    ]
+
+
+def knee_distances(
+    members: Sequence[Candidate], objectives: Sequence[Mapping[str, Any]]
+) -> dict[int, float]:
+    """Distance of each member to the ideal point, objectives scaled to [0, 1] over `members`."""
+    vecs = {c.number: _vector(c, objectives) for c in members}
+    out = {c.number: 0.0 for c in members}
+    for i, o in enumerate(objectives):
+        col = [v[i] for v in vecs.values() if math.isfinite(v[i])]
+        if not col:
+            continue
+        lo, hi = min(col), max(col)
+        span = hi - lo
+        for n, v in vecs.items():
+            x = v[i]
+            if not math.isfinite(x):
+                scaled = 1.0
+            elif span == 0:
+                scaled = 0.0
+            else:
+                scaled = (x - lo) / span if o["direction"] == "minimize" else (hi - x) / span
+            out[n] += scaled * scaled
+    return {n: math.sqrt(d) for n, d in out.items()}
+
+
+def ranked(cands: Sequence[Candidate], objectives: Sequence[Mapping[str, Any]]) -> list[Candidate]:
+    """Candidates in the order to consider them: Pareto layer by layer, each by knee distance."""
+    left = list(cands)
+    out: list[Candidate] = []
+    while left:
+        layer = front(left, objectives)
+        dist = knee_distances(layer, objectives)
+        out.extend(sorted(layer, key=lambda c: (dist[c.number], c.number)))
+        numbers = {c.number for c in layer}
+        left = [c for c in left if c.number not in numbers]
+    return out
+
+
+def pick(
+    cands: Sequence[Candidate], objectives: Sequence[Mapping[str, Any]], how: str = "balanced"
+) -> Candidate:
+    """One candidate by `how` (see the module docstring); RecipeError when there is none."""
+    kind, number = parse_pick(how)
+    if kind == "trial":
+        for c in cands:
+            if c.number == number:
+                return c
+        raise RecipeError(f"trial {number} is not a candidate (not a feasible, complete trial)")
+    if not cands:
+        raise RecipeError("the study has no feasible trial to pick from")
+    # Verified candidates are the ones whose numbers are known: pick among them when there are.
+    verified = [c for c in cands if c.verified is not None]
+    pool = list(cands)
+    if verified:
+        pool = [c for c in verified if c.stable_when_verified] or verified
+    if kind == "balanced":
+        members = front(pool, objectives)
+        dist = knee_distances(members, objectives)
+        return min(members, key=lambda c: (dist[c.number], c.number))
+    if kind == "fastest":
+        i = _index(objectives, "throughput")
+        return max(pool, key=lambda c: (_finite(c.value("throughput", i)), -c.number))
+    minimised = [o["metric"] for o in objectives if o["direction"] == "minimize"]
+    metric = minimised[0] if minimised else "loss_cv"
+    i = _index(objectives, metric)
+    return min(pool, key=lambda c: (_finite(c.value(metric, i), worst=math.inf), c.number))
+
+
+def _index(objectives: Sequence[Mapping[str, Any]], metric: str) -> int | None:
+    for i, o in enumerate(objectives):
+        if o["metric"] == metric:
+            return i
+    return None
+
+
+def _finite(x: float, worst: float = -math.inf) -> float:
+    return x if math.isfinite(x) else worst
+
+
+def why_none(study: Any, limit: int = 3) -> str:
+    """The trials that came closest to being candidates, and why each is not (for an error)."""
+    import optuna
+
+    rows = []
+    for t in study.get_trials(deepcopy=False):
+        if t.state == optuna.trial.TrialState.RUNNING:
+            continue
+        outcome = t.user_attrs.get("autotune.outcome", "failed")
+        cons = t.user_attrs.get("autotune.constraints") or []
+        names = t.user_attrs.get("autotune.constraint_names") or []
+        if outcome == "complete":
+            broken = [
+                f"{names[i] if i < len(names) else f'constraint {i}'} (by {c:.3g})"
+                for i, c in enumerate(cons)
+                if c > 0
+            ]
+            why = "broke " + ", ".join(broken) if broken else "infeasible"
+            closeness = sum(c for c in cons if c > 0)
+        else:
+            cause = t.user_attrs.get("autotune.cause")
+            why = outcome + (f" ({cause})" if cause else "")
+            closeness = math.inf
+        rows.append((closeness, t.number, why))
+    rows.sort()
+    return "; ".join(f"trial {n}: {why}" for _, n, why in rows[:limit]) or "no finished trial"
+
+
+def matched_at(
+    values_in_order: Sequence[tuple[int, Sequence[float] | None]],
+    source: Sequence[float],
+    objectives: Sequence[Mapping[str, Any]],
+    tolerance: float = 0.05,
+) -> int | None:
+    """The first trial (number) whose values match a warm-start source's best.
+
+    Matching is judged on the objectives that measure the configuration rather than the hardware
+    (all but throughput, tokens_per_s, peak_mem_mb and scaling_efficiency, unless only those are
+    objectives): within `tolerance` (relative) of the source's value, or better."""
+    idx = [i for i, o in enumerate(objectives) if o["metric"] not in HARDWARE_METRICS] or list(
+        range(len(objectives))
+    )
+    for number, vals in values_in_order:
+        if vals is None:
+            continue
+        ok = True
+        for i in idx:
+            x, s = float(vals[i]), float(source[i])
+            if not (math.isfinite(x) and math.isfinite(s)):
+                ok = False
+                break
+            slack = tolerance * abs(s)
+            if objectives[i]["direction"] == "minimize" and x > s + slack:
+                ok = False
+            if objectives[i]["direction"] == "maximize" and x < s - slack:
+                ok = False
+        if ok:
+            return number
+    return None

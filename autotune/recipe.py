@@ -1,0 +1,455 @@
+"""The recipe: a study's chosen configuration as a versioned file, and the API to train with it.
+
+A recipe file is YAML with a format number (`autotune_recipe: 1`), every knob resolved to a
+value, the environment knobs, the precision and batch layout, the workload it was tuned on, the
+objectives it achieved (verified over seeds when it was verified), the hardware fingerprint and
+where it came from (study, trial, MLflow runs). `autotune export` writes it; `Recipe.load` reads
+it back, refusing a malformed file, a newer format or a knob this version does not know.
+
+In a user's own loop::
+
+    recipe = Recipe.load("recipe.yaml")
+    recipe.apply_env()                      # before torch initialises a GPU or a process group
+    opt = recipe.optimizer(model.parameters())
+    scaler = recipe.scaler("cuda")          # a no-op unless the recipe is fp16
+    sched = recipe.scheduler(opt, total_steps)
+    for step, batches in enumerate(loader):         # recipe.accum_steps micro-batches a step
+        for batch in batches:
+            with recipe.autocast("cuda"):
+                loss = model(batch) / recipe.accum_steps
+            scaler.scale(loss).backward()
+        recipe.clip_and_step(opt, scaler)   # unscale, clip, step, update, zero_grad
+        sched.step()
+
+The optimizer, scaler, schedule and clipping are built by the same functions the probe uses, so
+the user's loop gets exactly what was measured.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import os
+from collections.abc import Iterable, Iterator
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from autotune import __version__
+from autotune import space as sp
+from autotune.errors import RecipeError, did_you_mean
+
+if TYPE_CHECKING:
+    import torch
+
+RECIPE_VERSION = 1
+FORMAT_KEY = "autotune_recipe"
+_REQUIRED = ("name", "workload", "precision", "micro_batch", "knobs")
+_KEYS = (
+    FORMAT_KEY,
+    "name",
+    "created_at",
+    "autotune_version",
+    "workload",
+    "precision",
+    "micro_batch",
+    "accum_steps",
+    "world_size",
+    "effective_batch",
+    "probe",
+    "knobs",
+    "env",
+    "achieved",
+    "fingerprint_hash",
+    "fingerprint",
+    "source",
+)
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """One tuned configuration. Build with `Recipe.load`, `Recipe.loads` or `autotune.export`."""
+
+    name: str
+    workload: dict[str, Any]  # {name, size}
+    precision: str  # fp32 | fp16 | bf16
+    micro_batch: int
+    knobs: dict[str, Any]  # every knob of autotune.space.KNOBS, resolved to a value
+    env: dict[str, str] = field(default_factory=dict)
+    world_size: int = 1
+    probe: dict[str, Any] = field(default_factory=dict)  # steps, seed, device: how it was measured
+    # metric -> {direction, value (the trial's own), verified: {mean, low, high, n, ...} | None}
+    achieved: dict[str, Any] = field(default_factory=dict)
+    fingerprint: dict[str, Any] | None = None
+    source: dict[str, Any] = field(default_factory=dict)  # study, trial, pick, mlflow run ids
+    autotune_version: str = __version__
+    created_at: str = ""
+
+    # ----- derived -----
+    @property
+    def accum_steps(self) -> int:
+        return int(self.knobs.get("accum_steps", 1))
+
+    @property
+    def effective_batch(self) -> int:
+        return self.micro_batch * self.accum_steps * self.world_size
+
+    @property
+    def fingerprint_hash(self) -> str | None:
+        return (self.fingerprint or {}).get("hash")
+
+    @property
+    def lr(self) -> float:
+        return float(self.knobs["lr"])
+
+    # ----- the file -----
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            FORMAT_KEY: RECIPE_VERSION,
+            "name": self.name,
+            "created_at": self.created_at,
+            "autotune_version": self.autotune_version,
+            "workload": dict(self.workload),
+            "precision": self.precision,
+            "micro_batch": self.micro_batch,
+            "accum_steps": self.accum_steps,
+            "world_size": self.world_size,
+            "effective_batch": self.effective_batch,
+            "probe": dict(self.probe),
+            "knobs": dict(self.knobs),
+            "env": dict(self.env),
+            "achieved": dict(self.achieved),
+            "fingerprint_hash": self.fingerprint_hash,
+            "fingerprint": self.fingerprint,
+            "source": dict(self.source),
+        }
+
+    def dump(self) -> str:
+        """The recipe as documented YAML (comments say what each section is; `loads` reads it)."""
+        d = self.to_dict()
+        parts = [_HEADER.format(version=RECIPE_VERSION, name=self.name).rstrip() + "\n"]
+        for key in _KEYS:
+            comment = _COMMENTS.get(key)
+            if comment:
+                parts.append("\n" + "".join(f"# {line}\n" for line in comment.splitlines()))
+            parts.append(yaml.safe_dump({key: d[key]}, sort_keys=False, width=100))
+        return "".join(parts)
+
+    def save(self, path: str | Path) -> Path:
+        """Write atomically: a failure leaves no half-written recipe."""
+        path = Path(path)
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text(self.dump())
+        os.replace(tmp, path)
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> Recipe:
+        p = Path(path)
+        try:
+            text = p.read_text()
+        except FileNotFoundError:
+            raise RecipeError(f"{p}: no such recipe file") from None
+        except (OSError, UnicodeDecodeError) as e:
+            raise RecipeError(f"{p}: cannot read the recipe ({e})") from None
+        return cls.loads(text, source=str(p))
+
+    @classmethod
+    def loads(cls, text: str, *, source: str = "<recipe>") -> Recipe:
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as e:
+            mark = getattr(e, "problem_mark", None)
+            where = f" (line {mark.line + 1})" if mark is not None else ""
+            problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+            raise RecipeError(f"{source}{where}: not valid YAML: {problem}") from None
+        return cls.from_dict(data, source=source)
+
+    @classmethod
+    def from_dict(cls, data: Any, *, source: str = "<recipe>") -> Recipe:
+        def bad(key: str, msg: str) -> RecipeError:
+            return RecipeError(f"{source}: {key}: {msg}")
+
+        if not isinstance(data, dict) or FORMAT_KEY not in data:
+            raise RecipeError(
+                f"{source}: not an autotune recipe (no `{FORMAT_KEY}:` format number at the top); "
+                "write one with `autotune export STUDY -o recipe.yaml`"
+            )
+        version = data[FORMAT_KEY]
+        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+            raise bad(FORMAT_KEY, f"must be a format number (1, 2, ...), got {version!r}")
+        if version > RECIPE_VERSION:
+            raise bad(
+                FORMAT_KEY,
+                f"format {version} was written by a newer autotune "
+                f"({data.get('autotune_version', '?')}); this one ({__version__}) reads up to "
+                f"format {RECIPE_VERSION}: upgrade autotune",
+            )
+        for key in data:
+            if key not in _KEYS:
+                raise bad(str(key), f"unknown key{did_you_mean(str(key), _KEYS)}")
+        for key in _REQUIRED:
+            if key not in data:
+                raise bad(key, "required")
+        workload = data["workload"]
+        if not isinstance(workload, dict) or not isinstance(workload.get("name"), str):
+            raise bad("workload", "must be a mapping with a `name` (and `size`)")
+        precision = data["precision"]
+        if precision not in ("fp32", "fp16", "bf16"):
+            raise bad("precision", f"must be fp32, fp16 or bf16, got {precision!r}")
+        micro = data["micro_batch"]
+        if not isinstance(micro, int) or isinstance(micro, bool) or micro < 1:
+            raise bad("micro_batch", f"must be a whole number >= 1, got {micro!r}")
+        world = data.get("world_size", 1)
+        if not isinstance(world, int) or isinstance(world, bool) or world < 1:
+            raise bad("world_size", f"must be a whole number >= 1, got {world!r}")
+        knobs = _check_knobs(data["knobs"], source)
+        env = _check_env(data.get("env") or {}, source)
+        if "accum_steps" in data and data["accum_steps"] != knobs["accum_steps"]:
+            raise bad(
+                "accum_steps",
+                f"{data['accum_steps']!r} disagrees with knobs.accum_steps "
+                f"({knobs['accum_steps']!r})",
+            )
+        for key in ("probe", "achieved", "source"):
+            if not isinstance(data.get(key) or {}, dict):
+                raise bad(key, "must be a mapping")
+        fp = data.get("fingerprint")
+        if fp is not None and not isinstance(fp, dict):
+            raise bad("fingerprint", "must be a mapping")
+        return cls(
+            name=str(data["name"]),
+            workload={"name": workload["name"], "size": str(workload.get("size", "tiny"))},
+            precision=precision,
+            micro_batch=micro,
+            knobs=knobs,
+            env=env,
+            world_size=world,
+            probe=dict(data.get("probe") or {}),
+            achieved=dict(data.get("achieved") or {}),
+            fingerprint=fp,
+            source=dict(data.get("source") or {}),
+            autotune_version=str(data.get("autotune_version", "?")),
+            created_at=str(data.get("created_at", "")),
+        )
+
+    # ----- the runtime API -----
+    def apply_env(self, environ: dict[str, str] | None = None) -> dict[str, str]:
+        """Set the recipe's environment knobs (in `os.environ` unless another mapping is given).
+
+        NCCL/RCCL read them when the process group starts and ROCm libraries when they load:
+        call this before `init_process_group` and before the first GPU operation, or export
+        them in the shell (`autotune export --format env`). Returns what was set."""
+        target = os.environ if environ is None else environ
+        for name, value in self.env.items():
+            target[name] = str(value)
+        return dict(self.env)
+
+    def optimizer(self, params: Iterable[Any]) -> torch.optim.AdamW:
+        """AdamW with the recipe's lr, betas, eps and weight decay (fused on a GPU)."""
+        import torch
+
+        from autotune.probe import build_optimizer
+
+        plist = list(params)
+        first = next(
+            (p for p in plist if isinstance(p, torch.Tensor)),
+            next((p for g in plist if isinstance(g, dict) for p in g.get("params", [])), None),
+        )
+        device = first.device if first is not None else torch.device("cpu")
+        return build_optimizer(plist, self.knobs, device)
+
+    def scaler(self, device: str = "cuda") -> torch.amp.GradScaler:
+        """The GradScaler with the recipe's four knobs; disabled (a no-op) unless fp16."""
+        import torch
+
+        from autotune.probe import build_scaler
+
+        return build_scaler(self.knobs, torch.device(device), enabled=self.precision == "fp16")
+
+    def autocast(self, device: str = "cuda") -> AbstractContextManager[Any]:
+        """`torch.autocast` at the recipe's precision; a no-op context for fp32."""
+        import torch
+
+        dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(self.precision)
+        if dtype is None:
+            return nullcontext()
+        return torch.autocast(torch.device(device).type, dtype=dtype)
+
+    def lr_at(self, step: int, total_steps: int) -> float:
+        """The learning rate of optimizer step `step` (0-based) of `total_steps`."""
+        from autotune.probe import lr_at
+
+        k = self.knobs
+        return lr_at(
+            step,
+            peak=float(k["lr"]),
+            warmup=int(k["warmup_steps"]),
+            schedule=str(k["schedule"]),
+            total=total_steps,
+            min_ratio=float(k["min_lr_ratio"]),
+        )
+
+    def scheduler(self, optimizer: Any, total_steps: int) -> torch.optim.lr_scheduler.LambdaLR:
+        """Warm-up and decay as the probe ran them: call `.step()` after each optimizer step."""
+        import torch
+
+        if total_steps < 1:
+            raise ValueError(f"total_steps must be >= 1, got {total_steps}")
+        peak = self.lr
+        return torch.optim.lr_scheduler.LambdaLR(
+            optimizer, lambda step: self.lr_at(min(step, total_steps - 1), total_steps) / peak
+        )
+
+    def clip_and_step(
+        self,
+        optimizer: Any,
+        scaler: Any | None = None,
+        parameters: Iterable[Any] | None = None,
+        *,
+        zero_grad: bool = True,
+    ) -> float:
+        """The end of a training step, in the order that is correct under a GradScaler:
+        unscale the gradients, clip them (the recipe's norm and mode; 0 = no clipping), step
+        (skipped when a gradient is inf/NaN), update the scale, zero the gradients.
+        Returns the total gradient norm before clipping."""
+        from autotune.probe import clip_gradients
+
+        params = list(parameters) if parameters is not None else _params_of(optimizer)
+        if scaler is not None:
+            scaler.unscale_(optimizer)
+        with_grad = [p for p in params if p.grad is not None]
+        norm = 0.0
+        if with_grad:
+            total, _, _ = clip_gradients(
+                with_grad, float(self.knobs["clip_norm"]), self.knobs["clip_mode"] == "per_layer"
+            )
+            norm = float(total)
+        if scaler is not None and scaler.is_enabled():
+            scaler.step(optimizer)  # skipped by the scaler when a gradient is inf/NaN
+            scaler.update()
+        elif math.isfinite(norm):  # without a scaler, skip a step on inf/NaN gradients too
+            optimizer.step()
+        if zero_grad:
+            optimizer.zero_grad(set_to_none=True)
+        return norm
+
+    def batches(self, micro_batches: Iterable[Any]) -> Iterator[list[Any]]:
+        """Group a stream of micro-batches into the recipe's optimizer steps."""
+        group: list[Any] = []
+        for mb in micro_batches:
+            group.append(mb)
+            if len(group) == self.accum_steps:
+                yield group
+                group = []
+
+    def describe(self) -> str:
+        """A few lines: what the recipe sets and where it came from."""
+        k = self.knobs
+        src = self.source
+        lines = [
+            f"recipe {self.name}: workload {self.workload['name']} ({self.workload.get('size')}),"
+            f" {self.precision}, effective batch {self.effective_batch} "
+            f"({self.micro_batch} x {self.accum_steps}"
+            + (f" x {self.world_size} ranks" if self.world_size > 1 else "")
+            + ")",
+            f"  lr {k['lr']:g}, warmup {k['warmup_steps']}, {k['schedule']}, clip "
+            + (f"{k['clip_norm']:g} ({k['clip_mode']})" if float(k["clip_norm"]) > 0 else "off")
+            + f", AdamW eps {k['adam_eps']:g}, betas ({k['beta1']:g}, {k['beta2']:g}), "
+            f"weight decay {k['weight_decay']:g}",
+        ]
+        if self.precision == "fp16":
+            lines.append(
+                f"  GradScaler init {k['init_scale']:g}, growth {k['growth_factor']:g} every "
+                f"{k['growth_interval']}, backoff {k['backoff_factor']:g}"
+            )
+        if self.env:
+            lines.append("  env " + " ".join(f"{n}={v}" for n, v in self.env.items()))
+        if src:
+            lines.append(
+                f"  from study {src.get('study')} trial {src.get('trial')}"
+                + (f" (pick {src['pick']})" if src.get("pick") else "")
+                + (f", tuned on {self.fingerprint_hash}" if self.fingerprint_hash else "")
+            )
+        return "\n".join(lines)
+
+
+def _params_of(optimizer: Any) -> list[Any]:
+    return [p for group in optimizer.param_groups for p in group["params"]]
+
+
+def _check_knobs(raw: Any, source: str) -> dict[str, Any]:
+    if not isinstance(raw, dict):
+        raise RecipeError(f"{source}: knobs: must be a mapping of knob: value")
+
+    def err(path: Any, message: str) -> RecipeError:
+        return RecipeError(f"{source}: {'.'.join(str(p) for p in path)}: {message}")
+
+    out: dict[str, Any] = {}
+    for name, value in raw.items():
+        name = str(name)
+        if name not in sp.KNOBS:
+            raise RecipeError(
+                f"{source}: knobs.{name}: unknown knob{did_you_mean(name, sp.KNOBS)} (this "
+                f"autotune {__version__} knows: {', '.join(sp.KNOBS)}); was the recipe written by "
+                "a newer autotune?"
+            )
+        if isinstance(value, dict | list):
+            raise err(["knobs", name], "a recipe holds one value per knob, not a domain")
+        out[name] = sp._check_value(sp.KNOBS[name], value, ["knobs", name], err)  # type: ignore[arg-type]
+    missing = [n for n, info in sp.KNOBS.items() if n not in out and info.default is None]
+    if missing:
+        raise RecipeError(f"{source}: knobs: missing {', '.join(missing)} (no default to assume)")
+    for name, info in sp.KNOBS.items():
+        out.setdefault(name, info.default)
+    return out
+
+
+def _check_env(raw: Any, source: str) -> dict[str, str]:
+    if not isinstance(raw, dict):
+        raise RecipeError(f"{source}: env: must be a mapping of VARIABLE: value")
+    out: dict[str, str] = {}
+    for name, value in raw.items():
+        name = str(name)
+        if not name.startswith(sp.ENV_PREFIXES):
+            raise RecipeError(
+                f"{source}: env.{name}: not an environment knob autotune sets (allowed prefixes: "
+                f"{', '.join(sp.ENV_PREFIXES)})"
+            )
+        if isinstance(value, dict | list) or value is None:
+            raise RecipeError(f"{source}: env.{name}: must be one value, got {value!r}")
+        out[name] = str(value).lower() if isinstance(value, bool) else str(value)
+    return out
+
+
+def now_iso() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
+
+
+_HEADER = """\
+# autotune recipe {name!r} (format {version}).
+# Written by `autotune export`; read by `autotune verify`, `autotune study --warm-start` and
+# `autotune.Recipe.load` in your own training code. Edit values with care: `autotune verify`
+# re-measures whatever the file says.
+"""
+
+_COMMENTS: dict[str, str] = {
+    "workload": "The workload it was tuned on (built-in name, file.py:attr or pkg.mod:attr).",
+    "precision": "fp32, fp16 (autocast + GradScaler) or bf16 (autocast, no scaler).",
+    "micro_batch": "Samples per forward/backward; effective batch = micro_batch x accum_steps x "
+    "world_size.",
+    "probe": "How the probe measured it: steps, seed, device.",
+    "knobs": "Every knob, resolved (PyTorch's default where the study did not set it):\n"
+    "AdamW lr/beta1/beta2/adam_eps/weight_decay; clip_norm (0 = off) and clip_mode;\n"
+    "warmup_steps, schedule and min_lr_ratio; the GradScaler's init_scale, growth_factor,\n"
+    "backoff_factor and growth_interval (fp16 only); accum_steps; the DDP arguments.",
+    "env": "Environment knobs: set them before torch initialises the GPU or the process group\n"
+    "(`autotune export --format env`, or Recipe.apply_env()).",
+    "achieved": "What the recipe achieved, per objective: the trial's own value and, when it was\n"
+    "verified, the mean and 95% interval over seeds and the share of seeds that diverged.",
+    "fingerprint_hash": "The hardware and software it was tuned on (`autotune fingerprint`).",
+    "source": "Where it came from: study, storage, trial, pick, MLflow runs.",
+}

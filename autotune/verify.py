@@ -1,0 +1,425 @@
+"""Verification: re-run a configuration with other seeds and say what it reliably achieves.
+
+A single probe at one seed can be lucky. Verification runs the same probe with `n` other seeds
+(the probe seed + 1, ..., + n), each in a fresh process with the configuration's environment, and
+reports for every metric the mean and the 95% interval of the mean (Student's t with n - 1
+degrees of freedom: mean ± t(0.975, n-1) · s / √n, s the sample standard deviation), over the
+seeds that neither diverged nor failed, plus the share of seeds that diverged.
+
+At the end of a study the best `verify.top_k` candidates are verified this way (through Ray, on
+the study's workers: see `autotune.study`); `autotune verify RECIPE` does it for a recipe on the
+current machine, beside the baseline (PyTorch's defaults for the knobs the study searched) at the
+same seeds, compares with what the recipe promised, and warns when this machine's hardware
+fingerprint differs from the recipe's.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from autotune import space as sp
+from autotune.probe import ProbeConfig
+from autotune.recipe import Recipe
+
+# Two-sided 95% quantiles of Student's t, by degrees of freedom (standard table values).
+_T975 = {
+    1: 12.706,
+    2: 4.303,
+    3: 3.182,
+    4: 2.776,
+    5: 2.571,
+    6: 2.447,
+    7: 2.365,
+    8: 2.306,
+    9: 2.262,
+    10: 2.228,
+    11: 2.201,
+    12: 2.179,
+    13: 2.160,
+    14: 2.145,
+    15: 2.131,
+    16: 2.120,
+    17: 2.110,
+    18: 2.101,
+    19: 2.093,
+    20: 2.086,
+    25: 2.060,
+    30: 2.042,
+    40: 2.021,
+    60: 2.000,
+    120: 1.980,
+}
+REPORTED = ("loss_cv", "spike_count", "final_loss", "loss_drop", "throughput", "peak_mem_mb")
+
+
+def t975(df: int) -> float:
+    """The 97.5% quantile of Student's t with `df` degrees of freedom (table; conservative
+    between table entries: the value of the next smaller tabulated df)."""
+    if df < 1:
+        raise ValueError("df must be >= 1")
+    if df > 120:
+        return 1.960
+    return _T975[max(k for k in _T975 if k <= df)]
+
+
+def interval(values: Sequence[float | None]) -> dict[str, Any]:
+    """Mean, sample standard deviation and 95% interval of the mean of finite `values`."""
+    xs = [float(v) for v in values if v is not None and math.isfinite(float(v))]
+    n = len(xs)
+    if n == 0:
+        return {"mean": None, "std": None, "low": None, "high": None, "n": 0}
+    mean = statistics.fmean(xs)
+    if n == 1:
+        return {"mean": mean, "std": None, "low": None, "high": None, "n": 1}
+    std = statistics.stdev(xs)
+    half = t975(n - 1) * std / math.sqrt(n)
+    return {"mean": mean, "std": std, "low": mean - half, "high": mean + half, "n": n}
+
+
+def seeds_for(base_seed: int, n: int) -> list[int]:
+    """The `n` other seeds a configuration is verified with."""
+    return [base_seed + 1 + i for i in range(n)]
+
+
+def summarize_seeds(
+    runs: Sequence[Mapping[str, Any]], metrics: Sequence[str] = REPORTED
+) -> dict[str, Any]:
+    """Combine per-seed trial outcomes (`launcher.run_trial_process` results with a `seed`)."""
+    ok = [r for r in runs if r.get("outcome") == "complete"]
+    diverged = [r for r in runs if r.get("outcome") == "diverged"]
+    failed = [r for r in runs if r.get("outcome") not in ("complete", "diverged")]
+    names = list(dict.fromkeys([*metrics]))
+    out_metrics = {
+        m: interval([((r.get("summary") or {}).get("metrics") or {}).get(m) for r in ok])
+        for m in names
+    }
+    n = len(runs)
+    return {
+        "n": n,
+        "seeds": [r.get("seed") for r in runs],
+        "diverged_share": (len(diverged) / n) if n else None,
+        "failed": len(failed),
+        "metrics": out_metrics,
+        "runs": [
+            {
+                "seed": r.get("seed"),
+                "outcome": r.get("outcome"),
+                "cause": r.get("cause"),
+                "metrics": {
+                    m: ((r.get("summary") or {}).get("metrics") or {}).get(m) for m in names
+                },
+            }
+            for r in runs
+        ],
+    }
+
+
+def format_interval(iv: Mapping[str, Any] | None) -> str:
+    if not iv or iv.get("mean") is None:
+        return "n/a"
+    if iv.get("low") is None:
+        return f"{iv['mean']:.4g} (1 seed)"
+    return f"{iv['mean']:.4g} [{iv['low']:.4g}, {iv['high']:.4g}]"
+
+
+# ---------------------------------------------------------------------------------------------
+# A recipe on this machine
+# ---------------------------------------------------------------------------------------------
+
+
+def probe_config(recipe: Recipe, *, knobs: Mapping[str, Any] | None = None) -> ProbeConfig:
+    """The probe a recipe was measured with (its knobs unless others are given)."""
+    p = recipe.probe
+    return ProbeConfig(
+        workload=recipe.workload["name"],
+        size=recipe.workload.get("size", "tiny"),
+        steps=int(p.get("steps", 200)),
+        micro_batch=recipe.micro_batch,
+        precision=recipe.precision,
+        seed=int(p.get("seed", 0)),
+        device=str(p.get("device", "auto")),
+        deterministic=bool(p.get("deterministic", False)),
+        telemetry_every=int(p.get("telemetry_every", 10)),
+        threads=p.get("threads"),
+        divergence=dict(p.get("divergence") or {}),
+        knobs=dict(recipe.knobs if knobs is None else knobs),
+        env=dict(recipe.env),
+        world_size=recipe.world_size,
+    )
+
+
+def baseline_knobs(recipe: Recipe) -> dict[str, Any]:
+    """PyTorch's defaults for the knobs the recipe's study searched (the lr stays)."""
+    searched = recipe.source.get("searched")
+    if not searched:  # a recipe without that record: every knob but lr and the batch layout
+        searched = [n for n in sp.KNOBS if n not in ("lr", "accum_steps")]
+    out = dict(recipe.knobs)
+    for name in searched:
+        if name in sp.KNOBS and name != "lr":
+            out[name] = sp.KNOBS[name].default
+    return out
+
+
+def run_local(
+    cfg: ProbeConfig,
+    env: Mapping[str, str],
+    seeds: Sequence[int],
+    *,
+    timeout_s: float,
+    threads: int | None,
+    say: Callable[[str], None],
+    label: str,
+) -> list[dict[str, Any]]:
+    """Run `cfg` once per seed, one after another, each in a fresh process on this machine."""
+    from dataclasses import replace
+
+    from autotune.launcher import run_trial_process
+
+    runs = []
+    for i, seed in enumerate(seeds):
+        out = run_trial_process(
+            replace(cfg, seed=seed).to_dict(),
+            env,
+            timeout_s=timeout_s,
+            threads=threads or cfg.threads,  # as the study ran it (OMP_NUM_THREADS included)
+        )
+        out["seed"] = seed
+        m = (out.get("summary") or {}).get("metrics") or {}
+        state = out["outcome"] + (f" ({out['cause']})" if out.get("cause") else "")
+        say(
+            f"  {label} seed {seed} ({i + 1}/{len(seeds)}): {state}"
+            + (
+                f"  loss_cv {m['loss_cv']:.4g}  throughput {m['throughput']:.4g}"
+                if out["outcome"] == "complete" and "loss_cv" in m
+                else ""
+            )
+        )
+        runs.append(out)
+    return runs
+
+
+def compare_promise(
+    recipe: Recipe, measured: Mapping[str, Any], same_hardware: bool
+) -> list[dict[str, Any]]:
+    """Per achieved objective: what the recipe promised, what was measured, and the verdict."""
+    rows = []
+    for metric, promised in recipe.achieved.items():
+        got = (measured.get("metrics") or {}).get(metric)
+        if got is None:
+            got = interval([])
+        ver = promised.get("verified") or {}
+        p_mean = ver.get("mean", promised.get("value"))
+        p_low, p_high = ver.get("low"), ver.get("high")
+        verdict = "not measured"
+        if got.get("mean") is not None and p_mean is not None:
+            lo = got["low"] if got.get("low") is not None else got["mean"]
+            hi = got["high"] if got.get("high") is not None else got["mean"]
+            plo = p_low if p_low is not None else p_mean
+            phi = p_high if p_high is not None else p_mean
+            if hi >= plo and phi >= lo:
+                verdict = "as promised"
+            else:
+                better = (
+                    got["mean"] < p_mean
+                    if promised.get("direction") == "minimize"
+                    else got["mean"] > p_mean
+                )
+                verdict = "better than promised" if better else "WORSE than promised"
+            if metric in _hardware_metrics() and not same_hardware:
+                verdict += " (other hardware: not comparable)"
+        rows.append(
+            {
+                "metric": metric,
+                "direction": promised.get("direction"),
+                "promised": {"mean": p_mean, "low": p_low, "high": p_high},
+                "measured": dict(got),
+                "verdict": verdict,
+            }
+        )
+    return rows
+
+
+def _hardware_metrics() -> frozenset[str]:
+    from autotune.pick import HARDWARE_METRICS
+
+    return HARDWARE_METRICS
+
+
+def verify_recipe(
+    recipe: Recipe,
+    *,
+    seeds: int = 3,
+    baseline: bool = True,
+    timeout_s: float = 600.0,
+    threads: int | None = None,
+    quiet: bool = False,
+) -> dict[str, Any]:
+    """Verify a recipe on this machine: its seeds, the baseline's, the promise, the drift."""
+    from autotune import fingerprint
+
+    say: Callable[[str], None] = (
+        (lambda _t: None) if quiet else (lambda t: print(t, file=sys.stderr))
+    )
+    here = fingerprint.collect()
+    cfg = probe_config(recipe)
+    seed_list = seeds_for(cfg.seed, seeds)
+    say(
+        f"verifying recipe {recipe.name} on this machine ({here.get('hash')}): "
+        f"{len(seed_list)} seed(s), {cfg.steps} steps each"
+        + (", beside the baseline" if baseline else "")
+    )
+    runs = run_local(
+        cfg,
+        recipe.env,
+        seed_list,
+        timeout_s=timeout_s,
+        threads=threads,
+        say=say,
+        label="recipe  ",
+    )
+    # The probes' own fingerprint (their threads and environment), not this driver's.
+    here = next((r["fingerprint"] for r in runs if r.get("fingerprint")), here)
+    drift = fingerprint.diff(recipe.fingerprint, here) if recipe.fingerprint else []
+    same = recipe.fingerprint is not None and not drift
+    report: dict[str, Any] = {
+        "recipe": recipe.name,
+        "source": dict(recipe.source),
+        "fingerprint": here,
+        "recipe_fingerprint_hash": recipe.fingerprint_hash,
+        "drift": [{"field": f, "recipe": a, "here": b} for f, a, b in drift],
+        "same_hardware": same,
+        "seeds": seed_list,
+        "steps": cfg.steps,
+        "recipe_result": summarize_seeds(runs, _metrics_of(recipe)),
+    }
+    if baseline:
+        base_cfg = probe_config(recipe, knobs=baseline_knobs(recipe))
+        base_runs = run_local(
+            base_cfg,
+            recipe.env,
+            seed_list,
+            timeout_s=timeout_s,
+            threads=threads,
+            say=say,
+            label="baseline",
+        )
+        report["baseline_result"] = summarize_seeds(base_runs, _metrics_of(recipe))
+    report["promise"] = compare_promise(recipe, report["recipe_result"], same)
+    return report
+
+
+def _metrics_of(recipe: Recipe) -> list[str]:
+    return list(dict.fromkeys([*recipe.achieved, *REPORTED]))
+
+
+def format_report(report: Mapping[str, Any]) -> str:
+    """The verification as a table: recipe vs baseline per metric, the promise, the drift."""
+    rec = report["recipe_result"]
+    base = report.get("baseline_result")
+    lines = [
+        f"recipe {report['recipe']}: {rec['n']} seed(s) {report['seeds']}, {report['steps']} "
+        f"steps; diverged {rec['diverged_share']:.0%} of seeds"
+        + (f", {rec['failed']} failed" if rec["failed"] else "")
+        + (
+            f"; baseline diverged {base['diverged_share']:.0%}"
+            + (f", {base['failed']} failed" if base["failed"] else "")
+            if base
+            else ""
+        )
+    ]
+    head = f"  {'metric':<14} {'recipe: mean [95% interval]':<34}"
+    if base:
+        head += f" {'baseline: mean [95% interval]':<34}"
+    lines.append(head)
+    for m, iv in rec["metrics"].items():
+        row = f"  {m:<14} {format_interval(iv):<34}"
+        if base:
+            row += f" {format_interval(base['metrics'].get(m)):<34}"
+        lines.append(row)
+    if report.get("promise"):
+        lines.append("against the recipe's promise:")
+        for p in report["promise"]:
+            pr = p["promised"]
+            lines.append(
+                f"  {p['metric']:<14} promised {format_interval(pr)}  measured "
+                f"{format_interval(p['measured'])}  -> {p['verdict']}"
+            )
+    if report["drift"]:
+        lines.append(
+            "WARNING: this machine differs from the one the recipe was tuned on "
+            f"({report['recipe_fingerprint_hash']} -> {report['fingerprint'].get('hash')}):"
+        )
+        for d in report["drift"][:12]:
+            lines.append(f"  {d['field']}: {d['recipe']!r} -> {d['here']!r}")
+        if len(report["drift"]) > 12:
+            lines.append(f"  ... and {len(report['drift']) - 12} more fields")
+    elif report["recipe_fingerprint_hash"] is None:
+        lines.append("the recipe records no fingerprint: hardware drift cannot be checked")
+    else:
+        lines.append(f"same hardware as the recipe ({report['recipe_fingerprint_hash']})")
+    return "\n".join(lines)
+
+
+def log_report(recipe: Recipe, report: Mapping[str, Any], tracking_uri: str | None) -> str:
+    """Log a recipe's verification to MLflow; returns the run id.
+
+    The store: `tracking_uri`, else $MLFLOW_TRACKING_URI, else the recipe's own store when it is
+    reachable from here (then the run is a child of the study's run, in the study's experiment),
+    else `sqlite:///mlflow.db` in this folder (experiment `autotune-verify`)."""
+    import os
+
+    from autotune import tracking
+
+    mlflow_src = (recipe.source.get("mlflow") or {}) if recipe.source else {}
+    uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
+    if not uri and _reachable(mlflow_src.get("tracking_uri")):
+        uri = mlflow_src.get("tracking_uri")
+    uri = tracking.resolve_uri(uri)
+    client = tracking.connect(uri)
+    parent = None
+    experiment_id = None
+    if uri == mlflow_src.get("tracking_uri") and mlflow_src.get("experiment_id"):
+        try:
+            client.get_experiment(mlflow_src["experiment_id"])
+            experiment_id = str(mlflow_src["experiment_id"])
+            parent = mlflow_src.get("study_run_id")
+        except Exception:
+            experiment_id = None
+    if experiment_id is None:
+        experiment_id = tracking.ensure_experiment(client, "autotune-verify")
+    src = recipe.source or {}
+    tags = {
+        tracking.TAG_STUDY: src.get("study", ""),
+        tracking.TAG_VERIFIED_TRIAL: str(src.get("trial", "")),
+        "autotune.recipe": recipe.name,
+        "autotune.recipe.fp_hash": recipe.fingerprint_hash or "",
+        "autotune.fp_drift": ", ".join(d["field"] for d in report.get("drift", [])) or "none",
+    }
+    return tracking.log_verification(
+        client,
+        experiment_id,
+        name=f"verify-{recipe.name}",
+        result=report["recipe_result"],
+        baseline=report.get("baseline_result"),
+        tags=tags,
+        parent_run_id=parent,
+        fingerprint=report.get("fingerprint"),
+        report=report,
+    )
+
+
+def _reachable(uri: Any) -> bool:
+    """A sqlite store whose file exists here, or a server URI (checked when connecting)."""
+    if not isinstance(uri, str) or not uri:
+        return False
+    if uri.startswith("sqlite:///"):
+        from pathlib import Path
+
+        return Path(uri[len("sqlite:///") :]).is_file()
+    if uri.startswith("file:"):
+        return False
+    return "://" in uri and "***" not in uri

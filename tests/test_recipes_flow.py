@@ -1,0 +1,182 @@
+"""Study -> verified candidates -> `autotune export` -> `autotune verify` -> `--warm-start`, with
+real Ray, Optuna (SQLite) and MLflow (SQLite), all under the session's temp folder."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from assets import studies as h
+
+from autotune import Recipe
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.filterwarnings("ignore:The ``noload`` loader strategy"),
+    pytest.mark.filterwarnings("ignore:For backward compatibility, 'str' dtypes"),
+]
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> h.FinishedStudy:
+    return h.finished_study(tmp_path_factory.getbasetemp())
+
+
+def optuna_study(s: h.FinishedStudy, name: str | None = None) -> Any:
+    import optuna
+
+    return optuna.load_study(
+        study_name=name or s.name, storage=f"sqlite:///{s.study_dir / 'optuna.db'}"
+    )
+
+
+def verification_runs(uri: str, experiment: str) -> list[Any]:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name(experiment)
+    assert exp is not None
+    runs = client.search_runs([exp.experiment_id], "tags.`autotune.role` = 'verification'")
+    return list(runs)
+
+
+def test_the_study_verifies_its_best_candidate(shared: h.FinishedStudy) -> None:
+    study = optuna_study(shared)
+    verified = {k: v for k, v in study.user_attrs.items() if k.startswith("autotune.verified.")}
+    assert len(verified) == 1, verified.keys()
+    ((key, result),) = verified.items()
+    number = int(key.rsplit(".", 1)[1])
+    assert result["seeds"] == [1, 2] and result["n"] == 2
+    assert result["metrics"]["loss_cv"]["n"] + round(result["diverged_share"] * 2) <= 2
+    # The per-seed records are on disk (a resumed study does not run them again).
+    assert sorted(p.name for p in (shared.study_dir / "verify").glob("*.json")) == [
+        f"{number:04d}-seed1.json",
+        f"{number:04d}-seed2.json",
+    ]
+    runs = verification_runs(shared.tracking_uri, shared.name)
+    assert len(runs) == 1
+    run = runs[0]
+    assert run.info.run_id == result["run_id"]
+    assert run.data.tags["autotune.verified_trial"] == str(number)
+    assert run.data.tags["autotune.fp.hash"]
+    assert "loss_cv.mean" in run.data.metrics and "diverged_share" in run.data.metrics
+    summary = shared.summary
+    assert [v["number"] for v in summary["verified"]] == [number]
+    assert summary["pick"]["number"] == number and summary["pick"]["verified"]
+
+
+def test_export_writes_a_recipe_with_the_verified_numbers(shared: h.FinishedStudy) -> None:
+    out = shared.folder / "recipe.yaml"
+    r = h.autotune(["export", shared.name, "-o", str(out)], shared.folder)
+    assert r.returncode == 0, h.explain(r)
+    recipe = Recipe.load(out)
+    study = optuna_study(shared)
+    number = shared.summary["pick"]["number"]
+    trial = study.trials[number]
+    verified = study.user_attrs[f"autotune.verified.{number}"]
+    assert recipe.source["trial"] == number and recipe.source["pick"] == "balanced"
+    knobs = trial.user_attrs["autotune.knobs"]  # the baseline's too (it may be the pick)
+    assert recipe.knobs["clip_norm"] == pytest.approx(knobs["clip_norm"])
+    assert recipe.knobs["warmup_steps"] == knobs["warmup_steps"]
+    assert recipe.achieved["loss_cv"]["value"] == pytest.approx(trial.values[0])
+    assert recipe.achieved["loss_cv"]["verified"]["mean"] == pytest.approx(
+        verified["metrics"]["loss_cv"]["mean"]
+    )
+    assert recipe.fingerprint_hash == trial.user_attrs["autotune.fp_hash"]
+    assert recipe.source["mlflow"]["trial_run_id"]
+    assert recipe.source["mlflow"]["verification_run_id"] == verified["run_id"]
+    assert recipe.micro_batch == h.MICRO_BATCH and recipe.workload["name"] == "mlp"
+
+    # The other formats, from the same study.
+    for fmt in ("hf", "lightning"):
+        r = h.autotune(["export", shared.name, "--format", fmt], shared.folder)
+        assert r.returncode == 0, h.explain(r)
+        assert json.loads(r.stdout)
+    r = h.autotune(["export", shared.name, "--format", "python"], shared.folder)
+    assert r.returncode == 0, h.explain(r)
+    compile(r.stdout, "recipe.py", "exec")
+    r = h.autotune(["export", shared.name, "--pick", "trial 99"], shared.folder)
+    assert r.returncode == 2 and "trial 99 is not a candidate" in r.stderr, h.explain(r)
+
+
+def test_verify_a_recipe_on_this_machine(shared: h.FinishedStudy) -> None:
+    path = shared.folder / "recipe-verify.yaml"
+    r = h.autotune(["export", shared.name, "-o", str(path)], shared.folder)
+    assert r.returncode == 0, h.explain(r)
+    r = h.autotune(
+        ["verify", str(path), "--seeds", "2", "--tracking-uri", shared.tracking_uri],
+        shared.folder,
+    )
+    assert r.returncode == 0, h.explain(r)
+    assert "baseline: mean [95% interval]" in r.stdout
+    assert "against the recipe's promise" in r.stdout
+    assert "same hardware as the recipe" in r.stdout  # tuned here: no drift
+    runs = [
+        run
+        for run in verification_runs(shared.tracking_uri, shared.name)
+        if run.data.tags.get("autotune.recipe")
+    ]
+    assert len(runs) == 1, "the verification is a run in the study's experiment"
+    m = runs[0].data.metrics
+    assert "loss_cv.mean" in m and "baseline.loss_cv.mean" in m
+    assert runs[0].data.tags["autotune.fp_drift"] == "none"
+
+
+def test_warm_start_enqueues_the_source_configs_first(shared: h.FinishedStudy) -> None:
+    space = h.write(shared.folder, h.mlp_space("warm", trials=2), "warm.yaml")
+    r = h.autotune(
+        ["study", "--space", str(space), "--warm-start", shared.name, "--quiet"],
+        shared.folder,
+        timeout=400,
+    )
+    assert r.returncode == 0, h.explain(r)
+    assert f"warm start from {shared.name}" in r.stdout
+    import optuna
+
+    warm = optuna.load_study(
+        study_name="warm",
+        storage=f"sqlite:///{shared.folder / 'autotune-studies' / 'warm' / 'optuna.db'}",
+    )
+    first = warm.trials[1]  # trial 0 is the baseline
+    picked = optuna_study(shared).trials[shared.summary["pick"]["number"]]
+    knobs = picked.user_attrs["autotune.knobs"]
+    # The source's values, clamped into this space's domains (clip_norm 0 = off lies below 0.1).
+    assert first.params["clip_norm"] == pytest.approx(min(max(knobs["clip_norm"], 0.1), 5.0))
+    assert first.params["warmup_steps"] == knobs["warmup_steps"]
+    assert shared.name in first.user_attrs["autotune.source"]
+    assert first.user_attrs["autotune.source_fp"]
+
+
+def test_warm_start_from_a_recipe_file(shared: h.FinishedStudy, tmp_path: Path) -> None:
+    from autotune import study as st
+
+    path = shared.folder / "recipe-warm.yaml"
+    r = h.autotune(["export", shared.name, "-o", str(path)], shared.folder)
+    assert r.returncode == 0, h.explain(r)
+    ws = st.load_warm_start(str(path))
+    recipe = Recipe.load(path)
+    assert ws.configs[0]["knobs"] == recipe.knobs and ws.fp_hash == recipe.fingerprint_hash
+    from autotune import space as sp
+
+    space = sp.loads(h.mlp_space("w", trials=2))
+    params = st.warm_params(ws.configs[0], space.searched())
+    assert params == {
+        "clip_norm": pytest.approx(min(max(recipe.knobs["clip_norm"], 0.1), 5.0)),
+        "warmup_steps": recipe.knobs["warmup_steps"],
+    }
+    outside = {"knobs": {"clip_norm": 50.0, "warmup_steps": -3, "adam_eps": 1e-6}}
+    assert st.warm_params(outside, space.searched()) == {"clip_norm": 5.0, "warmup_steps": 0}
+
+
+def test_export_of_a_study_without_a_feasible_trial(tmp_path: Path) -> None:
+    text = h.mlp_space("doomed", trials=1).replace("knobs:\n", "knobs:\n  lr: 5.0\n")
+    space = h.write(tmp_path, text)
+    r = h.autotune(["study", "--space", str(space), "--quiet"], tmp_path)
+    assert r.returncode == 0, h.explain(r)
+    r = h.autotune(["export", "doomed", "-o", "recipe.yaml"], tmp_path)
+    assert r.returncode == 2
+    assert "no feasible trial to export" in r.stderr
+    assert "trial 0: diverged" in r.stderr, r.stderr
+    assert not (tmp_path / "recipe.yaml").exists()
