@@ -1410,6 +1410,7 @@ def _verified_and_pick(study: Any, objectives: list[dict[str, Any]]) -> dict[str
             "verified": chosen.verified is not None,
             "values": [chosen.value(o["metric"], i) for i, o in enumerate(objectives)],
             "params": chosen.params,
+            "knobs": chosen.knobs,
         }
     warm = study.user_attrs.get("autotune.warm_start")
     if warm:

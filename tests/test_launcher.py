@@ -16,7 +16,9 @@ ASSETS = Path(__file__).parent / "assets"
 
 
 @pytest.fixture(autouse=True)
-def no_spare_left() -> Iterator[None]:
+def no_spare_left(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    # Away from the source tree: `python -m autotune.spare` must import the installed package.
+    monkeypatch.chdir(tmp_path)
     yield
     launcher.discard_spare()
 

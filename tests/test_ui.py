@@ -173,8 +173,11 @@ def test_ui_shows_the_study_and_its_trials(
     shot = [f"--screenshot={png}", "--window-size=1400,900"]
     dom = browse(browser, tmp_path, budget, "--dump-dom", *shot, link)
     assert shared.name in dom, "the study's run is not on its experiment page"
-    # The study's run and one child run per trial.
-    assert re.search(rf"\b{shared.trials + 1}\D{{0,40}}matching runs", dom), "no runs table"
+    # The study's run, one child run per trial and one verification run (the best candidate).
+    verifications = len(shared.summary["verified"])
+    total = shared.trials + 1 + verifications
+    assert verifications == 1
+    assert re.search(rf"\b{total}\D{{0,40}}matching runs", dom), "no runs table"
 
     run_page = (
         f"{base}/#/experiments/{experiment.experiment_id}/runs/{trial_run.info.run_id}"
