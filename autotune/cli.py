@@ -84,13 +84,19 @@ def describe_space(s: Any) -> str:
     lines.append(f"workload   {s.workload.name} (size {s.workload.size})")
     lines.append(
         f"probe      {p.steps} steps, micro-batch {p.micro_batch}, {p.precision}, "
-        f"seed {p.seed}, device {p.device}" + (", deterministic" if p.deterministic else "")
+        f"seed {p.seed}, device {p.device}"
+        + (", deterministic" if p.deterministic else "")
+        + (f", DDP world size {p.world_size}" if p.world_size > 1 else "")
+        + (", measures scaling" if p.measure_scaling else "")
+        + (", retries OOM" if p.oom_retry else "")
     )
     lines.append("objectives " + ", ".join(f"{o.direction} {o.metric}" for o in s.objectives))
     lines.append(
         "constraints not diverged"
         + "".join(f", {c.metric} {c.op} {c.value:g}" for c in s.constraints)
     )
+    if s.verify.top_k:
+        lines.append(f"verify     best {s.verify.top_k} with {s.verify.seeds} other seeds each")
     lines.append(
         f"budget     {s.budget.trials} trials, sampler {s.sampler.name} "
         f"(seed {s.sampler.seed}), trial timeout {s.budget.trial_timeout_s:g} s"
@@ -190,7 +196,9 @@ def format_probe(r: dict[str, Any]) -> str:
     lines = [
         f"status        {status}",
         f"workload      {r['workload']} ({r['size']}) on {r['device']}, {r['precision']}, "
-        f"effective batch {r['effective_batch']} ({r['micro_batch']} x {r['accum_steps']})",
+        f"effective batch {r['effective_batch']} ({r['micro_batch']} x {r['accum_steps']}"
+        + (f" x {r['world_size']} ranks" if (r.get("world_size") or 1) > 1 else "")
+        + ")",
         f"steps         {r['steps_run']}/{r['steps_planned']} in {r['wall_s']:.1f} s",
     ]
     order = [
