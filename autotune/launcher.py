@@ -4,15 +4,17 @@ Runs on a Ray worker (possibly on another node). Each trial's probe is its own p
 environment holds the trial's environment knobs before Python starts, and whose whole process
 group is killed when it outlives the trial's time limit.
 
-Starting Python and importing torch costs seconds per trial. So when a trial's training loop
-starts, the worker also starts a *spare* for the next trial: a process with the same environment
-that imports torch and the probe at the lowest CPU priority (`autotune.spare`) and then waits on
-its stdin for a config path. The next trial on this worker takes the spare only when it is ready
-and its environment is exactly the trial's (always, when no environment knob is searched);
+Starting Python and importing torch (and torch._dynamo, which the first optimizer pulls in)
+costs seconds per trial. So when a trial's training loop has ended (its summary is reported),
+the worker starts a *spare* for the next trial: a process with the same environment that does
+those imports (`autotune.spare`) and then waits on its stdin for a config path. The import thus
+runs while the trial process exits and the driver records the trial and asks Optuna for the next
+one, never beside a measured training step (throughput is an objective: a second process
+importing torch on a 2-core machine slowed a running probe by 10-30% in our measurements). The
+next trial on this worker takes the spare if its environment is exactly the trial's (always,
+when no environment knob is searched), waiting for it to finish importing if need be;
 otherwise the spare is discarded and a fresh process started. The knobs reach the spare with the
-config; its environment was set before it started, as for a fresh process. Every trial's loop,
-fresh or not, runs beside one spare's import (`benchmarks/spare_interference.py` measures what
-that costs the throughput objective).
+config; its environment was set before it started, as for a fresh process.
 """
 
 from __future__ import annotations
@@ -107,16 +109,17 @@ def start_spare(env: Mapping[str, str]) -> None:
         _SPARE.update(env=dict(env), proc=proc, ready=ready)
 
 
-def take_spare(env: Mapping[str, str]) -> subprocess.Popen[str] | None:
-    """The waiting spare if it is ready, alive and its environment is exactly `env`; else None
-    (and any spare is discarded)."""
+def take_spare(env: Mapping[str, str], wait_s: float = 60.0) -> subprocess.Popen[str] | None:
+    """The spare if its environment is exactly `env` and it is alive, once it has finished its
+    imports (waiting up to `wait_s`: it started before a fresh process would); else None (and
+    any spare is discarded)."""
     with _SPARE_LOCK:
         spare = dict(_SPARE)
         _SPARE.clear()
     proc = spare.get("proc")
     if proc is None:
         return None
-    if spare["env"] == dict(env) and spare["ready"].is_set() and proc.poll() is None:
+    if spare["env"] == dict(env) and proc.poll() is None and spare["ready"].wait(wait_s):
         return proc
     _kill(proc)
     return None
@@ -182,10 +185,8 @@ def run_trial_process(
     assert proc is not None
 
     def event(msg: dict[str, Any]) -> None:
-        # The next trial's process imports while this one trains (niced: see autotune.spare).
-        # Started at the training loop's start, so that every trial's loop, fresh or not, runs
-        # beside one spare's import.
-        if spare and msg.get("event") == "start":
+        # The next trial's process starts once this one's training loop is over (see above).
+        if spare and msg.get("event") == "summary":
             with contextlib.suppress(Exception):
                 start_spare(env)
         if on_event is not None:

@@ -37,6 +37,7 @@ def make_space(trials: int, workload: str, size: str, steps: int) -> dict:
         "probe": {"steps": steps, "micro_batch": 16, "threads": 1},
         "budget": {"trials": trials, "concurrency": 1, "trial_timeout_s": 600},
         "sampler": {"name": "grid"},
+        "verify": {"top_k": 0},  # the same N probes on both sides: no end-of-study verification
         "knobs": {"lr": 3e-3, "clip_norm": {"choices": clips}},
     }
 

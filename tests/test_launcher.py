@@ -42,7 +42,7 @@ def test_second_trial_takes_the_spare_started_by_the_first() -> None:
     first = launcher.run_trial_process(_probe(), {}, timeout_s=120, threads=1, spare=True)
     assert first["outcome"] == "complete", first["log_tail"]
     assert first["spare"] is False
-    assert launcher._SPARE, "a spare is started when the first trial's loop starts"
+    assert launcher._SPARE, "a spare is started when the first trial's loop has ended"
     spare_pid = launcher._SPARE["proc"].pid
     _wait_ready()
 
@@ -68,12 +68,17 @@ def test_a_spare_of_another_environment_is_not_used() -> None:
     assert out["fingerprint"]["env"].get("NCCL_DEBUG") == "WARN"
 
 
-def test_a_spare_that_is_not_ready_is_discarded() -> None:
+def test_a_spare_still_importing_is_waited_for_or_discarded() -> None:
     env = launcher.probe_env({}, threads=1)
     launcher.start_spare(env)
     proc = launcher._SPARE["proc"]
-    assert launcher.take_spare(env) is None  # still importing torch
+    assert launcher.take_spare(env, wait_s=0) is None  # still importing torch, no wait allowed
     assert proc.wait(timeout=10) is not None  # and killed
+    launcher.start_spare(env)
+    proc = launcher._SPARE["proc"]
+    assert launcher.take_spare(env, wait_s=60) is proc  # waited for: it started first
+    assert proc.poll() is None
+    launcher._kill(proc)
 
 
 def test_a_timed_out_trial_is_killed_even_from_a_spare(tmp_path: Path) -> None:
