@@ -109,7 +109,8 @@ def _vector(c: Candidate, objectives: Sequence[Mapping[str, Any]]) -> list[float
     return [c.value(o["metric"], i) for i, o in enumerate(objectives)]
 
 
-def _dominates(a: Sequence[float], b: Sequence[float], dirs: Sequence[str]) -> bool:
+def dominates(a: Sequence[float], b: Sequence[float], dirs: Sequence[str]) -> bool:
+    """a is no worse than b in every objective and better in one."""
     better = False
     for x, y, d in zip(a, b, dirs, strict=True):
         if (x > y) if d == "minimize" else (x < y):
@@ -126,7 +127,7 @@ def front(cands: Sequence[Candidate], objectives: Sequence[Mapping[str, Any]]) -
     return [
         c
         for c in cands
-        if not any(_dominates(vecs[o.number], vecs[c.number], dirs) for o in cands if o is not c)
+        if not any(dominates(vecs[o.number], vecs[c.number], dirs) for o in cands if o is not c)
     ]
 
 

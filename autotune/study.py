@@ -37,6 +37,7 @@ from typing import Any
 from autotune import space as sp
 from autotune.errors import ClusterError, StudyError
 from autotune.launcher import run_trial_process
+from autotune.pick import dominates
 from autotune.probe import ProbeConfig
 
 STUDIES_DIR = "autotune-studies"
@@ -1289,17 +1290,6 @@ def _verify_phase(
 # ---------------------------------------------------------------------------------------------
 # Summary: Pareto front, improvement over the baseline
 # ---------------------------------------------------------------------------------------------
-
-
-def dominates(a: Sequence[float], b: Sequence[float], dirs: Sequence[str]) -> bool:
-    """a is no worse than b in every objective and better in one."""
-    better = False
-    for x, y, d in zip(a, b, dirs, strict=True):
-        if (x > y) if d == "minimize" else (x < y):
-            return False
-        if x != y:
-            better = True
-    return better
 
 
 def pareto_front(points: Sequence[tuple[int, Sequence[float]]], dirs: Sequence[str]) -> list[int]:
