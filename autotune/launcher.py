@@ -180,7 +180,7 @@ def run_trial_process(
     proc = take_spare(env) if spare else None
     used_spare = proc is not None and _hand_over(proc, cfg_path)
     if not used_spare:
-        proc = _popen([sys.executable, "-m", "autotune.spare", "--now"], env, subprocess.PIPE)
+        proc = _popen([sys.executable, "-m", "autotune.spare"], env, subprocess.PIPE)
         _hand_over(proc, cfg_path)
     assert proc is not None
 

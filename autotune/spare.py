@@ -3,8 +3,8 @@
 `python -m autotune.spare` imports torch, the probe and the workload resolver, writes one ready
 line, and waits on stdin for the path of its trial's config; it then runs exactly what
 `python -m autotune.probe CONFIG.json` runs. End of input without a line (the worker discarded
-the spare, or died) ends it quietly. `python -m autotune.spare --now` is the same for a trial
-already waiting (a fresh process).
+the spare, or died) ends it quietly. A fresh process for a trial that is already waiting is the
+same command with the config path written to its stdin at once.
 
 It leaves with `os._exit` once its reports are flushed: tearing down an interpreter that has
 imported torch takes most of a second, and nothing is left to clean up.
@@ -28,8 +28,8 @@ def _imports() -> None:
     from autotune import fingerprint, probe, workload  # noqa: F401
 
 
-def main(argv: list[str] | None = None) -> int:
-    _imports()  # `--now` (a fresh process for a waiting trial) changes nothing but the name
+def main() -> int:
+    _imports()
     sys.stdout.write(READY_LINE + "\n")
     sys.stdout.flush()
     line = sys.stdin.readline().strip()
