@@ -379,3 +379,15 @@ def test_probe_workload_raising_while_built(
         f"workload '{factory}:make'",
         "ValueError: no data prepared for size tiny",
     )
+
+
+def test_recipe_commands_name_what_is_wrong(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert_user_error(invoke("export", "nosuch"), "no study 'nosuch'")
+    assert_user_error(invoke("export", "nosuch", "--format", "docx"), "--format docx", "yaml")
+    assert_user_error(invoke("verify", tmp_path / "missing.yaml"), "missing.yaml", "no such recipe")
+    assert_user_error(
+        invoke("study", "--space", "gradclip", "--warm-start", "nosuch"), "no study 'nosuch'"
+    )
