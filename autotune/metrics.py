@@ -37,8 +37,6 @@ FloatArray = npt.NDArray[np.float64]
 # Constants
 # --------------------------------------------------------------------------------------------
 
-HEAD_FRACTION: Final[float] = 0.05
-"""Initial loss = mean over the first ``max(1, ceil(0.05 n))`` steps."""
 
 FINAL_FRACTION: Final[float] = 0.10
 """Final loss = mean over the last ``max(1, ceil(0.10 n))`` steps."""
@@ -151,13 +149,16 @@ def _check_precision(precision: str) -> None:
 
 
 def initial_loss(loss: npt.ArrayLike) -> float:
-    """Initial loss: the mean of the finite losses among the first ``k`` steps.
+    """Initial loss: the first finite loss of the series (step 0's, unless it was not finite).
 
-    ``k = max(1, ceil(HEAD_FRACTION * n))`` (``HEAD_FRACTION = 0.05``). NaN when none of them is
-    finite or the series is empty.
+    Step 0's loss is computed before the first update: the loss of the untrained model. It is
+    not averaged with the next few steps on purpose: at a learning rate too high for the
+    defaults, steps 1-10 can explode to several times that loss and recover, and a mean over
+    them would inflate the reference, so that a run sitting at chance afterwards still showed a
+    large ``loss_drop``. NaN when no loss is finite or the series is empty.
     """
-    x = _as_1d(loss, "loss")
-    return _finite_mean(x[: _window_len(len(x), HEAD_FRACTION)])
+    f = _finite(_as_1d(loss, "loss"))
+    return float(f[0]) if f.size else math.nan
 
 
 def final_loss(loss: npt.ArrayLike) -> float:
@@ -333,6 +334,13 @@ def clip_fraction(clipped: npt.ArrayLike) -> float:
     return float(np.mean(c != 0))
 
 
+def throughput_warmup_steps(n: int) -> int:
+    """``max(3, ceil(0.1 n))``: the first steps of an ``n``-step series that ``throughput``
+    leaves out. The probe checks for divergence at every one of them (it costs a device sync
+    per step, which no measured step pays)."""
+    return max(THROUGHPUT_MIN_WARMUP_STEPS, _window_len(n, THROUGHPUT_WARMUP_FRACTION))
+
+
 def throughput(step_time_s: npt.ArrayLike, per_step: float) -> float:
     """Steady-state rate: ``per_step / median(step_time_s[w:])``.
 
@@ -342,8 +350,7 @@ def throughput(step_time_s: npt.ArrayLike, per_step: float) -> float:
     NaN when no steady step time is left (e.g. a probe of 3 steps or fewer).
     """
     t = _as_1d(step_time_s, "step_time_s")
-    skip = max(THROUGHPUT_MIN_WARMUP_STEPS, _window_len(len(t), THROUGHPUT_WARMUP_FRACTION))
-    steady = t[skip:]
+    steady = t[throughput_warmup_steps(len(t)) :]
     steady = steady[np.isfinite(steady) & (steady > 0)]
     if not steady.size:
         return math.nan
@@ -467,10 +474,9 @@ class DivergenceMonitor:
 
     1. ``nonfinite_loss``: ``loss[g]`` is NaN or ±inf (every precision).
     2. ``loss_explosion``: ``loss[g] > loss_explosion_factor × L0``, where ``L0`` is the initial
-       loss: the ``initial_loss`` argument if given, else the mean of the finite losses of steps
-       ``0 .. k-1`` with ``k = max(1, ceil(HEAD_FRACTION × planned_steps))`` (``k = 1`` without
-       ``planned_steps``), i.e. the same ``initial_loss`` as the summary. Tested only for
-       ``g >= k`` (once ``L0`` is known) and only if ``L0`` is finite and positive.
+       loss: the ``initial_loss`` argument if given, else the first finite loss fed (the same
+       ``initial_loss`` as the summary). Tested from the step after ``L0`` is known (from step
+       0 when given) and only if ``L0`` is finite and positive.
     3. ``grad_explosion``: ``grad_norm[g]`` is finite and ``> grad_explosion_factor × median``
        of the finite grad norms of steps ``< g``, once at least ``grad_history_min`` (5) such
        norms exist; or ``grad_norm[g]`` is non-finite and precision is fp32 or bf16. In fp16 a
@@ -491,17 +497,13 @@ class DivergenceMonitor:
         self,
         precision: str = "fp32",
         *,
-        planned_steps: int | None = None,
         initial_loss: float | None = None,
         thresholds: DivergenceThresholds | None = None,
     ) -> None:
         _check_precision(precision)
         self.precision = precision
         self.thresholds = thresholds if thresholds is not None else DivergenceThresholds()
-        self._head_len = _window_len(planned_steps, HEAD_FRACTION) if planned_steps else 1
-        self._head: list[float] = []
         self._initial: float | None = initial_loss
-        self._initial_fixed = initial_loss is not None
         self._grad_history: list[float] = []  # sorted
         self._steps = 0
         self._skipped = 0
@@ -586,7 +588,7 @@ class DivergenceMonitor:
             return "nonfinite_loss"
         l0 = self._initial
         if (
-            l0 is not None  # known from step k on (or from step 0 when given)
+            l0 is not None  # known after the first finite loss (from step 0 when given)
             and math.isfinite(l0)
             and l0 > 0
             and loss > thr.loss_explosion_factor * l0
@@ -619,10 +621,7 @@ class DivergenceMonitor:
         return None
 
     def _record(self, g: int, loss: float, grad: float | None) -> None:
-        if not self._initial_fixed and g < self._head_len:
-            if math.isfinite(loss):
-                self._head.append(loss)
-            if g == self._head_len - 1:
-                self._initial = float(np.mean(self._head)) if self._head else None
+        if self._initial is None and math.isfinite(loss):
+            self._initial = loss
         if grad is not None and math.isfinite(grad):
             bisect.insort(self._grad_history, grad)

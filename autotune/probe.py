@@ -249,9 +249,10 @@ def run_probe(
 ) -> dict[str, Any]:
     """Train `cfg.workload` for `cfg.steps` optimizer steps with `cfg.knobs`; return the summary.
 
-    Reports `{"event": "start"}`, then `{"event": "telemetry", ...}` every `telemetry_every`
-    steps, then `{"event": "summary", ...}` (also the return value). A diverged run is a
-    result (`status: diverged`), not an exception; an out-of-memory is `status: oom`.
+    Reports `{"event": "start"}`, then `{"event": "telemetry", ...}` at each of the first
+    `metrics.throughput_warmup_steps(steps)` steps and every `telemetry_every` steps after,
+    then `{"event": "summary", ...}` (also the return value). A diverged run is a result
+    (`status: diverged`), not an exception; an out-of-memory is `status: oom`.
     Exceptions from the workload propagate.
 
     `world_size > 1` (or `oom_retry`, `measure_scaling`): `autotune.distributed.launch` runs
@@ -300,6 +301,10 @@ def run_probe(
     # up within its first few steps must not inflate its own reference.
     monitor = metrics.DivergenceMonitor(cfg.precision, thresholds=_thresholds(cfg.divergence))
     stop_early = bool(cfg.divergence.get("stop_early", True))
+    # Most divergent runs blow up within their first steps: the telemetry is fetched (and the
+    # monitor fed) at every step while the throughput metric still ignores the step times, then
+    # every `telemetry_every` steps. A run that diverges at step 3 stops at step 3, not 10.
+    check_each_step_until = metrics.throughput_warmup_steps(cfg.steps)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
 
@@ -358,7 +363,11 @@ def run_probe(
             chunk.lr.append(lr)
             samples_per_step, tokens_per_step = samples * world, tokens * world
 
-            if len(chunk) >= cfg.telemetry_every or step == cfg.steps - 1:
+            if (
+                step < check_each_step_until
+                or len(chunk) >= cfg.telemetry_every
+                or step == cfg.steps - 1
+            ):
                 host = chunk.fetch()
                 if rank is not None:
                     host["loss"] = rank.mean(host["loss"])  # over the ranks
