@@ -1328,6 +1328,18 @@ def summarize(
     )
     objectives = [o.model_dump() for o in space.objectives]
 
+    def broken(t: Any) -> list[str]:
+        """The space constraints a completed trial breaks, with its value."""
+        metrics = t.user_attrs.get("autotune.metrics") or {}
+        names = constraint_names(space)[1:]
+        values = constraints_of(space, "complete", metrics)[1:]
+        out = []
+        for c, name, v in zip(space.constraints, names, values, strict=True):
+            if v > 0:
+                got = metrics.get(c.metric)
+                out.append(f"{name} (got {got:.3g})" if got is not None else f"{name} (no value)")
+        return out
+
     def row(t: Any) -> dict[str, Any]:
         return {
             "number": t.number,
@@ -1339,6 +1351,7 @@ def summarize(
             "cause": t.user_attrs.get("autotune.cause"),
             "feasible": bool(t.user_attrs.get("autotune.feasible")),
             "baseline": bool(t.user_attrs.get("autotune.baseline")),
+            "broken": broken(t) if t.user_attrs.get("autotune.outcome") == "complete" else [],
         }
 
     best: dict[str, float] = {}
@@ -1465,7 +1478,8 @@ def format_summary(summary: Mapping[str, Any], *, tracking_uri: str | None = Non
     if base is not None:
         state = base["outcome"] + (f" ({base['cause']})" if base.get("cause") else "")
         if base["outcome"] == "complete" and not base["feasible"]:
-            state += " (infeasible)"
+            broken = base.get("broken") or []
+            state += f" (infeasible: breaks {', '.join(broken)})" if broken else " (infeasible)"
         lines.append(f"baseline (trial {base['number']}, PyTorch defaults): {state}")
     for o in objs:
         imp = summary["improvement"].get(o["metric"])

@@ -426,3 +426,41 @@ def test_refused_environment_knob(tmp_path: Path) -> None:
     assert "env.LD_PRELOAD" in result.stderr and "refused" in result.stderr, h.explain(result)
     assert not (tmp_path / "autotune-studies").exists()
     assert not (tmp_path / "mlflow.db").exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# The summary names what an infeasible baseline broke
+# ---------------------------------------------------------------------------------------------
+
+
+def test_summary_names_the_constraint_a_complete_baseline_breaks() -> None:
+    import optuna
+
+    from autotune import space as sp
+    from autotune import study as st
+
+    space = sp.load("gradclip")
+    study = optuna.create_study(directions=list(st.directions(space)))  # type: ignore[arg-type]
+    # PyTorch's defaults at lr 0.5: the loss blew up and had not come back after 150 steps
+    # (5.6 at step 0, 12.4 at the end): complete, measured, and it did not learn.
+    for baseline, metrics in (
+        (True, {"loss_cv": 0.16, "throughput": 900.0, "loss_drop": -1.22}),
+        (False, {"loss_cv": 0.07, "throughput": 850.0, "loss_drop": 0.46}),
+    ):
+        trial = study.ask()
+        cons = st.constraints_of(space, "complete", metrics)
+        for key, value in {
+            "autotune.baseline": baseline,
+            "autotune.outcome": "complete",
+            "autotune.metrics": metrics,
+            "autotune.constraints": cons,
+            "autotune.feasible": all(c <= 0 for c in cons),
+        }.items():
+            trial.set_user_attr(key, value)
+        study.tell(trial, [metrics["loss_cv"], metrics["throughput"]])
+    summary = st.summarize(study, space)
+    assert summary["baseline"]["broken"] == ["loss_drop >= 0.05 (got -1.22)"]
+    assert [row["number"] for row in summary["pareto"]] == [1]
+    assert summary["pareto"][0]["broken"] == []
+    text = st.format_summary(summary)
+    assert "PyTorch defaults): complete (infeasible: breaks loss_drop >= 0.05 (got -1.22))" in text
