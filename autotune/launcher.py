@@ -1,20 +1,32 @@
-"""Start one probe in a fresh process, watch it, and say what became of it.
+"""Start one probe in its own process, watch it, and say what became of it.
 
 Runs on a Ray worker (possibly on another node). Each trial's probe is its own process, whose
-environment holds the trial's environment knobs before Python starts, and whose whole process
+environment holds the trial's environment knobs before torch starts, and whose whole process
 group is killed when it outlives the trial's time limit.
 
 Starting Python and importing torch (and torch._dynamo, which the first optimizer pulls in)
-costs seconds per trial. So when a trial's training loop has ended (its summary is reported),
-the worker starts a *spare* for the next trial: a process with the same environment that does
-those imports (`autotune.spare`) and then waits on its stdin for a config path. The import thus
-runs while the trial process exits and the driver records the trial and asks Optuna for the next
-one, never beside a measured training step (throughput is an objective: a second process
-importing torch on a 2-core machine slowed a running probe by 10-30% in our measurements). The
-next trial on this worker takes the spare if its environment is exactly the trial's (always,
-when no environment knob is searched), waiting for it to finish importing if need be;
-otherwise the spare is discarded and a fresh process started. The knobs reach the spare with the
-config; its environment was set before it started, as for a fresh process.
+costs seconds per trial. So with `spare=True` (Ray Tune trials) a worker keeps a *zygote*, a
+fork server (`python -m autotune.spare --zygote`) that did those imports once, and each trial's
+probe is a child it forks: a trial starts in ~10 ms instead of seconds, the import is paid once
+per worker and environment, and nothing ever imports torch beside a measured training loop
+(throughput is an objective: a second process importing torch on a 2-core machine slowed a
+running probe by 10-30% in our measurements). The child is a probe process as a fresh one
+would be (its own process group, SIGKILL when its parent dies, its output on a pipe that only
+it holds, its exit status reported as `Popen.returncode` reports it): see `autotune.spare`.
+
+A zygote serves only trials whose environment (`probe_env`) is exactly the one it was started
+with: environment knobs (NCCL_*, HSA_*, ...) are read by libraries when torch and its device
+runtimes start, which in a forked child has already happened. A trial of another environment,
+or one that finds the zygote dead, replaces it with a new one (the import is then on that
+trial's path, as for a fresh process). The zygote never initialises CUDA/ROCm, which cannot be
+used in a child forked after that. A fork request that fails (zygote dead or unresponsive)
+costs no trial: the zygote is discarded, the trial runs in a fresh process, and a new zygote is
+started once that trial's training loop has ended (its summary is reported). With
+`spare=False` every trial gets a fresh process (`python -m autotune.spare`, config path on
+stdin).
+
+Nothing outlives the worker: the zygote dies with it (PR_SET_PDEATHSIG), its children with the
+zygote; `discard_zygote()` kills it.
 """
 
 from __future__ import annotations
@@ -32,11 +44,11 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 from autotune import space as sp
 from autotune.probe import LINE_PREFIX
-from autotune.spare import READY_LINE
+from autotune.spare import MAX_MESSAGE, READY_LINE, ZYGOTE_ARG, die_with_parent
 
 LOG_TAIL_LINES = 60
 FAILED_CAUSES = (
@@ -48,20 +60,15 @@ FAILED_CAUSES = (
     "comm_hang",  # a collective that never finished (DDP probes: autotune.distributed)
     "comm_incorrect",  # an all-reduce of known values gave a wrong answer
 )
+ZYGOTE_READY_S = 180.0  # for a new zygote's imports; past that, the trial runs in a fresh one
+FORK_REPLY_S = 20.0  # for the zygote's answer to a fork request (it takes milliseconds)
 
 # Processes are started from one long-lived thread: PR_SET_PDEATHSIG fires when the *thread*
 # that forked the child ends, and Ray Tune runs each trial in a thread of its own.
 _SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="autotune-spawner")
-_SPARE: dict[str, Any] = {}  # {"env": dict, "proc": Popen}
-_SPARE_LOCK = threading.Lock()
-
-
-def _die_with_parent() -> None:
-    """In the probe process: get SIGKILL when the process that started it dies (Linux)."""
-    with contextlib.suppress(Exception):
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+_ZYGOTE: Zygote | None = None  # this worker's zygote
+_ZYGOTE_LOCK = threading.Lock()
+_die_with_parent = die_with_parent  # in the probe process: SIGKILL when the worker dies
 
 
 def probe_env(env_knobs: Mapping[str, str], threads: int | None) -> dict[str, str]:
@@ -92,45 +99,185 @@ def _popen(args: list[str], env: Mapping[str, str], stdin: int) -> subprocess.Po
     return _SPAWNER.submit(start).result()
 
 
-def start_spare(env: Mapping[str, str]) -> None:
-    """Start a spare probe process with this environment (replacing any other spare)."""
-    discard_spare()
-    proc = _popen([sys.executable, "-m", "autotune.spare"], env, subprocess.PIPE)
-    ready = threading.Event()
+class ProbeProcess(Protocol):
+    """What `_watch` needs of a probe process: a `subprocess.Popen`, or a `ForkedProbe`."""
 
-    def wait_ready() -> None:
-        with contextlib.suppress(Exception):
-            assert proc.stdout is not None
-            if proc.stdout.readline().strip() == READY_LINE:
-                ready.set()
+    pid: int
+    returncode: int | None
+    stdout: IO[str] | None
 
-    threading.Thread(target=wait_ready, daemon=True).start()
-    with _SPARE_LOCK:
-        _SPARE.update(env=dict(env), proc=proc, ready=ready)
+    def wait(self, timeout: float | None = None) -> int: ...
 
 
-def take_spare(env: Mapping[str, str], wait_s: float = 60.0) -> subprocess.Popen[str] | None:
-    """The spare if its environment is exactly `env` and it is alive, once it has finished its
-    imports (waiting up to `wait_s`: it started before a fresh process would); else None (and
-    any spare is discarded)."""
-    with _SPARE_LOCK:
-        spare = dict(_SPARE)
-        _SPARE.clear()
-    proc = spare.get("proc")
-    if proc is None:
+class ForkedProbe:
+    """A probe process forked by a zygote, with the surface of `subprocess.Popen` that `_watch`
+    uses. Its exit status comes from the zygote, which reaps it."""
+
+    def __init__(self, pid: int, stdout: IO[str], status: socket.socket, zygote_pid: int):
+        self.pid = pid
+        self.stdout: IO[str] | None = stdout
+        self.returncode: int | None = None
+        self.zygote_pid = zygote_pid
+        self._status = status
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Its exit status as `Popen.returncode` (-N: died from signal N); raises
+        `subprocess.TimeoutExpired` if it still runs after `timeout` seconds."""
+        if self.returncode is not None:
+            return self.returncode
+        try:
+            self._status.settimeout(None if timeout is None else max(timeout, 1e-6))
+            data = self._status.recv(MAX_MESSAGE)
+        except TimeoutError:
+            raise subprocess.TimeoutExpired(f"probe {self.pid}", timeout or 0) from None
+        except OSError:
+            data = b""
+        try:
+            wait_status = json.loads(data).get("status") if data else None
+        except ValueError:
+            wait_status = None
+        # No status: the zygote died, and the child with it (SIGKILL, PR_SET_PDEATHSIG).
+        self.returncode = (
+            os.waitstatus_to_exitcode(wait_status) if wait_status is not None else -signal.SIGKILL
+        )
+        self._status.close()
+        return self.returncode
+
+    def poll(self) -> int | None:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            return self.wait(timeout=1e-6)
         return None
-    if spare["env"] == dict(env) and proc.poll() is None and spare["ready"].wait(wait_s):
-        return proc
-    _kill(proc)
-    return None
 
 
-def discard_spare() -> None:
-    with _SPARE_LOCK:
-        proc = _SPARE.get("proc")
-        _SPARE.clear()
-    if proc is not None:
-        _kill(proc)
+class Zygote:
+    """This worker's fork server for one environment (see `autotune.spare`)."""
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self.env = dict(env)
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            self.proc = _popen(
+                [sys.executable, "-m", "autotune.spare", ZYGOTE_ARG], env, theirs.fileno()
+            )
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        self.pid = self.proc.pid
+        self.ctl = ours
+        self.ready = False
+        self.log: deque[str] = deque(maxlen=20)  # its own output, if any (an import error)
+        threading.Thread(target=self._drain, daemon=True).start()
+
+    def _drain(self) -> None:
+        with contextlib.suppress(Exception):
+            assert self.proc.stdout is not None
+            for line in self.proc.stdout:
+                self.log.append(line.rstrip()[:500])
+            self.proc.stdout.close()
+            self.proc.wait()  # reaped, whether killed or gone on its own
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def _wait_ready(self, timeout: float) -> bool:
+        if not self.ready:
+            self.ctl.settimeout(timeout)
+            msg = json.loads(self.ctl.recv(MAX_MESSAGE) or b"{}")
+            self.ready = msg.get("ready") == self.pid
+        return self.ready
+
+    def fork(self, cfg_path: str) -> ForkedProbe | None:
+        """A child running the probe of `cfg_path`; None if the zygote did not make one."""
+        fds: list[int] = []
+        status: socket.socket | None = None
+        try:
+            if not self._wait_ready(ZYGOTE_READY_S):
+                return None
+            out_r, out_w = os.pipe()
+            fds += [out_r, out_w]
+            status, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            with theirs:
+                req = json.dumps({"cfg": cfg_path, "cwd": os.getcwd()}).encode()
+                socket.send_fds(self.ctl, [req], [out_w, theirs.fileno()], socket.MSG_NOSIGNAL)
+            os.close(out_w)  # the child holds the only write end
+            fds.remove(out_w)
+            status.settimeout(FORK_REPLY_S)
+            pid = json.loads(status.recv(MAX_MESSAGE) or b"{}").get("pid")
+            if not isinstance(pid, int) or pid <= 0:
+                return None
+            stdout = os.fdopen(out_r, "r", encoding="utf-8", errors="replace")
+            fds.remove(out_r)
+            child = ForkedProbe(pid, stdout, status, self.pid)
+            status = None
+            return child
+        except (OSError, ValueError):  # dead, unresponsive, or a garbled answer
+            return None
+        finally:
+            for fd in fds:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            if status is not None:
+                status.close()
+
+    def retire(self) -> None:
+        """Stop its serving; it leaves once no child of its own runs (at once, between trials)."""
+        with contextlib.suppress(OSError):
+            self.ctl.close()
+
+    def kill(self) -> None:
+        """Kill it now; its children die with it (PR_SET_PDEATHSIG)."""
+        _kill(self.proc)
+        with contextlib.suppress(OSError):
+            self.ctl.close()
+
+
+def _fork_from_zygote(env: Mapping[str, str], cfg_path: str) -> tuple[ForkedProbe | None, bool]:
+    """(this trial's probe forked by the worker's zygote for `env`, whether that zygote was
+    there before this trial), replacing the zygote first if it is of another environment or
+    dead; (None, _) if the fork failed (the zygote is then discarded)."""
+    global _ZYGOTE
+    with _ZYGOTE_LOCK:
+        zygote = _ZYGOTE
+        there = zygote is not None and zygote.env == dict(env) and zygote.alive()
+        if not there:
+            if zygote is not None and zygote.alive():
+                zygote.retire()  # of another environment: gone once idle (at once)
+            elif zygote is not None:
+                zygote.kill()  # dead: reaped
+            _ZYGOTE = zygote = None
+            with contextlib.suppress(OSError):
+                _ZYGOTE = zygote = Zygote(env)
+        child = zygote.fork(cfg_path) if zygote is not None else None
+        if child is None and zygote is not None:
+            zygote.kill()
+            _ZYGOTE = None
+        return child, there
+
+
+def start_zygote(env: Mapping[str, str]) -> None:
+    """Start a zygote for `env` (replacing this worker's zygote) unless one is there."""
+    global _ZYGOTE
+    with _ZYGOTE_LOCK:
+        if _ZYGOTE is not None and _ZYGOTE.env == dict(env) and _ZYGOTE.alive():
+            return
+        if _ZYGOTE is not None:
+            _ZYGOTE.retire()
+        _ZYGOTE = None
+        _ZYGOTE = Zygote(env)
+
+
+def discard_zygote() -> None:
+    """Kill this worker's zygote, if any (and the probes it runs)."""
+    global _ZYGOTE
+    with _ZYGOTE_LOCK:
+        zygote, _ZYGOTE = _ZYGOTE, None
+    if zygote is not None:
+        zygote.kill()
+
+
+discard_spare = discard_zygote  # its name before zygotes
 
 
 def _kill(proc: subprocess.Popen[str]) -> None:
@@ -151,7 +298,7 @@ def _hand_over(proc: subprocess.Popen[str], cfg_path: str) -> bool:
         stdin.write(cfg_path + "\n")
         stdin.close()
         return True
-    except (OSError, ValueError):  # the spare died meanwhile
+    except (OSError, ValueError):  # it died meanwhile
         _kill(proc)
         return False
 
@@ -165,11 +312,15 @@ def run_trial_process(
     on_event: Callable[[dict[str, Any]], None] | None = None,
     spare: bool = False,
 ) -> dict[str, Any]:
-    """Run one probe in a fresh process; return `{outcome, cause, error, log_tail, summary,
-    fingerprint, wall_s, node, spare}`. Never raises for what the probe does.
+    """Run one probe in a process of its own; return `{outcome, cause, error, log_tail,
+    summary, fingerprint, wall_s, node, zygote, spare, start_s}`. Never raises for what the
+    probe does.
 
-    With `spare=True` a waiting spare process of the same environment is used if there is one,
-    and a new spare is started for the next trial once this one has ended."""
+    With `spare=True` the probe is forked by this worker's zygote for the trial's environment
+    (started first if need be), else, or if that fails, it is a fresh process. `zygote`: the
+    pid of the zygote that forked it (None: a fresh process); `spare`: that zygote was there
+    before this trial (its imports were not on this trial's path); `start_s`: seconds from
+    asking for the process to the probe's `start` event."""
     env = probe_env(env_knobs, threads)
     with tempfile.NamedTemporaryFile(
         "w", suffix=".json", prefix="autotune-probe-", delete=False
@@ -177,18 +328,24 @@ def run_trial_process(
         json.dump({**probe, "threads": threads or probe.get("threads")}, f)
         cfg_path = f.name
     t0 = time.time()
-    proc = take_spare(env) if spare else None
-    used_spare = proc is not None and _hand_over(proc, cfg_path)
-    if not used_spare:
-        proc = _popen([sys.executable, "-m", "autotune.spare"], env, subprocess.PIPE)
-        _hand_over(proc, cfg_path)
-    assert proc is not None
+    proc: ProbeProcess | None = None
+    zygote_there = False
+    if spare:
+        proc, zygote_there = _fork_from_zygote(env, cfg_path)
+    if proc is None:
+        fresh = _popen([sys.executable, "-m", "autotune.spare"], env, subprocess.PIPE)
+        _hand_over(fresh, cfg_path)
+        proc = fresh
+    forked = isinstance(proc, ForkedProbe)
+    started: list[float] = []
 
     def event(msg: dict[str, Any]) -> None:
-        # The next trial's process starts once this one's training loop is over (see above).
-        if spare and msg.get("event") == "summary":
+        if msg.get("event") == "start" and not started:
+            started.append(time.time())
+        # A zygote that failed is replaced once this trial's loop is over (see above).
+        if spare and not forked and msg.get("event") == "summary":
             with contextlib.suppress(Exception):
-                start_spare(env)
+                start_zygote(env)
         if on_event is not None:
             on_event(msg)
 
@@ -198,12 +355,14 @@ def run_trial_process(
         with contextlib.suppress(OSError):
             os.unlink(cfg_path)
     out["wall_s"] = time.time() - t0
-    out["spare"] = used_spare
+    out["zygote"] = proc.zygote_pid if isinstance(proc, ForkedProbe) else None
+    out["spare"] = forked and zygote_there
+    out["start_s"] = started[0] - t0 if started else None
     return out
 
 
 def _watch(
-    proc: subprocess.Popen[str],
+    proc: ProbeProcess,
     timeout_s: float,
     on_event: Callable[[dict[str, Any]], None] | None,
 ) -> dict[str, Any]:
@@ -235,14 +394,20 @@ def _watch(
         proc.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         timed_out = True
-        with contextlib.suppress(ProcessLookupError):
+        try:
             os.killpg(proc.pid, signal.SIGKILL)  # the probe and anything it started
+        except ProcessLookupError:  # no group (yet): the process alone
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
     finally:
         reader.join(timeout=10)
-        with contextlib.suppress(Exception):
-            if proc.stdout is not None:
-                proc.stdout.close()
+        # Still reading: a process that left the probe's group holds its output open. Closing
+        # the stream would wait for the reader's lock for ever; the reader ends with the pipe.
+        if not reader.is_alive():
+            with contextlib.suppress(Exception):
+                if proc.stdout is not None:
+                    proc.stdout.close()
     return outcome_of(proc.returncode, timed_out, timeout_s, events, "\n".join(tail))
 
 

@@ -1,10 +1,15 @@
-"""The trial process and its spare: reused only when ready and of the same environment."""
+"""The trial process: forked by the worker's zygote for its environment, or a fresh process."""
 
 from __future__ import annotations
 
+import os
+import re
+import signal
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -12,80 +17,198 @@ from autotune import launcher
 from autotune import space as sp
 from autotune.probe import ProbeConfig
 
-ASSETS = Path(__file__).parent / "assets"
+MISBEHAVING = """
+import os, signal, subprocess, sys, time
+
+from autotune.workloads.mlp import MLPWorkload
+
+
+class Hang(MLPWorkload):
+    def loss(self, model, batch):
+        # A grandchild in the probe's process group: the trial time limit must end both.
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
+        print(f"grandchild pid {child.pid}", flush=True)
+        while True:
+            time.sleep(3600)
+
+
+class Sleep(MLPWorkload):
+    def loss(self, model, batch):
+        time.sleep(3600)
+
+
+class Segv(MLPWorkload):
+    def loss(self, model, batch):
+        os.kill(os.getpid(), signal.SIGSEGV)
+
+
+def hang(size="tiny"):
+    return Hang(size)
+
+
+def sleep(size="tiny"):
+    return Sleep(size)
+
+
+def segv(size="tiny"):
+    return Segv(size)
+"""
 
 
 @pytest.fixture(autouse=True)
-def no_spare_left(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def no_zygote_left(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     # Away from the source tree: `python -m autotune.spare` must import the installed package.
     monkeypatch.chdir(tmp_path)
     yield
-    launcher.discard_spare()
+    launcher.discard_zygote()
 
 
-def _probe(steps: int = 20) -> dict:
+def _probe(steps: int = 20, workload: str | None = None) -> dict[str, Any]:
     space = sp.load("amp", [f"probe.steps={steps}", "probe.precision=fp32"])
-    return ProbeConfig.from_space(space).to_dict()
+    cfg = ProbeConfig.from_space(space).to_dict()
+    return {**cfg, "workload": workload} if workload else cfg
 
 
-def _wait_ready(timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        spare = dict(launcher._SPARE)
-        if spare and spare["ready"].is_set():
-            return
-        time.sleep(0.1)
-    raise AssertionError("the spare did not become ready")
-
-
-def test_second_trial_takes_the_spare_started_by_the_first() -> None:
-    first = launcher.run_trial_process(_probe(), {}, timeout_s=120, threads=1, spare=True)
-    assert first["outcome"] == "complete", first["log_tail"]
-    assert first["spare"] is False
-    assert launcher._SPARE, "a spare is started when the first trial's loop has ended"
-    spare_pid = launcher._SPARE["proc"].pid
-    _wait_ready()
-
-    second = launcher.run_trial_process(_probe(), {}, timeout_s=120, threads=1, spare=True)
-    assert second["outcome"] == "complete", second["log_tail"]
-    assert second["spare"] is True
-    assert second["summary"]["metrics"]["throughput"] > 0
-    # The spare that ran the second trial is gone; a new one waits for a third.
-    assert launcher._SPARE["proc"].pid != spare_pid
-    launcher.discard_spare()
-    assert not launcher._SPARE
-
-
-def test_a_spare_of_another_environment_is_not_used() -> None:
-    launcher.start_spare(launcher.probe_env({}, threads=1))
-    _wait_ready()
-    out = launcher.run_trial_process(
-        _probe(), {"NCCL_DEBUG": "WARN"}, timeout_s=120, threads=1, spare=False
+def _run(
+    env_knobs: dict[str, str] | None = None,
+    *,
+    spare: bool = True,
+    timeout_s: float = 120,
+    **kw: Any,
+) -> dict[str, Any]:
+    return launcher.run_trial_process(
+        _probe(**kw), env_knobs or {}, timeout_s=timeout_s, threads=1, spare=spare
     )
-    assert out["outcome"] == "complete", out["log_tail"]
-    assert out["spare"] is False
-    # The process that ran it was started with the trial's environment knob.
-    assert out["fingerprint"]["env"].get("NCCL_DEBUG") == "WARN"
 
 
-def test_a_spare_still_importing_is_waited_for_or_discarded() -> None:
-    env = launcher.probe_env({}, threads=1)
-    launcher.start_spare(env)
-    proc = launcher._SPARE["proc"]
-    assert launcher.take_spare(env, wait_s=0) is None  # still importing torch, no wait allowed
-    assert proc.wait(timeout=10) is not None  # and killed
-    launcher.start_spare(env)
-    proc = launcher._SPARE["proc"]
-    assert launcher.take_spare(env, wait_s=60) is proc  # waited for: it started first
-    assert proc.poll() is None
-    launcher._kill(proc)
+def _gone(pid: int, timeout: float = 10) -> bool:
+    """Whether process `pid` has ended (a zombie counts: it runs nothing) within `timeout`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return True
+        if state == "Z":
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
 
 
-def test_a_timed_out_trial_is_killed_even_from_a_spare(tmp_path: Path) -> None:
-    env_knobs = {"HSA_AUTOTUNE_TEST_MODE": "hang"}
-    probe = {**_probe(200), "workload": f"{ASSETS / 'behaving.py'}:make"}
-    launcher.start_spare(launcher.probe_env(env_knobs, threads=1))
-    _wait_ready()
-    out = launcher.run_trial_process(probe, env_knobs, timeout_s=8, threads=1, spare=True)
-    assert out["spare"] is True
-    assert out["outcome"] == "failed" and out["cause"] == "timeout"
+def _cpu_ticks(pid: int) -> int:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])  # utime + stime
+
+
+def test_a_second_trial_is_forked_by_the_zygote_without_an_import() -> None:
+    first = _run()
+    assert first["outcome"] == "complete", first["log_tail"]
+    zygote = first["zygote"]
+    assert zygote is not None and first["spare"] is False  # started for this trial
+    second = _run()
+    assert second["outcome"] == "complete", second["log_tail"]
+    assert second["zygote"] == zygote and second["spare"] is True
+    assert second["summary"]["metrics"]["throughput"] > 0
+    fresh = _run(spare=False)
+    assert fresh["outcome"] == "complete", fresh["log_tail"]
+    assert fresh["zygote"] is None and fresh["spare"] is False
+    # From asking for a process to the probe's `start` event: a fresh one imports torch first.
+    assert second["start_s"] * 4 < fresh["start_s"], (second["start_s"], fresh["start_s"])
+
+    # Between trials the zygote does nothing.
+    before = _cpu_ticks(zygote)
+    time.sleep(1.0)
+    assert _cpu_ticks(zygote) - before <= 1
+    launcher.discard_zygote()
+    assert _gone(zygote)
+
+
+def test_a_trial_of_another_environment_gets_a_zygote_of_its_own() -> None:
+    first = _run()
+    assert first["outcome"] == "complete", first["log_tail"]
+    assert "NCCL_DEBUG" not in first["fingerprint"]["env"]
+    second = _run({"NCCL_DEBUG": "WARN"})
+    assert second["outcome"] == "complete", second["log_tail"]
+    assert second["zygote"] not in (None, first["zygote"]) and second["spare"] is False
+    # The probe runs with the trial's environment knob, set before its zygote imported torch.
+    assert second["fingerprint"]["env"].get("NCCL_DEBUG") == "WARN"
+    assert _gone(first["zygote"])  # the zygote of the other environment left, being idle
+    third = _run({"NCCL_DEBUG": "WARN"})
+    assert third["outcome"] == "complete", third["log_tail"]
+    assert third["zygote"] == second["zygote"] and third["spare"] is True
+    assert third["fingerprint"]["env"].get("NCCL_DEBUG") == "WARN"
+
+
+def test_a_forked_probe_that_hangs_or_crashes_is_reported_and_the_zygote_serves_on(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "misbehaving.py").write_text(MISBEHAVING)
+    hung = _run(timeout_s=6, steps=200, workload=f"{tmp_path / 'misbehaving.py'}:hang")
+    zygote = hung["zygote"]
+    assert zygote is not None
+    assert hung["outcome"] == "failed" and hung["cause"] == "timeout", hung
+    # Killed with its process group: the grandchild it started too.
+    found = re.search(r"grandchild pid (\d+)", hung["log_tail"])
+    assert found, hung["log_tail"]
+    assert _gone(int(found.group(1)))
+
+    crashed = _run(workload=f"{tmp_path / 'misbehaving.py'}:segv")
+    assert crashed["zygote"] == zygote and crashed["spare"] is True
+    assert crashed["outcome"] == "failed" and crashed["cause"] == "crash", crashed
+    assert "SIGSEGV" in crashed["error"]
+
+    ok = _run()
+    assert ok["zygote"] == zygote and ok["spare"] is True
+    assert ok["outcome"] == "complete", ok["log_tail"]
+
+    # A probe dies with its zygote (PR_SET_PDEATHSIG), as a fresh one dies with its worker.
+    started, result = threading.Event(), {}
+
+    def sleeper() -> None:
+        result.update(
+            launcher.run_trial_process(
+                _probe(workload=f"{tmp_path / 'misbehaving.py'}:sleep"),
+                {},
+                timeout_s=120,
+                threads=1,
+                spare=True,
+                on_event=lambda msg: started.set() if msg.get("event") == "start" else None,
+            )
+        )
+
+    thread = threading.Thread(target=sleeper)
+    thread.start()
+    assert started.wait(60)
+    launcher.discard_zygote()
+    thread.join(30)
+    assert not thread.is_alive()
+    assert result["zygote"] == zygote
+    assert result["outcome"] == "failed" and result["cause"] == "killed", result
+
+
+def test_a_dead_or_stuck_zygote_costs_no_trial(monkeypatch: pytest.MonkeyPatch) -> None:
+    first = _run()
+    assert first["outcome"] == "complete", first["log_tail"]
+    killed = first["zygote"]
+    os.kill(killed, signal.SIGKILL)
+    second = _run()
+    assert second["outcome"] == "complete", second["log_tail"]
+    assert second["zygote"] != killed
+
+    # A zygote that does not answer a fork request: the trial runs in a fresh process.
+    if second["zygote"] is None:  # the dead zygote was found when asked to fork
+        second = _run()
+    stuck = second["zygote"]
+    assert stuck is not None
+    monkeypatch.setattr(launcher, "FORK_REPLY_S", 1.0)
+    os.kill(stuck, signal.SIGSTOP)
+    third = _run()
+    assert third["outcome"] == "complete", third["log_tail"]
+    assert third["zygote"] is None and third["spare"] is False
+    assert _gone(stuck)  # discarded
+
+    # A new zygote was started once that trial's loop had ended; the next trial uses it.
+    fourth = _run()
+    assert fourth["outcome"] == "complete", fourth["log_tail"]
+    assert fourth["zygote"] not in (None, killed, stuck) and fourth["spare"] is True
