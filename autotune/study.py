@@ -23,11 +23,13 @@ import json
 import logging
 import math
 import os
+import queue
 import socket
 import sys
 import tempfile
 import threading
 import time
+import warnings
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -1020,20 +1022,54 @@ def reconcile(study: Any, study_dir: Path, logger: _Logger) -> None:
 
 
 class _Logger:
-    """The single MLflow writer; a tracking failure is reported, never kills the study."""
+    """The single MLflow writer; a tracking failure is reported, never kills the study.
+
+    Trials are logged by one background thread, in the order they finished, so that logging
+    a trial (~1 s for a 1000-step probe's series on SQLite) runs beside the next trial instead
+    of before it. Nothing is lost if the driver dies with trials still queued: a trial's record
+    is on disk (trials/NNNN.json) and in Optuna before it is queued, and `reconcile` logs every
+    finished trial without a complete MLflow run when the study resumes. Every other use of the
+    client first waits for the queue to be empty (`drain`), so the client is never used by two
+    threads at once.
+    """
 
     def __init__(
         self, client: Any, experiment_id: str, parent: str, study_name: str, study_dir: Path
     ):
         self.client, self.experiment_id, self.parent = client, experiment_id, parent
         self.study_name, self.study_dir = study_name, study_dir
+        self._queue: queue.Queue[Mapping[str, Any]] = queue.Queue()
+        self._writer: threading.Thread | None = None
 
     def logged(self) -> set[int]:
         from autotune import tracking
 
+        self.drain()
         return tracking.logged_trials(self.client, self.experiment_id, self.parent)
 
     def log(self, outcome: Mapping[str, Any]) -> None:
+        """Queue a finished trial for logging (see the class)."""
+        if self._writer is None:
+            self._writer = threading.Thread(
+                target=self._write, name="autotune-mlflow-writer", daemon=True
+            )
+            self._writer.start()
+        self._queue.put(dict(outcome))
+
+    def drain(self) -> None:
+        """Wait until every queued trial is logged (or failed to be, with a warning)."""
+        if self._writer is not None:
+            self._queue.join()
+
+    def _write(self) -> None:
+        while True:
+            outcome = self._queue.get()
+            try:
+                self._log_now(outcome)
+            finally:
+                self._queue.task_done()
+
+    def _log_now(self, outcome: Mapping[str, Any]) -> None:
         from autotune import tracking
 
         try:
@@ -1050,6 +1086,7 @@ class _Logger:
     def verification(self, number: int, result: Mapping[str, Any], fp: Any) -> str | None:
         from autotune import tracking
 
+        self.drain()
         try:
             return tracking.log_verification(
                 self.client,
@@ -1074,6 +1111,7 @@ class _Logger:
     def summary(self, summary: dict[str, Any], study: Any) -> None:
         from autotune import tracking
 
+        self.drain()
         outcomes = [
             o
             for o in (
@@ -1432,7 +1470,9 @@ def _verified_and_pick(study: Any, objectives: list[dict[str, Any]]) -> dict[str
 
 
 def importances(study: Any, summary: Mapping[str, Any]) -> dict[str, dict[str, float]] | None:
-    """fANOVA-free parameter importances per objective (Optuna's default evaluator)."""
+    """Parameter importances per objective: Optuna's PED-ANOVA evaluator (which parameters
+    matter for reaching the best values). Not fANOVA or mean decrease in impurity: those fit
+    random forests with scikit-learn, whose import alone took 2 s at the end of every study."""
     import optuna
 
     complete = [
@@ -1445,21 +1485,25 @@ def importances(study: Any, summary: Mapping[str, Any]) -> dict[str, dict[str, f
     out: dict[str, dict[str, float]] = {}
     for i, o in enumerate(summary["objectives"]):
         try:
-            out[o["metric"]] = dict(
-                optuna.importance.get_param_importances(
-                    study,
-                    target=_value_getter(i),
-                    evaluator=optuna.importance.MeanDecreaseImpurityImportanceEvaluator(seed=0),
-                    params=None,
+            with warnings.catch_warnings():
+                # It warns that it looks for low target values: a maximised one is negated.
+                warnings.simplefilter("ignore", UserWarning)
+                out[o["metric"]] = dict(
+                    optuna.importance.get_param_importances(
+                        study,
+                        target=_value_getter(i, o.get("direction", "minimize")),
+                        evaluator=optuna.importance.PedAnovaImportanceEvaluator(),
+                        params=None,
+                    )
                 )
-            )
         except Exception:
             continue
     return out or None
 
 
-def _value_getter(i: int) -> Callable[[Any], float]:
-    return lambda t: float(t.values[i])
+def _value_getter(i: int, direction: str) -> Callable[[Any], float]:
+    sign = -1.0 if direction == "maximize" else 1.0
+    return lambda t: sign * float(t.values[i])
 
 
 def format_summary(summary: Mapping[str, Any], *, tracking_uri: str | None = None) -> str:

@@ -464,3 +464,33 @@ def test_summary_names_the_constraint_a_complete_baseline_breaks() -> None:
     assert summary["pareto"][0]["broken"] == []
     text = st.format_summary(summary)
     assert "PyTorch defaults): complete (infeasible: breaks loss_drop >= 0.05 (got -1.22))" in text
+
+
+def test_importances_rank_the_parameter_an_objective_depends_on() -> None:
+    import optuna
+
+    from autotune import study as st
+
+    study = optuna.create_study(
+        directions=["minimize", "maximize"], sampler=optuna.samplers.RandomSampler(seed=0)
+    )
+    for _ in range(80):
+        t = study.ask()
+        a = t.suggest_float("clip_norm", 0.1, 5.0)
+        b = t.suggest_int("warmup_steps", 0, 100)
+        t.set_user_attr("autotune.feasible", True)
+        # loss_cv is lowest at small clip_norm whatever the warm-up. Throughput (maximised) is
+        # highest at long warm-ups whatever the clipping, and its *worst* values, which an
+        # evaluator that looks for low values would explain, come from clip_norm >= 4.5 alone.
+        throughput = 0.0 if a >= 4.5 else 1.0 + b
+        study.tell(t, [a, throughput])
+    summary = {
+        "objectives": [
+            {"metric": "loss_cv", "direction": "minimize"},
+            {"metric": "throughput", "direction": "maximize"},
+        ]
+    }
+    imp = st.importances(study, summary)
+    assert imp is not None
+    assert imp["loss_cv"]["clip_norm"] > imp["loss_cv"]["warmup_steps"]
+    assert imp["throughput"]["warmup_steps"] > imp["throughput"]["clip_norm"]
