@@ -463,6 +463,15 @@ def verify(
         ),
     ] = None,
     timeout: Annotated[float, typer.Option(help="Seconds allowed per probe.")] = 600.0,
+    steps: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Run the recipe and the baseline this many steps instead of the probe's "
+            "(e.g. 5x: a short probe's ranking does not always hold for a longer run). The "
+            "promise is then not compared.",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     """Re-run a recipe with other seeds on this machine and check what it promised."""
@@ -470,7 +479,9 @@ def verify(
     from autotune.recipe import Recipe
 
     recipe = Recipe.load(recipe_path)
-    report = vf.verify_recipe(recipe, seeds=seeds, baseline=baseline, timeout_s=timeout)
+    report = vf.verify_recipe(
+        recipe, seeds=seeds, baseline=baseline, timeout_s=timeout, steps=steps
+    )
     report["run_id"] = vf.log_report(recipe, report, tracking_uri)
     if as_json:
         typer.echo(json.dumps(report, indent=2, default=str))

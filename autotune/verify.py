@@ -109,6 +109,7 @@ def summarize_seeds(
                 "seed": r.get("seed"),
                 "outcome": r.get("outcome"),
                 "cause": r.get("cause"),
+                "steps_run": (r.get("summary") or {}).get("steps_run"),
                 "metrics": {
                     m: ((r.get("summary") or {}).get("metrics") or {}).get(m) for m in names
                 },
@@ -257,8 +258,16 @@ def verify_recipe(
     timeout_s: float = 600.0,
     threads: int | None = None,
     quiet: bool = False,
+    steps: int | None = None,
 ) -> dict[str, Any]:
-    """Verify a recipe on this machine: its seeds, the baseline's, the promise, the drift."""
+    """Verify a recipe on this machine: its seeds, the baseline's, the promise, the drift.
+
+    `steps` runs the recipe and the baseline for that many steps instead of the probe's: a
+    study ranks configurations at its probe length, which does not always predict a longer run
+    (benchmarks/RESULTS.md, probe fidelity), so check at the length you will train. The promise
+    was measured at the probe length: at another length it is not compared."""
+    from dataclasses import replace
+
     from autotune import fingerprint
 
     say: Callable[[str], None] = (
@@ -266,6 +275,9 @@ def verify_recipe(
     )
     here = fingerprint.collect()
     cfg = probe_config(recipe)
+    promised_steps = cfg.steps
+    if steps is not None:
+        cfg = replace(cfg, steps=steps)
     seed_list = seeds_for(cfg.seed, seeds)
     say(
         f"verifying recipe {recipe.name} on this machine ({here.get('hash')}): "
@@ -297,7 +309,7 @@ def verify_recipe(
         "recipe_result": summarize_seeds(runs, _metrics_of(recipe)),
     }
     if baseline:
-        base_cfg = probe_config(recipe, knobs=baseline_knobs(recipe))
+        base_cfg = replace(probe_config(recipe, knobs=baseline_knobs(recipe)), steps=cfg.steps)
         base_runs = run_local(
             base_cfg,
             recipe.env,
@@ -308,7 +320,12 @@ def verify_recipe(
             label="baseline",
         )
         report["baseline_result"] = summarize_seeds(base_runs, _metrics_of(recipe))
-    report["promise"] = compare_promise(recipe, report["recipe_result"], same)
+    report["promised_steps"] = promised_steps
+    report["promise"] = (
+        compare_promise(recipe, report["recipe_result"], same)
+        if cfg.steps == promised_steps
+        else []
+    )
     return report
 
 
@@ -340,6 +357,12 @@ def format_report(report: Mapping[str, Any]) -> str:
         if base:
             row += f" {format_interval(base['metrics'].get(m)):<34}"
         lines.append(row)
+    promised_steps = report.get("promised_steps", report["steps"])
+    if promised_steps != report["steps"]:
+        lines.append(
+            f"the recipe's promise was measured at {promised_steps} steps: not compared at "
+            f"{report['steps']} (the recipe against the baseline above is the check here)"
+        )
     if report.get("promise"):
         lines.append("against the recipe's promise:")
         for p in report["promise"]:

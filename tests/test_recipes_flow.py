@@ -124,6 +124,24 @@ def test_verify_a_recipe_on_this_machine(shared: h.FinishedStudy) -> None:
     assert runs[0].data.tags["autotune.fp_drift"] == "none"
 
 
+def test_verify_at_another_length_runs_both_sides_that_long(shared: h.FinishedStudy) -> None:
+    path = shared.folder / "recipe-verify-long.yaml"
+    r = h.autotune(["export", shared.name, "-o", str(path)], shared.folder)
+    assert r.returncode == 0, h.explain(r)
+    longer = 2 * shared.steps
+    args = ["verify", str(path), "--seeds", "1", "--steps", str(longer), "--json"]
+    r = h.autotune([*args, "--tracking-uri", shared.tracking_uri], shared.folder)
+    assert r.returncode == 0, h.explain(r)
+    report = json.loads(r.stdout)
+    assert (report["steps"], report["promised_steps"]) == (longer, shared.steps)
+    for side in ("recipe_result", "baseline_result"):
+        assert [run["steps_run"] for run in report[side]["runs"]] == [longer], side
+    assert report["promise"] == [], "a promise made at the probe length is not compared"
+    from autotune import verify as vf
+
+    assert f"measured at {shared.steps} steps: not compared at {longer}" in vf.format_report(report)
+
+
 def test_warm_start_enqueues_the_source_configs_first(shared: h.FinishedStudy) -> None:
     space = h.write(shared.folder, h.mlp_space("warm", trials=2), "warm.yaml")
     r = h.autotune(
