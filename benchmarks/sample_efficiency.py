@@ -2,9 +2,9 @@
 
 The space is the shipped `gradclip` (clip_norm, warmup_steps, adam_eps, accum_steps; objectives
 loss_cv down and throughput up; constraints: not diverged, loss_drop >= 0.05) moved, by default,
-onto the fast `mlp` workload at its unstable learning rate so that 3 + 3 searches fit in a few
+onto the fast `mlp` workload at its unstable learning rate so that the 18 searches fit in a few
 minutes on 2 cores; `--full` keeps the shipped space as it is (tiny_gpt at lr 0.5). Both sides
-run the same budget with the same three sampler seeds: the default sampler exactly as
+run the same budget with the same sampler seeds (six by default): the default sampler exactly as
 `autotune.study.make_sampler` builds it (TPE, multivariate, constraints read from each trial,
 n_startup_trials from the space) and Optuna's RandomSampler. Trial 0 of every search is the
 baseline (PyTorch's defaults for the searched knobs), as in a study. With the same seed, TPE's
@@ -18,15 +18,18 @@ between the best (0) and worst (1) feasible value seen over all runs of both sam
 reference point is 1.1 on every axis (the worst feasible value seen, worsened by 10% of the
 range), so every feasible trial counts. Reported: the mean (min-max over seeds) hypervolume per
 trial for both samplers, and the trial at which the default sampler's mean curve reaches random
-search's final mean hypervolume (issue goal: within a third of the budget).
+search's final mean hypervolume (issue goal: within a third of the budget). By default a third
+arm runs the default sampler with 3 start-up trials instead of the space's 6 (`--also-startup
+3`; `--also-startup ""` drops it): with a shipped budget of 12 trials, half of them random is a
+lot, so the script checks whether fewer would do better.
 
 This measures the search and the probe, not the orchestration: probes run in this process
 (`run_probe`, one torch thread), Optuna is driven directly with ask/tell on an in-memory study
-through the study's own helpers; no Ray, no MLflow. The six searches advance in turns, one trial
+through the study's own helpers; no Ray, no MLflow. The searches advance in turns, one trial
 each, so that machine noise (the throughput objective) hits both samplers alike. A configuration
 probed before (by any search) is not probed again: its record is reused.
 
-    python benchmarks/sample_efficiency.py          # default: mlp, 36 trials x 3 seeds, ~2-3 min
+    python benchmarks/sample_efficiency.py          # mlp, 36 trials x 6 seeds x 3 arms, ~5 min
     python benchmarks/sample_efficiency.py --quick  # smoke run, < 1 min
     python benchmarks/sample_efficiency.py --full   # shipped gradclip: tiny_gpt, 48 trials, >30 min
     python benchmarks/sample_efficiency.py --json se.json --plot se.png
@@ -47,11 +50,19 @@ from autotune.workload import resolve
 
 SAMPLERS = ("tpe", "random")
 LABELS = {"tpe": "default (TPE, constrained)", "random": "random search"}
+STARTUP_ARM = "tpe-startup-"  # an extra arm: the default sampler with another start-up count
 MARGIN = 0.1  # the reference point: worst feasible value seen + 10% of the range
 
 
-def build_space(args: argparse.Namespace, sampler: str, seed: int) -> sp.Space:
+def arm_label(arm: str) -> str:
+    if arm.startswith(STARTUP_ARM):
+        return f"TPE, {arm[len(STARTUP_ARM) :]} start-up trials"
+    return LABELS[arm]
+
+
+def build_space(args: argparse.Namespace, arm: str, seed: int) -> sp.Space:
     lr = args.lr if args.lr is not None else resolve(args.workload, "tiny").unstable_lr
+    sampler = "tpe" if arm.startswith(STARTUP_ARM) else arm
     overrides = [
         f"workload.name={args.workload}",
         f"knobs.lr={lr}",
@@ -61,6 +72,8 @@ def build_space(args: argparse.Namespace, sampler: str, seed: int) -> sp.Space:
         f"sampler.seed={seed}",
         "probe.threads=1",
     ]
+    if arm.startswith(STARTUP_ARM):
+        overrides.append(f"sampler.n_startup_trials={arm[len(STARTUP_ARM) :]}")
     return sp.load(args.space, overrides=overrides)
 
 
@@ -117,7 +130,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lr", type=float, default=None, help="default: the workload's unstable_lr")
     ap.add_argument("--steps", type=int, default=150, help="probe length")
     ap.add_argument("--trials", type=int, default=36, help="budget per search, baseline included")
-    ap.add_argument("--seeds", default="0,1,2", help="sampler seeds, the same for both samplers")
+    ap.add_argument("--seeds", default="0,1,2,3,4,5", help="sampler seeds, the same for every arm")
+    ap.add_argument(
+        "--also-startup",
+        default="3",
+        metavar="N[,M]",
+        help="extra arms: the default sampler with N (M, ...) random start-up trials "
+        "instead of the space's",
+    )
     ap.add_argument("--quick", action="store_true", help="smoke run: 10 trials of 60 steps")
     ap.add_argument(
         "--full", action="store_true", help="the shipped space unchanged (tiny_gpt), 48 trials"
@@ -130,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.full:
         args.workload, args.lr, args.trials, args.steps = "tiny_gpt", 0.5, 48, 150
     seeds = [int(s) for s in args.seeds.split(",")]
+    arms = [*SAMPLERS, *(f"{STARTUP_ARM}{int(n)}" for n in args.also_startup.split(",") if n)]
 
     c.one_thread()
     started = time.perf_counter()
@@ -137,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     cache: dict[str, dict[str, Any]] = {}
     searches = {
         (name, seed): c.Search(build_space(args, name, seed), cache=cache)
-        for name in SAMPLERS
+        for name in arms
         for seed in seeds
     }
     space0 = next(iter(searches.values())).space
@@ -157,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     n = args.trials
     third = max(1, round(n / 3))
     per: dict[str, dict[str, Any]] = {}
-    for name in SAMPLERS:
+    for name in arms:
         mat = np.array([curves[(name, s)] for s in seeds])
         rows = [r for s in seeds for r in runs[(name, s)]]
         per[name] = {
@@ -182,6 +203,11 @@ def main(argv: list[str] | None = None) -> int:
     reach_mean = first_reaching(per["tpe"]["mean"], target)
     reach_seeds = [first_reaching(curves[("tpe", s)], target) for s in seeds]
     goal_met = reach_mean is not None and reach_mean <= n / 3
+    for name in arms:
+        per[name]["trials_to_reach_random_final_mean"] = first_reaching(per[name]["mean"], target)
+        per[name]["trials_to_reach_per_seed"] = [
+            first_reaching(curves[(name, s)], target) for s in seeds
+        ]
 
     probes_run = len(cache)
     probe_s = sum(r["wall_s"] for r in cache.values())
@@ -198,6 +224,7 @@ def main(argv: list[str] | None = None) -> int:
         "trials": n,
         "seeds": seeds,
         "n_startup_trials": space0.sampler.n_startup_trials,
+        "arms": {name: arm_label(name) for name in arms},
         "normalisation": scale,
         "samplers": per,
         "target_random_final_mean": target,
@@ -217,8 +244,9 @@ def main(argv: list[str] | None = None) -> int:
     fig, axes = c.figure(7.0, 4.2)
     ax = axes[0][0]
     x = np.arange(1, n + 1)
-    for name, color in zip(SAMPLERS, ("#1f77b4", "#ff7f0e"), strict=True):
-        ax.plot(x, per[name]["mean"], color=color, label=f"{LABELS[name]} (mean)")
+    colors = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b")
+    for name, color in zip(arms, colors, strict=False):
+        ax.plot(x, per[name]["mean"], color=color, label=f"{arm_label(name)} (mean)")
         ax.fill_between(x, per[name]["min"], per[name]["max"], color=color, alpha=0.2)
     ax.axhline(target, color="#555555", ls="--", lw=1, label="random's final mean")
     ax.axvline(n / 3, color="#999999", ls=":", lw=1, label="a third of the budget")
@@ -247,19 +275,24 @@ def main(argv: list[str] | None = None) -> int:
     )
     head = ["sampler", f"HV at trial {third}", f"HV at trial {n} (final)", "final per seed"]
     head += ["feasible", "diverged", "sampler time (s)"]
+    head.append("trials to random's final")
     rows = []
-    for name in SAMPLERS:
+    for name in arms:
         p = per[name]
         mid = [curves[(name, s)][third - 1] for s in seeds]
         rows.append(
             [
-                LABELS[name],
+                arm_label(name),
                 f"{statistics.fmean(mid):.3f} ({min(mid):.3f}-{max(mid):.3f})",
                 f"**{p['mean'][-1]:.3f}** ({p['min'][-1]:.3f}-{p['max'][-1]:.3f})",
                 ", ".join(f"{v:.3f}" for v in p["final_per_seed"]),
                 f"{p['feasible_share']:.0%}",
                 f"{p['diverged_share']:.0%}",
                 f"{p['sampler_s']:.1f}",
+                str(p["trials_to_reach_random_final_mean"] or "never")
+                + " ("
+                + ", ".join(str(v or "never") for v in p["trials_to_reach_per_seed"])
+                + ")",
             ]
         )
     print(c.table(head, rows))
@@ -273,8 +306,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(
         f"\nHV: objectives as minimisations (throughput negated), each scaled to [0, 1] between "
-        f"the best and worst feasible value over all {2 * len(seeds)} runs; reference point "
-        f"{MARGIN + 1:g} per axis (max possible {scale.get('max_hypervolume', 0):.2f}). "
+        f"the best and worst feasible value over all {len(arms) * len(seeds)} runs; reference "
+        f"point {MARGIN + 1:g} per axis (max possible {scale.get('max_hypervolume', 0):.2f}). "
         f"Both samplers drew the same first {', '.join(map(str, shared))} trials (per seed: "
         f"the baseline and TPE's random start-up). {probes_run} distinct probes, "
         f"{probe_s:.0f} s of probing; wall {mach['wall_s']:.0f} s."

@@ -64,8 +64,10 @@ def main(argv: list[str] | None = None) -> int:
 
         torch.set_num_threads(1)
         t0 = time.perf_counter()
+        direct_probe_s = 0.0
         for i, knobs in enumerate(knob_sets):
             r = run_probe(ProbeConfig.from_space(space, knobs=knobs))
+            direct_probe_s += r["wall_s"]
             print(
                 f"  direct {i + 1}/{len(knob_sets)}: {r['status']}, {r['wall_s']:.1f} s",
                 file=sys.stderr,
@@ -82,6 +84,14 @@ def main(argv: list[str] | None = None) -> int:
             stdout=sys.stderr,  # the study's summary; stdout carries only the result
         )
         study = time.perf_counter() - t0
+        # Where the study's time went, from its trial records: the probes' own wall time
+        # (run_probe, inside the probe process) and each probe process's, start to exit.
+        records = [
+            json.loads(f.read_text())
+            for f in sorted((Path(tmp) / "autotune-studies" / "overhead" / "trials").glob("*.json"))
+        ]
+        study_probe_s = sum((r.get("summary") or {}).get("wall_s") or 0.0 for r in records)
+        study_process_s = sum(r.get("wall_s") or 0.0 for r in records)
 
     out = {
         "trials": args.trials,
@@ -92,6 +102,14 @@ def main(argv: list[str] | None = None) -> int:
         "ratio": study / direct,
         "overhead_per_trial_s": (study - direct) / args.trials,
         "direct_per_trial_s": direct / args.trials,
+        # the study's extra time, split: its probes ran slower than the direct ones (other
+        # processes on the machine: Ray, the driver), process start/exit, and the rest (Ray's
+        # and MLflow's start, the driver between trials, the summary, shutdown)
+        "probes_slower_s": study_probe_s - direct_probe_s,
+        "process_s": study_process_s - study_probe_s,
+        "driver_and_fixed_s": study - study_process_s,
+        "direct_probe_s": direct_probe_s,
+        "study_probe_s": study_probe_s,
         "python": platform.python_version(),
         "cpus": os.cpu_count(),
     }
@@ -101,7 +119,12 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{args.trials} probes of {out['direct_per_trial_s']:.1f} s: direct {direct:.1f} s, "
             f"study {study:.1f} s, ratio {out['ratio']:.3f}, overhead "
-            f"{out['overhead_per_trial_s']:.2f} s per trial"
+            f"{out['overhead_per_trial_s']:.2f} s per trial\n"
+            f"  the study's extra {study - direct:.1f} s: its probes ran "
+            f"{out['probes_slower_s']:.1f} s longer in all ({study_probe_s:.1f} s against "
+            f"{direct_probe_s:.1f} s), probe processes' start and exit {out['process_s']:.1f} s, "
+            f"everything else (Ray and MLflow start, the driver between trials, the summary, "
+            f"shutdown) {out['driver_and_fixed_s']:.1f} s"
         )
     return 0
 
