@@ -56,6 +56,7 @@ import numpy as np
 
 from autotune.probe import LINE_PREFIX, ProbeConfig, Report, run_probe
 from autotune.space import ENV_PREFIXES
+from autotune.spare import die_with_parent
 
 if TYPE_CHECKING:
     import torch
@@ -557,14 +558,6 @@ def rank_env(cfg: ProbeConfig, rank: int, world_size: int, port: int) -> dict[st
     return env
 
 
-def _die_with_parent() -> None:
-    """In a rank: SIGKILL when the launcher dies (Linux)."""
-    with contextlib.suppress(Exception):
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
 @dataclass
 class _Rank:
     proc: subprocess.Popen[str]
@@ -624,7 +617,7 @@ def _run_ranks(cfg: ProbeConfig, emit: Report) -> dict[str, Any]:
                 env=rank_env(cfg, r, world, store.port),
                 text=True,
                 bufsize=1,
-                preexec_fn=_die_with_parent,
+                preexec_fn=die_with_parent,  # in a rank: SIGKILL when the launcher dies
             )
             ranks.append(_Rank(proc))
             threading.Thread(target=_read, args=(r, proc, q), daemon=True).start()

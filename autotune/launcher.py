@@ -68,7 +68,6 @@ FORK_REPLY_S = 20.0  # for the zygote's answer to a fork request (it takes milli
 _SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="autotune-spawner")
 _ZYGOTE: Zygote | None = None  # this worker's zygote
 _ZYGOTE_LOCK = threading.Lock()
-_die_with_parent = die_with_parent  # in the probe process: SIGKILL when the worker dies
 
 
 def probe_env(env_knobs: Mapping[str, str], threads: int | None) -> dict[str, str]:
@@ -93,7 +92,7 @@ def _popen(args: list[str], env: Mapping[str, str], stdin: int) -> subprocess.Po
             text=True,
             bufsize=1,
             start_new_session=True,  # the probe and all it starts are one process group
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,  # in the probe process: SIGKILL when the worker dies
         )
 
     return _SPAWNER.submit(start).result()
@@ -143,11 +142,6 @@ class ForkedProbe:
         self._status.close()
         return self.returncode
 
-    def poll(self) -> int | None:
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            return self.wait(timeout=1e-6)
-        return None
-
 
 class Zygote:
     """This worker's fork server for one environment (see `autotune.spare`)."""
@@ -167,14 +161,15 @@ class Zygote:
         self.pid = self.proc.pid
         self.ctl = ours
         self.ready = False
-        self.log: deque[str] = deque(maxlen=20)  # its own output, if any (an import error)
         threading.Thread(target=self._drain, daemon=True).start()
 
     def _drain(self) -> None:
+        # Its own output (an import error, say) is read and dropped: a trial it fails runs in a
+        # fresh process, whose log tail shows the same error.
         with contextlib.suppress(Exception):
             assert self.proc.stdout is not None
-            for line in self.proc.stdout:
-                self.log.append(line.rstrip()[:500])
+            for _line in self.proc.stdout:
+                pass
             self.proc.stdout.close()
             self.proc.wait()  # reaped, whether killed or gone on its own
 
@@ -233,22 +228,31 @@ class Zygote:
             self.ctl.close()
 
 
+def _zygote_for(env: Mapping[str, str]) -> tuple[Zygote | None, bool]:
+    """With `_ZYGOTE_LOCK` held: this worker's zygote for `env` and whether it was there
+    already. Otherwise the one there is retired (of another environment: it leaves at once when
+    idle) or reaped (dead), and a new one is started (None if that failed)."""
+    global _ZYGOTE
+    zygote = _ZYGOTE
+    if zygote is not None and zygote.env == dict(env) and zygote.alive():
+        return zygote, True
+    if zygote is not None:
+        if zygote.alive():
+            zygote.retire()
+        else:
+            zygote.kill()
+    _ZYGOTE = None
+    with contextlib.suppress(OSError):
+        _ZYGOTE = Zygote(env)
+    return _ZYGOTE, False
+
+
 def _fork_from_zygote(env: Mapping[str, str], cfg_path: str) -> tuple[ForkedProbe | None, bool]:
     """(this trial's probe forked by the worker's zygote for `env`, whether that zygote was
-    there before this trial), replacing the zygote first if it is of another environment or
-    dead; (None, _) if the fork failed (the zygote is then discarded)."""
+    there before this trial); (None, _) if the fork failed (the zygote is then discarded)."""
     global _ZYGOTE
     with _ZYGOTE_LOCK:
-        zygote = _ZYGOTE
-        there = zygote is not None and zygote.env == dict(env) and zygote.alive()
-        if not there:
-            if zygote is not None and zygote.alive():
-                zygote.retire()  # of another environment: gone once idle (at once)
-            elif zygote is not None:
-                zygote.kill()  # dead: reaped
-            _ZYGOTE = zygote = None
-            with contextlib.suppress(OSError):
-                _ZYGOTE = zygote = Zygote(env)
+        zygote, there = _zygote_for(env)
         child = zygote.fork(cfg_path) if zygote is not None else None
         if child is None and zygote is not None:
             zygote.kill()
@@ -258,14 +262,8 @@ def _fork_from_zygote(env: Mapping[str, str], cfg_path: str) -> tuple[ForkedProb
 
 def start_zygote(env: Mapping[str, str]) -> None:
     """Start a zygote for `env` (replacing this worker's zygote) unless one is there."""
-    global _ZYGOTE
     with _ZYGOTE_LOCK:
-        if _ZYGOTE is not None and _ZYGOTE.env == dict(env) and _ZYGOTE.alive():
-            return
-        if _ZYGOTE is not None:
-            _ZYGOTE.retire()
-        _ZYGOTE = None
-        _ZYGOTE = Zygote(env)
+        _zygote_for(env)
 
 
 def discard_zygote() -> None:
@@ -275,9 +273,6 @@ def discard_zygote() -> None:
         zygote, _ZYGOTE = _ZYGOTE, None
     if zygote is not None:
         zygote.kill()
-
-
-discard_spare = discard_zygote  # its name before zygotes
 
 
 def _kill(proc: subprocess.Popen[str]) -> None:
