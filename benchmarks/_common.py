@@ -225,6 +225,11 @@ def machine_line(m: Mapping[str, Any]) -> str:
     )
 
 
+def footer(m: Mapping[str, Any]) -> str:
+    """The report's last lines: the wall time and the machine."""
+    return f"\nWall {m['wall_s']:.0f} s.\n\n" + machine_line(m)
+
+
 def finish_machine(m: dict[str, Any], started: float) -> dict[str, Any]:
     m["loadavg_end"] = _loadavg()
     m["wall_s"] = round(time.perf_counter() - started, 1)

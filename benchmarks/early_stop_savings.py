@@ -263,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
         "measured separately in each mode: on a noisy machine it can differ for that reason "
         "alone; the stablest pick depends on loss_cv only."
     )
-    print(f"\nWall {mach['wall_s']:.0f} s.\n\n" + c.machine_line(mach))
+    print(c.footer(mach))
     return 0
 
 

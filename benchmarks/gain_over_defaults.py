@@ -298,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
         "autotune.verify.interval); 'all diverged' when none is left. The divergence rate counts "
         "every seed."
     )
-    print(f"\nWall {mach['wall_s']:.0f} s.\n\n" + c.machine_line(mach))
+    print(c.footer(mach))
     return 0
 
 

@@ -620,7 +620,7 @@ def main(argv: list[str] | None = None) -> int:
             ],
         )
     )
-    print(f"\nWall {mach['wall_s']:.0f} s.\n\n" + c.machine_line(mach))
+    print(c.footer(mach))
     return 0
 
 
