@@ -23,16 +23,15 @@ def test_loss_curve_matches_golden_file(name: str) -> None:
     path = GOLDEN / f"{name}.json"
     assert path.is_file(), f"no golden file for {name}: run python tests/golden/regen.py"
     gold = json.loads(path.read_text())
-    if gold["torch"].split("+")[0] != torch.__version__.split("+")[0]:
-        pytest.skip(f"golden file made with torch {gold['torch']}, this is {torch.__version__}")
-    if (
-        name == "tiny_gpt"
-        and gold["python"].rsplit(".", 1)[0] != platform.python_version().rsplit(".", 1)[0]
-    ):
-        pytest.skip(
-            "tiny_gpt trains on this Python's standard library sources, which differ "
-            f"between Python {gold['python']} and {platform.python_version()}"
-        )
+    # A golden file belongs to the torch (and, for tiny_gpt, the Python) it was made with: after
+    # an upgrade the test fails with the command that makes new ones, rather than skipping.
+    regen = "python tests/golden/regen.py (and commit the files, saying why)"
+    assert gold["torch"].split("+")[0] == torch.__version__.split("+")[0], (
+        f"golden file made with torch {gold['torch']}, this is {torch.__version__}: run {regen}"
+    )
+    if name == "tiny_gpt":  # it trains on this Python's standard-library sources
+        made, this = gold["python"].rsplit(".", 1)[0], platform.python_version().rsplit(".", 1)[0]
+        assert made == this, f"{name}: golden file made with Python {made}, this is {this}: {regen}"
     settings = {k: gold[k] for k in ("size", "steps", "micro_batch", "seed", "precision", "knobs")}
     torch.set_num_threads(gold["threads"])
     try:
@@ -51,6 +50,15 @@ def _peak(r: dict) -> float:
     return float(np.nanmax(np.where(np.isfinite(loss), loss, np.inf)) / loss[0])
 
 
+def _bulk(r: dict) -> float:
+    """The 95th percentile of the loss relative to the first loss: the level the curve stays
+    under apart from a few single-step spikes. A spike's height and step depend on the CPU's
+    floating-point kernels (the cured resnet run spikes to 1.0-1.8x at one step or none,
+    depending on the reduction order), while this level does not (0.9-1.13 on the same runs)."""
+    loss = np.asarray(r["series"]["loss"], dtype=float)
+    return float(np.percentile(np.where(np.isfinite(loss), loss, np.inf), 95) / loss[0])
+
+
 @pytest.mark.parametrize("name", sorted(BUILTINS))
 def test_defaults_are_unstable_at_unstable_lr_and_the_knobs_cure_it(name: str) -> None:
     w = resolve(name, "tiny")
@@ -62,7 +70,9 @@ def test_defaults_are_unstable_at_unstable_lr_and_the_knobs_cure_it(name: str) -
     assert raw["status"] == "diverged" or _peak(raw) >= 2.0, (
         f"{name}: PyTorch defaults at lr={w.unstable_lr} trained smoothly (peak {_peak(raw):.2f})"
     )
-    # The same learning rate with clipping and a warm-up: no divergence, a smaller peak.
+    # The same learning rate with clipping and a warm-up: no divergence, the curve stays at or
+    # below its start apart from single steps, and the model learns. (Measured on 2 CPUs, with 1
+    # and 2 threads and seeds 0-2: bulk <= 1.13, loss_drop >= 0.57.)
     cured = run_probe(
         ProbeConfig(
             **{
@@ -72,7 +82,8 @@ def test_defaults_are_unstable_at_unstable_lr_and_the_knobs_cure_it(name: str) -
         )
     )
     assert cured["status"] == "ok", f"{name}: still {cured['status']} with clipping + warm-up"
-    assert _peak(cured) < min(1.5, _peak(raw))
+    assert _bulk(cured) < 1.3, f"{name}: the cured run's loss stays high ({_bulk(cured):.2f}x)"
+    assert cured["metrics"]["loss_drop"] > 0.3, f"{name}: the cured run did not learn"
     # Sensible knobs at the workload's default learning rate: it trains.
     sensible = run_probe(
         ProbeConfig(
@@ -83,4 +94,4 @@ def test_defaults_are_unstable_at_unstable_lr_and_the_knobs_cure_it(name: str) -
         )
     )
     assert sensible["status"] == "ok" and sensible["metrics"]["loss_drop"] > 0.2
-    assert _peak(sensible) < 1.5
+    assert _bulk(sensible) < 1.3 and _peak(sensible) < 2.0  # measured: <= 1.0 and <= 1.27
