@@ -372,14 +372,19 @@ def ui(
         typer.Option(help="MLflow tracking URI (default: the study's, else as `autotune study`)."),
     ] = None,
     host: Annotated[
-        str, typer.Option(help="Interface to bind (loopback by default).")
+        str, typer.Option(help="Interface to bind (loopback by default; others need --expose).")
     ] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port.")] = 5000,
+    expose: Annotated[
+        bool,
+        typer.Option(help="Allow a --host beyond loopback (the UI has no authentication)."),
+    ] = False,
 ) -> None:
     """Start the MLflow UI on the study's tracking store and print its URL."""
     from autotune import tracking
-    from autotune.ui import serve
+    from autotune.ui import check_host, serve
 
+    bind_host, poll_host = check_host(host, port, expose=expose)  # before any store is read
     uri = tracking_uri
     experiment_id = None
     if study_ref is not None:
@@ -388,7 +393,13 @@ def ui(
         _, _, _, meta = st.find_study(study_ref)
         uri = uri or meta.get("tracking_uri")
         experiment_id = meta.get("experiment_id")
-    serve(tracking.resolve_uri(uri), host=host, port=port, experiment_id=experiment_id)
+    serve(
+        tracking.resolve_uri(uri),
+        host=bind_host,
+        port=port,
+        poll_host=poll_host,
+        experiment_id=experiment_id,
+    )
 
 
 from autotune import cli_repro  # noqa: E402

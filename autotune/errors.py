@@ -36,6 +36,10 @@ class RecipeError(AutotuneError):
     """A recipe file is malformed, of a future version, or names unknown knobs."""
 
 
+class UsageError(AutotuneError):
+    """A command-line option is empty, out of range, or unsafe without being asked for."""
+
+
 class ReproError(AutotuneError):
     """An audit, a run comparison or a determinism check cannot run on what it was given."""
 

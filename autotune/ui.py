@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
 import urllib.request
 
-from autotune.errors import TrackingError
+from autotune.errors import TrackingError, UsageError
 from autotune.tracking import _redact
 
 
@@ -26,6 +28,48 @@ def mlflow_ui_command(uri: str, host: str, port: int) -> list[str]:
         "--port",
         str(port),
     ]
+
+
+def bind_addresses(host: str, port: int) -> list[ipaddress.IPv4Address | ipaddress.IPv6Address]:
+    """The addresses a server told `--host HOST` would listen on ("0" is 0.0.0.0 to the OS)."""
+    if not host.strip():
+        raise UsageError("--host: empty; give an address to bind (default 127.0.0.1)")
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError) as e:
+        raise UsageError(f"--host {host!r}: not an address of this machine ({e})") from None
+    return [ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos]
+
+
+def check_host(host: str, port: int, *, expose: bool) -> tuple[str, str]:
+    """Refuse a bind beyond loopback unless `expose` asks for it; return the address to bind
+    and the one to poll for health.
+
+    The MLflow UI has no authentication: whoever reaches it reads every run and can delete
+    them. So a host that is not loopback (or that means every interface: "0", "0.0.0.0", "::")
+    must be asked for with --expose, and then what it exposes is printed. "0" is passed on as
+    0.0.0.0: the server MLflow starts does not listen when given "0"."""
+    addrs = bind_addresses(host, port)
+    if all(a.is_loopback for a in addrs):
+        return host, host
+    everywhere = any(a.is_unspecified for a in addrs)
+    where = "every interface of this machine" if everywhere else ", ".join(map(str, addrs))
+    if not expose:
+        raise UsageError(
+            f"--host {host!r} binds {where}, not only loopback: the MLflow UI has no "
+            "authentication; pass --expose to do it anyway"
+        )
+    print(
+        f"exposing the MLflow UI on {where}, port {port}: anyone who can reach it can read "
+        "every run of this store and delete them (no authentication). MLflow answers only "
+        "requests addressed to localhost or a private address unless its --allowed-hosts is set.",
+        file=sys.stderr,
+        flush=True,
+    )
+    if not everywhere:
+        return host, host
+    # A server on every interface answers on loopback too; poll it there.
+    return ("0.0.0.0", "127.0.0.1") if addrs[0].version == 4 else ("::", "::1")
 
 
 def ui_env() -> dict[str, str]:
@@ -50,15 +94,18 @@ def wait_healthy(url: str, proc: subprocess.Popen[bytes] | None, timeout_s: floa
     raise TrackingError(f"the MLflow UI did not answer at {url} within {timeout_s:.0f} s")
 
 
-def serve(uri: str, *, host: str, port: int, experiment_id: str | None = None) -> None:
-    """Run the UI until Ctrl-C, printing the URL once it answers."""
+def serve(
+    uri: str, *, host: str, port: int, poll_host: str, experiment_id: str | None = None
+) -> None:
+    """Run the UI until Ctrl-C, printing the URL (at `poll_host`, from check_host) once it
+    answers."""
 
     def stop(signum: int, frame: object) -> None:
         raise KeyboardInterrupt  # SIGTERM stops the UI as Ctrl-C does: no server left behind
 
     signal.signal(signal.SIGTERM, stop)
     proc = subprocess.Popen(mlflow_ui_command(uri, host, port), env=ui_env())
-    url = f"http://{host}:{port}"
+    url = f"http://{f'[{poll_host}]' if ':' in poll_host else poll_host}:{port}"
     try:
         wait_healthy(url, proc)
         # MLflow 3's UI opens an experiment in its GenAI (traces) view unless told otherwise.
