@@ -9,6 +9,7 @@ which runs in the probe's own process (the trial process of a study, or the CLI)
   once per process). The ranks stay in the launcher's process group: a trial timeout that kills
   the group kills them too, and each rank also dies with the launcher (PR_SET_PDEATHSIG);
 * relays rank 0's reports (start, telemetry, oom) and combines every rank's summary into one;
+  each rank reports on a channel of its own (`autotune.report`), its output is its log;
 * watches the ranks: a failed rank gets the others killed after a short grace, and a rank that
   never finishes the all-reduce check is a hang (`comm_hang`);
 * retries once after an out-of-memory with half the micro-batch and twice the accumulation
@@ -54,7 +55,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from autotune.probe import LINE_PREFIX, ProbeConfig, Report, run_probe
+from autotune import report as report_protocol
+from autotune.probe import ProbeConfig, Report, run_probe
 from autotune.space import ENV_PREFIXES
 from autotune.spare import die_with_parent
 
@@ -361,25 +363,23 @@ def cause_of(e: BaseException) -> str:
     return "exception"
 
 
-def _print_line(msg: dict[str, Any]) -> None:
-    from autotune.probe import _json_default
-
-    sys.stdout.write(LINE_PREFIX + json.dumps(msg, default=_json_default) + "\n")
-    sys.stdout.flush()
-
-
 def rank_main(cfg_path: str) -> int:
     """`python -m autotune.distributed CONFIG.json` with RANK, WORLD_SIZE, LOCAL_RANK,
     MASTER_ADDR and MASTER_PORT set: one rank. Rank 0 reports everything; the others report
-    only what the launcher combines (readiness, the check, their summary or error)."""
+    only what the launcher combines (readiness, the check, their summary or error), on the
+    report channel of their environment."""
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local = int(os.environ.get("LOCAL_RANK", rank))
+    channel = report_protocol.Writer.from_env()
+    if channel is None:
+        print(f"a rank reports on the channel of {report_protocol.FD_ENV}", file=sys.stderr)
+        return 2
 
     def report(msg: dict[str, Any]) -> None:
         if rank == 0 or msg.get("event") in ("summary", "error", *_INTERNAL_EVENTS):
             if msg.get("event") == "summary" and rank != 0:
                 msg = {k: v for k, v in msg.items() if k != "series"}
-            _print_line({**msg, "rank": rank})
+            channel({**msg, "rank": rank})
 
     try:
         import torch
@@ -566,6 +566,7 @@ class _Rank:
     comm_ok: bool = False
     summary: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
+    streams: int = 2  # its log and its report channel, until each has ended
     eof: bool = False
     exited_at: float = 0.0
     killed: bool = False  # by the launcher: its exit is not a failure of its own
@@ -579,16 +580,20 @@ class _Failure:
     message: str
 
 
-def _read(r: int, proc: subprocess.Popen[str], q: queue.Queue[tuple[int, str, Any]]) -> None:
+def _read_log(r: int, proc: subprocess.Popen[str], q: queue.Queue[tuple[int, str, Any]]) -> None:
     assert proc.stdout is not None
     for line in proc.stdout:
-        if line.startswith(LINE_PREFIX):
-            try:
-                q.put((r, "event", json.loads(line[len(LINE_PREFIX) :])))
-                continue
-            except json.JSONDecodeError:
-                pass
         q.put((r, "line", line.rstrip("\n")))
+    q.put((r, "eof", None))
+
+
+def _read_reports(
+    r: int, channel: report_protocol.Channel, q: queue.Queue[tuple[int, str, Any]]
+) -> None:
+    for msg in channel.reports():
+        q.put((r, "event", msg))
+    if channel.rejected:
+        q.put((r, "line", channel.rejected_note()))
     q.put((r, "eof", None))
 
 
@@ -609,18 +614,26 @@ def _run_ranks(cfg: ProbeConfig, emit: Report) -> dict[str, Any]:
     ranks: list[_Rank] = []
     try:
         for r in range(world):
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "autotune.distributed", path],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=rank_env(cfg, r, world, store.port),
-                text=True,
-                bufsize=1,
-                preexec_fn=die_with_parent,  # in a rank: SIGKILL when the launcher dies
-            )
+            channel = report_protocol.Channel()
+            try:
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "autotune.distributed", path],
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    env={**rank_env(cfg, r, world, store.port), **channel.env()},
+                    pass_fds=(channel.write_fd,),
+                    text=True,
+                    bufsize=1,
+                    preexec_fn=die_with_parent,  # in a rank: SIGKILL when the launcher dies
+                )
+            except BaseException:
+                channel.close()
+                raise
+            channel.close_child_end()
             ranks.append(_Rank(proc))
-            threading.Thread(target=_read, args=(r, proc, q), daemon=True).start()
+            threading.Thread(target=_read_log, args=(r, proc, q), daemon=True).start()
+            threading.Thread(target=_read_reports, args=(r, channel, q), daemon=True).start()
         failures = _supervise(ranks, q, emit, timeout)
     finally:
         for rk in ranks:
@@ -662,7 +675,8 @@ def _supervise(
         else:
             rk = ranks[r]
             if kind == "eof":
-                rk.eof = True
+                rk.streams -= 1
+                rk.eof = rk.streams == 0
             elif kind == "line":
                 rk.tail.append(payload)
                 sys.stderr.write(f"[rank {r}] {payload}\n")
@@ -883,13 +897,12 @@ def _ray_train_worker(config: dict[str, Any]) -> None:
             {"rank": g.get("rank"), "status": g.get("status"), "node": g.get("node")}
             for g in gathered
         ]
-    from autotune.probe import _json_default
-
     # Ray Train v2 keeps only metrics that come with a checkpoint: rank 0's summary is one.
     with tempfile.TemporaryDirectory(prefix="autotune-summary-") as folder:
         checkpoint = None
         if rank == 0:
-            (Path(folder) / "summary.json").write_text(json.dumps(result, default=_json_default))
+            text = json.dumps(result, default=report_protocol.json_default)
+            (Path(folder) / "summary.json").write_text(text)
             checkpoint = ray.train.Checkpoint.from_directory(folder)
         ray.train.report({"status": result["status"]}, checkpoint=checkpoint)
 

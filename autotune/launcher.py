@@ -14,6 +14,10 @@ running probe by 10-30% in our measurements). The child is a probe process as a 
 would be (its own process group, SIGKILL when its parent dies, its output on a pipe that only
 it holds, its exit status reported as `Popen.returncode` reports it): see `autotune.spare`.
 
+Either way the probe reports on a channel of its own (`autotune.report`): a pipe and a nonce
+made for that one trial. What the probe process prints is its log (the tail is kept for the
+failure's cause), never a report.
+
 A zygote serves only trials whose environment (`probe_env`) is exactly the one it was started
 with: environment knobs (NCCL_*, HSA_*, ...) are read by libraries when torch and its device
 runtimes start, which in a forked child has already happened. A trial of another environment,
@@ -47,8 +51,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import IO, Any, Protocol
 
 from autotune import space as sp
-from autotune.probe import LINE_PREFIX
-from autotune.spare import MAX_MESSAGE, READY_LINE, ZYGOTE_ARG, die_with_parent
+from autotune.report import Channel
+from autotune.spare import MAX_MESSAGE, ZYGOTE_ARG, die_with_parent
 
 LOG_TAIL_LINES = 60
 FAILED_CAUSES = (
@@ -81,13 +85,16 @@ def probe_env(env_knobs: Mapping[str, str], threads: int | None) -> dict[str, st
     return env
 
 
-def _popen(args: list[str], env: Mapping[str, str], stdin: int) -> subprocess.Popen[str]:
+def _popen(
+    args: list[str], env: Mapping[str, str], stdin: int, pass_fds: tuple[int, ...] = ()
+) -> subprocess.Popen[str]:
     def start() -> subprocess.Popen[str]:
         return subprocess.Popen(
             args,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             stdin=stdin,
+            pass_fds=pass_fds,
             env=dict(env),
             text=True,
             bufsize=1,
@@ -183,8 +190,9 @@ class Zygote:
             self.ready = msg.get("ready") == self.pid
         return self.ready
 
-    def fork(self, cfg_path: str) -> ForkedProbe | None:
-        """A child running the probe of `cfg_path`; None if the zygote did not make one."""
+    def fork(self, cfg_path: str, channel: Channel) -> ForkedProbe | None:
+        """A child running the probe of `cfg_path`, reporting on `channel`; None if the zygote
+        did not make one."""
         fds: list[int] = []
         status: socket.socket | None = None
         try:
@@ -194,8 +202,10 @@ class Zygote:
             fds += [out_r, out_w]
             status, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             with theirs:
-                req = json.dumps({"cfg": cfg_path, "cwd": os.getcwd()}).encode()
-                socket.send_fds(self.ctl, [req], [out_w, theirs.fileno()], socket.MSG_NOSIGNAL)
+                req = json.dumps({"cfg": cfg_path, "cwd": os.getcwd(), "nonce": channel.nonce})
+                fds_out = [out_w, theirs.fileno(), channel.write_fd]
+                socket.send_fds(self.ctl, [req.encode()], fds_out, socket.MSG_NOSIGNAL)
+            channel.close_child_end()  # the zygote passes it on to the child only
             os.close(out_w)  # the child holds the only write end
             fds.remove(out_w)
             status.settimeout(FORK_REPLY_S)
@@ -247,13 +257,15 @@ def _zygote_for(env: Mapping[str, str]) -> tuple[Zygote | None, bool]:
     return _ZYGOTE, False
 
 
-def _fork_from_zygote(env: Mapping[str, str], cfg_path: str) -> tuple[ForkedProbe | None, bool]:
+def _fork_from_zygote(
+    env: Mapping[str, str], cfg_path: str, channel: Channel
+) -> tuple[ForkedProbe | None, bool]:
     """(this trial's probe forked by the worker's zygote for `env`, whether that zygote was
     there before this trial); (None, _) if the fork failed (the zygote is then discarded)."""
     global _ZYGOTE
     with _ZYGOTE_LOCK:
         zygote, there = _zygote_for(env)
-        child = zygote.fork(cfg_path) if zygote is not None else None
+        child = zygote.fork(cfg_path, channel) if zygote is not None else None
         if child is None and zygote is not None:
             zygote.kill()
             _ZYGOTE = None
@@ -325,10 +337,21 @@ def run_trial_process(
     t0 = time.time()
     proc: ProbeProcess | None = None
     zygote_there = False
+    channel = Channel()
     if spare:
-        proc, zygote_there = _fork_from_zygote(env, cfg_path)
+        proc, zygote_there = _fork_from_zygote(env, cfg_path, channel)
     if proc is None:
-        fresh = _popen([sys.executable, "-m", "autotune.spare"], env, subprocess.PIPE)
+        channel.close()  # a zygote that failed may hold its write end: a new channel
+        channel = Channel()
+        try:
+            fresh = _popen(
+                [sys.executable, "-m", "autotune.spare"],
+                {**env, **channel.env()},
+                subprocess.PIPE,
+                (channel.write_fd,),
+            )
+        finally:
+            channel.close_child_end()
         _hand_over(fresh, cfg_path)
         proc = fresh
     forked = isinstance(proc, ForkedProbe)
@@ -345,7 +368,7 @@ def run_trial_process(
             on_event(msg)
 
     try:
-        out = _watch(proc, timeout_s, event)
+        out = _watch(proc, channel, timeout_s, event)
     finally:
         with contextlib.suppress(OSError):
             os.unlink(cfg_path)
@@ -358,32 +381,29 @@ def run_trial_process(
 
 def _watch(
     proc: ProbeProcess,
+    channel: Channel,
     timeout_s: float,
     on_event: Callable[[dict[str, Any]], None] | None,
 ) -> dict[str, Any]:
     tail: deque[str] = deque(maxlen=LOG_TAIL_LINES)
     events: dict[str, dict[str, Any]] = {}
 
-    def read() -> None:
+    def read_log() -> None:  # whatever it prints: its log, never a report
         assert proc.stdout is not None
         for line in proc.stdout:
-            if line.rstrip() == READY_LINE:
-                continue
-            if line.startswith(LINE_PREFIX):
-                try:
-                    msg = json.loads(line[len(LINE_PREFIX) :])
-                except json.JSONDecodeError:
-                    tail.append(line.rstrip()[:500])
-                    continue
-                events[msg.get("event", "?")] = msg
-                if on_event is not None:
-                    with contextlib.suppress(Exception):
-                        on_event(msg)
-            else:
-                tail.append(line.rstrip()[:2000])
+            tail.append(line.rstrip()[:2000])
 
-    reader = threading.Thread(target=read, daemon=True)
+    def read_reports() -> None:
+        for msg in channel.reports():
+            events[msg["event"]] = msg
+            if on_event is not None:
+                with contextlib.suppress(Exception):
+                    on_event(msg)
+
+    reader = threading.Thread(target=read_log, daemon=True)
     reader.start()
+    reports = threading.Thread(target=read_reports, daemon=True)
+    reports.start()
     timed_out = False
     try:
         proc.wait(timeout=timeout_s)
@@ -396,6 +416,7 @@ def _watch(
                 os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
     finally:
+        reports.join(timeout=10)  # the probe held the only write end: it ends with it
         reader.join(timeout=10)
         # Still reading: a process that left the probe's group holds its output open. Closing
         # the stream would wait for the reader's lock for ever; the reader ends with the pipe.
@@ -403,6 +424,8 @@ def _watch(
             with contextlib.suppress(Exception):
                 if proc.stdout is not None:
                     proc.stdout.close()
+    if channel.rejected:
+        tail.append(channel.rejected_note())
     return outcome_of(proc.returncode, timed_out, timeout_s, events, "\n".join(tail))
 
 
@@ -456,9 +479,10 @@ def outcome_of(
             + (" (killed: out of memory, or stopped from outside)" if killed else ""),
         )
     else:
+        early = " (the workload ended the process early)" if rc == 0 else ""
         out.update(
             outcome="failed",
             cause="crash",
-            error=f"the probe process exited with status {rc} without a summary",
+            error=f"the probe process exited with status {rc} without a summary{early}",
         )
     return out

@@ -4,8 +4,9 @@ One readable loop (`run_probe`) in the manner of nanoGPT's train.py, with small 
 it. It reports through one callable, `report(dict)`, so the same code runs in a unit test, in
 a trial process under Ray, and in `autotune verify`. It imports neither Ray, Optuna nor MLflow.
 
-`python -m autotune.probe CONFIG.json` runs one probe in this process and writes its reports to
-stdout as JSON lines prefixed with `@@autotune ` (anything else the workload prints is ignored).
+`python -m autotune.probe CONFIG.json` runs one probe in this process and writes its reports on
+the report channel it was started with (`autotune.report`); what the workload prints is its log.
+Started without a channel (by hand), it writes them to stdout for a person to read.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from autotune import metrics
+from autotune import report as report_protocol
+from autotune.errors import WorkloadError
 from autotune.space import KNOBS, Space
 
 if TYPE_CHECKING:
@@ -33,7 +36,6 @@ if TYPE_CHECKING:
     from autotune.distributed import RankContext
 
 Report = Callable[[dict[str, Any]], None]
-LINE_PREFIX = "@@autotune "
 ANOMALY_TOP = 10  # layers listed in the anomaly report of a gradient explosion
 
 
@@ -212,6 +214,17 @@ class _Chunk:
     def __len__(self) -> int:
         return len(self.lr)
 
+    def add(
+        self, loss: Any, grad_norm: Any, layer_norms: Any, clipped: Any, scale: Any, lr: float
+    ) -> None:
+        """One step's values (all but its time), left on the device."""
+        self.loss.append(loss)
+        self.grad_norm.append(grad_norm)
+        self.layer_norms.append(layer_norms)
+        self.clipped.append(clipped)
+        self.scale.append(scale)
+        self.lr.append(lr)
+
     def fetch(self) -> dict[str, np.ndarray]:
         """Move the chunk to the host: the only synchronisation of the loop."""
         import torch
@@ -348,19 +361,19 @@ def run_probe(
             )
             # Clip on the unscaled gradients (unscale_ divides them by the current scale).
             scaler.unscale_(optimizer)
-            grad_norm, layer_norms, clipped = clip_gradients(params, clip, per_layer)
+            try:
+                grad_norm, layer_norms, clipped = clip_gradients(params, clip, per_layer)
+            except NoGradient:  # a loss on no parameter: NaN is a divergence, else a bug
+                if not bool(torch.isfinite(loss_sum).all()):
+                    raise NonFiniteLoss(loss_sum) from None
+                raise
             scale = scaler._scale.detach().clone() if fp16 and scaler._scale is not None else one
             scaler.step(optimizer)  # skipped by the scaler when the gradients hold inf/NaN
             scaler.update()
             optimizer.zero_grad(set_to_none=True)
 
             chunk.step_time.append(_stop_timer(device, timer))
-            chunk.loss.append(loss_sum)
-            chunk.grad_norm.append(grad_norm)
-            chunk.layer_norms.append(layer_norms)
-            chunk.clipped.append(clipped)
-            chunk.scale.append(scale)
-            chunk.lr.append(lr)
+            chunk.add(loss_sum, grad_norm, layer_norms, clipped, scale, lr)
             samples_per_step, tokens_per_step = samples * world, tokens * world
 
             if (
@@ -368,24 +381,8 @@ def run_probe(
                 or len(chunk) >= cfg.telemetry_every
                 or step == cfg.steps - 1
             ):
-                host = chunk.fetch()
-                if rank is not None:
-                    host["loss"] = rank.mean(host["loss"])  # over the ranks
-                hit = monitor.update(
-                    host["loss"],
-                    host["grad_norm"],
-                    host["scale"],
-                    host.get("skipped", _skipped(host, fp16)),
-                )
                 first = step + 1 - len(chunk)
-                _append(series, host, fp16)
-                emit(
-                    {
-                        "event": "telemetry",
-                        "first_step": first,
-                        **{name: arr.tolist() for name, arr in _with_skipped(host, fp16).items()},
-                    }
-                )
+                hit = _flush(chunk, first, rank, monitor, fp16, series, emit)
                 if hit is not None and cause is None:
                     cause, idx = hit
                     diverged_at = first + idx
@@ -397,6 +394,17 @@ def run_probe(
     except torch.OutOfMemoryError as e:
         status, cause = "oom", "oom"
         emit({"event": "oom", "step": step, "message": str(e).splitlines()[0]})
+    except NonFiniteLoss as e:
+        # A NaN/inf loss detached from the graph: no gradient to clip or step with. The step
+        # is recorded as it was (its loss, no gradient norm) and judged like any other; not
+        # averaged over DDP ranks, whose peers may be waiting in their backward.
+        nan, no = torch.full((), math.nan, device=device), torch.zeros((), dtype=torch.bool)
+        chunk.add(e.loss, nan, torch.zeros(0), no.to(device), one, lr)
+        chunk.step_time.append(_stop_timer(device, timer))
+        first = step + 1 - len(chunk)
+        hit = _flush(chunk, first, None, monitor, fp16, series, emit)
+        if hit is not None and cause is None:
+            cause, diverged_at = hit[0], first + hit[1]
     if cause is not None and status != "oom":
         status = "diverged"
 
@@ -507,11 +515,39 @@ def forward_backward(
                 device_type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None
             ):
                 loss = workload.loss(model, batch) / accum
+            if not loss.requires_grad:
+                _check_detached(workload, loss)  # raises NonFiniteLoss or WorkloadError
             scaler.scale(loss).backward()
         loss_sum += loss.detach().float()
         samples += workload.samples(batch)
         tokens += workload.tokens(batch)
     return loss_sum, samples, tokens
+
+
+class NonFiniteLoss(Exception):
+    """The workload's loss was NaN or inf and detached from the graph (nothing to backward)."""
+
+    def __init__(self, loss: torch.Tensor) -> None:
+        super().__init__("non-finite loss without a gradient")
+        self.loss = loss
+
+
+class NoGradient(WorkloadError):
+    """No parameter got a gradient from the workload's loss."""
+
+
+def _check_detached(workload: Any, loss: torch.Tensor) -> None:
+    """A loss that does not require grad: a divergence if it is not finite, else a workload
+    bug (checked here, before backward, so that neither ends as a torch error)."""
+    import torch
+
+    if not bool(torch.isfinite(loss).all()):  # a host sync, on this rare path only
+        raise NonFiniteLoss(loss.detach().float().sum())
+    raise WorkloadError(
+        f"workload '{getattr(workload, 'name', workload)}': loss() returned a tensor that does "
+        "not require grad (detached from the model's parameters, e.g. by .item(), .detach() "
+        "or torch.no_grad()): the probe cannot train on it"
+    )
 
 
 def clip_gradients(
@@ -526,6 +562,11 @@ def clip_gradients(
     import torch
 
     grads = [p.grad for p in params if p.grad is not None]
+    if not grads:
+        raise NoGradient(
+            "no parameter of the model got a gradient: the workload's loss() does not depend "
+            "on the model's trainable parameters"
+        )
     layer_norms = torch.stack(torch._foreach_norm(grads)).float()
     grad_norm = torch.linalg.vector_norm(layer_norms)
     if clip <= 0:
@@ -536,6 +577,34 @@ def clip_gradients(
         return grad_norm, layer_norms, (layer_norms > clip).any()
     torch._foreach_mul_(grads, torch.clamp(clip / (grad_norm + 1e-6), max=1.0).to(grads[0].dtype))
     return grad_norm, layer_norms, grad_norm > clip
+
+
+def _flush(
+    chunk: _Chunk,
+    first: int,
+    rank: RankContext | None,
+    monitor: metrics.DivergenceMonitor,
+    fp16: bool,
+    series: dict[str, list[np.ndarray]],
+    emit: Report,
+) -> tuple[str, int] | None:
+    """Fetch the chunk of steps from `first` on (the one host sync), feed the divergence
+    monitor, keep and report it; the monitor's (cause, index in the chunk) of a divergence."""
+    host = chunk.fetch()
+    if rank is not None:
+        host["loss"] = rank.mean(host["loss"])  # over the ranks
+    hit = monitor.update(
+        host["loss"], host["grad_norm"], host["scale"], host.get("skipped", _skipped(host, fp16))
+    )
+    _append(series, host, fp16)
+    emit(
+        {
+            "event": "telemetry",
+            "first_step": first,
+            **{name: arr.tolist() for name, arr in _with_skipped(host, fp16).items()},
+        }
+    )
+    return hit
 
 
 def _thresholds(d: Mapping[str, Any]) -> metrics.DivergenceThresholds:
@@ -608,19 +677,16 @@ def _finite_or_none(d: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _print_report(msg: dict[str, Any]) -> None:
-    sys.stdout.write(LINE_PREFIX + json.dumps(msg, default=_json_default) + "\n")
+    """Reports of a probe started by hand, without a channel: for a person, never parsed."""
+    sys.stdout.write(json.dumps(msg, default=report_protocol.json_default) + "\n")
     sys.stdout.flush()
 
 
-def _json_default(o: Any) -> Any:
-    if isinstance(o, np.generic):
-        return o.item()
-    return str(o)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m autotune.probe CONFIG.json`: one probe, reports on stdout as JSON lines."""
+def main(argv: list[str] | None = None, channel: Report | None = None) -> int:
+    """`python -m autotune.probe CONFIG.json`: one probe, its reports on `channel` (default:
+    the channel of this process's environment, else stdout)."""
     args = sys.argv[1:] if argv is None else argv
+    emit: Report = channel or report_protocol.Writer.from_env() or _print_report
     if len(args) != 1:
         print("usage: python -m autotune.probe CONFIG.json", file=sys.stderr)
         return 2
@@ -629,10 +695,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         from autotune import fingerprint
 
-        _print_report({"event": "fingerprint", "fingerprint": fingerprint.collect()})
-        run_probe(cfg, _print_report)
+        emit({"event": "fingerprint", "fingerprint": fingerprint.collect()})
+        run_probe(cfg, emit)
     except Exception as e:
-        _print_report(
+        emit(
             {
                 "event": "error",
                 "cause": getattr(e, "cause", None) or "exception",  # e.g. comm_hang (DDP)

@@ -309,30 +309,24 @@ def _restore_env(saved: Mapping[str, str | None]) -> None:
 
 
 def _run_fresh(cfg: Any, timeout_s: float) -> dict[str, Any]:
-    """One probe as `python -m autotune.probe CONFIG.json`, with the env knobs set at start."""
-    from autotune.probe import LINE_PREFIX
+    """One probe as `python -m autotune.probe CONFIG.json`, with the env knobs set at start;
+    its reports come on its report channel (`autotune.report`), never from its output."""
+    from autotune.report import run_process
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "probe.json"
         path.write_text(json.dumps(cfg.to_dict()))
         env = {**os.environ, **{k: str(v) for k, v in cfg.env.items()}}
         try:
-            proc = subprocess.run(
-                [sys.executable, "-m", "autotune.probe", str(path)],
-                capture_output=True,
-                text=True,
-                env=env,
-                timeout=timeout_s,
+            proc, reports = run_process(
+                [sys.executable, "-m", "autotune.probe", str(path)], env=env, timeout=timeout_s
             )
         except subprocess.TimeoutExpired as e:
             raise ReproError(
                 f"a probe run took more than {timeout_s:g} s (budget.trial_timeout_s)"
             ) from e
     summary: dict[str, Any] | None = None
-    for line in proc.stdout.splitlines():
-        if not line.startswith(LINE_PREFIX):
-            continue
-        msg = json.loads(line[len(LINE_PREFIX) :])
+    for msg in reports:
         if msg.get("event") == "error":
             raise WorkloadError(
                 f"the probe of workload '{cfg.workload}' raised {msg.get('error_type')}: "

@@ -5,14 +5,17 @@ the probe, the fingerprint, the workload resolver), and leave with `os._exit` on
 reports are flushed: tearing down an interpreter that has imported torch takes most of a
 second, and nothing is left to clean up. `autotune.launcher` says which one a trial gets.
 
-`python -m autotune.spare` is a fresh probe process: it does the imports, writes one ready line
-and reads its config path on stdin (end of input without a line ends it quietly).
+`python -m autotune.spare` is a fresh probe process: it does the imports and reads its config
+path on stdin (end of input without a line ends it quietly); its report channel comes in its
+environment (`autotune.report`).
 
 `python -m autotune.spare --zygote` is a fork server, started by a worker with the exact
 environment of its trials. It does the imports once, writes `{"ready": pid}` on its stdin
 (a Unix SOCK_SEQPACKET socket to the launcher) and then serves requests from it. A request is
-`{"cfg": PATH, "cwd": DIR}` with two file descriptors (SCM_RIGHTS): the write end of a pipe
-that becomes the child's stdout and stderr, and a status socket of this trial. The zygote
+`{"cfg": PATH, "cwd": DIR, "nonce": NONCE}` with three file descriptors (SCM_RIGHTS): the
+write end of a pipe that becomes the child's stdout and stderr (its log), a status socket of this
+trial, and the write end of the trial's report channel (`autotune.report`; the nonce is that
+channel's). The zygote
 forks a child, writes `{"pid": PID}` on the status socket, reaps the child when it ends
 (SIGCHLD wakes it; between trials it sleeps in `select`) and writes `{"pid": PID, "status":
 WAIT_STATUS}` there. The child is a probe process as a fresh one would be: its own session and
@@ -40,7 +43,6 @@ import sys
 import traceback
 from typing import Any
 
-READY_LINE = "@@autotune-spare-ready"
 ZYGOTE_ARG = "--zygote"
 MAX_MESSAGE = 1 << 16  # bytes of one request or reply (JSON)
 
@@ -82,8 +84,6 @@ def main(argv: list[str] | None = None) -> int:
     if args == [ZYGOTE_ARG]:
         _leave(serve())
     _imports()
-    sys.stdout.write(READY_LINE + "\n")
-    sys.stdout.flush()
     line = sys.stdin.readline().strip()
     if not line:
         return 0
@@ -141,11 +141,11 @@ class _Zygote:
             self.sel.unregister(self.ctl)
             self.ctl.close()
             return
-        if len(fds) != 2:
+        if len(fds) != 3:
             for fd in fds:
                 os.close(fd)
             return
-        out_fd, status_fd = fds
+        out_fd, status_fd, report_fd = fds
         status = socket.socket(fileno=status_fd)
         try:
             req = json.loads(data)
@@ -157,10 +157,12 @@ class _Zygote:
                 _send(status, {"error": f"{type(e).__name__}: {e}"})
             status.close()
             os.close(out_fd)
+            os.close(report_fd)
             return
         if pid == 0:
-            self.child(req, out_fd, status)  # never returns
+            self.child(req, out_fd, status, report_fd)  # never returns
         os.close(out_fd)  # the child's output ends when the child (and what it started) ends
+        os.close(report_fd)
         self.children[pid] = status
         with contextlib.suppress(OSError):
             _send(status, {"pid": pid})
@@ -179,7 +181,9 @@ class _Zygote:
                     _send(status, {"pid": pid, "status": wait_status})
                 status.close()
 
-    def child(self, req: dict[str, Any], out_fd: int, status: socket.socket) -> None:
+    def child(
+        self, req: dict[str, Any], out_fd: int, status: socket.socket, report_fd: int
+    ) -> None:
         rc = 70
         try:
             os.setsid()  # its own process group: a trial timeout kills the group
@@ -208,9 +212,9 @@ class _Zygote:
             import importlib
 
             importlib.invalidate_caches()  # files written since the zygote looked are seen
-            from autotune import probe
+            from autotune import probe, report
 
-            rc = probe.main([str(req["cfg"])])
+            rc = probe.main([str(req["cfg"])], report.Writer(report_fd, str(req["nonce"])))
         except SystemExit as e:
             rc = e.code if isinstance(e.code, int) else 1
         except BaseException:

@@ -23,7 +23,8 @@ from typer.testing import CliRunner
 from autotune import distributed
 from autotune import space as sp
 from autotune.cli import app
-from autotune.probe import LINE_PREFIX, ProbeConfig, run_probe
+from autotune.probe import ProbeConfig, run_probe
+from autotune.report import Channel
 from autotune.workload import resolve
 
 # Two gloo ranks at micro-batch 40 and one process at 80 sum the same samples in a different
@@ -186,23 +187,24 @@ def test_stalled_rank_is_comm_hang_within_the_timeout_and_leaves_nothing(tmp_pat
         "PYTHONUNBUFFERED": "1",
     }
     t0 = time.monotonic()
+    channel = Channel()
     proc = subprocess.Popen(
         [sys.executable, "-m", "autotune.probe", str(cfg)],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
-        env=env,
+        env={**env, **channel.env()},
+        pass_fds=(channel.write_fd,),
         text=True,
         start_new_session=True,
     )
+    channel.close_child_end()
     try:
         out, _ = proc.communicate(timeout=90)
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
     took = time.monotonic() - t0
-    lines = [
-        json.loads(x[len(LINE_PREFIX) :]) for x in out.splitlines() if x.startswith(LINE_PREFIX)
-    ]
+    lines = list(channel.reports())
     errors = [x for x in lines if x["event"] == "error"]
     assert proc.returncode == 3 and len(errors) == 1, out[-2000:]
     assert errors[0]["cause"] == "comm_hang"

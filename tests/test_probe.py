@@ -308,3 +308,70 @@ def test_report_callable_gets_start_telemetry_and_summary() -> None:
     assert metrics.throughput_warmup_steps(25) == 3
     assert [m["first_step"] for m in tele] == [0, 1, 2, 3, 13, 23]
     assert sum(len(m["loss"]) for m in tele) == 25
+
+
+DETACHED = textwrap.dedent(
+    """
+    import torch
+    from autotune.workloads.mlp import MLPWorkload
+
+    class Detached(MLPWorkload):
+        '''From step 3 on, a loss without a graph: NaN, or a finite number.'''
+
+        def __init__(self, size, value):
+            super().__init__(size)
+            self.value, self.calls = value, 0
+
+        def loss(self, model, batch):
+            self.calls += 1
+            if self.calls > 3:
+                return torch.tensor(self.value)
+            return super().loss(model, batch)
+
+    def nan(size="tiny"):
+        return Detached(size, float("nan"))
+
+    def finite(size="tiny"):
+        return Detached(size, 1.0)
+
+    class Orphan(Detached):
+        '''A NaN loss that requires grad but depends on no parameter of the model.'''
+
+        def loss(self, model, batch):
+            out = super().loss(model, batch)
+            return out if out.requires_grad else out.clone().requires_grad_()
+
+    def orphan(size="tiny"):
+        return Orphan(size, float("nan"))
+    """
+)
+
+
+@pytest.mark.parametrize(
+    ("factory", "precision"), [("nan", "fp32"), ("nan", "fp16"), ("orphan", "fp32")]
+)
+def test_a_nan_loss_without_a_graph_is_a_nonfinite_divergence(
+    tmp_path: Path, factory: str, precision: str
+) -> None:
+    (tmp_path / "detached.py").write_text(DETACHED)
+    cfg = ProbeConfig(
+        workload=f"{tmp_path / 'detached.py'}:{factory}",
+        steps=20,
+        micro_batch=8,
+        precision=precision,
+    )
+    seen: list[dict] = []
+    r = run_probe(cfg, seen.append)
+    assert r["status"] == "diverged" and r["divergence_cause"] == "nonfinite_loss"
+    assert r["diverged_at_step"] == 3 and r["steps_run"] == 4
+    assert math.isnan(r["series"]["loss"][3]) and math.isfinite(r["series"]["loss"][2])
+    assert sum(len(m["loss"]) for m in seen if m["event"] == "telemetry") == 4
+
+
+def test_a_finite_loss_without_a_graph_fails_naming_the_workload_loss(tmp_path: Path) -> None:
+    from autotune.errors import WorkloadError
+
+    (tmp_path / "detached.py").write_text(DETACHED)
+    cfg = ProbeConfig(workload=f"{tmp_path / 'detached.py'}:finite", steps=20, micro_batch=8)
+    with pytest.raises(WorkloadError, match=r"loss\(\) returned a tensor that does not require"):
+        run_probe(cfg)
