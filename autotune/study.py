@@ -175,22 +175,37 @@ def constraint_names(space: sp.Space) -> list[str]:
     return ["not_diverged", *(f"{c.metric} {c.op} {c.value:g}" for c in space.constraints)]
 
 
-def make_sampler(space: sp.Space, searched: Mapping[str, sp.Domain]) -> Any:
+def sampler_seed(seed: int, trials_so_far: int) -> int:
+    """The sampler's seed for a driver that finds `trials_so_far` trials in the storage.
+
+    Optuna's samplers draw from a random state seeded once, so a resumed study seeded as at its
+    start would draw the same configurations again (TPE's and NSGA-II's random start-up phase
+    included). A fresh study keeps the space's seed; a resumed one gets a seed derived from it
+    and from how far the study got: still reproducible, never a replay."""
+    if trials_so_far == 0:
+        return seed
+    import numpy as np
+
+    return int(np.random.SeedSequence([seed % 2**32, trials_so_far]).generate_state(1)[0])
+
+
+def make_sampler(space: sp.Space, searched: Mapping[str, sp.Domain], trials_so_far: int = 0) -> Any:
     import optuna
 
     s = space.sampler
+    seed = sampler_seed(s.seed, trials_so_far)
     if s.name == "tpe":
         return optuna.samplers.TPESampler(
-            seed=s.seed,
+            seed=seed,
             n_startup_trials=s.n_startup_trials,
             multivariate=True,
         )
     if s.name == "nsga2":
-        return optuna.samplers.NSGAIISampler(seed=s.seed)
+        return optuna.samplers.NSGAIISampler(seed=seed)
     if s.name == "random":
-        return optuna.samplers.RandomSampler(seed=s.seed)
+        return optuna.samplers.RandomSampler(seed=seed)
     grid = {name: d.grid(space.knob_kind(name), s.grid_points) for name, d in searched.items()}
-    return optuna.samplers.GridSampler(grid, seed=s.seed)
+    return optuna.samplers.GridSampler(grid, seed=seed)
 
 
 def suggest(trial: Any, space: sp.Space, searched: Mapping[str, sp.Domain]) -> dict[str, Any]:
@@ -237,13 +252,16 @@ def trainable(config: dict[str, Any]) -> None:
     """The Ray Tune function trainable: one trial = one fresh probe process (see launcher)."""
     from ray import tune
 
-    out = run_trial_process(
-        config["probe"],
-        config["env"],
-        timeout_s=config["timeout_s"],
-        threads=config.get("threads"),
-        spare=True,
-    )
+    try:
+        out = run_trial_process(
+            config["probe"],
+            config["env"],
+            timeout_s=config["timeout_s"],
+            threads=config.get("threads"),
+            spare=True,
+        )
+    except Exception as e:  # autotune's side of the trial broke: a failed trial with its cause
+        out = worker_error(e)
     out["number"] = config["number"]
     with contextlib.suppress(Exception):
         import ray
@@ -251,6 +269,24 @@ def trainable(config: dict[str, Any]) -> None:
         out["ray_node"] = ray.get_runtime_context().get_node_id()
     # One report, as a JSON string so that Tune does not flatten the step series into columns.
     tune.report({"autotune_done": 1, "autotune_payload": json.dumps(out, default=str)})
+
+
+def worker_error(e: BaseException) -> dict[str, Any]:
+    """The record of a trial whose process could not be run or watched on its Ray worker:
+    cause `worker_error`, the exception's type and message, and the traceback's tail."""
+    import traceback
+
+    first = (str(e).splitlines() or [""])[0][:500]
+    tb = "".join(traceback.format_exception(type(e), e, e.__traceback__))
+    return {
+        "outcome": "failed",
+        "cause": "worker_error",
+        "error": f"{type(e).__name__}: {first}" if first else type(e).__name__,
+        "log_tail": tb[-4000:],
+        "summary": None,
+        "fingerprint": None,
+        "node": socket.gethostname(),
+    }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -503,10 +539,9 @@ class Progress:
         self.concurrency, self.quiet = concurrency, quiet
         self.console = Console(stderr=False, highlight=False)
         self.counts = {"complete": 0, "diverged": 0, "oom": 0, "failed": 0}
-        self.running: set[int] = set()
+        self.running: dict[int, float] = {}  # trial number -> when it was handed to Ray
         self.best: dict[str, float] = {}
-        self.durations: list[float] = []
-        self.t0 = time.time()
+        self.durations: list[float] = []  # of the trials finished in this session
         self._live: Any = None
 
     def __enter__(self) -> Progress:
@@ -533,11 +568,15 @@ class Progress:
     def _status(self) -> str:
         left = self.total - self._done()
         eta = ""
-        if self.durations and left > 0:
-            # Wall time per finished trial in this session: it includes the scheduling and
-            # logging between trials, which the probes' own durations leave out.
-            per = (time.time() - self.t0) / len(self.durations)
-            eta = f", ~{_fmt_s(per * left)} left"
+        if left > 0:
+            now = time.time()
+            secs = eta_s(
+                left - len(self.running),
+                self.durations,
+                [now - t for t in self.running.values()],
+                self.concurrency,
+            )
+            eta = ", estimating time left" if secs is None else f", ~{_fmt_s(secs)} left"
         best = "  ".join(f"best {k} {v:.4g}" for k, v in self.best.items())
         c = self.counts
         return (
@@ -550,15 +589,19 @@ class Progress:
             self.console.print(text, markup=False, soft_wrap=True)
 
     def started(self, number: int) -> None:
-        self.running.add(number)
+        self.running[number] = time.time()
 
     def interrupted(self, number: int) -> None:
-        self.running.discard(number)
+        self.running.pop(number, None)
 
     def finished(self, o: Mapping[str, Any]) -> None:
-        self.running.discard(o["number"])
+        # Measured here, from hand-over to record, like the running trials' elapsed time: it
+        # includes the scheduling and process start that the probe's own wall_s leaves out.
+        t = self.running.pop(o["number"], None)
         self.counts[o["outcome"]] = self.counts.get(o["outcome"], 0) + 1
-        if o.get("wall_s"):
+        if t is not None:
+            self.durations.append(time.time() - t)
+        elif o.get("wall_s"):
             self.durations.append(float(o["wall_s"]))
         metrics = (o.get("summary") or {}).get("metrics") or {}
         if o.get("feasible"):
@@ -594,6 +637,23 @@ class Progress:
         )
         if self._live is None:
             self.say(f"    {self._status()}")
+
+
+def eta_s(
+    unstarted: int, durations: Sequence[float], elapsed: Sequence[float], concurrency: int
+) -> float | None:
+    """Seconds left in a study: None (still estimating) until a trial has finished.
+
+    Each trial not started takes the mean duration of the finished ones, each running one the
+    rest of that mean (nothing once it has run longer); the work is shared by `concurrency`
+    slots, and the study cannot end before its longest running trial does. As time passes
+    with no trial finishing, the estimate only falls."""
+    if not durations:
+        return None
+    mean = sum(durations) / len(durations)
+    rest = [max(0.0, mean - e) for e in elapsed]
+    shared = (max(0, unstarted) * mean + sum(rest)) / max(1, concurrency)
+    return max([shared, *rest])
 
 
 def _fmt_s(s: float) -> str:
@@ -711,7 +771,12 @@ class StudyResult:
 
 @contextlib.contextmanager
 def driver_lock(study_dir: Path) -> Iterator[None]:
-    """One driver per study folder (released by the kernel if the driver dies)."""
+    """One driver per study folder (released by the kernel if the driver dies).
+
+    Taken before any store is created, so that a second driver meets this lock, not a race on
+    the stores' schema. Folders made for the lock are removed again if the study fails before
+    writing anything else in them."""
+    made = [d for d in (study_dir, *study_dir.parents) if not d.exists()]
     study_dir.mkdir(parents=True, exist_ok=True)
     path = study_dir / "driver.lock"
     with open(path, "a+") as f:
@@ -729,6 +794,13 @@ def driver_lock(study_dir: Path) -> Iterator[None]:
         f.flush()
         try:
             yield
+        except BaseException:
+            if made and [p.name for p in study_dir.iterdir()] == [path.name]:
+                path.unlink()
+                for d in made:
+                    with contextlib.suppress(OSError):
+                        d.rmdir()
+            raise
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
 
@@ -745,7 +817,8 @@ def run(opts: StudyOptions) -> StudyResult:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     # Every service is checked before anything is written: an unreachable tracking store,
     # database or Ray cluster stops the study with its address, leaving nothing half-made.
-    # The TCP probes come first: connecting creates an SQLite tracking store.
+    # The TCP probes come first; the stores are opened (an SQLite one created) only under the
+    # study lock, so a second driver of the same study stops at the lock.
     url = storage_url(opts, study_dir)
     if url.startswith(("postgresql", "mysql")):
         _check_tcp(url, what="the Optuna storage", hint="start the database or fix --storage")
@@ -754,8 +827,8 @@ def run(opts: StudyOptions) -> StudyResult:
         _check_ray_address(address)
     check_workload(space)
     uri = tracking.resolve_uri(opts.tracking_uri)
-    client = tracking.connect(uri)
     with driver_lock(study_dir):
+        client = tracking.connect(uri)
         say = (lambda _t: None) if opts.quiet else print
         fp = fpm.collect()
         arch = (fp.get("devices") or [{}])[0].get("arch")
@@ -871,9 +944,8 @@ def _open_study(opts: StudyOptions, storage: Any, cond: sp.Conditioned) -> Any:
             f"--resume: no study '{space.name}' in {_redact(storage.url)}; "
             "drop --resume to start it"
         )
-    sampler = make_sampler(space, cond.searched)
     if exists:
-        study = optuna.load_study(study_name=space.name, storage=storage, sampler=sampler)
+        study = optuna.load_study(study_name=space.name, storage=storage)
         before = study.user_attrs.get("autotune.space")
         if before is not None and before != fingerprint_space:
             raise StudyError(
@@ -881,13 +953,16 @@ def _open_study(opts: StudyOptions, storage: Any, cond: sp.Conditioned) -> Any:
                 "space (knobs, probe, objectives or sampler changed); give the new one another "
                 f"name with --set name={space.name}-2, or delete {storage.url}"
             )
+        study.sampler = make_sampler(space, cond.searched, len(study.get_trials(deepcopy=False)))
+        name_metrics(study, space)
         return study
     study = optuna.create_study(
         study_name=space.name,
         storage=storage,
-        sampler=sampler,
+        sampler=make_sampler(space, cond.searched),
         directions=list(directions(space)),  # type: ignore[arg-type]
     )
+    name_metrics(study, space)
     study.set_user_attr("autotune.space", fingerprint_space)
     study.set_user_attr("autotune.space_yaml", sp.dump(space))
     study.set_user_attr("autotune.objectives", [o.model_dump() for o in space.objectives])
@@ -909,6 +984,16 @@ def _open_study(opts: StudyOptions, storage: Any, cond: sp.Conditioned) -> Any:
                 },
             )
     return study
+
+
+def name_metrics(study: Any, space: sp.Space) -> None:
+    """Name the study's objectives after their metrics (optuna-dashboard shows these names,
+    else "Objective 0", "Objective 1"); also on a study made before names were set."""
+    names = [o.metric for o in space.objectives]
+    if study.metric_names != names:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # experimental in some Optuna versions
+            study.set_metric_names(names)
 
 
 def warm_params(config: Mapping[str, Any], searched: Mapping[str, sp.Domain]) -> dict[str, Any]:

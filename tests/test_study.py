@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -135,6 +136,47 @@ def test_study_records_every_trial_in_optuna_and_mlflow(shared: h.FinishedStudy)
     front = [row["number"] for row in summary["pareto"]]
     assert front and set(front) <= set(range(n))
     assert front == [row["number"] for row in shared.summary["pareto"]]
+
+
+def test_optuna_dashboard_names_the_objectives(shared: h.FinishedStudy, tmp_path: Path) -> None:
+    """optuna-dashboard, pointed at the study's storage, shows the objectives by metric name."""
+    import urllib.request
+
+    storage = f"sqlite:///{shared.study_dir / 'optuna.db'}"
+    port = h.free_port()
+    exe = Path(sys.executable).with_name("optuna-dashboard")
+    log = tmp_path / "dashboard.log"
+    with log.open("wb") as out:
+        server = subprocess.Popen(
+            [str(exe), "--host", "127.0.0.1", "--port", str(port), storage],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def get(path: str) -> Any:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as r:
+            return json.loads(r.read())
+
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                studies = get("/api/studies")["study_summaries"]
+                break
+            except OSError:  # not listening yet
+                if server.poll() is not None or time.monotonic() > deadline:
+                    why = log.read_text()
+                    raise AssertionError(f"no answer from optuna-dashboard\n{why}") from None
+                time.sleep(0.5)
+        ids = [s["study_id"] for s in studies if s["study_name"] == shared.name]
+        assert len(ids) == 1, studies
+        detail = get(f"/api/studies/{ids[0]}")
+    finally:
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait()
+    metrics = [o["metric"] for o in shared.summary["objectives"]]
+    assert detail["objective_names"] == metrics
 
 
 # ---------------------------------------------------------------------------------------------
@@ -375,6 +417,93 @@ def test_resume_after_sigkill_and_sigint(tmp_path: Path) -> None:
     _, _, children = mlflow_runs(uri, name)
     assert sorted(by_number(children)) == list(range(n))
     assert all(r.data.tags["autotune.logged"] == "true" for r in children)
+
+
+def test_a_resumed_study_continues_its_search(tmp_path: Path) -> None:
+    """Killed after trial 1, resumed: every trial runs a configuration of its own (the sampler
+    does not start its draws over)."""
+    name, n = "continued", 5
+    space = h.write(tmp_path, h.mlp_space(name, trials=n, steps=20))
+    uri = h.sqlite_uri(tmp_path)
+    cmd = h.autotune_cmd("study", "--space", str(space), "--quiet", "--tracking-uri", uri)
+    study_dir = tmp_path / "autotune-studies" / name
+    token1, log1 = h.new_token(), tmp_path / "run1.log"
+    run1 = _start(cmd, tmp_path, token1, log1)
+    try:
+        _wait_for_record(run1, study_dir / "trials", {"0000.json"}, log1, timeout=240)
+    finally:
+        os.killpg(run1.pid, signal.SIGKILL)
+        run1.wait()
+    assert not h.wait_gone(token1, timeout=30)
+
+    token2 = h.new_token()
+    run2 = h.autotune(cmd[3:], tmp_path, token=token2, timeout=400)
+    assert run2.returncode == 0, h.explain(run2)
+    assert f"study {name}: {n}/{n} trials" in run2.stdout, h.explain(run2)
+    assert not h.wait_gone(token2, timeout=30)
+    trials = load_optuna(study_dir, name).get_trials(deepcopy=False)
+    assert [t.number for t in trials] == list(range(n))
+    configs = [tuple(sorted(t.params.items())) for t in trials[1:]]
+    assert len(set(configs)) == n - 1, f"a configuration ran twice: {configs}"
+
+
+def test_two_drivers_starting_a_new_study_meet_the_lock(tmp_path: Path) -> None:
+    """Both start at once on a new study folder and a new tracking store: one runs the study,
+    the other stops at the study lock before it touches a store (no schema-migration race)."""
+    name = "twice"
+    space = h.write(tmp_path, h.mlp_space(name, trials=1, steps=10))
+    cmd = h.autotune_cmd(
+        "study", "--space", str(space), "--quiet", "--tracking-uri", h.sqlite_uri(tmp_path)
+    )
+    tokens = [h.new_token(), h.new_token()]
+    logs = [tmp_path / "a.log", tmp_path / "b.log"]
+    procs = [_start(cmd, tmp_path, t, log) for t, log in zip(tokens, logs, strict=True)]
+    try:
+        codes = [p.wait(timeout=400) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+    outs = [log.read_text() for log in logs]
+    both = "\n--- the other driver\n".join(outs)[-8000:]
+    assert sorted(codes) == [0, 2], both
+    loser = outs[codes.index(2)]
+    lines = [line for line in loser.splitlines() if line.startswith("autotune: error:")]
+    assert len(lines) == 1 and "in use by another autotune driver" in lines[0], both
+    for out in outs:
+        assert "alembic" not in out.lower() and "Traceback" not in out, both
+    assert f"study {name}: 1/1 trials" in outs[codes.index(0)], both
+    for t in tokens:
+        assert not h.wait_gone(t, timeout=30)
+    trials = load_optuna(tmp_path / "autotune-studies" / name, name).get_trials(deepcopy=False)
+    assert [t.state.name for t in trials] == ["COMPLETE"]
+
+
+def test_an_error_on_the_worker_is_recorded_with_its_cause(tmp_path: Path) -> None:
+    """A trial whose process the Ray worker cannot start (here: its environment is larger than
+    the kernel takes, E2BIG) fails with that exception named, not as a lost worker."""
+    big = "x" * 200_000  # one variable over the kernel's 128 KiB limit (MAX_ARG_STRLEN)
+    text = h.mlp_space("worker-error", trials=2, steps=10).replace("random", "grid")
+    text += f"env:\n  HSA_AUTOTUNE_TEST_BIG: {{choices: [{big}]}}\n"
+    space = h.write(tmp_path, text)
+    token = h.new_token()
+    result = h.autotune(
+        ["study", "--space", str(space), "--tracking-uri", h.sqlite_uri(tmp_path)],
+        tmp_path,
+        token=token,
+        timeout=400,
+    )
+    assert result.returncode == 0, h.explain(result)
+    assert not h.wait_gone(token, timeout=30)
+    study_dir = tmp_path / "autotune-studies" / "worker-error"
+    trials = load_optuna(study_dir, "worker-error").get_trials(deepcopy=False)
+    assert [t.state.name for t in trials] == ["COMPLETE", "FAIL"]
+    failed = trials[1].user_attrs
+    assert failed["autotune.cause"] == "worker_error", failed
+    assert failed["autotune.error"].startswith("OSError: "), failed["autotune.error"]
+    assert "Argument list too long" in failed["autotune.error"]
+    record = json.loads((study_dir / "trials" / "0001.json").read_text())
+    assert "Traceback" in record["log_tail"] and "run_trial_process" in record["log_tail"]
 
 
 # ---------------------------------------------------------------------------------------------
