@@ -325,6 +325,53 @@ def test_probe_text_summary(write_space: Callable[..., Path]) -> None:
     assert "lr=0.003" in result.stdout
 
 
+SEARCHED = """\
+name: searched
+workload: {name: mlp, size: tiny}
+probe: {steps: 30, micro_batch: 32, device: cpu}
+knobs:
+  lr: 0.003
+  clip_norm: {low: 0.01, high: 1.0}
+  warmup_steps: {low: 0, high: 20, step: 5}
+"""
+
+
+def test_probe_runs_the_baseline_with_a_trials_threads(write_space: Callable[..., Path]) -> None:
+    """By default the probe runs trial 0 (PyTorch's defaults for the searched knobs) with the
+    CPU threads a trial gets (1 on up to 4 cores, else 2), not every thread of the machine."""
+    import os
+
+    import torch
+
+    path = write_space(SEARCHED)
+    threads_before = torch.get_num_threads()
+    result = probe_json("--space", path, "--set", "probe.steps=10")
+    assert result["config"] == "baseline"
+    knobs = result["knobs"]
+    assert isinstance(knobs, dict)
+    assert (knobs["clip_norm"], knobs["warmup_steps"], knobs["lr"]) == (0.0, 0, 0.003)
+    assert result["threads"] == (1 if (os.cpu_count() or 1) <= 4 else 2)
+    assert torch.get_num_threads() == threads_before  # given back to this process
+
+    text = invoke("probe", "--space", path, "--set", "probe.steps=10")
+    assert text.exit_code == 0, text.output
+    assert "baseline config (PyTorch's defaults for the searched knobs" in text.stderr
+    assert f"config        baseline, {result['threads']} CPU thread(s)" in text.stdout
+    assert "clip_norm=0," in text.stdout
+
+
+def test_probe_other_configs(write_space: Callable[..., Path]) -> None:
+    path = write_space(SEARCHED)
+    mid = probe_json("--space", path, "--config", "midpoint", "--set", "probe.steps=10")
+    assert mid["config"] == "midpoint"
+    assert mid["knobs"]["clip_norm"] == pytest.approx(0.505)  # type: ignore[index]
+    assert mid["knobs"]["warmup_steps"] == 0  # PyTorch's default lies inside its domain
+    fixed = probe_json("--space", path, "--set", "knobs.clip_norm=0.2", "--set", "probe.steps=10")
+    assert fixed["config"] == "baseline"
+    assert fixed["knobs"]["clip_norm"] == 0.2  # type: ignore[index]
+    assert_user_error(invoke("probe", "--space", path, "--config", "best"), "--config best")
+
+
 def test_probe_high_lr_without_clipping_diverges(write_space: Callable[..., Path]) -> None:
     """lr=5 with no clipping: on mlp the loss jumps from ~1 to ~1e8 at step 1, ~1e11 at step 2.
 
