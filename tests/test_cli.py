@@ -410,7 +410,43 @@ def test_probe_workload_file_missing(
 ) -> None:
     path = write_space(TINY.replace("name: mlp", "name: nope.py:make"))
     monkeypatch.chdir(tmp_path)
-    assert_user_error(invoke("probe", "--space", path), str(tmp_path / "nope.py"), "'nope.py:make'")
+    assert_user_error(
+        invoke("probe", "--space", path), f"workload file not found: {tmp_path / 'nope.py'}"
+    )
+
+
+WORKLOAD_FILE = """\
+from autotune.workload import resolve
+
+
+def make(size="tiny"):
+    return resolve("mlp", size)
+"""
+
+
+def test_a_relative_workload_file_is_found_next_to_its_space(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`wl.py:make` in a space file means the file beside it, from whatever folder autotune is
+    run; the space (which the study stores) records its absolute path."""
+    folder_a, folder_b = tmp_path / "a", tmp_path / "b"
+    folder_a.mkdir(), folder_b.mkdir()
+    (folder_a / "wl.py").write_text(WORKLOAD_FILE)
+    space = folder_a / "space.yaml"
+    space.write_text(TINY.replace("name: mlp", "name: wl.py:make"))
+    monkeypatch.chdir(folder_b)
+    absolute = f"{folder_a.resolve() / 'wl.py'}:make"
+    checked = invoke("check", "../a/space.yaml")
+    assert checked.exit_code == 0, checked.output
+    assert f"workload   {absolute} (size tiny)" in checked.stdout
+    assert sp.load("../a/space.yaml").workload.name == absolute  # what a study stores
+    result = probe_json("--space", "../a/space.yaml", "--set", "probe.steps=10")
+    assert (result["status"], result["steps_run"]) == ("ok", 10)
+    # Given on the command line, the path is relative to the current folder.
+    (folder_b / "mine.py").write_text(WORKLOAD_FILE)
+    here = invoke("check", space, "--set", "workload.name=mine.py:make")
+    assert here.exit_code == 0, here.output
+    assert f"workload   {folder_b.resolve() / 'mine.py'}:make" in here.stdout
 
 
 def test_probe_workload_raising_while_built(
