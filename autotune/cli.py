@@ -412,6 +412,37 @@ def show(
         typer.echo(st.format_summary(summary, tracking_uri=meta.get("tracking_uri")))
 
 
+@app.command("studies")
+@user_errors
+def list_studies(
+    storage: Annotated[
+        str | None,
+        typer.Option(help="Also list the studies in this Optuna storage URL."),
+    ] = None,
+    study_dir: Annotated[
+        Path | None,
+        typer.Option(
+            help="A folder of study folders (default ./autotune-studies), or one study's folder."
+        ),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the list as JSON.")] = False,
+) -> None:
+    """List the studies found here (and in --storage): trials, pick, last change, storage."""
+    from autotune import studies as sl
+
+    rows = [sl.describe(f) for f in sl.find_all(study_dir, storage)]
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2, default=str))
+    elif rows:
+        typer.echo(sl.format_table(rows))
+    else:
+        from autotune.study import _redact
+
+        where = f"{study_dir or './autotune-studies'}"
+        where += f" or in {_redact(storage)}" if storage else ""
+        typer.echo(f"no studies under {where}")
+
+
 @app.command()
 @user_errors
 def ui(

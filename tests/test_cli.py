@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 import math
 import subprocess
@@ -11,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from assets.studies import recorded_study
 from typer.testing import CliRunner, Result
 
 from autotune import space as sp
@@ -103,6 +105,7 @@ def test_help_and_check_import_no_heavy_module(write_space: Callable[..., Path])
         "fingerprint",
         "study",
         "show",
+        "studies",
         "ui",
         "export",
         "verify",
@@ -126,7 +129,7 @@ def test_autotune_help_is_fast() -> None:
     proc = subprocess.run([*command, "--help"], capture_output=True, text=True, timeout=60)
     elapsed = time.perf_counter() - start
     assert proc.returncode == 0, proc.stderr
-    for name in ("check", "probe", "study", "show", "ui", "export", "verify", "audit", "compare"):
+    for name in ("check", "probe", "study", "show", "studies", "ui", "export", "verify", "audit"):
         assert name in proc.stdout
     # Importing torch alone takes seconds; the help must not wait for it (generous for a busy CI).
     assert elapsed < 10, f"autotune --help took {elapsed:.1f} s"
@@ -476,4 +479,104 @@ def test_recipe_commands_name_what_is_wrong(
     assert "Invalid value for '--steps'" in bad_steps.output
     assert_user_error(
         invoke("study", "--space", "gradclip", "--warm-start", "nosuch"), "no study 'nosuch'"
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# studies, and show of a study that is not here (real SQLite studies, told without Ray)
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def three_studies(tmp_path: Path) -> tuple[Path, str]:
+    """Folder a/ with studies gradclip (3 of 4 trials) and amp (none yet); a storage elsewhere
+    with study remote (2 of 2). Returns a/ and the storage's URL."""
+    (tmp_path / "a").mkdir()
+    recorded_study(tmp_path / "a", "gradclip", trials=4, finished=3)
+    recorded_study(tmp_path / "a", "amp", trials=6, finished=0)
+    url = f"sqlite:///{tmp_path / 'shared.db'}"
+    recorded_study(tmp_path / "c", "remote", trials=2, finished=2, storage=url)
+    return tmp_path / "a", url
+
+
+def studies_json(*args: str | Path) -> list[dict[str, object]]:
+    result = invoke("studies", "--json", *args)
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert isinstance(rows, list)
+    return rows
+
+
+def test_studies_lists_the_studies_here_and_in_a_storage(
+    three_studies: tuple[Path, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    here, url = three_studies
+    monkeypatch.chdir(here)
+    rows = studies_json()
+    assert [(r["name"], r["finished"], r["total"]) for r in rows] == [
+        ("amp", 0, 6),
+        ("gradclip", 3, 4),
+    ]
+    amp, gradclip = rows
+    assert amp["pick"] is None
+    # The last trial is best on both objectives: the balanced pick.
+    assert gradclip["pick"] == {
+        "number": 2,
+        "verified": False,
+        "values": {"loss_cv": pytest.approx(0.1 / 3), "throughput": 102.0},
+    }
+    db = here.resolve() / "autotune-studies/gradclip/optuna.db"
+    assert gradclip["storage"] == f"sqlite:///{db}"
+    assert str(gradclip["last_change"]).startswith(str(datetime.date.today()))
+    with_storage = studies_json("--storage", url)
+    assert [(r["name"], r["finished"], r["study_dir"]) for r in with_storage] == [
+        ("amp", 0, str(here.resolve() / "autotune-studies/amp")),
+        ("gradclip", 3, str(here.resolve() / "autotune-studies/gradclip")),
+        ("remote", 2, None),
+    ]
+    text = invoke("studies")
+    assert text.exit_code == 0, text.output
+    assert text.stdout.splitlines()[0].split() == [
+        "study", "trials", "pick", "(balanced)", "last", "change", "storage"
+    ]  # fmt: skip
+    assert "gradclip  3/4     trial 2: loss_cv 0.0333, throughput 102" in text.stdout
+    assert "amp       0/6     none yet" in text.stdout
+
+    elsewhere = tmp_path / "b"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    nothing = invoke("studies")
+    assert (nothing.exit_code, nothing.stdout) == (0, "no studies under ./autotune-studies\n")
+    there = studies_json("--study-dir", here / "autotune-studies")
+    assert [r["name"] for r in there] == ["amp", "gradclip"]
+    one = studies_json("--study-dir", here / "autotune-studies" / "amp")
+    assert [r["name"] for r in one] == ["amp"]
+    missing = elsewhere / "nope.db"
+    assert_user_error(
+        invoke("studies", "--storage", f"sqlite:///{missing}"), f"{missing}: no such database"
+    )
+    assert not missing.exists()
+
+
+def test_show_of_an_unknown_study_offers_the_studies_found(
+    three_studies: tuple[Path, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    here, url = three_studies
+    monkeypatch.chdir(here)
+    assert invoke("show", "gradclip").exit_code == 0
+    assert_user_error(
+        invoke("show", "gradclp"),
+        "no study 'gradclp'",
+        "(did you mean 'gradclip'?); studies here: amp, gradclip",
+    )
+    assert_user_error(
+        invoke("show", "remot", "--storage", url),
+        f"no study 'remot' in {url} (did you mean 'remote'?); studies there: remote",
+    )
+    (tmp_path / "b").mkdir()
+    monkeypatch.chdir(tmp_path / "b")
+    assert_user_error(
+        invoke("export", "gradclip"),
+        "no study 'gradclip'",
+        "no studies under ./autotune-studies here (`autotune studies --study-dir DIR`",
     )
