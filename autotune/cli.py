@@ -131,28 +131,51 @@ def _domain_text(d: Any) -> str:
     return text
 
 
+ProbeChoice = Annotated[
+    str,
+    typer.Option(
+        "--config",
+        help="baseline: every searched knob at PyTorch's default, as the study's trial 0 runs it; "
+        "midpoint: each searched knob at the default `autotune check` shows (the domain's "
+        "`default:`, else PyTorch's when inside the domain, else the domain's midpoint). "
+        "--set knobs.NAME=VALUE fixes a knob in either.",
+    ),
+]
+PROBE_CONFIGS = {
+    "baseline": "PyTorch's defaults for the searched knobs, as trial 0",
+    "midpoint": "each searched knob at its domain's default",
+}
+
+
 @app.command()
 @user_errors
 def probe(
     space: SpaceOpt,
     set_: SetOpt = None,
+    config: ProbeChoice = "baseline",
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
     series: Annotated[bool, typer.Option(help="With --json: include the step series.")] = False,
 ) -> None:
-    """Run one probe with the space's fixed values (each domain at its default)."""
+    """Run one probe of the space, by default its baseline (a study's trial 0), with a trial's
+    CPU threads."""
     from autotune import space as sp
-    from autotune.probe import ProbeConfig, run_probe
+    from autotune.probe import run_probe
     from autotune.study import check_workload
 
+    if config not in PROBE_CONFIGS:
+        raise AutotuneError(f"--config {config}: choose one of {', '.join(PROBE_CONFIGS)}")
     s = sp.load(space, set_ or [])
+    cfg = probe_config(s, config)
     check_workload(s)
-    cfg = ProbeConfig.from_space(s)
+    threads = f"{cfg.threads} CPU thread(s)" if cfg.threads else "torch's CPU threads"
     if not as_json:
         typer.echo(
-            f"probe {s.name}: {cfg.workload} ({cfg.size}), {cfg.steps} steps, {cfg.precision} ...",
+            f"probe {s.name}: {cfg.workload} ({cfg.size}), {cfg.steps} steps, {cfg.precision}, "
+            f"{config} config ({PROBE_CONFIGS[config]}), {threads} as a trial ...",
             err=True,
         )
     result = _run_probe_cli(run_probe, cfg, progress=not as_json and sys.stderr.isatty())
+    result["config"] = config
     if as_json:
         if not series:
             result = {k: v for k, v in result.items() if k != "series"}
@@ -161,9 +184,33 @@ def probe(
         typer.echo(format_probe(result))
 
 
+def probe_config(s: Any, config: str) -> Any:
+    """The ProbeConfig that `autotune probe` runs: the study's own trial setup and thread plan."""
+    import dataclasses
+    import os
+
+    from autotune.probe import ProbeConfig
+    from autotune.study import plan_resources, trial_setup
+
+    if config == "baseline":
+        knobs, env = trial_setup(s, {}, baseline=True)
+    else:
+        knobs, env = s.fixed_knobs(), s.fixed_env()
+    gpus = 0
+    if s.probe.device != "cpu":
+        import torch
+
+        gpus = torch.cuda.device_count()
+    _, _, threads = plan_resources(s, {"CPU": float(os.cpu_count() or 1), "GPU": float(gpus)})
+    cfg = ProbeConfig.from_space(s, knobs=knobs, env=env)
+    return dataclasses.replace(cfg, threads=threads)
+
+
 def _run_probe_cli(
     run_probe: Callable[..., dict[str, Any]], cfg: Any, progress: bool
 ) -> dict[str, Any]:
+    import torch
+
     from autotune.errors import WorkloadError
 
     def report(msg: dict[str, Any]) -> None:
@@ -173,8 +220,10 @@ def _run_probe_cli(
             sys.stderr.write(f"\r  step {done}/{cfg.steps}  loss {last:.4g}   ")
             sys.stderr.flush()
 
+    before = torch.get_num_threads()
     try:
         result = run_probe(cfg, report)
+        result["threads"] = torch.get_num_threads()  # what the probe ran with
     except AutotuneError:
         raise
     except Exception as e:
@@ -182,6 +231,7 @@ def _run_probe_cli(
             f"the probe of workload '{cfg.workload}' raised {type(e).__name__}: {e}"
         ) from e
     finally:
+        torch.set_num_threads(before)  # the probe's count belongs to the probe
         if progress:
             sys.stderr.write("\n")
     return result
@@ -227,6 +277,8 @@ def format_probe(r: dict[str, Any]) -> str:
         lines.append(f"anomaly at step {a['step']}: largest layer gradient norms")
         for layer in a["layers"][:5]:
             lines.append(f"  {layer['name']:<40} {layer['grad_norm']}")
+    if r.get("config"):
+        lines.append(f"config        {r['config']}, {r['threads']} CPU thread(s)")
     knobs = r["knobs"]
     lines.append(
         "knobs         "
@@ -358,6 +410,37 @@ def show(
         typer.echo(json.dumps(summary, indent=2, default=str))
     else:
         typer.echo(st.format_summary(summary, tracking_uri=meta.get("tracking_uri")))
+
+
+@app.command("studies")
+@user_errors
+def list_studies(
+    storage: Annotated[
+        str | None,
+        typer.Option(help="Also list the studies in this Optuna storage URL."),
+    ] = None,
+    study_dir: Annotated[
+        Path | None,
+        typer.Option(
+            help="A folder of study folders (default ./autotune-studies), or one study's folder."
+        ),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the list as JSON.")] = False,
+) -> None:
+    """List the studies found here (and in --storage): trials, pick, last change, storage."""
+    from autotune import studies as sl
+
+    rows = [sl.describe(f) for f in sl.find_all(study_dir, storage)]
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2, default=str))
+    elif rows:
+        typer.echo(sl.format_table(rows))
+    else:
+        from autotune.study import _redact
+
+        where = f"{study_dir or './autotune-studies'}"
+        where += f" or in {_redact(storage)}" if storage else ""
+        typer.echo(f"no studies under {where}")
 
 
 @app.command()

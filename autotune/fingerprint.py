@@ -686,10 +686,14 @@ def _dist_version(name: str) -> str | None:
         return None
 
 
+# The distribution's name (pyproject's [project] name); the import package is `autotune`.
+DIST_NAME = "autotune-probes"
+
+
 def _autotune_version() -> str:
     import autotune
 
     version = getattr(autotune, "__version__", None)
     if isinstance(version, str):
         return version
-    return _dist_version("autotune") or "0+unknown"
+    return _dist_version(DIST_NAME) or "0+unknown"

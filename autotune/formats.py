@@ -122,10 +122,15 @@ def _scaler_text(k: dict[str, Any]) -> str:
     return ", ".join(f"{n} {v!r}" for n, v in _scaler_values(k).items())
 
 
-def _scaler_call(k: dict[str, Any]) -> str:
+def _amp_device(r: Recipe) -> str:
+    """torch.amp's device type where the recipe was tuned: cpu, else cuda (ROCm included)."""
+    return "cpu" if _platform(r) == "cpu" else "cuda"
+
+
+def _scaler_call(k: dict[str, Any], device: str) -> str:
     v = _scaler_values(k)
     return (
-        f'torch.amp.GradScaler("cuda", init_scale={v["init_scale"]!r}, '
+        f'torch.amp.GradScaler("{device}", init_scale={v["init_scale"]!r}, '
         f"growth_factor={v['growth_factor']!r}, backoff_factor={v['backoff_factor']!r}, "
         f"growth_interval={v['growth_interval']!r})"
     )
@@ -235,10 +240,10 @@ def _python(r: Recipe) -> str:
         "# the functions below apply these values the way autotune's probe measured them.",
         "#",
         "# Usage (call apply_env() first, before torch touches a GPU or starts a process group):",
-        '#   opt, scaler = make_optimizer(model.parameters()), make_scaler("cuda")',
+        f'#   opt, scaler = make_optimizer(model.parameters()), make_scaler("{_amp_device(r)}")',
         "#   sched = make_scheduler(opt, total_steps)  # total_steps counts optimizer steps",
         "#   for i, (x, y) in enumerate(loader):  # micro-batches of MICRO_BATCH samples",
-        '#       with autocast("cuda"): loss = loss_fn(model(x), y) / ACCUM_STEPS',
+        f'#       with autocast("{_amp_device(r)}"): loss = loss_fn(model(x), y) / ACCUM_STEPS',
         "#       scaler.scale(loss).backward()",
         "#       if (i + 1) % ACCUM_STEPS == 0: clip_and_step(opt, scaler, model.parameters()); "
         "sched.step()",
@@ -489,7 +494,8 @@ def _hf(r: Recipe) -> str:
                 "growth_factor 2, backoff_factor 0.5, growth_interval 2000) and TrainingArguments "
                 f"cannot change them; the recipe's are {_scaler_text(k)}. After creating the "
                 "Trainer and before trainer.train(), set trainer.accelerator.scaler = "
-                f"{_scaler_call(k)} (or make_scaler('cuda') from the python export): accelerate "
+                f"{_scaler_call(k, _amp_device(r))} (or make_scaler('{_amp_device(r)}') from the "
+                "python export): accelerate "
                 "hands that attribute to the optimizer when train() prepares it. It is an "
                 "attribute, not a documented option: check it after upgrading."
             )
@@ -571,9 +577,9 @@ def _lightning(r: Recipe) -> str:
                 "GradScaler: '16-mixed' builds torch.amp.GradScaler with PyTorch's defaults; the "
                 f"recipe's are {_scaler_text(k)}. Drop 'precision' from the Trainer arguments "
                 "(Lightning refuses it together with a precision plugin) and pass plugins=["
-                "lightning.pytorch.plugins.precision.MixedPrecision('16-mixed', 'cuda', scaler="
-                f"{_scaler_call(k)})] (make_scaler('cuda') from the python export builds the same "
-                "scaler)."
+                f"lightning.pytorch.plugins.precision.MixedPrecision('16-mixed', "
+                f"'{_amp_device(r)}', scaler={_scaler_call(k, _amp_device(r))})] "
+                f"(make_scaler('{_amp_device(r)}') from the python export builds the same scaler)."
             )
         notes.append(
             "On a CPU Lightning turns '16-mixed' into 'bf16-mixed' (with a warning): fp16 "

@@ -135,7 +135,7 @@ class Recipe:
             comment = _COMMENTS.get(key)
             if comment:
                 parts.append("\n" + "".join(f"# {line}\n" for line in comment.splitlines()))
-            parts.append(yaml.safe_dump({key: d[key]}, sort_keys=False, width=100))
+            parts.append(yaml.dump({key: d[key]}, Dumper=_Dumper, sort_keys=False, width=100))
         return "".join(parts)
 
     def save(self, path: str | Path) -> Path:
@@ -427,6 +427,14 @@ def _check_env(raw: Any, source: str) -> dict[str, str]:
 
 def now_iso() -> str:
     return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
+
+
+class _Dumper(yaml.SafeDumper):
+    """Writes an object met twice (two devices with the same record, say) out both times: a
+    recipe is read by people, and `&id001` / `*id001` anchors mean nothing to them."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
 
 
 _HEADER = """\

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
@@ -564,7 +564,23 @@ def load(ref: str | Path, overrides: Sequence[str] = ()) -> Space:
         text = path.read_text()
     except OSError as e:
         raise SpaceError(f"{path}: cannot read: {e.strerror}") from e
-    return loads(text, source=str(path), overrides=overrides)
+    space = loads(text, source=str(path), overrides=overrides)
+    from_set = any(o.split("=", 1)[0].strip() in ("workload", "workload.name") for o in overrides)
+    return anchor_workload(space, Path.cwd() if from_set else path.parent)
+
+
+def anchor_workload(space: Space, base: Path) -> Space:
+    """The space with a relative workload file (`rel/file.py:attr`) made absolute against `base`:
+    the space file's folder (the current one for a --set), so that a study resumed elsewhere, a
+    verification and a recipe find the same file."""
+    from autotune.workload import names_file
+
+    ref = space.workload.name
+    where, _, attr = ref.rpartition(":")
+    if not names_file(ref) or Path(where).expanduser().is_absolute():
+        return space
+    absolute = f"{(base / where).resolve()}:{attr}"
+    return replace(space, workload=space.workload.model_copy(update={"name": absolute}))
 
 
 def loads(text: str, *, source: str = "<string>", overrides: Sequence[str] = ()) -> Space:

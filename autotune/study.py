@@ -1699,18 +1699,22 @@ def find_study(ref: str, storage: str | None = None) -> tuple[Any, sp.Space, Pat
             break
     url = storage or meta.get("storage")
     if url is None:
+        from autotune.studies import offer
+
         raise StudyError(
             f"no study '{ref}': not a study folder, no ./{STUDIES_DIR}/{ref}, and no "
-            "--storage given"
+            f"--storage given{offer(ref)}"
         )
     name = meta.get("name", ref)
     st = open_storage(url)
     try:
         study = optuna.load_study(study_name=name, storage=st)
     except KeyError:
+        from autotune.studies import offer
+
         known = [s.study_name for s in optuna.get_all_study_summaries(st)]
         raise StudyError(
-            f"no study '{name}' in {_redact(url)}; studies there: {', '.join(known) or 'none'}"
+            f"no study '{name}' in {_redact(url)}{offer(name, known, 'there')}"
         ) from None
     space = sp.loads(study.user_attrs["autotune.space_yaml"], source=f"study {name}")
     meta.setdefault("storage", url)

@@ -186,6 +186,26 @@ def _env(values: Mapping[str, str]) -> Iterator[None]:
                 os.environ[key] = old
 
 
+# MLflow and alembic log each step of creating (or upgrading) a database store's tables at INFO:
+# noise in a user's first study, where nothing needs their attention.
+_STORE_LOGGERS = ("mlflow.store.db.utils", "alembic")
+
+
+@contextlib.contextmanager
+def quiet_store_creation() -> Iterator[None]:
+    """Raise the store-creation loggers to WARNING while the block runs (warnings still show)."""
+    loggers = [logging.getLogger(name) for name in _STORE_LOGGERS]
+    saved = [lg.level for lg in loggers]
+    for lg in loggers:
+        if lg.getEffectiveLevel() < logging.WARNING:
+            lg.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, saved, strict=True):
+            lg.setLevel(level)
+
+
 def _with_connect_timeout(uri: str, scheme: str) -> str:
     """Add `connect_timeout` to a PostgreSQL/MySQL URI that has none, so a dead server fails."""
     if scheme not in ("postgresql", "postgres", "mysql", "mariadb"):
@@ -303,7 +323,7 @@ def connect(uri: str) -> MlflowClient:
         _check_database(uri, client_uri, scheme)
 
     try:
-        with _env(probe_env):
+        with _env(probe_env), quiet_store_creation():
             client = MlflowClient(tracking_uri=client_uri)
             client.search_experiments(max_results=1)
     except TrackingError:

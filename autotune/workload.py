@@ -167,7 +167,7 @@ def _find_factory(ref: str) -> tuple[Callable[..., Any], Collection[str] | None]
         raise WorkloadError(
             f"workload {ref!r} must be 'path/to/file.py:factory' or 'package.module:factory'"
         )
-    if where.endswith(".py") or "/" in where or "\\" in where:
+    if names_file(ref):
         module = _import_file(Path(where), ref)
         source = f"file {module.__file__}"
     else:
@@ -176,6 +176,12 @@ def _find_factory(ref: str) -> tuple[Callable[..., Any], Collection[str] | None]
     declared = getattr(module, "SIZES", None)  # optional: lets a bad size fail before building
     sizes = [str(s) for s in declared] if isinstance(declared, (dict, list, tuple)) else None
     return _factory(module, attr, ref, source), sizes
+
+
+def names_file(ref: str) -> bool:
+    """Whether `ref` names a factory in a file (`path/to/file.py:attr`), not in a module."""
+    where = ref.rpartition(":")[0]
+    return where.endswith(".py") or "/" in where or "\\" in where
 
 
 def _factory(module: ModuleType, attr: str, ref: str, source: str) -> Callable[..., Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 import math
 import subprocess
@@ -11,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from assets.studies import recorded_study
 from typer.testing import CliRunner, Result
 
 from autotune import space as sp
@@ -103,6 +105,7 @@ def test_help_and_check_import_no_heavy_module(write_space: Callable[..., Path])
         "fingerprint",
         "study",
         "show",
+        "studies",
         "ui",
         "export",
         "verify",
@@ -126,7 +129,7 @@ def test_autotune_help_is_fast() -> None:
     proc = subprocess.run([*command, "--help"], capture_output=True, text=True, timeout=60)
     elapsed = time.perf_counter() - start
     assert proc.returncode == 0, proc.stderr
-    for name in ("check", "probe", "study", "show", "ui", "export", "verify", "audit", "compare"):
+    for name in ("check", "probe", "study", "show", "studies", "ui", "export", "verify", "audit"):
         assert name in proc.stdout
     # Importing torch alone takes seconds; the help must not wait for it (generous for a busy CI).
     assert elapsed < 10, f"autotune --help took {elapsed:.1f} s"
@@ -325,6 +328,53 @@ def test_probe_text_summary(write_space: Callable[..., Path]) -> None:
     assert "lr=0.003" in result.stdout
 
 
+SEARCHED = """\
+name: searched
+workload: {name: mlp, size: tiny}
+probe: {steps: 30, micro_batch: 32, device: cpu}
+knobs:
+  lr: 0.003
+  clip_norm: {low: 0.01, high: 1.0}
+  warmup_steps: {low: 0, high: 20, step: 5}
+"""
+
+
+def test_probe_runs_the_baseline_with_a_trials_threads(write_space: Callable[..., Path]) -> None:
+    """By default the probe runs trial 0 (PyTorch's defaults for the searched knobs) with the
+    CPU threads a trial gets (1 on up to 4 cores, else 2), not every thread of the machine."""
+    import os
+
+    import torch
+
+    path = write_space(SEARCHED)
+    threads_before = torch.get_num_threads()
+    result = probe_json("--space", path, "--set", "probe.steps=10")
+    assert result["config"] == "baseline"
+    knobs = result["knobs"]
+    assert isinstance(knobs, dict)
+    assert (knobs["clip_norm"], knobs["warmup_steps"], knobs["lr"]) == (0.0, 0, 0.003)
+    assert result["threads"] == (1 if (os.cpu_count() or 1) <= 4 else 2)
+    assert torch.get_num_threads() == threads_before  # given back to this process
+
+    text = invoke("probe", "--space", path, "--set", "probe.steps=10")
+    assert text.exit_code == 0, text.output
+    assert "baseline config (PyTorch's defaults for the searched knobs" in text.stderr
+    assert f"config        baseline, {result['threads']} CPU thread(s)" in text.stdout
+    assert "clip_norm=0," in text.stdout
+
+
+def test_probe_other_configs(write_space: Callable[..., Path]) -> None:
+    path = write_space(SEARCHED)
+    mid = probe_json("--space", path, "--config", "midpoint", "--set", "probe.steps=10")
+    assert mid["config"] == "midpoint"
+    assert mid["knobs"]["clip_norm"] == pytest.approx(0.505)  # type: ignore[index]
+    assert mid["knobs"]["warmup_steps"] == 0  # PyTorch's default lies inside its domain
+    fixed = probe_json("--space", path, "--set", "knobs.clip_norm=0.2", "--set", "probe.steps=10")
+    assert fixed["config"] == "baseline"
+    assert fixed["knobs"]["clip_norm"] == 0.2  # type: ignore[index]
+    assert_user_error(invoke("probe", "--space", path, "--config", "best"), "--config best")
+
+
 def test_probe_high_lr_without_clipping_diverges(write_space: Callable[..., Path]) -> None:
     """lr=5 with no clipping: on mlp the loss jumps from ~1 to ~1e8 at step 1, ~1e11 at step 2.
 
@@ -363,7 +413,43 @@ def test_probe_workload_file_missing(
 ) -> None:
     path = write_space(TINY.replace("name: mlp", "name: nope.py:make"))
     monkeypatch.chdir(tmp_path)
-    assert_user_error(invoke("probe", "--space", path), str(tmp_path / "nope.py"), "'nope.py:make'")
+    assert_user_error(
+        invoke("probe", "--space", path), f"workload file not found: {tmp_path / 'nope.py'}"
+    )
+
+
+WORKLOAD_FILE = """\
+from autotune.workload import resolve
+
+
+def make(size="tiny"):
+    return resolve("mlp", size)
+"""
+
+
+def test_a_relative_workload_file_is_found_next_to_its_space(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`wl.py:make` in a space file means the file beside it, from whatever folder autotune is
+    run; the space (which the study stores) records its absolute path."""
+    folder_a, folder_b = tmp_path / "a", tmp_path / "b"
+    folder_a.mkdir(), folder_b.mkdir()
+    (folder_a / "wl.py").write_text(WORKLOAD_FILE)
+    space = folder_a / "space.yaml"
+    space.write_text(TINY.replace("name: mlp", "name: wl.py:make"))
+    monkeypatch.chdir(folder_b)
+    absolute = f"{folder_a.resolve() / 'wl.py'}:make"
+    checked = invoke("check", "../a/space.yaml")
+    assert checked.exit_code == 0, checked.output
+    assert f"workload   {absolute} (size tiny)" in checked.stdout
+    assert sp.load("../a/space.yaml").workload.name == absolute  # what a study stores
+    result = probe_json("--space", "../a/space.yaml", "--set", "probe.steps=10")
+    assert (result["status"], result["steps_run"]) == ("ok", 10)
+    # Given on the command line, the path is relative to the current folder.
+    (folder_b / "mine.py").write_text(WORKLOAD_FILE)
+    here = invoke("check", space, "--set", "workload.name=mine.py:make")
+    assert here.exit_code == 0, here.output
+    assert f"workload   {folder_b.resolve() / 'mine.py'}:make" in here.stdout
 
 
 def test_probe_workload_raising_while_built(
@@ -393,4 +479,104 @@ def test_recipe_commands_name_what_is_wrong(
     assert "Invalid value for '--steps'" in bad_steps.output
     assert_user_error(
         invoke("study", "--space", "gradclip", "--warm-start", "nosuch"), "no study 'nosuch'"
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# studies, and show of a study that is not here (real SQLite studies, told without Ray)
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def three_studies(tmp_path: Path) -> tuple[Path, str]:
+    """Folder a/ with studies gradclip (3 of 4 trials) and amp (none yet); a storage elsewhere
+    with study remote (2 of 2). Returns a/ and the storage's URL."""
+    (tmp_path / "a").mkdir()
+    recorded_study(tmp_path / "a", "gradclip", trials=4, finished=3)
+    recorded_study(tmp_path / "a", "amp", trials=6, finished=0)
+    url = f"sqlite:///{tmp_path / 'shared.db'}"
+    recorded_study(tmp_path / "c", "remote", trials=2, finished=2, storage=url)
+    return tmp_path / "a", url
+
+
+def studies_json(*args: str | Path) -> list[dict[str, object]]:
+    result = invoke("studies", "--json", *args)
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert isinstance(rows, list)
+    return rows
+
+
+def test_studies_lists_the_studies_here_and_in_a_storage(
+    three_studies: tuple[Path, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    here, url = three_studies
+    monkeypatch.chdir(here)
+    rows = studies_json()
+    assert [(r["name"], r["finished"], r["total"]) for r in rows] == [
+        ("amp", 0, 6),
+        ("gradclip", 3, 4),
+    ]
+    amp, gradclip = rows
+    assert amp["pick"] is None
+    # The last trial is best on both objectives: the balanced pick.
+    assert gradclip["pick"] == {
+        "number": 2,
+        "verified": False,
+        "values": {"loss_cv": pytest.approx(0.1 / 3), "throughput": 102.0},
+    }
+    db = here.resolve() / "autotune-studies/gradclip/optuna.db"
+    assert gradclip["storage"] == f"sqlite:///{db}"
+    assert str(gradclip["last_change"]).startswith(str(datetime.date.today()))
+    with_storage = studies_json("--storage", url)
+    assert [(r["name"], r["finished"], r["study_dir"]) for r in with_storage] == [
+        ("amp", 0, str(here.resolve() / "autotune-studies/amp")),
+        ("gradclip", 3, str(here.resolve() / "autotune-studies/gradclip")),
+        ("remote", 2, None),
+    ]
+    text = invoke("studies")
+    assert text.exit_code == 0, text.output
+    assert text.stdout.splitlines()[0].split() == [
+        "study", "trials", "pick", "(balanced)", "last", "change", "storage"
+    ]  # fmt: skip
+    assert "gradclip  3/4     trial 2: loss_cv 0.0333, throughput 102" in text.stdout
+    assert "amp       0/6     none yet" in text.stdout
+
+    elsewhere = tmp_path / "b"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    nothing = invoke("studies")
+    assert (nothing.exit_code, nothing.stdout) == (0, "no studies under ./autotune-studies\n")
+    there = studies_json("--study-dir", here / "autotune-studies")
+    assert [r["name"] for r in there] == ["amp", "gradclip"]
+    one = studies_json("--study-dir", here / "autotune-studies" / "amp")
+    assert [r["name"] for r in one] == ["amp"]
+    missing = elsewhere / "nope.db"
+    assert_user_error(
+        invoke("studies", "--storage", f"sqlite:///{missing}"), f"{missing}: no such database"
+    )
+    assert not missing.exists()
+
+
+def test_show_of_an_unknown_study_offers_the_studies_found(
+    three_studies: tuple[Path, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    here, url = three_studies
+    monkeypatch.chdir(here)
+    assert invoke("show", "gradclip").exit_code == 0
+    assert_user_error(
+        invoke("show", "gradclp"),
+        "no study 'gradclp'",
+        "(did you mean 'gradclip'?); studies here: amp, gradclip",
+    )
+    assert_user_error(
+        invoke("show", "remot", "--storage", url),
+        f"no study 'remot' in {url} (did you mean 'remote'?); studies there: remote",
+    )
+    (tmp_path / "b").mkdir()
+    monkeypatch.chdir(tmp_path / "b")
+    assert_user_error(
+        invoke("export", "gradclip"),
+        "no study 'gradclip'",
+        "no studies under ./autotune-studies here (`autotune studies --study-dir DIR`",
     )

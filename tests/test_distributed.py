@@ -313,9 +313,9 @@ def test_ddp_amp_space_drops_alt_impl_off_gfx90a() -> None:
 
 
 def test_cli_probe_runs_ddp_amp_on_cpu() -> None:
-    result = CliRunner().invoke(
-        app, ["probe", "--space", "ddp_amp.yaml", "--set", "probe.steps=20", "--json"]
-    )
+    # midpoint: the searched env knob gets a value (the baseline leaves it unset) for the ranks.
+    args = ["--space", "ddp_amp.yaml", "--config", "midpoint", "--set", "probe.steps=20", "--json"]
+    result = CliRunner().invoke(app, ["probe", *args])
     assert result.exit_code == 0, result.output[-2000:]
     r = json.loads(result.stdout[result.stdout.index("{") :])
     assert r["status"] == "ok" and r["world_size"] == 2 and r["precision"] == "fp16"

@@ -88,6 +88,19 @@ def test_collect_reads_package_versions_and_host(fp: dict[str, Any]) -> None:
     assert fp["determinism"]["deterministic_algorithms"] is False
 
 
+def test_fingerprint_reports_the_installed_distributions_version(fp: dict[str, Any]) -> None:
+    """`autotune` on PyPI is another project: ours is installed under a name of its own."""
+    from importlib.metadata import packages_distributions, version
+
+    # The distribution that installed the `autotune` package here (editable or not).
+    (name,) = packages_distributions()["autotune"]
+    assert name != "autotune"
+    assert name == fpmod.DIST_NAME
+    assert re.search(rf'^name = "{name}"$', (ROOT / "pyproject.toml").read_text(), re.M)
+    assert fp["versions"]["autotune"] == version(name) != "0+unknown"
+    assert fpmod._dist_version(fpmod.DIST_NAME) == version(name)
+
+
 def test_collect_is_fast_once_torch_is_imported() -> None:
     fpmod.collect()  # first call may page in metadata
     start = time.perf_counter()

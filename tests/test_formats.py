@@ -13,6 +13,7 @@ import dataclasses
 import importlib
 import json
 import math
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -91,6 +92,20 @@ def test_formats_and_unknown_format() -> None:
 def test_yaml_round_trip(recipe: Recipe) -> None:
     text = formats.render(recipe, "yaml")
     assert text == recipe.dump()
+    assert Recipe.loads(text) == recipe
+
+
+def test_yaml_writes_a_repeated_object_out_without_anchors() -> None:
+    device = {"name": "AMD Instinct MI250X/MI250", "arch": "gfx90a", "memory_gb": 64}
+    seeds = [1, 2, 3]
+    recipe = dataclasses.replace(
+        make_recipe(),
+        fingerprint={"hash": "fp2", "platform": "rocm", "devices": [device, device]},
+        achieved={"loss_cv": {"seeds": seeds}, "throughput": {"seeds": seeds}},
+    )
+    text = formats.render(recipe, "yaml")
+    assert not re.search(r"[&*]id\d", text), text
+    assert text.count("gfx90a") == 2
     assert Recipe.loads(text) == recipe
 
 
@@ -493,6 +508,26 @@ def test_lightning_fp16_scaler_plugin_from_the_notes() -> None:
     assert trainer.scaler is plugin.scaler and trainer.scaler.get_scale() == 64.0
     with pytest.raises(ValueError, match="Choose one"):  # as the note says
         lightning.Trainer(accelerator="cpu", logger=False, plugins=[plugin], **out["trainer"])
+
+
+def test_scaler_notes_name_the_device_type_the_recipe_was_tuned_on() -> None:
+    """A recipe tuned on the CPU gets GradScaler("cpu") in its notes, one tuned on a GPU "cuda";
+    the lightning note's plugin expression builds on the CPU as written."""
+    lightning = pytest.importorskip("lightning")
+    cpu = make_recipe("fp16", init_scale=64.0)  # fingerprint platform: cpu
+    gpu = dataclasses.replace(cpu, fingerprint={"hash": "gpu1", "platform": "rocm"})
+    for recipe, device, other in ((cpu, "cpu", "cuda"), (gpu, "cuda", "cpu")):
+        for notes in (_hf(recipe)["notes"], _lightning(recipe)["notes"]):
+            text = " ".join(notes)
+            assert f'GradScaler("{device}"' in text and f"make_scaler('{device}')" in text
+            assert f"'{other}'" not in text and f'"{other}"' not in text
+        usage = formats.render(recipe, "python").split("\n\n")[0]
+        assert f'make_scaler("{device}")' in usage and f'autocast("{device}")' in usage
+    notes = " ".join(_lightning(cpu)["notes"])
+    start = notes.index("lightning.pytorch.plugins.precision.MixedPrecision(")
+    expression = notes[start : notes.index(")]", start) + 1]
+    plugin = eval(expression, {"lightning": lightning, "torch": torch})
+    assert plugin.scaler.get_scale() == 64.0
 
 
 def test_lightning_fit_with_the_snippet_schedule_and_per_layer_clip() -> None:

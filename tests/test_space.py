@@ -307,7 +307,11 @@ def test_loads_names_its_source() -> None:
         ("budget.trials=8", lambda s: s.budget.trials == 8),
         ("sampler.name=random", lambda s: s.sampler.name == "random"),
         ("workload.size=small", lambda s: s.workload.size == "small"),
-        ("workload.name=other.py:make", lambda s: s.workload.name == "other.py:make"),
+        # A workload file given with --set is relative to the current folder (recorded absolute).
+        (
+            "workload.name=other.py:make",
+            lambda s: s.workload.name == f"{Path('other.py').resolve()}:make",
+        ),
         ("name=renamed", lambda s: s.name == "renamed"),
         ("description=other words", lambda s: s.description == "other words"),
         ("knobs.lr=0.05", lambda s: s.knobs.get("lr") == 0.05),
@@ -458,8 +462,9 @@ ROUND_TRIP_CASES = [pytest.param("text", key, id=f"hand:{key}") for key in HAND_
 
 
 @pytest.mark.parametrize(("kind", "key"), ROUND_TRIP_CASES)
-def test_round_trip(write_space: Callable[..., Path], kind: str, key: str) -> None:
+def test_round_trip(write_space: Callable[..., Path], tmp_path: Path, kind: str, key: str) -> None:
     original = sp.loads(HAND_WRITTEN[key], source=key) if kind == "text" else sp.load(key)
+    original = sp.anchor_workload(original, tmp_path)  # as a file there reads a relative one
     text = sp.dump(original)
     reloaded = sp.load(write_space(text, "dumped.yaml"))
     assert reloaded == original

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -157,6 +159,35 @@ def test_connect_rejects_unwritable_sqlite_folder(tmp_path: Path) -> None:
     blocker.write_text("not a folder")
     with pytest.raises(TrackingError, match="cannot create the folder"):
         tracking.connect(f"sqlite:///{blocker}/sub/mlflow.db")
+
+
+_FIRST_STORE = """
+import logging, sys
+logging.basicConfig(level=logging.INFO)  # as a user's own logging setup might
+from autotune import tracking
+import mlflow.store.db.utils
+levels = lambda: [logging.getLogger(n).level for n in ("alembic", "mlflow.store.db.utils")]
+before = levels()
+client = tracking.connect(sys.argv[1])
+print([e.name for e in client.search_experiments()])
+print(levels() == before)
+"""
+
+
+def test_creating_a_new_store_prints_nothing(tmp_path: Path) -> None:
+    """A first study creates the SQLite store: MLflow's and alembic's table-creation lines at
+    INFO are noise there (in a fresh process, as the CLI is, with MLflow's own log setup)."""
+    db = tmp_path / "mlflow.db"
+    proc = subprocess.run(
+        [sys.executable, "-c", _FIRST_STORE, f"sqlite:///{db}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["['Default']", "True"]  # created; levels given back
+    assert "Creating initial MLflow database tables" not in proc.stderr, proc.stderr
+    assert "alembic" not in proc.stderr and "Updating database tables" not in proc.stderr
 
 
 def test_ensure_experiment_is_idempotent_and_restores(store: Any) -> None:

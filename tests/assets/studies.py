@@ -246,3 +246,39 @@ def finished_study(base: Path) -> FinishedStudy:
         seconds=time.monotonic() - t0,
     )
     return _SHARED["study"]
+
+
+# ---------------------------------------------------------------------------------------------
+# A recorded study without Ray: trials told through the study's own code
+# ---------------------------------------------------------------------------------------------
+
+
+def recorded_study(
+    cwd: Path, name: str, *, trials: int, finished: int, storage: str | None = None
+) -> Path:
+    """A study as `autotune study` run in `cwd` leaves it (./autotune-studies/NAME with its
+    study.json and SQLite storage, or `storage`), `finished` of its `trials` told through the
+    study's own code with made-up probe results (no Ray, no probe, no MLflow); its folder."""
+    import json
+
+    from autotune import space as sp
+    from autotune import study as st
+
+    space = sp.loads(mlp_space(name, trials=trials), source=name)
+    study_dir = st.study_dir_for(name, cwd)
+    study_dir.mkdir(parents=True)
+    opts = st.StudyOptions(space=space, study_dir=study_dir, storage=storage)
+    url = st.storage_url(opts, study_dir)
+    cond = sp.condition(space, platform="cpu")
+    study = st._open_study(opts, st.open_storage(url), cond)
+    for i in range(finished):
+        trial = study.ask()
+        if not trial.user_attrs.get("autotune.baseline"):
+            st.suggest(trial, space, cond.searched)
+        frozen = study._storage.get_trial(trial._trial_id)
+        metrics = {"loss_cv": 0.1 / (i + 1), "throughput": 100.0 + i, "loss_drop": 0.5}
+        result = {"outcome": "complete", "summary": {"metrics": metrics}}
+        st.tell(study, frozen, st.complete_outcome(space, frozen, result))
+    meta = {"name": name, "storage": url, "tracking_uri": None, "experiment_id": None}
+    (study_dir / "study.json").write_text(json.dumps(meta))
+    return study_dir

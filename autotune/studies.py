@@ -1,0 +1,191 @@
+"""The studies a user can reach from here: `autotune studies`, and the names offered when
+`autotune show NAME` (or export, ui) finds no study of that name.
+
+Studies are found in two places: study folders (a `study.json`, as `autotune study` leaves them
+under ./autotune-studies) and an Optuna storage given by URL. Everything is read from the
+storage; nothing is written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from autotune.errors import AutotuneError, did_you_mean
+
+
+@dataclass(frozen=True)
+class Found:
+    """A study's name, its Optuna storage URL and its folder (None: known from the storage)."""
+
+    name: str
+    storage: str
+    study_dir: Path | None = None
+
+
+def default_root() -> Path:
+    from autotune.study import STUDIES_DIR
+
+    return Path.cwd() / STUDIES_DIR
+
+
+def study_folders(root: Path) -> Iterator[Path]:
+    """`root` when it is a study folder, else the study folders in it."""
+    if (root / "study.json").is_file():
+        yield root
+    elif root.is_dir():
+        yield from sorted(p for p in root.iterdir() if (p / "study.json").is_file())
+
+
+def find_all(root: Path | None = None, storage: str | None = None) -> list[Found]:
+    """The studies in the study folders under `root` (default ./autotune-studies) and in the
+    Optuna storage `storage`, sorted by name."""
+    found: dict[tuple[str, str], Found] = {}
+    for folder in study_folders(root or default_root()):
+        try:
+            meta = json.loads((folder / "study.json").read_text())
+            key = (str(meta["name"]), str(meta["storage"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # not a study folder after all
+        found[key] = Found(key[0], key[1], folder.resolve())
+    if storage:
+        for name in names_in(storage):
+            found.setdefault((name, storage), Found(name, storage))
+    return sorted(found.values(), key=lambda f: (f.name, f.storage))
+
+
+def names_in(storage: str) -> list[str]:
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    summaries = optuna.get_all_study_summaries(open_existing(storage), include_best_trial=False)
+    return sorted(s.study_name for s in summaries)
+
+
+def open_existing(url: str) -> Any:
+    """The storage at `url`; an SQLite file that is not there is an error, not a new database."""
+    from sqlalchemy.engine import make_url
+
+    from autotune.study import open_storage
+
+    if url.startswith("sqlite"):
+        try:
+            database = make_url(url).database
+        except Exception as e:
+            raise AutotuneError(f"{url}: not a database URL: {e}") from e
+        if database and database != ":memory:" and not Path(database).is_file():
+            raise AutotuneError(f"{url}: no such database file")
+    return open_storage(url)
+
+
+def known_names(storage: str | None = None) -> list[str]:
+    """The names of the studies reachable from here; an unreachable storage adds none."""
+    names = {f.name for f in find_all()}
+    if storage:
+        with contextlib.suppress(AutotuneError):
+            names.update(names_in(storage))
+    return sorted(names)
+
+
+def offer(ref: str, names: Sequence[str] | None = None, where: str = "here") -> str:
+    """What a study name that was not found could have been: a close name, and the studies
+    found (`names`, default: those reachable from here)."""
+    names = known_names() if names is None else names
+    if names:
+        return f"{did_you_mean(ref, names)}; studies {where}: {', '.join(names)}"
+    if where != "here":
+        return f"; studies {where}: none"
+    return (
+        f"; no studies under ./{default_root().name} here (`autotune studies --study-dir DIR` "
+        "lists another folder's)"
+    )
+
+
+def describe(found: Found) -> dict[str, Any]:
+    """One row of `autotune studies`: trials finished of planned, the pick, the last change."""
+    from autotune.study import _redact
+
+    row: dict[str, Any] = {
+        "name": found.name,
+        "storage": _redact(found.storage),
+        "study_dir": str(found.study_dir) if found.study_dir else None,
+    }
+    try:
+        row.update(_read(found))
+    except AutotuneError as e:
+        row["error"] = str(e)
+    return row
+
+
+def _read(found: Found) -> dict[str, Any]:
+    import optuna
+
+    from autotune import pick as pk
+    from autotune import space as sp
+    from autotune.study import count_finished
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    try:
+        study = optuna.load_study(study_name=found.name, storage=open_existing(found.storage))
+    except KeyError:
+        raise AutotuneError("not in its storage (deleted?)") from None
+    trials = study.get_trials(deepcopy=False)
+    total = len(trials)
+    with contextlib.suppress(AutotuneError, KeyError):
+        space = sp.loads(study.user_attrs["autotune.space_yaml"], source=found.name)
+        total = max(total, space.budget.trials)
+    objectives = study.user_attrs.get("autotune.objectives") or []
+    pick = None
+    cands = pk.candidates(study) if objectives else []
+    if cands:
+        chosen = pk.pick(cands, objectives, "balanced")
+        pick = {
+            "number": chosen.number,
+            "verified": chosen.verified is not None,
+            "values": {o["metric"]: chosen.value(o["metric"], i) for i, o in enumerate(objectives)},
+        }
+    times = [t.datetime_complete or t.datetime_start for t in trials]
+    last = max((t for t in times if t is not None), default=None)
+    if last is None and found.study_dir is not None:
+        last = dt.datetime.fromtimestamp((found.study_dir / "study.json").stat().st_mtime)
+    return {
+        "finished": count_finished(study),
+        "total": total,
+        "pick": pick,
+        "last_change": last.isoformat(sep=" ", timespec="seconds") if last else None,
+    }
+
+
+def format_table(rows: list[dict[str, Any]]) -> str:
+    """The rows as aligned text, one study a line."""
+    table = [("study", "trials", "pick (balanced)", "last change", "storage")]
+    for r in rows:
+        if "error" in r:
+            table.append((r["name"], "?", f"cannot read: {r['error']}", "", r["storage"]))
+            continue
+        table.append(
+            (
+                r["name"],
+                f"{r['finished']}/{r['total']}",
+                _pick_text(r["pick"]),
+                (r["last_change"] or "")[:16],
+                r["storage"],
+            )
+        )
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]) - 1)]
+    return "\n".join(
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)) + "  " + row[-1]
+        for row in table
+    )
+
+
+def _pick_text(pick: dict[str, Any] | None) -> str:
+    if pick is None:
+        return "none yet"
+    values = ", ".join(f"{k} {v:.3g}" for k, v in pick["values"].items())
+    return f"trial {pick['number']}{' (verified)' if pick['verified'] else ''}: {values}"
