@@ -2,8 +2,8 @@
 # autotune's GPU check: one prepared script for a machine with CUDA or ROCm GPUs (torch.cuda).
 # Run it from the repository root, in one call; it finishes in about 6 minutes on one GPU:
 #   bash benchmarks/gpu_check.sh          (table and logs under $OUT, else ./gpu-check)
-# It makes a venv (.venv-gpu; torch from the registry: its default CUDA build, or an already
-# installed ROCm/CUDA torch when AUTOTUNE_GPU_TORCH=keep and a venv is active) and runs:
+# It uses the active Python when torch, ray, optuna and mlflow import there (your ROCm or CUDA
+# torch), else makes a venv (.venv-gpu: torch from the registry, its default CUDA build); then:
 #   - the fingerprint;
 #   - the probe on the GPU in fp32, bf16 and fp16 with the GradScaler, each counting the host
 #     synchronisations it makes (torch's sync debug mode) against the number the telemetry
@@ -28,8 +28,11 @@ step() { # name, timeout (s), command...
 }
 printf '| step | status | last line |\n|---|---|---|\n' > "$T"
 
-if [ "${AUTOTUNE_GPU_TORCH:-}" = keep ] && python3 -c 'import torch' 2>/dev/null; then
-  step install 300 pip install -q -e .
+# An environment that already has torch and the stack (a GPU node's image, an active venv) is
+# used as it is, torch build included: a GPU machine may have no registry to install from.
+if python3 -c 'import torch, ray, optuna, mlflow' 2>/dev/null; then
+  python3 -c 'import autotune.cli' 2>/dev/null ||
+    step install 300 bash -c 'pip install -q --no-deps --no-build-isolation -e . || pip install -q --no-deps -e .'
 else
   step venv 420 bash -c 'python3 -m venv .venv-gpu && . .venv-gpu/bin/activate && pip install -q torch && pip install -q -e .'
   . .venv-gpu/bin/activate || { cat "$T"; exit 1; }
