@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -18,3 +19,45 @@ def write_space(tmp_path: Path) -> Callable[..., Path]:
         return path
 
     return write
+
+
+# ---------------------------------------------------------------------------------------------
+# `pytest -m "not integration"` is the fast unit suite: a test that starts a process (a probe
+# subprocess, Ray, an MLflow server, a fork) must be marked `integration`. Python's audit hooks
+# see every process start; one outside an integration test fails that test, naming the event.
+# ---------------------------------------------------------------------------------------------
+
+_PROCESS_EVENTS = frozenset(
+    {"subprocess.Popen", "os.fork", "os.forkpty", "os.posix_spawn", "os.spawn", "os.system"}
+)
+_started: list[str] = []
+_watching = False
+
+
+def _audit(event: str, args: tuple) -> None:
+    if _watching and event in _PROCESS_EVENTS:
+        what = args[1] if event == "subprocess.Popen" and len(args) > 1 else args[:1]
+        _started.append(f"{event} {str(what)[:120]}")
+
+
+sys.addaudithook(_audit)
+
+
+@pytest.fixture(autouse=True)
+def _unit_tests_start_no_process(request: pytest.FixtureRequest) -> Iterator[None]:
+    global _watching
+    if request.node.get_closest_marker("integration") is not None:
+        yield
+        return
+    _started.clear()
+    _watching = True
+    try:
+        yield
+    finally:
+        _watching = False
+    if _started:
+        pytest.fail(
+            "a test that starts processes must be marked integration; it started: "
+            + "; ".join(_started[:3]),
+            pytrace=False,
+        )

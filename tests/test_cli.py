@@ -97,6 +97,7 @@ assert not heavy, f"check imported: {heavy}"
 """
 
 
+@pytest.mark.integration
 def test_help_and_check_import_no_heavy_module(write_space: Callable[..., Path]) -> None:
     path = write_space(CHECKED)
     commands = [
@@ -122,6 +123,7 @@ def test_help_and_check_import_no_heavy_module(write_space: Callable[..., Path])
     assert proc.returncode == 0, proc.stderr
 
 
+@pytest.mark.integration
 def test_autotune_help_is_fast() -> None:
     script = Path(sys.executable).with_name("autotune")
     command = [str(script)] if script.is_file() else [sys.executable, "-m", "autotune"]

@@ -156,6 +156,7 @@ def test_shard_stream_gives_disjoint_slices() -> None:
         next(distributed.shard_stream(iter([(torch.zeros(5, 1),)]), 0, 3, 2))
 
 
+@pytest.mark.integration
 def test_wrong_allreduce_fails_as_comm_incorrect(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(distributed.CORRUPT_ENV, "1")
     with pytest.raises(distributed.CommError, match="all-reduce check") as info:
@@ -175,6 +176,7 @@ def _group_alive(pgid: int) -> list[int]:
     return alive
 
 
+@pytest.mark.integration
 def test_stalled_rank_is_comm_hang_within_the_timeout_and_leaves_nothing(tmp_path: Path) -> None:
     """The trial entry point (`python -m autotune.probe`), as a study starts it."""
     cfg = tmp_path / "probe.json"
@@ -312,6 +314,7 @@ def test_ddp_amp_space_drops_alt_impl_off_gfx90a() -> None:
     )
 
 
+@pytest.mark.integration
 def test_cli_probe_runs_ddp_amp_on_cpu() -> None:
     # midpoint: the searched env knob gets a value (the baseline leaves it unset) for the ranks.
     args = ["--space", "ddp_amp.yaml", "--config", "midpoint", "--set", "probe.steps=20", "--json"]

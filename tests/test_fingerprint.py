@@ -108,6 +108,7 @@ def test_collect_is_fast_once_torch_is_imported() -> None:
     assert time.perf_counter() - start < 1.0
 
 
+@pytest.mark.integration
 def test_module_import_is_cheap_and_collect_never_imports_ray_or_mlflow() -> None:
     code = (
         "import sys, autotune.fingerprint as f\n"

@@ -124,6 +124,7 @@ def _bash_env(path: Path) -> dict[str, str]:
     return dict(item.split("=", 1) for item in out.split("\0") if "=" in item)
 
 
+@pytest.mark.integration
 def test_env_exports_variables(tmp_path: Path) -> None:
     text = formats.render(make_recipe(env=ENV), "env")
     assert "amp-trial3" in text and "study amp" in text and "trial 3" in text
@@ -134,6 +135,7 @@ def test_env_exports_variables(tmp_path: Path) -> None:
     assert seen["HSA_ENABLE_SDMA"] == "0"
 
 
+@pytest.mark.integration
 def test_env_quotes_values_and_comments(tmp_path: Path) -> None:
     # A hostile name cannot escape its comment line; awkward values survive quoting.
     recipe = dataclasses.replace(
@@ -148,6 +150,7 @@ def test_env_quotes_values_and_comments(tmp_path: Path) -> None:
     assert "NCCL_PWNED" not in seen
 
 
+@pytest.mark.integration
 def test_env_without_knobs_is_a_valid_empty_script(tmp_path: Path) -> None:
     text = formats.render(make_recipe(), "env")
     assert "no environment knobs" in text
@@ -199,6 +202,7 @@ def test_python_is_standalone_and_carries_every_value() -> None:
     assert not snippet(make_recipe("bf16"))["make_scaler"]("cpu").is_enabled()
 
 
+@pytest.mark.integration
 def test_python_snippet_passes_ruff(tmp_path: Path) -> None:
     ruff = shutil.which("ruff")
     if ruff is None:

@@ -101,6 +101,7 @@ def _cpu_ticks(pid: int) -> int:
     return int(fields[11]) + int(fields[12])  # utime + stime
 
 
+@pytest.mark.integration
 def test_a_second_trial_is_forked_by_the_zygote_without_an_import() -> None:
     first = _run()
     assert first["outcome"] == "complete", first["log_tail"]
@@ -124,6 +125,7 @@ def test_a_second_trial_is_forked_by_the_zygote_without_an_import() -> None:
     assert _gone(zygote)
 
 
+@pytest.mark.integration
 def test_a_trial_of_another_environment_gets_a_zygote_of_its_own() -> None:
     first = _run()
     assert first["outcome"] == "complete", first["log_tail"]
@@ -140,6 +142,7 @@ def test_a_trial_of_another_environment_gets_a_zygote_of_its_own() -> None:
     assert third["fingerprint"]["env"].get("NCCL_DEBUG") == "WARN"
 
 
+@pytest.mark.integration
 def test_a_forked_probe_that_hangs_or_crashes_is_reported_and_the_zygote_serves_on(
     tmp_path: Path,
 ) -> None:
@@ -187,6 +190,7 @@ def test_a_forked_probe_that_hangs_or_crashes_is_reported_and_the_zygote_serves_
     assert result["outcome"] == "failed" and result["cause"] == "killed", result
 
 
+@pytest.mark.integration
 def test_a_dead_or_stuck_zygote_costs_no_trial(monkeypatch: pytest.MonkeyPatch) -> None:
     first = _run()
     assert first["outcome"] == "complete", first["log_tail"]

@@ -109,6 +109,7 @@ def _trial(path: Path, factory: str, spare: bool) -> tuple[dict[str, Any], list[
     return out, events
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("spare", [False, True], ids=["fresh", "forked"])
 def test_a_printed_summary_is_log_not_a_result(workloads: Path, spare: bool) -> None:
     out, events = _trial(workloads, "forger", spare)
@@ -121,6 +122,7 @@ def test_a_printed_summary_is_log_not_a_result(workloads: Path, spare: bool) -> 
     assert [e["event"] for e in events] == ["fingerprint", "start"]
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("spare", [False, True], ids=["fresh", "forked"])
 def test_a_write_on_the_channel_without_the_nonce_is_ignored(workloads: Path, spare: bool) -> None:
     out, _ = _trial(workloads, "scribbler", spare)
@@ -131,6 +133,7 @@ def test_a_write_on_the_channel_without_the_nonce_is_ignored(workloads: Path, sp
     assert "were not reports: ignored" in out["log_tail"]
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("spare", [False, True], ids=["fresh", "forked"])
 def test_output_without_a_newline_does_not_swallow_the_reports(
     workloads: Path, spare: bool
@@ -143,6 +146,7 @@ def test_output_without_a_newline_does_not_swallow_the_reports(
     assert "." * STEPS in out["log_tail"]
 
 
+@pytest.mark.integration
 def test_a_rank_that_prints_a_summary_is_a_failed_rank(workloads: Path) -> None:
     cfg = ProbeConfig(
         workload=f"{workloads}:forger",
@@ -168,6 +172,7 @@ def test_a_line_is_a_report_only_with_the_channel_nonce() -> None:
     assert report.parse(nonce.encode() + b" {not json\n", nonce) is None
 
 
+@pytest.mark.integration
 def test_the_channel_reaches_no_process_the_workload_starts(tmp_path: Path) -> None:
     script = tmp_path / "child.py"
     script.write_text(

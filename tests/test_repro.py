@@ -84,6 +84,7 @@ def test_different_seeds_are_reported_as_a_difference(tiny: Path) -> None:
     assert other["seeds"] == [1, 1] and other["reproducible"] is True
 
 
+@pytest.mark.integration
 def test_fresh_processes_are_bitwise_equal(tiny: Path) -> None:
     r = repro.run_repro(tiny, runs=2, set_=["probe.steps=10"], fresh_process=True)
     assert r["fresh_process"] and r["reproducible"] is True

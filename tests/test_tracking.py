@@ -174,6 +174,7 @@ print(levels() == before)
 """
 
 
+@pytest.mark.integration
 def test_creating_a_new_store_prints_nothing(tmp_path: Path) -> None:
     """A first study creates the SQLite store: MLflow's and alembic's table-creation lines at
     INFO are noise there (in a fresh process, as the CLI is, with MLflow's own log setup)."""

@@ -390,6 +390,7 @@ def test_describe_builds_and_counts(user_file: Path) -> None:
     assert describe(f"{user_file}:make")["parameters"] == 3  # nn.Linear(2, 1)
 
 
+@pytest.mark.integration
 def test_importing_the_module_is_cheap() -> None:
     code = (
         "import sys, autotune.workload; "
