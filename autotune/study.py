@@ -500,6 +500,7 @@ def tell(study: Any, frozen: Any, outcome: Mapping[str, Any]) -> None:
         attrs["autotune.knobs"] = outcome["knobs"]
     if outcome.get("constraints") is not None:
         attrs["autotune.constraints"] = outcome["constraints"]
+        attrs["autotune.constraint_names"] = outcome.get("constraint_names")  # for why_none
     for key, value in attrs.items():
         storage.set_trial_user_attr(tid, key, value)
     if outcome.get("constraints") is not None:

@@ -254,11 +254,18 @@ def finished_study(base: Path) -> FinishedStudy:
 
 
 def recorded_study(
-    cwd: Path, name: str, *, trials: int, finished: int, storage: str | None = None
+    cwd: Path,
+    name: str,
+    *,
+    trials: int,
+    finished: int,
+    storage: str | None = None,
+    metrics: list[dict[str, float]] | None = None,
 ) -> Path:
     """A study as `autotune study` run in `cwd` leaves it (./autotune-studies/NAME with its
     study.json and SQLite storage, or `storage`), `finished` of its `trials` told through the
-    study's own code with made-up probe results (no Ray, no probe, no MLflow); its folder."""
+    study's own code with made-up probe results (`metrics[i]` for trial i, else a front that
+    improves with every trial; no Ray, no probe, no MLflow); its folder."""
     import json
 
     from autotune import space as sp
@@ -276,8 +283,11 @@ def recorded_study(
         if not trial.user_attrs.get("autotune.baseline"):
             st.suggest(trial, space, cond.searched)
         frozen = study._storage.get_trial(trial._trial_id)
-        metrics = {"loss_cv": 0.1 / (i + 1), "throughput": 100.0 + i, "loss_drop": 0.5}
-        result = {"outcome": "complete", "summary": {"metrics": metrics}}
+        made_up = {"loss_cv": 0.1 / (i + 1), "throughput": 100.0 + i, "loss_drop": 0.5}
+        # As a probe reports them: every knob resolved, the workload's learning rate included.
+        knobs = {"lr": 0.003, **trial.params}
+        summary = {"metrics": metrics[i] if metrics else made_up, "knobs": knobs}
+        result = {"outcome": "complete", "summary": summary}
         st.tell(study, frozen, st.complete_outcome(space, frozen, result))
     meta = {"name": name, "storage": url, "tracking_uri": None, "experiment_id": None}
     (study_dir / "study.json").write_text(json.dumps(meta))

@@ -1,0 +1,54 @@
+"""`autotune verify`'s core: the seeds, the probe a recipe was measured with, the baseline it is
+compared to, and a real verification (recipe and baseline run as real probe processes)."""
+
+from __future__ import annotations
+
+import pytest
+from test_recipe import make_recipe
+
+from autotune import space as sp
+from autotune import verify as vf
+
+
+def test_the_verification_seeds_are_other_than_the_studys() -> None:
+    assert vf.seeds_for(0, 3) == [1, 2, 3]
+    assert 7 not in vf.seeds_for(7, 5) and len(set(vf.seeds_for(7, 5))) == 5
+
+
+def test_format_interval() -> None:
+    assert vf.format_interval(None) == "n/a"
+    assert vf.format_interval({"mean": 0.5, "low": None}) == "0.5 (1 seed)"
+    assert (
+        vf.format_interval(vf.interval([1.0, 2.0, 3.0])) == "2 [-0.4843, 4.484]"
+    )  # t(0.975, 2) = 4.303, s = 1, n = 3
+
+
+def test_the_probe_config_is_the_recipes() -> None:
+    r = make_recipe(clip_norm=0.7, warmup_steps=20, accum_steps=2)
+    cfg = vf.probe_config(r)
+    assert (cfg.workload, cfg.size, cfg.steps, cfg.micro_batch) == ("mlp", "tiny", 50, 16)
+    assert cfg.knobs["clip_norm"] == 0.7 and cfg.knobs["accum_steps"] == 2
+    assert cfg.env == r.env
+    assert vf.probe_config(r, knobs={"lr": 0.5}).knobs == {"lr": 0.5}
+
+
+def test_the_baseline_resets_the_searched_knobs_and_keeps_the_rest() -> None:
+    r = make_recipe(clip_norm=0.7, warmup_steps=20, adam_eps=1e-6)
+    base = vf.baseline_knobs(r)  # the study searched clip_norm and warmup_steps
+    assert base["clip_norm"] == sp.KNOBS["clip_norm"].default
+    assert base["warmup_steps"] == sp.KNOBS["warmup_steps"].default
+    assert base["adam_eps"] == 1e-6 and base["lr"] == r.knobs["lr"]
+
+
+@pytest.mark.integration
+def test_a_real_verification_runs_both_sides_on_the_same_seeds() -> None:
+    unstable = 0.05  # the mlp at a high lr: the defaults spike, clipping with warm-up does not
+    r = make_recipe(lr=unstable, clip_norm=1.0, warmup_steps=20)
+    report = vf.verify_recipe(r, seeds=2, timeout_s=120, threads=1, quiet=True)
+    assert report["seeds"] == [1, 2] and report["steps"] == report["promised_steps"] == 50
+    rec, base = report["recipe_result"], report["baseline_result"]
+    assert rec["n"] == base["n"] == 2
+    assert rec["metrics"]["loss_cv"]["n"] == 2  # both seeds completed and were measured
+    # The promise (loss_cv 0.05 from the study) is compared at the probe length.
+    assert [p["metric"] for p in report["promise"]] == ["loss_cv"]
+    assert "recipe t" in vf.format_report(report)
