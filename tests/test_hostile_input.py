@@ -19,7 +19,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from autotune import Recipe, safeyaml
+from autotune import Recipe, repro, safeyaml
 from autotune import space as sp
 from autotune.errors import AutotuneError, RecipeError, SpaceError
 from autotune.recipe import RECIPE_VERSION
@@ -65,7 +65,15 @@ def load_recipe(path: Path) -> Any:
     return Recipe.load(path)
 
 
-LOADERS: dict[str, Callable[[Path], Any]] = {"space": load_space, "recipe": load_recipe}
+def load_for_repro(path: Path) -> Any:
+    return repro.load_space(path)
+
+
+LOADERS: dict[str, Callable[[Path], Any]] = {
+    "space": load_space,
+    "recipe": load_recipe,
+    "repro": load_for_repro,
+}
 
 
 def outcome(load: Callable[[Path], Any], path: Path, limit_s: float = 1.5) -> str | None:
@@ -158,7 +166,7 @@ def _paths(base: dict[str, Any]) -> list[list[Any]]:
 @FUZZ
 @given(data=st.data())
 def test_any_value_in_a_valid_file(tmp_path: Path, kind: str, data: st.DataObject) -> None:
-    base = SPACE if kind == "space" else RECIPE
+    base = RECIPE if kind == "recipe" else SPACE
     where = data.draw(st.sampled_from(_paths(base)), label="key path")
     value = data.draw(values, label="value")
     doc = _set_at(base, where, value)
