@@ -568,13 +568,15 @@ def verify(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
-    """Re-run a recipe with other seeds on this machine and check what it promised."""
+    """Re-run a recipe with other seeds on this machine and check what it promised.
+
+    Exit status 1 when every seed of the recipe failed (the causes are printed)."""
     from autotune import verify as vf
     from autotune.recipe import Recipe
 
     recipe = Recipe.load(recipe_path)
     report = vf.verify_recipe(
-        recipe, seeds=seeds, baseline=baseline, timeout_s=timeout, steps=steps
+        recipe, source=recipe_path, seeds=seeds, baseline=baseline, timeout_s=timeout, steps=steps
     )
     report["run_id"] = vf.log_report(recipe, report, tracking_uri)
     if as_json:
@@ -582,6 +584,11 @@ def verify(
     else:
         typer.echo(vf.format_report(report))
         typer.echo(f"logged to MLflow: run {report['run_id']}")
+    if vf.all_failed(report):
+        typer.echo(
+            f"autotune: every seed of recipe {recipe.name} failed: nothing was verified", err=True
+        )
+        raise typer.Exit(1)
 
 
 def main() -> None:

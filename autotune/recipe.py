@@ -30,7 +30,7 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from autotune import __version__
+from autotune import __version__, safeyaml
 from autotune import space as sp
 from autotune.errors import RecipeError, did_you_mean
 
@@ -149,29 +149,16 @@ class Recipe:
     @classmethod
     def load(cls, path: str | Path) -> Recipe:
         p = Path(path)
-        try:
-            text = p.read_text()
-        except FileNotFoundError:
-            raise RecipeError(f"{p}: no such recipe file") from None
-        except (OSError, UnicodeDecodeError) as e:
-            raise RecipeError(f"{p}: cannot read the recipe ({e})") from None
-        return cls.loads(text, source=str(p))
+        return cls.loads(safeyaml.read_text(p, RecipeError, "recipe file"), source=str(p))
 
     @classmethod
     def loads(cls, text: str, *, source: str = "<recipe>") -> Recipe:
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as e:
-            mark = getattr(e, "problem_mark", None)
-            where = f" (line {mark.line + 1})" if mark is not None else ""
-            problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-            raise RecipeError(f"{source}{where}: not valid YAML: {problem}") from None
-        return cls.from_dict(data, source=source)
+        return cls.from_dict(safeyaml.load(text, source, RecipeError), source=source)
 
     @classmethod
     def from_dict(cls, data: Any, *, source: str = "<recipe>") -> Recipe:
         def bad(key: str, msg: str) -> RecipeError:
-            return RecipeError(f"{source}: {key}: {msg}")
+            return _error_at(source)([key], msg)
 
         if not isinstance(data, dict) or FORMAT_KEY not in data:
             raise RecipeError(
@@ -194,18 +181,8 @@ class Recipe:
         for key in _REQUIRED:
             if key not in data:
                 raise bad(key, "required")
-        workload = data["workload"]
-        if not isinstance(workload, dict) or not isinstance(workload.get("name"), str):
-            raise bad("workload", "must be a mapping with a `name` (and `size`)")
-        precision = data["precision"]
-        if precision not in ("fp32", "fp16", "bf16"):
-            raise bad("precision", f"must be fp32, fp16 or bf16, got {precision!r}")
-        micro = data["micro_batch"]
-        if not isinstance(micro, int) or isinstance(micro, bool) or micro < 1:
-            raise bad("micro_batch", f"must be a whole number >= 1, got {micro!r}")
-        world = data.get("world_size", 1)
-        if not isinstance(world, int) or isinstance(world, bool) or world < 1:
-            raise bad("world_size", f"must be a whole number >= 1, got {world!r}")
+        workload = sp._model(sp.WorkloadRef, data["workload"], ["workload"], _error_at(source))
+        layout = _check_probe(data, source)
         knobs = _check_knobs(data["knobs"], source)
         env = _check_env(data.get("env") or {}, source)
         if "accum_steps" in data and data["accum_steps"] != knobs["accum_steps"]:
@@ -214,7 +191,7 @@ class Recipe:
                 f"{data['accum_steps']!r} disagrees with knobs.accum_steps "
                 f"({knobs['accum_steps']!r})",
             )
-        for key in ("probe", "achieved", "source"):
+        for key in ("achieved", "source"):
             if not isinstance(data.get(key) or {}, dict):
                 raise bad(key, "must be a mapping")
         fp = data.get("fingerprint")
@@ -222,13 +199,13 @@ class Recipe:
             raise bad("fingerprint", "must be a mapping")
         return cls(
             name=str(data["name"]),
-            workload={"name": workload["name"], "size": str(workload.get("size", "tiny"))},
-            precision=precision,
-            micro_batch=micro,
+            workload=workload.model_dump(),
+            precision=layout.precision,
+            micro_batch=layout.micro_batch,
             knobs=knobs,
             env=env,
-            world_size=world,
-            probe=dict(data.get("probe") or {}),
+            world_size=layout.world_size,
+            probe={k: v for k, v in layout.model_dump().items() if k in (data.get("probe") or {})},
             achieved=dict(data.get("achieved") or {}),
             fingerprint=fp,
             source=dict(data.get("source") or {}),
@@ -381,25 +358,52 @@ def _params_of(optimizer: Any) -> list[Any]:
     return [p for group in optimizer.param_groups for p in group["params"]]
 
 
+def _error_at(source: str) -> Callable[[Any, str], RecipeError]:
+    """Errors that name the recipe file and the key path, on one line (the space's rules)."""
+
+    def err(path: Any, message: str) -> RecipeError:
+        dotted = ".".join(safeyaml.key_text(p) for p in path)
+        return RecipeError(safeyaml.one_line(f"{source}: {dotted}: {message}", None))
+
+    return err
+
+
+#: Keys at the top of a recipe that are probe settings in a space.
+_LAYOUT = ("precision", "micro_batch", "world_size")
+
+
+def _check_probe(data: dict[str, Any], source: str) -> sp.ProbeSettings:
+    """The recipe's probe section and batch layout, by the space's rules for `probe:`."""
+    probe = data.get("probe") or {}
+    if not isinstance(probe, dict):
+        raise _error_at(source)(["probe"], f"must be a mapping, got {type(probe).__name__}")
+    at = _error_at(source)
+
+    def err(path: Any, message: str) -> RecipeError:  # a layout key is named where it stands
+        path = list(path)
+        return at(path[1:] if path[1:2] and path[1] in _LAYOUT else path, message)
+
+    merged = {**probe, **{k: data[k] for k in _LAYOUT if k in data}}
+    settings: sp.ProbeSettings = sp._model(sp.ProbeSettings, merged, ["probe"], err)
+    return settings
+
+
 def _check_knobs(raw: Any, source: str) -> dict[str, Any]:
     if not isinstance(raw, dict):
         raise RecipeError(f"{source}: knobs: must be a mapping of knob: value")
-
-    def err(path: Any, message: str) -> RecipeError:
-        return RecipeError(f"{source}: {'.'.join(str(p) for p in path)}: {message}")
-
+    err = _error_at(source)
     out: dict[str, Any] = {}
     for name, value in raw.items():
         name = str(name)
         if name not in sp.KNOBS:
-            raise RecipeError(
-                f"{source}: knobs.{name}: unknown knob{did_you_mean(name, sp.KNOBS)} (this "
-                f"autotune {__version__} knows: {', '.join(sp.KNOBS)}); was the recipe written by "
-                "a newer autotune?"
+            raise err(
+                ["knobs", name],
+                f"unknown knob{did_you_mean(name, sp.KNOBS)} (this autotune {__version__} "
+                f"knows: {', '.join(sp.KNOBS)}); was the recipe written by a newer autotune?",
             )
         if isinstance(value, dict | list):
             raise err(["knobs", name], "a recipe holds one value per knob, not a domain")
-        out[name] = sp._check_value(sp.KNOBS[name], value, ["knobs", name], err)  # type: ignore[arg-type]
+        out[name] = sp._check_value(sp.KNOBS[name], value, ["knobs", name], err)
     missing = [n for n, info in sp.KNOBS.items() if n not in out and info.default is None]
     if missing:
         raise RecipeError(f"{source}: knobs: missing {', '.join(missing)} (no default to assume)")
@@ -409,19 +413,16 @@ def _check_knobs(raw: Any, source: str) -> dict[str, Any]:
 
 
 def _check_env(raw: Any, source: str) -> dict[str, str]:
+    """Environment knobs by the space's rules (names, prefixes, values), one value each."""
     if not isinstance(raw, dict):
         raise RecipeError(f"{source}: env: must be a mapping of VARIABLE: value")
+    err = _error_at(source)
     out: dict[str, str] = {}
     for name, value in raw.items():
         name = str(name)
-        if not name.startswith(sp.ENV_PREFIXES):
-            raise RecipeError(
-                f"{source}: env.{name}: not an environment knob autotune sets (allowed prefixes: "
-                f"{', '.join(sp.ENV_PREFIXES)})"
-            )
         if isinstance(value, dict | list) or value is None:
-            raise RecipeError(f"{source}: env.{name}: must be one value, got {value!r}")
-        out[name] = str(value).lower() if isinstance(value, bool) else str(value)
+            raise err(["env", name], f"must be one value, got {value!r}")
+        out[name] = str(sp._env_value(name, value, ["env", name], err))
     return out
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
@@ -21,7 +21,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from autotune.errors import SpaceError, did_you_mean
+from autotune import safeyaml
+from autotune.errors import AutotuneError, SpaceError, did_you_mean
 
 Scalar = float | int | str | bool
 
@@ -303,7 +304,8 @@ KnobValue = Scalar | Domain
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # No field means anything at infinity or NaN (a trial timeout of .inf overflows).
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class WorkloadRef(_Section):
@@ -560,10 +562,7 @@ def find(ref: str | Path) -> Path:
 def load(ref: str | Path, overrides: Sequence[str] = ()) -> Space:
     """Read, override (`key.path=value`) and validate a space file."""
     path = find(ref)
-    try:
-        text = path.read_text()
-    except OSError as e:
-        raise SpaceError(f"{path}: cannot read: {e.strerror}") from e
+    text = safeyaml.read_text(path, SpaceError, "space file")
     space = loads(text, source=str(path), overrides=overrides)
     from_set = any(o.split("=", 1)[0].strip() in ("workload", "workload.name") for o in overrides)
     return anchor_workload(space, Path.cwd() if from_set else path.parent)
@@ -584,18 +583,12 @@ def anchor_workload(space: Space, base: Path) -> Space:
 
 
 def loads(text: str, *, source: str = "<string>", overrides: Sequence[str] = ()) -> Space:
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
-        problem = getattr(e, "problem", None) or str(e)
-        raise SpaceError(f"{source}: malformed YAML{where}: {problem}") from e
+    data, root = safeyaml.compose(text, source, SpaceError)
     if data is None:
         data = {}
     if not isinstance(data, dict):
         raise SpaceError(f"{source}: the top level must be a mapping of keys, got {_tname(data)}")
-    lines = _line_map(text)
+    lines = _line_map(root)
     for item in overrides:
         _apply_override(data, item, source)
     return _build(data, source, lines, overrides)
@@ -606,22 +599,19 @@ def _tname(v: Any) -> str:
 
 
 def _apply_override(data: dict[str, Any], item: str, source: str) -> None:
+    label = f"--set {safeyaml.one_line(item, 200)}"
     if "=" not in item:
-        raise SpaceError(f"--set {item}: expected key.path=value, e.g. --set knobs.lr=0.003")
+        raise SpaceError(f"{label}: expected key.path=value, e.g. --set knobs.lr=0.003")
     key, raw = item.split("=", 1)
     parts = [p for p in key.strip().split(".") if p]
     if not parts:
-        raise SpaceError(f"--set {item}: empty key")
+        raise SpaceError(f"{label}: empty key")
     if parts[0] not in _TOP_KEYS:
         raise SpaceError(
-            f"--set {item}: unknown key '{parts[0]}'{did_you_mean(parts[0], _TOP_KEYS)}; "
+            f"{label}: unknown key '{parts[0]}'{did_you_mean(parts[0], _TOP_KEYS)}; "
             f"top-level keys are {', '.join(_TOP_KEYS)}"
         )
-    try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError as e:
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise SpaceError(f"--set {item}: the value is not valid YAML: {problem}") from e
+    value = safeyaml.load(raw, f"{label}", SpaceError) if raw.strip() else ""
     node: Any = data
     for i, part in enumerate(parts[:-1]):
         nxt = node.get(part) if isinstance(node, dict) else None
@@ -630,26 +620,26 @@ def _apply_override(data: dict[str, Any], item: str, source: str) -> None:
             node[part] = nxt
         if not isinstance(nxt, dict):
             where = ".".join(parts[: i + 1])
-            raise SpaceError(f"--set {item}: '{where}' is a value in {source}, not a section")
+            raise SpaceError(f"{label}: '{where}' is a value in {source}, not a section")
         node = nxt
     node[parts[-1]] = value
 
 
-def _line_map(text: str) -> dict[tuple[str | int, ...], int]:
-    """Key path -> 1-based line, for error messages."""
+def _line_map(root: yaml.Node | None) -> dict[tuple[str | int, ...], int]:
+    """Key path -> 1-based line, for error messages. A node repeated by an alias is walked once."""
     out: dict[tuple[str | int, ...], int] = {}
-    try:
-        root = yaml.compose(text)
-    except yaml.YAMLError:
-        return out
+    seen: set[int] = set()
 
-    def walk(node: Any, path: tuple[str | int, ...]) -> None:
+    def walk(node: yaml.Node, path: tuple[str | int, ...]) -> None:
         out[path] = node.start_mark.line + 1
+        if id(node) in seen:
+            return
+        seen.add(id(node))
         if isinstance(node, yaml.MappingNode):
             for k, v in node.value:
-                key = k.value
-                sub = (*path, key)
-                out[sub] = k.start_mark.line + 1
+                if not isinstance(k, yaml.ScalarNode):
+                    continue
+                sub = (*path, k.value)
                 walk(v, sub)
                 out[sub] = k.start_mark.line + 1
         elif isinstance(node, yaml.SequenceNode):
@@ -661,6 +651,10 @@ def _line_map(text: str) -> dict[tuple[str | int, ...], int]:
     return out
 
 
+#: Builds the error for a key path and a message (a space's `_Err`, or a recipe's).
+ErrorAt = Callable[[Sequence[str | int], str], AutotuneError]
+
+
 class _Err:
     """Builds `file: key.path (line N): message` errors."""
 
@@ -670,7 +664,7 @@ class _Err:
         self.source, self.lines, self.overridden = source, lines, overridden
 
     def __call__(self, path: Sequence[str | int], message: str) -> SpaceError:
-        dotted = ".".join(str(p) for p in path)
+        dotted = ".".join(safeyaml.key_text(p) for p in path)
         where = ""
         if any(
             dotted == o or dotted.startswith(o + ".") or o.startswith(dotted + ".")
@@ -683,7 +677,8 @@ class _Err:
                 if line is not None:
                     where = f" (line {line})"
                     break
-        return SpaceError(f"{self.source}: {dotted or '<top>'}{where}: {message}")
+        text = f"{self.source}: {dotted or '<top>'}{where}: {message}"
+        return SpaceError(safeyaml.one_line(text, None))
 
 
 def _build(
@@ -774,7 +769,7 @@ def _build(
     )
 
 
-def _model(cls: type[BaseModel], raw: Any, path: list[str | int], err: _Err) -> Any:
+def _model(cls: type[BaseModel], raw: Any, path: list[str | int], err: ErrorAt) -> Any:
     if not isinstance(raw, dict):
         raise err(path, f"must be a mapping, got {_tname(raw)}")
     try:
@@ -817,7 +812,7 @@ def _list(
 _DOMAIN_KEYS = ("low", "high", "log", "step", "choices", "default")
 
 
-def _knob_value(info: KnobInfo, raw: Any, path: list[str | int], err: _Err) -> KnobValue:
+def _knob_value(info: KnobInfo, raw: Any, path: list[str | int], err: ErrorAt) -> KnobValue:
     if isinstance(raw, dict):
         domain = _domain(raw, info.kind, path, err)
         values: list[Any] = list(domain.choices) if domain.is_choice else [domain.low, domain.high]
@@ -833,7 +828,7 @@ def _knob_value(info: KnobInfo, raw: Any, path: list[str | int], err: _Err) -> K
     return _check_value(info, raw, path, err)
 
 
-def _check_value(info: KnobInfo, v: Any, path: list[str | int], err: _Err) -> Scalar:
+def _check_value(info: KnobInfo, v: Any, path: list[str | int], err: ErrorAt) -> Scalar:
     if info.kind == "bool":
         if not isinstance(v, bool):
             raise err(path, f"must be true or false, got {v!r}")
@@ -854,14 +849,14 @@ def _check_value(info: KnobInfo, v: Any, path: list[str | int], err: _Err) -> Sc
                 raise err(path, f"must be a number, got {v!r}") from None
         else:
             raise err(path, f"must be a number, got {v!r}")
+    if not math.isfinite(v):
+        raise err(path, f"must be finite, got {v!r}")
     if info.kind == "int":
         if float(v) != int(v):
             raise err(path, f"must be a whole number, got {v!r}")
         v = int(v)
     else:
         v = float(v)
-    if not math.isfinite(v):
-        raise err(path, f"must be finite, got {v!r}")
     lo_ok = info.low is None or (v > info.low if info.low_open else v >= info.low)
     hi_ok = info.high is None or (v < info.high if info.high_open else v <= info.high)
     if not (lo_ok and hi_ok):
@@ -873,7 +868,7 @@ def _check_value(info: KnobInfo, v: Any, path: list[str | int], err: _Err) -> Sc
     return v
 
 
-def _domain(raw: dict[str, Any], kind: str, path: list[str | int], err: _Err) -> Domain:
+def _domain(raw: dict[str, Any], kind: str, path: list[str | int], err: ErrorAt) -> Domain:
     for key in raw:
         if key not in _DOMAIN_KEYS:
             raise err(
@@ -925,7 +920,7 @@ def _domain(raw: dict[str, Any], kind: str, path: list[str | int], err: _Err) ->
     return Domain(low=low, high=high, log=log, step=step, default=default)
 
 
-def _num(v: Any, kind: str, path: list[str | int], err: _Err) -> float | int:
+def _num(v: Any, kind: str, path: list[str | int], err: ErrorAt) -> float | int:
     if isinstance(v, str):
         try:
             v = float(v)
@@ -933,6 +928,8 @@ def _num(v: Any, kind: str, path: list[str | int], err: _Err) -> float | int:
             raise err(path, f"must be a number, got {v!r}") from None
     if isinstance(v, bool) or not isinstance(v, int | float):
         raise err(path, f"must be a number, got {v!r}")
+    if not math.isfinite(v):
+        raise err(path, f"must be finite, got {v!r}")
     if kind == "int":
         if float(v) != int(v):
             raise err(path, f"must be a whole number, got {v!r}")
@@ -940,15 +937,15 @@ def _num(v: Any, kind: str, path: list[str | int], err: _Err) -> float | int:
     return float(v)
 
 
-def _env_value(name: str, raw: Any, path: list[str | int], err: _Err) -> KnobValue:
+def _env_value(name: str, raw: Any, path: list[str | int], err: ErrorAt) -> KnobValue:
     if not re.fullmatch(r"[A-Z][A-Z0-9_]*", name):
         raise err(path, "environment variable names are upper case letters, digits and '_'")
     if not name.startswith(ENV_PREFIXES):
         raise err(
             path,
             f"refused: only variables starting with {', '.join(ENV_PREFIXES)} may be "
-            "set from a space file (it may be shared; LD_PRELOAD, PYTHONPATH and the like "
-            "are never accepted)",
+            "set from a space or recipe file (it may come from elsewhere; LD_PRELOAD, PYTHONPATH "
+            "and the like are never accepted)",
         )
     if any(name.startswith(s) for s in ENV_SITE_SETTINGS):
         raise err(
@@ -960,16 +957,22 @@ def _env_value(name: str, raw: Any, path: list[str | int], err: _Err) -> KnobVal
         if "choices" in raw:
             domain = _domain(raw, "choice", path, err)
             for c in domain.choices:
-                if not isinstance(c, str | int) or isinstance(c, bool):
-                    raise err([*path, "choices"], f"values are strings or integers, got {c!r}")
+                _env_scalar(c, [*path, "choices"], err)
         else:
             domain = _domain(raw, "int", path, err)
         if domain.default is not None and not domain.contains(domain.default):
             raise err([*path, "default"], f"default {domain.default!r} lies outside the domain")
         return domain
-    if not isinstance(raw, str | int) or isinstance(raw, bool):
-        raise err(path, f"a value is a string or integer, got {raw!r}")
-    return raw
+    return _env_scalar(raw, path, err)
+
+
+def _env_scalar(v: Any, path: list[str | int], err: ErrorAt) -> str | int:
+    """One value of an environment variable: a string without control characters, or an int."""
+    if not isinstance(v, str | int) or isinstance(v, bool):
+        raise err(path, f"a value is a string or integer, got {v!r}")
+    if isinstance(v, str) and not v.isprintable():
+        raise err(path, f"control characters (NUL, line breaks, ...) are refused, got {v!r}")
+    return v
 
 
 # --------------------------------------------------------------------------------------------

@@ -109,6 +109,7 @@ def summarize_seeds(
                 "seed": r.get("seed"),
                 "outcome": r.get("outcome"),
                 "cause": r.get("cause"),
+                "error": r.get("error"),
                 "steps_run": (r.get("summary") or {}).get("steps_run"),
                 "metrics": {
                     m: ((r.get("summary") or {}).get("metrics") or {}).get(m) for m in names
@@ -250,9 +251,23 @@ def _hardware_metrics() -> frozenset[str]:
     return HARDWARE_METRICS
 
 
+def check_workload(recipe: Recipe, source: str) -> None:
+    """Resolve the recipe's workload here, before any probe runs: a workload that cannot be
+    found or built fails once, naming it and the recipe file, not once per seed. Resolving
+    imports the workload's module: a recipe's workload is code that runs."""
+    from autotune.errors import WorkloadError
+    from autotune.workload import resolve
+
+    try:
+        resolve(recipe.workload["name"], recipe.workload.get("size", "tiny"))
+    except WorkloadError as e:
+        raise WorkloadError(f"{source}: workload: {e}") from None
+
+
 def verify_recipe(
     recipe: Recipe,
     *,
+    source: str = "<recipe>",
     seeds: int = 3,
     baseline: bool = True,
     timeout_s: float = 600.0,
@@ -273,6 +288,7 @@ def verify_recipe(
     say: Callable[[str], None] = (
         (lambda _t: None) if quiet else (lambda t: print(t, file=sys.stderr))
     )
+    check_workload(recipe, source)
     here = fingerprint.collect()
     cfg = probe_config(recipe)
     promised_steps = cfg.steps
@@ -333,6 +349,22 @@ def _metrics_of(recipe: Recipe) -> list[str]:
     return list(dict.fromkeys([*recipe.achieved, *REPORTED]))
 
 
+def all_failed(report: Mapping[str, Any]) -> bool:
+    """Every seed of the recipe failed (an exception, a crash, a timeout): nothing was measured."""
+    rec = report["recipe_result"]
+    return bool(rec["n"]) and rec["failed"] == rec["n"]
+
+
+def failure_lines(result: Mapping[str, Any], label: str) -> list[str]:
+    """One line per failed seed: its cause and the error the probe reported."""
+    return [
+        f"  {label} seed {r['seed']}: {r['outcome']} ({r.get('cause') or 'unknown cause'})"
+        + (f": {r['error']}" if r.get("error") else "")
+        for r in result["runs"]
+        if r.get("outcome") not in ("complete", "diverged")
+    ]
+
+
 def format_report(report: Mapping[str, Any]) -> str:
     """The verification as a table: recipe vs baseline per metric, the promise, the drift."""
     rec = report["recipe_result"]
@@ -348,6 +380,11 @@ def format_report(report: Mapping[str, Any]) -> str:
             else ""
         )
     ]
+    if rec["failed"]:
+        lines.append("failed seeds:")
+        lines += failure_lines(rec, "recipe  ")
+        if base and base["failed"]:
+            lines += failure_lines(base, "baseline")
     head = f"  {'metric':<14} {'recipe: mean [95% interval]':<34}"
     if base:
         head += f" {'baseline: mean [95% interval]':<34}"

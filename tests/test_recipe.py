@@ -55,7 +55,7 @@ def test_round_trip_through_the_file(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("autotune_recipe: 1\nname: x: y\n", "(line 2): not valid YAML"),
+        ("autotune_recipe: 1\nname: x: y\n", ": malformed YAML (line 2, column "),
         ("just: a mapping\n", "not an autotune recipe"),
         ("autotune_recipe: 7\nname: x\n", "format 7 was written by a newer autotune"),
         (
@@ -71,12 +71,12 @@ def test_round_trip_through_the_file(tmp_path: Path) -> None:
         (
             "autotune_recipe: 1\nname: x\nworkload: {name: mlp}\nprecision: fp64\nmicro_batch: 8\n"
             "knobs: {lr: 0.1}\n",
-            "precision: must be fp32, fp16 or bf16",
+            "precision: Input should be 'fp32', 'fp16' or 'bf16' (got 'fp64')",
         ),
         (
             "autotune_recipe: 1\nname: x\nworkload: {name: mlp}\nprecision: fp32\nmicro_batch: 8\n"
             "knobs: {lr: 0.1}\nenv: {PATH: /bin}\n",
-            "env.PATH: not an environment knob",
+            "env.PATH: refused: only variables starting with NCCL_",
         ),
         (
             "autotune_recipe: 1\nname: x\nworkload: {name: mlp}\nprecision: fp32\nmicro_batch: 8\n"
@@ -319,3 +319,105 @@ def test_drift_warning_names_the_fields() -> None:
     assert "WARNING: this machine differs" in text
     assert "devices.0.name: 'AMD Instinct MI210' -> 'MI250X'" in text
     assert "as promised" in text
+
+
+# ---------------------------------------------------------------------------------------------
+# Recipes from elsewhere, through `autotune verify`
+# ---------------------------------------------------------------------------------------------
+
+BEHAVING = Path(__file__).parent / "assets" / "behaving.py"
+
+
+def write_recipe(tmp_path: Path, **changes: Any) -> Path:
+    """A recipe file of `make_recipe()` with top-level keys replaced (`probe`, `env`, ...)."""
+    import yaml
+
+    data = yaml.safe_load(make_recipe().dump())
+    data.update(changes)
+    path = tmp_path / "recipe.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def verify_cli(path: Path, *args: str) -> Any:
+    from typer.testing import CliRunner
+
+    from autotune.cli import app
+
+    return CliRunner().invoke(app, ["verify", str(path), *args])
+
+
+def one_error_line(result: Any, *fragments: str) -> str:
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output and result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr  # nothing ran: no "verifying recipe ..." banner
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+    return str(lines[0])
+
+
+@pytest.mark.parametrize(
+    ("env", "fragment"),
+    [
+        ({"NCCL_ALGO=Tree": "Ring"}, "env.NCCL_ALGO=Tree: environment variable names are"),
+        ({"NCCL_ALGO;x": "Ring"}, "env.NCCL_ALGO;x: environment variable names are"),
+        ({"NCCL_ALGO": "Ring\0"}, "env.NCCL_ALGO: control characters"),
+        ({"NCCL_IB_HCA": "mlx5"}, "env.NCCL_IB_HCA: a site setting"),
+        ({"NCCL_ALGO": {"choices": ["Ring"]}}, "env.NCCL_ALGO: must be one value"),
+    ],
+    ids=["equals", "semicolon", "nul", "site-setting", "domain"],
+)
+def test_verify_refuses_env_the_space_would_refuse(
+    tmp_path: Path, env: dict[str, Any], fragment: str
+) -> None:
+    path = write_recipe(tmp_path, env=env)
+    one_error_line(verify_cli(path), str(path), fragment)
+
+
+@pytest.mark.parametrize(
+    ("probe", "fragment"),
+    [
+        ({"steps": -5}, "probe.steps: Input should be greater than or equal to 10"),
+        ({"steps": 50, "divergence": {"scale_floor": float("inf")}}, "finite number"),
+        ({"steps": 50, "device": "tpu"}, "probe.device: must be auto, cpu, cuda"),
+        ({"steps": 50, "stepz": 3}, "probe.stepz: unknown key (did you mean 'steps'?)"),
+    ],
+    ids=["negative-steps", "inf-floor", "device", "unknown-key"],
+)
+def test_verify_refuses_probe_settings_the_space_would_refuse(
+    tmp_path: Path, probe: dict[str, Any], fragment: str
+) -> None:
+    path = write_recipe(tmp_path, probe=probe)
+    one_error_line(verify_cli(path), str(path), fragment)
+
+
+def test_batch_layout_is_checked_by_the_probe_rules(tmp_path: Path) -> None:
+    path = write_recipe(tmp_path, micro_batch=0, world_size=2000)
+    with pytest.raises(RecipeError, match=r"recipe\.yaml: micro_batch: .*greater than or equal"):
+        Recipe.load(path)
+
+
+def test_verify_resolves_the_workload_before_running_anything(tmp_path: Path) -> None:
+    path = write_recipe(tmp_path, workload={"name": "no_such_workload", "size": "tiny"})
+    line = one_error_line(verify_cli(path), f"{path}: workload: ", "no_such_workload")
+    assert "seed" not in line
+
+
+@pytest.mark.integration
+def test_verify_exits_1_with_the_causes_when_every_seed_fails(tmp_path: Path) -> None:
+    from assets.behaving import MESSAGE, MODE_VAR
+
+    path = write_recipe(
+        tmp_path,
+        workload={"name": f"{BEHAVING}:make", "size": "tiny"},
+        env={MODE_VAR: "raise"},
+        probe={"steps": 20, "seed": 0, "device": "cpu", "threads": 1},
+    )
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    result = verify_cli(path, "--seeds", "2", "--no-baseline", "--tracking-uri", uri)
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output
+    assert f"recipe   seed 1: failed (exception): RuntimeError: {MESSAGE}" in result.stdout
+    assert f"recipe   seed 2: failed (exception): RuntimeError: {MESSAGE}" in result.stdout
+    assert "every seed of recipe t failed" in result.stderr

@@ -354,7 +354,7 @@ SET_ERRORS = [
         ["'knobs.clip_norm' is a value in {path}", "not a section"],
     ),
     ("name.x=1", "--set name.x=1: ", ["'name' is a value in {path}"]),
-    ("knobs.lr=[1, 2", "--set knobs.lr=[1, 2: ", ["not valid YAML"]),
+    ("knobs.lr=[1, 2", "--set knobs.lr=[1, 2: ", ["malformed YAML"]),
     # Validated like the file: the message says the value came from --set, not a line.
     ("knobs.beta1=1.0", "{path}: knobs.beta1 (from --set): ", ["out of range"]),
     ("knobs.lr=0", "{path}: knobs.lr (from --set): ", ["out of range"]),
