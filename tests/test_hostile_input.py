@@ -248,6 +248,7 @@ def test_aliases_within_the_limits_still_load(tmp_path: Path) -> None:
     assert recipe.fingerprint == recipe.source["fp"] == {"hash": "abc", "platform": "cpu"}
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     "text",
     [BILLION_LAUGHS, RECURSIVE, b"name: \xff\n"],
