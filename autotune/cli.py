@@ -141,7 +141,8 @@ def probe(
 ) -> None:
     """Run one probe with the space's fixed values (each domain at its default)."""
     from autotune import space as sp
-    from autotune.probe import ProbeConfig, run_probe
+    from autotune.probe import ProbeConfig
+    from autotune.process.entry import run as run_probe
     from autotune.study import check_workload
 
     s = sp.load(space, set_ or [])

@@ -38,9 +38,9 @@ from typing import Any
 
 from autotune import space as sp
 from autotune.errors import ClusterError, StudyError
-from autotune.launcher import run_trial_process
 from autotune.pick import dominates
 from autotune.probe import ProbeConfig
+from autotune.process.launcher import run_trial_process
 
 STUDIES_DIR = "autotune-studies"
 PENALTY = 1e12  # objective value told to Optuna for a non-finite metric of an infeasible trial

@@ -178,7 +178,7 @@ def run_local(
     """Run `cfg` once per seed, one after another, each in a fresh process on this machine."""
     from dataclasses import replace
 
-    from autotune.launcher import run_trial_process
+    from autotune.process.launcher import run_trial_process
 
     runs = []
     for i, seed in enumerate(seeds):
