@@ -383,7 +383,7 @@ def ui(
 ) -> None:
     """Start the MLflow UI on the study's tracking store and print its URL."""
     from autotune import tracking
-    from autotune.ui import check_host, serve
+    from autotune.tracking.ui import check_host, serve
 
     bind_host, poll_host = check_host(host, port, expose=expose)  # before any store is read
     uri = tracking_uri

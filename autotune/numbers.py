@@ -9,9 +9,9 @@ D = TypeVar("D", float, None)
 
 
 def finite(value: Any, default: D = None) -> float | D:  # type: ignore[assignment]
-    """`value` as a float if it is a finite number; else `default` (None, strings and bools
-    included: they are not measurements)."""
-    if value is None or isinstance(value, (str, bool)):
+    """`value` as a float if it is a finite number (a bool is 0 or 1); else `default` (None and
+    strings included)."""
+    if value is None or isinstance(value, str):
         return default
     try:
         number = float(value)

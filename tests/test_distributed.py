@@ -331,7 +331,7 @@ def test_tracking_logs_world_size_and_each_rank_env(
     from autotune import tracking
 
     r, _ = ddp
-    params = tracking._trial_params({"knobs": {"lr": 0.01}, "env": ENV}, r)
+    params = tracking.trial_params({"knobs": {"lr": 0.01}, "env": ENV}, r)
     assert params["world_size"] == 2 and params["effective_batch"] == 160
     assert params["oom_retried"] is False
     for rank in (0, 1):
