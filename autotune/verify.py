@@ -245,7 +245,7 @@ def compare_promise(
 
 
 def _hardware_metrics() -> frozenset[str]:
-    from autotune.pick import HARDWARE_METRICS
+    from autotune.study.pick import HARDWARE_METRICS
 
     return HARDWARE_METRICS
 
