@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from autotune import space as sp
@@ -36,12 +38,7 @@ def run(opts: StudyOptions) -> StudyResult:
     # The TCP probes come first; the stores are opened (an SQLite one created) only under the
     # study lock, so a second driver of the same study stops at the lock.
     url = storage_url(opts, study_dir)
-    if url.startswith(("postgresql", "mysql")):
-        check_tcp(url, what="the Optuna storage", hint="start the database or fix --storage")
-    address = opts.address or os.environ.get("RAY_ADDRESS") or None
-    if address and address != "auto":
-        check_ray_address(address)
-    check_workload(space)
+    _check_services(opts, url)
     uri = tracking.resolve_uri(opts.tracking_uri)
     with driver_lock(study_dir):
         client = tracking.connect(uri)
@@ -51,48 +48,16 @@ def run(opts: StudyOptions) -> StudyResult:
         cond = sp.condition(space, platform=fp["platform"], arch=arch)
         for name, why in cond.dropped.items():
             say(f"dropped knob {name}: {why}")
-        storage = open_storage(url)
-        study = open_study(opts, storage, cond)
-        experiment_id = tracking.ensure_experiment(client, space.name)
-        parent = tracking.ensure_study_run(
-            client,
-            experiment_id,
-            space.name,
-            space_yaml=sp.dump(space),
-            params=_study_params(space, cond, url),
-            tags={"autotune.fp.driver_hash": str(fp.get("hash")), **opts.extra_tags},
-        )
-        study.set_user_attr(
-            "autotune.mlflow", {"uri": uri, "experiment_id": experiment_id, "parent_run_id": parent}
-        )
-        logger = MlflowWriter(client, experiment_id, parent, space.name, study_dir)
+        study = open_study(opts, open_storage(url), cond)
+        logger = _study_run(opts, study, client, cond, url, uri, fp, study_dir)
         reconcile(study, study_dir, logger)
-        (study_dir / "study.json").write_text(
-            json.dumps(
-                {
-                    "name": space.name,
-                    "storage": url,
-                    "tracking_uri": uri,
-                    "experiment_id": experiment_id,
-                    "parent_run_id": parent,
-                },
-                indent=2,
-            )
-        )
+        _write_study_json(study_dir, space.name, url, uri, logger)
 
         rerun = stale_trials(study, study_dir, space, logger)
         finished = count_finished(study)
         planned = max(0, space.budget.trials - finished)
+        _announce(say, space, finished, planned, len(rerun), url, uri)
         interrupted = False
-        if planned == 0:
-            say(f"study {space.name}: all {space.budget.trials} trials are done")
-        else:
-            say(
-                f"study {space.name}: {finished} of {space.budget.trials} trials done; "
-                f"running {planned}" + (f" ({len(rerun)} interrupted earlier)" if rerun else "")
-            )
-            say(f"  optuna storage {redact(url)}")
-            say(f"  mlflow {redact(uri)} (experiment {space.name})")
         if planned > 0 or to_verify(study, space):
             with ray_session(opts.address, study_dir) as ray:
                 if planned > 0:
@@ -111,6 +76,82 @@ def run(opts: StudyOptions) -> StudyResult:
         summary=summary,
         interrupted=interrupted,
     )
+
+
+def _check_services(opts: StudyOptions, url: str) -> None:
+    """The TCP checks of the Optuna database and the Ray cluster, and the workload's name."""
+    if url.startswith(("postgresql", "mysql")):
+        check_tcp(url, what="the Optuna storage", hint="start the database or fix --storage")
+    address = opts.address or os.environ.get("RAY_ADDRESS") or None
+    if address and address != "auto":
+        check_ray_address(address)
+    check_workload(opts.space)
+
+
+def _study_run(
+    opts: StudyOptions,
+    study: Any,
+    client: Any,
+    cond: sp.Conditioned,
+    url: str,
+    uri: str,
+    fp: dict[str, Any],
+    study_dir: Path,
+) -> MlflowWriter:
+    """The study's MLflow experiment and parent run (made or found), noted in the study; the
+    writer that logs to them."""
+    from autotune import tracking
+
+    space = opts.space
+    experiment_id = tracking.ensure_experiment(client, space.name)
+    parent = tracking.ensure_study_run(
+        client,
+        experiment_id,
+        space.name,
+        space_yaml=sp.dump(space),
+        params=_study_params(space, cond, url),
+        tags={"autotune.fp.driver_hash": str(fp.get("hash")), **opts.extra_tags},
+    )
+    study.set_user_attr(
+        "autotune.mlflow", {"uri": uri, "experiment_id": experiment_id, "parent_run_id": parent}
+    )
+    return MlflowWriter(client, experiment_id, parent, space.name, study_dir)
+
+
+def _write_study_json(study_dir: Path, name: str, url: str, uri: str, logger: MlflowWriter) -> None:
+    """study.json: where the study's stores are (how `find_study` finds it by its folder)."""
+    (study_dir / "study.json").write_text(
+        json.dumps(
+            {
+                "name": name,
+                "storage": url,
+                "tracking_uri": uri,
+                "experiment_id": logger.experiment_id,
+                "parent_run_id": logger.parent,
+            },
+            indent=2,
+        )
+    )
+
+
+def _announce(
+    say: Callable[[str], None],
+    space: sp.Space,
+    finished: int,
+    planned: int,
+    reruns: int,
+    url: str,
+    uri: str,
+) -> None:
+    if planned == 0:
+        say(f"study {space.name}: all {space.budget.trials} trials are done")
+        return
+    say(
+        f"study {space.name}: {finished} of {space.budget.trials} trials done; "
+        f"running {planned}" + (f" ({reruns} interrupted earlier)" if reruns else "")
+    )
+    say(f"  optuna storage {redact(url)}")
+    say(f"  mlflow {redact(uri)} (experiment {space.name})")
 
 
 def check_workload(space: sp.Space) -> None:

@@ -51,6 +51,19 @@ def _verify_path(study_dir: Path, number: int, seed: int) -> Path:
     return study_dir / "verify" / f"{number:04d}-seed{seed}.json"
 
 
+def _save_seed(study_dir: Path, number: int, seed: int, out: dict[str, Any]) -> dict[str, Any]:
+    """Write one seed's outcome (without its step series) atomically; return what was written."""
+    path = _verify_path(study_dir, number, seed)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    slim = dict(out)
+    if slim.get("summary"):
+        slim["summary"] = {k: v for k, v in slim["summary"].items() if k != "series"}
+    tmp.write_text(json.dumps(slim, default=str))
+    os.replace(tmp, path)
+    return slim
+
+
 def verify_phase(
     opts: StudyOptions, study: Any, logger: MlflowWriter, study_dir: Path, ray: Any
 ) -> bool:
@@ -118,15 +131,7 @@ def verify_phase(
                         "summary": None,
                     }
                 out.update(seed=seed, number=c.number)
-                path = _verify_path(study_dir, c.number, seed)
-                path.parent.mkdir(parents=True, exist_ok=True)
-                tmp = path.with_suffix(".tmp")
-                slim = dict(out)
-                if slim.get("summary"):
-                    slim["summary"] = {k: v for k, v in slim["summary"].items() if k != "series"}
-                tmp.write_text(json.dumps(slim, default=str))
-                os.replace(tmp, path)
-                results[c.number].append(slim)
+                results[c.number].append(_save_seed(study_dir, c.number, seed, out))
                 done = sum(len(v) for v in results.values())
                 say(
                     f"  [{done}/{total}] trial {c.number} seed {seed}: {out['outcome']}"
