@@ -1,4 +1,5 @@
-"""Tests of autotune.metrics on synthetic series whose metrics are known analytically."""
+"""Tests of autotune.probe.metrics and autotune.probe.divergence on synthetic series whose
+metrics are known analytically."""
 
 from __future__ import annotations
 

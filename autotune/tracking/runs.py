@@ -78,7 +78,7 @@ DERIVED_PARAMS = (
     "workload",
     "size",
     "steps_planned",
-    "world_size",  # DDP probes (autotune.distributed)
+    "world_size",  # DDP probes (autotune.process.supervisor)
     "oom_retried",
 )
 
