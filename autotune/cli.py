@@ -159,7 +159,7 @@ def probe(
     """Run one probe of the space, by default its baseline (a study's trial 0), with a trial's
     CPU threads."""
     from autotune import space as sp
-    from autotune.probe import run_probe
+    from autotune.process.entry import run as run_probe
     from autotune.study import check_workload
 
     if config not in PROBE_CONFIGS:
@@ -428,7 +428,7 @@ def list_studies(
     as_json: Annotated[bool, typer.Option("--json", help="Print the list as JSON.")] = False,
 ) -> None:
     """List the studies found here (and in --storage): trials, pick, last change, storage."""
-    from autotune import studies as sl
+    from autotune.study import listing as sl
 
     rows = [sl.describe(f) for f in sl.find_all(study_dir, storage)]
     if as_json:
@@ -436,10 +436,10 @@ def list_studies(
     elif rows:
         typer.echo(sl.format_table(rows))
     else:
-        from autotune.study import _redact
+        from autotune.tracking import redact
 
         where = f"{study_dir or './autotune-studies'}"
-        where += f" or in {_redact(storage)}" if storage else ""
+        where += f" or in {redact(storage)}" if storage else ""
         typer.echo(f"no studies under {where}")
 
 
@@ -465,7 +465,7 @@ def ui(
 ) -> None:
     """Start the MLflow UI on the study's tracking store and print its URL."""
     from autotune import tracking
-    from autotune.ui import check_host, serve
+    from autotune.tracking.ui import check_host, serve
 
     bind_host, poll_host = check_host(host, port, expose=expose)  # before any store is read
     uri = tracking_uri

@@ -46,7 +46,7 @@ def audit(
     ] = 10.0,
 ) -> None:
     """Audit this platform's kernels (GELU, softmax, attention, matmul, ...) against float64."""
-    from autotune import audit as au
+    from autotune.repro import audit as au
 
     if compare is not None:
         a = au.load_audit(compare[0], tracking_uri)
@@ -92,7 +92,7 @@ def compare(
     ] = False,
 ) -> None:
     """Compare the loss curves (or another step series) of two MLflow runs; exit 1 if not alike."""
-    from autotune import compare as cm
+    from autotune.repro import compare as cm
 
     result = cm.compare_runs(
         run_a,
@@ -132,8 +132,8 @@ def repro(
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Run the probe several times in deterministic mode; exit 1 if the step series differ."""
-    from autotune import repro as rp
     from autotune.errors import ReproError
+    from autotune.repro import repro as rp
 
     seed_list: list[int] | None = None
     if seeds is not None:

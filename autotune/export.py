@@ -12,8 +12,8 @@ from autotune.recipe import Recipe, now_iso
 
 def recipe_from_study(ref: str, how: str = "balanced", storage: str | None = None) -> Recipe:
     """The recipe of the candidate `how` picks in study `ref` (folder, name or --storage)."""
-    from autotune import pick
     from autotune import study as st
+    from autotune.study import pick
 
     study, space, study_dir, meta = st.find_study(ref, storage)
     objectives = [o.model_dump() for o in space.objectives]
@@ -105,7 +105,7 @@ def _trial_run_ids(meta: dict[str, Any]) -> dict[int, str]:
 def _redact(url: Any) -> Any:
     if not isinstance(url, str):
         return url
-    from autotune.study import _redact as redact
+    from autotune.tracking import redact
 
     return redact(url)
 

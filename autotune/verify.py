@@ -179,7 +179,7 @@ def run_local(
     """Run `cfg` once per seed, one after another, each in a fresh process on this machine."""
     from dataclasses import replace
 
-    from autotune.launcher import run_trial_process
+    from autotune.process.launcher import run_trial_process
 
     runs = []
     for i, seed in enumerate(seeds):
@@ -246,7 +246,7 @@ def compare_promise(
 
 
 def _hardware_metrics() -> frozenset[str]:
-    from autotune.pick import HARDWARE_METRICS
+    from autotune.study.pick import HARDWARE_METRICS
 
     return HARDWARE_METRICS
 

@@ -80,7 +80,8 @@ def probe(
 
 
 def outcome_name(status: str) -> str:
-    """The study's outcome for a probe status (as `autotune.launcher.outcome_of` maps it)."""
+    """The study's outcome for a probe status (as `autotune.process.launcher.outcome_of`
+    maps it)."""
     return {"ok": "complete"}.get(status, status)
 
 

@@ -21,7 +21,8 @@ import time
 
 import torch
 
-from autotune.probe import ProbeConfig, run_probe
+from autotune.probe import ProbeConfig
+from autotune.process.entry import run
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     ones, ns, effs = [], [], []
     t0 = time.perf_counter()
     for i in range(args.repeats):
-        r = run_probe(cfg)
+        r = run(cfg)
         s, eff = r["scaling"], r["metrics"]["scaling_efficiency"]
         if r["status"] != "ok" or eff is None:
             print(f"repeat {i}: status {r['status']}, scaling {s}", file=sys.stderr)

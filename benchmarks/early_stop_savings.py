@@ -12,7 +12,7 @@ the suggestions of one seeded RandomSampler, drawn with the study's own `make_sa
 order per configuration so that machine noise hits both alike. Compared: the total optimizer
 steps and the total probe wall time; that every configuration gets the same outcome both ways
 and that the runs that did not diverge are identical (loss_cv, final_loss); and that the best
-configuration is the same, by the pick rules of `autotune.pick` (balanced: the knee of the
+configuration is the same, by the pick rules of `autotune.study.pick` (balanced: the knee of the
 Pareto front; stablest: the lowest loss_cv) over the feasible runs. Issue goal: >= 40% saved.
 
 This measures the probe, not the orchestration: probes run in this process (`run_probe`, one
@@ -34,10 +34,10 @@ from typing import Any
 import _common as c  # this folder's helpers (the script's folder is on sys.path)
 import numpy as np
 
-from autotune import metrics
-from autotune import pick as pk
 from autotune import space as sp
 from autotune import study as st
+from autotune.probe import metrics
+from autotune.study import pick as pk
 from autotune.workload import resolve
 
 SPACE = """
@@ -86,7 +86,7 @@ def sequence(space: sp.Space, n: int) -> list[dict[str, Any]]:
 
 
 def best(space: sp.Space, runs: list[dict[str, Any]], how: str) -> int | None:
-    """The index of the configuration `autotune.pick` picks among the feasible runs."""
+    """The index of the configuration `autotune.study.pick` picks among the feasible runs."""
     objectives = c.objectives_of(space)
     cands = []
     for i, r in enumerate(runs):

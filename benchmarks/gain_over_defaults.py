@@ -34,10 +34,10 @@ from typing import Any
 
 import _common as c  # this folder's helpers (the script's folder is on sys.path)
 
-from autotune import pick as pk
 from autotune import space as sp
 from autotune import study as st
 from autotune import verify as vf
+from autotune.study import pick as pk
 from autotune.workload import resolve
 
 WORKLOADS = ("mlp", "tiny_gpt", "resnet")

@@ -13,9 +13,9 @@ import torch
 import torch.nn.functional as F
 from typer.testing import CliRunner
 
-from autotune import audit
 from autotune.cli import app
 from autotune.errors import ReproError
+from autotune.repro import audit
 
 runner = CliRunner()
 

@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from autotune import compare, tracking
+from autotune import tracking
 from autotune.cli import app
 from autotune.errors import ReproError
+from autotune.repro import compare
 
 runner = CliRunner()
 

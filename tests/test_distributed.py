@@ -20,11 +20,12 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from autotune import distributed
 from autotune import space as sp
 from autotune.cli import app
-from autotune.probe import ProbeConfig, run_probe
-from autotune.report import Channel
+from autotune.probe import ProbeConfig
+from autotune.process import ranks, supervisor
+from autotune.process.channel import Channel
+from autotune.process.entry import run as run_probe
 from autotune.workload import resolve
 
 # Two gloo ranks at micro-batch 40 and one process at 80 sum the same samples in a different
@@ -119,7 +120,7 @@ def test_eval_loss_is_the_same_for_one_and_two_processes(
     r, _ = ddp
     # The same training data in one process (in this one: the path of oom_retry) and its
     # evaluation at micro-batch 80 (7 batches, no padding) against 13 batches over 2 ranks.
-    one = distributed.launch(ddp_config(world_size=1, micro_batch=80, threads=1), lambda _m: None)
+    one = supervisor.launch(ddp_config(world_size=1, micro_batch=80, threads=1), lambda _m: None)
     assert r["eval_samples"] == one["eval_samples"] == 512  # the padding duplicate not counted
     assert r["metrics"]["eval_loss"] == pytest.approx(one["metrics"]["eval_loss"], rel=RTOL)
 
@@ -127,19 +128,19 @@ def test_eval_loss_is_the_same_for_one_and_two_processes(
 def test_shard_indices_pad_like_distributed_sampler() -> None:
     for n in (1, 5, 13, 14):
         for world in (1, 2, 3, 8):
-            shards = [distributed.shard_indices(n, r, world) for r in range(world)]
+            shards = [ranks.shard_indices(n, r, world) for r in range(world)]
             assert len({len(s) for s in shards}) == 1  # equal length, as with padding
             counted = sorted(i for s in shards for i, c in s if c)
             assert counted == list(range(n))  # each item exactly once
-    assert distributed.shard_indices(3, 1, 2) == [(1, True), (0, False)]
+    assert ranks.shard_indices(3, 1, 2) == [(1, True), (0, False)]
 
 
 def test_evaluate_combines_sums_and_counts_not_means() -> None:
     torch.manual_seed(0)
     w = resolve("mlp", "tiny")
     model = w.build_model()
-    whole, n = distributed.evaluate(model, w, 40, None)
-    parts = [distributed.evaluate(model, w, 40, None, rank=r, world_size=2) for r in (0, 1)]
+    whole, n = ranks.evaluate(model, w, 40, None)
+    parts = [ranks.evaluate(model, w, 40, None, rank=r, world_size=2) for r in (0, 1)]
     # 13 batches (the last of 32): rank 0 gets 7 with it, rank 1 gets 6 and a padding duplicate
     assert [c for _, c in parts] == [272, 240] and n == 512
     combined = sum(m * c for m, c in parts) / sum(c for _, c in parts)
@@ -150,16 +151,16 @@ def test_evaluate_combines_sums_and_counts_not_means() -> None:
 
 def test_shard_stream_gives_disjoint_slices() -> None:
     batch = (torch.arange(6).reshape(6, 1),)
-    shards = [next(distributed.shard_stream(iter([batch]), r, 3, 2))[0] for r in range(3)]
+    shards = [next(ranks.shard_stream(iter([batch]), r, 3, 2))[0] for r in range(3)]
     assert [s.flatten().tolist() for s in shards] == [[0, 1], [2, 3], [4, 5]]
     with pytest.raises(ValueError, match="dimension 0"):
-        next(distributed.shard_stream(iter([(torch.zeros(5, 1),)]), 0, 3, 2))
+        next(ranks.shard_stream(iter([(torch.zeros(5, 1),)]), 0, 3, 2))
 
 
 @pytest.mark.integration
 def test_wrong_allreduce_fails_as_comm_incorrect(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(distributed.CORRUPT_ENV, "1")
-    with pytest.raises(distributed.CommError, match="all-reduce check") as info:
+    monkeypatch.setenv(ranks.CORRUPT_ENV, "1")
+    with pytest.raises(ranks.CommError, match="all-reduce check") as info:
         run_probe(ddp_config(steps=10))
     assert info.value.cause == "comm_incorrect"
 
@@ -178,20 +179,20 @@ def _group_alive(pgid: int) -> list[int]:
 
 @pytest.mark.integration
 def test_stalled_rank_is_comm_hang_within_the_timeout_and_leaves_nothing(tmp_path: Path) -> None:
-    """The trial entry point (`python -m autotune.probe`), as a study starts it."""
+    """The trial entry point (`python -m autotune.process.entry`), as a study starts it."""
     cfg = tmp_path / "probe.json"
     cfg.write_text(json.dumps(ddp_config(steps=10).to_dict()))
     timeout = 4
     env = {
         **os.environ,
-        distributed.STALL_ENV: "1",
-        distributed.COMM_TIMEOUT_ENV: str(timeout),
+        ranks.STALL_ENV: "1",
+        ranks.COMM_TIMEOUT_ENV: str(timeout),
         "PYTHONUNBUFFERED": "1",
     }
     t0 = time.monotonic()
     channel = Channel()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "autotune.probe", str(cfg)],
+        [sys.executable, "-m", "autotune.process.entry", str(cfg)],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         env={**env, **channel.env()},
@@ -212,21 +213,21 @@ def test_stalled_rank_is_comm_hang_within_the_timeout_and_leaves_nothing(tmp_pat
     assert errors[0]["cause"] == "comm_hang"
     assert "Timed out" in errors[0]["message"] or "timeout" in errors[0]["message"]
     # startup (imports on a busy 2-core machine) + the timeout + the launcher's grace
-    assert took < 45 + timeout + distributed.FAILURE_GRACE_S
+    assert took < 45 + timeout + supervisor.FAILURE_GRACE_S
     assert _group_alive(proc.pid) == []  # the launcher killed the stalled rank before exiting
 
 
 def test_oom_retry_halves_micro_batch_and_doubles_accumulation(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv(distributed.OOM_ENV, "40")  # a micro-batch above 40 "runs out of memory"
+    monkeypatch.setenv(ranks.OOM_ENV, "40")  # a micro-batch above 40 "runs out of memory"
     events: list[dict[str, Any]] = []
     cfg = ddp_config(world_size=1, micro_batch=80, steps=10, oom_retry=True, env={})
     r = run_probe(cfg, events.append)
     assert r["status"] == "ok" and r["oom_retried"] is True
     assert (r["micro_batch"], r["accum_steps"], r["effective_batch"]) == (40, 4, 160)
     assert [e["event"] for e in events if e["event"].startswith("oom")] == ["oom", "oom_retry"]
-    monkeypatch.setenv(distributed.OOM_ENV, "10")  # still too large after the one retry
+    monkeypatch.setenv(ranks.OOM_ENV, "10")  # still too large after the one retry
     r = run_probe(cfg)
     assert r["status"] == "oom" and r["oom_retried"] is True
 
@@ -333,7 +334,7 @@ def test_tracking_logs_world_size_and_each_rank_env(
     from autotune import tracking
 
     r, _ = ddp
-    params = tracking._trial_params({"knobs": {"lr": 0.01}, "env": ENV}, r)
+    params = tracking.trial_params({"knobs": {"lr": 0.01}, "env": ENV}, r)
     assert params["world_size"] == 2 and params["effective_batch"] == 160
     assert params["oom_retried"] is False
     for rank in (0, 1):
@@ -346,7 +347,7 @@ def test_tracking_logs_world_size_and_each_rank_env(
 RAY_DRIVER = """
 import json, sys
 import ray
-from autotune.distributed import ray_train_probe
+from autotune.process.ray_train import ray_train_probe
 from autotune.probe import ProbeConfig
 ray.init(address=sys.argv[1])
 cfg = ProbeConfig.from_dict(json.loads(sys.argv[2]))

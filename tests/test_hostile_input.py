@@ -19,10 +19,11 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from autotune import Recipe, repro, safeyaml
+from autotune import Recipe, safeyaml
 from autotune import space as sp
 from autotune.errors import AutotuneError, RecipeError, SpaceError
 from autotune.recipe import RECIPE_VERSION
+from autotune.repro import repro
 
 # ~30 s for the whole file on the 2-core CI machine; each example well under its deadline.
 FUZZ = settings(

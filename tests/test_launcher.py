@@ -13,9 +13,11 @@ from typing import Any
 
 import pytest
 
-from autotune import launcher
 from autotune import space as sp
 from autotune.probe import ProbeConfig
+from autotune.process import launcher
+from autotune.process import zygote as zygote_mod
+from autotune.process.zygote import discard_zygote
 
 MISBEHAVING = """
 import os, signal, subprocess, sys, time
@@ -57,10 +59,10 @@ def segv(size="tiny"):
 
 @pytest.fixture(autouse=True)
 def no_zygote_left(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    # Away from the source tree: `python -m autotune.spare` must import the installed package.
+    # Away from the source tree: a probe process must import the installed package.
     monkeypatch.chdir(tmp_path)
     yield
-    launcher.discard_zygote()
+    discard_zygote()
 
 
 def _probe(steps: int = 20, workload: str | None = None) -> dict[str, Any]:
@@ -121,7 +123,7 @@ def test_a_second_trial_is_forked_by_the_zygote_without_an_import() -> None:
     before = _cpu_ticks(zygote)
     time.sleep(1.0)
     assert _cpu_ticks(zygote) - before <= 1
-    launcher.discard_zygote()
+    discard_zygote()
     assert _gone(zygote)
 
 
@@ -183,7 +185,7 @@ def test_a_forked_probe_that_hangs_or_crashes_is_reported_and_the_zygote_serves_
     thread = threading.Thread(target=sleeper)
     thread.start()
     assert started.wait(60)
-    launcher.discard_zygote()
+    discard_zygote()
     thread.join(30)
     assert not thread.is_alive()
     assert result["zygote"] == zygote
@@ -205,7 +207,7 @@ def test_a_dead_or_stuck_zygote_costs_no_trial(monkeypatch: pytest.MonkeyPatch) 
         second = _run()
     stuck = second["zygote"]
     assert stuck is not None
-    monkeypatch.setattr(launcher, "FORK_REPLY_S", 1.0)
+    monkeypatch.setattr(zygote_mod, "FORK_REPLY_S", 1.0)
     os.kill(stuck, signal.SIGSTOP)
     third = _run()
     assert third["outcome"] == "complete", third["log_tail"]

@@ -1,15 +1,18 @@
-"""Tests of autotune.metrics on synthetic series whose metrics are known analytically."""
+"""Tests of autotune.probe.metrics and autotune.probe.divergence on synthetic series whose
+metrics are known analytically."""
 
 from __future__ import annotations
 
 import ast
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
-from autotune import metrics as m
+from autotune.probe import divergence as d
+from autotune.probe import metrics as m
 
 # --------------------------------------------------------------------------------------------
 # helpers
@@ -28,8 +31,9 @@ def exp_decay(n: int = 300, floor: float = 1.0, amp: float = 3.0, tau: float = 6
     return floor + amp * np.exp(-np.arange(n, dtype=float) / tau)
 
 
-def test_module_is_pure_numpy() -> None:
-    tree = ast.parse(Path(m.__file__).read_text())
+@pytest.mark.parametrize("module", [m, d])
+def test_module_is_pure_numpy(module: Any) -> None:
+    tree = ast.parse(Path(module.__file__).read_text())
     imported = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -48,7 +52,7 @@ def test_constants() -> None:
     assert m.SPIKE_SIGMA == 6.0
     assert m.THROUGHPUT_WARMUP_FRACTION == 0.1
     assert m.THROUGHPUT_MIN_WARMUP_STEPS == 3
-    t = m.DivergenceThresholds()
+    t = d.DivergenceThresholds()
     assert (t.loss_explosion_factor, t.grad_explosion_factor) == (10.0, 1e3)
     assert (t.scale_floor, t.skipped_fraction) == (1e-4, 0.5)
     assert (t.grad_history_min, t.skipped_min_steps) == (5, 20)
@@ -452,7 +456,7 @@ def test_summarize_rejects_bad_input() -> None:
 
 
 def feed(
-    mon: m.DivergenceMonitor, chunk: int, **series: np.ndarray
+    mon: d.DivergenceMonitor, chunk: int, **series: np.ndarray
 ) -> list[tuple[int, tuple[str, int]]]:
     """Feed the series in chunks; return (chunk number, result) for every non-None result."""
     n = len(series["loss"])
@@ -469,7 +473,7 @@ def test_healthy_run_never_diverges() -> None:
     loss = noisy_decay()
     grad = np.abs(np.random.default_rng(4).normal(1.0, 0.3, size=300)) + 0.1
     for precision in m.PRECISIONS:
-        mon = m.DivergenceMonitor(precision)
+        mon = d.DivergenceMonitor(precision)
         assert feed(mon, 16, loss=loss, grad_norm=grad, scale=np.full(300, 65536.0)) == []
         assert not mon.diverged and mon.cause is None and mon.step is None
         assert mon.steps_seen == 300
@@ -478,7 +482,7 @@ def test_healthy_run_never_diverges() -> None:
 
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
 def test_nonfinite_loss(bad: float) -> None:
-    mon = m.DivergenceMonitor("fp32")
+    mon = d.DivergenceMonitor("fp32")
     assert mon.update([2.0, 2.0, 2.0]) is None
     assert mon.update([2.0, 2.0, bad, np.nan]) == ("nonfinite_loss", 2)
     assert mon.diverged and mon.cause == "nonfinite_loss" and mon.step == 5
@@ -488,7 +492,7 @@ def test_loss_explosion_fires_at_the_right_step() -> None:
     loss = np.full(40, 2.0)  # initial loss = step 0's = 2.0
     loss[13] = 20.0  # exactly 10x: not above
     loss[19] = 20.01
-    mon = m.DivergenceMonitor("bf16")
+    mon = d.DivergenceMonitor("bf16")
     assert feed(mon, 8, loss=loss) == [(2, ("loss_explosion", 3))]
     assert mon.step == 19 and mon.initial_loss == 2.0
 
@@ -496,15 +500,15 @@ def test_loss_explosion_fires_at_the_right_step() -> None:
 def test_loss_explosion_uses_first_finite_loss_and_explicit_initial() -> None:
     loss = np.r_[[1.0, 3.0, 2.0, 2.0, 2.0], np.full(10, 19.0), 25.0]
     # L0 = the first loss (1.0) -> 19 > 10 already at step 5
-    mon = m.DivergenceMonitor("fp32")
+    mon = d.DivergenceMonitor("fp32")
     assert mon.update(loss) == ("loss_explosion", 5)
     assert mon.initial_loss == m.initial_loss(loss) == 1.0
     # a non-finite first loss is the nonfinite_loss divergence; L0 is the next finite one
-    mon = m.DivergenceMonitor("fp32")
+    mon = d.DivergenceMonitor("fp32")
     assert mon.update([np.nan, 2.0, 19.0, 20.5]) == ("nonfinite_loss", 0)
     assert mon.initial_loss == 2.0
     # an explicit initial loss is used from step 0
-    mon = m.DivergenceMonitor("fp32", initial_loss=0.2)
+    mon = d.DivergenceMonitor("fp32", initial_loss=0.2)
     assert mon.update(loss) == ("loss_explosion", 1)
 
 
@@ -514,7 +518,7 @@ def test_grad_explosion_by_ratio() -> None:
     grad[2] = 1e9  # only 2 norms seen before: not tested
     grad[12] = 1000.0  # exactly 1e3 x median: not above
     grad[21] = 1000.5
-    mon = m.DivergenceMonitor("fp16")
+    mon = d.DivergenceMonitor("fp16")
     assert feed(mon, 7, loss=np.full(n, 2.0), grad_norm=grad) == [(3, ("grad_explosion", 0))]
     assert mon.step == 21
     assert mon.grad_norm_median == 1.0
@@ -522,16 +526,16 @@ def test_grad_explosion_by_ratio() -> None:
 
 def test_grad_explosion_needs_five_prior_norms() -> None:
     grad = np.array([1.0, 1.0, 1.0, 1.0, 1e9, 1e9])
-    mon = m.DivergenceMonitor("fp32")
+    mon = d.DivergenceMonitor("fp32")
     # step 4 has 4 prior norms; step 5 has 5 (median 1.0) -> fires at 5
     assert mon.update(np.ones(6), grad_norm=grad) == ("grad_explosion", 5)
 
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
 def test_nonfinite_grad_is_divergence_outside_fp16(precision: str) -> None:
-    mon = m.DivergenceMonitor(precision)
+    mon = d.DivergenceMonitor(precision)
     assert mon.update([1.0, 1.0, 1.0], grad_norm=[1.0, np.inf, 1.0]) == ("grad_explosion", 1)
-    mon = m.DivergenceMonitor(precision)
+    mon = d.DivergenceMonitor(precision)
     assert mon.update([1.0, 1.0], grad_norm=[np.nan, 1.0]) == ("grad_explosion", 0)
 
 
@@ -542,13 +546,13 @@ def test_fp16_skipped_steps_are_not_divergence() -> None:
     grad = np.where(skipped, np.inf, 1.0)
     scale = 65536.0 * 0.5 ** np.cumsum(skipped)
     loss = exp_decay(n)  # a skipped step's loss is still finite
-    mon = m.DivergenceMonitor("fp16")
+    mon = d.DivergenceMonitor("fp16")
     assert feed(mon, 10, loss=loss, grad_norm=grad, scale=scale, skipped=skipped) == []
     assert not mon.diverged
     assert mon.skipped_steps == len(skip_at)
     assert mon.grad_norm_median == 1.0  # inf norms are kept out of the history
     # the same telemetry in bf16 is a gradient explosion at the first inf
-    mon = m.DivergenceMonitor("bf16")
+    mon = d.DivergenceMonitor("bf16")
     assert feed(mon, 10, loss=loss, grad_norm=grad, skipped=skipped)[0] == (
         0,
         ("grad_explosion", 0),
@@ -559,16 +563,16 @@ def test_scaler_collapse_from_falling_scale() -> None:
     n = 40
     scale = 65536.0 * 0.5 ** np.arange(n)  # 2**16 * 2**-30 = 6.1e-5 < 1e-4 at step 30
     loss = np.full(n, 2.0)
-    mon = m.DivergenceMonitor("fp16")
+    mon = d.DivergenceMonitor("fp16")
     hits = feed(mon, 8, loss=loss, scale=scale)
     assert hits[0] == (3, ("scaler_collapse", 6))
     assert hits[1:] == [(4, ("scaler_collapse", 0))]  # still collapsed in the next chunk
     assert mon.step == 30
     # the scale is not a divergence signal outside fp16
-    mon = m.DivergenceMonitor("bf16")
+    mon = d.DivergenceMonitor("bf16")
     assert feed(mon, 8, loss=loss, scale=scale) == []
     # a non-finite scale is ignored
-    assert m.DivergenceMonitor("fp16").update([1.0], scale=[np.nan]) is None
+    assert d.DivergenceMonitor("fp16").update([1.0], scale=[np.nan]) is None
 
 
 def test_scaler_collapse_from_many_skips() -> None:
@@ -577,7 +581,7 @@ def test_scaler_collapse_from_many_skips() -> None:
     # every step skipped: fires at the 20th step (index 19), not before
     skipped = np.ones(n, dtype=bool)
     grad = np.full(n, np.inf)
-    mon = m.DivergenceMonitor("fp16")
+    mon = d.DivergenceMonitor("fp16")
     assert feed(mon, 6, loss=loss, grad_norm=grad, skipped=skipped) == [
         (3, ("scaler_collapse", 1)),
         *[(c, ("scaler_collapse", 0)) for c in range(4, 10)],
@@ -585,29 +589,29 @@ def test_scaler_collapse_from_many_skips() -> None:
     assert mon.step == 19
     # 10 good steps, then all skipped: S / N > 0.5 first at N = 21 (S = 11)
     skipped = np.arange(n) >= 10
-    mon = m.DivergenceMonitor("fp16")
+    mon = d.DivergenceMonitor("fp16")
     assert mon.update(loss, grad_norm=np.where(skipped, np.inf, 1.0), skipped=skipped) == (
         "scaler_collapse",
         20,
     )
     # exactly half skipped is not "more than half"
     skipped = np.arange(n) % 2 == 1
-    mon = m.DivergenceMonitor("fp16")
+    mon = d.DivergenceMonitor("fp16")
     assert mon.update(loss, grad_norm=np.where(skipped, np.inf, 1.0), skipped=skipped) is None
     assert mon.skipped_steps == 30
 
 
 def test_cause_priority_and_first_step() -> None:
-    mon = m.DivergenceMonitor("fp16", initial_loss=1.0)
+    mon = d.DivergenceMonitor("fp16", initial_loss=1.0)
     # step 1: NaN loss and collapsed scale -> nonfinite_loss wins; step 0 is clean
     res = mon.update([1.0, np.nan, 50.0], grad_norm=[1.0, 1.0, 1.0], scale=[1.0, 1e-9, 1e-9])
     assert res == ("nonfinite_loss", 1)
-    mon = m.DivergenceMonitor("fp32", initial_loss=1.0)
+    mon = d.DivergenceMonitor("fp32", initial_loss=1.0)
     assert mon.update([50.0], grad_norm=[np.inf]) == ("loss_explosion", 0)
     # the monitor keeps the first divergence ever reported
     assert mon.update([np.nan]) == ("nonfinite_loss", 0)
     assert (mon.cause, mon.step) == ("loss_explosion", 0)
-    assert set(m.DIVERGENCE_CAUSES) == {
+    assert set(d.DIVERGENCE_CAUSES) == {
         "nonfinite_loss",
         "loss_explosion",
         "grad_explosion",
@@ -617,11 +621,11 @@ def test_cause_priority_and_first_step() -> None:
 
 def test_monitor_rejects_bad_input() -> None:
     with pytest.raises(ValueError):
-        m.DivergenceMonitor("fp8")
+        d.DivergenceMonitor("fp8")
     with pytest.raises(ValueError):
-        m.DivergenceMonitor().update([1.0, 2.0], grad_norm=[1.0])
+        d.DivergenceMonitor().update([1.0, 2.0], grad_norm=[1.0])
     with pytest.raises(ValueError):
-        m.DivergenceThresholds(skipped_fraction=1.5)
-    thresholds = m.DivergenceThresholds(loss_explosion_factor=2.0)
-    mon = m.DivergenceMonitor(initial_loss=1.0, thresholds=thresholds)
+        d.DivergenceThresholds(skipped_fraction=1.5)
+    thresholds = d.DivergenceThresholds(loss_explosion_factor=2.0)
+    mon = d.DivergenceMonitor(initial_loss=1.0, thresholds=thresholds)
     assert mon.update([1.5, 2.5]) == ("loss_explosion", 1)

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autotune import pick as pk
 from autotune.errors import RecipeError
+from autotune.study import pick as pk
 
 OBJECTIVES = [
     {"metric": "loss_cv", "direction": "minimize"},

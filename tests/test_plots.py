@@ -1,4 +1,4 @@
-"""autotune.plots on synthetic outcomes: the right artists, and PNGs that are written."""
+"""autotune.tracking.plots on synthetic outcomes: the right artists, and PNGs that are written."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from matplotlib.figure import Figure
 
-from autotune import plots
+from autotune.tracking import plots
 
 OBJECTIVES = [
     {"metric": "loss_cv", "direction": "minimize"},

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 import torch
 
-from autotune import metrics
 from autotune.probe import (
     ProbeConfig,
     build_optimizer,
@@ -18,6 +17,7 @@ from autotune.probe import (
     clip_gradients,
     forward_backward,
     lr_at,
+    metrics,
     resolve_knobs,
     run_probe,
 )

@@ -10,11 +10,12 @@ import numpy as np
 import pytest
 import torch
 
-from autotune import Recipe, metrics, pick, verify
+from autotune import Recipe, verify
 from autotune import space as sp
 from autotune.errors import RecipeError
-from autotune.probe import lr_at
+from autotune.probe import lr_at, metrics
 from autotune.recipe import RECIPE_VERSION
+from autotune.study import pick
 from autotune.workload import resolve
 
 

@@ -11,8 +11,10 @@ from typing import Any
 
 import pytest
 
-from autotune import distributed, launcher, report
 from autotune.probe import ProbeConfig
+from autotune.process import channel as report
+from autotune.process import launcher, ranks, supervisor
+from autotune.process.zygote import discard_zygote
 
 # A real summary's shape, with the values a cheat would want, as the probe used to print it.
 FORGED = {
@@ -97,7 +99,7 @@ def workloads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]
     path = tmp_path / "misbehaving_output.py"
     path.write_text(WORKLOADS)
     yield path
-    launcher.discard_zygote()
+    discard_zygote()
 
 
 def _trial(path: Path, factory: str, spare: bool) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -156,8 +158,8 @@ def test_a_rank_that_prints_a_summary_is_a_failed_rank(workloads: Path) -> None:
         threads=2,
         world_size=2,
     )
-    with pytest.raises(distributed.RankFailure) as failed:
-        distributed.launch(cfg, lambda _msg: None)
+    with pytest.raises(ranks.RankFailure) as failed:
+        supervisor.launch(cfg, lambda _msg: None)
     assert failed.value.cause == "crash"
     assert "without a summary" in str(failed.value)
 
@@ -177,7 +179,7 @@ def test_the_channel_reaches_no_process_the_workload_starts(tmp_path: Path) -> N
     script = tmp_path / "child.py"
     script.write_text(
         "import os, subprocess, sys\n"
-        "from autotune import report\n"
+        "from autotune.process import channel as report\n"
         "w = report.Writer.from_env()\n"
         "w({'event': 'start'})\n"
         "env_left = [k for k in os.environ if k.startswith('AUTOTUNE_REPORT')]\n"

@@ -11,10 +11,10 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from autotune import repro
 from autotune.cli import app
 from autotune.errors import RecipeError
 from autotune.probe import set_deterministic
+from autotune.repro import repro
 
 runner = CliRunner()
 

@@ -335,7 +335,7 @@ def _wait_for_probe(proc: subprocess.Popen[bytes], token: str, log: Path, timeou
     """Wait until a probe process of this driver runs."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if any("autotune.spare" in cmd for _, cmd in h.tagged_processes(token)):
+        if any("autotune.process." in cmd for _, cmd in h.tagged_processes(token)):
             return
         if proc.poll() is not None:
             raise AssertionError(

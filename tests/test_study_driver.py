@@ -73,12 +73,12 @@ def test_objectives_are_named_on_new_and_existing_studies(tmp_path: Path) -> Non
     assert len(metrics) >= 2, "the default space has two objectives"
     url = f"sqlite:///{tmp_path / 'optuna.db'}"
 
-    fresh = sd._open_study(sd.StudyOptions(space=space), sd.open_storage(url), cond)
+    fresh = sd.open_study(sd.StudyOptions(space=space), sd.open_storage(url), cond)
     assert fresh.metric_names == metrics
 
     # A study stored before its objectives were named gets the names when it resumes.
     old = optuna.create_study(study_name="old", storage=url, directions=sd.directions(space))
     assert old.metric_names is None
-    resumed = sd._open_study(sd.StudyOptions(space=old_space), sd.open_storage(url), cond)
+    resumed = sd.open_study(sd.StudyOptions(space=old_space), sd.open_storage(url), cond)
     assert resumed.metric_names == metrics
     assert optuna.load_study(study_name="old", storage=url).metric_names == metrics

@@ -401,3 +401,17 @@ def test_log_study_summary_leaves_plots_and_pareto_table(
     tracking.log_study_summary(client, parent, summary, outcomes, None)
     table = json.loads(_read(client, parent, "pareto_front.json", tmp_path / "again"))
     assert table["data"] == [[1, 0.1, 13.0, 0.5, 10]]
+
+
+@pytest.mark.parametrize(
+    ("uri", "shown"),
+    [
+        ("postgresql://u:secret@db:5432/optuna", "postgresql://u:***@db:5432/optuna"),
+        ("postgresql://u:se@cr/et@db/optuna", "postgresql://u:***@db/optuna"),  # @ in password
+        ("postgresql://u@db/optuna", "postgresql://u@db/optuna"),  # no password: as it is
+        ("sqlite:///runs/a@b.db", "sqlite:///runs/a@b.db"),
+        ("http://127.0.0.1:5000", "http://127.0.0.1:5000"),
+    ],
+)
+def test_redact_hides_only_the_password(uri: str, shown: str) -> None:
+    assert tracking.redact(uri) == shown

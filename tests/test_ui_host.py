@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from autotune.cli import app
 from autotune.errors import UsageError
-from autotune.ui import check_host
+from autotune.tracking.ui import check_host
 
 runner = CliRunner()
 

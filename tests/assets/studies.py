@@ -277,7 +277,7 @@ def recorded_study(
     opts = st.StudyOptions(space=space, study_dir=study_dir, storage=storage)
     url = st.storage_url(opts, study_dir)
     cond = sp.condition(space, platform="cpu")
-    study = st._open_study(opts, st.open_storage(url), cond)
+    study = st.open_study(opts, st.open_storage(url), cond)
     for i in range(finished):
         trial = study.ask()
         if not trial.user_attrs.get("autotune.baseline"):

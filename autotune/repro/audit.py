@@ -637,7 +637,7 @@ def log_audit(result: Mapping[str, Any], tracking_uri: str | None = None) -> str
 def load_audit(run_id: str, tracking_uri: str | None = None) -> dict[str, Any]:
     """The audit logged as run `run_id` (its `audit.json`), with `run_id` added."""
     from autotune import tracking
-    from autotune.compare import get_run
+    from autotune.repro.compare import get_run
 
     uri = tracking.resolve_uri(tracking_uri)
     client = tracking.connect(uri)

@@ -2,13 +2,13 @@
 
 `run_repro` loads a space (or a recipe, see `load_space`), forces `probe.deterministic: true`
 (which turns on `torch.use_deterministic_algorithms`, cuDNN/MIOpen determinism, a fixed cuBLAS
-workspace and, on ROCm, rocBLAS without atomics; see `autotune.probe.set_deterministic`), runs
+workspace and, on ROCm, rocBLAS without atomics; see `autotune.probe.steps.set_deterministic`), runs
 the probe `runs` times with the space's fixed knob values and compares each run's per-step loss
 and gradient norm with the first run's: equal bit for bit, or by how much they differ.
 
 By default the runs share this process (fast; the global switches the probe turns on and the
 RNG states are restored afterwards). `fresh_process=True` starts each run as its own
-`python -m autotune.probe` process with the space's environment knobs set, as a study trial
+`python -m autotune.process.entry` process with the space's environment knobs set, as a study trial
 does: the stronger check, since nothing is shared between runs. In this process the space's
 `env:` values are set in `os.environ` during the runs, which libraries that read them at
 start-up (RCCL/NCCL, rocBLAS, the HSA runtime) may already have done.
@@ -244,11 +244,11 @@ def format_repro(result: Mapping[str, Any]) -> str:
 
 
 def _run_here(cfg: Any) -> dict[str, Any]:
-    from autotune.probe import run_probe
+    from autotune.process.entry import run
 
     with _restored_state(), _environ(cfg.env):
         try:
-            return run_probe(cfg)
+            return run(cfg)
         except AutotuneError:
             raise
         except Exception as e:
@@ -304,17 +304,21 @@ def _restore_env(saved: Mapping[str, str | None]) -> None:
 
 
 def _run_fresh(cfg: Any, timeout_s: float) -> dict[str, Any]:
-    """One probe as `python -m autotune.probe CONFIG.json`, with the env knobs set at start;
-    its reports come on its report channel (`autotune.report`), never from its output."""
-    from autotune.report import run_process
+    """One probe as `python -m autotune.process.entry CONFIG.json`, with the env knobs set at
+    start; its reports come on its report channel (`autotune.process.channel`), never from its
+    output."""
+    from autotune.process.channel import run_process
+    from autotune.process.env import process_env
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "probe.json"
         path.write_text(json.dumps(cfg.to_dict()))
-        env = {**os.environ, **{k: str(v) for k, v in cfg.env.items()}}
+        env = process_env(cfg.env)
         try:
             proc, reports = run_process(
-                [sys.executable, "-m", "autotune.probe", str(path)], env=env, timeout=timeout_s
+                [sys.executable, "-m", "autotune.process.entry", str(path)],
+                env=env,
+                timeout=timeout_s,
             )
         except subprocess.TimeoutExpired as e:
             raise ReproError(

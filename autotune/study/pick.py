@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autotune.errors import RecipeError
+from autotune.numbers import finite
 
 PICKS = ("balanced", "fastest", "stablest")
 # Metrics that measure the hardware more than the configuration.
@@ -191,11 +192,11 @@ def pick(
         return min(members, key=lambda c: (dist[c.number], c.number))
     if kind == "fastest":
         i = _index(objectives, "throughput")
-        return max(pool, key=lambda c: (_finite(c.value("throughput", i)), -c.number))
+        return max(pool, key=lambda c: (finite(c.value("throughput", i), -math.inf), -c.number))
     minimised = [o["metric"] for o in objectives if o["direction"] == "minimize"]
     metric = minimised[0] if minimised else "loss_cv"
     i = _index(objectives, metric)
-    return min(pool, key=lambda c: (_finite(c.value(metric, i), worst=math.inf), c.number))
+    return min(pool, key=lambda c: (finite(c.value(metric, i), math.inf), c.number))
 
 
 def _index(objectives: Sequence[Mapping[str, Any]], metric: str) -> int | None:
@@ -203,10 +204,6 @@ def _index(objectives: Sequence[Mapping[str, Any]], metric: str) -> int | None:
         if o["metric"] == metric:
             return i
     return None
-
-
-def _finite(x: float, worst: float = -math.inf) -> float:
-    return x if math.isfinite(x) else worst
 
 
 def why_none(study: Any, limit: int = 3) -> str:

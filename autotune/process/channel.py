@@ -11,7 +11,7 @@ process, together with a random per-process nonce:
   and marks the descriptor close-on-exec before any workload code runs, so neither reaches a
   process the workload starts;
 * a child forked by a zygote gets the write end with its fork request (SCM_RIGHTS) and the nonce
-  in the request (see `autotune.spare`).
+  in the request (see `autotune.process.zygote`).
 
 One report is one line: the nonce, a space, and the report as a JSON object with an `event`.
 `Channel.reports` yields the reports of lines that carry the nonce; any other line is dropped

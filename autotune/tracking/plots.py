@@ -15,6 +15,8 @@ from typing import Any
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from autotune.numbers import finite
+
 DPI = 120
 MAX_CURVES = 10
 
@@ -51,16 +53,6 @@ def save(fig: Figure, path: str | Path) -> Path:
     return target
 
 
-def _finite(value: Any) -> float | None:
-    if value is None or isinstance(value, (str, bool)):
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
-
-
 def _direction_label(objective: Mapping[str, Any]) -> str:
     metric = str(objective.get("metric", "objective"))
     if str(objective.get("direction", "minimize")).startswith("max"):
@@ -76,9 +68,9 @@ def _objective_values(
     metrics = (outcome.get("summary") or {}).get("metrics") or {}
     result: list[float | None] = []
     for i, objective in enumerate(objectives):
-        value = _finite(values[i]) if i < len(values) else None
+        value = finite(values[i]) if i < len(values) else None
         if value is None:
-            value = _finite(metrics.get(objective.get("metric")))
+            value = finite(metrics.get(objective.get("metric")))
         result.append(value)
     return result
 
@@ -261,7 +253,7 @@ def importance_figure(importances: Mapping[str, Mapping[str, float]]) -> Figure:
         return fig
 
     first = importances[objectives[0]]
-    params.sort(key=lambda p: _finite(first.get(p)) or 0.0)  # most important at the top
+    params.sort(key=lambda p: finite(first.get(p)) or 0.0)  # most important at the top
     height = max(2.5, 0.45 * len(params) + 1.4)
     width = max(6.0, 3.6 * len(objectives) + 2.0)
     fig = _figure(width, height)
@@ -269,7 +261,7 @@ def importance_figure(importances: Mapping[str, Mapping[str, float]]) -> Figure:
     positions = list(range(len(params)))
     for index, (ax, name) in enumerate(zip(axes, objectives, strict=True)):
         color = _CURVE_COLORS[index % len(_CURVE_COLORS)]
-        values = [_finite(importances[name].get(p)) or 0.0 for p in params]
+        values = [finite(importances[name].get(p)) or 0.0 for p in params]
         bars = ax.barh(positions, values, color=color, gid=f"importance:{name}")
         ax.bar_label(bars, labels=[f"{v:.2f}" for v in values], padding=3, fontsize=8)
         ax.set_title(name)
@@ -282,7 +274,7 @@ def importance_figure(importances: Mapping[str, Mapping[str, float]]) -> Figure:
 
 
 def _as_axis_float(value: Any) -> float:
-    number = _finite(value)
+    number = finite(value)
     return float("nan") if number is None else number
 
 

@@ -4,8 +4,8 @@ A probe records, per optimizer step: ``loss`` (mean over micro-batches), ``grad_
 norm before clipping), ``clipped`` (whether clipping fired), ``scale`` (GradScaler scale),
 ``skipped`` (whether the optimizer step was skipped for inf/NaN gradients), ``lr`` and
 ``step_time`` (seconds of compute). The functions here turn those series into the summary
-metrics a study optimises or constrains, and :class:`DivergenceMonitor` watches the same series
-online, chunk by chunk, so that the probe can stop as soon as a trial diverges.
+metrics a study optimises or constrains (``autotune.probe.divergence`` watches the same series
+online, chunk by chunk, so that the probe can stop as soon as a trial diverges).
 
 Conventions shared by every function:
 
@@ -22,10 +22,8 @@ Pure numpy: this module must not import torch, ray, mlflow or optuna.
 
 from __future__ import annotations
 
-import bisect
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Final
 
 import numpy as np
@@ -92,29 +90,15 @@ warm-up, autotuning of kernels)."""
 THROUGHPUT_MIN_WARMUP_STEPS: Final[int] = 3
 """The minimum number of warm-up steps skipped by ``throughput``."""
 
-GRAD_HISTORY_MIN: Final[int] = 5
-"""``grad_explosion`` by ratio needs at least this many finite grad norms seen before."""
-
-SKIPPED_MIN_STEPS: Final[int] = 20
-"""The skipped-fraction test of ``scaler_collapse`` needs at least this many steps seen."""
-
 PRECISIONS: Final[tuple[str, ...]] = ("fp32", "fp16", "bf16")
 """Accepted values of ``precision``."""
-
-DIVERGENCE_CAUSES: Final[tuple[str, ...]] = (
-    "nonfinite_loss",
-    "loss_explosion",
-    "grad_explosion",
-    "scaler_collapse",
-)
-"""The causes ``DivergenceMonitor`` reports, in the order they are tested at one step."""
 
 # --------------------------------------------------------------------------------------------
 # Helpers
 # --------------------------------------------------------------------------------------------
 
 
-def _as_1d(x: npt.ArrayLike, name: str) -> FloatArray:
+def as_1d(x: npt.ArrayLike, name: str) -> FloatArray:
     """``x`` as a 1-D float64 array (bools become 0/1); a ValueError for any other shape."""
     arr = np.asarray(x, dtype=np.float64)
     if arr.ndim != 1:
@@ -122,7 +106,7 @@ def _as_1d(x: npt.ArrayLike, name: str) -> FloatArray:
     return arr
 
 
-def _finite(x: FloatArray) -> FloatArray:
+def finite_values(x: FloatArray) -> FloatArray:
     return x[np.isfinite(x)]
 
 
@@ -134,11 +118,11 @@ def _window_len(n: int, fraction: float) -> int:
 
 
 def _finite_mean(x: FloatArray) -> float:
-    f = _finite(x)
+    f = finite_values(x)
     return float(np.mean(f)) if f.size else math.nan
 
 
-def _check_precision(precision: str) -> None:
+def check_precision(precision: str) -> None:
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
 
@@ -157,7 +141,7 @@ def initial_loss(loss: npt.ArrayLike) -> float:
     them would inflate the reference, so that a run sitting at chance afterwards still showed a
     large ``loss_drop``. NaN when no loss is finite or the series is empty.
     """
-    f = _finite(_as_1d(loss, "loss"))
+    f = finite_values(as_1d(loss, "loss"))
     return float(f[0]) if f.size else math.nan
 
 
@@ -167,7 +151,7 @@ def final_loss(loss: npt.ArrayLike) -> float:
     ``k = max(1, ceil(FINAL_FRACTION * n))`` (``FINAL_FRACTION = 0.10``). NaN when none of them is
     finite (e.g. a run whose last steps are NaN) or the series is empty.
     """
-    x = _as_1d(loss, "loss")
+    x = as_1d(loss, "loss")
     return _finite_mean(x[len(x) - _window_len(len(x), FINAL_FRACTION) :])
 
 
@@ -203,7 +187,7 @@ def rolling_median(x: npt.ArrayLike, window: int, *, exclude_center: bool = Fals
     """
     if window < 1 or window % 2 == 0:
         raise ValueError(f"window must be a positive odd integer, got {window}")
-    arr = _as_1d(x, "x")
+    arr = as_1d(x, "x")
     n = len(arr)
     half = window // 2
     out = np.full(n, math.nan)
@@ -212,7 +196,7 @@ def rolling_median(x: npt.ArrayLike, window: int, *, exclude_center: bool = Fals
         window_values = arr[lo:hi]
         if exclude_center:
             window_values = np.delete(window_values, i - lo)
-        values = _finite(window_values)
+        values = finite_values(window_values)
         if values.size:
             out[i] = np.median(values)
     return out
@@ -220,8 +204,8 @@ def rolling_median(x: npt.ArrayLike, window: int, *, exclude_center: bool = Fals
 
 def _tail(loss: npt.ArrayLike) -> FloatArray:
     """The finite losses among the last ``max(1, ceil(STABILITY_FRACTION * n))`` steps."""
-    x = _as_1d(loss, "loss")
-    return _finite(x[len(x) - _window_len(len(x), STABILITY_FRACTION) :])
+    x = as_1d(loss, "loss")
+    return finite_values(x[len(x) - _window_len(len(x), STABILITY_FRACTION) :])
 
 
 def loss_cv(loss: npt.ArrayLike) -> float:
@@ -283,14 +267,14 @@ def spike_count(loss: npt.ArrayLike) -> int:
 
     See ``SPIKE_WINDOW`` for why the window is 32 steps and not OLMo-core's 128.
     """
-    x = _as_1d(loss, "loss")
+    x = as_1d(loss, "loss")
     start = min(SPIKE_WINDOW, SPIKE_MIN_HISTORY)
     count = 0
     for t in range(start, len(x)):
         value = x[t]
         if not math.isfinite(value):
             continue
-        history = _finite(x[max(0, t - SPIKE_WINDOW) : t])
+        history = finite_values(x[max(0, t - SPIKE_WINDOW) : t])
         if history.size < start:
             continue
         med = float(np.median(history))
@@ -313,7 +297,7 @@ def grad_norm_stats(grad_norm: npt.ArrayLike) -> dict[str, float]:
     (``np.percentile(g, q)``). Non-finite norms (fp16 overflow steps) are left out; all three
     are NaN when no norm is finite.
     """
-    g = _finite(_as_1d(grad_norm, "grad_norm"))
+    g = finite_values(as_1d(grad_norm, "grad_norm"))
     if not g.size:
         return {"p50": math.nan, "p99": math.nan, "max": math.nan}
     return {
@@ -328,7 +312,7 @@ def clip_fraction(clipped: npt.ArrayLike) -> float:
 
     ``clipped`` is a bool or 0/1 series; non-finite entries are left out. NaN when empty.
     """
-    c = _finite(_as_1d(clipped, "clipped"))
+    c = finite_values(as_1d(clipped, "clipped"))
     if not c.size:
         return math.nan
     return float(np.mean(c != 0))
@@ -349,7 +333,7 @@ def throughput(step_time_s: npt.ArrayLike, per_step: float) -> float:
     ``per_step`` = samples per optimizer step this is samples/s, with tokens per step tokens/s.
     NaN when no steady step time is left (e.g. a probe of 3 steps or fewer).
     """
-    t = _as_1d(step_time_s, "step_time_s")
+    t = as_1d(step_time_s, "step_time_s")
     steady = t[throughput_warmup_steps(len(t)) :]
     steady = steady[np.isfinite(steady) & (steady > 0)]
     if not steady.size:
@@ -391,11 +375,11 @@ def summarize(
     ValueError for a missing required series, series of different lengths or an unknown
     precision.
     """
-    _check_precision(precision)
+    check_precision(precision)
     missing = [key for key in _REQUIRED_SERIES if key not in series]
     if missing:
         raise ValueError(f"probe series lacks {', '.join(missing)}")
-    arrays = {key: _as_1d(value, key) for key, value in series.items()}
+    arrays = {key: as_1d(value, key) for key, value in series.items()}
     lengths = {key: len(value) for key, value in arrays.items()}
     if len(set(lengths.values())) > 1:
         raise ValueError(f"probe series differ in length: {lengths}")
@@ -415,213 +399,13 @@ def summarize(
         "grad_norm_max": grads["max"],
         "clip_fraction": clip_fraction(arrays["clipped"]) if "clipped" in arrays else 0.0,
         "skipped_steps": (
-            int(np.count_nonzero(_finite(arrays["skipped"]))) if "skipped" in arrays else 0
+            int(np.count_nonzero(finite_values(arrays["skipped"]))) if "skipped" in arrays else 0
         ),
         "throughput": throughput(arrays["step_time"], samples_per_step),
     }
     if tokens_per_step > 0:
         out["tokens_per_s"] = throughput(arrays["step_time"], tokens_per_step)
     if precision == "fp16":
-        scale = _finite(arrays["scale"]) if "scale" in arrays else np.empty(0)
+        scale = finite_values(arrays["scale"]) if "scale" in arrays else np.empty(0)
         out["final_scale"] = float(scale[-1]) if scale.size else math.nan
     return out
-
-
-# --------------------------------------------------------------------------------------------
-# Divergence
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class DivergenceThresholds:
-    """When ``DivergenceMonitor`` calls a step divergent (see its docstring for the exact tests).
-
-    * ``loss_explosion_factor``: loss > factor × initial loss (10).
-    * ``grad_explosion_factor``: grad norm > factor × median of the finite grad norms seen
-      before (1e3), once ``grad_history_min`` (5) of them have been seen.
-    * ``scale_floor``: fp16 GradScaler scale below it (1e-4).
-    * ``skipped_fraction``: more than this fraction of the steps seen were skipped (0.5), once
-      ``skipped_min_steps`` (20) steps have been seen.
-    """
-
-    loss_explosion_factor: float = 10.0
-    grad_explosion_factor: float = 1e3
-    scale_floor: float = 1e-4
-    skipped_fraction: float = 0.5
-    grad_history_min: int = GRAD_HISTORY_MIN
-    skipped_min_steps: int = SKIPPED_MIN_STEPS
-
-    def __post_init__(self) -> None:
-        if not self.loss_explosion_factor > 0 or not self.grad_explosion_factor > 0:
-            raise ValueError("explosion factors must be positive")
-        if not 0 <= self.skipped_fraction < 1:
-            raise ValueError("skipped_fraction must be in [0, 1)")
-        if self.grad_history_min < 1 or self.skipped_min_steps < 1:
-            raise ValueError("grad_history_min and skipped_min_steps must be at least 1")
-
-
-class DivergenceMonitor:
-    """Online divergence detection over chunks of per-step telemetry.
-
-    The probe fetches its telemetry from the device every few steps and passes each chunk to
-    :meth:`update`, which returns ``(cause, index_in_chunk)`` for the first divergent step of the
-    chunk, or None. Steps are numbered globally from 0 (``g``) in the order they are fed.
-
-    State kept across chunks: the initial loss, the sorted finite grad norms seen so far, the
-    number of steps and of skipped steps seen, and the first divergence (``cause``, ``step``).
-
-    At step ``g`` the causes are tested in this order; the first that holds is reported:
-
-    1. ``nonfinite_loss``: ``loss[g]`` is NaN or ±inf (every precision).
-    2. ``loss_explosion``: ``loss[g] > loss_explosion_factor × L0``, where ``L0`` is the initial
-       loss: the ``initial_loss`` argument if given, else the first finite loss fed (the same
-       ``initial_loss`` as the summary). Tested from the step after ``L0`` is known (from step
-       0 when given) and only if ``L0`` is finite and positive.
-    3. ``grad_explosion``: ``grad_norm[g]`` is finite and ``> grad_explosion_factor × median``
-       of the finite grad norms of steps ``< g``, once at least ``grad_history_min`` (5) such
-       norms exist; or ``grad_norm[g]`` is non-finite and precision is fp32 or bf16. In fp16 a
-       non-finite grad norm is the GradScaler's normal overflow (the step is skipped and the
-       scale backs off) and is neither divergence nor part of the history; a skipped fp16 step
-       (finite loss, inf grad norm) is therefore never a divergence by itself.
-    4. ``scaler_collapse``: fp16 only, ``scale[g]`` is finite and ``< scale_floor`` (1e-4);
-       or, in any precision, with ``N = g + 1`` steps and ``S`` skipped steps seen up to and
-       including ``g``: ``N >= skipped_min_steps`` (20) and ``S / N > skipped_fraction`` (0.5).
-
-    ``grad_norm``, ``scale`` and ``skipped`` may be omitted (None): their tests are then not run
-    for that chunk (omitted ``skipped`` counts as not skipped). The whole chunk is always
-    consumed, so the state stays consistent if the caller keeps going after a divergence; the
-    attributes ``cause`` and ``step`` keep the first divergence ever reported.
-    """
-
-    def __init__(
-        self,
-        precision: str = "fp32",
-        *,
-        initial_loss: float | None = None,
-        thresholds: DivergenceThresholds | None = None,
-    ) -> None:
-        _check_precision(precision)
-        self.precision = precision
-        self.thresholds = thresholds if thresholds is not None else DivergenceThresholds()
-        self._initial: float | None = initial_loss
-        self._grad_history: list[float] = []  # sorted
-        self._steps = 0
-        self._skipped = 0
-        self.cause: str | None = None
-        self.step: int | None = None
-
-    @property
-    def diverged(self) -> bool:
-        """Whether any divergence has been reported."""
-        return self.cause is not None
-
-    @property
-    def steps_seen(self) -> int:
-        """Number of steps fed so far."""
-        return self._steps
-
-    @property
-    def skipped_steps(self) -> int:
-        """Number of skipped steps fed so far."""
-        return self._skipped
-
-    @property
-    def initial_loss(self) -> float | None:
-        """The initial loss ``L0``, or None until it is known."""
-        return self._initial
-
-    @property
-    def grad_norm_median(self) -> float | None:
-        """Median of the finite grad norms seen so far, or None when none was seen."""
-        h = self._grad_history
-        if not h:
-            return None
-        mid = len(h) // 2
-        return h[mid] if len(h) % 2 else 0.5 * (h[mid - 1] + h[mid])
-
-    def update(
-        self,
-        loss: npt.ArrayLike,
-        grad_norm: npt.ArrayLike | None = None,
-        scale: npt.ArrayLike | None = None,
-        skipped: npt.ArrayLike | None = None,
-    ) -> tuple[str, int] | None:
-        """Feed one chunk of steps; ``(cause, index_in_chunk)`` of its first divergent step.
-
-        All given arrays must have the length of ``loss`` (ValueError otherwise).
-        """
-        losses = _as_1d(loss, "loss")
-        m = len(losses)
-        grads = self._optional(grad_norm, "grad_norm", m)
-        scales = self._optional(scale, "scale", m)
-        skips = self._optional(skipped, "skipped", m)
-        first: tuple[str, int] | None = None
-        for i in range(m):
-            g = self._steps
-            self._steps += 1
-            if skips is not None and math.isfinite(skips[i]) and skips[i] != 0:
-                self._skipped += 1
-            grad = None if grads is None else float(grads[i])
-            sc = None if scales is None else float(scales[i])
-            cause = self._test(float(losses[i]), grad, sc, skips is not None)
-            if cause is not None and first is None:
-                first = (cause, i)
-                if self.cause is None:
-                    self.cause, self.step = cause, g
-            self._record(g, float(losses[i]), grad)
-        return first
-
-    @staticmethod
-    def _optional(x: npt.ArrayLike | None, name: str, m: int) -> FloatArray | None:
-        if x is None:
-            return None
-        arr = _as_1d(x, name)
-        if len(arr) != m:
-            raise ValueError(f"{name} has {len(arr)} steps, loss has {m}")
-        return arr
-
-    def _test(
-        self, loss: float, grad: float | None, scale: float | None, has_skips: bool
-    ) -> str | None:
-        thr = self.thresholds
-        if not math.isfinite(loss):
-            return "nonfinite_loss"
-        l0 = self._initial
-        if (
-            l0 is not None  # known after the first finite loss (from step 0 when given)
-            and math.isfinite(l0)
-            and l0 > 0
-            and loss > thr.loss_explosion_factor * l0
-        ):
-            return "loss_explosion"
-        if grad is not None:
-            if math.isfinite(grad):
-                median = self.grad_norm_median
-                if (
-                    median is not None
-                    and len(self._grad_history) >= thr.grad_history_min
-                    and grad > thr.grad_explosion_factor * median
-                ):
-                    return "grad_explosion"
-            elif self.precision != "fp16":
-                return "grad_explosion"
-        if (
-            self.precision == "fp16"
-            and scale is not None
-            and math.isfinite(scale)
-            and scale < thr.scale_floor
-        ):
-            return "scaler_collapse"
-        if (
-            has_skips
-            and self._steps >= thr.skipped_min_steps
-            and self._skipped / self._steps > thr.skipped_fraction
-        ):
-            return "scaler_collapse"
-        return None
-
-    def _record(self, g: int, loss: float, grad: float | None) -> None:
-        if self._initial is None and math.isfinite(loss):
-            self._initial = loss
-        if grad is not None and math.isfinite(grad):
-            bisect.insort(self._grad_history, grad)

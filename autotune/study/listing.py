@@ -17,6 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from autotune.errors import AutotuneError, did_you_mean
+from autotune.study import pick as pk
+from autotune.study.options import STUDIES_DIR
+from autotune.study.records import count_finished
+from autotune.study.storage import open_storage
+from autotune.tracking import redact
 
 
 @dataclass(frozen=True)
@@ -29,8 +34,6 @@ class Found:
 
 
 def default_root() -> Path:
-    from autotune.study import STUDIES_DIR
-
     return Path.cwd() / STUDIES_DIR
 
 
@@ -71,8 +74,6 @@ def open_existing(url: str) -> Any:
     """The storage at `url`; an SQLite file that is not there is an error, not a new database."""
     from sqlalchemy.engine import make_url
 
-    from autotune.study import open_storage
-
     if url.startswith("sqlite"):
         try:
             database = make_url(url).database
@@ -108,11 +109,10 @@ def offer(ref: str, names: Sequence[str] | None = None, where: str = "here") -> 
 
 def describe(found: Found) -> dict[str, Any]:
     """One row of `autotune studies`: trials finished of planned, the pick, the last change."""
-    from autotune.study import _redact
 
     row: dict[str, Any] = {
         "name": found.name,
-        "storage": _redact(found.storage),
+        "storage": redact(found.storage),
         "study_dir": str(found.study_dir) if found.study_dir else None,
     }
     try:
@@ -125,9 +125,7 @@ def describe(found: Found) -> dict[str, Any]:
 def _read(found: Found) -> dict[str, Any]:
     import optuna
 
-    from autotune import pick as pk
     from autotune import space as sp
-    from autotune.study import count_finished
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:

@@ -304,7 +304,7 @@ def plot_comparison(result: dict[str, Any], path: str | Path) -> Path:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from autotune import plots
+    from autotune.tracking import plots
 
     s = result["series"]
     steps = np.asarray(s["step"], dtype=float)

@@ -12,7 +12,7 @@ import time
 import urllib.request
 
 from autotune.errors import TrackingError, UsageError
-from autotune.tracking import _redact
+from autotune.tracking.connection import redact
 
 
 def mlflow_ui_command(uri: str, host: str, port: int) -> list[str]:
@@ -114,7 +114,7 @@ def serve(
             if experiment_id
             else url
         )
-        print(f"MLflow UI for {_redact(uri)}\n  {link}\n(Ctrl-C to stop)", flush=True)
+        print(f"MLflow UI for {redact(uri)}\n  {link}\n(Ctrl-C to stop)", flush=True)
         proc.wait()
     except KeyboardInterrupt:
         pass

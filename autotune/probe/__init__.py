@@ -1,0 +1,44 @@
+"""The probe layer: one short, instrumented training run in this process (`run_probe`).
+
+`config` (what a probe needs, how it reports), `loop` (the training loop), `steps` (the pieces
+of an optimizer step), `telemetry`, `metrics` (summary metrics of the step series) and
+`divergence` (the online divergence monitor). Nothing here imports Ray, Optuna, MLflow, or any
+layer of autotune above it.
+"""
+
+from autotune.probe.config import ProbeConfig, Rank, Report
+from autotune.probe.loop import needs_processes, run_probe
+from autotune.probe.steps import (
+    NoGradient,
+    NonFiniteLoss,
+    build_optimizer,
+    build_scaler,
+    clip_gradients,
+    forward_backward,
+    lr_at,
+    peak_memory_mb,
+    pick_device,
+    resolve_knobs,
+    seed_everything,
+    set_deterministic,
+)
+
+__all__ = [
+    "NoGradient",
+    "NonFiniteLoss",
+    "ProbeConfig",
+    "Rank",
+    "Report",
+    "build_optimizer",
+    "build_scaler",
+    "clip_gradients",
+    "forward_backward",
+    "lr_at",
+    "needs_processes",
+    "peak_memory_mb",
+    "pick_device",
+    "resolve_knobs",
+    "run_probe",
+    "seed_everything",
+    "set_deterministic",
+]

@@ -1,0 +1,92 @@
+"""What a probe needs (`ProbeConfig`, plain data that travels as JSON) and how it reports
+(`Report`, one callable taking a dict).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    import numpy as np
+    import torch
+
+    from autotune.space import Space
+
+
+Report = Callable[[dict[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class ProbeConfig:
+    """Everything one probe needs, as plain data (it travels to the trial process as JSON)."""
+
+    workload: str
+    size: str = "tiny"
+    steps: int = 200
+    micro_batch: int = 16
+    precision: str = "fp32"
+    seed: int = 0
+    device: str = "auto"
+    deterministic: bool = False
+    telemetry_every: int = 10
+    threads: int | None = None
+    divergence: dict[str, Any] = field(default_factory=dict)
+    knobs: dict[str, Any] = field(default_factory=dict)  # unset knobs take PyTorch's defaults
+    env: dict[str, str] = field(default_factory=dict)  # for the record; the launcher sets them
+    world_size: int = 1  # > 1: a DDP probe of that many processes (autotune.process.supervisor)
+    oom_retry: bool = False
+    measure_scaling: bool = False
+
+    @classmethod
+    def from_space(
+        cls,
+        space: Space,
+        knobs: Mapping[str, Any] | None = None,
+        env: Mapping[str, Any] | None = None,
+        seed: int | None = None,
+    ) -> ProbeConfig:
+        """The probe of `space` with the given knob values (default: the space's defaults)."""
+        p = space.probe
+        return cls(
+            workload=space.workload.name,
+            size=space.workload.size,
+            steps=p.steps,
+            micro_batch=p.micro_batch,
+            precision=p.precision,
+            seed=p.seed if seed is None else seed,
+            device=p.device,
+            deterministic=p.deterministic,
+            telemetry_every=p.telemetry_every,
+            threads=p.threads,
+            divergence=p.divergence.model_dump(),
+            knobs=dict(space.fixed_knobs() if knobs is None else knobs),
+            env={k: str(v) for k, v in (space.fixed_env() if env is None else env).items()},
+            world_size=p.world_size,
+            oom_retry=p.oom_retry,
+            measure_scaling=p.measure_scaling,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ProbeConfig:
+        return cls(**dict(data))
+
+
+class Rank(Protocol):
+    """One rank of a DDP probe, as the loop sees it (`autotune.process.ranks.Rank`)."""
+
+    world_size: int
+
+    def wrap(self, model: torch.nn.Module, knobs: Mapping[str, Any]) -> torch.nn.Module: ...
+
+    def batches(self, workload: Any, micro_batch: int, seed: int) -> Iterator[Any]: ...
+
+    def mean(self, values: np.ndarray) -> np.ndarray: ...
+
+    def finish(
+        self, result: dict[str, Any], model: torch.nn.Module, workload: Any
+    ) -> dict[str, Any]: ...

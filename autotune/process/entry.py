@@ -1,0 +1,107 @@
+"""The probe process's entry: one probe, its reports on the process's report channel.
+
+`run(cfg, report)` is the one place that chooses how a probe runs: in this process
+(`autotune.probe.run_probe`), or, for `world_size > 1`, `oom_retry` or `measure_scaling`, as DDP
+ranks started and watched by `autotune.process.supervisor`.
+
+`python -m autotune.process.entry CONFIG.json` runs one probe in this process and writes its
+reports on the report channel it was started with (`autotune.process.channel`); what the
+workload prints is its log. Started without a channel (by hand), it writes them to stdout for a
+person to read.
+
+`python -m autotune.process.entry -` is a fresh probe process of the launcher: it does the
+imports of `preload()` first, then reads its config path on stdin (end of input without a line
+ends it quietly), and leaves with `os._exit` once its reports are flushed: tearing down an
+interpreter that has imported torch takes most of a second, and nothing is left to clean up.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import traceback
+from typing import Any
+
+from autotune.probe import ProbeConfig, Report, needs_processes, run_probe
+from autotune.process import channel as report_channel
+
+STDIN_ARG = "-"  # the config path comes on stdin, after the imports
+
+
+def run(cfg: ProbeConfig, report: Report | None = None) -> dict[str, Any]:
+    """Run the probe `cfg` and return its summary: in this process, or as the processes it
+    needs (DDP ranks, an OOM retry, a timing of one process)."""
+    if needs_processes(cfg):
+        from autotune.process import supervisor
+
+        return supervisor.launch(cfg, report or (lambda _msg: None))
+    return run_probe(cfg, report)
+
+
+def preload() -> None:
+    """The imports of a probe process, done before its config is known (see
+    `autotune.process.zygote`): torch, torch._dynamo, the probe, the fingerprint, the workload
+    resolver. CPU only: no `torch.cuda` call."""
+    import torch
+
+    # torch.optim imports torch._dynamo the first time an optimizer is built: ~2 s of a
+    # trial's start on a CPU. A throwaway optimizer does that here.
+    torch.optim.AdamW([torch.zeros(1, requires_grad=True)])
+
+    from autotune import fingerprint, probe, workload  # noqa: F401
+
+
+def leave(rc: int) -> None:
+    """End the process now, its output flushed (no interpreter teardown)."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(rc)
+
+
+def print_report(msg: dict[str, Any]) -> None:
+    """Reports of a probe started by hand, without a channel: for a person, never parsed."""
+    sys.stdout.write(json.dumps(msg, default=report_channel.json_default) + "\n")
+    sys.stdout.flush()
+
+
+def main(argv: list[str] | None = None, channel: Report | None = None) -> int:
+    """`python -m autotune.process.entry CONFIG.json` (or `-`: the path on stdin): one probe,
+    its reports on `channel` (default: the channel of this process's environment, else
+    stdout)."""
+    args = sys.argv[1:] if argv is None else argv
+    if args == [STDIN_ARG]:
+        preload()
+        line = sys.stdin.readline().strip()
+        if not line:
+            return 0
+        leave(main([line], channel))
+    emit: Report = channel or report_channel.Writer.from_env() or print_report
+    if len(args) != 1:
+        print("usage: python -m autotune.process.entry CONFIG.json", file=sys.stderr)
+        return 2
+    with open(args[0]) as f:
+        cfg = ProbeConfig.from_dict(json.load(f))
+    try:
+        from autotune import fingerprint
+
+        emit({"event": "fingerprint", "fingerprint": fingerprint.collect()})
+        run(cfg, emit)
+    except Exception as e:
+        emit(
+            {
+                "event": "error",
+                "cause": getattr(e, "cause", None) or "exception",  # e.g. comm_hang (DDP)
+                "error_type": type(e).__name__,
+                "message": str(e),
+                "traceback": traceback.format_exc(limit=20),
+            }
+        )
+        return 3
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,446 @@
+"""DDP probes: one probe run as N processes with DistributedDataParallel on this node.
+
+`autotune.process.entry.run` hands a config with `world_size > 1` (or `oom_retry`,
+`measure_scaling`) to `launch`, which runs in the probe's own process (the trial process of a
+study, or the CLI) and:
+
+* hosts the rendezvous store on 127.0.0.1 and starts one `python -m autotune.process.ranks`
+  process per rank, with RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, the thread count
+  and the trial's environment knobs in its environment before Python starts (NCCL/RCCL read them
+  once per process). The ranks stay in the launcher's process group: a trial timeout that kills
+  the group kills them too, and each rank also dies with the launcher (PR_SET_PDEATHSIG);
+* relays rank 0's reports (start, telemetry, oom) and combines every rank's summary into one;
+  each rank reports on a channel of its own (`autotune.process.channel`), its output is its log;
+* watches the ranks: a failed rank gets the others killed after a short grace, and a rank that
+  never finishes the all-reduce check is a hang (`comm_hang`);
+* retries once after an out-of-memory with half the micro-batch and twice the accumulation
+  (`probe.oom_retry`), and times one process for `scaling_efficiency` (`probe.measure_scaling`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from autotune.probe import ProbeConfig, Report, run_probe
+from autotune.process import channel as report_channel
+from autotune.process.env import process_env
+from autotune.process.spawn import die_with_parent
+
+if TYPE_CHECKING:
+    pass
+
+from autotune.process.ranks import (
+    COMM_CAUSES,
+    COMM_TIMEOUT_ENV,
+    CommError,
+    RankContext,
+    RankFailure,
+    comm_timeout_s,
+)
+
+FAILURE_GRACE_S = 3.0  # after one rank fails, the others get this long to report, then SIGKILL
+
+
+SCALING_MIN_STEPS = 20  # the one-process run of measure_scaling: max(20, steps / 4) steps
+
+
+TAIL_LINES = 40
+
+
+_CAUSE_RANK = {"comm_incorrect": 0, "comm_hang": 1, "oom": 2, "killed": 3, "crash": 3}
+
+
+def launch(cfg: ProbeConfig, emit: Report) -> dict[str, Any]:
+    """Run `cfg` as `cfg.world_size` processes (or in this one, for one process with
+    oom_retry); emit rank 0's reports and the combined summary, and return that summary.
+
+    An out-of-memory is a result (status oom, after the retry if asked for); a failed
+    all-reduce check raises CommError(comm_incorrect), a hang CommError(comm_hang), any other
+    rank failure RankFailure (its cause and the rank's message)."""
+    t0 = time.perf_counter()
+    world = cfg.world_size
+    base = _resolved(cfg)
+    if world > 1:
+        emit(
+            {
+                "event": "ddp",
+                "world_size": world,
+                "device": base.device,
+                "backend": "nccl" if base.device == "cuda" else "gloo",
+                "threads_per_rank": base.threads,
+            }
+        )
+    result = _attempt(base, emit)
+    result["oom_retried"] = False
+    accum = int(base.knobs.get("accum_steps") or 1)
+    if result["status"] == "oom" and cfg.oom_retry and base.micro_batch >= 2:
+        retry = dataclasses.replace(
+            base,
+            micro_batch=base.micro_batch // 2,
+            knobs={**base.knobs, "accum_steps": accum * 2},
+        )
+        emit(
+            {
+                "event": "oom_retry",
+                "micro_batch": retry.micro_batch,
+                "accum_steps": accum * 2,
+                "effective_batch": retry.micro_batch * accum * 2 * world,
+            }
+        )
+        _free_device_memory()
+        result = _attempt(retry, emit)
+        result["oom_retried"] = True
+        base = retry
+    if cfg.measure_scaling and result["status"] == "ok":
+        _add_scaling(result, base)
+    result["wall_s"] = time.perf_counter() - t0
+    emit(result)
+    return result
+
+
+def _resolved(cfg: ProbeConfig) -> ProbeConfig:
+    """The per-rank config: device cpu or cuda (rank r takes cuda:r of the visible GPUs) and the
+    probe's threads shared out between the ranks."""
+    import torch
+
+    world = cfg.world_size
+    if world == 1:
+        return cfg
+    device = cfg.device
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda"):
+        if device != "cuda":
+            raise RankFailure(
+                "exception",
+                f"probe.device is {device!r}, but a DDP probe gives rank r the GPU cuda:r of "
+                "those visible: set probe.device to cuda or auto",
+            )
+        visible = torch.cuda.device_count()
+        if visible < world:
+            raise RankFailure(
+                "exception",
+                f"probe.world_size {world} needs {world} GPUs (one per process), torch sees "
+                f"{visible}: ask for budget.gpus_per_trial >= {world} or lower the world size",
+            )
+    threads = max(1, (cfg.threads or os.cpu_count() or 1) // world)
+    return dataclasses.replace(cfg, device=device, threads=threads)
+
+
+def _attempt(cfg: ProbeConfig, emit: Report) -> dict[str, Any]:
+    if cfg.world_size == 1:
+        return _run_here(cfg, emit)
+    return _run_ranks(cfg, emit)
+
+
+def _run_here(cfg: ProbeConfig, emit: Report) -> dict[str, Any]:
+    """One process, in this one (oom_retry without DDP)."""
+
+    def relay(msg: dict[str, Any]) -> None:
+        if msg.get("event") != "summary":
+            emit(msg)
+
+    ctx = RankContext(rank=0, world_size=1, cfg=cfg, distributed=False)
+    result = run_probe(cfg, relay, rank=ctx)
+    result["rank_env"] = [result.pop("env_seen")]
+    return result
+
+
+def _free_device_memory() -> None:
+    with contextlib.suppress(Exception):
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+
+def rank_env(cfg: ProbeConfig, rank: int, world_size: int, port: int) -> dict[str, str]:
+    """This process's environment, the trial's environment knobs, and the rank's variables."""
+    env = process_env(cfg.env, cfg.threads)
+    env.update(
+        RANK=str(rank),
+        LOCAL_RANK=str(rank),
+        WORLD_SIZE=str(world_size),
+        LOCAL_WORLD_SIZE=str(world_size),
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+    )
+    return env
+
+
+@dataclass
+class _Rank:
+    proc: subprocess.Popen[str]
+    tail: deque[str] = field(default_factory=lambda: deque(maxlen=TAIL_LINES))
+    up: bool = False
+    comm_ok: bool = False
+    summary: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+    streams: int = 2  # its log and its report channel, until each has ended
+    eof: bool = False
+    exited_at: float = 0.0
+    killed: bool = False  # by the launcher: its exit is not a failure of its own
+
+
+@dataclass
+class _Failure:
+    at: float
+    rank: int | None
+    cause: str
+    message: str
+
+
+def _read_log(r: int, proc: subprocess.Popen[str], q: queue.Queue[tuple[int, str, Any]]) -> None:
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        q.put((r, "line", line.rstrip("\n")))
+    q.put((r, "eof", None))
+
+
+def _read_reports(
+    r: int, channel: report_channel.Channel, q: queue.Queue[tuple[int, str, Any]]
+) -> None:
+    for msg in channel.reports():
+        q.put((r, "event", msg))
+    if channel.rejected:
+        q.put((r, "line", channel.rejected_note()))
+    q.put((r, "eof", None))
+
+
+def _run_ranks(cfg: ProbeConfig, emit: Report) -> dict[str, Any]:
+    import torch.distributed as dist
+
+    world, timeout = cfg.world_size, comm_timeout_s()
+    # The launcher hosts the store on a port the kernel picks: no race for a free port.
+    store = dist.TCPStore(
+        "127.0.0.1", 0, None, True, timedelta(seconds=timeout), wait_for_workers=False
+    )
+    with tempfile.NamedTemporaryFile(
+        "w", suffix=".json", prefix="autotune-rank-", delete=False
+    ) as f:
+        json.dump(cfg.to_dict(), f)
+        path = f.name
+    q: queue.Queue[tuple[int, str, Any]] = queue.Queue()
+    ranks: list[_Rank] = []
+    try:
+        for r in range(world):
+            channel = report_channel.Channel()
+            try:
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "autotune.process.ranks", path],
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    env={**rank_env(cfg, r, world, store.port), **channel.env()},
+                    pass_fds=(channel.write_fd,),
+                    text=True,
+                    bufsize=1,
+                    preexec_fn=die_with_parent,  # in a rank: SIGKILL when the launcher dies
+                )
+            except BaseException:
+                channel.close()
+                raise
+            channel.close_child_end()
+            ranks.append(_Rank(proc))
+            threading.Thread(target=_read_log, args=(r, proc, q), daemon=True).start()
+            threading.Thread(target=_read_reports, args=(r, channel, q), daemon=True).start()
+        failures = _supervise(ranks, q, emit, timeout)
+    finally:
+        for rk in ranks:
+            _stop_rank(rk)
+        for rk in ranks:
+            rk.proc.wait()
+            if rk.proc.stdout is not None:
+                rk.proc.stdout.close()
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        del store
+    return _combine(cfg, ranks, failures)
+
+
+def _stop_rank(rk: _Rank) -> None:
+    if rk.proc.poll() is None:
+        rk.killed = True
+        with contextlib.suppress(ProcessLookupError):
+            rk.proc.kill()
+
+
+def _supervise(
+    ranks: list[_Rank], q: queue.Queue[tuple[int, str, Any]], emit: Report, timeout: float
+) -> list[_Failure]:
+    """Read every rank until all have ended; kill them all once one has failed (after a grace)
+    or when the all-reduce check outlasts the communication timeout."""
+    failures: list[_Failure] = []
+    check_deadline: float | None = None
+    exited: set[int] = set()
+
+    def fail(r: int | None, cause: str, message: str) -> None:
+        failures.append(_Failure(time.monotonic(), r, cause, message))
+
+    while not all(rk.eof and rk.proc.poll() is not None for rk in ranks):
+        try:
+            r, kind, payload = q.get(timeout=0.2)
+        except queue.Empty:
+            pass
+        else:
+            rk = ranks[r]
+            if kind == "eof":
+                rk.streams -= 1
+                rk.eof = rk.streams == 0
+            elif kind == "line":
+                rk.tail.append(payload)
+                sys.stderr.write(f"[rank {r}] {payload}\n")
+            else:
+                event = payload.get("event")
+                if event == "rank_up":
+                    rk.up = True
+                    if all(x.up for x in ranks):
+                        check_deadline = time.monotonic() + timeout + FAILURE_GRACE_S
+                elif event == "comm_ok":
+                    rk.comm_ok = True
+                elif event == "summary":
+                    rk.summary = payload
+                    if payload.get("status") == "oom":
+                        fail(r, "oom", "out of memory")
+                elif event == "error":
+                    rk.error = payload
+                    fail(r, payload.get("cause") or "exception", _error_text(r, payload))
+                    if payload.get("traceback"):
+                        sys.stderr.write(f"[rank {r}] {payload['traceback']}\n")
+                elif r == 0:
+                    emit({k: v for k, v in payload.items() if k != "rank"})
+        now = time.monotonic()
+        for r, rk in enumerate(ranks):
+            rc = rk.proc.poll()
+            if rc is not None and not rk.eof:  # a child holding its stdout: stop waiting
+                rk.exited_at = rk.exited_at or now
+                rk.eof = now > rk.exited_at + FAILURE_GRACE_S
+            if rc is None or r in exited or not rk.eof:
+                continue
+            exited.add(r)
+            if rc != 0 and not rk.killed and rk.error is None and rk.summary is None:
+                fail(r, *_death(r, rc, rk.tail))
+        if (
+            check_deadline is not None
+            and now > check_deadline
+            and not all(rk.comm_ok for rk in ranks)
+            and not failures
+        ):
+            late = [r for r, rk in enumerate(ranks) if not rk.comm_ok]
+            fail(
+                None,
+                "comm_hang",
+                f"rank(s) {late} did not finish the all-reduce check within the "
+                f"communication timeout of {timeout:g} s ({COMM_TIMEOUT_ENV})",
+            )
+            for rk in ranks:  # a hang the launcher saw itself: no rank is left to report
+                _stop_rank(rk)
+        if failures and now > failures[0].at + FAILURE_GRACE_S:
+            for rk in ranks:
+                _stop_rank(rk)
+    return failures
+
+
+def _death(r: int, rc: int, tail: deque[str]) -> tuple[str, str]:
+    if rc < 0:
+        sig = -rc
+        name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
+        text = "\n".join(tail).lower()
+        if "timeout" in text or "timed out" in text:  # the NCCL watchdog aborts on a timeout
+            return "comm_hang", f"rank {r} died from {name} after a collective timed out"
+        killed = sig in (signal.SIGKILL, signal.SIGTERM)
+        return ("killed" if killed else "crash"), f"rank {r} died from {name}"
+    return "crash", f"rank {r} exited with status {rc} without a summary"
+
+
+def _error_text(r: int, err: Mapping[str, Any]) -> str:
+    return f"rank {r}: {err.get('error_type', 'Error')}: {err.get('message', '')}"
+
+
+def _combine(cfg: ProbeConfig, ranks: list[_Rank], failures: list[_Failure]) -> dict[str, Any]:
+    """One summary from the ranks', or the failure that explains the others."""
+    summaries = [rk.summary for rk in ranks]
+    ooms = [s for s in summaries if s is not None and s.get("status") == "oom"]
+    real = [f for f in failures if f.cause != "oom"]
+    if ooms and not any(f.cause in COMM_CAUSES for f in real):
+        out = dict(ooms[0])  # the others stopped because of it
+        out.setdefault("series", {})
+    elif failures or any(s is None for s in summaries):
+        f = _root(failures)
+        if f is None:
+            raise RankFailure("crash", "a rank ended without a summary")
+        if f.cause in COMM_CAUSES:
+            raise CommError(f.cause, f.message)
+        raise RankFailure(f.cause, f.message)
+    else:
+        out = dict(summaries[0] or {})
+    full = [s for s in summaries if s is not None]
+    out.pop("rank", None)
+    out.pop("env_seen", None)
+    out["world_size"] = cfg.world_size
+    out["threads_per_rank"] = cfg.threads
+    out["rank_env"] = [s.get("env_seen") or {} for s in full]
+    out["ranks"] = [
+        {
+            "rank": s.get("rank"),
+            "status": s.get("status"),
+            "steps_run": s.get("steps_run"),
+            "peak_mem_mb": (s.get("metrics") or {}).get("peak_mem_mb"),
+            "wall_s": s.get("wall_s"),
+        }
+        for s in full
+    ]
+    peaks = [p["peak_mem_mb"] for p in out["ranks"] if p["peak_mem_mb"] is not None]
+    if peaks:
+        out["metrics"] = {**(out.get("metrics") or {}), "peak_mem_mb": max(peaks)}
+    return out
+
+
+def _root(failures: list[_Failure]) -> _Failure | None:
+    """The failure that explains the others: a communication fault first, then an
+    out-of-memory, a death, and else the earliest exception (a peer's 'connection closed'
+    follows it)."""
+    if not failures:
+        return None
+    return min(failures, key=lambda f: (_CAUSE_RANK.get(f.cause, 4), f.at))
+
+
+def _add_scaling(result: dict[str, Any], cfg: ProbeConfig) -> None:
+    """Time one process at the same per-rank micro-batch and threads: scaling_efficiency =
+    throughput(N) / (N x throughput(1))."""
+    metrics = result.setdefault("metrics", {})
+    world = cfg.world_size
+    if world == 1:
+        metrics["scaling_efficiency"] = 1.0
+        return
+    steps = min(cfg.steps, max(SCALING_MIN_STEPS, cfg.steps // 4))
+    single = dataclasses.replace(
+        cfg, world_size=1, steps=steps, oom_retry=False, measure_scaling=False
+    )
+    info: dict[str, Any] = {"steps": steps, "throughput_n": metrics.get("throughput")}
+    try:
+        one = _run_ranks(single, lambda _msg: None)
+        info["throughput_1"] = (one.get("metrics") or {}).get("throughput")
+    except Exception as e:
+        info["error"] = f"{type(e).__name__}: {e}"
+    thr_n, thr_1 = info.get("throughput_n"), info.get("throughput_1")
+    efficiency = None
+    if thr_n and thr_1:
+        efficiency = float(thr_n) / (world * float(thr_1))
+    metrics["scaling_efficiency"] = efficiency
+    result["scaling"] = info

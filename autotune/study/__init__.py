@@ -1,0 +1,92 @@
+"""The study: Optuna decides, Ray Tune runs the probes, the driver records every trial in MLflow.
+
+`run(options)` (`driver`) is the whole job. Optuna owns the search state in an RDB storage
+(`storage`; an SQLite file in the study folder by default), so a study survives the driver and
+resumes (`records`): trials that were running when the driver died are run again under the same
+Optuna trial number, and a trial that finished is never run twice. Ray Tune schedules the trials
+(`adapter`, `session`); each trial's probe is a process of its own (`autotune.process.launcher`:
+forked by the worker's zygote, or a fresh `python -m autotune.process.entry`) whose environment
+holds the trial's environment knobs before torch starts, and which is killed when it outlives
+its time limit. The driver is the only writer to MLflow (`writer`).
+
+Outcomes: `complete` (feasible or not by the constraints), `diverged` (a measured, infeasible
+result the sampler learns from), `oom` (infeasible: tells the sampler that region does not
+fit), `failed` (an exception, a timeout, a crash, a killed process: recorded with its cause and
+the tail of its log; Optuna state FAIL).
+
+The other modules: `options`, `objectives` (directions, values, constraints, the sampler),
+`progress`, `verification` (the best candidates re-run over seeds), `summary`, `pick`,
+`warmstart`, `find` (an existing study).
+"""
+
+from autotune.study.driver import check_workload, open_study, run
+from autotune.study.find import find_study
+from autotune.study.objectives import (
+    PENALTY,
+    constraint_names,
+    constraints_of,
+    directions,
+    make_sampler,
+    name_metrics,
+    sampler_seed,
+    suggest,
+    trial_setup,
+    values_of,
+)
+from autotune.study.options import (
+    STUDIES_DIR,
+    StudyOptions,
+    StudyResult,
+    WarmStart,
+    study_dir_for,
+)
+from autotune.study.progress import Progress, eta_s
+from autotune.study.records import (
+    complete_outcome,
+    count_finished,
+    read_outcome,
+    tell,
+    write_outcome,
+)
+from autotune.study.session import plan_resources
+from autotune.study.storage import open_storage, storage_url
+from autotune.study.summary import format_summary, importances, pareto_front, summarize
+from autotune.study.warmstart import load_warm_start, warm_params
+
+__all__ = [
+    "PENALTY",
+    "STUDIES_DIR",
+    "Progress",
+    "StudyOptions",
+    "StudyResult",
+    "WarmStart",
+    "check_workload",
+    "complete_outcome",
+    "constraint_names",
+    "constraints_of",
+    "count_finished",
+    "directions",
+    "eta_s",
+    "find_study",
+    "format_summary",
+    "importances",
+    "load_warm_start",
+    "make_sampler",
+    "name_metrics",
+    "open_storage",
+    "open_study",
+    "pareto_front",
+    "plan_resources",
+    "read_outcome",
+    "run",
+    "sampler_seed",
+    "storage_url",
+    "study_dir_for",
+    "suggest",
+    "summarize",
+    "tell",
+    "trial_setup",
+    "values_of",
+    "warm_params",
+    "write_outcome",
+]

@@ -1,0 +1,270 @@
+"""Ray Tune behind Optuna: the trainable (one trial = one probe process on a Ray worker, possibly
+on another node), the searcher that asks Optuna and hands the results to the driver, and the
+Tune run of a session's trials.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import socket
+import sys
+import threading
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+from autotune import space as sp
+from autotune.probe import ProbeConfig
+from autotune.process.launcher import run_trial_process
+from autotune.study.objectives import suggest, trial_setup
+from autotune.study.options import StudyOptions
+from autotune.study.progress import Progress
+from autotune.study.records import complete_outcome, count_finished, tell, write_outcome
+from autotune.study.session import plan_resources
+from autotune.study.writer import MlflowWriter
+
+
+def trainable(config: dict[str, Any]) -> None:
+    """The Ray Tune function trainable: one trial = one probe process (see
+    `autotune.process.launcher`)."""
+    from ray import tune
+
+    try:
+        out = run_trial_process(
+            config["probe"],
+            config["env"],
+            timeout_s=config["timeout_s"],
+            threads=config.get("threads"),
+            spare=True,
+        )
+    except Exception as e:  # autotune's side of the trial broke: a failed trial with its cause
+        out = worker_error(e)
+    out["number"] = config["number"]
+    with contextlib.suppress(Exception):
+        import ray
+
+        out["ray_node"] = ray.get_runtime_context().get_node_id()
+    # One report, as a JSON string so that Tune does not flatten the step series into columns.
+    tune.report({"autotune_done": 1, "autotune_payload": json.dumps(out, default=str)})
+
+
+def worker_error(e: BaseException) -> dict[str, Any]:
+    """The record of a trial whose process could not be run or watched on its Ray worker:
+    cause `worker_error`, the exception's type and message, and the traceback's tail."""
+    import traceback
+
+    first = (str(e).splitlines() or [""])[0][:500]
+    tb = "".join(traceback.format_exception(type(e), e, e.__traceback__))
+    return {
+        "outcome": "failed",
+        "cause": "worker_error",
+        "error": f"{type(e).__name__}: {first}" if first else type(e).__name__,
+        "log_tail": tb[-4000:],
+        "summary": None,
+        "fingerprint": None,
+        "node": socket.gethostname(),
+    }
+
+
+def searcher_class() -> type:
+    from ray.tune.search import Searcher
+
+    class OptunaAskTell(Searcher):
+        """Optuna asks; Ray Tune runs; the driver tells. Stale trials are run again first."""
+
+        def __init__(self, driver: Driver):
+            super().__init__()
+            self.driver = driver
+            self.live: dict[str, int] = {}
+
+        # Optuna's storage is the state to resume from: Tune's own searcher checkpoints and
+        # pickles carry nothing (the driver holds locks and database connections).
+        def __getstate__(self) -> dict[str, Any]:
+            return {}
+
+        def __setstate__(self, state: dict[str, Any]) -> None:
+            self.driver = None  # type: ignore[assignment]
+            self.live = {}
+
+        def save(self, checkpoint_path: str) -> None:
+            pass
+
+        def restore(self, checkpoint_path: str) -> None:
+            pass
+
+        def save_to_dir(self, *args: Any, **kwargs: Any) -> None:
+            pass
+
+        def suggest(self, trial_id: str) -> dict[str, Any] | None:
+            config = self.driver.next_config()
+            if config is None:
+                return Searcher.FINISHED  # type: ignore[return-value]
+            self.live[trial_id] = config["number"]
+            return config
+
+        def on_trial_complete(
+            self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False
+        ) -> None:
+            number = self.live.pop(trial_id, None)
+            if number is None:
+                return
+            payload = (result or {}).get("autotune_payload")
+            if payload is not None:
+                self.driver.finish(number, json.loads(payload))
+            elif error:
+                self.driver.finish(
+                    number,
+                    {
+                        "number": number,
+                        "outcome": "failed",
+                        "cause": "worker_died",
+                        "error": "the Ray worker running this trial died (node lost, or the worker "
+                        "was killed)",
+                        "log_tail": "",
+                        "summary": None,
+                        "fingerprint": None,
+                    },
+                )
+            else:
+                self.driver.interrupted(number)
+
+    return OptunaAskTell
+
+
+class Driver:
+    """Driver-side state of one `autotune study` session."""
+
+    def __init__(
+        self,
+        opts: StudyOptions,
+        study: Any,
+        searched: dict[str, sp.Domain],
+        planned: int,
+        rerun: list[Any],
+        tracking: Any,
+        progress: Progress,
+        study_dir: Path,
+        threads: int | None,
+    ):
+        self.opts, self.space, self.study = opts, opts.space, study
+        self.searched, self.planned, self.rerun = searched, planned, deque(rerun)
+        self.tracking, self.progress, self.study_dir = tracking, progress, study_dir
+        self.threads = threads
+        self.suggested = 0
+        self.lock = threading.Lock()
+
+    def next_config(self) -> dict[str, Any] | None:
+        import optuna
+
+        with self.lock:
+            if self.suggested >= self.planned:
+                return None
+            self.suggested += 1
+            if self.rerun:
+                frozen = self.rerun.popleft()
+                trial = optuna.trial.Trial(self.study, frozen._trial_id)
+                params = dict(frozen.params)
+                baseline = bool(frozen.user_attrs.get("autotune.baseline"))
+            else:
+                trial = self.study.ask()
+                baseline = bool(trial.user_attrs.get("autotune.baseline"))
+                params = {} if baseline else suggest(trial, self.space, self.searched)
+            knobs, env = trial_setup(self.space, params, baseline)
+            trial.set_user_attr("autotune.knobs", knobs)
+            trial.set_user_attr("autotune.env", env)
+            probe = ProbeConfig.from_space(self.space, knobs=knobs, env=env)
+            self.progress.started(trial.number)
+            return {
+                "number": trial.number,
+                "probe": probe.to_dict(),
+                "env": env,
+                "timeout_s": self.space.budget.trial_timeout_s,
+                "threads": self.threads,
+                "params": params,
+                "baseline": baseline,
+            }
+
+    def finish(self, number: int, result: dict[str, Any]) -> None:
+        """Record one finished trial: file, Optuna tell, MLflow — in that order."""
+        with self.lock:
+            frozen = self.study._storage.get_trial(
+                self.study._storage.get_trial_id_from_study_id_trial_number(
+                    self.study._study_id, number
+                )
+            )
+            outcome = complete_outcome(self.space, frozen, result)
+            write_outcome(self.study_dir, outcome)
+            tell(self.study, frozen, outcome)
+            self.tracking.log(outcome)
+            self.progress.finished(outcome)
+
+    def interrupted(self, number: int) -> None:
+        self.progress.interrupted(number)
+
+
+def trial_name(trial: Any) -> str:
+    number = (trial.config or {}).get("number")
+    return f"trial-{number:04d}" if isinstance(number, int) else f"trial-{trial.trial_id}"
+
+
+def run_trials(
+    opts: StudyOptions,
+    study: Any,
+    searched: dict[str, sp.Domain],
+    planned: int,
+    rerun: list[Any],
+    logger: MlflowWriter,
+    study_dir: Path,
+    finished: int,
+    ray: Any,
+) -> bool:
+    """Run `planned` trials through Ray Tune. Returns True when interrupted."""
+    space = opts.space
+    from ray import tune
+
+    conc, resources, threads = plan_resources(space, ray.cluster_resources())
+    conc = min(conc, planned)
+    progress = Progress(space, space.budget.trials, finished, conc, opts.quiet)
+    progress.say(
+        f"  {conc} trial(s) at a time, each with {resources}"
+        + (f", {threads} CPU thread(s)" if threads else "")
+    )
+    driver = Driver(opts, study, searched, planned, rerun, logger, progress, study_dir, threads)
+    searcher = searcher_class()(driver)
+    tuner = tune.Tuner(
+        tune.with_resources(trainable, resources),
+        tune_config=tune.TuneConfig(
+            search_alg=searcher,
+            num_samples=planned,
+            max_concurrent_trials=conc,
+            trial_name_creator=trial_name,
+            trial_dirname_creator=trial_name,
+            # One Ray worker serves trial after trial (each probe is still its own process).
+            reuse_actors=True,
+        ),
+        run_config=tune.RunConfig(
+            name=f"{space.name}-{time.strftime('%Y%m%d-%H%M%S')}",
+            storage_path=str(study_dir / "tune"),
+            verbose=0,
+            failure_config=tune.FailureConfig(max_failures=0),
+            checkpoint_config=tune.CheckpointConfig(checkpoint_at_end=False),
+        ),
+    )
+    # Tune's result files are off (the driver keeps the records): silence its fetch warning.
+    logging.getLogger("ray.tune.analysis.experiment_analysis").setLevel(logging.ERROR)
+    # Tune's own resume hint (Tuner.restore) is not how a study resumes: autotune says how.
+    logging.getLogger("ray.tune.tune").setLevel(logging.ERROR)
+    with progress:
+        tuner.fit()
+    left = space.budget.trials - count_finished(study)
+    if left > 0:  # said even under --quiet: the user must know how to continue
+        print(
+            f"interrupted: {space.budget.trials - left} of {space.budget.trials} trials "
+            "done; run the same command again (or add --resume) to continue",
+            file=sys.stderr,
+        )
+        return True
+    return False

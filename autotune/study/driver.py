@@ -1,0 +1,242 @@
+"""`run(options)`: one session of a study, from the service checks to the summary."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from autotune import space as sp
+from autotune.errors import StudyError
+from autotune.study.adapter import run_trials
+from autotune.study.objectives import directions, make_sampler, name_metrics
+from autotune.study.options import StudyOptions, StudyResult, study_dir_for
+from autotune.study.records import count_finished, reconcile, stale_trials
+from autotune.study.session import check_ray_address, driver_lock, ray_session
+from autotune.study.storage import check_tcp, open_storage, storage_url
+from autotune.study.summary import summarize
+from autotune.study.verification import to_verify, verify_phase
+from autotune.study.warmstart import warm_params
+from autotune.study.writer import MlflowWriter
+from autotune.tracking.connection import redact
+
+
+def run(opts: StudyOptions) -> StudyResult:
+    """Run (or continue) the study described by `opts.space`; return its summary."""
+    import optuna
+
+    from autotune import fingerprint as fpm
+    from autotune import tracking
+
+    space = opts.space
+    study_dir = (opts.study_dir or study_dir_for(space.name)).resolve()
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    # Every service is checked before anything is written: an unreachable tracking store,
+    # database or Ray cluster stops the study with its address, leaving nothing half-made.
+    # The TCP probes come first; the stores are opened (an SQLite one created) only under the
+    # study lock, so a second driver of the same study stops at the lock.
+    url = storage_url(opts, study_dir)
+    _check_services(opts, url)
+    uri = tracking.resolve_uri(opts.tracking_uri)
+    with driver_lock(study_dir):
+        client = tracking.connect(uri)
+        say = (lambda _t: None) if opts.quiet else print
+        fp = fpm.collect()
+        arch = (fp.get("devices") or [{}])[0].get("arch")
+        cond = sp.condition(space, platform=fp["platform"], arch=arch)
+        for name, why in cond.dropped.items():
+            say(f"dropped knob {name}: {why}")
+        study = open_study(opts, open_storage(url), cond)
+        logger = _study_run(opts, study, client, cond, url, uri, fp, study_dir)
+        reconcile(study, study_dir, logger)
+        _write_study_json(study_dir, space.name, url, uri, logger)
+
+        rerun = stale_trials(study, study_dir, space, logger)
+        finished = count_finished(study)
+        planned = max(0, space.budget.trials - finished)
+        _announce(say, space, finished, planned, len(rerun), url, uri)
+        interrupted = False
+        if planned > 0 or to_verify(study, space):
+            with ray_session(opts.address, study_dir) as ray:
+                if planned > 0:
+                    interrupted = run_trials(
+                        opts, study, cond.searched, planned, rerun, logger, study_dir, finished, ray
+                    )
+                if not interrupted:
+                    interrupted = verify_phase(opts, study, logger, study_dir, ray)
+        summary = summarize(study, space, study_dir, cond.dropped)
+        logger.summary(summary, study)
+    return StudyResult(
+        name=space.name,
+        study_dir=study_dir,
+        storage=url,
+        tracking_uri=uri,
+        summary=summary,
+        interrupted=interrupted,
+    )
+
+
+def _check_services(opts: StudyOptions, url: str) -> None:
+    """The TCP checks of the Optuna database and the Ray cluster, and the workload's name."""
+    if url.startswith(("postgresql", "mysql")):
+        check_tcp(url, what="the Optuna storage", hint="start the database or fix --storage")
+    address = opts.address or os.environ.get("RAY_ADDRESS") or None
+    if address and address != "auto":
+        check_ray_address(address)
+    check_workload(opts.space)
+
+
+def _study_run(
+    opts: StudyOptions,
+    study: Any,
+    client: Any,
+    cond: sp.Conditioned,
+    url: str,
+    uri: str,
+    fp: dict[str, Any],
+    study_dir: Path,
+) -> MlflowWriter:
+    """The study's MLflow experiment and parent run (made or found), noted in the study; the
+    writer that logs to them."""
+    from autotune import tracking
+
+    space = opts.space
+    experiment_id = tracking.ensure_experiment(client, space.name)
+    parent = tracking.ensure_study_run(
+        client,
+        experiment_id,
+        space.name,
+        space_yaml=sp.dump(space),
+        params=_study_params(space, cond, url),
+        tags={"autotune.fp.driver_hash": str(fp.get("hash")), **opts.extra_tags},
+    )
+    study.set_user_attr(
+        "autotune.mlflow", {"uri": uri, "experiment_id": experiment_id, "parent_run_id": parent}
+    )
+    return MlflowWriter(client, experiment_id, parent, space.name, study_dir)
+
+
+def _write_study_json(study_dir: Path, name: str, url: str, uri: str, logger: MlflowWriter) -> None:
+    """study.json: where the study's stores are (how `find_study` finds it by its folder)."""
+    (study_dir / "study.json").write_text(
+        json.dumps(
+            {
+                "name": name,
+                "storage": url,
+                "tracking_uri": uri,
+                "experiment_id": logger.experiment_id,
+                "parent_run_id": logger.parent,
+            },
+            indent=2,
+        )
+    )
+
+
+def _announce(
+    say: Callable[[str], None],
+    space: sp.Space,
+    finished: int,
+    planned: int,
+    reruns: int,
+    url: str,
+    uri: str,
+) -> None:
+    if planned == 0:
+        say(f"study {space.name}: all {space.budget.trials} trials are done")
+        return
+    say(
+        f"study {space.name}: {finished} of {space.budget.trials} trials done; "
+        f"running {planned}" + (f" ({reruns} interrupted earlier)" if reruns else "")
+    )
+    say(f"  optuna storage {redact(url)}")
+    say(f"  mlflow {redact(uri)} (experiment {space.name})")
+
+
+def check_workload(space: sp.Space) -> None:
+    """Resolve the space's workload once on the driver: a wrong name fails before any trial."""
+    from autotune.errors import WorkloadError
+    from autotune.workload import resolve
+
+    try:
+        resolve(space.workload.name, space.workload.size)
+    except WorkloadError as e:
+        raise WorkloadError(f"{space.source}: workload: {e}") from e
+
+
+def _study_params(space: sp.Space, cond: sp.Conditioned, url: str) -> dict[str, Any]:
+    return {
+        "workload": space.workload.name,
+        "size": space.workload.size,
+        "sampler": space.sampler.name,
+        "sampler_seed": space.sampler.seed,
+        "trials": space.budget.trials,
+        "steps": space.probe.steps,
+        "micro_batch": space.probe.micro_batch,
+        "precision": space.probe.precision,
+        "seed": space.probe.seed,
+        "objectives": ", ".join(f"{o.direction} {o.metric}" for o in space.objectives),
+        "constraints": ", ".join(f"{c.metric} {c.op} {c.value:g}" for c in space.constraints),
+        "searched": ", ".join(cond.searched) or "-",
+        "dropped": ", ".join(cond.dropped) or "-",
+        "optuna_storage": redact(url),
+    }
+
+
+def open_study(opts: StudyOptions, storage: Any, cond: sp.Conditioned) -> Any:
+    import optuna
+
+    space = opts.space
+    fingerprint_space = json.dumps(
+        {k: v for k, v in space.to_dict().items() if k not in ("budget", "description", "verify")},
+        sort_keys=True,
+    )
+    names = [
+        s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False)
+    ]
+    exists = space.name in names
+    if opts.resume and not exists:
+        raise StudyError(
+            f"--resume: no study '{space.name}' in {redact(storage.url)}; drop --resume to start it"
+        )
+    if exists:
+        study = optuna.load_study(study_name=space.name, storage=storage)
+        before = study.user_attrs.get("autotune.space")
+        if before is not None and before != fingerprint_space:
+            raise StudyError(
+                f"study '{space.name}' already exists in {redact(storage.url)} with a different "
+                "space (knobs, probe, objectives or sampler changed); give the new one another "
+                f"name with --set name={space.name}-2, or delete {storage.url}"
+            )
+        study.sampler = make_sampler(space, cond.searched, len(study.get_trials(deepcopy=False)))
+        name_metrics(study, space)
+        return study
+    study = optuna.create_study(
+        study_name=space.name,
+        storage=storage,
+        sampler=make_sampler(space, cond.searched),
+        directions=list(directions(space)),  # type: ignore[arg-type]
+    )
+    name_metrics(study, space)
+    study.set_user_attr("autotune.space", fingerprint_space)
+    study.set_user_attr("autotune.space_yaml", sp.dump(space))
+    study.set_user_attr("autotune.objectives", [o.model_dump() for o in space.objectives])
+    # Trial 0 is always the baseline: PyTorch's defaults for the searched knobs.
+    study.enqueue_trial({}, user_attrs={"autotune.baseline": True})
+    if opts.warm_start is not None:
+        ws = opts.warm_start
+        study.set_user_attr(
+            "autotune.warm_start",
+            {"ref": ws.ref, "fp_hash": ws.fp_hash, "objectives": ws.objectives, "best": ws.best},
+        )
+        for config in ws.configs:
+            params = warm_params(config, cond.searched)
+            study.enqueue_trial(
+                params,
+                user_attrs={
+                    "autotune.source": f"warm start: {config.get('label', ws.ref)}",
+                    "autotune.source_fp": ws.fp_hash,
+                },
+            )
+    return study

@@ -1,0 +1,46 @@
+"""An existing study, found by its folder, its name under ./autotune-studies, or in a storage."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from autotune import space as sp
+from autotune.errors import StudyError
+from autotune.study.listing import offer
+from autotune.study.options import STUDIES_DIR, study_dir_for
+from autotune.study.storage import open_storage
+from autotune.tracking.connection import redact
+
+
+def find_study(ref: str, storage: str | None = None) -> tuple[Any, sp.Space, Path | None, dict]:
+    """An existing study by folder, name under ./autotune-studies, or name in --storage."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    path = Path(ref)
+    meta: dict[str, Any] = {}
+    study_dir: Path | None = None
+    for candidate in (path, study_dir_for(ref)):
+        if (candidate / "study.json").is_file():
+            study_dir = candidate.resolve()
+            meta = json.loads((candidate / "study.json").read_text())
+            break
+    url = storage or meta.get("storage")
+    if url is None:
+        raise StudyError(
+            f"no study '{ref}': not a study folder, no ./{STUDIES_DIR}/{ref}, and no "
+            f"--storage given{offer(ref)}"
+        )
+    name = meta.get("name", ref)
+    st = open_storage(url)
+    try:
+        study = optuna.load_study(study_name=name, storage=st)
+    except KeyError:
+        known = [s.study_name for s in optuna.get_all_study_summaries(st)]
+        where = redact(url)
+        raise StudyError(f"no study '{name}' in {where}{offer(name, known, 'there')}") from None
+    space = sp.loads(study.user_attrs["autotune.space_yaml"], source=f"study {name}")
+    meta.setdefault("storage", url)
+    return study, space, study_dir, meta

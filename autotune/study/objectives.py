@@ -1,0 +1,127 @@
+"""A trial as Optuna sees it: the objectives' directions, a trial's values and constraints from
+its metrics, the sampler (seeded per session), the knobs suggested from the searched domains,
+and the knobs and environment of a trial.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Mapping
+from typing import Any
+
+from autotune import space as sp
+
+PENALTY = 1e12  # objective value told to Optuna for a non-finite metric of an infeasible trial
+
+
+def directions(space: sp.Space) -> list[str]:
+    return [o.direction for o in space.objectives]
+
+
+def values_of(space: sp.Space, metrics: Mapping[str, Any]) -> list[float]:
+    """Objective values; a missing or non-finite metric becomes the worst value (PENALTY)."""
+    out = []
+    for o in space.objectives:
+        v = metrics.get(o.metric)
+        if v is None or not math.isfinite(float(v)):
+            v = PENALTY if o.direction == "minimize" else -PENALTY
+        out.append(float(v))
+    return out
+
+
+def constraints_of(space: sp.Space, outcome: str, metrics: Mapping[str, Any]) -> list[float]:
+    """Optuna constraint values (<= 0 is feasible): not diverged/oom, then each space constraint."""
+    out = [1.0 if outcome in ("diverged", "oom") else 0.0]
+    for c in space.constraints:
+        v = metrics.get(c.metric)
+        if v is None or not math.isfinite(float(v)):
+            out.append(1.0)
+        elif c.op == ">=":
+            out.append(float(c.value - v))
+        else:
+            out.append(float(v - c.value))
+    return out
+
+
+def constraint_names(space: sp.Space) -> list[str]:
+    """Names of the Optuna constraints, in the order of `constraints_of`."""
+    return ["not_diverged", *(f"{c.metric} {c.op} {c.value:g}" for c in space.constraints)]
+
+
+def sampler_seed(seed: int, trials_so_far: int) -> int:
+    """The sampler's seed for a driver that finds `trials_so_far` trials in the storage.
+
+    Optuna's samplers draw from a random state seeded once, so a resumed study seeded as at its
+    start would draw the same configurations again (TPE's and NSGA-II's random start-up phase
+    included). A fresh study keeps the space's seed; a resumed one gets a seed derived from it
+    and from how far the study got: still reproducible, never a replay."""
+    if trials_so_far == 0:
+        return seed
+    import numpy as np
+
+    return int(np.random.SeedSequence([seed % 2**32, trials_so_far]).generate_state(1)[0])
+
+
+def make_sampler(space: sp.Space, searched: Mapping[str, sp.Domain], trials_so_far: int = 0) -> Any:
+    import optuna
+
+    s = space.sampler
+    seed = sampler_seed(s.seed, trials_so_far)
+    if s.name == "tpe":
+        return optuna.samplers.TPESampler(
+            seed=seed,
+            n_startup_trials=s.n_startup_trials,
+            multivariate=True,
+        )
+    if s.name == "nsga2":
+        return optuna.samplers.NSGAIISampler(seed=seed)
+    if s.name == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    grid = {name: d.grid(space.knob_kind(name), s.grid_points) for name, d in searched.items()}
+    return optuna.samplers.GridSampler(grid, seed=seed)
+
+
+def suggest(trial: Any, space: sp.Space, searched: Mapping[str, sp.Domain]) -> dict[str, Any]:
+    """Ask Optuna for a value of every searched knob."""
+    params: dict[str, Any] = {}
+    for name, d in searched.items():
+        if d.is_choice:
+            params[name] = trial.suggest_categorical(name, list(d.choices))
+        elif space.knob_kind(name) == "int":
+            assert d.low is not None and d.high is not None
+            params[name] = trial.suggest_int(
+                name, int(d.low), int(d.high), step=int(d.step or 1), log=d.log
+            )
+        else:
+            assert d.low is not None and d.high is not None
+            params[name] = trial.suggest_float(
+                name, float(d.low), float(d.high), log=d.log, step=d.step
+            )
+    return params
+
+
+def trial_setup(
+    space: sp.Space, params: Mapping[str, Any], baseline: bool
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """The knobs and environment of one trial."""
+    if baseline:
+        return space.baseline_knobs(), space.baseline_env()
+    knobs = space.fixed_knobs()
+    env = space.fixed_env()
+    for name, value in params.items():
+        if name in sp.KNOBS:
+            knobs[name] = value
+        else:
+            env[name] = str(value)
+    return knobs, env
+
+
+def name_metrics(study: Any, space: sp.Space) -> None:
+    """Name the study's objectives after their metrics (optuna-dashboard shows these names,
+    else "Objective 0", "Objective 1"); also on a study made before names were set."""
+    names = [o.metric for o in space.objectives]
+    if study.metric_names != names:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # experimental in some Optuna versions
+            study.set_metric_names(names)

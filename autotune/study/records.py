@@ -1,0 +1,145 @@
+"""A trial's record: completed from what its process returned, written to trials/NNNN.json,
+told to Optuna; on resume, trials left running are told or run again, and finished trials
+without an MLflow run are logged again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from autotune import space as sp
+from autotune.study.objectives import constraint_names, constraints_of, values_of
+
+if TYPE_CHECKING:
+    from autotune.study.writer import MlflowWriter
+
+
+def complete_outcome(space: sp.Space, frozen: Any, result: Mapping[str, Any]) -> dict[str, Any]:
+    """A trial's full record: what the process returned plus knobs, values and constraints."""
+    summary = result.get("summary")
+    metrics = dict((summary or {}).get("metrics") or {})
+    outcome = dict(result)
+    outcome["number"] = frozen.number
+    outcome["baseline"] = bool(frozen.user_attrs.get("autotune.baseline"))
+    # The probe's knobs have every default resolved (the workload's learning rate included).
+    outcome["knobs"] = (summary or {}).get("knobs") or frozen.user_attrs.get("autotune.knobs", {})
+    outcome["env"] = frozen.user_attrs.get("autotune.env", {})
+    outcome["params"] = dict(frozen.params)
+    outcome["source"] = frozen.user_attrs.get("autotune.source")
+    if outcome["outcome"] == "failed":
+        outcome["values"] = outcome["constraints"] = None
+        outcome["feasible"] = False
+    else:
+        outcome["values"] = values_of(space, metrics)
+        outcome["constraints"] = constraints_of(space, outcome["outcome"], metrics)
+        outcome["constraint_names"] = constraint_names(space)
+        outcome["feasible"] = all(c <= 0 for c in outcome["constraints"])
+    return outcome
+
+
+def write_outcome(study_dir: Path, outcome: Mapping[str, Any]) -> Path:
+    """trials/NNNN.json, written atomically: the record MLflow is (re)logged from."""
+    folder = study_dir / "trials"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{outcome['number']:04d}.json"
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(outcome, default=str))
+    os.replace(tmp, path)
+    return path
+
+
+def read_outcome(study_dir: Path, number: int) -> dict[str, Any] | None:
+    path = study_dir / "trials" / f"{number:04d}.json"
+    try:
+        data: dict[str, Any] = json.loads(path.read_text())
+        return data
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def tell(study: Any, frozen: Any, outcome: Mapping[str, Any]) -> None:
+    """Store the trial's record as user attributes, then tell Optuna."""
+    import optuna
+
+    storage, tid = study._storage, frozen._trial_id
+    summary = outcome.get("summary") or {}
+    attrs = {
+        "autotune.outcome": outcome["outcome"],
+        "autotune.cause": outcome.get("cause"),
+        "autotune.error": (outcome.get("error") or "")[:2000] or None,
+        "autotune.metrics": summary.get("metrics") or {},
+        "autotune.feasible": bool(outcome.get("feasible")),
+        "autotune.fp_hash": (outcome.get("fingerprint") or {}).get("hash"),
+        "autotune.node": outcome.get("node"),
+        "autotune.ray_node": outcome.get("ray_node"),
+        "autotune.wall_s": outcome.get("wall_s"),
+        "autotune.effective_batch": summary.get("effective_batch"),
+    }
+    if outcome.get("knobs"):
+        attrs["autotune.knobs"] = outcome["knobs"]
+    if outcome.get("constraints") is not None:
+        attrs["autotune.constraints"] = outcome["constraints"]
+        attrs["autotune.constraint_names"] = outcome.get("constraint_names")  # for why_none
+    for key, value in attrs.items():
+        storage.set_trial_user_attr(tid, key, value)
+    if outcome.get("constraints") is not None:
+        # Constrained TPE and NSGA-II read these: a value > 0 makes the trial infeasible.
+        trial = optuna.trial.Trial(study, tid)
+        names = outcome.get("constraint_names") or [
+            f"c{i}" for i in range(len(outcome["constraints"]))
+        ]
+        for name, value in zip(names, outcome["constraints"], strict=True):
+            if f"constraints:{name}" not in frozen.system_attrs:
+                trial.set_constraint(name, value)
+    try:
+        if outcome["outcome"] == "failed":
+            study.tell(frozen.number, state=optuna.trial.TrialState.FAIL)
+        else:
+            study.tell(frozen.number, values=outcome["values"])
+    except (RuntimeError, KeyError):
+        # GridSampler.after_trial calls Study.stop() once the grid is used up (a RuntimeError
+        # outside study.optimize) and reads a "grid_id" that enqueued trials lack; Optuna
+        # stores the trial's state before re-raising, so only a trial still RUNNING failed.
+        if storage.get_trial(tid).state == optuna.trial.TrialState.RUNNING:
+            raise
+
+
+def count_finished(study: Any) -> int:
+    import optuna
+
+    done = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL)
+    return len(study.get_trials(deepcopy=False, states=done))
+
+
+def stale_trials(study: Any, study_dir: Path, space: sp.Space, logger: MlflowWriter) -> list[Any]:
+    """Trials left RUNNING by a driver that died: tell the ones whose record was written,
+    return the others to be run again under the same number."""
+    import optuna
+
+    rerun = []
+    for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+        saved = read_outcome(study_dir, t.number)
+        if saved is not None:
+            tell(study, t, saved)
+            logger.log(saved)
+        else:
+            rerun.append(t)
+    return rerun
+
+
+def reconcile(study: Any, study_dir: Path, logger: MlflowWriter) -> None:
+    """Log to MLflow every finished trial that has no complete child run yet."""
+    import optuna
+
+    logged = logger.logged()
+    done = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL)
+    for t in study.get_trials(deepcopy=False, states=done):
+        if t.number in logged:
+            continue
+        saved = read_outcome(study_dir, t.number)
+        if saved is not None:
+            logger.log(saved)

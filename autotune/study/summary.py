@@ -1,0 +1,285 @@
+"""The study's summary: the Pareto front, the improvement over the baseline, the verified
+candidates and the pick, parameter importances, and its text for the terminal.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from autotune import space as sp
+from autotune.study.objectives import constraint_names, constraints_of, directions
+from autotune.study.pick import dominates
+from autotune.tracking.connection import redact
+
+
+def pareto_front(points: Sequence[tuple[int, Sequence[float]]], dirs: Sequence[str]) -> list[int]:
+    return [n for n, v in points if not any(dominates(w, v, dirs) for m, w in points if m != n)]
+
+
+def summarize(
+    study: Any,
+    space: sp.Space,
+    study_dir: Path | None = None,
+    dropped: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """The study's summary from the Optuna storage alone (so `autotune show` can print it)."""
+    import optuna
+
+    trials = study.get_trials(deepcopy=False)
+    dirs = directions(space)
+    counts: dict[str, int] = {"complete": 0, "diverged": 0, "oom": 0, "failed": 0, "running": 0}
+    feasible: list[tuple[int, list[float]]] = []
+    baseline = None
+    info: dict[int, Any] = {}
+    for t in trials:
+        if t.state == optuna.trial.TrialState.RUNNING:
+            counts["running"] += 1
+            continue
+        outcome = t.user_attrs.get("autotune.outcome", "failed")
+        counts[outcome] = counts.get(outcome, 0) + 1
+        info[t.number] = t
+        if t.user_attrs.get("autotune.baseline"):
+            baseline = t
+        if t.state == optuna.trial.TrialState.COMPLETE and t.user_attrs.get("autotune.feasible"):
+            feasible.append((t.number, list(t.values)))
+    front = sorted(
+        pareto_front(feasible, dirs),
+        key=lambda n: info[n].values[0] * (1 if dirs[0] == "minimize" else -1),
+    )
+    objectives = [o.model_dump() for o in space.objectives]
+
+    def broken(t: Any) -> list[str]:
+        """The space constraints a completed trial breaks, with its value."""
+        metrics = t.user_attrs.get("autotune.metrics") or {}
+        names = constraint_names(space)[1:]
+        values = constraints_of(space, "complete", metrics)[1:]
+        out = []
+        for c, name, v in zip(space.constraints, names, values, strict=True):
+            if v > 0:
+                got = metrics.get(c.metric)
+                out.append(f"{name} (got {got:.3g})" if got is not None else f"{name} (no value)")
+        return out
+
+    def row(t: Any) -> dict[str, Any]:
+        return {
+            "number": t.number,
+            "values": list(t.values) if t.values else None,
+            "metrics": t.user_attrs.get("autotune.metrics", {}),
+            "knobs": t.user_attrs.get("autotune.knobs", {}),
+            "params": dict(t.params),
+            "outcome": t.user_attrs.get("autotune.outcome"),
+            "cause": t.user_attrs.get("autotune.cause"),
+            "feasible": bool(t.user_attrs.get("autotune.feasible")),
+            "baseline": bool(t.user_attrs.get("autotune.baseline")),
+            "broken": broken(t) if t.user_attrs.get("autotune.outcome") == "complete" else [],
+        }
+
+    best: dict[str, float] = {}
+    improvement: dict[str, Any] = {}
+    for i, o in enumerate(space.objectives):
+        vals = [v[i] for _, v in feasible]
+        if not vals:
+            continue
+        b = min(vals) if o.direction == "minimize" else max(vals)
+        best[o.metric] = b
+        base = (
+            (baseline.user_attrs.get("autotune.metrics") or {}).get(o.metric) if baseline else None
+        )
+        change = None
+        if base is not None and base != 0 and math.isfinite(base):
+            change = 100.0 * (b - base) / abs(base)
+        improvement[o.metric] = {"baseline": base, "best": b, "change_pct": change}
+    return {
+        **_verified_and_pick(study, objectives),
+        "study": space.name,
+        "objectives": objectives,
+        "trials": space.budget.trials,
+        "baseline": row(baseline) if baseline is not None else None,
+        "pareto": [row(info[n]) for n in front],
+        "best": best,
+        "improvement": improvement,
+        "counts": counts,
+        "dropped_knobs": dict(dropped or {}),
+        "study_dir": str(study_dir) if study_dir else None,
+    }
+
+
+def _verified_and_pick(study: Any, objectives: list[dict[str, Any]]) -> dict[str, Any]:
+    """The summary's `verified`, `pick` and `warm_start` parts."""
+    import optuna
+
+    from autotune.study import pick as pk
+
+    cands = pk.candidates(study)
+    verified = [
+        {
+            "number": c.number,
+            "diverged_share": c.verified.get("diverged_share"),
+            "seeds": c.verified.get("seeds"),
+            "metrics": {
+                o["metric"]: (c.verified.get("metrics") or {}).get(o["metric"]) for o in objectives
+            },
+            "run_id": c.verified.get("run_id"),
+        }
+        for c in pk.ranked(cands, objectives)
+        if c.verified
+    ]
+    out: dict[str, Any] = {"verified": verified, "pick": None, "warm_start": None}
+    if cands:
+        chosen = pk.pick(cands, objectives, "balanced")
+        out["pick"] = {
+            "how": "balanced",
+            "number": chosen.number,
+            "verified": chosen.verified is not None,
+            "values": [chosen.value(o["metric"], i) for i, o in enumerate(objectives)],
+            "params": chosen.params,
+            "knobs": chosen.knobs,
+        }
+    warm = study.user_attrs.get("autotune.warm_start")
+    if warm:
+        feasible = [
+            (t.number, t.values)
+            for t in sorted(study.get_trials(deepcopy=False), key=lambda t: t.number)
+            if t.state == optuna.trial.TrialState.COMPLETE and t.user_attrs.get("autotune.feasible")
+        ]
+        matched = None
+        if warm.get("best") and [o["metric"] for o in warm.get("objectives") or []] == [
+            o["metric"] for o in objectives
+        ]:
+            matched = pk.matched_at(feasible, warm["best"], objectives)
+        out["warm_start"] = {**warm, "matched_at": matched}
+    return out
+
+
+def importances(study: Any, summary: Mapping[str, Any]) -> dict[str, dict[str, float]] | None:
+    """Parameter importances per objective: Optuna's PED-ANOVA evaluator (which parameters
+    matter for reaching the best values). Not fANOVA or mean decrease in impurity: those fit
+    random forests with scikit-learn, whose import alone took 2 s at the end of every study."""
+    import optuna
+
+    complete = [
+        t
+        for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+        if t.params and t.user_attrs.get("autotune.feasible")
+    ]
+    if len(complete) < 3:
+        return None
+    out: dict[str, dict[str, float]] = {}
+    for i, o in enumerate(summary["objectives"]):
+        try:
+            with warnings.catch_warnings():
+                # It warns that it looks for low target values: a maximised one is negated.
+                warnings.simplefilter("ignore", UserWarning)
+                out[o["metric"]] = dict(
+                    optuna.importance.get_param_importances(
+                        study,
+                        target=_value_getter(i, o.get("direction", "minimize")),
+                        evaluator=optuna.importance.PedAnovaImportanceEvaluator(),
+                        params=None,
+                    )
+                )
+        except Exception:
+            continue
+    return out or None
+
+
+def _value_getter(i: int, direction: str) -> Callable[[Any], float]:
+    sign = -1.0 if direction == "maximize" else 1.0
+    return lambda t: sign * float(t.values[i])
+
+
+def format_summary(summary: Mapping[str, Any], *, tracking_uri: str | None = None) -> str:
+    """The end-of-study report: counts, baseline vs best, the Pareto front, where to look."""
+    lines = []
+    c = summary["counts"]
+    done = sum(v for k, v in c.items() if k != "running")
+    lines.append(
+        f"study {summary['study']}: {done}/{summary['trials']} trials — "
+        f"{c.get('complete', 0)} complete, {c.get('diverged', 0)} diverged, "
+        f"{c.get('oom', 0)} out of memory, {c.get('failed', 0)} failed"
+        + (f", {c['running']} interrupted" if c.get("running") else "")
+    )
+    base = summary.get("baseline")
+    objs = summary["objectives"]
+    if base is not None:
+        state = base["outcome"] + (f" ({base['cause']})" if base.get("cause") else "")
+        if base["outcome"] == "complete" and not base["feasible"]:
+            broken = base.get("broken") or []
+            state += f" (infeasible: breaks {', '.join(broken)})" if broken else " (infeasible)"
+        lines.append(f"baseline (trial {base['number']}, PyTorch defaults): {state}")
+    for o in objs:
+        imp = summary["improvement"].get(o["metric"])
+        if not imp:
+            continue
+        b = imp["baseline"]
+        text = f"  {o['metric']:<12} best {imp['best']:.4g}"
+        if b is not None:
+            text += f"  baseline {b:.4g}"
+            if imp["change_pct"] is not None:
+                text += f"  ({imp['change_pct']:+.1f}%)"
+        lines.append(text)
+    if not summary["pareto"]:
+        lines.append(
+            "no feasible trial: every trial diverged, failed or broke a constraint "
+            "(see `autotune show` and the MLflow UI for causes)"
+        )
+    else:
+        lines.append("Pareto front (feasible trials no other trial beats on every objective):")
+        header = f"  {'trial':>5}  " + "  ".join(f"{o['metric']:>12}" for o in objs) + "  knobs"
+        lines.append(header)
+        for r in summary["pareto"]:
+            vals = "  ".join(f"{v:>12.4g}" for v in r["values"])
+            params = ", ".join(f"{k}={_short(v)}" for k, v in r["params"].items())
+            lines.append(f"  {r['number']:>5}  {vals}  {params}")
+    if summary.get("verified"):
+        from autotune.verify import format_interval
+
+        first = summary["verified"][0]
+        lines.append(
+            f"verified with seeds {first.get('seeds')} (mean [95% interval] over the seeds that "
+            "did not diverge):"
+        )
+        for v in summary["verified"]:
+            vals = "  ".join(
+                f"{o['metric']} {format_interval(v['metrics'].get(o['metric']))}" for o in objs
+            )
+            lines.append(
+                f"  trial {v['number']:>4}  {vals}  diverged {v['diverged_share'] or 0:.0%}"
+            )
+    pick = summary.get("pick")
+    if pick:
+        lines.append(
+            f"pick (balanced: the knee of the front{', verified' if pick['verified'] else ''}): "
+            f"trial {pick['number']}  "
+            + ", ".join(f"{k}={_short(v)}" for k, v in (pick.get("params") or {}).items())
+        )
+    warm = summary.get("warm_start")
+    if warm:
+        text = f"warm start from {warm['ref']}" + (
+            f" (tuned on {warm['fp_hash']})" if warm.get("fp_hash") else ""
+        )
+        if warm.get("matched_at") is not None:
+            text += (
+                f": matched the source's best at trial {warm['matched_at']} "
+                f"({warm['matched_at'] + 1} trials, counting the baseline)"
+            )
+        elif warm.get("best"):
+            text += ": the source's best was not matched (within 5%) in this study"
+        lines.append(text)
+    for name, why in (summary.get("dropped_knobs") or {}).items():
+        lines.append(f"not searched: {name} ({why})")
+    lines.append(
+        "next: `autotune ui` to browse the trials"
+        + (f" ({redact(tracking_uri)})" if tracking_uri else "")
+        + f", `autotune show {summary['study']}` for this summary again"
+        + (f", `autotune export {summary['study']} -o recipe.yaml` for the recipe" if pick else "")
+    )
+    return "\n".join(lines)
+
+
+def _short(v: Any) -> str:
+    return f"{v:.3g}" if isinstance(v, float) else str(v)

@@ -1,0 +1,152 @@
+"""The verification phase: the best candidates re-run with other seeds (see `autotune.verify`),
+their verified numbers stored in the study and MLflow.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from autotune import space as sp
+from autotune.probe import ProbeConfig
+from autotune.process.launcher import run_trial_process
+from autotune.study.options import StudyOptions
+from autotune.study.progress import fmt_s
+from autotune.study.session import plan_resources
+from autotune.study.writer import MlflowWriter
+
+
+def to_verify(study: Any, space: sp.Space) -> list[Any]:
+    """The best `verify.top_k` candidates (by their own values) not yet verified."""
+    from autotune.study import pick
+
+    if space.verify.top_k <= 0:
+        return []
+    objectives = [o.model_dump() for o in space.objectives]
+    cands = pick.candidates(study)
+    plain = [dataclasses.replace(c, verified=None) for c in cands]
+    top = {c.number for c in pick.ranked(plain, objectives)[: space.verify.top_k]}
+    return [c for c in cands if c.number in top and c.verified is None]
+
+
+def _verify_task(
+    probe: dict[str, Any], env: dict[str, str], timeout_s: float, threads: int | None
+) -> dict[str, Any]:
+    """A Ray task: one verification probe in a fresh process on a worker."""
+    out = run_trial_process(probe, env, timeout_s=timeout_s, threads=threads)
+    with contextlib.suppress(Exception):
+        import ray
+
+        out["ray_node"] = ray.get_runtime_context().get_node_id()
+    return out
+
+
+def _verify_path(study_dir: Path, number: int, seed: int) -> Path:
+    return study_dir / "verify" / f"{number:04d}-seed{seed}.json"
+
+
+def _save_seed(study_dir: Path, number: int, seed: int, out: dict[str, Any]) -> dict[str, Any]:
+    """Write one seed's outcome (without its step series) atomically; return what was written."""
+    path = _verify_path(study_dir, number, seed)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    slim = dict(out)
+    if slim.get("summary"):
+        slim["summary"] = {k: v for k, v in slim["summary"].items() if k != "series"}
+    tmp.write_text(json.dumps(slim, default=str))
+    os.replace(tmp, path)
+    return slim
+
+
+def verify_phase(
+    opts: StudyOptions, study: Any, logger: MlflowWriter, study_dir: Path, ray: Any
+) -> bool:
+    """Re-run the best candidates with other seeds; store the verified numbers in the study and
+    MLflow. Returns True when interrupted (what finished is kept: the next run continues)."""
+    from autotune import verify as vf
+
+    space = opts.space
+    todo = to_verify(study, space)
+    if not todo:
+        return False
+    say = (lambda _t: None) if opts.quiet else print
+    conc, resources, threads = plan_resources(space, ray.cluster_resources())
+    seeds = vf.seeds_for(space.probe.seed, space.verify.seeds)
+    metrics = list(dict.fromkeys([*(o.metric for o in space.objectives), *vf.REPORTED]))
+    say(
+        f"verifying the best {len(todo)} candidate(s) (trials "
+        f"{', '.join(str(c.number) for c in todo)}) with seeds {seeds}"
+    )
+    remote = ray.remote(num_cpus=resources.get("cpu", 1.0), num_gpus=resources.get("gpu", 0.0))(
+        _verify_task
+    )
+    results: dict[int, list[dict[str, Any]]] = {c.number: [] for c in todo}
+    pending: list[tuple[Any, int]] = []
+    for c in todo:
+        for seed in seeds:
+            path = _verify_path(study_dir, c.number, seed)
+            if path.is_file():
+                results[c.number].append(json.loads(path.read_text()))
+            else:
+                pending.append((c, seed))
+    inflight: dict[Any, tuple[Any, int]] = {}
+    started = time.monotonic()
+    total = len(todo) * len(seeds)
+
+    def finished(c: Any) -> None:
+        runs = sorted(results[c.number], key=lambda r: r["seed"])
+        res = vf.summarize_seeds(runs, metrics)
+        fp = next((r.get("fingerprint") for r in runs if r.get("fingerprint")), None)
+        res["run_id"] = logger.verification(c.number, res, fp)
+        study.set_user_attr(f"autotune.verified.{c.number}", res)
+        shown = "  ".join(f"{m} {vf.format_interval(res['metrics'].get(m))}" for m in metrics[:2])
+        say(f"  verified trial {c.number}: {shown}  diverged {res['diverged_share']:.0%} of seeds")
+
+    for c in todo:
+        if len(results[c.number]) == len(seeds):
+            finished(c)
+    try:
+        while pending or inflight:
+            while pending and len(inflight) < conc:
+                c, seed = pending.pop(0)
+                cfg = ProbeConfig.from_space(space, knobs=c.knobs, env=c.env, seed=seed)
+                ref = remote.remote(cfg.to_dict(), c.env, space.budget.trial_timeout_s, threads)
+                inflight[ref] = (c, seed)
+            ready, _ = ray.wait(list(inflight), num_returns=1)
+            for ref in ready:
+                c, seed = inflight.pop(ref)
+                try:
+                    out = ray.get(ref)
+                except Exception as e:  # the worker died: a failed seed, not a failed study
+                    out = {
+                        "outcome": "failed",
+                        "cause": "worker_died",
+                        "error": f"{type(e).__name__}: {str(e)[:500]}",
+                        "summary": None,
+                    }
+                out.update(seed=seed, number=c.number)
+                results[c.number].append(_save_seed(study_dir, c.number, seed, out))
+                done = sum(len(v) for v in results.values())
+                say(
+                    f"  [{done}/{total}] trial {c.number} seed {seed}: {out['outcome']}"
+                    + (f" ({out['cause']})" if out.get("cause") else "")
+                    + f"  [{fmt_s(time.monotonic() - started)}]"
+                )
+                if len(results[c.number]) == len(seeds):
+                    finished(c)
+    except KeyboardInterrupt:
+        for ref in inflight:
+            with contextlib.suppress(Exception):
+                ray.cancel(ref, force=True)
+        print(
+            "interrupted during verification; run the same command again to finish it",
+            file=sys.stderr,
+        )
+        return True
+    return False

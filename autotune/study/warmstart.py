@@ -1,0 +1,86 @@
+"""Warm start: configurations of an earlier study or a recipe, tried first (after the baseline)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from autotune import space as sp
+from autotune.errors import StudyError
+from autotune.study.find import find_study
+from autotune.study.options import WarmStart
+
+
+def warm_params(config: Mapping[str, Any], searched: Mapping[str, sp.Domain]) -> dict[str, Any]:
+    """A source configuration as this study's params: only searched knobs, clamped into their
+    domains (a choice the domain lacks is left to the sampler)."""
+    values = {**(config.get("knobs") or {}), **(config.get("env") or {})}
+    out: dict[str, Any] = {}
+    for name, dom in searched.items():
+        if name not in values or values[name] is None:
+            continue
+        v = values[name]
+        if dom.is_choice:
+            match = [c for c in dom.choices if c == v or str(c) == str(v)]
+            if match:
+                out[name] = match[0]
+            continue
+        try:
+            x = float(v)
+        except (TypeError, ValueError):
+            continue
+        lo, hi = float(dom.low), float(dom.high)  # type: ignore[arg-type]
+        x = min(max(x, lo), hi)
+        info = sp.KNOBS.get(name)
+        is_int = info.kind == "int" if info is not None else isinstance(dom.low, int)
+        out[name] = round(x) if is_int else x
+    return out
+
+
+def load_warm_start(ref: str, storage: str | None = None, top: int = 3) -> WarmStart:
+    """The configurations to warm-start from: a recipe file's, or an earlier study's best
+    `top` candidates (verified ones first, in pick order)."""
+    from autotune.recipe import Recipe
+    from autotune.study import pick
+
+    path = Path(ref)
+    if path.is_file():
+        r = Recipe.load(path)
+        objectives = [
+            {"metric": m, "direction": a.get("direction", "minimize")}
+            for m, a in r.achieved.items()
+        ]
+        best = [
+            float(((a.get("verified") or {}).get("mean")) or a.get("value") or math.nan)
+            for a in r.achieved.values()
+        ]
+        return WarmStart(
+            ref=str(path),
+            configs=[{"knobs": dict(r.knobs), "env": dict(r.env), "label": f"recipe {path.name}"}],
+            fp_hash=r.fingerprint_hash,
+            objectives=objectives,
+            best=best if objectives else None,
+        )
+    study, space, _, _ = find_study(ref, storage)
+    objectives = [o.model_dump() for o in space.objectives]
+    cands = pick.candidates(study)
+    if not cands:
+        raise StudyError(
+            f"--warm-start {ref}: that study has no feasible trial to start from "
+            f"({pick.why_none(study)})"
+        )
+    chosen = pick.pick(cands, objectives, "balanced")
+    order = [chosen] + [c for c in pick.ranked(cands, objectives) if c is not chosen]
+    hashes = {c.fp_hash for c in order[:top] if c.fp_hash}
+    return WarmStart(
+        ref=ref,
+        configs=[
+            {"knobs": c.knobs, "env": c.env, "label": f"{space.name} trial {c.number}"}
+            for c in order[:top]
+        ],
+        fp_hash=", ".join(sorted(hashes)) or None,
+        objectives=objectives,
+        best=[chosen.value(o["metric"], i) for i, o in enumerate(objectives)],
+    )

@@ -1,0 +1,58 @@
+"""Everything MLflow: the connection, the study's runs, the summary, its plots and the UI.
+
+The driver is the only MLflow writer. Every function here takes an explicit
+`mlflow.tracking.MlflowClient` and never touches MLflow's global active-run state, so the driver
+can log trial N while trial N+1 runs. mlflow is imported inside the functions: importing this
+package is cheap (`plots` and `ui` are imported only where used). It must not import ray.
+
+`connection` (URI, redaction, a checked client), `runs` (experiment, study run, trial and
+verification runs), `summary` (the study's summary artifacts), `values` (MLflow's limits),
+`plots`, `ui` (`autotune ui`).
+"""
+
+from autotune.tracking.connection import DEFAULT_URI, connect, redact, resolve_uri
+from autotune.tracking.runs import (
+    ROLE_VERIFICATION,
+    TAG_LOGGED,
+    TAG_PARENT,
+    TAG_ROLE,
+    TAG_STUDY,
+    TAG_TRIAL_NUMBER,
+    TAG_VERIFIED_TRIAL,
+    ensure_experiment,
+    ensure_study_run,
+    find_study_run,
+    fingerprint_tags,
+    log_trial,
+    log_verification,
+    logged_trials,
+    set_study_status,
+    trial_params,
+    trial_run_ids,
+)
+from autotune.tracking.summary import log_study_summary
+
+__all__ = [
+    "DEFAULT_URI",
+    "ROLE_VERIFICATION",
+    "TAG_LOGGED",
+    "TAG_PARENT",
+    "TAG_ROLE",
+    "TAG_STUDY",
+    "TAG_TRIAL_NUMBER",
+    "TAG_VERIFIED_TRIAL",
+    "connect",
+    "ensure_experiment",
+    "ensure_study_run",
+    "find_study_run",
+    "fingerprint_tags",
+    "log_study_summary",
+    "log_trial",
+    "log_verification",
+    "logged_trials",
+    "redact",
+    "resolve_uri",
+    "set_study_status",
+    "trial_params",
+    "trial_run_ids",
+]

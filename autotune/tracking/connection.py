@@ -1,0 +1,276 @@
+"""The MLflow connection: the tracking URI (resolved, redacted for messages) and a client that
+is known to reach its server or database before anything is logged, with one clear error."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import socket
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from autotune.errors import TrackingError
+
+if TYPE_CHECKING:
+    from mlflow.tracking import MlflowClient
+
+
+DEFAULT_URI = "sqlite:///mlflow.db"
+
+
+_CREDENTIALS = re.compile(r"^([^:/?#]+://[^:@/]*:).*@([^@/]*(?:/.*)?)$", re.S)
+_DB_SCHEMES = {"postgresql": 5432, "postgres": 5432, "mysql": 3306, "mariadb": 3306, "mssql": 1433}
+
+
+_TCP_TIMEOUT_S = 3.0
+
+
+_DB_CONNECT_TIMEOUT_S = 5
+
+
+_HTTP_TIMEOUT_S = 5
+
+
+def resolve_uri(uri: str | None) -> str:
+    """The tracking URI to use: `uri`, else $MLFLOW_TRACKING_URI, else `sqlite:///mlflow.db`.
+
+    Relative SQLite paths and plain/`file:` paths are made absolute against the current folder,
+    so trials that run in other folders and `mlflow ui` started here see the same store. Server
+    and database URIs (http, https, postgresql, mysql, ...) are returned unchanged.
+    """
+    chosen = (uri or "").strip() or os.environ.get("MLFLOW_TRACKING_URI", "").strip() or DEFAULT_URI
+    scheme = uri_scheme(chosen)
+    if scheme == "sqlite":
+        return _absolute_sqlite(chosen)
+    if scheme == "file":
+        path = _file_uri_path(chosen)
+        return Path(path).expanduser().resolve().as_uri()
+    if scheme == "":
+        return Path(chosen).expanduser().resolve().as_uri()
+    return chosen
+
+
+def uri_scheme(uri: str) -> str:
+    match = re.match(r"^([A-Za-z][A-Za-z0-9+.\-]*):", uri)
+    if not match or len(match.group(1)) == 1:  # no scheme, or a Windows drive letter
+        return ""
+    return match.group(1).lower().split("+", 1)[0]
+
+
+def _absolute_sqlite(uri: str) -> str:
+    rest = uri.split(":", 1)[1]
+    if not rest.startswith("///"):
+        return uri  # `sqlite://` (in memory) or a form we do not rewrite
+    path_and_query = rest[3:]
+    path, sep, query = path_and_query.partition("?")
+    if path in ("", ":memory:") or path.startswith("file:"):
+        return uri
+    absolute = str(Path(path).expanduser().resolve())
+    return f"sqlite:///{absolute}" + (sep + query if sep else "")
+
+
+def _file_uri_path(uri: str) -> str:
+    parts = urlsplit(uri)
+    if parts.netloc and parts.netloc != "localhost":
+        return "//" + parts.netloc + parts.path
+    return parts.path or uri.split(":", 1)[1]
+
+
+def sqlite_path(uri: str) -> Path | None:
+    rest = uri.split(":", 1)[1]
+    if not rest.startswith("///"):
+        return None
+    path = rest[3:].partition("?")[0]
+    if path in ("", ":memory:") or path.startswith("file:"):
+        return None
+    return Path(path)
+
+
+def _unreachable(uri: str, reason: object) -> TrackingError:
+    if uri_scheme(uri) in ("sqlite", "file", ""):
+        return TrackingError(
+            f"cannot open the MLflow tracking store at {uri}: {reason}. Pass --tracking-uri / "
+            f"set MLFLOW_TRACKING_URI to another store (default: {DEFAULT_URI} in this folder)."
+        )
+    return TrackingError(
+        f"cannot reach the MLflow tracking store at {redact(uri)}: {reason}. Start the server, "
+        "or pass --tracking-uri / set MLFLOW_TRACKING_URI to a reachable store "
+        f"(default: {DEFAULT_URI} in this folder)."
+    )
+
+
+def redact(uri: str) -> str:
+    """The URI (an MLflow store, a database URL) with its password, if any, as `***`; for
+    messages and records. A password may hold `@`: the host starts after the last one."""
+    return _CREDENTIALS.sub(r"\1***@\2", uri)
+
+
+def one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    first = text[0] if text else ""
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+
+
+@contextlib.contextmanager
+def _env(values: Mapping[str, str]) -> Iterator[None]:
+    saved = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, old in saved.items():
+            if old is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = old
+
+
+# MLflow and alembic log each step of creating (or upgrading) a database store's tables at INFO:
+# noise in a user's first study, where nothing needs their attention.
+_STORE_LOGGERS = ("mlflow.store.db.utils", "alembic")
+
+
+@contextlib.contextmanager
+def quiet_store_creation() -> Iterator[None]:
+    """Raise the store-creation loggers to WARNING while the block runs (warnings still show)."""
+    loggers = [logging.getLogger(name) for name in _STORE_LOGGERS]
+    saved = [lg.level for lg in loggers]
+    for lg in loggers:
+        if lg.getEffectiveLevel() < logging.WARNING:
+            lg.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, saved, strict=True):
+            lg.setLevel(level)
+
+
+def _with_connect_timeout(uri: str, scheme: str) -> str:
+    """Add `connect_timeout` to a PostgreSQL/MySQL URI that has none, so a dead server fails."""
+    if scheme not in ("postgresql", "postgres", "mysql", "mariadb"):
+        return uri
+    parts = urlsplit(uri)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    if any(key == "connect_timeout" for key, _ in query):
+        return uri
+    query.append(("connect_timeout", str(_DB_CONNECT_TIMEOUT_S)))
+    return urlunsplit(parts._replace(query=urlencode(query)))
+
+
+def _check_tcp(uri: str, host: str | None, port: int | None) -> None:
+    """A bounded TCP connect, so a dead or firewalled host fails in seconds."""
+    if not host or not port:
+        return
+    try:
+        socket.create_connection((host, port), timeout=_TCP_TIMEOUT_S).close()
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise _unreachable(uri, f"nothing answers on {host}:{port} ({reason})") from exc
+
+
+def _check_http(uri: str) -> None:
+    import urllib.request
+
+    parts = urlsplit(uri)
+    try:
+        port = parts.port or (443 if parts.scheme.lower() == "https" else 80)
+    except ValueError as exc:
+        raise TrackingError(f"invalid tracking URI {redact(uri)}: {exc}") from exc
+    proxies = urllib.request.getproxies()
+    via_proxy = bool(proxies.get(parts.scheme.lower()))
+    if parts.hostname and via_proxy and not urllib.request.proxy_bypass(parts.hostname):
+        return  # reached through a proxy: only the HTTP probe can tell
+    _check_tcp(uri, parts.hostname, port)
+
+
+def _check_database(uri: str, client_uri: str, scheme: str) -> None:
+    """One TCP probe and one SQLAlchemy connection, each bounded: MLflow itself retries ~100 s.
+
+    `uri` is what the user gave (for messages), `client_uri` the same with a connect timeout.
+    """
+    import sqlalchemy
+    from sqlalchemy.pool import NullPool
+
+    try:
+        url = sqlalchemy.engine.make_url(client_uri)
+    except Exception as exc:
+        raise TrackingError(f"invalid tracking URI {redact(uri)}: {one_line(exc)}") from exc
+    _check_tcp(uri, url.host, url.port or _DB_SCHEMES.get(scheme))
+    try:
+        engine = sqlalchemy.create_engine(client_uri, poolclass=NullPool)
+    except ModuleNotFoundError as exc:
+        raise TrackingError(
+            f"the database driver for {redact(uri)} is not installed ({exc.name}); install it, "
+            "e.g. `pip install 'psycopg[binary]'` for postgresql:// (SQLAlchemy 2.1's default "
+            "driver; psycopg2-binary serves postgresql+psycopg2://) or `pip install pymysql` for "
+            "MySQL."
+        ) from exc
+    except Exception as exc:
+        raise TrackingError(f"invalid tracking URI {redact(uri)}: {one_line(exc)}") from exc
+    try:
+        with engine.connect():
+            pass
+    except Exception as exc:
+        raise _unreachable(uri, one_line(exc)) from exc
+    finally:
+        engine.dispose()
+
+
+def _check_sqlite(uri: str) -> None:
+    path = sqlite_path(uri)
+    if path is None:
+        return
+    folder = path.parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise TrackingError(
+            f"cannot create the folder {folder} for the MLflow store {uri}: {exc}. Pass "
+            "--tracking-uri / set MLFLOW_TRACKING_URI to a writable location."
+        ) from exc
+    # SQLite writes its journal next to the database: the folder must be writable too.
+    for target in (folder, path) if path.exists() else (folder,):
+        if not os.access(target, os.W_OK):
+            raise TrackingError(
+                f"the MLflow store {uri} is not writable ({target}). Pass --tracking-uri / set "
+                "MLFLOW_TRACKING_URI to a writable location."
+            )
+
+
+def connect(uri: str) -> MlflowClient:
+    """A client for `uri` (already resolved), after checking that the store answers.
+
+    Fails within seconds with a TrackingError naming the URI when the store is unreachable:
+    HTTP without retries and with a short timeout, databases with a bounded TCP probe and
+    connect timeout, SQLite with a check that its folder exists (or is created) and is writable.
+    """
+    from mlflow.tracking import MlflowClient
+
+    scheme = uri_scheme(uri)
+    probe_env: dict[str, str] = {}
+    client_uri = uri
+    if scheme in ("http", "https"):
+        _check_http(uri)
+        probe_env = {
+            "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0",
+            "MLFLOW_HTTP_REQUEST_TIMEOUT": str(_HTTP_TIMEOUT_S),
+        }
+    elif scheme == "sqlite":
+        _check_sqlite(uri)
+    elif scheme in _DB_SCHEMES:
+        client_uri = _with_connect_timeout(uri, scheme)
+        _check_database(uri, client_uri, scheme)
+
+    try:
+        with _env(probe_env), quiet_store_creation():
+            client = MlflowClient(tracking_uri=client_uri)
+            client.search_experiments(max_results=1)
+    except TrackingError:
+        raise
+    except Exception as exc:
+        raise _unreachable(uri, one_line(exc)) from exc
+    return client

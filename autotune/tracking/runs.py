@@ -1,0 +1,460 @@
+"""The study's runs in MLflow: the experiment, the parent run of a study, a child run per trial
+and per verification.
+
+- experiment = the study name;
+- parent run (tags `autotune.role=study`, `autotune.study=<name>`): the study's settings as params,
+  `space.yaml`, and at the end the summary (`autotune.tracking.summary`);
+- child run per trial (`trial-0007`, `trial-0000-baseline`): knobs as params, the probe's summary
+  metrics, the step series as metric histories, fingerprint tags and artifacts. The tag
+  `autotune.logged=true` is written last: a child without it was cut short and is logged again.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from autotune.numbers import finite
+
+if TYPE_CHECKING:
+    from mlflow.entities import Metric, Run
+    from mlflow.tracking import MlflowClient
+
+from autotune.tracking.connection import one_line, sqlite_path, uri_scheme
+from autotune.tracking.values import (
+    bool_str,
+    clean_key,
+    clean_params,
+    clean_tags,
+    log_entities,
+    log_metrics,
+    to_json,
+)
+
+log = logging.getLogger(__name__)
+
+
+TAG_ROLE = "autotune.role"
+
+
+TAG_STUDY = "autotune.study"
+
+
+TAG_TRIAL_NUMBER = "autotune.trial_number"
+
+
+TAG_LOGGED = "autotune.logged"
+
+
+TAG_PARENT = "mlflow.parentRunId"
+
+
+TAG_VERIFIED_TRIAL = "autotune.verified_trial"
+
+
+ROLE_VERIFICATION = "verification"
+
+
+# Step series of the probe summary -> metric key in MLflow.
+SERIES_KEYS = {
+    "loss": "loss",
+    "grad_norm": "grad_norm",
+    "lr": "lr",
+    "scale": "scale",
+    "clipped": "clipped",
+    "skipped": "skipped",
+    "step_time": "step_time_ms",
+}
+
+
+# Summary fields logged as params of a trial (how the probe actually ran).
+DERIVED_PARAMS = (
+    "effective_batch",
+    "micro_batch",
+    "accum_steps",
+    "precision",
+    "workload",
+    "size",
+    "steps_planned",
+    "world_size",  # DDP probes (autotune.process.supervisor)
+    "oom_retried",
+)
+
+
+def ensure_experiment(client: MlflowClient, study_name: str) -> str:
+    """The id of the experiment named after the study: created if missing, restored if deleted.
+
+    For a SQLite store, a new experiment keeps its artifacts in `mlruns/` next to the database
+    file (MLflow's default would be `./mlruns` of whatever folder the driver runs in).
+    """
+    from mlflow.exceptions import MlflowException
+
+    experiment = client.get_experiment_by_name(study_name)
+    if experiment is not None:
+        if experiment.lifecycle_stage == "deleted":
+            client.restore_experiment(experiment.experiment_id)
+        return str(experiment.experiment_id)
+    artifact_location = _default_artifact_location(client)
+    try:
+        return str(client.create_experiment(study_name, artifact_location=artifact_location))
+    except MlflowException:
+        experiment = client.get_experiment_by_name(study_name)  # created meanwhile
+        if experiment is None:
+            raise
+        return str(experiment.experiment_id)
+
+
+def _default_artifact_location(client: MlflowClient) -> str | None:
+    uri = str(client.tracking_uri)
+    if uri_scheme(uri) != "sqlite":
+        return None
+    path = sqlite_path(uri)
+    if path is None or not path.is_absolute():
+        return None
+    return (path.parent / "mlruns").as_uri()
+
+
+def search_all(client: MlflowClient, experiment_id: str, filter_string: str) -> list[Run]:
+    runs: list[Run] = []
+    token: str | None = None
+    while True:
+        page = client.search_runs(
+            [experiment_id],
+            filter_string=filter_string,
+            max_results=1000,
+            order_by=["attributes.start_time ASC"],
+            page_token=token,
+        )
+        runs.extend(page)
+        token = page.token
+        if not token:
+            return runs
+
+
+def study_runs(client: MlflowClient, experiment_id: str, study_name: str) -> list[Run]:
+    # The study name is compared here, not in the filter string, so any name needs no quoting.
+    runs = search_all(client, experiment_id, f"tags.`{TAG_ROLE}` = 'study'")
+    return [run for run in runs if run.data.tags.get(TAG_STUDY) == study_name]
+
+
+def ensure_study_run(
+    client: MlflowClient,
+    experiment_id: str,
+    study_name: str,
+    *,
+    space_yaml: str,
+    params: dict[str, Any],
+    tags: dict[str, str],
+) -> str:
+    """The study's parent run: found again by its tags (and set RUNNING), else created.
+
+    A new run gets `params`, `tags` and the `space.yaml` artifact. On an existing run the tags are
+    set again and only params it does not have yet are logged (MLflow params are immutable).
+    """
+    from mlflow.entities import RunStatus
+
+    existing = study_runs(client, experiment_id, study_name)
+    cleaned_params = clean_params(params)
+    run_tags = {**{k: str(v) for k, v in tags.items()}, TAG_ROLE: "study", TAG_STUDY: study_name}
+    if existing:
+        run = existing[0]
+        run_id = run.info.run_id
+        client.update_run(run_id, status=RunStatus.to_string(RunStatus.RUNNING))
+        new_params = {k: v for k, v in cleaned_params.items() if k not in run.data.params}
+        log_entities(client, run_id, params=new_params, tags=run_tags)
+        return str(run_id)
+    run = client.create_run(experiment_id, run_name=study_name, tags=clean_tags(run_tags))
+    run_id = run.info.run_id
+    log_entities(client, run_id, params=cleaned_params)
+    client.log_text(run_id, space_yaml, "space.yaml")
+    return str(run_id)
+
+
+def find_study_run(client: MlflowClient, study_name: str) -> tuple[str, str] | None:
+    """(experiment id, parent run id) of a study logged before, or None."""
+    experiment = client.get_experiment_by_name(study_name)
+    if experiment is None or experiment.lifecycle_stage == "deleted":
+        return None
+    experiment_id = str(experiment.experiment_id)
+    runs = study_runs(client, experiment_id, study_name)
+    return (experiment_id, str(runs[0].info.run_id)) if runs else None
+
+
+def set_study_status(client: MlflowClient, parent_run_id: str, status: str) -> None:
+    """End the parent run with `status` (FINISHED, FAILED, KILLED), e.g. when the study stops."""
+    client.set_terminated(parent_run_id, status=status)
+
+
+def child_runs(client: MlflowClient, experiment_id: str, parent_run_id: str) -> list[Run]:
+    return search_all(client, experiment_id, f"tags.`{TAG_PARENT}` = '{parent_run_id}'")
+
+
+def trial_number(run: Run) -> int | None:
+    try:
+        return int(run.data.tags.get(TAG_TRIAL_NUMBER, ""))
+    except ValueError:
+        return None
+
+
+def is_complete(run: Run) -> bool:
+    return run.data.tags.get(TAG_LOGGED) == "true"
+
+
+def logged_trials(client: MlflowClient, experiment_id: str, parent_run_id: str) -> set[int]:
+    """Trial numbers that have a completely logged child run of `parent_run_id`.
+
+    Child runs without the `autotune.logged=true` marker (the driver died while logging them) are
+    deleted, so the trial can be logged again. Call it when a study starts or resumes.
+    """
+    numbers: set[int] = set()
+    for run in child_runs(client, experiment_id, parent_run_id):
+        number = trial_number(run)
+        if is_complete(run) and run.data.tags.get(TAG_ROLE) == ROLE_VERIFICATION:
+            continue
+        if is_complete(run) and number is not None:
+            numbers.add(number)
+        else:
+            log.info("deleting the half-logged MLflow run %s (trial %s)", run.info.run_id, number)
+            client.delete_run(run.info.run_id)
+    return numbers
+
+
+def _trial_run_name(number: int, baseline: bool) -> str:
+    return f"trial-{number:04d}" + ("-baseline" if baseline else "")
+
+
+def log_trial(
+    client: MlflowClient,
+    experiment_id: str,
+    parent_run_id: str,
+    study_name: str,
+    outcome: dict[str, Any],
+) -> str:
+    """Log one trial as a child run of the study; returns its run id. Idempotent per trial number.
+
+    If a complete child run for `outcome["number"]` exists, its id is returned and nothing is
+    written; an incomplete one is deleted and the trial logged afresh.
+    """
+    from mlflow.entities import RunStatus
+
+    number = int(outcome["number"])
+    found = search_all(
+        client,
+        experiment_id,
+        f"tags.`{TAG_PARENT}` = '{parent_run_id}' and tags.`{TAG_TRIAL_NUMBER}` = '{number}'",
+    )
+    for run in found:
+        if is_complete(run):
+            return str(run.info.run_id)
+    for run in found:
+        client.delete_run(run.info.run_id)
+
+    summary: dict[str, Any] = outcome.get("summary") or {}
+    result = str(outcome.get("outcome") or "failed")
+    wall_s = finite(outcome.get("wall_s"))
+    now_ms = int(time.time() * 1000)
+    start_ms = now_ms - int(wall_s * 1000) if wall_s is not None and wall_s > 0 else now_ms
+
+    run = client.create_run(
+        experiment_id,
+        start_time=start_ms,
+        run_name=_trial_run_name(number, bool(outcome.get("baseline"))),
+        tags={TAG_PARENT: parent_run_id, TAG_STUDY: study_name, TAG_TRIAL_NUMBER: str(number)},
+    )
+    run_id = str(run.info.run_id)
+
+    log_entities(
+        client,
+        run_id,
+        params=clean_params(trial_params(outcome, summary)),
+        tags=_trial_tags(study_name, outcome, summary),
+    )
+    log_metrics(client, run_id, _trial_metrics(outcome, summary, now_ms))
+    log_metrics(client, run_id, _series_metrics(summary.get("series") or {}, now_ms))
+    _log_trial_artifacts(client, run_id, outcome, summary)
+
+    status = RunStatus.FAILED if result in ("failed", "oom") else RunStatus.FINISHED
+    client.set_terminated(run_id, status=RunStatus.to_string(status), end_time=now_ms)
+    client.set_tag(run_id, TAG_LOGGED, "true")  # last: marks the run complete
+    return run_id
+
+
+def trial_params(outcome: Mapping[str, Any], summary: Mapping[str, Any]) -> dict[str, Any]:
+    params: dict[str, Any] = dict(outcome.get("knobs") or {})
+    for var, value in (outcome.get("env") or {}).items():
+        params[f"env.{var}"] = value
+    for key in DERIVED_PARAMS:
+        if summary.get(key) is not None:
+            params.setdefault(key, summary[key])
+    for r, seen in enumerate(summary.get("rank_env") or ()):  # as each DDP rank read it back
+        for var, value in (seen or {}).items():
+            params[f"rank{r}.env.{var}"] = "(unset)" if value is None else value
+    return params
+
+
+def _trial_tags(
+    study_name: str, outcome: Mapping[str, Any], summary: Mapping[str, Any]
+) -> dict[str, str]:
+    tags: dict[str, str] = {
+        TAG_STUDY: study_name,
+        TAG_ROLE: "trial",
+        TAG_TRIAL_NUMBER: str(int(outcome["number"])),
+        "autotune.outcome": str(outcome.get("outcome") or "failed"),
+        "autotune.baseline": bool_str(outcome.get("baseline")),
+        "autotune.feasible": bool_str(outcome.get("feasible")),
+    }
+    optional = {
+        "autotune.cause": outcome.get("cause"),
+        "autotune.node": outcome.get("node"),
+        "autotune.device": summary.get("device"),
+        "autotune.diverged_at_step": summary.get("diverged_at_step"),
+        "autotune.divergence_cause": summary.get("divergence_cause"),
+        "autotune.source": outcome.get("source"),
+    }
+    tags.update({k: str(v) for k, v in optional.items() if v is not None and v != ""})
+    if outcome.get("fingerprint"):
+        tags.update(fingerprint_tags(outcome["fingerprint"]))
+    return tags
+
+
+def fingerprint_tags(fp: dict[str, Any]) -> dict[str, str]:
+    """Flat tags of a fingerprint from `autotune.fingerprint.tags`; none if that is unavailable."""
+    try:
+        from autotune import fingerprint
+    except ImportError:
+        return {}
+    make = getattr(fingerprint, "tags", None)
+    if make is None:
+        return {}
+    try:
+        return {str(k): str(v) for k, v in make(fp).items()}
+    except Exception as exc:  # a bad fingerprint must not lose the trial
+        log.warning("fingerprint tags could not be made: %s", one_line(exc))
+        return {}
+
+
+def _trial_metrics(outcome: Mapping[str, Any], summary: Mapping[str, Any], ts: int) -> list[Metric]:
+    from mlflow.entities import Metric
+
+    values: dict[str, float] = {}
+    for name, value in (summary.get("metrics") or {}).items():
+        number = finite(value)
+        if number is not None:
+            values[str(name)] = number
+    for key in ("steps_run", "steps_planned"):
+        number = finite(summary.get(key))
+        if number is not None:
+            values.setdefault(key, number)
+    wall_s = finite(outcome.get("wall_s"))
+    if wall_s is not None:
+        values["wall_s"] = wall_s
+    return [Metric(clean_key(k), v, ts, 0) for k, v in values.items()]
+
+
+def _series_metrics(series: Mapping[str, Any], ts: int) -> list[Metric]:
+    """Step series as metric histories (step = index); non-finite points are skipped.
+
+    MLflow 3.17 on SQLite stores NaN and silently clamps inf to 1.8e308, so neither is logged:
+    the count of steps with a non-finite loss goes to the metric `nonfinite_steps`.
+    """
+    from mlflow.entities import Metric
+
+    metrics: list[Metric] = []
+    for name, key in SERIES_KEYS.items():
+        points = series.get(name)
+        if not points:
+            continue
+        nonfinite = 0
+        for step, raw in enumerate(points):
+            value = finite(raw)
+            if value is None:
+                nonfinite += raw is not None
+                continue
+            metrics.append(Metric(key, value, ts, step))
+        if name == "loss":
+            metrics.append(Metric("nonfinite_steps", float(nonfinite), ts, 0))
+    return metrics
+
+
+def _log_trial_artifacts(
+    client: MlflowClient, run_id: str, outcome: Mapping[str, Any], summary: Mapping[str, Any]
+) -> None:
+    if outcome.get("fingerprint"):
+        client.log_text(run_id, to_json(outcome["fingerprint"]), "fingerprint.json")
+    if summary.get("anomaly"):
+        client.log_text(run_id, to_json(summary["anomaly"]), "anomaly.json")
+    if outcome.get("outcome") != "complete":
+        if outcome.get("log_tail"):
+            client.log_text(run_id, str(outcome["log_tail"]), "log_tail.txt")
+        if outcome.get("error"):
+            client.log_text(run_id, str(outcome["error"]), "error.txt")
+    record = dict(outcome)
+    if record.get("summary"):
+        record["summary"] = {k: v for k, v in record["summary"].items() if k != "series"}
+    client.log_text(run_id, to_json(record), "trial.json")
+
+
+def log_verification(
+    client: MlflowClient,
+    experiment_id: str,
+    *,
+    name: str,
+    result: Mapping[str, Any],
+    tags: Mapping[str, Any],
+    parent_run_id: str | None = None,
+    fingerprint: dict[str, Any] | None = None,
+    baseline: Mapping[str, Any] | None = None,
+    report: Mapping[str, Any] | None = None,
+) -> str:
+    """One verification (a configuration re-run over seeds) as an MLflow run; returns its id.
+
+    Metrics `<metric>.mean`, `.low`, `.high` (95% interval), `diverged_share`, and with a
+    baseline the same under `baseline.`; tags link it to its study and trial (and, in the
+    study's own experiment, make it a child of the study's run)."""
+    from mlflow.entities import Metric, RunStatus
+
+    now = int(time.time() * 1000)
+    all_tags: dict[str, Any] = {TAG_ROLE: ROLE_VERIFICATION, **tags}
+    if parent_run_id:
+        all_tags[TAG_PARENT] = parent_run_id
+    if fingerprint:
+        all_tags.update(fingerprint_tags(fingerprint))
+    run = client.create_run(experiment_id, run_name=name, tags=clean_tags(all_tags))
+    run_id = str(run.info.run_id)
+    metrics: list[Metric] = []
+
+    def add(prefix: str, res: Mapping[str, Any]) -> None:
+        share = res.get("diverged_share")
+        if share is not None:
+            metrics.append(Metric(f"{prefix}diverged_share", float(share), now, 0))
+        for metric, iv in (res.get("metrics") or {}).items():
+            for part in ("mean", "low", "high"):
+                value = finite(iv.get(part))
+                if value is not None:
+                    metrics.append(Metric(f"{prefix}{metric}.{part}", value, now, 0))
+
+    add("", result)
+    if baseline is not None:
+        add("baseline.", baseline)
+    log_entities(
+        client,
+        run_id,
+        params=clean_params({"seeds": result.get("seeds"), "n_seeds": result.get("n")}),
+    )
+    log_metrics(client, run_id, metrics)
+    client.log_text(run_id, to_json(report if report is not None else result), "verification.json")
+    client.set_terminated(run_id, status=RunStatus.to_string(RunStatus.FINISHED), end_time=now)
+    client.set_tag(run_id, TAG_LOGGED, "true")
+    return run_id
+
+
+def trial_run_ids(client: MlflowClient, experiment_id: str, parent_run_id: str) -> dict[int, str]:
+    """Trial number -> run id of its completely logged child run."""
+    out: dict[int, str] = {}
+    for run in child_runs(client, experiment_id, parent_run_id):
+        number = trial_number(run)
+        if number is not None and is_complete(run):
+            out[number] = str(run.info.run_id)
+    return out

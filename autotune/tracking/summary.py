@@ -1,0 +1,208 @@
+"""The study's summary in MLflow: the baseline and best metrics on the parent run, the Pareto
+table (CSV and Markdown) and the plots."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import time
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from autotune.numbers import finite
+
+if TYPE_CHECKING:
+    from mlflow.tracking import MlflowClient
+
+from autotune.tracking.connection import one_line
+from autotune.tracking.runs import log
+from autotune.tracking.values import clean_key, json_safe, log_entities, log_metrics, plain, to_json
+
+
+def log_study_summary(
+    client: MlflowClient,
+    parent_run_id: str,
+    summary: dict[str, Any],
+    outcomes: list[dict[str, Any]],
+    importances: dict[str, dict[str, float]] | None,
+) -> None:
+    """Log the end of a study on its parent run, then set the run FINISHED.
+
+    Metrics `baseline.<m>`, `best.<m>`, `change_pct.<m>` and `trials.<outcome>` counts; tags for
+    the pick (`summary["pick"]` if given, else the first Pareto entry) and the front; the Pareto
+    front as an MLflow table (`pareto_front.json`) plus `pareto_front.csv` / `.md`; `summary.json`;
+    and the plots `plots/pareto_front.png`, `plots/importances.png`, `plots/loss_curves.png`.
+    """
+    from mlflow.entities import Metric, RunStatus
+
+    ts = int(time.time() * 1000)
+    objectives: list[dict[str, Any]] = list(summary.get("objectives") or [])
+    pareto: list[dict[str, Any]] = list(summary.get("pareto") or [])
+    baseline = summary.get("baseline") or None
+
+    values: dict[str, float] = {}
+    if baseline:
+        for name, value in (baseline.get("metrics") or {}).items():
+            if finite(value) is not None:
+                values[f"baseline.{name}"] = float(value)
+    for name, value in (summary.get("best") or {}).items():
+        if finite(value) is not None:
+            values[f"best.{name}"] = float(value)
+    for name, change in (summary.get("improvement") or {}).items():
+        pct = finite((change or {}).get("change_pct"))
+        if pct is not None:
+            values[f"change_pct.{name}"] = pct
+    for name, count in _counts(outcomes, summary.get("counts") or {}).items():
+        values[f"trials.{name}"] = float(count)
+    log_metrics(client, parent_run_id, [Metric(clean_key(k), v, ts, 0) for k, v in values.items()])
+
+    tags: dict[str, str] = {
+        "autotune.objectives": ",".join(
+            f"{o.get('metric')}:{o.get('direction', 'minimize')}" for o in objectives
+        ),
+        "autotune.pareto.trials": ",".join(str(p.get("number")) for p in pareto),
+        "autotune.pareto.size": str(len(pareto)),
+    }
+    if baseline and baseline.get("number") is not None:
+        tags["autotune.baseline.trial"] = str(baseline["number"])
+    pick = _pick(summary, pareto)
+    if pick is not None:
+        tags["autotune.pick.trial"] = str(pick.get("number"))
+        for knob, value in (pick.get("knobs") or {}).items():
+            tags[f"autotune.pick.knob.{knob}"] = str(value)
+    if summary.get("dropped_knobs"):
+        tags["autotune.dropped_knobs"] = to_json(summary["dropped_knobs"])
+    log_entities(client, parent_run_id, tags=tags)
+
+    client.log_text(parent_run_id, to_json(summary), "summary.json")
+    if importances:
+        client.log_text(parent_run_id, to_json(importances), "importances.json")
+    columns = _pareto_columns(objectives, pareto)
+    _log_table(client, parent_run_id, columns, "pareto_front.json")
+    client.log_text(parent_run_id, _csv(columns), "pareto_front.csv")
+    client.log_text(parent_run_id, _markdown(columns), "pareto_front.md")
+
+    _log_plots(client, parent_run_id, summary, outcomes, importances, objectives, pareto)
+    client.set_terminated(parent_run_id, status=RunStatus.to_string(RunStatus.FINISHED))
+
+
+def _pick(summary: Mapping[str, Any], pareto: list[dict[str, Any]]) -> dict[str, Any] | None:
+    pick = summary.get("pick")
+    if isinstance(pick, dict):
+        return pick
+    if pick is not None:
+        for entry in pareto:
+            if entry.get("number") == pick:
+                return entry
+        return {"number": pick}
+    return pareto[0] if pareto else None
+
+
+def _counts(outcomes: Iterable[Mapping[str, Any]], given: Mapping[str, Any]) -> dict[str, int]:
+    counts = {"complete": 0, "diverged": 0, "failed": 0, "oom": 0}
+    total = 0
+    for outcome in outcomes:
+        key = str(outcome.get("outcome") or "failed")
+        counts[key] = counts.get(key, 0) + 1
+        total += 1
+    counts["total"] = total
+    for key, value in given.items():  # the study's own counts win (e.g. pruned, timeouts)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            counts[str(key)] = int(value)
+    return counts
+
+
+def _pareto_columns(
+    objectives: list[dict[str, Any]], pareto: list[dict[str, Any]]
+) -> dict[str, list[Any]]:
+    metric_names = [str(o.get("metric")) for o in objectives]
+    knob_names: list[str] = []
+    for entry in pareto:
+        for knob in entry.get("knobs") or {}:
+            if knob not in knob_names:
+                knob_names.append(knob)
+    columns: dict[str, list[Any]] = {"trial": []}
+    for name in metric_names:
+        columns[name] = []
+    for knob in knob_names:
+        columns[knob] = []
+    for entry in pareto:
+        columns["trial"].append(entry.get("number"))
+        entry_values = list(entry.get("values") or [])
+        for i, name in enumerate(metric_names):
+            value = entry_values[i] if i < len(entry_values) else None
+            if value is None:
+                value = (entry.get("metrics") or {}).get(name)
+            columns[name].append(plain(value))
+        for knob in knob_names:
+            columns[knob].append(plain((entry.get("knobs") or {}).get(knob)))
+    return columns
+
+
+def _log_table(
+    client: MlflowClient, run_id: str, columns: dict[str, list[Any]], artifact: str
+) -> None:
+    """An MLflow table artifact that a second summary replaces (log_table would append rows)."""
+    existing = {item.path for item in client.list_artifacts(run_id)}
+    if artifact not in existing:
+        client.log_table(run_id, data=columns, artifact_file=artifact)
+        return
+    # Same layout as log_table's ("split" orient, no index); the table tag is already set.
+    rows = [list(row) for row in zip(*columns.values(), strict=True)]
+    text = json.dumps(json_safe({"columns": list(columns), "data": rows}), allow_nan=False)
+    client.log_text(run_id, text, artifact)
+
+
+def _csv(columns: Mapping[str, list[Any]]) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(columns.keys())
+    writer.writerows(zip(*columns.values(), strict=True))
+    return out.getvalue()
+
+
+def _markdown(columns: Mapping[str, list[Any]]) -> str:
+    def cell(value: Any) -> str:
+        if isinstance(value, float):
+            return f"{value:.6g}"
+        return "" if value is None else str(value).replace("|", "\\|")
+
+    header = list(columns.keys())
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in zip(*columns.values(), strict=True):
+        lines.append("| " + " | ".join(cell(v) for v in row) + " |")
+    return "# Pareto front\n\n" + "\n".join(lines) + "\n"
+
+
+def _log_plots(
+    client: MlflowClient,
+    run_id: str,
+    summary: Mapping[str, Any],
+    outcomes: list[dict[str, Any]],
+    importances: dict[str, dict[str, float]] | None,
+    objectives: list[dict[str, Any]],
+    pareto: list[dict[str, Any]],
+) -> None:
+    from autotune.tracking import plots
+
+    front = {int(p["number"]) for p in pareto if p.get("number") is not None}
+    baseline = summary.get("baseline") or {}
+    baseline_number = baseline.get("number")
+    if baseline_number is None:
+        baseline_number = next((o["number"] for o in outcomes if o.get("baseline")), None)
+    jobs: list[tuple[str, Any]] = [
+        ("plots/pareto_front.png", lambda: plots.pareto_figure(outcomes, objectives, front)),
+        (
+            "plots/loss_curves.png",
+            lambda: plots.loss_curves_figure(outcomes, front, baseline_number),
+        ),
+    ]
+    if importances:
+        jobs.append(("plots/importances.png", lambda: plots.importance_figure(importances)))
+    for artifact, make in jobs:
+        try:
+            figure = make()
+            client.log_figure(run_id, figure, artifact, save_kwargs={"dpi": plots.DPI})
+        except Exception as exc:  # a plot must not cost the study its summary
+            log.warning("could not log %s: %s", artifact, one_line(exc))
