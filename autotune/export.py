@@ -17,7 +17,7 @@ def recipe_from_study(ref: str, how: str = "balanced", storage: str | None = Non
 
     study, space, study_dir, meta = st.find_study(ref, storage)
     objectives = [o.model_dump() for o in space.objectives]
-    cands = pick.candidates(study)
+    cands = pick.candidates(study, every=pick.parse_pick(how)[0] == "trial")
     if not cands:
         raise RecipeError(
             f"study {space.name} has no feasible trial to export (every trial diverged, failed "
@@ -49,8 +49,10 @@ def recipe_from_study(ref: str, how: str = "balanced", storage: str | None = Non
             "verified": ver,
         }
     probe = space.probe.model_dump()
-    for key in ("micro_batch", "precision", "world_size"):
+    for key in ("micro_batch", "batch", "precision", "world_size"):
         probe.pop(key, None)
+    if chosen.steps:  # measured (and verified) at the length the study decided at
+        probe["steps"] = chosen.steps
     if probe.get("threads") is None and fp and fp.get("platform") == "cpu":
         # On a CPU the threads are part of the measurement: verify with the same number.
         probe["threads"] = (fp.get("env") or {}).get("torch_threads")

@@ -151,6 +151,9 @@ class DivergenceSettings(_Section):
 class ProbeSettings(_Section):
     steps: int = Field(200, ge=10, le=10_000_000)
     micro_batch: int = Field(16, ge=1)
+    batch: int | None = Field(
+        None, ge=1, description="samples per optimizer step; micro-batch = batch / accum_steps"
+    )
     precision: Literal["fp32", "fp16", "bf16"] = "fp32"
     seed: int = Field(0, ge=0)
     device: str = "auto"
@@ -167,6 +170,15 @@ class ProbeSettings(_Section):
     measure_scaling: bool = Field(
         False, description="also time one process: metric scaling_efficiency (world_size > 1)"
     )
+
+    @property
+    def samples_per_step(self) -> int:
+        """Samples per optimizer step per process: probe.batch, else the micro-batch."""
+        return self.batch if self.batch is not None else self.micro_batch
+
+    def micro_for(self, accum_steps: int) -> int:
+        """The micro-batch of a trial with `accum_steps`: equal samples per step for all."""
+        return max(1, self.samples_per_step // max(1, accum_steps))
 
     @field_validator("device")
     @classmethod
@@ -201,6 +213,9 @@ class Budget(_Section):
     trials: int = Field(20, ge=1, le=100_000)
     concurrency: int | None = Field(None, ge=1, description="parallel trials; null: auto")
     trial_timeout_s: float = Field(600.0, gt=0)
+    target_steps: int | None = Field(
+        None, ge=10, le=10_000_000, description="the length you train; null: probe.steps"
+    )
     cpus_per_trial: float | None = Field(None, gt=0, description="null: auto")
     gpus_per_trial: float = Field(1.0, ge=0)
 
@@ -219,6 +234,17 @@ class VerifySettings(_Section):
         3, ge=0, le=50, description="best candidates re-run at the end of a study (0: none)"
     )
     seeds: int = Field(3, ge=1, le=100, description="other seeds each candidate is re-run with")
+
+
+class RungSettings(_Section):
+    """Promotion of the best screened configurations through longer probes (study/rungs.py)."""
+
+    eta: int = Field(3, ge=2, le=10, description="rung ratio; the best 1/eta are promoted")
+    min_promote: int = Field(2, ge=1, description="at least this many configs promoted a rung")
+    agreement: float = Field(0.7, ge=-1.0, le=1.0, description="stop at this Kendall tau-b")
+    min_agreement_n: int = Field(4, ge=3, description="configs tau-b is measured on, at least")
+    max_rungs: int = Field(4, ge=1, le=8, description="rungs above the screen, at most")
+    grow: Literal["pasha", "always"] = "pasha"
 
 
 def _check_metric(v: str) -> str:
@@ -248,6 +274,7 @@ class Space:
     budget: Budget = field(default_factory=Budget)
     sampler: SamplerSettings = field(default_factory=SamplerSettings)
     verify: VerifySettings = field(default_factory=VerifySettings)
+    rungs: RungSettings = field(default_factory=RungSettings)
     knobs: Mapping[str, KnobValue] = field(default_factory=dict)
     env: Mapping[str, KnobValue] = field(default_factory=dict)
     description: str = ""
@@ -274,6 +301,7 @@ class Space:
         out["budget"] = self.budget.model_dump()
         out["sampler"] = self.sampler.model_dump()
         out["verify"] = self.verify.model_dump()
+        out["rungs"] = self.rungs.model_dump()
         out["knobs"] = {k: _value_to_data(v) for k, v in self.knobs.items()}
         out["env"] = {k: _value_to_data(v) for k, v in self.env.items()}
         return out
@@ -349,6 +377,7 @@ _TOP_KEYS = (
     "budget",
     "sampler",
     "verify",
+    "rungs",
     "knobs",
     "env",
 )
@@ -539,6 +568,13 @@ def _build(
     budget = _model(Budget, data.get("budget") or {}, ["budget"], err)
     sampler = _model(SamplerSettings, data.get("sampler") or {}, ["sampler"], err)
     verify = _model(VerifySettings, data.get("verify") or {}, ["verify"], err)
+    rungs = _model(RungSettings, data.get("rungs") or {}, ["rungs"], err)
+    if budget.target_steps is not None and budget.target_steps < probe.steps:
+        raise err(
+            ["budget", "target_steps"],
+            f"{budget.target_steps} is shorter than probe.steps ({probe.steps}): the target is "
+            "the length you train, at least the probe's",
+        )
     objectives = tuple(_list(Objective, data, "objectives", DEFAULT_OBJECTIVES, err))
     if not objectives:
         raise err(["objectives"], "at least one objective is needed")
@@ -580,6 +616,9 @@ def _build(
             ):
                 raise err([sec, knob], "grid needs sampler.grid_points >= 2 for a float range")
 
+    _check_batch(probe, knobs, err)
+    if probe.batch is None:  # written out: a dumped space reloads with the same batch
+        probe = probe.model_copy(update={"batch": probe.micro_batch})
     return Space(
         name=name,
         description=description,
@@ -590,10 +629,40 @@ def _build(
         budget=budget,
         sampler=sampler,
         verify=verify,
+        rungs=rungs,
         knobs=knobs,
         env=env,
         source=source,
     )
+
+
+def _accum_values(value: KnobValue | None) -> list[int]:
+    """Every value knobs.accum_steps can take (1 when absent)."""
+    if value is None:
+        return [1]
+    if not isinstance(value, Domain):
+        return [int(value)] if value is not None else [1]
+    if value.is_choice:
+        return [int(c) for c in value.choices]
+    assert value.low is not None and value.high is not None
+    return list(range(int(value.low), int(value.high) + 1, int(value.step or 1)))
+
+
+def _check_batch(probe: ProbeSettings, knobs: Mapping[str, KnobValue], err: ErrorAt) -> None:
+    """probe.batch divides by every accum_steps; a micro_batch only where accumulation is 1."""
+    accums = _accum_values(knobs.get("accum_steps"))
+    if probe.batch is None and "micro_batch" in probe.model_fields_set and accums != [1]:
+        raise err(
+            ["probe", "micro_batch"],
+            "the micro-batch is derived now (probe.batch / accum_steps): write probe.batch",
+        )
+    what = "probe.batch" if probe.batch is not None else "probe.batch (default 16)"
+    for a in accums:
+        if a < 1 or probe.samples_per_step % a:
+            raise err(
+                ["probe", "batch"],
+                f"{what} {probe.samples_per_step} is not divisible by knobs.accum_steps value {a}",
+            )
 
 
 def _model(cls: type[BaseModel], raw: Any, path: list[str | int], err: ErrorAt) -> Any:

@@ -66,12 +66,41 @@ def t975(df: int) -> float:
     return _T975[max(k for k in _T975 if k <= df)]
 
 
-def interval(values: Sequence[float | None]) -> dict[str, Any]:
-    """Mean, sample standard deviation and 95% interval of the mean of finite `values`."""
+# Quantities that cannot be zero or negative: their intervals are taken on the log scale.
+POSITIVE_METRICS = frozenset(
+    {
+        "throughput",
+        "tokens_per_s",
+        "peak_mem_mb",
+        "loss_cv",
+        "final_loss",
+        "initial_loss",
+        "loss_range",
+        "grad_norm_p50",
+        "grad_norm_p99",
+        "grad_norm_max",
+    }
+)
+
+
+def interval(values: Sequence[float | None], scale: str = "linear") -> dict[str, Any]:
+    """Mean, sample standard deviation and 95% interval of the mean of finite `values`.
+
+    scale "log" (positive quantities, when every value is > 0): the geometric mean and the
+    interval of the mean of the logs, mapped back: never below zero."""
     xs = [float(v) for v in values if v is not None and math.isfinite(float(v))]
     n = len(xs)
     if n == 0:
         return {"mean": None, "std": None, "low": None, "high": None, "n": 0}
+    if scale == "log" and all(x > 0 for x in xs):
+        logs = interval([math.log(x) for x in xs])
+        out = {
+            k: (math.exp(v) if v is not None and k in ("mean", "low", "high") else v)
+            for k, v in logs.items()
+        }
+        out["std"] = statistics.stdev(xs) if n > 1 else None
+        out["scale"] = "log"
+        return out
     mean = statistics.fmean(xs)
     if n == 1:
         return {"mean": mean, "std": None, "low": None, "high": None, "n": 1}
@@ -94,7 +123,10 @@ def summarize_seeds(
     failed = [r for r in runs if r.get("outcome") not in ("complete", "diverged")]
     names = list(dict.fromkeys([*metrics]))
     out_metrics = {
-        m: interval([((r.get("summary") or {}).get("metrics") or {}).get(m) for r in ok])
+        m: interval(
+            [((r.get("summary") or {}).get("metrics") or {}).get(m) for r in ok],
+            scale="log" if m in POSITIVE_METRICS else "linear",
+        )
         for m in names
     }
     n = len(runs)

@@ -407,7 +407,7 @@ description: |
 workload: {name: workloads/custom.py:make, size: small}
 probe:
   steps: 120
-  micro_batch: 8
+  batch: 8
   precision: fp16
   seed: 3
   device: cpu
@@ -553,7 +553,8 @@ def test_every_knob_default_lies_in_its_valid_range() -> None:
     ],
 )
 def test_default_value(knob: str, domain: str, expected: object) -> None:
-    s = sp.loads(f"name: x\nworkload: mlp\nknobs:\n  {knob}: {domain}\n")
+    # 840: divisible by every accumulation 2..8 (probe.batch is split into micro-batches)
+    s = sp.loads(f"name: x\nworkload: mlp\nprobe: {{batch: 840}}\nknobs:\n  {knob}: {domain}\n")
     value = s.default_value(knob)
     if isinstance(expected, float):
         assert isinstance(value, float)

@@ -46,14 +46,18 @@ class ProbeConfig:
         knobs: Mapping[str, Any] | None = None,
         env: Mapping[str, Any] | None = None,
         seed: int | None = None,
+        steps: int | None = None,
     ) -> ProbeConfig:
-        """The probe of `space` with the given knob values (default: the space's defaults)."""
+        """The probe of `space` with the given knob values (default: the space's defaults), at
+        `steps` (default: probe.steps). Every trial sees probe.batch samples per optimizer step:
+        its micro-batch is probe.batch / accum_steps."""
         p = space.probe
+        knobs = dict(space.fixed_knobs() if knobs is None else knobs)
         return cls(
             workload=space.workload.name,
             size=space.workload.size,
-            steps=p.steps,
-            micro_batch=p.micro_batch,
+            steps=p.steps if steps is None else steps,
+            micro_batch=p.micro_for(int(knobs.get("accum_steps") or 1)),
             precision=p.precision,
             seed=p.seed if seed is None else seed,
             device=p.device,
@@ -61,7 +65,7 @@ class ProbeConfig:
             telemetry_every=p.telemetry_every,
             threads=p.threads,
             divergence=p.divergence.model_dump(),
-            knobs=dict(space.fixed_knobs() if knobs is None else knobs),
+            knobs=knobs,
             env={k: str(v) for k, v in (space.fixed_env() if env is None else env).items()},
             world_size=p.world_size,
             oom_retry=p.oom_retry,

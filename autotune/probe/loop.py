@@ -191,6 +191,8 @@ def run_probe(
         **_run_facts(cfg, workload, device, accum, world, len(data_series.get("loss", ()))),
         "samples_per_step": samples_per_step,
         "tokens_per_step": tokens_per_step,
+        "samples_seen": samples_per_step * len(data_series.get("loss", ())),
+        "tokens_seen": tokens_per_step * len(data_series.get("loss", ())),
         "determinism": determinism,
         "wall_s": time.perf_counter() - t_start,
     }

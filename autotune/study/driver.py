@@ -14,6 +14,8 @@ from autotune.study.adapter import run_trials
 from autotune.study.objectives import directions, make_sampler, name_metrics
 from autotune.study.options import StudyOptions, StudyResult, study_dir_for
 from autotune.study.records import count_finished, reconcile, stale_trials
+from autotune.study.rung_phase import pending as rungs_pending
+from autotune.study.rung_phase import rung_phase
 from autotune.study.session import check_ray_address, driver_lock, ray_session
 from autotune.study.storage import check_tcp, open_storage, storage_url
 from autotune.study.summary import summarize
@@ -58,12 +60,14 @@ def run(opts: StudyOptions) -> StudyResult:
         planned = max(0, space.budget.trials - finished)
         _announce(say, space, finished, planned, len(rerun), url, uri)
         interrupted = False
-        if planned > 0 or to_verify(study, space):
+        if planned > 0 or rungs_pending(study, space) or to_verify(study, space):
             with ray_session(opts.address, study_dir) as ray:
                 if planned > 0:
                     interrupted = run_trials(
                         opts, study, cond.searched, planned, rerun, logger, study_dir, finished, ray
                     )
+                if not interrupted:  # the sampler learnt from the screen; the rungs decide
+                    interrupted = rung_phase(opts, study, logger, study_dir, ray)
                 if not interrupted:
                     interrupted = verify_phase(opts, study, logger, study_dir, ray)
         summary = summarize(study, space, study_dir, cond.dropped)
@@ -173,7 +177,8 @@ def _study_params(space: sp.Space, cond: sp.Conditioned, url: str) -> dict[str, 
         "sampler_seed": space.sampler.seed,
         "trials": space.budget.trials,
         "steps": space.probe.steps,
-        "micro_batch": space.probe.micro_batch,
+        "batch": space.probe.samples_per_step,
+        "target_steps": space.budget.target_steps,
         "precision": space.probe.precision,
         "seed": space.probe.seed,
         "objectives": ", ".join(f"{o.direction} {o.metric}" for o in space.objectives),
@@ -189,7 +194,11 @@ def open_study(opts: StudyOptions, storage: Any, cond: sp.Conditioned) -> Any:
 
     space = opts.space
     fingerprint_space = json.dumps(
-        {k: v for k, v in space.to_dict().items() if k not in ("budget", "description", "verify")},
+        {
+            k: v
+            for k, v in space.to_dict().items()
+            if k not in ("budget", "description", "verify", "rungs")
+        },
         sort_keys=True,
     )
     names = [

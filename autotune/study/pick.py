@@ -1,9 +1,11 @@
 """Choosing one configuration from a finished study.
 
-Candidates are the feasible trials: complete, not diverged, meeting every constraint (so learning).
-When the study verified its best candidates over seeds (`autotune.verify`), the named picks choose
-among the verified ones only, using their verified means instead of the single probe's values;
-a verified candidate that diverged on any seed is set aside while a stable verified one remains.
+Candidates are the feasible trials: complete, not diverged, meeting every constraint (so learning),
+measured at the length the study decided at (its top rung, `autotune.study.rungs`; else the
+screen). When the study verified its best candidates over seeds (`autotune.verify`) at that
+length, the named picks choose among the verified ones that held on every seed (none diverged
+or failed, every constraint met), using their verified means; when none held there is no named
+pick (RecipeError): the user chooses one explicitly with `trial N`.
 
 Picks:
 - `balanced` (default): the knee of the Pareto front. Each objective is scaled to [0, 1] over the
@@ -45,6 +47,18 @@ class Candidate:
     baseline: bool = False
     verified: dict[str, Any] | None = None  # see autotune.verify.summarize_seeds
     extra: dict[str, Any] = field(default_factory=dict)
+    steps: int | None = None  # the probe length its values were measured at
+
+    @property
+    def holds(self) -> bool:
+        """Verified, and on every seed complete and within every constraint."""
+        v = self.verified
+        return (
+            v is not None
+            and float(v.get("diverged_share") or 0.0) == 0.0
+            and not v.get("failed")
+            and bool(v.get("all_feasible", True))
+        )
 
     def value(self, metric: str, i: int | None = None) -> float:
         """The verified mean of `metric` when verified, else the trial's own value."""
@@ -73,28 +87,51 @@ def parse_pick(text: str) -> tuple[str, int | None]:
     )
 
 
-def candidates(study: Any) -> list[Candidate]:
-    """The study's feasible trials, with their verification results when they have one."""
+def candidates(study: Any, every: bool = False) -> list[Candidate]:
+    """The study's feasible trials at the length it decided at, with their verification results
+    at that length when they have one. `every`: also the feasible screened trials that were not
+    run at that length (for an explicit `trial N`)."""
     import optuna
 
     verified = verified_results(study)
+    decided = study.user_attrs.get("autotune.decided") or {}
+    steps = decided.get("steps")
+    at_rung = rung_rows(study, int(steps)) if steps and decided.get("rung") else None
     out = []
     for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
         if not t.user_attrs.get("autotune.feasible") or not t.values:
             continue
+        row = (at_rung or {}).get(t.number)
+        if at_rung is not None and row is None and not every:
+            continue
+        if row is not None and (not row.get("feasible") or not row.get("values")):
+            continue
+        ver = verified.get(t.number)
+        if ver is not None and steps is not None and ver.get("steps", steps) != steps:
+            ver = None  # verified at another length: not evidence for this one
         out.append(
             Candidate(
                 number=t.number,
-                values=[float(v) for v in t.values],
-                metrics=dict(t.user_attrs.get("autotune.metrics") or {}),
+                values=[float(v) for v in (row["values"] if row else t.values)],
+                metrics=dict(row["metrics"] if row else t.user_attrs.get("autotune.metrics") or {}),
                 knobs=dict(t.user_attrs.get("autotune.knobs") or {}),
                 env=dict(t.user_attrs.get("autotune.env") or {}),
                 params=dict(t.params),
                 fp_hash=t.user_attrs.get("autotune.fp_hash"),
                 baseline=bool(t.user_attrs.get("autotune.baseline")),
-                verified=verified.get(t.number),
+                verified=ver if (row is not None or at_rung is None) else None,
+                steps=int(row["steps"]) if row else (steps if at_rung is None else None),
             )
         )
+    return out
+
+
+def rung_rows(study: Any, steps: int) -> dict[int, dict[str, Any]]:
+    """The study's slim rung records at `steps` (`autotune.rung.N.STEPS`), by trial number."""
+    out: dict[int, dict[str, Any]] = {}
+    for key, value in study.user_attrs.items():
+        if key.startswith("autotune.rung.") and key.endswith(f".{steps}"):
+            out[int(value["number"])] = value
     return out
 
 
@@ -181,11 +218,19 @@ def pick(
         raise RecipeError(f"trial {number} is not a candidate (not a feasible, complete trial)")
     if not cands:
         raise RecipeError("the study has no feasible trial to pick from")
-    # Verified candidates are the ones whose numbers are known: pick among them when there are.
+    # Verified candidates are the ones whose numbers are known: pick among those that held on
+    # every seed. When none held there is no named pick: the user chooses explicitly.
     verified = [c for c in cands if c.verified is not None]
     pool = list(cands)
     if verified:
-        pool = [c for c in verified if c.stable_when_verified] or verified
+        pool = [c for c in verified if c.holds]
+        if not pool:
+            at = verified[0].steps
+            raise NoCandidateHolds(
+                f"no candidate held on every seed{f' at {at} steps' if at else ''}: "
+                f"{why_not_held(verified)}; choose one explicitly with --pick "
+                f"'trial {ranked(verified, objectives)[0].number}'"
+            )
     if kind == "balanced":
         members = front(pool, objectives)
         dist = knee_distances(members, objectives)
@@ -197,6 +242,24 @@ def pick(
     metric = minimised[0] if minimised else "loss_cv"
     i = _index(objectives, metric)
     return min(pool, key=lambda c: (finite(c.value(metric, i), math.inf), c.number))
+
+
+class NoCandidateHolds(RecipeError):
+    """Every verified candidate diverged, failed or broke a constraint on some seed."""
+
+
+def why_not_held(verified: Sequence[Candidate]) -> str:
+    """Why each verified candidate did not hold: its first failing seed."""
+    out = []
+    for c in sorted(verified, key=lambda c: c.number):
+        runs = (c.verified or {}).get("runs") or []
+        bad = next((r for r in runs if r.get("outcome") != "complete"), None)
+        if bad is not None:
+            cause = f" ({bad['cause']})" if bad.get("cause") else ""
+            out.append(f"trial {c.number} {bad.get('outcome')} on seed {bad.get('seed')}{cause}")
+        elif not c.holds:
+            out.append(f"trial {c.number} broke a constraint on a seed")
+    return "; ".join(out) or "no verified candidate"
 
 
 def _index(objectives: Sequence[Mapping[str, Any]], metric: str) -> int | None:

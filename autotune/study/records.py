@@ -78,6 +78,8 @@ def tell(study: Any, frozen: Any, outcome: Mapping[str, Any]) -> None:
         "autotune.ray_node": outcome.get("ray_node"),
         "autotune.wall_s": outcome.get("wall_s"),
         "autotune.effective_batch": summary.get("effective_batch"),
+        "autotune.diverged_at_step": summary.get("diverged_at_step"),
+        "autotune.samples_seen": summary.get("samples_seen"),
     }
     if outcome.get("knobs"):
         attrs["autotune.knobs"] = outcome["knobs"]

@@ -89,12 +89,10 @@ def summarize(
         base = (
             (baseline.user_attrs.get("autotune.metrics") or {}).get(o.metric) if baseline else None
         )
-        change = None
-        if base is not None and base != 0 and math.isfinite(base):
-            change = 100.0 * (b - base) / abs(base)
-        improvement[o.metric] = {"baseline": base, "best": b, "change_pct": change}
+        improvement[o.metric] = _improvement(baseline, base, b)
     return {
         **_verified_and_pick(study, objectives),
+        **_rungs(study, space, counts),
         "study": space.name,
         "objectives": objectives,
         "trials": space.budget.trials,
@@ -106,6 +104,52 @@ def summarize(
         "dropped_knobs": dict(dropped or {}),
         "study_dir": str(study_dir) if study_dir else None,
     }
+
+
+def _improvement(baseline: Any, base: float | None, best: float) -> dict[str, Any]:
+    """best vs the baseline's value: a percentage only against a baseline that completed
+    within every constraint; a diverged baseline is said so, with its step and cause."""
+    out: dict[str, Any] = {"baseline": base, "best": best, "change_pct": None}
+    if baseline is None:
+        return out
+    attrs = baseline.user_attrs
+    if attrs.get("autotune.outcome") == "diverged":
+        out["baseline"] = None
+        out["baseline_diverged"] = {
+            "step": attrs.get("autotune.diverged_at_step"),
+            "cause": attrs.get("autotune.cause"),
+        }
+    elif not attrs.get("autotune.feasible"):
+        out["baseline_infeasible"] = True
+    elif base is not None and base != 0 and math.isfinite(base):
+        out["change_pct"] = 100.0 * (best - base) / abs(base)
+    return out
+
+
+def _rungs(study: Any, space: sp.Space, counts: Mapping[str, int]) -> dict[str, Any]:
+    """The summary's `target_steps`, `rungs` (the screen first) and `decided` parts."""
+    screen = space.probe.steps
+    target = space.budget.target_steps or screen
+    rows: list[dict[str, Any]] = [
+        {
+            "rung": 0,
+            "steps": screen,
+            "trials": sum(v for k, v in counts.items() if k != "running"),
+            "agreement": None,
+        }
+    ]
+    for r in study.user_attrs.get("autotune.rungs") or []:
+        rows.append({**r, "trials": len(r.get("numbers") or [])})
+    decided = study.user_attrs.get("autotune.decided")
+    if not decided or decided.get("target_steps") != target:
+        decided = {
+            "steps": screen,
+            "rung": 0,
+            "target_steps": target,
+            "reason": "target" if target == screen else "rungs not run yet",
+            "tau": None,
+        }
+    return {"target_steps": target, "rungs": rows, "decided": decided}
 
 
 def _verified_and_pick(study: Any, objectives: list[dict[str, Any]]) -> dict[str, Any]:
@@ -124,21 +168,37 @@ def _verified_and_pick(study: Any, objectives: list[dict[str, Any]]) -> dict[str
                 o["metric"]: (c.verified.get("metrics") or {}).get(o["metric"]) for o in objectives
             },
             "run_id": c.verified.get("run_id"),
+            "steps": c.verified.get("steps"),
         }
         for c in pk.ranked(cands, objectives)
         if c.verified
     ]
     out: dict[str, Any] = {"verified": verified, "pick": None, "warm_start": None}
     if cands:
-        chosen = pk.pick(cands, objectives, "balanced")
-        out["pick"] = {
-            "how": "balanced",
-            "number": chosen.number,
-            "verified": chosen.verified is not None,
-            "values": [chosen.value(o["metric"], i) for i, o in enumerate(objectives)],
-            "params": chosen.params,
-            "knobs": chosen.knobs,
-        }
+        try:
+            chosen = pk.pick(cands, objectives, "balanced")
+        except pk.NoCandidateHolds as e:
+            tried = [c for c in cands if c.verified is not None]
+            out["pick"] = {
+                "how": "balanced",
+                "number": None,
+                "holds": False,
+                "best": pk.ranked(tried, objectives)[0].number,
+                "steps": tried[0].steps,
+                "why": pk.why_not_held(tried),
+                "message": str(e),
+            }
+        else:
+            out["pick"] = {
+                "how": "balanced",
+                "number": chosen.number,
+                "verified": chosen.verified is not None,
+                "holds": chosen.holds if chosen.verified is not None else None,
+                "steps": chosen.steps,
+                "values": [chosen.value(o["metric"], i) for i, o in enumerate(objectives)],
+                "params": chosen.params,
+                "knobs": chosen.knobs,
+            }
     warm = study.user_attrs.get("autotune.warm_start")
     if warm:
         feasible = [
@@ -217,10 +277,15 @@ def format_summary(summary: Mapping[str, Any], *, tracking_uri: str | None = Non
             continue
         b = imp["baseline"]
         text = f"  {o['metric']:<12} best {imp['best']:.4g}"
-        if b is not None:
+        if imp.get("baseline_diverged"):
+            d = imp["baseline_diverged"]
+            text += f"  vs baseline: baseline diverged at step {d.get('step')} ({d.get('cause')})"
+        elif b is not None:
             text += f"  baseline {b:.4g}"
             if imp["change_pct"] is not None:
                 text += f"  ({imp['change_pct']:+.1f}%)"
+            elif imp.get("baseline_infeasible"):
+                text += " (baseline infeasible: no percentage)"
         lines.append(text)
     if not summary["pareto"]:
         lines.append(
@@ -250,8 +315,16 @@ def format_summary(summary: Mapping[str, Any], *, tracking_uri: str | None = Non
             lines.append(
                 f"  trial {v['number']:>4}  {vals}  diverged {v['diverged_share'] or 0:.0%}"
             )
+    decided_line = _decided_line(summary)
+    if decided_line:
+        lines.append(decided_line)
     pick = summary.get("pick")
-    if pick:
+    if pick and pick.get("number") is None:
+        lines.append(
+            f"{pick.get('message')} (best found: trial {pick.get('best')}); "
+            "`autotune export` needs an explicit --pick"
+        )
+    elif pick:
         lines.append(
             f"pick (balanced: the knee of the front{', verified' if pick['verified'] else ''}): "
             f"trial {pick['number']}  "
@@ -276,9 +349,37 @@ def format_summary(summary: Mapping[str, Any], *, tracking_uri: str | None = Non
         "next: `autotune ui` to browse the trials"
         + (f" ({redact(tracking_uri)})" if tracking_uri else "")
         + f", `autotune show {summary['study']}` for this summary again"
-        + (f", `autotune export {summary['study']} -o recipe.yaml` for the recipe" if pick else "")
+        + (
+            f", `autotune export {summary['study']} -o recipe.yaml` for the recipe"
+            if pick and pick.get("number") is not None
+            else ""
+        )
     )
     return "\n".join(lines)
+
+
+def _decided_line(summary: Mapping[str, Any]) -> str | None:
+    """At which length the answer was decided, and how the rankings of the rungs agreed."""
+    decided = summary.get("decided")
+    if not decided:
+        return None
+    steps, target = decided["steps"], summary.get("target_steps")
+    rows = summary.get("rungs") or []
+    taus = []
+    for r in rows[1:]:
+        ag = r.get("agreement") or {}
+        tau = ag.get("tau")
+        shown = "n/a" if tau is None else f"{tau:+.2f}"
+        taus.append(f"{ag.get('vs_steps')}->{r['steps']} tau {shown} ({ag.get('n')} configs)")
+    agreed = f": rankings {', '.join(taus)}" if taus else ""
+    if steps == target:
+        if len(rows) == 1:
+            return f"decided at {steps} steps, the probe length (no budget.target_steps)"
+        return f"decided at {steps} steps (the target){agreed}"
+    return (
+        f"decided at {steps} of {target} steps ({decided.get('reason')}){agreed}; not run at the "
+        f"target: check with `autotune verify recipe.yaml --steps {target}`"
+    )
 
 
 def _short(v: Any) -> str:

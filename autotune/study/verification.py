@@ -47,13 +47,21 @@ def _verify_task(
     return out
 
 
-def _verify_path(study_dir: Path, number: int, seed: int) -> Path:
-    return study_dir / "verify" / f"{number:04d}-seed{seed}.json"
+def decided_steps(study: Any, space: sp.Space) -> int:
+    """The length the study's answer is decided at: the top rung reached (else the screen)."""
+    decided = study.user_attrs.get("autotune.decided") or {}
+    return int(decided.get("steps") or space.probe.steps)
 
 
-def _save_seed(study_dir: Path, number: int, seed: int, out: dict[str, Any]) -> dict[str, Any]:
+def _verify_path(study_dir: Path, number: int, seed: int, steps: int) -> Path:
+    return study_dir / "verify" / f"{number:04d}-s{steps}-seed{seed}.json"
+
+
+def _save_seed(
+    study_dir: Path, number: int, seed: int, out: dict[str, Any], steps: int
+) -> dict[str, Any]:
     """Write one seed's outcome (without its step series) atomically; return what was written."""
-    path = _verify_path(study_dir, number, seed)
+    path = _verify_path(study_dir, number, seed, steps)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     slim = dict(out)
@@ -70,18 +78,21 @@ def verify_phase(
     """Re-run the best candidates with other seeds; store the verified numbers in the study and
     MLflow. Returns True when interrupted (what finished is kept: the next run continues)."""
     from autotune import verify as vf
+    from autotune.study.objectives import constraints_of
 
     space = opts.space
     todo = to_verify(study, space)
     if not todo:
         return False
+    steps = decided_steps(study, space)
+    timeout = space.budget.trial_timeout_s * steps / space.probe.steps
     say = (lambda _t: None) if opts.quiet else print
     conc, resources, threads = plan_resources(space, ray.cluster_resources())
     seeds = vf.seeds_for(space.probe.seed, space.verify.seeds)
     metrics = list(dict.fromkeys([*(o.metric for o in space.objectives), *vf.REPORTED]))
     say(
         f"verifying the best {len(todo)} candidate(s) (trials "
-        f"{', '.join(str(c.number) for c in todo)}) with seeds {seeds}"
+        f"{', '.join(str(c.number) for c in todo)}) with seeds {seeds} at {steps} steps"
     )
     remote = ray.remote(num_cpus=resources.get("cpu", 1.0), num_gpus=resources.get("gpu", 0.0))(
         _verify_task
@@ -90,7 +101,7 @@ def verify_phase(
     pending: list[tuple[Any, int]] = []
     for c in todo:
         for seed in seeds:
-            path = _verify_path(study_dir, c.number, seed)
+            path = _verify_path(study_dir, c.number, seed, steps)
             if path.is_file():
                 results[c.number].append(json.loads(path.read_text()))
             else:
@@ -102,6 +113,18 @@ def verify_phase(
     def finished(c: Any) -> None:
         runs = sorted(results[c.number], key=lambda r: r["seed"])
         res = vf.summarize_seeds(runs, metrics)
+        res["steps"] = steps
+        # Held on every seed: complete, and within every constraint (not only "not diverged").
+        res["all_feasible"] = all(
+            r.get("outcome") == "complete"
+            and all(
+                v <= 0
+                for v in constraints_of(
+                    space, "complete", (r.get("summary") or {}).get("metrics") or {}
+                )
+            )
+            for r in runs
+        )
         fp = next((r.get("fingerprint") for r in runs if r.get("fingerprint")), None)
         res["run_id"] = logger.verification(c.number, res, fp)
         study.set_user_attr(f"autotune.verified.{c.number}", res)
@@ -115,8 +138,10 @@ def verify_phase(
         while pending or inflight:
             while pending and len(inflight) < conc:
                 c, seed = pending.pop(0)
-                cfg = ProbeConfig.from_space(space, knobs=c.knobs, env=c.env, seed=seed)
-                ref = remote.remote(cfg.to_dict(), c.env, space.budget.trial_timeout_s, threads)
+                cfg = ProbeConfig.from_space(
+                    space, knobs=c.knobs, env=c.env, seed=seed, steps=steps
+                )
+                ref = remote.remote(cfg.to_dict(), c.env, timeout, threads)
                 inflight[ref] = (c, seed)
             ready, _ = ray.wait(list(inflight), num_returns=1)
             for ref in ready:
@@ -131,7 +156,7 @@ def verify_phase(
                         "summary": None,
                     }
                 out.update(seed=seed, number=c.number)
-                results[c.number].append(_save_seed(study_dir, c.number, seed, out))
+                results[c.number].append(_save_seed(study_dir, c.number, seed, out, steps))
                 done = sum(len(v) for v in results.values())
                 say(
                     f"  [{done}/{total}] trial {c.number} seed {seed}: {out['outcome']}"

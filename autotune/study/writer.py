@@ -61,9 +61,35 @@ class MlflowWriter:
             finally:
                 self._queue.task_done()
 
+    def log_rung(self, record: Mapping[str, Any]) -> None:
+        """Queue a promoted probe's record: a run nested under its trial's run (after it)."""
+        self.log({**record, "_rung_record": True})
+
+    def _log_rung_now(self, record: dict[str, Any]) -> None:
+        from autotune import tracking
+        from autotune.tracking.runs import log_rung
+
+        try:
+            trial_run = tracking.trial_run_ids(self.client, self.experiment_id, self.parent).get(
+                int(record["number"])
+            )
+            if trial_run is None:
+                raise LookupError(f"trial {record['number']} has no MLflow run yet")
+            log_rung(self.client, self.experiment_id, trial_run, self.study_name, record)
+        except Exception as e:  # the record is on disk: the next run logs it again
+            print(
+                f"warning: could not log trial {record.get('number')} at {record.get('steps')} "
+                f"steps to MLflow ({type(e).__name__}: {e}); it will be logged when the study "
+                "resumes",
+                file=sys.stderr,
+            )
+
     def _log_now(self, outcome: Mapping[str, Any]) -> None:
         from autotune import tracking
 
+        if outcome.get("_rung_record"):
+            self._log_rung_now({k: v for k, v in outcome.items() if k != "_rung_record"})
+            return
         try:
             tracking.log_trial(
                 self.client, self.experiment_id, self.parent, self.study_name, dict(outcome)

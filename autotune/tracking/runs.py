@@ -458,3 +458,57 @@ def trial_run_ids(client: MlflowClient, experiment_id: str, parent_run_id: str) 
         if number is not None and is_complete(run):
             out[number] = str(run.info.run_id)
     return out
+
+
+TAG_RUNG = "autotune.rung"
+TAG_RUNG_STEPS = "autotune.steps"
+
+
+def log_rung(
+    client: MlflowClient,
+    experiment_id: str,
+    trial_run_id: str,
+    study_name: str,
+    record: dict[str, Any],
+) -> str:
+    """One promoted probe (a rung record, see `autotune.study.rung_phase`) as a run nested under
+    its trial's run, named `trial-0007@340`; idempotent per (trial run, rung, steps)."""
+    from mlflow.entities import RunStatus
+
+    rung, steps = int(record["rung"]), int(record["steps"])
+    found = search_all(
+        client,
+        experiment_id,
+        f"tags.`{TAG_PARENT}` = '{trial_run_id}' and tags.`{TAG_RUNG}` = '{rung}' "
+        f"and tags.`{TAG_RUNG_STEPS}` = '{steps}'",
+    )
+    for run in found:
+        if is_complete(run):
+            return str(run.info.run_id)
+    for run in found:
+        client.delete_run(run.info.run_id)
+    summary: dict[str, Any] = record.get("summary") or {}
+    now_ms = int(time.time() * 1000)
+    tags = _trial_tags(study_name, record, summary)
+    tags.update(
+        {
+            TAG_ROLE: "rung",
+            TAG_PARENT: trial_run_id,
+            TAG_RUNG: str(rung),
+            TAG_RUNG_STEPS: str(steps),
+        }
+    )
+    run = client.create_run(
+        experiment_id,
+        start_time=now_ms,
+        run_name=f"trial-{int(record['number']):04d}@{steps}",
+        tags=tags,
+    )
+    run_id = str(run.info.run_id)
+    log_entities(client, run_id, params=clean_params(trial_params(record, summary)))
+    log_metrics(client, run_id, _trial_metrics(record, summary, now_ms))
+    log_metrics(client, run_id, _series_metrics(summary.get("series") or {}, now_ms))
+    status = RunStatus.FAILED if record.get("outcome") in ("failed", "oom") else RunStatus.FINISHED
+    client.set_terminated(run_id, status=RunStatus.to_string(status), end_time=now_ms)
+    client.set_tag(run_id, TAG_LOGGED, "true")
+    return run_id

@@ -1,0 +1,308 @@
+"""The rung phase: after the screen, the best configurations re-run as fresh probes at longer
+lengths, rung by rung toward `budget.target_steps` (see `autotune.study.rungs`).
+
+Promoted probes are not Optuna trials: the sampler learns from the screen only. Each promoted
+probe is a new process (same seed, same data order) at the rung's steps; its record is written
+to trials/NNNN-rK.json before it counts, stored slim in the study (`autotune.rung.N.STEPS`) and
+logged to MLflow as a run nested under the trial's run. A driver stopped mid-rung resumes
+without re-running the rung probes that finished.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from autotune import space as sp
+from autotune.probe import ProbeConfig
+from autotune.study import rungs as rg
+from autotune.study.objectives import constraints_of, values_of
+from autotune.study.options import StudyOptions
+from autotune.study.progress import fmt_s
+from autotune.study.session import plan_resources
+from autotune.study.writer import MlflowWriter
+
+Job = tuple[int, dict[str, Any], dict[str, str]]  # trial number, knobs, env
+
+
+def target_of(space: sp.Space) -> int:
+    return space.budget.target_steps or space.probe.steps
+
+
+def plan(space: sp.Space) -> list[int]:
+    r = space.rungs
+    return rg.rung_steps(space.probe.steps, target_of(space), r.eta, r.max_rungs)
+
+
+def pending(study: Any, space: sp.Space) -> bool:
+    """Whether the rung phase has yet to decide for this space's target."""
+    if len(plan(space)) < 2:
+        return False
+    decided = study.user_attrs.get("autotune.decided") or {}
+    return decided.get("target_steps") != target_of(space)
+
+
+def rung_path(study_dir: Path, number: int, rung: int) -> Path:
+    return study_dir / "trials" / f"{number:04d}-r{rung}.json"
+
+
+def write_rung_record(study_dir: Path, record: Mapping[str, Any]) -> None:
+    path = rung_path(study_dir, int(record["number"]), int(record["rung"]))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(record, default=str))
+    os.replace(tmp, path)
+
+
+def read_rung_record(study_dir: Path, number: int, rung: int, steps: int) -> dict[str, Any] | None:
+    """The record of trial `number` at rung `rung`, if it was run at `steps` (a record of
+    another length, from before the target changed, does not count)."""
+    try:
+        data: dict[str, Any] = json.loads(rung_path(study_dir, number, rung).read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    return data if data.get("steps") == steps else None
+
+
+def judge(space: sp.Space, record: dict[str, Any]) -> dict[str, Any]:
+    """Add values, constraints and feasibility to a rung probe's record."""
+    metrics = dict((record.get("summary") or {}).get("metrics") or {})
+    if record.get("outcome") == "failed":
+        record.update(values=None, constraints=None, feasible=False)
+    else:
+        cons = constraints_of(space, record["outcome"], metrics)
+        record.update(
+            values=values_of(space, metrics),
+            constraints=cons,
+            feasible=all(c <= 0 for c in cons),
+        )
+    return record
+
+
+def slim(record: Mapping[str, Any]) -> dict[str, Any]:
+    """What the study keeps of a rung record (no series)."""
+    summary = record.get("summary") or {}
+    return {
+        "number": record["number"],
+        "rung": record["rung"],
+        "steps": record["steps"],
+        "baseline": bool(record.get("baseline")),
+        "outcome": record.get("outcome"),
+        "cause": record.get("cause"),
+        "diverged_at_step": summary.get("diverged_at_step"),
+        "metrics": summary.get("metrics") or {},
+        "samples_seen": summary.get("samples_seen"),
+        "values": record.get("values"),
+        "feasible": bool(record.get("feasible")),
+    }
+
+
+def as_result(row: Mapping[str, Any]) -> rg.RungResult:
+    return rg.RungResult(
+        number=int(row["number"]),
+        steps=int(row["steps"]),
+        baseline=bool(row.get("baseline")),
+        outcome=str(row.get("outcome") or "failed"),
+        values=list(row["values"]) if row.get("values") else None,
+        feasible=bool(row.get("feasible")),
+        metrics=dict(row.get("metrics") or {}),
+    )
+
+
+def screen_results(study: Any, steps: int) -> list[rg.RungResult]:
+    """The screen (rung 0): every finished trial as Optuna recorded it."""
+    import optuna
+
+    done = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL)
+    return [
+        rg.RungResult(
+            number=t.number,
+            steps=steps,
+            baseline=bool(t.user_attrs.get("autotune.baseline")),
+            outcome=str(t.user_attrs.get("autotune.outcome", "failed")),
+            values=list(t.values) if t.values else None,
+            feasible=bool(t.user_attrs.get("autotune.feasible")) and bool(t.values),
+            metrics=dict(t.user_attrs.get("autotune.metrics") or {}),
+        )
+        for t in study.get_trials(deepcopy=False, states=done)
+    ]
+
+
+def rung_phase(
+    opts: StudyOptions, study: Any, logger: MlflowWriter, study_dir: Path, ray: Any
+) -> bool:
+    """Promote through the rungs until the growth rule stops or the target is reached; store
+    the rungs and the decision in the study. Returns True when interrupted."""
+    import optuna
+
+    space = opts.space
+    if not pending(study, space):
+        return False
+    say = (lambda _t: None) if opts.quiet else print
+    steps_plan = plan(space)
+    objectives = [o.model_dump() for o in space.objectives]
+    trials = {t.number: t for t in study.get_trials(deepcopy=False)}
+    states = optuna.trial.TrialState
+    prev = [
+        r for r in screen_results(study, steps_plan[0]) if trials[r.number].state != states.RUNNING
+    ]
+    table: list[dict[str, Any]] = []
+    decided: dict[str, Any] = {"steps": steps_plan[0], "rung": 0, "reason": "", "tau": None}
+    say(f"rungs toward {target_of(space)} steps: {' -> '.join(map(str, steps_plan))}")
+    for k, steps in enumerate(steps_plan[1:], 1):
+        numbers = rg.promote(
+            prev, objectives, eta=space.rungs.eta, min_promote=space.rungs.min_promote
+        )
+        if not [n for n in numbers if not trials[n].user_attrs.get("autotune.baseline")]:
+            decided["reason"] = "no feasible configuration to promote"
+            break
+        jobs: list[Job] = [
+            (
+                n,
+                dict(trials[n].user_attrs.get("autotune.knobs") or {}),
+                dict(trials[n].user_attrs.get("autotune.env") or {}),
+            )
+            for n in numbers
+        ]
+        say(f"rung {k}: {steps} steps for trials {', '.join(map(str, numbers))}")
+        records = _run_rung(opts, study, logger, study_dir, ray, k, steps, jobs, say)
+        if records is None:
+            return True
+        cur = [as_result(slim(r)) for r in records]
+        ag = rg.agreement(prev, cur, objectives)
+        table.append({"rung": k, "steps": steps, "numbers": numbers, "agreement": ag})
+        study.set_user_attr("autotune.rungs", table)
+        grow, why = rg.should_grow(
+            ag,
+            threshold=space.rungs.agreement,
+            min_n=space.rungs.min_agreement_n,
+            grow=space.rungs.grow,
+            at_target=steps == steps_plan[-1],
+        )
+        decided = {"steps": steps, "rung": k, "reason": why, "tau": ag.get("tau")}
+        if not grow:
+            break
+        prev = cur
+    study.set_user_attr("autotune.rungs", table)
+    study.set_user_attr("autotune.decided", {**decided, "target_steps": target_of(space)})
+    say(f"decided at {decided['steps']} of {target_of(space)} steps ({decided['reason']})")
+    return False
+
+
+def _run_rung(
+    opts: StudyOptions,
+    study: Any,
+    logger: MlflowWriter,
+    study_dir: Path,
+    ray: Any,
+    rung: int,
+    steps: int,
+    jobs: Sequence[Job],
+    say: Callable[[str], None],
+) -> list[dict[str, Any]] | None:
+    """Run the rung's probes not yet recorded; every record of the rung (None: interrupted)."""
+    space = opts.space
+    records: dict[int, dict[str, Any]] = {}
+    todo = []
+    for number, knobs, env in jobs:
+        saved = read_rung_record(study_dir, number, rung, steps)
+        if saved is not None:
+            records[number] = saved
+            logger.log_rung(saved)  # idempotent: logs it if a driver died before it did
+        else:
+            todo.append((number, knobs, env))
+    timeout = space.budget.trial_timeout_s * steps / space.probe.steps
+    trials = {t.number: t for t in study.get_trials(deepcopy=False)}
+
+    def done(job: Job, out: dict[str, Any]) -> None:
+        number, knobs, env = job
+        t = trials[number]
+        record = judge(
+            space,
+            {
+                **out,
+                "number": number,
+                "rung": rung,
+                "steps": steps,
+                "seed": space.probe.seed,
+                "baseline": bool(t.user_attrs.get("autotune.baseline")),
+                "knobs": (out.get("summary") or {}).get("knobs") or knobs,
+                "env": env,
+                "params": dict(t.params),
+            },
+        )
+        write_rung_record(study_dir, record)
+        study.set_user_attr(f"autotune.rung.{number}.{steps}", slim(record))
+        logger.log_rung(record)
+        records[number] = record
+        say(
+            f"  trial {number} at {steps} steps: {record['outcome']}"
+            + (f" ({record['cause']})" if record.get("cause") else "")
+        )
+
+    configs = [
+        (job, ProbeConfig.from_space(space, knobs=job[1], env=job[2], steps=steps)) for job in todo
+    ]
+    if not run_probe_jobs(space, ray, configs, timeout, done):
+        return None
+    for number, rec in records.items():  # records from an earlier driver: in the study too
+        study.set_user_attr(f"autotune.rung.{number}.{steps}", slim(rec))
+    return [records[n] for n, _, _ in jobs if n in records]
+
+
+def run_probe_jobs(
+    space: sp.Space,
+    ray: Any,
+    configs: Sequence[tuple[Job, ProbeConfig]],
+    timeout_s: float,
+    done: Callable[[Job, dict[str, Any]], None],
+) -> bool:
+    """Run probes as Ray tasks (fresh processes, `plan_resources` at once); call `done` with
+    each result as it finishes. False when interrupted (in-flight tasks are cancelled)."""
+    from autotune.study.verification import _verify_task
+
+    if not configs:
+        return True
+    conc, resources, threads = plan_resources(space, ray.cluster_resources())
+    remote = ray.remote(num_cpus=resources.get("cpu", 1.0), num_gpus=resources.get("gpu", 0.0))(
+        _verify_task
+    )
+    queue = list(configs)
+    inflight: dict[Any, Job] = {}
+    started = time.monotonic()
+    try:
+        while queue or inflight:
+            while queue and len(inflight) < conc:
+                job, cfg = queue.pop(0)
+                inflight[remote.remote(cfg.to_dict(), job[2], timeout_s, threads)] = job
+            ready, _ = ray.wait(list(inflight), num_returns=1)
+            for ref in ready:
+                job = inflight.pop(ref)
+                try:
+                    out = ray.get(ref)
+                except Exception as e:  # the worker died: a failed probe, not a failed study
+                    out = {
+                        "outcome": "failed",
+                        "cause": "worker_died",
+                        "error": f"{type(e).__name__}: {str(e)[:500]}",
+                        "summary": None,
+                    }
+                out["wall_clock_s"] = time.monotonic() - started
+                done(job, out)
+    except KeyboardInterrupt:
+        for ref in inflight:
+            with contextlib.suppress(Exception):
+                ray.cancel(ref, force=True)
+        print(
+            f"interrupted during the rungs ({fmt_s(time.monotonic() - started)}); run the same "
+            "command again to finish them",
+            file=sys.stderr,
+        )
+        return False
+    return True

@@ -1,0 +1,167 @@
+"""Rungs: the best screened configurations promoted through longer probes toward the target.
+
+Pure functions (no Ray, no Optuna): the rung lengths, who is promoted, the agreement of two
+rungs' rankings (Kendall tau-b) and the growth rule. `autotune.study.rung_phase` runs them.
+
+Synchronous successive halving (Li et al.), grown PASHA-style (Bohdal et al. 2023): a higher
+rung is run only while the rankings of the two top rungs disagree (tau-b below
+`rungs.agreement`), or while too few configurations were compared to tell.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class RungResult:
+    """One configuration's outcome at one rung."""
+
+    number: int
+    steps: int
+    baseline: bool
+    outcome: str
+    values: list[float] | None
+    feasible: bool
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+
+def _round10(x: float) -> int:
+    return max(10, round(x / 10.0) * 10)
+
+
+def rung_steps(screen: int, target: int, eta: int, max_rungs: int) -> list[int]:
+    """The rung lengths from the screen (`screen` steps) to `target`: geometric, ratio about
+    `eta`, at most `max_rungs` above the screen, the last exactly `target`."""
+    if target <= screen:
+        return [screen]
+    k = max(1, min(max_rungs, math.ceil(math.log(target / screen) / math.log(eta) - 1e-9)))
+    out = [screen]
+    for i in range(1, k):
+        r = _round10(screen * (target / screen) ** (i / k))
+        if out[-1] < r < target:
+            out.append(r)
+    out.append(target)
+    return out
+
+
+def promote(
+    results: Sequence[RungResult],
+    objectives: Sequence[Mapping[str, Any]],
+    *,
+    eta: int,
+    min_promote: int,
+) -> list[int]:
+    """The trial numbers to run at the next rung: the best `max(min_promote, ceil(n / eta))`
+    feasible non-baseline configurations (Pareto layer by layer, each by knee distance: the
+    pick's own order), plus the baseline whenever it ran this rung. Infeasible ones never."""
+    from autotune.study import pick
+
+    n_rung = len(results)
+    feasible = [r for r in results if r.feasible and not r.baseline and r.values is not None]
+    q = min(len(feasible), max(min_promote, math.ceil(n_rung / eta)))
+    cands = [
+        pick.Candidate(
+            number=r.number,
+            values=list(r.values or []),
+            metrics=dict(r.metrics),
+            knobs={},
+            env={},
+            params={},
+        )
+        for r in feasible
+    ]
+    best = [c.number for c in pick.ranked(cands, objectives)[:q]]
+    base = [r.number for r in results if r.baseline]
+    return sorted(set(best) | set(base))
+
+
+def order(
+    results: Sequence[RungResult], objectives: Sequence[Mapping[str, Any]]
+) -> dict[int, float]:
+    """A rank per configuration (0 = best): feasible ones in the pick's order, then every
+    infeasible one tied last."""
+    from autotune.study import pick
+
+    cands = [
+        pick.Candidate(
+            number=r.number, values=list(r.values or []), metrics={}, knobs={}, env={}, params={}
+        )
+        for r in results
+        if r.feasible and r.values is not None
+    ]
+    ranks = {c.number: float(i) for i, c in enumerate(pick.ranked(cands, objectives))}
+    last = float(len(ranks))
+    return {r.number: ranks.get(r.number, last) for r in results}
+
+
+def kendall_tau_b(x: Sequence[float], y: Sequence[float]) -> float | None:
+    """Kendall's tau-b of two paired samples (ties corrected); None when either is constant
+    or there are fewer than two pairs. Exact, O(n^2): a rung has a handful of configs."""
+    if len(x) != len(y):
+        raise ValueError("kendall_tau_b: x and y differ in length")
+    n = len(x)
+    concordant = discordant = ties_x = ties_y = 0
+    for i in range(n):
+        for j in range(i + 1, n):
+            dx, dy = x[i] - x[j], y[i] - y[j]
+            if dx == 0 and dy == 0:
+                continue
+            if dx == 0:
+                ties_x += 1
+            elif dy == 0:
+                ties_y += 1
+            elif (dx > 0) == (dy > 0):
+                concordant += 1
+            else:
+                discordant += 1
+    denom = math.sqrt((concordant + discordant + ties_x) * (concordant + discordant + ties_y))
+    if denom == 0:
+        return None
+    return (concordant - discordant) / denom
+
+
+def agreement(
+    prev: Sequence[RungResult],
+    cur: Sequence[RungResult],
+    objectives: Sequence[Mapping[str, Any]],
+) -> dict[str, Any]:
+    """tau-b between the orders of the configurations that ran both rungs (each ordered within
+    its own rung as the study orders them)."""
+    common = sorted({r.number for r in prev} & {r.number for r in cur})
+    a = order([r for r in prev if r.number in common], objectives)
+    b = order([r for r in cur if r.number in common], objectives)
+    tau = kendall_tau_b([a[n] for n in common], [b[n] for n in common]) if common else None
+    return {
+        "tau": tau,
+        "n": len(common),
+        "metric": "order",
+        "vs_steps": prev[0].steps if prev else None,
+    }
+
+
+def should_grow(
+    agreed: Mapping[str, Any] | None,
+    *,
+    threshold: float,
+    min_n: int,
+    grow: str,
+    at_target: bool,
+) -> tuple[bool, str]:
+    """Whether to run the next rung, and why (not)."""
+    if at_target:
+        return False, "target"
+    if grow == "always":
+        return True, "grow: always"
+    if agreed is None:
+        return True, "no agreement measured yet"
+    n, tau = int(agreed.get("n") or 0), agreed.get("tau")
+    if n < min_n:
+        return True, f"too few configurations to judge ({n} < {min_n})"
+    if tau is None or tau < threshold:
+        shown = "undefined" if tau is None else f"{tau:+.2f}"
+        return True, f"rankings disagree (tau {shown} < {threshold:g})"
+    return False, f"rankings agree (tau {tau:+.2f} >= {threshold:g}, {n} configurations)"

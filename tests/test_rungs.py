@@ -1,0 +1,197 @@
+"""The rung logic as pure functions: lengths, promotion, Kendall tau-b, the growth rule; and the
+space keys that drive it (target_steps, rungs, batch)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from autotune import space as sp
+from autotune.errors import SpaceError
+from autotune.study import rungs as rg
+
+OBJ = [
+    {"metric": "loss_cv", "direction": "minimize"},
+    {"metric": "throughput", "direction": "maximize"},
+]
+
+
+@pytest.mark.parametrize(
+    ("screen", "target", "eta", "max_rungs", "expected"),
+    [
+        (150, 750, 3, 4, [150, 340, 750]),
+        (150, 1500, 3, 4, [150, 320, 700, 1500]),
+        (100, 300, 3, 4, [100, 300]),
+        (30, 120, 3, 4, [30, 60, 120]),
+        (150, 150, 3, 4, [150]),
+        (100, 100_000, 3, 2, [100, 3160, 100_000]),  # capped at max_rungs, rounded to 10
+    ],
+)
+def test_rung_steps(
+    screen: int, target: int, eta: int, max_rungs: int, expected: list[int]
+) -> None:
+    assert rg.rung_steps(screen, target, eta, max_rungs) == expected
+
+
+@given(
+    screen=st.integers(10, 1000),
+    ratio=st.floats(1.0, 200.0),
+    eta=st.integers(2, 10),
+    max_rungs=st.integers(1, 8),
+)
+@settings(max_examples=200, deadline=None)
+def test_rung_steps_grow_to_exactly_the_target(
+    screen: int, ratio: float, eta: int, max_rungs: int
+) -> None:
+    target = int(screen * ratio)
+    steps = rg.rung_steps(screen, target, eta, max_rungs)
+    assert steps[0] == screen and steps[-1] == max(screen, target)
+    assert all(a < b for a, b in zip(steps, steps[1:], strict=False))
+    assert len(steps) - 1 <= max_rungs
+
+
+def res(
+    number: int, cv: float, tp: float = 100.0, *, feasible: bool = True, baseline: bool = False
+) -> rg.RungResult:
+    return rg.RungResult(
+        number=number,
+        steps=150,
+        baseline=baseline,
+        outcome="complete" if feasible else "diverged",
+        values=[cv, tp],
+        feasible=feasible,
+    )
+
+
+def test_promote_takes_the_best_third_by_layer_and_always_the_baseline() -> None:
+    results = [res(0, 0.9, baseline=True)] + [res(i, 0.1 * i) for i in range(1, 9)]
+    # 9 ran the rung: ceil(9 / 3) = 3 best (same throughput: loss_cv orders), plus the baseline
+    assert rg.promote(results, OBJ, eta=3, min_promote=2) == [0, 1, 2, 3]
+
+
+def test_promote_never_takes_an_infeasible_one_and_the_baseline_is_outside_the_quota() -> None:
+    results = [
+        res(0, 0.01, baseline=True),
+        res(1, 0.001, feasible=False),
+        res(2, 0.5),
+        res(3, 0.2),
+        res(4, 0.3, feasible=False),
+    ]
+    # q = max(min_promote 2, ceil(5/3) = 2) = 2 of the feasible non-baseline {2, 3}
+    assert rg.promote(results, OBJ, eta=3, min_promote=2) == [0, 2, 3]
+    # fewer feasible than the quota: all of them
+    assert rg.promote(results, OBJ, eta=2, min_promote=5) == [0, 2, 3]
+    # nothing feasible but the baseline: the baseline alone
+    assert rg.promote(
+        [res(0, 1.0, baseline=True), res(1, 0.1, feasible=False)], OBJ, eta=3, min_promote=2
+    ) == [0]
+
+
+def test_promote_ranks_pareto_layers_then_knee_then_number() -> None:
+    results = [
+        res(1, 0.1, 50.0),
+        res(2, 0.3, 60.0),
+        res(3, 0.35, 40.0),  # dominated
+        res(4, 0.1, 50.0),
+        res(5, 0.2, 58.0),  # the knee of the front {1, 2, 4, 5}
+    ]
+    # q = max(1, ceil(5 / 3)) = 2: the knee 5, then 1 (ties with 2 and 4 at distance 1: number)
+    assert rg.promote(results, OBJ, eta=3, min_promote=1) == [1, 5]
+
+
+def test_kendall_tau_b_hand_cases() -> None:
+    assert rg.kendall_tau_b([1, 2, 3, 4], [1, 2, 3, 4]) == 1.0
+    assert rg.kendall_tau_b([1, 2, 3, 4], [4, 3, 2, 1]) == -1.0
+    assert rg.kendall_tau_b([1, 1, 1], [1, 2, 3]) is None
+    assert rg.kendall_tau_b([1], [1]) is None
+    # one tie in x: concordant 3, discordant 2, tied in x only 1 -> (3 - 2) / sqrt(6 * 5)
+    got = rg.kendall_tau_b([1, 2, 2, 3], [1, 3, 4, 2])
+    assert got == pytest.approx(1 / math.sqrt(30))
+
+
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3)), min_size=2, max_size=12))
+@settings(max_examples=150, deadline=None)
+def test_kendall_tau_b_matches_scipy_on_tie_heavy_vectors(pairs: list[tuple[int, int]]) -> None:
+    scipy_stats = pytest.importorskip("scipy.stats")
+    x, y = [p[0] for p in pairs], [p[1] for p in pairs]
+    ours = rg.kendall_tau_b(x, y)
+    theirs = scipy_stats.kendalltau(x, y, variant="b").statistic
+    if ours is None:
+        assert math.isnan(theirs)
+    else:
+        assert ours == pytest.approx(theirs, abs=1e-12)
+
+
+def test_agreement_is_measured_on_the_configs_of_both_rungs() -> None:
+    prev = [res(0, 0.5, baseline=True), res(1, 0.1), res(2, 0.2), res(3, 0.3), res(4, 0.9)]
+    cur = [
+        rg.RungResult(n, 340, n == 0, "complete", [cv, 100.0], True)
+        for n, cv in [(0, 0.05), (1, 0.3), (2, 0.2), (3, 0.1)]
+    ]
+    ag = rg.agreement(prev, cur, OBJ)
+    assert ag["n"] == 4 and ag["vs_steps"] == 150
+    # prev order of {0,1,2,3}: 1,2,3,0; cur: 0,3,2,1 -> reversed
+    assert ag["tau"] == pytest.approx(-1.0)
+
+
+@pytest.mark.parametrize(
+    ("ag", "grow", "at_target", "expected"),
+    [
+        ({"tau": 0.9, "n": 5}, "pasha", True, False),  # at the target: stop
+        ({"tau": 0.9, "n": 3}, "pasha", False, True),  # too few to judge
+        ({"tau": 0.69, "n": 5}, "pasha", False, True),  # disagree
+        ({"tau": 0.7, "n": 4}, "pasha", False, False),  # agree
+        ({"tau": None, "n": 5}, "pasha", False, True),  # constant ranking: undefined
+        ({"tau": 1.0, "n": 5}, "always", False, True),
+    ],
+)
+def test_should_grow(ag: dict[str, float], grow: str, at_target: bool, expected: bool) -> None:
+    got, why = rg.should_grow(ag, threshold=0.7, min_n=4, grow=grow, at_target=at_target)
+    assert got is expected and why
+
+
+BASE = "name: x\nworkload: mlp\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        ("probe: {steps: 100}\nbudget: {target_steps: 50}\n", "budget.target_steps"),
+        ("rungs: {eta: 1}\n", "rungs.eta"),
+        ("rungs: {agreement: 1.5}\n", "rungs.agreement"),
+        ("rungs: {min_agreement_n: 2}\n", "rungs.min_agreement_n"),
+        ("rungs: {grow: sometimes}\n", "rungs.grow"),
+        ("rungs: {typo: 1}\n", "rungs"),
+        ("probe: {batch: 16}\nknobs: {accum_steps: {choices: [1, 3]}}\n", "probe.batch"),
+        (
+            "probe: {micro_batch: 16}\nknobs: {accum_steps: {choices: [1, 2]}}\n",
+            "probe.micro_batch",
+        ),
+        ("probe: {micro_batch: 16}\nknobs: {accum_steps: 4}\n", "probe.micro_batch"),
+    ],
+)
+def test_bad_rung_and_batch_keys_are_one_line_naming_the_key(text: str, where: str) -> None:
+    with pytest.raises(SpaceError) as e:
+        sp.loads(BASE + text, source="s.yaml")
+    msg = str(e.value)
+    assert msg.startswith("s.yaml: " + where) and "\n" not in msg
+
+
+def test_micro_batch_alone_still_works_with_accumulation_one() -> None:
+    s = sp.loads(BASE + "probe: {micro_batch: 32}\nknobs: {accum_steps: 1}\n")
+    assert s.probe.samples_per_step == 32 and s.probe.micro_for(1) == 32
+    s = sp.loads(BASE + "probe: {batch: 16}\nknobs: {accum_steps: {choices: [1, 2, 4]}}\n")
+    assert [s.probe.micro_for(a) for a in (1, 2, 4)] == [16, 8, 4]
+    assert sp.loads(BASE, overrides=["budget.target_steps=400"]).budget.target_steps == 400
+
+
+@pytest.mark.parametrize("name", sp.builtin_names())
+def test_every_shipped_space_has_a_target_and_a_batch_its_accumulation_divides(name: str) -> None:
+    s = sp.load(name)
+    assert s.budget.target_steps is not None and s.budget.target_steps >= s.probe.steps
+    assert s.probe.batch is not None
+    for a in sp._accum_values(s.knobs.get("accum_steps")):
+        assert s.probe.batch % a == 0
