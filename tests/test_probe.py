@@ -375,3 +375,24 @@ def test_a_finite_loss_without_a_graph_fails_naming_the_workload_loss(tmp_path: 
     cfg = ProbeConfig(workload=f"{tmp_path / 'detached.py'}:finite", steps=20, micro_batch=8)
     with pytest.raises(WorkloadError, match=r"loss\(\) returned a tensor that does not require"):
         run_probe(cfg)
+
+
+@pytest.mark.parametrize("accum", [2, 4])
+def test_accumulation_splits_the_batch_it_does_not_grow_it(accum: int) -> None:
+    """Equal data: two trials that differ only in accum_steps see the same samples per step."""
+    from autotune import space as sp
+
+    space = sp.loads(
+        "name: eq\nworkload: mlp\nprobe: {steps: 10, batch: 16, device: cpu}\n"
+        "knobs: {lr: 0.003, accum_steps: {choices: [1, 2, 4]}}\n"
+    )
+    runs = []
+    for a in (1, accum):
+        knobs = {**space.fixed_knobs(), "accum_steps": a}
+        cfg = ProbeConfig.from_space(space, knobs=knobs)
+        assert cfg.micro_batch == 16 // a
+        runs.append(run_probe(cfg))
+    one, split = runs
+    assert one["samples_per_step"] == split["samples_per_step"] == 16
+    assert one["samples_seen"] == split["samples_seen"] == 16 * 10
+    assert split["effective_batch"] == 16 and split["accum_steps"] == accum

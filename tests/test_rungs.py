@@ -3,6 +3,7 @@ space keys that drive it (target_steps, rungs, batch)."""
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -49,7 +50,7 @@ def test_rung_steps_grow_to_exactly_the_target(
     target = int(screen * ratio)
     steps = rg.rung_steps(screen, target, eta, max_rungs)
     assert steps[0] == screen and steps[-1] == max(screen, target)
-    assert all(a < b for a, b in zip(steps, steps[1:], strict=False))
+    assert all(a < b for a, b in itertools.pairwise(steps))
     assert len(steps) - 1 <= max_rungs
 
 

@@ -52,3 +52,24 @@ def test_a_real_verification_runs_both_sides_on_the_same_seeds() -> None:
     # The promise (loss_cv 0.05 from the study) is compared at the probe length.
     assert [p["metric"] for p in report["promise"]] == ["loss_cv"]
     assert "recipe t" in vf.format_report(report)
+
+
+def test_positive_quantities_get_intervals_that_cannot_go_below_zero() -> None:
+    # linear: mean 367, half-width t(2) * 552 / sqrt(3) ~ 1372: the low end would be negative
+    iv = vf.interval([1.0, 100.0, 1000.0], scale="log")
+    assert iv["scale"] == "log" and iv["low"] > 0 and iv["high"] > iv["mean"] > iv["low"]
+    assert iv["mean"] == pytest.approx(1e5 ** (1 / 3))  # the geometric mean
+    assert vf.interval([1.0, 100.0, 1000.0])["low"] < 0  # what the linear interval said
+    runs = [
+        {
+            "seed": s,
+            "outcome": "complete",
+            "summary": {"metrics": {"throughput": v, "loss_drop": d}},
+        }
+        for s, v, d in ((1, 5.0, -0.2), (2, 500.0, 0.1), (3, 90.0, 0.4))
+    ]
+    res = vf.summarize_seeds(runs, ["throughput", "loss_drop"])
+    assert (
+        res["metrics"]["throughput"]["low"] > 0 and res["metrics"]["throughput"]["scale"] == "log"
+    )
+    assert "scale" not in res["metrics"]["loss_drop"]  # not a positive quantity: linear

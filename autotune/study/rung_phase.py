@@ -221,24 +221,8 @@ def _run_rung(
     trials = {t.number: t for t in study.get_trials(deepcopy=False)}
 
     def done(job: Job, out: dict[str, Any]) -> None:
-        number, knobs, env = job
-        t = trials[number]
-        record = judge(
-            space,
-            {
-                **out,
-                "number": number,
-                "rung": rung,
-                "steps": steps,
-                "seed": space.probe.seed,
-                "baseline": bool(t.user_attrs.get("autotune.baseline")),
-                "knobs": (out.get("summary") or {}).get("knobs") or knobs,
-                "env": env,
-                "params": dict(t.params),
-            },
-        )
-        write_rung_record(study_dir, record)
-        study.set_user_attr(f"autotune.rung.{number}.{steps}", slim(record))
+        number = job[0]
+        record = record_rung(space, study, study_dir, trials[number], rung, steps, out)
         logger.log_rung(record)
         records[number] = record
         say(
@@ -254,6 +238,37 @@ def _run_rung(
     for number, rec in records.items():  # records from an earlier driver: in the study too
         study.set_user_attr(f"autotune.rung.{number}.{steps}", slim(rec))
     return [records[n] for n, _, _ in jobs if n in records]
+
+
+def record_rung(
+    space: sp.Space,
+    study: Any,
+    study_dir: Path,
+    trial: Any,
+    rung: int,
+    steps: int,
+    out: Mapping[str, Any],
+) -> dict[str, Any]:
+    """A finished rung probe of `trial` (what its process returned): judged, written to
+    trials/NNNN-rK.json, stored slim in the study; the record."""
+    summary = out.get("summary") or {}
+    record = judge(
+        space,
+        {
+            **out,
+            "number": trial.number,
+            "rung": rung,
+            "steps": steps,
+            "seed": space.probe.seed,
+            "baseline": bool(trial.user_attrs.get("autotune.baseline")),
+            "knobs": summary.get("knobs") or trial.user_attrs.get("autotune.knobs") or {},
+            "env": trial.user_attrs.get("autotune.env") or {},
+            "params": dict(trial.params),
+        },
+    )
+    write_rung_record(study_dir, record)
+    study.set_user_attr(f"autotune.rung.{trial.number}.{steps}", slim(record))
+    return record
 
 
 def run_probe_jobs(

@@ -1,0 +1,156 @@
+"""Rungs over a real SQLite Optuna study: trials asked and told through the study's own code with
+made-up metrics (`recorded_study`), rung probes recorded with made-up results through
+`record_rung`; promotion, the pick at the decided rung, the honest answers and export's refusal.
+No Ray, no probe process."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from assets import studies as h
+
+from autotune import space as sp
+from autotune import study as st
+from autotune.errors import RecipeError
+from autotune.study import pick as pk
+from autotune.study import rung_phase as rp
+from autotune.study import rungs as rg
+
+N = 9
+
+
+def open_recorded(tmp_path: Path, metrics: list[dict[str, float]]) -> tuple[Any, sp.Space, Path]:
+    import optuna
+
+    study_dir = h.recorded_study(tmp_path, "r", trials=N, finished=N, metrics=metrics)
+    study = optuna.load_study(study_name="r", storage=f"sqlite:///{study_dir / 'optuna.db'}")
+    space = sp.loads(h.mlp_space("r", trials=N), source="r", overrides=["budget.target_steps=90"])
+    return study, space, study_dir
+
+
+def made_up(cv: float, tp: float = 100.0, drop: float = 0.5) -> dict[str, float]:
+    return {"loss_cv": cv, "throughput": tp, "loss_drop": drop}
+
+
+def probe_out(metrics: dict[str, float], outcome: str = "complete") -> dict[str, Any]:
+    return {"outcome": outcome, "summary": {"metrics": metrics, "samples_seen": 32}}
+
+
+def test_promotion_from_a_real_screen_and_the_pick_at_the_decided_rung(tmp_path: Path) -> None:
+    # trial 3 is the stablest at the screen but does not learn (infeasible)
+    metrics = [made_up(0.5)] + [made_up(0.1 * i) for i in range(1, N)]
+    metrics[3] = made_up(0.01, drop=0.0)
+    study, space, study_dir = open_recorded(tmp_path, metrics)
+    screen = rp.screen_results(study, space.probe.steps)
+    assert [r.feasible for r in screen] == [i != 3 for i in range(N)]
+    objectives = [o.model_dump() for o in space.objectives]
+    # throughput rises with the number: the front is traded off; ceil(9/3) = 3 best + baseline
+    numbers = rg.promote(screen, objectives, eta=3, min_promote=2)
+    assert 0 in numbers and 3 not in numbers and len(numbers) == 4
+
+    trials = {t.number: t for t in study.get_trials()}
+    steps = 90
+    # at 90 steps the order turns: the highest promoted number is now the stablest
+    for i, n in enumerate(numbers):
+        cv = 0.4 if n == 0 else 0.3 - 0.05 * i
+        rp.record_rung(space, study, study_dir, trials[n], 1, steps, probe_out(made_up(cv)))
+    cur = [rp.as_result(r) for r in pk.rung_rows(study, steps).values()]
+    ag = rg.agreement(screen, cur, objectives)
+    assert ag["n"] == 4 and ag["tau"] is not None
+    study.set_user_attr(
+        "autotune.rungs", [{"rung": 1, "steps": steps, "numbers": numbers, "agreement": ag}]
+    )
+    study.set_user_attr(
+        "autotune.decided", {"steps": steps, "rung": 1, "reason": "target", "target_steps": 90}
+    )
+    cands = pk.candidates(study)
+    assert sorted(c.number for c in cands) == numbers and {c.steps for c in cands} == {steps}
+    by_n = {c.number: c for c in cands}
+    assert by_n[numbers[-1]].value("loss_cv", 0) == pytest.approx(0.3 - 0.05 * 3)
+    assert (study_dir / "trials" / f"{numbers[1]:04d}-r1.json").is_file()
+    # an explicit trial may be any feasible screened one
+    assert {c.number for c in pk.candidates(study, every=True)} == set(range(N)) - {3}
+
+    summary = st.summarize(study, space, study_dir)
+    assert [r["steps"] for r in summary["rungs"]] == [30, 90]
+    assert summary["rungs"][1]["trials"] == 4 and summary["decided"]["steps"] == 90
+    assert summary["pick"]["steps"] == 90 and summary["pick"]["number"] in numbers
+    assert "decided at 90 steps (the target)" in st.format_summary(summary)
+
+    # A record from before the target changed does not count.
+    assert rp.read_rung_record(study_dir, numbers[1], 1, steps) is not None
+    assert rp.read_rung_record(study_dir, numbers[1], 1, 120) is None
+
+
+def verified(diverged_seed: int | None) -> dict[str, Any]:
+    runs = [
+        {
+            "seed": s,
+            "outcome": "diverged" if s == diverged_seed else "complete",
+            "cause": "grad_explosion" if s == diverged_seed else None,
+        }
+        for s in (1, 2, 3)
+    ]
+    share = 1 / 3 if diverged_seed else 0.0
+    return {
+        "n": 3,
+        "seeds": [1, 2, 3],
+        "diverged_share": share,
+        "failed": 0,
+        "runs": runs,
+        "metrics": {},
+        "steps": 30,
+        "all_feasible": diverged_seed is None,
+    }
+
+
+def test_no_candidate_held_is_said_and_export_refuses_without_an_explicit_pick(
+    tmp_path: Path,
+) -> None:
+    from autotune import export as ex
+
+    study, space, study_dir = open_recorded(tmp_path, [made_up(0.5 - 0.05 * i) for i in range(N)])
+    study.set_user_attr("autotune.verified.8", verified(diverged_seed=2))
+    summary = st.summarize(study, space, study_dir)
+    assert summary["pick"]["number"] is None and summary["pick"]["holds"] is False
+    assert summary["pick"]["best"] == 8
+    assert "trial 8 diverged on seed 2 (grad_explosion)" in summary["pick"]["why"]
+    text = st.format_summary(summary)
+    assert "no candidate held on every seed" in text
+    with pytest.raises(RecipeError, match=r"--pick 'trial 8'"):
+        ex.recipe_from_study(str(study_dir))
+    recipe = ex.recipe_from_study(str(study_dir), "trial 8")
+    assert recipe.source["trial"] == 8
+    # once a candidate holds, the named pick takes it
+    study.set_user_attr("autotune.verified.7", verified(diverged_seed=None))
+    assert pk.pick(pk.candidates(study), [o.model_dump() for o in space.objectives]).number == 7
+
+
+def test_a_diverged_baseline_is_reported_as_such_not_as_a_percentage(tmp_path: Path) -> None:
+    import optuna
+
+    study_dir = h.recorded_study(tmp_path, "r", trials=3, finished=0)
+    study = optuna.load_study(study_name="r", storage=f"sqlite:///{study_dir / 'optuna.db'}")
+    space = sp.loads(h.mlp_space("r", trials=3), source="r")
+    cond = sp.condition(space, platform="cpu")
+    for i in range(3):
+        trial = study.ask()
+        if i:
+            st.suggest(trial, space, cond.searched)
+        frozen = study._storage.get_trial(trial._trial_id)
+        summary = {"metrics": made_up(0.3 - 0.1 * i), "diverged_at_step": 37 if i == 0 else None}
+        result = {
+            "outcome": "diverged" if i == 0 else "complete",
+            "cause": "loss_explosion" if i == 0 else None,
+            "summary": summary,
+        }
+        st.tell(study, frozen, st.complete_outcome(space, frozen, result))
+    summary = st.summarize(study, space, study_dir)
+    imp = summary["improvement"]["loss_cv"]
+    assert imp["change_pct"] is None and imp["baseline"] is None
+    assert imp["baseline_diverged"] == {"step": 37, "cause": "loss_explosion"}
+    text = st.format_summary(summary)
+    assert "baseline diverged at step 37 (loss_explosion)" in text
+    assert "%" not in next(ln for ln in text.splitlines() if ln.strip().startswith("loss_cv"))

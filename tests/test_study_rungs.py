@@ -1,0 +1,111 @@
+"""A small real study that promotes through two rungs: real local Ray, SQLite Optuna, SQLite
+MLflow; nothing mocked. 6 trials screened at 30 steps, promoted to 60 and 120 (`grow: always`),
+verified at 120; then a driver that stopped mid-rung resumes without re-running what finished.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from assets import studies as h
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.filterwarnings("ignore:The ``noload`` loader strategy"),
+    pytest.mark.filterwarnings("ignore:For backward compatibility, 'str' dtypes"),
+]
+
+SPACE = """\
+name: rungs
+workload: {name: mlp, size: tiny}
+probe: {steps: 30, batch: 32, device: cpu, telemetry_every: 10}
+budget: {trials: 6, trial_timeout_s: 120, target_steps: 120}
+rungs: {eta: 3, min_promote: 2, grow: always}
+sampler: {name: random, seed: 0}
+verify: {top_k: 1, seeds: 2}
+knobs:
+  clip_norm: {low: 0.1, high: 5.0, log: true}
+  warmup_steps: {low: 0, high: 10}
+  accum_steps: {choices: [1, 2]}
+"""
+
+
+def rung_runs(uri: str) -> tuple[dict[str, Any], list[Any]]:
+    """(trial run id -> trial number, the nested rung runs) of the study's experiment."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name("rungs")
+    runs = client.search_runs([exp.experiment_id], max_results=1000)
+    trials = {
+        r.info.run_id: int(r.data.tags["autotune.trial_number"])
+        for r in runs
+        if r.data.tags.get("autotune.role") == "trial"
+    }
+    return trials, [r for r in runs if r.data.tags.get("autotune.role") == "rung"]
+
+
+def test_a_study_promotes_through_two_rungs_and_picks_at_the_top(tmp_path: Path) -> None:
+    import optuna
+
+    space = h.write(tmp_path, SPACE)
+    uri = h.sqlite_uri(tmp_path)
+    cmd = ["study", "--space", str(space), "--tracking-uri", uri]
+    run = h.autotune(cmd, tmp_path, token=h.new_token(), timeout=590)
+    assert run.returncode == 0, h.explain(run)
+    assert "decided at 120 steps (the target)" in run.stdout, h.explain(run)
+
+    study_dir = tmp_path / "autotune-studies" / "rungs"
+    show = h.autotune(["show", "rungs", "--json"], tmp_path, timeout=120)
+    assert show.returncode == 0, h.explain(show)
+    summary = json.loads(show.stdout)
+    assert summary["target_steps"] == 120
+    assert [r["steps"] for r in summary["rungs"]] == [30, 60, 120]
+    assert summary["rungs"][0]["trials"] == 6 and summary["rungs"][0]["agreement"] is None
+    r1, r2 = summary["rungs"][1], summary["rungs"][2]
+    assert 0 in r1["numbers"] and 0 in r2["numbers"], "the baseline runs every rung"
+    assert r1["trials"] == 3 and r2["trials"] == 3  # max(2, ceil(6/3)) + the baseline
+    assert r2["agreement"]["vs_steps"] == 60 and r2["agreement"]["n"] == 3
+    assert summary["decided"]["steps"] == 120
+    pick = summary["pick"]
+    assert pick["steps"] == 120 and pick["number"] in r2["numbers"], pick
+    assert summary["verified"] and summary["verified"][0]["steps"] == 120
+
+    # Records: one per promoted probe and rung, at the rung's length, with the samples seen.
+    for rung, row in ((1, r1), (2, r2)):
+        for n in row["numbers"]:
+            rec = json.loads((study_dir / "trials" / f"{n:04d}-r{rung}.json").read_text())
+            assert rec["steps"] == row["steps"] and rec["summary"]["steps_run"] == row["steps"]
+            assert rec["summary"]["samples_seen"] == 32 * row["steps"]  # equal data: any accum
+    assert sorted(p.name for p in (study_dir / "verify").iterdir()) == [
+        f"{pick['number']:04d}-s120-seed{s}.json" for s in (1, 2)
+    ]
+
+    # MLflow: each promoted probe is a run nested under its trial's run.
+    trials, nested = rung_runs(uri)
+    got = sorted(
+        (trials[r.data.tags["mlflow.parentRunId"]], int(r.data.tags["autotune.rung"]))
+        for r in nested
+    )
+    want = sorted([(n, 1) for n in r1["numbers"]] + [(n, 2) for n in r2["numbers"]])
+    assert got == want
+
+    # A driver that stopped mid-rung: one top-rung record missing, no decision yet. The same
+    # command runs only that probe again, and MLflow keeps one nested run per probe.
+    kept = {p.name: p.stat().st_mtime_ns for p in (study_dir / "trials").glob("*-r*.json")}
+    lost = f"{r2['numbers'][-1]:04d}-r2.json"
+    (study_dir / "trials" / lost).unlink()
+    study = optuna.load_study(study_name="rungs", storage=f"sqlite:///{study_dir / 'optuna.db'}")
+    study.set_user_attr("autotune.decided", {})
+    again = h.autotune(cmd, tmp_path, token=h.new_token(), timeout=400)
+    assert again.returncode == 0, h.explain(again)
+    after = {p.name: p.stat().st_mtime_ns for p in (study_dir / "trials").glob("*-r*.json")}
+    assert set(after) == set(kept)
+    assert {k: v for k, v in after.items() if k != lost} == {
+        k: v for k, v in kept.items() if k != lost
+    }, "a finished rung probe ran again"
+    _, nested = rung_runs(uri)
+    assert len(nested) == len(want), "a rung probe logged twice"
