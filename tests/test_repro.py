@@ -127,7 +127,9 @@ def test_a_recipe_is_read_as_its_fixed_configuration(write_space: Callable[..., 
     )
     space, kind = repro.load_space(path)
     assert kind == "recipe" and space.name == "best-mlp"
-    assert (space.probe.precision, space.probe.micro_batch, space.probe.seed) == ("bf16", 32, 3)
+    assert (space.probe.precision, space.probe.seed) == ("bf16", 3)
+    # the recipe's micro-batch of 32 at accum 2: a batch of 64 split the same way
+    assert space.probe.batch == 64 and space.probe.micro_for(2) == 32
     assert space.fixed_knobs()["warmup_steps"] == 5 and space.searched() == {}
     r = repro.run_repro(path, runs=2)
     assert r["kind"] == "recipe" and r["reproducible"] is True

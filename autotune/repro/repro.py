@@ -82,6 +82,12 @@ def load_space(ref: str | Path, overrides: Sequence[str] = ()) -> tuple[sp.Space
     for key in ("precision", "micro_batch", "world_size"):
         if key in data and key in fields:
             spec_probe[key] = data[key]
+    accum = (
+        (data.get("knobs") or {}).get("accum_steps") if isinstance(data.get("knobs"), dict) else 1
+    )
+    if isinstance(accum, int) and accum > 1 and "micro_batch" in spec_probe:
+        # A space derives the micro-batch (batch / accum_steps): the same samples per step.
+        spec_probe["batch"] = int(spec_probe.pop("micro_batch")) * accum
     name = data.get("name")
     if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name):
         name = re.sub(r"[^A-Za-z0-9_.-]", "-", path.stem).lstrip("-_.") or "recipe"

@@ -154,6 +154,11 @@ def _announce(
         f"study {space.name}: {finished} of {space.budget.trials} trials done; "
         f"running {planned}" + (f" ({reruns} interrupted earlier)" if reruns else "")
     )
+    if space.budget.target_steps is None:
+        say(
+            f"  no budget.target_steps: decided at the probe length ({space.probe.steps} steps); "
+            "set it to the length you train"
+        )
     say(f"  optuna storage {redact(url)}")
     say(f"  mlflow {redact(uri)} (experiment {space.name})")
 
