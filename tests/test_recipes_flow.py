@@ -52,8 +52,8 @@ def test_the_study_verifies_its_best_candidate(shared: h.FinishedStudy) -> None:
     assert result["metrics"]["loss_cv"]["n"] + round(result["diverged_share"] * 2) <= 2
     # The per-seed records are on disk (a resumed study does not run them again).
     assert sorted(p.name for p in (shared.study_dir / "verify").glob("*.json")) == [
-        f"{number:04d}-seed1.json",
-        f"{number:04d}-seed2.json",
+        f"{number:04d}-s{shared.steps}-seed1.json",
+        f"{number:04d}-s{shared.steps}-seed2.json",
     ]
     runs = verification_runs(shared.tracking_uri, shared.name)
     assert len(runs) == 1
