@@ -119,3 +119,36 @@ def test_a_missing_script_exits_2_naming_it_before_any_trial(tmp_path: Path) -> 
     assert result.returncode == 2
     assert f"{tmp_path}/gone.py: no such file" in result.stderr
     assert "Traceback" not in result.stderr and not (tmp_path / "st").exists()
+
+
+@pytest.fixture(scope="module")
+def hf_study(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    pytest.importorskip("transformers")
+    tmp = tmp_path_factory.mktemp("hf")
+    space = EXAMPLES / "hf_trainer" / "space.yaml"
+    result = study(tmp, space, "budget.trials=2", f"probe.steps={STEPS}")
+    assert result.returncode == 0, h.explain(result)
+    return tmp
+
+
+def test_hf_trainer_study_records_loss_and_reproduces_from_its_recipe(hf_study: Path) -> None:
+    found = runs(hf_study, "hf_trainer")
+    assert len(found) == 2
+    assert all(len(losses) == STEPS for _, losses in found.values())
+    recipe = hf_study / "r.yaml"
+    args = ["export", str(hf_study / "st"), "-o", str(recipe), "--pick", "trial 1"]
+    result = h.autotune(args, hf_study)
+    assert result.returncode == 0, h.explain(result)
+    summary = hf_study / "s.json"
+    env = {**os.environ, "AUTOTUNE_RECIPE": str(recipe), "AUTOTUNE_SUMMARY": str(summary)}
+    env["OMP_NUM_THREADS"] = "1"
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / "hf_trainer" / "train.py")],
+        cwd=hf_study,
+        env=env,
+        timeout=120,
+    )
+    assert done.returncode == 0
+    mine = json.loads(summary.read_text())["series"]["loss"][:5]
+    _, trial_losses = found["trial-0001"]
+    assert mine == pytest.approx(trial_losses[:5], rel=1e-6)
