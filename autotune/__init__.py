@@ -10,7 +10,7 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-__all__ = ["Recipe", "__version__"]
+__all__ = ["Diverged", "Recipe", "__version__", "trial"]
 
 
 def __getattr__(name: str) -> Any:  # lazy: `autotune --help` must not import yaml or pydantic
@@ -18,4 +18,8 @@ def __getattr__(name: str) -> Any:  # lazy: `autotune --help` must not import ya
         from autotune.recipe import Recipe
 
         return Recipe
+    if name in ("trial", "Diverged"):  # the trial API of a training script
+        from autotune import trial_api
+
+        return getattr(trial_api, name)
     raise AttributeError(f"module 'autotune' has no attribute {name!r}")

@@ -328,7 +328,7 @@ class Recipe:
         k = self.knobs
         src = self.source
         lines = [
-            f"recipe {self.name}: workload {self.workload['name']} ({self.workload.get('size')}),"
+            f"recipe {self.name}: workload {_workload_text(self.workload)},"
             f" {self.precision}, effective batch {self.effective_batch} "
             f"({self.micro_batch} x {self.accum_steps}"
             + (f" x {self.world_size} ranks" if self.world_size > 1 else "")
@@ -352,6 +352,12 @@ class Recipe:
                 + (f", tuned on {self.fingerprint_hash}" if self.fingerprint_hash else "")
             )
         return "\n".join(lines)
+
+
+def _workload_text(w: dict[str, Any]) -> str:
+    if w.get("script"):
+        return f"script {w['script']}"
+    return f"{w['name']} ({w.get('size')})"
 
 
 def _params_of(optimizer: Any) -> list[Any]:

@@ -19,7 +19,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from autotune import safeyaml
 from autotune.errors import AutotuneError, SpaceError, did_you_mean
@@ -136,8 +144,42 @@ class _Section(BaseModel):
 
 
 class WorkloadRef(_Section):
-    name: str = Field(min_length=1, description="built-in name, path/file.py:attr or pkg.mod:attr")
+    name: str = Field("", description="built-in name, path/file.py:attr or pkg.mod:attr")
     size: str = "tiny"
+    script: str | None = Field(None, description="a training script calling autotune.trial()")
+    args: tuple[str, ...] = Field((), description="the script's command-line arguments")
+
+    @model_validator(mode="after")
+    def _name_or_script(self) -> WorkloadRef:
+        if self.script is not None and self.name:
+            raise ValueError(
+                "give `name` (a workload factory) or `script` (a training script), not both"
+            )
+        if self.script is None and not self.name:
+            hint = "e.g. `workload: {name: tiny_gpt}` or `workload: {script: train.py}`"
+            raise ValueError(f"give `name` (a workload factory) or `script`: {hint}")
+        if self.script is not None and not self.script.endswith(".py"):
+            raise ValueError(f"script must be a .py file, got {self.script!r}")
+        if self.args and self.script is None:
+            raise ValueError("args are the arguments of a `script`; a named workload has none")
+        if self.script is not None and self.size != "tiny":
+            raise ValueError("size is for a named workload; a script reads its own `args`")
+        if self.name.endswith(".py") and ":" not in self.name:
+            raise ValueError(f"did you mean `workload: {{script: {self.name}}}`?")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _plain(self, handler: Any) -> dict[str, Any]:
+        # A built-in workload dumps as before ({name, size}); a script as {script, args}.
+        out: dict[str, Any] = handler(self)
+        if self.script is None:
+            return {"name": out["name"], "size": out["size"]}
+        return {"script": out["script"], "args": list(out["args"])}
+
+    @property
+    def display(self) -> str:
+        """The workload as a person reads it: its name, or `script:train.py`."""
+        return f"script:{Path(self.script).name}" if self.script else self.name
 
 
 class DivergenceSettings(_Section):
@@ -421,7 +463,22 @@ def load(ref: str | Path, overrides: Sequence[str] = ()) -> Space:
     text = safeyaml.read_text(path, SpaceError, "space file")
     space = loads(text, source=str(path), overrides=overrides)
     from_set = any(o.split("=", 1)[0].strip() in ("workload", "workload.name") for o in overrides)
-    return anchor_workload(space, Path.cwd() if from_set else path.parent)
+    space = anchor_workload(space, Path.cwd() if from_set else path.parent)
+    script_set = any(o.split("=", 1)[0].strip() == "workload.script" for o in overrides)
+    return anchor_script(space, Path.cwd() if script_set else path.parent, str(path))
+
+
+def anchor_script(space: Space, base: Path, source: str) -> Space:
+    """The space with its workload script made absolute against `base` (the space file's
+    folder; the current one for a --set); a script that is not a file fails here, before any
+    trial, naming the path."""
+    script = space.workload.script
+    if script is None:
+        return space
+    absolute = (base / Path(script).expanduser()).resolve()
+    if not absolute.is_file():
+        raise SpaceError(f"{source}: workload.script: {absolute}: no such file")
+    return replace(space, workload=space.workload.model_copy(update={"script": str(absolute)}))
 
 
 def anchor_workload(space: Space, base: Path) -> Space:

@@ -19,6 +19,7 @@ import math
 import statistics
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from autotune import space as sp
@@ -168,8 +169,9 @@ def format_interval(iv: Mapping[str, Any] | None) -> str:
 def probe_config(recipe: Recipe, *, knobs: Mapping[str, Any] | None = None) -> ProbeConfig:
     """The probe a recipe was measured with (its knobs unless others are given)."""
     p = recipe.probe
+    script = recipe.workload.get("script")
     return ProbeConfig(
-        workload=recipe.workload["name"],
+        workload=f"script:{Path(script).name}" if script else recipe.workload["name"],
         size=recipe.workload.get("size", "tiny"),
         steps=int(p.get("steps", 200)),
         micro_batch=recipe.micro_batch,
@@ -183,6 +185,8 @@ def probe_config(recipe: Recipe, *, knobs: Mapping[str, Any] | None = None) -> P
         knobs=dict(recipe.knobs if knobs is None else knobs),
         env=dict(recipe.env),
         world_size=recipe.world_size,
+        script=script,
+        args=[str(a) for a in recipe.workload.get("args") or ()],
     )
 
 
@@ -290,6 +294,11 @@ def check_workload(recipe: Recipe, source: str) -> None:
     from autotune.errors import WorkloadError
     from autotune.workload import resolve
 
+    script = recipe.workload.get("script")
+    if script:
+        if not Path(script).is_file():
+            raise WorkloadError(f"{source}: workload.script: {script}: no such file")
+        return
     try:
         resolve(recipe.workload["name"], recipe.workload.get("size", "tiny"))
     except WorkloadError as e:

@@ -38,6 +38,8 @@ class ProbeConfig:
     world_size: int = 1  # > 1: a DDP probe of that many processes (autotune.process.supervisor)
     oom_retry: bool = False
     measure_scaling: bool = False
+    script: str | None = None  # a training script run in the probe's process (probe.script)
+    args: list[str] = field(default_factory=list)  # its sys.argv[1:]
 
     @classmethod
     def from_space(
@@ -54,7 +56,7 @@ class ProbeConfig:
         p = space.probe
         knobs = dict(space.fixed_knobs() if knobs is None else knobs)
         return cls(
-            workload=space.workload.name,
+            workload=space.workload.display,
             size=space.workload.size,
             steps=p.steps if steps is None else steps,
             micro_batch=p.micro_for(int(knobs.get("accum_steps") or 1)),
@@ -70,6 +72,8 @@ class ProbeConfig:
             world_size=p.world_size,
             oom_retry=p.oom_retry,
             measure_scaling=p.measure_scaling,
+            script=space.workload.script,
+            args=list(space.workload.args),
         )
 
     def to_dict(self) -> dict[str, Any]:

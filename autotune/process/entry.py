@@ -33,6 +33,10 @@ STDIN_ARG = "-"  # the config path comes on stdin, after the imports
 def run(cfg: ProbeConfig, report: Report | None = None) -> dict[str, Any]:
     """Run the probe `cfg` and return its summary: in this process, or as the processes it
     needs (DDP ranks, an OOM retry, a timing of one process)."""
+    if cfg.script is not None:  # a user's training script, run here (autotune.probe.script)
+        from autotune.probe.script import run_script
+
+        return run_script(cfg, report)
     if needs_processes(cfg):
         from autotune.process import supervisor
 
@@ -96,7 +100,8 @@ def main(argv: list[str] | None = None, channel: Report | None = None) -> int:
                 "cause": getattr(e, "cause", None) or "exception",  # e.g. comm_hang (DDP)
                 "error_type": type(e).__name__,
                 "message": str(e),
-                "traceback": traceback.format_exc(limit=20),
+                # the innermost frames: the line that raised, deep in a script's framework
+                "traceback": traceback.format_exc(limit=-30),
             }
         )
         return 3

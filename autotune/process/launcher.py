@@ -65,6 +65,8 @@ FAILED_CAUSES = (
     "worker_died",
     "comm_hang",  # a collective that never finished (DDP probes: autotune.process.supervisor)
     "comm_incorrect",  # an all-reduce of known values gave a wrong answer
+    "no_reports",  # a training script that never called trial.report (autotune.probe.script)
+    "bad_report",  # a training script's report out of order or not a number
 )
 
 

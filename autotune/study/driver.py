@@ -168,10 +168,36 @@ def check_workload(space: sp.Space) -> None:
     from autotune.errors import WorkloadError
     from autotune.workload import resolve
 
+    if space.workload.script is not None:
+        check_script(space)
+        return
     try:
         resolve(space.workload.name, space.workload.size)
     except WorkloadError as e:
         raise WorkloadError(f"{space.source}: workload: {e}") from e
+
+
+def check_script(space: sp.Space) -> None:
+    """A training script is compiled here, never run: a syntax error fails before any trial;
+    what a script cannot do yet (DDP, an OOM retry, a scaling measurement) is refused."""
+    from autotune.errors import SpaceError, WorkloadError
+
+    p, path = space.probe, str(space.workload.script)
+    for key, on in (
+        ("world_size", p.world_size > 1),
+        ("oom_retry", p.oom_retry),
+        ("measure_scaling", p.measure_scaling),
+    ):
+        if on:
+            raise SpaceError(
+                f"{space.source}: probe.{key}: not available with a workload script (yet)"
+            )
+    try:
+        compile(Path(path).read_bytes(), path, "exec")
+    except SyntaxError as e:
+        raise WorkloadError(f"{Path(path).name}:{e.lineno}: {e.msg}") from None
+    except OSError as e:
+        raise WorkloadError(f"{space.source}: workload.script: {path}: {e.strerror}") from None
 
 
 def _study_params(space: sp.Space, cond: sp.Conditioned, url: str) -> dict[str, Any]:

@@ -1,0 +1,1 @@
+"""Framework integrations of the trial API: `hf` (transformers.Trainer), `lightning`."""

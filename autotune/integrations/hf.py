@@ -1,0 +1,128 @@
+"""Hugging Face `transformers.Trainer` in an autotune trial.
+
+    trial = autotune.trial(steps=200, micro_batch=16)
+    args = hf.training_args(trial, output_dir="out")   # the trial's knobs + your other arguments
+    trainer = Trainer(model=model, args=args, train_dataset=ds)
+    hf.attach(trainer, trial)                           # per-step reports; stop on divergence
+    trainer.train()
+
+What the Trainer cannot express of a recipe (the trials of one study all share it, so the ranking
+holds, and a recipe applied back the same way reproduces the trial): HF's warm-up starts from 0
+at step 0 (the probe's from 1/warmup), its linear decay ends at 0 (not at `min_lr_ratio`), it
+exempts biases and norms from weight decay, and it does not step the scheduler on a step the
+GradScaler skipped; per-layer clipping is done by the callback (HF clips globally only); fp16 on
+a CPU is refused (accelerate would silently train in fp32).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from typing import Any
+
+from transformers import Trainer, TrainerCallback, TrainingArguments
+
+from autotune.probe import clip_gradients
+from autotune.recipe import Recipe
+from autotune.trial_api import Diverged, Trial
+
+__all__ = ["Callback", "attach", "recipe_fields", "training_args"]
+
+
+def recipe_fields(recipe: Recipe, *, cpu: bool) -> dict[str, Any]:
+    """The TrainingArguments a recipe owns."""
+    k = recipe.knobs
+    warmup, ratio, sched = int(k["warmup_steps"]), float(k["min_lr_ratio"]), str(k["schedule"])
+    per_layer = k["clip_mode"] == "per_layer"
+    out: dict[str, Any] = {
+        "learning_rate": float(k["lr"]),
+        "adam_beta1": float(k["beta1"]),
+        "adam_beta2": float(k["beta2"]),
+        "adam_epsilon": float(k["adam_eps"]),
+        "weight_decay": float(k["weight_decay"]),
+        "max_grad_norm": 0.0 if per_layer else float(k["clip_norm"]),
+        "warmup_steps": warmup,
+        "gradient_accumulation_steps": recipe.accum_steps,
+        "per_device_train_batch_size": int(recipe.micro_batch),
+        "fp16": recipe.precision == "fp16",
+        "bf16": recipe.precision == "bf16",
+        "optim": "adamw_torch" if cpu else "adamw_torch_fused",
+    }
+    if sched == "constant":
+        out["lr_scheduler_type"] = "constant_with_warmup" if warmup else "constant"
+    elif sched == "cosine" and ratio > 0:
+        out["lr_scheduler_type"] = "cosine_with_min_lr"
+        out["lr_scheduler_kwargs"] = {"min_lr_rate": ratio}
+    else:
+        out["lr_scheduler_type"] = sched
+    return out
+
+
+# What the callback needs to see every step: a NaN loss must not be replaced by a running mean.
+_OBSERVE = {"logging_strategy": "steps", "logging_steps": 1, "logging_nan_inf_filter": False}
+
+
+def training_args(trial_or_recipe: Trial | Recipe, **user: Any) -> TrainingArguments:
+    """`TrainingArguments` with the trial's (or the recipe's) knobs, steps and seed, and the
+    user's other arguments; a user argument the trial owns is refused, naming it."""
+    trial = trial_or_recipe if isinstance(trial_or_recipe, Trial) else None
+    recipe = trial.recipe if trial is not None else trial_or_recipe
+    assert isinstance(recipe, Recipe)
+    cpu = trial is None or trial.device.type == "cpu"
+    if trial is not None and cpu and recipe.precision == "fp16":
+        raise ValueError("training_args: fp16 on a CPU: the Trainer would silently train fp32")
+    owned = recipe_fields(recipe, cpu=cpu)
+    if trial is not None:
+        owned.update(max_steps=trial.steps, seed=trial.seed, data_seed=trial.seed, use_cpu=cpu)
+        owned.update(_OBSERVE)
+    for name in owned:
+        if name in user:
+            raise ValueError(f"training_args: {name} is the trial's: remove it")
+    if trial is not None and trial.in_study:
+        user.setdefault("report_to", "none")  # one MLflow writer: autotune's
+        user.setdefault("save_strategy", "no")
+        user.setdefault("disable_tqdm", True)
+        user.setdefault("output_dir", tempfile.mkdtemp(prefix="autotune-hf-"))
+    return TrainingArguments(**user, **owned)
+
+
+class Callback(TrainerCallback):
+    """Reports each optimizer step's loss and gradient norm; stops the Trainer on divergence."""
+
+    def __init__(self, trial: Trial) -> None:
+        self.trial = trial
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+        for name, want in _OBSERVE.items():
+            got = getattr(args, name)
+            if str(got).split(".")[-1].lower() != str(want).lower():
+                raise ValueError(f"autotune needs TrainingArguments({name}={want!r}), got {got!r}")
+
+    def on_pre_optimizer_step(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+        knobs = self.trial.recipe.knobs
+        model = kw.get("model")
+        if knobs["clip_mode"] == "per_layer" and model is not None:
+            params = [p for p in model.parameters() if p.grad is not None]
+            clip_gradients(params, float(knobs["clip_norm"]), True)
+
+    def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kw: Any) -> None:
+        if not logs or "loss" not in logs:
+            return  # the final train_runtime log
+        try:
+            self.trial.report(
+                state.global_step - 1,
+                loss=float(logs["loss"]),
+                grad_norm=logs.get("grad_norm"),
+                lr=logs.get("learning_rate"),
+            )
+        except Diverged:
+            control.should_training_stop = True
+
+
+def attach(trainer: Trainer, trial: Trial) -> Trainer:
+    """Add the reporting callback, and give the Trainer's GradScaler (fp16 on a GPU) the
+    trial's scaler knobs. Call after `Trainer(...)`, before `train()`."""
+    trainer.add_callback(Callback(trial))
+    acc = getattr(trainer, "accelerator", None)
+    if acc is not None and getattr(acc, "scaler", None) is not None:
+        acc.scaler = trial.recipe.scaler(trial.device.type)
+    return trainer

@@ -1,0 +1,379 @@
+"""A user's training script as a probe: run in this process, measured through its reports.
+
+`run_script(cfg, report)` runs `cfg.script` with `runpy` (as `__main__`, its `args` as
+`sys.argv[1:]`, its folder as the working directory) while a `ScriptSession` is current. The
+script calls `autotune.trial()` (`autotune.trial_api`), which reads the session through
+`current()`, and `trial.report(step, loss=..., grad_norm=...)` after each optimizer step. The
+session does with those reports what `run_probe` does with its own steps: telemetry events in
+chunks (`autotune.probe.telemetry.flush`), the same `DivergenceMonitor`, and at the end the same
+`summary` event over the same series. Outside a study, a session is made without a report channel
+(`standalone`), so the same script runs on its own with the same checks.
+
+This module imports no recipe (the layer above): `autotune.trial_api` wraps the session.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import runpy
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from autotune.errors import AutotuneError
+from autotune.probe import divergence, metrics, telemetry
+from autotune.probe.config import ProbeConfig, Report
+from autotune.probe.loop import _metrics
+from autotune.probe.steps import pick_device, resolve_knobs, seed_everything, set_deterministic
+from autotune.probe.telemetry import Chunk, flush, thresholds
+
+GUIDE = "see README: Your own training job"
+_CURRENT: ScriptSession | None = None  # set only while run_script runs
+
+
+class Diverged(BaseException):
+    """Raised by `trial.report` once the divergence checks found a divergence (with
+    `divergence.stop_early`). A BaseException, so that an `except Exception:` in the script or
+    its framework does not swallow the stop; the trial is `diverged` whatever the script does."""
+
+    def __init__(self, cause: str, step: int) -> None:
+        super().__init__(f"training diverged at step {step}: {cause}")
+        self.cause, self.step = cause, step
+
+
+class BadReport(AutotuneError):
+    """A report the probe cannot use (a step out of order, a loss that is not a number)."""
+
+    cause = "bad_report"
+
+
+class ScriptFailure(Exception):
+    """A script trial that failed without an exception of its own (`cause`: no_reports, ...)."""
+
+    def __init__(self, cause: str, message: str) -> None:
+        super().__init__(message)
+        self.cause = cause
+
+
+def current() -> ScriptSession | None:
+    """The session of the script now running under `run_script`, if any."""
+    return _CURRENT
+
+
+class ScriptSession:
+    """The probe's side of one script run: its reports, their checks and its summary."""
+
+    def __init__(
+        self,
+        cfg: ProbeConfig,
+        report: Report | None = None,
+        *,
+        clock: Callable[[], float] = time.perf_counter,
+        in_study: bool = True,
+    ) -> None:
+        self.cfg, self.in_study, self.clock = cfg, in_study, clock
+        self.emit: Report = report or (lambda _msg: None)
+        self.device = pick_device(cfg.device)
+        self.monitor = divergence.DivergenceMonitor(
+            cfg.precision, thresholds=thresholds(cfg.divergence)
+        )
+        self.stop_early = bool(cfg.divergence.get("stop_early", True))
+        self.check_each_step_until = metrics.throughput_warmup_steps(cfg.steps)
+        self.series: dict[str, list[np.ndarray]] = {}
+        self.extra: dict[str, list[float]] = {}
+        self.chunk = Chunk()
+        self.knobs: dict[str, Any] | None = None
+        self.determinism: dict[str, Any] = {}
+        self.reports = 0
+        self.grad_reported = True  # set by the first report: a script reports grad_norm or not
+        self.origin: int | None = None
+        self.last: int | None = None
+        self.cause: str | None = None
+        self.diverged_at: int | None = None
+        self.failure: BadReport | None = None
+        self.status = "ok"
+        self.samples_per_step = self.tokens_per_step = 0
+        self.t_start = clock()
+        self.t_last = self.t_start
+        self.summary: dict[str, Any] | None = None
+
+    @property
+    def trial_called(self) -> bool:
+        return self.knobs is not None
+
+    def begin(self, default_lr: float) -> dict[str, Any]:
+        """The first `autotune.trial()`: seed, resolve the knobs, report the start."""
+        if self.knobs is not None:
+            return self.knobs
+        if self.cfg.deterministic:
+            self.determinism = set_deterministic()
+        seed_everything(self.cfg.seed)
+        self.knobs = resolve_knobs(self.cfg.knobs, default_lr)
+        self.emit(
+            {
+                "event": "start",
+                "device": str(self.device),
+                "workload": self.cfg.workload,
+                "size": self.cfg.size,
+                "knobs": self.knobs,
+                "steps": self.cfg.steps,
+                "precision": self.cfg.precision,
+                "effective_batch": self.cfg.micro_batch * int(self.knobs["accum_steps"]),
+            }
+        )
+        self.t_last = self.clock()
+        return self.knobs
+
+    # ----- reports -----
+    def report(
+        self,
+        step: Any,
+        loss: Any,
+        grad_norm: Any = None,
+        *,
+        lr: float | None = None,
+        scale: Any = None,
+        clipped: Any = None,
+        samples: int | None = None,
+        tokens: int | None = None,
+        **extra: Any,
+    ) -> None:
+        """One optimizer step's values; raises `Diverged` once a divergence is found."""
+        now = self.clock()
+        if self.failure is not None:
+            raise self.failure
+        if self.cause is not None and self.stop_early:
+            raise Diverged(self.cause, self.diverged_at or 0)
+        if self.reports == 0:
+            self.grad_reported = grad_norm is not None
+        try:
+            self._check(step, loss)
+            values = [self._scalar(v, n) for v, n in ((loss, "loss"), (grad_norm, "grad_norm"))]
+            more = {k: self._number(v, k) for k, v in extra.items()}
+        except BadReport as e:
+            self.failure = e
+            raise
+        import torch
+
+        k = self.knobs or {}
+        one = torch.ones((), device=self.device)
+        self.chunk.add(
+            values[0],
+            values[1],
+            torch.zeros(0),
+            self._scalar(float(clipped), "clipped")
+            if isinstance(clipped, bool)
+            else self._scalar(clipped, "clipped")
+            if clipped is not None
+            else one * 0,
+            self._scalar(scale, "scale") if scale is not None else one,
+            float(lr) if lr is not None else float(k.get("lr", math.nan)),
+        )
+        self.chunk.step_time.append(now - self.t_last)
+        self.t_last = now
+        for name, v in more.items():
+            self.extra.setdefault(name, []).append(v)
+        accum = int(k.get("accum_steps", 1))
+        self.samples_per_step = samples if samples is not None else self.cfg.micro_batch * accum
+        self.tokens_per_step = tokens if tokens is not None else self.tokens_per_step
+        self.reports += 1
+        index = self.reports - 1
+        if (
+            index < self.check_each_step_until
+            or len(self.chunk) >= self.cfg.telemetry_every
+            or index == self.cfg.steps - 1
+        ):
+            self._flush()
+        if self.cause is not None and self.stop_early:
+            raise Diverged(self.cause, self.diverged_at or 0)
+
+    @property
+    def should_stop(self) -> bool:
+        return self.cause is not None and self.stop_early
+
+    def _check(self, step: Any, loss: Any) -> None:
+        if self.knobs is None:
+            raise BadReport("trial.report() before autotune.trial(): call autotune.trial() first")
+        if isinstance(step, bool) or not isinstance(step, int):
+            raise BadReport(
+                f"trial.report(step={step!r}): step must be an int, the optimizer step 0, 1, 2, ..."
+            )
+        if self.last is None:
+            if step not in (0, 1):
+                raise BadReport(f"trial.report(step={step}): the first step must be 0 (or 1)")
+            self.origin = step
+        elif step != self.last + 1:
+            raise BadReport(
+                f"trial.report(step={step}) after step {self.last}: report once per optimizer "
+                "step, steps 0, 1, 2, ..."
+            )
+        if self.reports >= self.cfg.steps:
+            raise BadReport(
+                f"trial.report(step={step}): the script ran past trial.steps={self.cfg.steps}: "
+                "loop over range(trial.steps)"
+            )
+        self.last = step
+        if loss is None:
+            raise BadReport(f"trial.report(step={step}): loss is missing (loss=...)")
+
+    def _scalar(self, v: Any, name: str) -> Any:
+        """A 0-d float32 tensor on the trial's device (NaN for a missing grad_norm)."""
+        import torch
+
+        if v is None:
+            return torch.full((), math.nan, device=self.device)
+        if isinstance(v, torch.Tensor):
+            if v.numel() != 1:
+                raise BadReport(f"trial.report: {name} must be one number, got shape {v.shape}")
+            return v.detach().reshape(()).to(self.device, torch.float32)
+        return torch.tensor(self._number(v, name), dtype=torch.float32, device=self.device)
+
+    @staticmethod
+    def _number(v: Any, name: str) -> float:
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            try:
+                import torch
+
+                if isinstance(v, torch.Tensor) and v.numel() == 1:
+                    return float(v)
+            except ImportError:  # pragma: no cover
+                pass
+            raise BadReport(f"trial.report: {name}={v!r} is not a number")
+        return float(v)
+
+    def _flush(self) -> None:
+        if not len(self.chunk):
+            return
+        first = self.reports - len(self.chunk)
+        fp16 = self.cfg.precision == "fp16"
+        if self.grad_reported:
+            hit = flush(self.chunk, first, None, self.monitor, fp16, self.series, self.emit)
+        else:  # no gradient norm reported: the checks of the loss (and the scale) only
+            host = telemetry._with_skipped(self.chunk.fetch(), fp16)
+            hit = self.monitor.update(host["loss"], None, host["scale"], host["skipped"])
+            telemetry._append(self.series, host, fp16)
+            self.emit(
+                {
+                    "event": "telemetry",
+                    "first_step": first,
+                    **{name: arr.tolist() for name, arr in host.items()},
+                }
+            )
+        self.chunk = Chunk()
+        if hit is not None and self.cause is None:
+            self.cause, self.diverged_at = hit[0], first + hit[1]
+
+    # ----- the end -----
+    def oom(self, e: BaseException) -> None:
+        self.status = "oom"
+        self.emit({"event": "oom", "step": self.reports, "message": str(e).splitlines()[0]})
+
+    def finish(self) -> dict[str, Any]:
+        """The summary (emitted once): the same fields and metrics as `run_probe`'s."""
+        if self.summary is not None:
+            return self.summary
+        self._flush()
+        status = self.status
+        if self.cause is not None and status != "oom":
+            status = "diverged"
+        data = {name: np.concatenate(parts) for name, parts in self.series.items()}
+        series = {name: arr.tolist() for name, arr in data.items()}
+        series.update({f"metric.{n}": vals for n, vals in self.extra.items()})
+        k = self.knobs or {}
+        accum = int(k.get("accum_steps", 1))
+        cfg = self.cfg
+        self.summary = {
+            "event": "summary",
+            "status": status,
+            "diverged": status == "diverged",
+            "divergence_cause": self.cause if status == "diverged" else None,
+            "diverged_at_step": self.diverged_at if status == "diverged" else None,
+            "metrics": _metrics(
+                cfg, data, self.samples_per_step, self.tokens_per_step, self.device
+            ),
+            "anomaly": None,
+            "series": series,
+            "knobs": k,
+            "env": dict(cfg.env),
+            "workload": cfg.workload,
+            "size": cfg.size,
+            "script": cfg.script,
+            "args": list(cfg.args),
+            "device": str(self.device),
+            "precision": cfg.precision,
+            "seed": cfg.seed,
+            "steps_planned": cfg.steps,
+            "steps_run": len(data.get("loss", ())),
+            "micro_batch": cfg.micro_batch,
+            "accum_steps": accum,
+            "effective_batch": cfg.micro_batch * accum,
+            "samples_per_step": self.samples_per_step,
+            "tokens_per_step": self.tokens_per_step,
+            "determinism": self.determinism,
+            "wall_s": self.clock() - self.t_start,
+        }
+        self.emit(self.summary)
+        return self.summary
+
+
+def run_script(
+    cfg: ProbeConfig,
+    report: Report | None = None,
+    *,
+    clock: Callable[[], float] = time.perf_counter,
+) -> dict[str, Any]:
+    """Run the training script `cfg.script` in this process; return the summary of its reports.
+
+    A divergence is a result (`status: diverged`); an out-of-memory is `status: oom`. A script
+    that raises propagates its exception; one that never reports, or reports badly, raises a
+    `ScriptFailure`/`BadReport` whose `cause` the probe process's entry records."""
+    import torch
+
+    global _CURRENT
+    if cfg.script is None:
+        raise ValueError("run_script needs a ProbeConfig with a script")
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    session = ScriptSession(cfg, report, clock=clock)
+    saved = sys.argv, list(sys.path), os.getcwd()
+    folder = str(Path(cfg.script).parent)
+    sys.argv = [cfg.script, *cfg.args]
+    sys.path.insert(0, folder)
+    os.chdir(folder)
+    _CURRENT = session
+    try:
+        runpy.run_path(cfg.script, run_name="__main__")
+    except Diverged:
+        pass  # the session has the cause
+    except SystemExit as e:  # sys.exit(0) / sys.exit() is a normal end
+        if e.code not in (0, None) and session.cause is None and session.failure is None:
+            raise ScriptFailure("exception", f"the script exited with status {e.code}") from None
+    except torch.OutOfMemoryError as e:
+        session.oom(e)
+    except KeyboardInterrupt:
+        raise  # the trial was interrupted, not failed by the script
+    except BaseException:
+        if session.failure is not None:
+            raise session.failure from None  # a bad report the script swallowed
+        if session.cause is None:
+            raise
+        # diverged first, then the script raised (e.g. its own NaN check): a divergence
+    finally:
+        sys.argv, sys.path[:] = saved[0], saved[1]
+        os.chdir(saved[2])
+        _CURRENT = None
+    if session.failure is not None:
+        raise session.failure
+    if not session.trial_called:
+        raise ScriptFailure("no_reports", f"the script never called autotune.trial() ({GUIDE})")
+    if session.reports == 0:
+        raise ScriptFailure(
+            "no_reports",
+            "the script called autotune.trial() but never trial.report(step, loss=...)",
+        )
+    return session.finish()

@@ -1,0 +1,208 @@
+"""`autotune.trial()`: what a training script asks of the trial it runs in.
+
+In a study (the script run by `autotune.probe.script.run_script` in the trial's process) the
+trial's knobs, steps, seed and device come from the space and the sampler. Outside one the script
+runs standalone: with the recipe named by `AUTOTUNE_RECIPE` (an `autotune export` file), or with
+PyTorch's defaults and the script's own `steps=`/`micro_batch=`/`lr=`. Either way the reports go
+through the same checks: a divergence raises `Diverged` (or sets `trial.should_stop`).
+
+Never name a module `autotune/trial.py`: `autotune.trial` is this function (exposed lazily by
+`autotune/__init__.py`), and a submodule of that name would shadow it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from autotune.probe.config import ProbeConfig
+from autotune.probe.script import Diverged, ScriptSession, current
+from autotune.recipe import Recipe
+
+if TYPE_CHECKING:
+    import torch
+
+RECIPE_ENV = "AUTOTUNE_RECIPE"  # a recipe file for a standalone run
+SUMMARY_ENV = "AUTOTUNE_SUMMARY"  # standalone: write the summary (JSON) there at exit
+DEFAULT_LR = 1e-3  # AdamW's
+
+__all__ = ["DEFAULT_LR", "RECIPE_ENV", "SUMMARY_ENV", "Diverged", "Trial", "trial"]
+
+
+@dataclass(frozen=True, eq=False)
+class Trial:
+    """The trial a script runs in: its knobs as a `Recipe`, and where to report."""
+
+    recipe: Recipe
+    steps: int
+    seed: int
+    device: torch.device
+    threads: int | None
+    micro_batch: int
+    precision: str
+    in_study: bool
+    _session: ScriptSession = field(repr=False)
+
+    def report(
+        self,
+        step: int,
+        loss: Any,
+        grad_norm: Any = None,
+        *,
+        lr: float | None = None,
+        scale: Any = None,
+        clipped: Any = None,
+        samples: int | None = None,
+        tokens: int | None = None,
+        **metrics: Any,
+    ) -> None:
+        """Report optimizer step `step` (0, 1, 2, ...): its loss (a number or a 0-d tensor,
+        kept on the device until the next fetch), its gradient norm before clipping, and any
+        other metrics. Raises `Diverged` once the probe's checks find a divergence."""
+        self._session.report(
+            step,
+            loss,
+            grad_norm,
+            lr=lr,
+            scale=scale,
+            clipped=clipped,
+            samples=samples,
+            tokens=tokens,
+            **metrics,
+        )
+
+    @property
+    def should_stop(self) -> bool:
+        """A divergence was found: stop training (`if trial.should_stop: break`)."""
+        return self._session.should_stop
+
+    @property
+    def stop_reason(self) -> str | None:
+        """The divergence's cause (nonfinite_loss, loss_explosion, ...), or None."""
+        return self._session.cause
+
+    def summary(self) -> dict[str, Any]:
+        """The summary metrics of the steps reported so far (ends the session)."""
+        return self._session.finish()
+
+
+_TRIAL: Trial | None = None
+
+
+def trial(
+    *,
+    steps: int | None = None,
+    micro_batch: int | None = None,
+    lr: float | None = None,
+    seed: int = 0,
+) -> Trial:
+    """The trial this script runs in. Call it once, before building the model or the data (it
+    seeds torch, numpy and random); a second call returns the same trial.
+
+    The keyword arguments are the script's own values, used outside a study. In a study,
+    `probe.steps`, `probe.micro_batch`, `probe.seed` and the knobs come from the space (`lr=` is
+    the learning rate when the space leaves the `lr` knob unset)."""
+    global _TRIAL
+    session = current()
+    if _TRIAL is not None and (session is None or _TRIAL._session is session):
+        return _TRIAL
+    if session is None:
+        session = _standalone(steps, micro_batch, seed)
+    _TRIAL = _make(session, lr)
+    if session.in_study:
+        _note_differences(session.cfg, steps=steps, micro_batch=micro_batch)
+    return _TRIAL
+
+
+def _make(session: ScriptSession, lr: float | None) -> Trial:
+    cfg = session.cfg
+    knobs = session.begin(DEFAULT_LR if lr is None else float(lr))
+    recipe = Recipe(
+        name="trial" if session.in_study else "standalone",
+        workload={"script": cfg.script, "args": list(cfg.args)},
+        precision=cfg.precision,
+        micro_batch=cfg.micro_batch,
+        knobs=dict(knobs),
+        env=dict(cfg.env),
+        probe={"steps": cfg.steps, "seed": cfg.seed, "device": cfg.device},
+    )
+    return Trial(
+        recipe=recipe,
+        steps=cfg.steps,
+        seed=cfg.seed,
+        device=session.device,
+        threads=cfg.threads,
+        micro_batch=cfg.micro_batch,
+        precision=cfg.precision,
+        in_study=session.in_study,
+        _session=session,
+    )
+
+
+def _standalone(steps: int | None, micro_batch: int | None, seed: int) -> ScriptSession:
+    """A session without a study: the recipe of AUTOTUNE_RECIPE, else PyTorch's defaults."""
+    path = os.environ.get(RECIPE_ENV)
+    script = str(Path(sys.argv[0]).resolve()) if sys.argv and sys.argv[0] else None
+    if path:
+        recipe = Recipe.load(path)
+        recipe.apply_env()
+        p = recipe.probe
+        n = steps if steps is not None else p.get("steps")
+        if n is None:
+            raise ValueError(f"autotune.trial(): {path} has no probe.steps: pass steps=N")
+        cfg = ProbeConfig(
+            workload=recipe.workload.get("script") or recipe.workload.get("name") or "script",
+            steps=int(n),
+            micro_batch=recipe.micro_batch,
+            precision=recipe.precision,
+            seed=int(p.get("seed", seed)),
+            device=str(p.get("device", "auto")),
+            deterministic=bool(p.get("deterministic", False)),
+            threads=p.get("threads"),
+            divergence=dict(p.get("divergence") or {}),
+            knobs=dict(recipe.knobs),
+            env=dict(recipe.env),
+            script=script,
+        )
+    else:
+        for name, value in (("steps", steps), ("micro_batch", micro_batch)):
+            if value is None:
+                raise ValueError(
+                    f"autotune.trial(): {name} not given and no {RECIPE_ENV}: "
+                    f"pass autotune.trial({name}=N)"
+                )
+        cfg = ProbeConfig(
+            workload="script",
+            steps=int(steps or 0),
+            micro_batch=int(micro_batch or 0),
+            seed=seed,
+            knobs={},  # PyTorch's default for every knob (probe.steps.resolve_knobs)
+            script=script,
+        )
+    if cfg.threads:
+        import torch
+
+        torch.set_num_threads(int(cfg.threads))
+    session = ScriptSession(cfg, None, in_study=False)
+    out = os.environ.get(SUMMARY_ENV)
+    if out:
+        atexit.register(_write_summary, session, out)
+    return session
+
+
+def _write_summary(session: ScriptSession, path: str) -> None:
+    summary = session.finish()
+    Path(path).write_text(json.dumps(summary, default=str))
+
+
+def _note_differences(cfg: ProbeConfig, **own: int | None) -> None:
+    """A study value that differs from the script's own: one line each in the trial's log."""
+    for name, value in own.items():
+        study = getattr(cfg, name)
+        if value is not None and value != study:
+            print(f"autotune.trial(): {name}={study} (the study's; the script's is {value})")

@@ -1,0 +1,154 @@
+"""The shipped examples as a user runs them: `autotune study` on a training script, with real Ray,
+Optuna (SQLite) and MLflow (SQLite); the exported recipe applied back to the same script."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from assets import studies as h
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.filterwarnings("ignore:The ``noload`` loader strategy"),
+    pytest.mark.filterwarnings("ignore:For backward compatibility, 'str' dtypes"),
+]
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+STEPS = 30
+
+
+def study(tmp: Path, space: Path, *sets: str) -> subprocess.CompletedProcess[str]:
+    args = ["study", "--space", str(space), "--tracking-uri", h.sqlite_uri(tmp)]
+    args += ["--study-dir", str(tmp / "st"), "--set", "verify.top_k=0"]
+    for s in sets:
+        args += ["--set", s]
+    return h.autotune(args, tmp, timeout=300)
+
+
+def runs(tmp: Path, experiment: str) -> dict[str, Any]:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=h.sqlite_uri(tmp))
+    exp = client.get_experiment_by_name(experiment)
+    assert exp is not None
+    found = client.search_runs([exp.experiment_id], "tags.`autotune.role` = 'trial'")
+    out = {}
+    for r in found:
+        hist = sorted(client.get_metric_history(r.info.run_id, "loss"), key=lambda m: m.step)
+        out[r.info.run_name] = (r, [m.value for m in hist])
+    return out
+
+
+def trial_record(tmp: Path, i: int) -> dict[str, Any]:
+    return dict(json.loads((tmp / "st" / "trials" / f"{i:04d}.json").read_text()))
+
+
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp = tmp_path_factory.mktemp("plain")
+    space = EXAMPLES / "plain_loop" / "space.yaml"
+    result = study(tmp, space, "budget.trials=2", f"probe.steps={STEPS}")
+    assert result.returncode == 0, h.explain(result)
+    return tmp
+
+
+def test_plain_loop_study_records_each_steps_loss_in_mlflow(plain: Path) -> None:
+    found = runs(plain, "plain_loop")
+    assert len(found) == 2
+    for run, losses in found.values():
+        assert run.data.tags.get("autotune.outcome", "complete") == "complete"
+        assert len(losses) == STEPS and losses[-1] < losses[0]
+        assert run.data.params["workload"] == "script:train.py"
+
+
+def test_the_exported_recipe_reproduces_the_trials_first_steps(plain: Path) -> None:
+    recipe = plain / "r.yaml"
+    args = ["export", str(plain / "st"), "-o", str(recipe), "--pick", "trial 1"]
+    result = h.autotune(args, plain)
+    assert result.returncode == 0, h.explain(result)
+    summary = plain / "s.json"
+    env = {**os.environ, "AUTOTUNE_RECIPE": str(recipe), "AUTOTUNE_SUMMARY": str(summary)}
+    env["OMP_NUM_THREADS"] = "1"  # as the trial ran (probe.threads: 1)
+    folder = EXAMPLES / "plain_loop"
+    done = subprocess.run(
+        [sys.executable, "train.py", "--width", "48"], cwd=folder, env=env, timeout=120
+    )
+    assert done.returncode == 0
+    mine = json.loads(summary.read_text())["series"]["loss"][:5]
+    _, trial_losses = next(v for k, v in runs(plain, "plain_loop").items() if k == "trial-0001")
+    assert mine == pytest.approx(trial_losses[:5], rel=1e-6)
+
+    verified = h.autotune(["verify", str(recipe), "--seeds", "1", "--steps", "20"], plain)
+    assert verified.returncode in (0, 1), h.explain(verified)
+
+
+def test_a_divergent_configuration_stops_early_with_its_cause(tmp_path: Path) -> None:
+    space = EXAMPLES / "plain_loop" / "space.yaml"
+    result = study(tmp_path, space, "budget.trials=1", f"probe.steps={STEPS}", "knobs.lr=5")
+    assert result.returncode == 0, h.explain(result)
+    rec = trial_record(tmp_path, 0)
+    assert rec["outcome"] == "diverged", rec
+    s = rec["summary"]
+    assert s["divergence_cause"] in ("nonfinite_loss", "loss_explosion", "grad_explosion")
+    assert s["steps_run"] < STEPS
+
+
+def test_a_script_that_never_reports_fails_and_the_study_goes_on(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text("import autotune\nautotune.trial()\n")
+    space = h.write(
+        tmp_path,
+        "name: silent\nworkload: {script: train.py}\nprobe: {steps: 10, threads: 1}\n"
+        "knobs: {lr: 0.01}\nbudget: {trials: 2}\n",
+    )
+    result = study(tmp_path, space)
+    assert result.returncode == 0, h.explain(result)
+    for i in (0, 1):
+        rec = trial_record(tmp_path, i)
+        assert rec["outcome"] == "failed" and rec.get("cause") == "no_reports", rec
+
+
+def test_a_missing_script_exits_2_naming_it_before_any_trial(tmp_path: Path) -> None:
+    space = h.write(tmp_path, "name: m\nworkload: {script: gone.py}\nknobs: {lr: 0.01}\n")
+    result = study(tmp_path, space)
+    assert result.returncode == 2
+    assert f"{tmp_path}/gone.py: no such file" in result.stderr
+    assert "Traceback" not in result.stderr and not (tmp_path / "st").exists()
+
+
+@pytest.fixture(scope="module")
+def hf_study(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    pytest.importorskip("transformers")
+    tmp = tmp_path_factory.mktemp("hf")
+    space = EXAMPLES / "hf_trainer" / "space.yaml"
+    result = study(tmp, space, "budget.trials=2", f"probe.steps={STEPS}")
+    assert result.returncode == 0, h.explain(result)
+    return tmp
+
+
+def test_hf_trainer_study_records_loss_and_reproduces_from_its_recipe(hf_study: Path) -> None:
+    found = runs(hf_study, "hf_trainer")
+    assert len(found) == 2
+    assert all(len(losses) == STEPS for _, losses in found.values())
+    recipe = hf_study / "r.yaml"
+    args = ["export", str(hf_study / "st"), "-o", str(recipe), "--pick", "trial 1"]
+    result = h.autotune(args, hf_study)
+    assert result.returncode == 0, h.explain(result)
+    summary = hf_study / "s.json"
+    env = {**os.environ, "AUTOTUNE_RECIPE": str(recipe), "AUTOTUNE_SUMMARY": str(summary)}
+    env["OMP_NUM_THREADS"] = "1"
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / "hf_trainer" / "train.py")],
+        cwd=hf_study,
+        env=env,
+        timeout=120,
+    )
+    assert done.returncode == 0
+    mine = json.loads(summary.read_text())["series"]["loss"][:5]
+    _, trial_losses = found["trial-0001"]
+    assert mine == pytest.approx(trial_losses[:5], rel=1e-6)

@@ -1,0 +1,265 @@
+"""A training script as a probe (autotune.probe.script, autotune.trial_api), run in this process
+with runpy: its reports go through the probe's checks and summary."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import autotune
+from autotune import space as sp
+from autotune.errors import SpaceError
+from autotune.knobs import KNOBS
+from autotune.probe import metrics
+from autotune.probe.config import ProbeConfig
+from autotune.probe.script import BadReport, ScriptFailure, run_script
+
+HEAD = "import autotune\ntrial = autotune.trial(steps=99, micro_batch=3)\n"
+
+
+@pytest.fixture
+def run(tmp_path: Path) -> Callable[..., tuple[dict[str, Any], list[dict[str, Any]]]]:
+    def go(body: str, steps: int = 20, **cfg: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        script = tmp_path / "train.py"
+        script.write_text(textwrap.dedent(body))
+        c = ProbeConfig(workload="script:train.py", steps=steps, script=str(script), **cfg)
+        events: list[dict[str, Any]] = []
+        t = iter(range(10_000))
+        return run_script(c, events.append, clock=lambda: next(t) * 0.010), events
+
+    return go
+
+
+def losses_loop(losses: list[float]) -> str:
+    return (
+        HEAD + f"for i, v in enumerate({losses!r}):\n    trial.report(i, loss=v, grad_norm=1.0)\n"
+    )
+
+
+def test_metrics_equal_summarize_on_the_same_series(run: Callable[..., Any]) -> None:
+    rng = np.random.default_rng(0)
+    losses = [float(x) for x in 3 + rng.random(20)]
+    summary, events = run(losses_loop(losses), micro_batch=8)
+    assert summary["status"] == "ok" and summary["steps_run"] == 20
+    expected = metrics.summarize(
+        {k: np.asarray(v) for k, v in summary["series"].items()}, samples_per_step=8
+    )
+    for name, value in expected.items():
+        assert summary["metrics"][name] == pytest.approx(value, nan_ok=True), name
+    assert summary["metrics"]["throughput"] == pytest.approx(8 / 0.010)
+    assert summary["series"]["loss"] == pytest.approx(losses, rel=1e-6)
+    assert events[0]["event"] == "start" and events[-1] is summary
+
+
+def test_a_loss_explosion_stops_the_script_as_a_divergence(run: Callable[..., Any]) -> None:
+    # Judged at the telemetry fetch, as in the built-in loop: every step during the first ones,
+    # then every telemetry_every (10) steps.
+    body = losses_loop([1.0, 1.0, 1.0, 50.0] + [1.0] * 14) + "raise SystemExit('not reached')\n"
+    summary, _ = run(body)
+    assert summary["status"] == "diverged"
+    assert summary["divergence_cause"] == "loss_explosion"
+    assert summary["diverged_at_step"] == 3 and summary["steps_run"] < 18
+
+
+def test_a_script_that_swallows_diverged_is_stopped_at_its_next_report(
+    run: Callable[..., Any],
+) -> None:
+    body = HEAD + textwrap.dedent("""
+        for i in range(10):
+            try:
+                trial.report(i, loss=float('nan'))
+            except autotune.Diverged:
+                pass
+        """)
+    summary, _ = run(body)
+    assert summary["status"] == "diverged" and summary["divergence_cause"] == "nonfinite_loss"
+    assert summary["steps_run"] == 1
+
+
+def test_should_stop_is_the_polite_path(run: Callable[..., Any]) -> None:
+    body = HEAD + textwrap.dedent("""
+        import torch
+        for i in range(10):
+            try:
+                trial.report(i, loss=torch.tensor(1.0 if i < 2 else 1e6))
+            except autotune.Diverged:
+                assert trial.should_stop and trial.stop_reason == "loss_explosion"
+                break
+        """)
+    summary, _ = run(body)
+    assert summary["status"] == "diverged" and summary["steps_run"] == 3
+
+
+def test_without_stop_early_the_script_runs_on(run: Callable[..., Any]) -> None:
+    body = losses_loop([1.0, 1.0, 50.0, 1.0, 1.0])
+    summary, _ = run(body, divergence={"stop_early": False})
+    assert summary["status"] == "diverged" and summary["steps_run"] == 5
+
+
+def test_a_script_that_never_reports_fails_with_no_reports(run: Callable[..., Any]) -> None:
+    with pytest.raises(ScriptFailure, match=r"never called autotune\.trial") as e:
+        run("x = 1\n")
+    assert e.value.cause == "no_reports"
+    with pytest.raises(ScriptFailure, match=r"never trial\.report") as e:
+        run(HEAD)
+    assert e.value.cause == "no_reports"
+
+
+@pytest.mark.parametrize(
+    ("calls", "reason"),
+    [
+        (
+            "trial.report(0, loss=1.0); trial.report(1, loss=1.0); trial.report(1, loss=1.0)",
+            "step=1\\) after step 1",
+        ),
+        ("trial.report(0, loss=1.0); trial.report(2, loss=1.0)", "step=2\\) after step 0"),
+        ("trial.report(-1, loss=1.0)", "first step must be 0"),
+        ("trial.report(1.5, loss=1.0)", "step must be an int"),
+        ("trial.report(float('nan'), loss=1.0)", "step must be an int"),
+        ("trial.report('3', loss=1.0)", "step must be an int"),
+        ("trial.report(0, loss=None)", "loss is missing"),
+        ("trial.report(0, loss='x')", "is not a number"),
+        ("[trial.report(i, loss=1.0) for i in range(4)]", "ran past trial.steps=3"),
+    ],
+)
+def test_bad_reports_fail_with_the_reason(run: Callable[..., Any], calls: str, reason: str) -> None:
+    with pytest.raises(BadReport, match=reason) as e:
+        run(HEAD + calls + "\n", steps=3)
+    assert e.value.cause == "bad_report"
+
+
+def test_a_bad_report_the_script_swallows_still_fails(run: Callable[..., Any]) -> None:
+    body = HEAD + "try:\n    trial.report(5, loss=1.0)\nexcept Exception:\n    pass\n"
+    with pytest.raises(BadReport, match="first step"):
+        run(body)
+
+
+def test_a_script_that_raises_propagates_and_state_is_restored(run: Callable[..., Any]) -> None:
+    argv, path, cwd = list(sys.argv), list(sys.path), Path.cwd()
+    with pytest.raises(ValueError, match="boom"):
+        run(HEAD + "trial.report(0, loss=1.0)\nraise ValueError('boom')\n")
+    assert (sys.argv, sys.path, Path.cwd()) == (argv, path, cwd)
+
+
+def test_exit_status_zero_is_a_normal_end_and_nonzero_fails(run: Callable[..., Any]) -> None:
+    summary, _ = run(HEAD + "trial.report(0, loss=1.0)\nraise SystemExit(0)\n")
+    assert summary["status"] == "ok"
+    with pytest.raises(ScriptFailure, match="status 2"):
+        run(HEAD + "trial.report(0, loss=1.0)\nraise SystemExit(2)\n")
+
+
+def test_the_script_sees_its_args_and_its_folder(run: Callable[..., Any]) -> None:
+    body = HEAD + textwrap.dedent("""
+        import os, sys
+        assert sys.argv[1:] == ["--width", "7"], sys.argv
+        assert os.path.exists("train.py")
+        trial.report(0, loss=1.0)
+        """)
+    summary, _ = run(body, args=["--width", "7"])
+    assert summary["status"] == "ok"
+
+
+def test_in_a_study_the_knobs_and_steps_are_the_trials(run: Callable[..., Any]) -> None:
+    body = HEAD + textwrap.dedent("""
+        assert trial.steps == 20 and trial.micro_batch == 16 and trial.in_study
+        assert trial.recipe.knobs["clip_norm"] == 0.5 and trial.recipe.lr == 1e-3
+        trial.report(0, loss=1.0)
+        """)
+    summary, _ = run(body, knobs={"clip_norm": 0.5})
+    assert summary["knobs"]["clip_norm"] == 0.5
+
+
+# ----- standalone ----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def fresh_trial(monkeypatch: pytest.MonkeyPatch) -> None:
+    from autotune import trial_api
+
+    monkeypatch.setattr(trial_api, "_TRIAL", None)
+    monkeypatch.delenv("AUTOTUNE_RECIPE", raising=False)
+    monkeypatch.delenv("AUTOTUNE_SUMMARY", raising=False)
+
+
+@pytest.mark.usefixtures("fresh_trial")
+def test_standalone_uses_pytorchs_defaults() -> None:
+    t = autotune.trial(steps=5, micro_batch=4, lr=0.02)
+    assert not t.in_study and t.steps == 5 and t.recipe.lr == 0.02
+    for name, info in KNOBS.items():
+        if name != "lr":
+            assert t.recipe.knobs[name] == info.default, name
+    assert autotune.trial() is t
+    with pytest.raises(autotune.Diverged):
+        for i in range(3):
+            t.report(i, loss=[1.0, 1.0, 1e9][i])
+
+
+@pytest.mark.usefixtures("fresh_trial")
+def test_standalone_without_steps_says_what_to_pass() -> None:
+    with pytest.raises(ValueError, match=r"steps not given and no AUTOTUNE_RECIPE"):
+        autotune.trial(micro_batch=4)
+
+
+@pytest.mark.usefixtures("fresh_trial")
+def test_standalone_with_a_recipe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    recipe = autotune.Recipe(
+        name="r",
+        workload={"script": "train.py", "args": []},
+        precision="fp32",
+        micro_batch=8,
+        knobs={**{k: i.default for k, i in KNOBS.items()}, "lr": 0.01, "clip_norm": 0.3},
+        probe={"steps": 12, "seed": 4},
+    )
+    monkeypatch.setenv("AUTOTUNE_RECIPE", str(recipe.save(tmp_path / "r.yaml")))
+    t = autotune.trial(steps=None, micro_batch=2)
+    assert (t.steps, t.seed, t.micro_batch) == (12, 4, 8)
+    assert t.recipe.knobs["clip_norm"] == 0.3 and t.recipe.lr == 0.01
+
+
+def test_autotune_trial_is_a_function_after_importing_the_api() -> None:
+    import autotune.trial_api
+
+    assert callable(autotune.trial) and autotune.trial.__module__ == "autotune.trial_api"
+
+
+# ----- the space -----------------------------------------------------------------------------
+
+SPACE = "name: s\nworkload: {workload}\nprobe: {{steps: 10}}\nknobs: {{lr: 0.01}}\n"
+
+
+def test_a_script_space_anchors_and_round_trips(write_space: Callable[..., Path]) -> None:
+    path = write_space(SPACE.format(workload="{script: train.py, args: [--x, '1']}"))
+    (path.parent / "train.py").write_text("")
+    s = sp.load(path)
+    assert s.workload.script == str(path.parent / "train.py") and s.workload.args == ("--x", "1")
+    assert sp.loads(sp.dump(s)) == s
+    assert ProbeConfig.from_space(s).workload == "script:train.py"
+
+
+@pytest.mark.parametrize(
+    ("workload", "message"),
+    [
+        ("{script: t.py, name: tiny_gpt}", "not both"),
+        ("{size: tiny}", "give `name`"),
+        ("{name: tiny_gpt, args: [a]}", "args are the arguments of a `script`"),
+        ("{script: t.py, size: small}", "size is for a named workload"),
+        ("train.py", "did you mean `workload: {script: train.py}`"),
+    ],
+)
+def test_script_schema_errors(
+    write_space: Callable[..., Path], workload: str, message: str
+) -> None:
+    with pytest.raises(SpaceError, match=message):
+        sp.load(write_space(SPACE.format(workload=workload)))
+
+
+def test_a_missing_script_names_its_absolute_path(write_space: Callable[..., Path]) -> None:
+    path = write_space(SPACE.format(workload="{script: nope/train.py}"))
+    with pytest.raises(SpaceError, match=f"workload.script: {path.parent}/nope/train.py: no such"):
+        sp.load(path)
