@@ -152,3 +152,64 @@ def test_hf_trainer_study_records_loss_and_reproduces_from_its_recipe(hf_study: 
     mine = json.loads(summary.read_text())["series"]["loss"][:5]
     _, trial_losses = found["trial-0001"]
     assert mine == pytest.approx(trial_losses[:5], rel=1e-6)
+
+
+def test_hf_trainer_divergent_configuration_stops_early_with_its_cause(tmp_path: Path) -> None:
+    pytest.importorskip("transformers")
+    space = EXAMPLES / "hf_trainer" / "space.yaml"
+    result = study(tmp_path, space, "budget.trials=1", f"probe.steps={STEPS}", "knobs.lr=5")
+    assert result.returncode == 0, h.explain(result)
+    rec = trial_record(tmp_path, 0)
+    assert rec["outcome"] == "diverged", rec
+    s = rec["summary"]
+    assert s["divergence_cause"] in ("nonfinite_loss", "loss_explosion", "grad_explosion")
+    assert s["steps_run"] < STEPS
+
+
+@pytest.fixture(scope="module")
+def lightning_study(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    pytest.importorskip("lightning")
+    tmp = tmp_path_factory.mktemp("lightning")
+    space = EXAMPLES / "lightning" / "space.yaml"
+    result = study(tmp, space, "budget.trials=2", f"probe.steps={STEPS}")
+    assert result.returncode == 0, h.explain(result)
+    return tmp
+
+
+def test_lightning_study_records_loss_and_reproduces_from_its_recipe(
+    lightning_study: Path,
+) -> None:
+    found = runs(lightning_study, "lightning")
+    assert len(found) == 2
+    for run, losses in found.values():
+        assert run.data.tags.get("autotune.outcome", "complete") == "complete"
+        assert len(losses) == STEPS and losses[-1] < losses[0]
+    recipe = lightning_study / "r.yaml"
+    args = ["export", str(lightning_study / "st"), "-o", str(recipe), "--pick", "trial 1"]
+    result = h.autotune(args, lightning_study)
+    assert result.returncode == 0, h.explain(result)
+    summary = lightning_study / "s.json"
+    env = {**os.environ, "AUTOTUNE_RECIPE": str(recipe), "AUTOTUNE_SUMMARY": str(summary)}
+    env["OMP_NUM_THREADS"] = "1"
+    done = subprocess.run(
+        [sys.executable, "train.py", "--width", "48"],
+        cwd=EXAMPLES / "lightning",
+        env=env,
+        timeout=120,
+    )
+    assert done.returncode == 0
+    mine = json.loads(summary.read_text())["series"]["loss"][:5]
+    _, trial_losses = found["trial-0001"]
+    assert mine == pytest.approx(trial_losses[:5], rel=1e-6)
+
+
+def test_lightning_divergent_configuration_stops_early_with_its_cause(tmp_path: Path) -> None:
+    pytest.importorskip("lightning")
+    space = EXAMPLES / "lightning" / "space.yaml"
+    result = study(tmp_path, space, "budget.trials=1", f"probe.steps={STEPS}", "knobs.lr=5")
+    assert result.returncode == 0, h.explain(result)
+    rec = trial_record(tmp_path, 0)
+    assert rec["outcome"] == "diverged", rec
+    s = rec["summary"]
+    assert s["divergence_cause"] in ("nonfinite_loss", "loss_explosion", "grad_explosion")
+    assert s["steps_run"] < STEPS

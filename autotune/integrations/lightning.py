@@ -1,0 +1,203 @@
+"""Lightning (`lightning.pytorch.Trainer`) in an autotune trial.
+
+    trial = autotune.trial(steps=200, micro_batch=16)
+
+    class Module(lightning.LightningModule):
+        def configure_optimizers(self):
+            return lt.configure_optimizers(trial, self.parameters())
+
+    lightning.Trainer(**lt.trainer_kwargs(trial)).fit(Module(), loader)
+
+`trainer_kwargs` gives the Trainer the trial's steps, accumulation, clipping and precision (fp16
+through a `MixedPrecision` plugin whose GradScaler has the scaler knobs) and the `Callback` that
+reports each optimizer step's loss (the sum of its micro-batches' `outputs["loss"]`, which
+Lightning divides by the accumulation) and gradient norm (unscaled, before clipping), and stops the
+Trainer on divergence.
+
+What Lightning cannot express of a recipe, and what is done instead: per-layer clipping (the
+callback clips each tensor in `on_before_optimizer_step`; Lightning's own clipping is off); a
+fused AdamW under fp16 (Lightning refuses to clip with an optimizer that unscales itself:
+`configure_optimizers` builds the unfused one there); `min_steps`/`min_epochs` (they would
+override the stop on divergence: refused); more than one device (a script trial runs on one).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from typing import Any
+
+import lightning.pytorch as pl
+import torch
+from lightning.pytorch.plugins.precision import MixedPrecision, Precision
+
+from autotune.probe import clip_gradients
+from autotune.probe.steps import build_optimizer
+from autotune.recipe import Recipe
+from autotune.trial_api import Diverged, Trial
+
+__all__ = ["Callback", "configure_optimizers", "trainer_kwargs"]
+
+_PRECISION = {"fp32": "32-true", "bf16": "bf16-mixed"}  # fp16: a MixedPrecision plugin
+_REFUSED = {
+    "min_steps": "it would override the stop on divergence",
+    "min_epochs": "it would override the stop on divergence",
+}
+_IN_STUDY = {  # a trial writes nothing of its own and prints no bars
+    "logger": False,
+    "enable_checkpointing": False,
+    "enable_progress_bar": False,
+    "enable_model_summary": False,
+    "num_sanity_val_steps": 0,
+}
+
+
+def _split(trial_or_recipe: Trial | Recipe) -> tuple[Trial | None, Recipe]:
+    if isinstance(trial_or_recipe, Trial):
+        return trial_or_recipe, trial_or_recipe.recipe
+    if isinstance(trial_or_recipe, Recipe):
+        return None, trial_or_recipe
+    raise TypeError(f"expected an autotune Trial or Recipe, got {type(trial_or_recipe).__name__}")
+
+
+def _device_type(trial: Trial | None, user: dict[str, Any]) -> str:
+    if trial is not None:
+        return trial.device.type
+    acc = user.get("accelerator", "auto")
+    if acc in ("auto", "gpu"):
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return str(acc)
+
+
+def recipe_kwargs(recipe: Recipe, device_type: str) -> dict[str, Any]:
+    """The Trainer arguments a recipe owns."""
+    k = recipe.knobs
+    clip = float(k["clip_norm"])
+    global_clip = k["clip_mode"] != "per_layer" and clip > 0
+    out: dict[str, Any] = {
+        "accumulate_grad_batches": recipe.accum_steps,
+        "gradient_clip_val": clip if global_clip else None,
+        "gradient_clip_algorithm": "norm" if global_clip else None,
+    }
+    if recipe.precision == "fp16":
+        scaler = recipe.scaler(device_type)  # the four scaler knobs; enabled under fp16
+        out["plugins"] = [MixedPrecision("16-mixed", device_type, scaler=scaler)]
+    else:
+        out["precision"] = _PRECISION[recipe.precision]
+    return out
+
+
+def trainer_kwargs(trial_or_recipe: Trial | Recipe, **user: Any) -> dict[str, Any]:
+    """Keyword arguments for `lightning.Trainer`: the trial's (or the recipe's) knobs, steps
+    and device, the reporting `Callback` (with a trial), and the user's other arguments. A user
+    argument the trial owns is refused, naming it."""
+    trial, recipe = _split(trial_or_recipe)
+    for name, why in _REFUSED.items():
+        if name in user:
+            raise ValueError(f"trainer_kwargs: {name}: {why}; remove it")
+    dev = _device_type(trial, user)
+    owned = recipe_kwargs(recipe, dev)
+    if trial is not None:
+        owned.update(max_steps=trial.steps, accelerator=dev, devices=1)
+    plugins = list(user.pop("plugins", None) or [])
+    if "plugins" in owned and any(isinstance(p, Precision) for p in plugins):
+        raise ValueError("trainer_kwargs: plugins: the precision plugin is the trial's (fp16)")
+    for name in {*owned, "precision"}:
+        if name in user:
+            raise ValueError(f"trainer_kwargs: {name} is the trial's: remove it")
+    owned["plugins"] = [*plugins, *owned.get("plugins", [])] or None
+    callbacks = list(user.pop("callbacks", None) or [])
+    if trial is not None:
+        callbacks.append(Callback(trial))
+        if trial.in_study:
+            for name, value in _IN_STUDY.items():
+                user.setdefault(name, value)
+            user.setdefault("default_root_dir", tempfile.mkdtemp(prefix="autotune-lightning-"))
+    return {**user, **owned, "callbacks": callbacks}
+
+
+def configure_optimizers(
+    trial_or_recipe: Trial | Recipe, params: Any, total_steps: int | None = None
+) -> dict[str, Any]:
+    """What `LightningModule.configure_optimizers` returns: the recipe's AdamW and its warm-up
+    and decay stepped after every optimizer step (as the probe ran them). `total_steps`:
+    the schedule's length, by default the trial's steps (or the recipe's probe steps)."""
+    trial, recipe = _split(trial_or_recipe)
+    steps = total_steps or (trial.steps if trial is not None else recipe.probe.get("steps"))
+    if not steps:
+        raise ValueError("configure_optimizers: give total_steps (the schedule's length)")
+    plist = list(params)
+    if recipe.precision == "fp16":  # Lightning clips only with an optimizer it unscales
+        opt = build_optimizer(plist, recipe.knobs, torch.device("cpu"))
+    else:
+        opt = recipe.optimizer(plist)
+    sched = recipe.scheduler(opt, int(steps))
+    return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+
+class Callback(pl.Callback):
+    """Reports each optimizer step's loss and gradient norm; stops the Trainer on divergence."""
+
+    def __init__(self, trial: Trial) -> None:
+        self.trial = trial
+        self._loss: torch.Tensor | float = 0.0
+        self._norm: torch.Tensor | None = None
+        self._lr: float | None = None
+        self._clipped: torch.Tensor | None = None
+        self._scale: torch.Tensor | None = None
+        self._step_before = 0
+
+    def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        for name, why in _REFUSED.items():
+            if getattr(trainer.fit_loop, name, None) not in (None, -1, 0):
+                raise ValueError(f"autotune: Trainer({name}=...): {why}")
+
+    def on_train_batch_start(self, trainer: pl.Trainer, *args: Any) -> None:
+        self._step_before = trainer.global_step
+
+    def on_before_optimizer_step(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, optimizer: Any
+    ) -> None:
+        """The gradients here are unscaled and not yet clipped (Lightning clips after)."""
+        params = [p for p in pl_module.parameters() if p.grad is not None]
+        knobs = self.trial.recipe.knobs
+        per_layer = knobs["clip_mode"] == "per_layer"
+        clip = float(knobs["clip_norm"]) if per_layer else 0.0  # global: Lightning clips
+        if not params:
+            self._norm = self._clipped = None
+        else:
+            self._norm, _, self._clipped = clip_gradients(params, clip, per_layer)
+            limit = float(knobs["clip_norm"])
+            if not per_layer:  # Lightning clips next, by the same rule as the probe
+                self._clipped = self._norm > limit if limit > 0 else None
+        self._lr = float(optimizer.param_groups[0]["lr"])
+        self._scale = _scale_of(trainer)  # before the step and the update, as the probe
+
+    def on_train_batch_end(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, *args: Any
+    ) -> None:
+        loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
+        if loss is not None:
+            self._loss = self._loss + loss.detach()
+        if trainer.global_step == self._step_before:
+            return  # a micro-batch of an accumulating step
+        loss, self._loss = self._loss, 0.0
+        try:
+            self.trial.report(
+                trainer.global_step - 1,
+                loss=loss,
+                grad_norm=self._norm,
+                lr=self._lr,
+                scale=self._scale,
+                clipped=self._clipped,
+            )
+        except Diverged:
+            trainer.should_stop = True
+
+
+def _scale_of(trainer: pl.Trainer) -> torch.Tensor | None:
+    """The fp16 GradScaler's scale as a tensor (no host sync); None without one."""
+    scaler = getattr(trainer.precision_plugin, "scaler", None)
+    scale = getattr(scaler, "_scale", None)
+    if scaler is None or scale is None or not scaler.is_enabled():
+        return None
+    return scale.detach().clone()
