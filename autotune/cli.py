@@ -526,8 +526,8 @@ def export(
     ] = None,
 ) -> None:
     """Export a study's chosen configuration as a recipe (or another format)."""
-    from autotune import export as ex
-    from autotune import formats
+    from autotune.recipe import exporters as formats
+    from autotune.study import export as ex
 
     if fmt not in formats.FORMATS:
         raise AutotuneError(f"--format {fmt}: choose one of {', '.join(formats.FORMATS)}")
@@ -571,8 +571,8 @@ def verify(
     """Re-run a recipe with other seeds on this machine and check what it promised.
 
     Exit status 1 when every seed of the recipe failed (the causes are printed)."""
-    from autotune import verify as vf
     from autotune.recipe import Recipe
+    from autotune.recipe import verify as vf
 
     recipe = Recipe.load(recipe_path)
     report = vf.verify_recipe(

@@ -23,10 +23,10 @@ from typer.testing import CliRunner
 from autotune import space as sp
 from autotune.cli import app
 from autotune.probe import ProbeConfig
+from autotune.probe.workload import resolve
 from autotune.process import ranks, supervisor
 from autotune.process.channel import Channel
 from autotune.process.entry import run as run_probe
-from autotune.workload import resolve
 
 # Two gloo ranks at micro-batch 40 and one process at 80 sum the same samples in a different
 # order (float32): the losses and gradient norms agree to this relative tolerance.

@@ -59,7 +59,7 @@ def run_probe(
     """
     import torch
 
-    from autotune.workload import resolve
+    from autotune.probe.workload import resolve
 
     if rank is None and needs_processes(cfg):
         raise ValueError(

@@ -24,11 +24,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autotune.errors import RecipeError
+from autotune.knobs import HARDWARE_METRICS
 from autotune.numbers import finite
 
 PICKS = ("balanced", "fastest", "stablest")
-# Metrics that measure the hardware more than the configuration.
-HARDWARE_METRICS = frozenset({"throughput", "tokens_per_s", "peak_mem_mb", "scaling_efficiency"})
 
 
 @dataclass

@@ -236,7 +236,7 @@ def format_summary(summary: Mapping[str, Any], *, tracking_uri: str | None = Non
             params = ", ".join(f"{k}={_short(v)}" for k, v in r["params"].items())
             lines.append(f"  {r['number']:>5}  {vals}  {params}")
     if summary.get("verified"):
-        from autotune.verify import format_interval
+        from autotune.recipe.verify import format_interval
 
         first = summary["verified"][0]
         lines.append(

@@ -1,5 +1,5 @@
-"""The verification phase: the best candidates re-run with other seeds (see `autotune.verify`),
-their verified numbers stored in the study and MLflow.
+"""The verification phase: the best candidates re-run with other seeds (see
+`autotune.recipe.verify`), their verified numbers stored in the study and MLflow.
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def verify_phase(
 ) -> bool:
     """Re-run the best candidates with other seeds; store the verified numbers in the study and
     MLflow. Returns True when interrupted (what finished is kept: the next run continues)."""
-    from autotune import verify as vf
+    from autotune.recipe import verify as vf
 
     space = opts.space
     todo = to_verify(study, space)

@@ -22,8 +22,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from autotune import space as sp
+from autotune.knobs import HARDWARE_METRICS
 from autotune.probe import ProbeConfig
-from autotune.recipe import Recipe
+from autotune.recipe.file import Recipe
 
 # Two-sided 95% quantiles of Student's t, by degrees of freedom (standard table values).
 _T975 = {
@@ -231,7 +232,7 @@ def compare_promise(
                     else got["mean"] > p_mean
                 )
                 verdict = "better than promised" if better else "WORSE than promised"
-            if metric in _hardware_metrics() and not same_hardware:
+            if metric in HARDWARE_METRICS and not same_hardware:
                 verdict += " (other hardware: not comparable)"
         rows.append(
             {
@@ -245,18 +246,12 @@ def compare_promise(
     return rows
 
 
-def _hardware_metrics() -> frozenset[str]:
-    from autotune.study.pick import HARDWARE_METRICS
-
-    return HARDWARE_METRICS
-
-
 def check_workload(recipe: Recipe, source: str) -> None:
     """Resolve the recipe's workload here, before any probe runs: a workload that cannot be
     found or built fails once, naming it and the recipe file, not once per seed. Resolving
     imports the workload's module: a recipe's workload is code that runs."""
     from autotune.errors import WorkloadError
-    from autotune.workload import resolve
+    from autotune.probe.workload import resolve
 
     try:
         resolve(recipe.workload["name"], recipe.workload.get("size", "tiny"))

@@ -112,9 +112,9 @@ def _redact(url: Any) -> Any:
 
 def write(recipe: Recipe, fmt: str, out: str | None) -> str:
     """Render `recipe` as `fmt`; write it to `out` atomically (or return it for stdout)."""
-    from autotune import formats
+    from autotune.recipe import exporters
 
-    text = formats.render(recipe, fmt)
+    text = exporters.render(recipe, fmt)
     if out is not None and out != "-":
         path = Path(out)
         if path.parent and not path.parent.exists():
