@@ -10,6 +10,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -86,27 +87,13 @@ def verify_phase(
     remote = ray.remote(num_cpus=resources.get("cpu", 1.0), num_gpus=resources.get("gpu", 0.0))(
         _verify_task
     )
-    results: dict[int, list[dict[str, Any]]] = {c.number: [] for c in todo}
-    pending: list[tuple[Any, int]] = []
-    for c in todo:
-        for seed in seeds:
-            path = _verify_path(study_dir, c.number, seed)
-            if path.is_file():
-                results[c.number].append(json.loads(path.read_text()))
-            else:
-                pending.append((c, seed))
+    results, pending = _saved_seeds(study_dir, todo, seeds)
     inflight: dict[Any, tuple[Any, int]] = {}
     started = time.monotonic()
     total = len(todo) * len(seeds)
 
     def finished(c: Any) -> None:
-        runs = sorted(results[c.number], key=lambda r: r["seed"])
-        res = vf.summarize_seeds(runs, metrics)
-        fp = next((r.get("fingerprint") for r in runs if r.get("fingerprint")), None)
-        res["run_id"] = logger.verification(c.number, res, fp)
-        study.set_user_attr(f"autotune.verified.{c.number}", res)
-        shown = "  ".join(f"{m} {vf.format_interval(res['metrics'].get(m))}" for m in metrics[:2])
-        say(f"  verified trial {c.number}: {shown}  diverged {res['diverged_share']:.0%} of seeds")
+        _record_verified(study, logger, c, results[c.number], metrics, say)
 
     for c in todo:
         if len(results[c.number]) == len(seeds):
@@ -121,15 +108,7 @@ def verify_phase(
             ready, _ = ray.wait(list(inflight), num_returns=1)
             for ref in ready:
                 c, seed = inflight.pop(ref)
-                try:
-                    out = ray.get(ref)
-                except Exception as e:  # the worker died: a failed seed, not a failed study
-                    out = {
-                        "outcome": "failed",
-                        "cause": "worker_died",
-                        "error": f"{type(e).__name__}: {str(e)[:500]}",
-                        "summary": None,
-                    }
+                out = _seed_outcome(ray, ref)
                 out.update(seed=seed, number=c.number)
                 results[c.number].append(_save_seed(study_dir, c.number, seed, out))
                 done = sum(len(v) for v in results.values())
@@ -141,12 +120,66 @@ def verify_phase(
                 if len(results[c.number]) == len(seeds):
                     finished(c)
     except KeyboardInterrupt:
-        for ref in inflight:
-            with contextlib.suppress(Exception):
-                ray.cancel(ref, force=True)
-        print(
-            "interrupted during verification; run the same command again to finish it",
-            file=sys.stderr,
-        )
+        _cancel(ray, inflight)
         return True
     return False
+
+
+def _saved_seeds(
+    study_dir: Path, todo: list[Any], seeds: list[int]
+) -> tuple[dict[int, list[dict[str, Any]]], list[tuple[Any, int]]]:
+    """The seeds a previous run verified (read back from their files), and the ones to run."""
+    results: dict[int, list[dict[str, Any]]] = {c.number: [] for c in todo}
+    pending: list[tuple[Any, int]] = []
+    for c in todo:
+        for seed in seeds:
+            path = _verify_path(study_dir, c.number, seed)
+            if path.is_file():
+                results[c.number].append(json.loads(path.read_text()))
+            else:
+                pending.append((c, seed))
+    return results, pending
+
+
+def _seed_outcome(ray: Any, ref: Any) -> dict[str, Any]:
+    """One seed's outcome; a worker that died is a failed seed, not a failed study."""
+    try:
+        out: dict[str, Any] = ray.get(ref)
+        return out
+    except Exception as e:
+        return {
+            "outcome": "failed",
+            "cause": "worker_died",
+            "error": f"{type(e).__name__}: {str(e)[:500]}",
+            "summary": None,
+        }
+
+
+def _record_verified(
+    study: Any,
+    logger: MlflowWriter,
+    c: Any,
+    runs: list[dict[str, Any]],
+    metrics: list[str],
+    say: Callable[[str], Any],
+) -> None:
+    """A candidate's seeds summarised, logged to MLflow, stored in the study and announced."""
+    from autotune.recipe import verify as vf
+
+    runs = sorted(runs, key=lambda r: r["seed"])
+    res = vf.summarize_seeds(runs, metrics)
+    fp = next((r.get("fingerprint") for r in runs if r.get("fingerprint")), None)
+    res["run_id"] = logger.verification(c.number, res, fp)
+    study.set_user_attr(f"autotune.verified.{c.number}", res)
+    shown = "  ".join(f"{m} {vf.format_interval(res['metrics'].get(m))}" for m in metrics[:2])
+    say(f"  verified trial {c.number}: {shown}  diverged {res['diverged_share']:.0%} of seeds")
+
+
+def _cancel(ray: Any, inflight: dict[Any, Any]) -> None:
+    for ref in inflight:
+        with contextlib.suppress(Exception):
+            ray.cancel(ref, force=True)
+    print(
+        "interrupted during verification; run the same command again to finish it",
+        file=sys.stderr,
+    )
