@@ -24,10 +24,6 @@ from autotune.recipe.file import Recipe
 
 def render_hf(r: Recipe) -> str:
     k = r.knobs
-    sched = str(k["schedule"])
-    warmup = int(k["warmup_steps"])
-    ratio = float(k["min_lr_ratio"])
-    clip = float(k["clip_norm"])
     notes: list[str] = []
     args: dict[str, Any] = {
         "learning_rate": float(k["lr"]),
@@ -35,9 +31,37 @@ def render_hf(r: Recipe) -> str:
         "adam_beta2": float(k["beta2"]),
         "adam_epsilon": float(k["adam_eps"]),
         "weight_decay": float(k["weight_decay"]),
-        "max_grad_norm": clip,
-        "warmup_steps": warmup,
+        "max_grad_norm": float(k["clip_norm"]),
+        "warmup_steps": int(k["warmup_steps"]),
     }
+    _hf_schedule(r, args, notes)
+    args["gradient_accumulation_steps"] = r.accum_steps
+    args["per_device_train_batch_size"] = int(r.micro_batch)
+    args["fp16"] = r.precision == "fp16"
+    args["bf16"] = r.precision == "bf16"
+    _hf_optim(r, args, notes)
+    _hf_differences(r, notes)
+    if r.precision == "fp16":
+        notes.append(_hf_scaler_note(r))
+    if r.world_size > 1 or not ddp_is_default(k):
+        _hf_ddp(r, args, notes)
+    if r.world_size > 1:
+        notes.append(
+            f"Launch {r.world_size} processes (torchrun --nproc-per-node {r.world_size}, or "
+            "across nodes) for the recipe's effective batch of "
+            f"{r.effective_batch} = {r.micro_batch} x {r.accum_steps} x {r.world_size}."
+        )
+    if r.env:
+        notes.append(env_note(r))
+    return json.dumps({"training_arguments": args, "notes": notes}, indent=2) + "\n"
+
+
+def _hf_schedule(r: Recipe, args: dict[str, Any], notes: list[str]) -> None:
+    """The HF scheduler type of the recipe's schedule, and a note where it cannot be exact."""
+    k = r.knobs
+    sched = str(k["schedule"])
+    warmup = int(k["warmup_steps"])
+    ratio = float(k["min_lr_ratio"])
     if sched == "constant":
         args["lr_scheduler_type"] = "constant_with_warmup" if warmup > 0 else "constant"
     elif sched == "linear":
@@ -57,10 +81,9 @@ def render_hf(r: Recipe) -> str:
             args["lr_scheduler_type"] = "cosine"
     else:
         raise RecipeError(f"recipe {r.name}: unknown schedule {sched!r}")
-    args["gradient_accumulation_steps"] = r.accum_steps
-    args["per_device_train_batch_size"] = int(r.micro_batch)
-    args["fp16"] = r.precision == "fp16"
-    args["bf16"] = r.precision == "bf16"
+
+
+def _hf_optim(r: Recipe, args: dict[str, Any], notes: list[str]) -> None:
     plat = platform(r)
     args["optim"] = "adamw_torch" if plat == "cpu" else "adamw_torch_fused"
     notes.append(
@@ -74,6 +97,13 @@ def render_hf(r: Recipe) -> str:
         )
     )
 
+
+def _hf_differences(r: Recipe, notes: list[str]) -> None:
+    """Notes on the schedule's timing, weight decay and per-layer clipping under HF."""
+    k = r.knobs
+    sched = str(k["schedule"])
+    warmup = int(k["warmup_steps"])
+    clip = float(k["clip_norm"])
     if warmup > 0 or sched != "constant":
         notes.append(
             "Schedule timing: HF's warm-up gives optimizer step s (from 0) the rate "
@@ -97,58 +127,52 @@ def render_hf(r: Recipe) -> str:
             "gradients are unscaled by then: the Trainer measures their norm through accelerate "
             "before that hook)."
         )
-    if r.precision == "fp16":
-        if scaler_is_default(k):
-            notes.append(
-                "GradScaler: the recipe's settings are PyTorch's defaults, which HF uses: nothing "
-                "to do."
-            )
-        else:
-            notes.append(
-                "GradScaler: HF builds its scaler with PyTorch's defaults (init_scale 65536, "
-                "growth_factor 2, backoff_factor 0.5, growth_interval 2000) and TrainingArguments "
-                f"cannot change them; the recipe's are {scaler_text(k)}. After creating the "
-                "Trainer and before trainer.train(), set trainer.accelerator.scaler = "
-                f"{scaler_call(k, amp_device(r))} (or make_scaler('{amp_device(r)}') from the "
-                "python export): accelerate "
-                "hands that attribute to the optimizer when train() prepares it. It is an "
-                "attribute, not a documented option: check it after upgrading."
-            )
-    if r.world_size > 1 or not ddp_is_default(k):
-        bucket = float(k["bucket_cap_mb"])
-        args["ddp_bucket_cap_mb"] = int(bucket) if bucket.is_integer() else bucket
-        args["ddp_broadcast_buffers"] = bool(k["broadcast_buffers"])
-        args["ddp_static_graph"] = bool(k["static_graph"])
-        args["ddp_find_unused_parameters"] = False
-        notes.append(
-            "DDP: ddp_bucket_cap_mb, ddp_broadcast_buffers and ddp_static_graph carry the "
-            "recipe's values; ddp_find_unused_parameters is False because the probe ran DDP with "
-            "PyTorch's default (HF would otherwise turn it on for most models)."
-            + (
-                ""
-                if bucket.is_integer()
-                else " TrainingArguments declares ddp_bucket_cap_mb an int; the fractional value "
-                "is passed on to DDP as it is."
-            )
-        )
-        if bool(k["gradient_as_bucket_view"]):
-            notes.append(
-                "DDP: gradient_as_bucket_view=True has no TrainingArguments field (HF builds "
-                "accelerate's DistributedDataParallelKwargs itself); without it DDP keeps a "
-                "separate gradient copy: the same training, more memory."
-            )
-    if r.world_size > 1:
-        notes.append(
-            f"Launch {r.world_size} processes (torchrun --nproc-per-node {r.world_size}, or "
-            "across nodes) for the recipe's effective batch of "
-            f"{r.effective_batch} = {r.micro_batch} x {r.accum_steps} x {r.world_size}."
-        )
-    if r.env:
-        notes.append(env_note(r))
-    return json.dumps({"training_arguments": args, "notes": notes}, indent=2) + "\n"
 
 
-# ----- Lightning ---------------------------------------------------------------------------------
+def _hf_scaler_note(r: Recipe) -> str:
+    k = r.knobs
+    if scaler_is_default(k):
+        return (
+            "GradScaler: the recipe's settings are PyTorch's defaults, which HF uses: nothing "
+            "to do."
+        )
+    return (
+        "GradScaler: HF builds its scaler with PyTorch's defaults (init_scale 65536, "
+        "growth_factor 2, backoff_factor 0.5, growth_interval 2000) and TrainingArguments "
+        f"cannot change them; the recipe's are {scaler_text(k)}. After creating the "
+        "Trainer and before trainer.train(), set trainer.accelerator.scaler = "
+        f"{scaler_call(k, amp_device(r))} (or make_scaler('{amp_device(r)}') from the "
+        "python export): accelerate "
+        "hands that attribute to the optimizer when train() prepares it. It is an "
+        "attribute, not a documented option: check it after upgrading."
+    )
+
+
+def _hf_ddp(r: Recipe, args: dict[str, Any], notes: list[str]) -> None:
+    """The DDP arguments TrainingArguments has, and notes on the one it lacks."""
+    k = r.knobs
+    bucket = float(k["bucket_cap_mb"])
+    args["ddp_bucket_cap_mb"] = int(bucket) if bucket.is_integer() else bucket
+    args["ddp_broadcast_buffers"] = bool(k["broadcast_buffers"])
+    args["ddp_static_graph"] = bool(k["static_graph"])
+    args["ddp_find_unused_parameters"] = False
+    notes.append(
+        "DDP: ddp_bucket_cap_mb, ddp_broadcast_buffers and ddp_static_graph carry the "
+        "recipe's values; ddp_find_unused_parameters is False because the probe ran DDP with "
+        "PyTorch's default (HF would otherwise turn it on for most models)."
+        + (
+            ""
+            if bucket.is_integer()
+            else " TrainingArguments declares ddp_bucket_cap_mb an int; the fractional value "
+            "is passed on to DDP as it is."
+        )
+    )
+    if bool(k["gradient_as_bucket_view"]):
+        notes.append(
+            "DDP: gradient_as_bucket_view=True has no TrainingArguments field (HF builds "
+            "accelerate's DistributedDataParallelKwargs itself); without it DDP keeps a "
+            "separate gradient copy: the same training, more memory."
+        )
 
 
 def render_lightning(r: Recipe) -> str:
