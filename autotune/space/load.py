@@ -164,38 +164,10 @@ def _build(
         raise err(["objectives"], f"each metric at most once, got {metrics}")
     constraints = tuple(_list(Constraint, data, "constraints", DEFAULT_CONSTRAINTS, err))
 
-    knobs_raw = data.get("knobs") or {}
-    if not isinstance(knobs_raw, dict):
-        raise err(["knobs"], f"must be a mapping of knob: value-or-domain, got {_tname(knobs_raw)}")
-    knobs: dict[str, KnobValue] = {}
-    for key, raw in knobs_raw.items():
-        key = str(key)
-        if key not in KNOBS:
-            hint = did_you_mean(key, KNOBS)
-            if key.isupper():
-                hint += "; environment variables go under `env:`"
-            raise err(["knobs", key], f"unknown knob{hint}; known knobs: {', '.join(KNOBS)}")
-        knobs[key] = knob_value(KNOBS[key], raw, ["knobs", key], err)
-
-    env_raw = data.get("env") or {}
-    if not isinstance(env_raw, dict):
-        raise err(["env"], f"must be a mapping of VARIABLE: value-or-domain, got {_tname(env_raw)}")
-    env: dict[str, KnobValue] = {}
-    for key, raw in env_raw.items():
-        key = str(key)
-        env[key] = env_value(key, raw, ["env", key], err)
-
+    knobs = _knobs(data, err)
+    env = _env(data, err)
     if sampler.name == "grid":
-        for knob, value in {**knobs, **env}.items():
-            sec = "env" if knob in env else "knobs"
-            if (
-                isinstance(value, Domain)
-                and value.step is None
-                and not value.is_choice
-                and KNOBS.get(knob, KNOBS["lr"]).kind == "float"
-                and sampler.grid_points < 2
-            ):
-                raise err([sec, knob], "grid needs sampler.grid_points >= 2 for a float range")
+        _check_grid(knobs, env, sampler.grid_points, err)
 
     return Space(
         name=name,
@@ -211,6 +183,47 @@ def _build(
         env=env,
         source=source,
     )
+
+
+def _knobs(data: dict[str, Any], err: _Err) -> dict[str, KnobValue]:
+    knobs_raw = data.get("knobs") or {}
+    if not isinstance(knobs_raw, dict):
+        raise err(["knobs"], f"must be a mapping of knob: value-or-domain, got {_tname(knobs_raw)}")
+    knobs: dict[str, KnobValue] = {}
+    for key, raw in knobs_raw.items():
+        key = str(key)
+        if key not in KNOBS:
+            hint = did_you_mean(key, KNOBS)
+            if key.isupper():
+                hint += "; environment variables go under `env:`"
+            raise err(["knobs", key], f"unknown knob{hint}; known knobs: {', '.join(KNOBS)}")
+        knobs[key] = knob_value(KNOBS[key], raw, ["knobs", key], err)
+    return knobs
+
+
+def _env(data: dict[str, Any], err: _Err) -> dict[str, KnobValue]:
+    env_raw = data.get("env") or {}
+    if not isinstance(env_raw, dict):
+        raise err(["env"], f"must be a mapping of VARIABLE: value-or-domain, got {_tname(env_raw)}")
+    return {
+        str(key): env_value(str(key), raw, ["env", str(key)], err) for key, raw in env_raw.items()
+    }
+
+
+def _check_grid(
+    knobs: Mapping[str, KnobValue], env: Mapping[str, KnobValue], points: int, err: _Err
+) -> None:
+    """The grid sampler needs at least two points for a float range without a step."""
+    for knob, value in {**knobs, **env}.items():
+        sec = "env" if knob in env else "knobs"
+        if (
+            isinstance(value, Domain)
+            and value.step is None
+            and not value.is_choice
+            and KNOBS.get(knob, KNOBS["lr"]).kind == "float"
+            and points < 2
+        ):
+            raise err([sec, knob], "grid needs sampler.grid_points >= 2 for a float range")
 
 
 def validate_section(cls: type[BaseModel], raw: Any, path: list[str | int], err: ErrorAt) -> Any:
