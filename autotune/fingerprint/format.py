@@ -13,13 +13,25 @@ _TAG_MAX = 250
 def format_text(fp: dict[str, Any]) -> str:
     """A readable multi-line summary of a fingerprint, for ``autotune fingerprint``."""
     plat = fp.get("platform")
-    versions = fp.get("versions") or {}
-    host = fp.get("host") or {}
     lines = [f"platform     {plat}    fingerprint {fp.get('hash') or identity_hash(fp)}"]
+    lines += _device_lines(fp)
+    lines += _driver_lines(fp.get("driver"))
+    lines.append(_versions_line(fp))
+    lines += _host_lines(fp.get("host") or {})
+    lines += _env_lines(fp)
+    det = fp.get("determinism") or {}
+    on = [f"{k}={v}" for k, v in det.items() if v not in (None, False)]
+    lines.append("determinism  " + (", ".join(on) if on else "defaults (nothing forced)"))
+    lines.append(f"collected    {fp.get('collected_at')}")
+    return "\n".join(lines)
 
+
+def _device_lines(fp: dict[str, Any]) -> list[str]:
+    plat = fp.get("platform")
     devices = fp.get("devices") or []
     if not devices:
-        lines.append("devices      none (CPU only)")
+        return ["devices      none (CPU only)"]
+    lines = []
     for d in devices:
         parts = [
             f"{d.get('name')}",
@@ -30,23 +42,28 @@ def format_text(fp: dict[str, Any]) -> str:
             f"pci {d['pci_bus']}" if d.get("pci_bus") else "",
         ]
         lines.append(f"device {d.get('index')}     " + ", ".join(p for p in parts if p))
+    return lines
 
-    drv = fp.get("driver")
-    if isinstance(drv, dict):
-        if "error" in drv:
-            lines.append(f"driver       {drv.get('source')}: {_show(drv['error'])}")
-        else:
-            lines.append(
-                f"driver       {drv.get('source')}: version {_show(drv.get('driver_version'))}"
-            )
-            for d in drv.get("devices") or []:
-                seen = "" if d.get("visible") is not False else "  (not visible)"
-                lines.append(
-                    f"               {_show(d.get('bdf'))}: {_show(d.get('market_name'))}, "
-                    f"vbios {_show(d.get('vbios'))}, power cap {_show(d.get('power_cap_w'))} W"
-                    f"{seen}"
-                )
 
+def _driver_lines(drv: Any) -> list[str]:
+    if not isinstance(drv, dict):
+        return []
+    if "error" in drv:
+        return [f"driver       {drv.get('source')}: {_show(drv['error'])}"]
+    lines = [f"driver       {drv.get('source')}: version {_show(drv.get('driver_version'))}"]
+    for d in drv.get("devices") or []:
+        seen = "" if d.get("visible") is not False else "  (not visible)"
+        lines.append(
+            f"               {_show(d.get('bdf'))}: {_show(d.get('market_name'))}, "
+            f"vbios {_show(d.get('vbios'))}, power cap {_show(d.get('power_cap_w'))} W"
+            f"{seen}"
+        )
+    return lines
+
+
+def _versions_line(fp: dict[str, Any]) -> str:
+    plat = fp.get("platform")
+    versions = fp.get("versions") or {}
     dnn = "MIOpen" if plat == "rocm" else "cuDNN"
     shown = [
         ("torch", versions.get("torch")),
@@ -61,42 +78,39 @@ def format_text(fp: dict[str, Any]) -> str:
         ("mlflow", versions.get("mlflow")),
         ("numpy", versions.get("numpy")),
     ]
-    lines.append("versions     " + ", ".join(f"{k} {v}" for k, v in shown if v))
+    return "versions     " + ", ".join(f"{k} {v}" for k, v in shown if v)
 
+
+def _host_lines(host: dict[str, Any]) -> list[str]:
     cpus = f"{host.get('cpu_count')} CPUs"
     if host.get("cpu_affinity") not in (None, host.get("cpu_count")):
         cpus += f" ({host.get('cpu_affinity')} usable)"
-    lines.append(
+    return [
         f"host         {host.get('hostname')}: {host.get('cpu_model')}, {cpus}, "
-        f"{host.get('ram_gb')} GB RAM"
-    )
-    lines.append(
+        f"{host.get('ram_gb')} GB RAM",
         f"os           {host.get('os')}, kernel {host.get('kernel')}, "
-        f"governor {_show(host.get('cpu_governor'))}"
-    )
+        f"governor {_show(host.get('cpu_governor'))}",
+    ]
 
+
+def _env_lines(fp: dict[str, Any]) -> list[str]:
+    """Torch's thread count, the environment knobs, and the RCCL/NCCL files that override them."""
     env = dict(fp.get("env") or {})
     threads = env.pop("torch_threads", None)
-    lines.append(f"torch threads {threads}")
+    lines = [f"torch threads {threads}"]
     if env:
         lines.append(
             "env          " + f"\n{'':13}".join(f"{k}={v}" for k, v in sorted(env.items()))
         )
     else:
         lines.append("env          (no NCCL/RCCL/HSA/ROCm/allocator variables set)")
-
     conf = fp.get("conf_files") or {}
     present = [path for path, exists in conf.items() if exists]
     lines.append(
         "conf files   "
         + (", ".join(present) + " PRESENT: may override the environment" if present else "none")
     )
-
-    det = fp.get("determinism") or {}
-    on = [f"{k}={v}" for k, v in det.items() if v not in (None, False)]
-    lines.append("determinism  " + (", ".join(on) if on else "defaults (nothing forced)"))
-    lines.append(f"collected    {fp.get('collected_at')}")
-    return "\n".join(lines)
+    return lines
 
 
 def tags(fp: dict[str, Any]) -> dict[str, str]:
