@@ -30,30 +30,7 @@ def recipe_from_study(ref: str, how: str = "balanced", storage: str | None = Non
     summary = (outcome or {}).get("summary") or {}
     mlflow_meta = dict(study.user_attrs.get("autotune.mlflow") or {})
     run_ids = _trial_run_ids(mlflow_meta)
-    achieved = {}
-    for i, o in enumerate(objectives):
-        ver = None
-        if chosen.verified:
-            iv = (chosen.verified.get("metrics") or {}).get(o["metric"]) or {}
-            ver = {
-                "mean": iv.get("mean"),
-                "low": iv.get("low"),
-                "high": iv.get("high"),
-                "n": iv.get("n"),
-                "seeds": chosen.verified.get("seeds"),
-                "diverged_share": chosen.verified.get("diverged_share"),
-            }
-        achieved[o["metric"]] = {
-            "direction": o["direction"],
-            "value": chosen.values[i],
-            "verified": ver,
-        }
-    probe = space.probe.model_dump()
-    for key in ("micro_batch", "precision", "world_size"):
-        probe.pop(key, None)
-    if probe.get("threads") is None and fp and fp.get("platform") == "cpu":
-        # On a CPU the threads are part of the measurement: verify with the same number.
-        probe["threads"] = (fp.get("env") or {}).get("torch_threads")
+    probe = _probe_settings(space, fp)
     knobs = {**space.fixed_knobs(), **chosen.knobs}
     if knobs.get("lr") is None:
         raise RecipeError(f"study {space.name} trial {chosen.number}: no resolved learning rate")
@@ -67,7 +44,7 @@ def recipe_from_study(ref: str, how: str = "balanced", storage: str | None = Non
         env=dict(chosen.env),
         world_size=space.probe.world_size,
         probe=probe,
-        achieved=achieved,
+        achieved=_achieved(chosen, objectives),
         fingerprint=fp,
         source={
             "study": space.name,
@@ -88,6 +65,40 @@ def recipe_from_study(ref: str, how: str = "balanced", storage: str | None = Non
         autotune_version=__version__,
         created_at=now_iso(),
     )
+
+
+def _achieved(chosen: Any, objectives: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per objective: its direction, the trial's own value and, when verified, the interval."""
+    achieved = {}
+    for i, o in enumerate(objectives):
+        ver = None
+        if chosen.verified:
+            iv = (chosen.verified.get("metrics") or {}).get(o["metric"]) or {}
+            ver = {
+                "mean": iv.get("mean"),
+                "low": iv.get("low"),
+                "high": iv.get("high"),
+                "n": iv.get("n"),
+                "seeds": chosen.verified.get("seeds"),
+                "diverged_share": chosen.verified.get("diverged_share"),
+            }
+        achieved[o["metric"]] = {
+            "direction": o["direction"],
+            "value": chosen.values[i],
+            "verified": ver,
+        }
+    return achieved
+
+
+def _probe_settings(space: Any, fp: dict[str, Any] | None) -> dict[str, Any]:
+    """How the probe measured (the layout keys stand at the recipe's top level)."""
+    probe = space.probe.model_dump()
+    for key in ("micro_batch", "precision", "world_size"):
+        probe.pop(key, None)
+    if probe.get("threads") is None and fp and fp.get("platform") == "cpu":
+        # On a CPU the threads are part of the measurement: verify with the same number.
+        probe["threads"] = (fp.get("env") or {}).get("torch_threads")
+    return probe
 
 
 def _trial_run_ids(meta: dict[str, Any]) -> dict[int, str]:
