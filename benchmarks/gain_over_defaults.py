@@ -6,7 +6,7 @@ For each built-in workload (mlp, tiny_gpt, resnet; size tiny) at its `unstable_l
    the probe, step 10) and adam_eps (1e-10-1e-5, log); objectives loss_cv (down) and throughput
    (up), constraints not diverged and loss_drop >= 0.05; TPE as `make_sampler` builds it, seed
    0; trial 0 is the baseline (PyTorch's defaults for the three knobs at the same lr);
-2. the balanced pick (`autotune.pick`: the knee of the Pareto front of the feasible trials);
+2. the balanced pick (`autotune.study.pick`: the knee of the Pareto front of the feasible trials);
 3. the picked configuration and the baseline, each run with five other seeds (1-5: other
    initialisation and data order, as `autotune verify` does) at the probe length L and at 5 L.
 Reported per workload, side by side: loss_cv, spike_count, final_loss and throughput as mean and

@@ -29,7 +29,7 @@ ENV_FP16_ALT_IMPL = (
 )
 LL128_ARCHS = ("gfx90a", "gfx942", "gfx950")
 
-#: Summary metrics a probe reports (autotune.metrics) that can be objectives or constraints.
+#: Summary metrics a probe reports (autotune.probe.metrics) that can be objectives or constraints.
 METRICS: dict[str, str] = {
     "loss_cv": "fluctuation of the loss around its trend over the tail window",
     "loss_range": "max - min of the loss over the tail window",
