@@ -198,37 +198,7 @@ def render_lightning(r: Recipe) -> str:
         "with make_scheduler from the python export (Lightning's default interval is 'epoch'; "
         "with 'step' it steps once per optimizer step, after accumulation)."
     ]
-    if r.precision == "fp16":
-        optimizer["fused"] = False
-        notes.append(
-            "Optimizer: fused is False because under 16-mixed Lightning refuses to clip "
-            "gradients with an optimizer that unscales inside step() (fused AdamW), and skips "
-            "unscaling before a custom clip. The update is the same; the probe used fused=True "
-            "on a GPU."
-        )
-        if scaler_is_default(k):
-            notes.append(
-                "GradScaler: the recipe's settings are PyTorch's defaults, which '16-mixed' uses: "
-                "nothing to do."
-            )
-        else:
-            notes.append(
-                "GradScaler: '16-mixed' builds torch.amp.GradScaler with PyTorch's defaults; the "
-                f"recipe's are {scaler_text(k)}. Drop 'precision' from the Trainer arguments "
-                "(Lightning refuses it together with a precision plugin) and pass plugins=["
-                f"lightning.pytorch.plugins.precision.MixedPrecision('16-mixed', "
-                f"'{amp_device(r)}', scaler={scaler_call(k, amp_device(r))})] "
-                f"(make_scaler('{amp_device(r)}') from the python export builds the same scaler)."
-            )
-        notes.append(
-            "On a CPU Lightning turns '16-mixed' into 'bf16-mixed' (with a warning): fp16 "
-            "autocast there needs the python export's own loop."
-        )
-    else:
-        notes.append(
-            "Optimizer: the probe used fused=True on a GPU; add it there "
-            "(make_optimizer from the python export does)."
-        )
+    notes += _lightning_precision_notes(r, optimizer)
     if k["clip_mode"] == "per_layer" and clip > 0:
         notes.append(
             f"Clipping: the recipe clips each parameter tensor's gradient to norm {clip!r} on "
@@ -265,3 +235,41 @@ def render_lightning(r: Recipe) -> str:
         "notes": notes,
     }
     return json.dumps(out, indent=2) + "\n"
+
+
+def _lightning_precision_notes(r: Recipe, optimizer: dict[str, Any]) -> list[str]:
+    """Notes on the fused optimizer and the GradScaler under Lightning's precision plugins."""
+    k = r.knobs
+    notes: list[str] = []
+    if r.precision == "fp16":
+        optimizer["fused"] = False
+        notes.append(
+            "Optimizer: fused is False because under 16-mixed Lightning refuses to clip "
+            "gradients with an optimizer that unscales inside step() (fused AdamW), and skips "
+            "unscaling before a custom clip. The update is the same; the probe used fused=True "
+            "on a GPU."
+        )
+        if scaler_is_default(k):
+            notes.append(
+                "GradScaler: the recipe's settings are PyTorch's defaults, which '16-mixed' uses: "
+                "nothing to do."
+            )
+        else:
+            notes.append(
+                "GradScaler: '16-mixed' builds torch.amp.GradScaler with PyTorch's defaults; the "
+                f"recipe's are {scaler_text(k)}. Drop 'precision' from the Trainer arguments "
+                "(Lightning refuses it together with a precision plugin) and pass plugins=["
+                f"lightning.pytorch.plugins.precision.MixedPrecision('16-mixed', "
+                f"'{amp_device(r)}', scaler={scaler_call(k, amp_device(r))})] "
+                f"(make_scaler('{amp_device(r)}') from the python export builds the same scaler)."
+            )
+        notes.append(
+            "On a CPU Lightning turns '16-mixed' into 'bf16-mixed' (with a warning): fp16 "
+            "autocast there needs the python export's own loop."
+        )
+    else:
+        notes.append(
+            "Optimizer: the probe used fused=True on a GPU; add it there "
+            "(make_optimizer from the python export does)."
+        )
+    return notes
