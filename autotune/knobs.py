@@ -182,3 +182,7 @@ DDP_KNOBS = ("bucket_cap_mb", "gradient_as_bucket_view", "static_graph", "broadc
 
 #: Environment knobs come from a file that may be shared: only these prefixes are accepted.
 ENV_PREFIXES = ("NCCL_", "RCCL_", "HSA_", "ROCBLAS_", "MIOPEN_", "TORCH_NCCL_")
+
+#: Metrics that measure the hardware more than the configuration: a recipe promises them only on
+#: the hardware it was tuned on, and a pick tolerates no loss on the others.
+HARDWARE_METRICS = frozenset({"throughput", "tokens_per_s", "peak_mem_mb", "scaling_efficiency"})

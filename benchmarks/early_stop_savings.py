@@ -37,8 +37,8 @@ import numpy as np
 from autotune import space as sp
 from autotune import study as st
 from autotune.probe import metrics
+from autotune.probe.workload import resolve
 from autotune.study import pick as pk
-from autotune.workload import resolve
 
 SPACE = """
 name: early_stop_savings

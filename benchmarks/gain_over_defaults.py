@@ -6,11 +6,11 @@ For each built-in workload (mlp, tiny_gpt, resnet; size tiny) at its `unstable_l
    the probe, step 10) and adam_eps (1e-10-1e-5, log); objectives loss_cv (down) and throughput
    (up), constraints not diverged and loss_drop >= 0.05; TPE as `make_sampler` builds it, seed
    0; trial 0 is the baseline (PyTorch's defaults for the three knobs at the same lr);
-2. the balanced pick (`autotune.pick`: the knee of the Pareto front of the feasible trials);
+2. the balanced pick (`autotune.study.pick`: the knee of the Pareto front of the feasible trials);
 3. the picked configuration and the baseline, each run with five other seeds (1-5: other
    initialisation and data order, as `autotune verify` does) at the probe length L and at 5 L.
 Reported per workload, side by side: loss_cv, spike_count, final_loss and throughput as mean and
-95% interval (`autotune.verify.interval`: Student's t over the seeds that did not diverge, as
+95% interval (`autotune.recipe.verify.interval`: Student's t over the seeds that did not diverge, as
 verification reports them), the divergence rate, and how many runs broke the loss_drop constraint
 (did not learn).
 
@@ -36,9 +36,9 @@ import _common as c  # this folder's helpers (the script's folder is on sys.path
 
 from autotune import space as sp
 from autotune import study as st
-from autotune import verify as vf
+from autotune.probe.workload import resolve
+from autotune.recipe import verify as vf
 from autotune.study import pick as pk
-from autotune.workload import resolve
 
 WORKLOADS = ("mlp", "tiny_gpt", "resnet")
 LENGTHS = {"mlp": 150, "tiny_gpt": 100, "resnet": 100}
@@ -295,8 +295,8 @@ def main(argv: list[str] | None = None) -> int:
         print(c.table(head, rows))
     print(
         "\nCells: mean [95% interval] over the seeds that did not diverge (Student's t, "
-        "autotune.verify.interval); 'all diverged' when none is left. The divergence rate counts "
-        "every seed."
+        "autotune.recipe.verify.interval); 'all diverged' when none is left. The divergence "
+        "rate counts every seed."
     )
     print(c.footer(mach))
     return 0

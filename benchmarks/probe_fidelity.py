@@ -59,7 +59,7 @@ import _common as c  # this folder's helpers (the script's folder is on sys.path
 from autotune import space as sp
 from autotune import study as st
 from autotune.probe import ProbeConfig, metrics, resolve_knobs, run_probe
-from autotune.workload import resolve
+from autotune.probe.workload import resolve
 
 GOAL = 0.7
 RANKED = (

@@ -31,7 +31,7 @@ from autotune.probe import (
     run_probe,
     seed_everything,
 )
-from autotune.workload import resolve
+from autotune.probe.workload import resolve
 
 
 def bare_loop(cfg: ProbeConfig) -> float:

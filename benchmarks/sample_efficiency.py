@@ -46,7 +46,7 @@ import _common as c  # this folder's helpers (the script's folder is on sys.path
 import numpy as np
 
 from autotune import space as sp
-from autotune.workload import resolve
+from autotune.probe.workload import resolve
 
 SAMPLERS = ("tpe", "random")
 LABELS = {"tpe": "default (TPE, constrained)", "random": "random search"}

@@ -421,7 +421,7 @@ def test_probe_workload_file_missing(
 
 
 WORKLOAD_FILE = """\
-from autotune.workload import resolve
+from autotune.probe.workload import resolve
 
 
 def make(size="tiny"):

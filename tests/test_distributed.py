@@ -23,10 +23,10 @@ from typer.testing import CliRunner
 from autotune import space as sp
 from autotune.cli import app
 from autotune.probe import ProbeConfig
+from autotune.probe.workload import resolve
 from autotune.process import ranks, supervisor
 from autotune.process.channel import Channel
 from autotune.process.entry import run as run_probe
-from autotune.workload import resolve
 
 # Two gloo ranks at micro-batch 40 and one process at 80 sum the same samples in a different
 # order (float32): the losses and gradient norms agree to this relative tolerance.
@@ -340,81 +340,3 @@ def test_tracking_logs_world_size_and_each_rank_env(
     for rank in (0, 1):
         assert params[f"rank{rank}.env.NCCL_ALGO"] == "Ring"
         assert params[f"rank{rank}.env.NCCL_PROTO"] == "Simple"
-
-
-# ----- Ray Train across two Ray nodes (opt-in: about a minute on 2 cores) -------------------
-
-RAY_DRIVER = """
-import json, sys
-import ray
-from autotune.process.ray_train import ray_train_probe
-from autotune.probe import ProbeConfig
-ray.init(address=sys.argv[1])
-cfg = ProbeConfig.from_dict(json.loads(sys.argv[2]))
-print("@@result " + json.dumps(ray_train_probe(cfg, storage_path=sys.argv[3])))
-"""
-
-
-@pytest.mark.integration
-@pytest.mark.cluster
-@pytest.mark.skipif(
-    os.environ.get("AUTOTUNE_TEST_RAY_TRAIN") != "1",
-    reason="set AUTOTUNE_TEST_RAY_TRAIN=1: starts two Ray nodes on loopback (~1 min on 2 cores)",
-)
-def test_ray_train_probe_on_two_ray_nodes(
-    ddp: tuple[dict[str, Any], list[dict[str, Any]]], tmp_path: Path
-) -> None:
-    import shutil
-    import tempfile
-
-    from assets import studies as h
-
-    token = h.new_token()
-    temp = Path(tempfile.mkdtemp(prefix="atrt-", dir="/tmp"))  # short: Ray's unix sockets
-    ray = str(Path(sys.executable).with_name("ray"))
-    port = h.free_port()
-    common = [
-        "--node-ip-address=127.0.0.1",
-        "--num-cpus=1",
-        "--disable-usage-stats",
-        f"--temp-dir={temp}",
-    ]
-    nodes = [
-        [ray, "start", "--head", f"--port={port}", "--include-dashboard=false", *common],
-        [ray, "start", f"--address=127.0.0.1:{port}", *common],
-    ]
-    try:
-        for cmd in nodes:
-            cmd.insert(3, f"--dashboard-agent-listen-port={h.free_port()}")
-            started = subprocess.run(
-                cmd, env=h.cli_env(token), capture_output=True, text=True, timeout=120
-            )
-            assert started.returncode == 0, started.stderr[-2000:]
-        cfg = ddp_config(threads=1)  # one CPU per worker: one worker per node
-        run = subprocess.run(
-            [
-                sys.executable,
-                "-c",
-                RAY_DRIVER,
-                f"127.0.0.1:{port}",
-                json.dumps(cfg.to_dict()),
-                str(tmp_path / "train"),
-            ],
-            env=h.cli_env(token),
-            capture_output=True,
-            text=True,
-            timeout=400,
-        )
-        lines = [x for x in run.stdout.splitlines() if x.startswith("@@result ")]
-        assert run.returncode == 0 and lines, run.stderr[-3000:]
-        r = json.loads(lines[0][len("@@result ") :])
-    finally:
-        h.kill_tagged(token, grace_s=3)
-        shutil.rmtree(temp, ignore_errors=True)
-    assert not h.tagged_processes(token), "Ray processes outlived the test"
-    local, _ = ddp
-    assert r["status"] == "ok" and r["world_size"] == 2
-    assert len({x["node"] for x in r["ranks"]}) == 2  # one rank on each Ray node
-    assert r["rank_env"] == [ENV] * 2
-    np.testing.assert_allclose(r["series"]["loss"], local["series"]["loss"], rtol=RTOL)
-    assert r["metrics"]["eval_loss"] == pytest.approx(local["metrics"]["eval_loss"], rel=RTOL)

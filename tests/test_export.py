@@ -10,9 +10,9 @@ import optuna
 import pytest
 from assets import studies as h
 
-from autotune import export as ex
 from autotune.errors import RecipeError
 from autotune.recipe import Recipe
+from autotune.study import export as ex
 
 # Trial 0 is the baseline. Trial 1 is the stablest, trial 3 the fastest, trial 2 in between
 # (the knee); trial 4 is dominated by trial 2.

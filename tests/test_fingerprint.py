@@ -98,7 +98,7 @@ def test_fingerprint_reports_the_installed_distributions_version(fp: dict[str, A
     assert name == fpmod.DIST_NAME
     assert re.search(rf'^name = "{name}"$', (ROOT / "pyproject.toml").read_text(), re.M)
     assert fp["versions"]["autotune"] == version(name) != "0+unknown"
-    assert fpmod._dist_version(fpmod.DIST_NAME) == version(name)
+    assert fpmod.dist_version(fpmod.DIST_NAME) == version(name)
 
 
 def test_collect_is_fast_once_torch_is_imported() -> None:
@@ -373,7 +373,7 @@ def _fake_amdsmi(power_caps_uw: list[int], fail_power_on: int | None = None) -> 
 
 def test_amdsmi_reader_converts_and_guards_each_field() -> None:
     fake = _fake_amdsmi([560_000_000, 500_000_000], fail_power_on=1)
-    info = fpmod._amdsmi_info(fake)
+    info = fpmod.amdsmi_info(fake)
     assert info is not None
     assert info["source"] == "amdsmi" and info["driver_version"] == "6.8.5"
     d0, d1 = info["devices"]
@@ -391,8 +391,8 @@ def test_amdsmi_reader_converts_and_guards_each_field() -> None:
 
 
 def test_amdsmi_reader_absent_or_broken() -> None:
-    assert fpmod._amdsmi_info(None) is None
-    assert fpmod._amdsmi_info(OSError("libamd_smi.so: cannot open")) == {
+    assert fpmod.amdsmi_info(None) is None
+    assert fpmod.amdsmi_info(OSError("libamd_smi.so: cannot open")) == {
         "source": "amdsmi",
         "error": "OSError: libamd_smi.so: cannot open",
     }
@@ -401,7 +401,7 @@ def test_amdsmi_reader_absent_or_broken() -> None:
         raise RuntimeError("driver not loaded")
 
     broken = SimpleNamespace(amdsmi_init=boom)
-    assert fpmod._amdsmi_info(broken) == {
+    assert fpmod.amdsmi_info(broken) == {
         "source": "amdsmi",
         "error": "RuntimeError: driver not loaded",
     }
@@ -410,9 +410,9 @@ def test_amdsmi_reader_absent_or_broken() -> None:
 def test_driver_section_absent_module_is_none(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "amdsmi", None)  # makes `import amdsmi` fail
     monkeypatch.setitem(sys.modules, "pynvml", None)
-    assert fpmod._driver("rocm", []) is None
-    assert fpmod._driver("cuda", []) is None
-    assert fpmod._driver("cpu", []) is None
+    assert fpmod.driver_info("rocm", []) is None
+    assert fpmod.driver_info("cuda", []) is None
+    assert fpmod.driver_info("cpu", []) is None
 
 
 def test_driver_identity_keeps_power_cap_and_visible_boards_not_serials(
@@ -423,7 +423,7 @@ def test_driver_identity_keeps_power_cap_and_visible_boards_not_serials(
         fake.amdsmi_get_gpu_board_info = lambda h: {"product_serial": f"{serial_prefix}{h}"}
         monkeypatch.setitem(sys.modules, "amdsmi", fake)
         out = _with_device(fp)  # torch sees one device, at 0000:c1:00.0
-        out["driver"] = fpmod._driver("rocm", out["devices"])
+        out["driver"] = fpmod.driver_info("rocm", out["devices"])
         return out
 
     base = with_driver([560_000_000, 560_000_000])
@@ -452,7 +452,7 @@ def test_nvml_reader() -> None:
         nvmlDeviceGetPowerManagementLimit=lambda h: 700_000,
         nvmlDeviceGetSerial=lambda h: (_ for _ in ()).throw(RuntimeError("NotSupported")),
     )
-    info = fpmod._nvml_info(fake)
+    info = fpmod.nvml_info(fake)
     assert info is not None
     assert info["driver_version"] == "550.54.15"
     dev = info["devices"][0]

@@ -1,4 +1,4 @@
-"""autotune.formats: every export format checked against the real consumer (no mocks).
+"""autotune.recipe.exporters: every export format checked against the real consumer (no mocks).
 
 yaml goes back through Recipe.loads; env through bash; the python snippet is exec'd on its own
 and trained, and compared step for step with the Recipe API; hf builds real TrainingArguments;
@@ -22,10 +22,11 @@ from typing import Any
 import pytest
 import torch
 
-from autotune import __version__, formats, space
+from autotune import __version__, space
 from autotune.errors import RecipeError
+from autotune.probe.workload import resolve
 from autotune.recipe import Recipe
-from autotune.workload import resolve
+from autotune.recipe import exporters as formats
 
 MLP = {"name": "mlp", "size": "tiny"}
 ENV = {"NCCL_ALGO": "Ring", "HSA_ENABLE_SDMA": "0"}

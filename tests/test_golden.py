@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from autotune.probe import ProbeConfig, run_probe
-from autotune.workload import BUILTINS, resolve
+from autotune.probe.workload import BUILTINS, resolve
 
 GOLDEN = Path(__file__).parent / "golden"
 

@@ -19,11 +19,12 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from autotune import Recipe, safeyaml
+from autotune import Recipe
 from autotune import space as sp
 from autotune.errors import AutotuneError, RecipeError, SpaceError
 from autotune.recipe import RECIPE_VERSION
 from autotune.repro import repro
+from autotune.space import yaml_reader
 
 # ~30 s for the whole file on the 2-core CI machine; each example well under its deadline.
 FUZZ = settings(
@@ -105,7 +106,7 @@ scalars = st.one_of(
     st.text(max_size=20),
     st.sampled_from(["fp16", "cpu", "Ring", "NCCL_ALGO", "lr", "low", "high", "choices"]),
 )
-KEYS = [*sp._TOP_KEYS, *sp.KNOBS, *sp.ProbeSettings.model_fields, *sp.Budget.model_fields]
+KEYS = [*sp.TOP_KEYS, *sp.KNOBS, *sp.ProbeSettings.model_fields, *sp.Budget.model_fields]
 KEYS += ["low", "high", "log", "step", "choices", "default", "NCCL_ALGO", "NCCL_X=1", *RECIPE]
 keys = st.one_of(st.sampled_from(KEYS), st.text(max_size=12), st.integers())
 values = st.recursive(
@@ -213,9 +214,9 @@ RECURSIVE = "name: &n [x, *n]\nworkload: mlp\nautotune_recipe: 1\n"
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        (BILLION_LAUGHS, f"refused: more than {safeyaml.MAX_NODES} nodes"),
+        (BILLION_LAUGHS, f"refused: more than {yaml_reader.MAX_NODES} nodes"),
         (RECURSIVE, "refused: alias *n (line 1) refers to a node that contains it"),
-        ("name: " + "[" * 200 + "]" * 200, f"nested more than {safeyaml.MAX_DEPTH} levels"),
+        ("name: " + "[" * 200 + "]" * 200, f"nested more than {yaml_reader.MAX_DEPTH} levels"),
         ("name: x\nworkload: mlp\nautotune_recipe: 1\nnote: " + "9" * 5000, "malformed YAML"),
     ],
     ids=["billion-laughs", "recursive-alias", "deep-nesting", "huge-int"],

@@ -1,7 +1,10 @@
-"""The package's layers import only the layers below them (pyproject's import-linter contract)."""
+"""The package's house rules: each layer imports only the layers below it and the probe imports
+none of Ray, Optuna or MLflow (pyproject's import-linter contracts); no module over 500 lines;
+no private (underscore) name reached from another module."""
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import pytest
@@ -9,6 +12,8 @@ import pytest
 importlinter_cli = pytest.importorskip("importlinter.cli")
 
 ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "autotune"
+MAX_LINES = 500
 
 
 def test_layers_import_only_downwards(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -17,3 +22,87 @@ def test_layers_import_only_downwards(monkeypatch: pytest.MonkeyPatch) -> None:
         config_filename=str(ROOT / "pyproject.toml"), no_cache=True, no_logo=True
     )
     assert rc == importlinter_cli.EXIT_STATUS_SUCCESS
+
+
+def long_modules(package: Path, limit: int = MAX_LINES) -> list[str]:
+    """`path: N lines` for each module of `package` over `limit` lines."""
+    out = []
+    for path in sorted(package.rglob("*.py")):
+        n = len(path.read_text(encoding="utf-8").splitlines())
+        if n > limit:
+            out.append(f"{path.relative_to(package.parent)}: {n} lines")
+    return out
+
+
+def _module_name(path: Path, package: Path) -> str:
+    parts = list(path.relative_to(package.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def private_imports(package: Path) -> list[str]:
+    """`module:line name` for each private name of one of `package`'s modules used by another:
+    `from pkg.mod import _name`, or `mod._name` where `mod` was imported from the package."""
+    root = package.name
+    out = []
+    for path in sorted(package.rglob("*.py")):
+        here = _module_name(path, package)
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        aliases: set[str] = set()  # local names bound to a module of the package
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                if node.module != root and not node.module.startswith(root + "."):
+                    continue
+                for a in node.names:
+                    if _private(a.name) and node.module != here:
+                        out.append(f"{here}:{node.lineno} {node.module}.{a.name}")
+                    elif not a.name[:1].isupper():
+                        aliases.add(a.asname or a.name)
+            elif isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.name == root or a.name.startswith(root + "."):
+                        aliases.add(a.asname or a.name.split(".")[0])
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Attribute)
+                and _private(node.attr)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in aliases
+            ):
+                out.append(f"{here}:{node.lineno} {node.value.id}.{node.attr}")
+    return out
+
+
+def test_no_module_over_500_lines() -> None:
+    assert long_modules(PACKAGE) == []
+
+
+def test_no_private_name_used_across_modules() -> None:
+    assert private_imports(PACKAGE) == []
+
+
+def test_the_checks_catch_a_breach(tmp_path: Path) -> None:
+    pkg = tmp_path / "autotune"
+    (pkg / "space").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "space" / "__init__.py").write_text("_TOP = 1\n")
+    (pkg / "space" / "load.py").write_text("def _build():\n    pass\n" + "x = 1\n" * 600)
+    (pkg / "recipe.py").write_text(
+        "from autotune.space.load import _build\n"
+        "from autotune import space as sp\n"
+        "from autotune.space import load\n"
+        "keys = sp._TOP\n"
+        "load._build()\n"
+        "ok = sp.__name__\n"
+    )
+    assert long_modules(pkg) == ["autotune/space/load.py: 602 lines"]
+    assert private_imports(pkg) == [
+        "autotune.recipe:1 autotune.space.load._build",
+        "autotune.recipe:4 sp._TOP",
+        "autotune.recipe:5 load._build",
+    ]

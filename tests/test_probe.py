@@ -21,7 +21,7 @@ from autotune.probe import (
     resolve_knobs,
     run_probe,
 )
-from autotune.workload import resolve
+from autotune.probe.workload import resolve
 
 
 def probe(steps: int = 40, **knobs: object) -> ProbeConfig:

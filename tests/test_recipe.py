@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 import torch
 
-from autotune import Recipe, verify
+from autotune import Recipe
 from autotune import space as sp
 from autotune.errors import RecipeError
 from autotune.probe import lr_at, metrics
-from autotune.recipe import RECIPE_VERSION
+from autotune.probe.workload import resolve
+from autotune.recipe import RECIPE_VERSION, verify
 from autotune.study import pick
-from autotune.workload import resolve
 
 
 def make_recipe(**knobs: Any) -> Recipe:

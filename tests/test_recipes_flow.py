@@ -137,7 +137,7 @@ def test_verify_at_another_length_runs_both_sides_that_long(shared: h.FinishedSt
     for side in ("recipe_result", "baseline_result"):
         assert [run["steps_run"] for run in report[side]["runs"]] == [longer], side
     assert report["promise"] == [], "a promise made at the probe length is not compared"
-    from autotune import verify as vf
+    from autotune.recipe import verify as vf
 
     assert f"measured at {shared.steps} steps: not compared at {longer}" in vf.format_report(report)
 

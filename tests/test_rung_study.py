@@ -109,7 +109,7 @@ def verified(diverged_seed: int | None) -> dict[str, Any]:
 def test_no_candidate_held_is_said_and_export_refuses_without_an_explicit_pick(
     tmp_path: Path,
 ) -> None:
-    from autotune import export as ex
+    from autotune.study import export as ex
 
     study, space, study_dir = open_recorded(tmp_path, [made_up(0.5 - 0.05 * i) for i in range(N)])
     study.set_user_attr("autotune.verified.8", verified(diverged_seed=2))

@@ -194,5 +194,5 @@ def test_every_shipped_space_has_a_target_and_a_batch_its_accumulation_divides(n
     s = sp.load(name)
     assert s.budget.target_steps is not None and s.budget.target_steps >= s.probe.steps
     assert s.probe.batch is not None
-    for a in sp._accum_values(s.knobs.get("accum_steps")):
+    for a in sp.accum_values(s.knobs.get("accum_steps")):
         assert s.probe.batch % a == 0

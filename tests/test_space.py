@@ -797,7 +797,7 @@ def fake_builtins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for name in ("gradclip", "amp", "full"):
         (folder / f"{name}.yaml").write_text(f"name: {name}\nworkload: mlp\n")
     (folder / "notes.txt").write_text("not a space")
-    monkeypatch.setattr(sp, "builtin_dir", lambda: folder)
+    monkeypatch.setattr(sp.builtin, "builtin_dir", lambda: folder)
     work = tmp_path / "work"
     work.mkdir()
     monkeypatch.chdir(work)

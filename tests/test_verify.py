@@ -7,7 +7,7 @@ import pytest
 from test_recipe import make_recipe
 
 from autotune import space as sp
-from autotune import verify as vf
+from autotune.recipe import verify as vf
 
 
 def test_the_verification_seeds_are_other_than_the_studys() -> None:

@@ -1,4 +1,4 @@
-"""autotune.workload: every built-in passes the same contract; the resolver finds workloads by
+"""autotune.probe.workload: every built-in passes the same contract; the resolver finds workloads by
 name, file or module, and says clearly what is wrong when it cannot."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from autotune.errors import WorkloadError
-from autotune.workload import BUILTINS, SIZES, Workload, describe, resolve
+from autotune.probe.workload import BUILTINS, SIZES, Workload, describe, resolve
 
 MICRO_BATCH = 8
 
@@ -158,7 +158,7 @@ def test_builtin_files_import_no_autotune_internals() -> None:
             if isinstance(node, ast.ImportFrom):
                 names = [node.module or ""]
             for name in names:
-                assert not name.startswith("autotune") or name == "autotune.workload", (
+                assert not name.startswith("autotune") or name == "autotune.probe.workload", (
                     f"{path.name} imports {name}"
                 )
 
@@ -393,7 +393,7 @@ def test_describe_builds_and_counts(user_file: Path) -> None:
 @pytest.mark.integration
 def test_importing_the_module_is_cheap() -> None:
     code = (
-        "import sys, autotune.workload; "
+        "import sys, autotune.probe.workload; "
         "print(sorted(m for m in ('torch', 'ray', 'mlflow', 'optuna') if m in sys.modules))"
     )
     repo = str(Path(__file__).resolve().parents[1])

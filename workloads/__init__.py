@@ -5,5 +5,5 @@
     tiny_gpt   a small causal transformer models the bytes of the Python standard library
 
 Each module has ``make(size="tiny")`` and ``SIZES``. The list that the resolver reads is
-``autotune.workload.BUILTINS``; importing this package registers nothing and imports no torch.
+``autotune.probe.workload.BUILTINS``; importing this package registers nothing and imports no torch.
 """

@@ -59,7 +59,7 @@ def run_probe(
     """
     import torch
 
-    from autotune.workload import resolve
+    from autotune.probe.workload import resolve
 
     if rank is None and needs_processes(cfg):
         raise ValueError(
@@ -184,7 +184,7 @@ def run_probe(
         "diverged": status == "diverged",
         "divergence_cause": cause if status == "diverged" else None,
         "diverged_at_step": diverged_at,
-        "metrics": _metrics(cfg, data_series, samples_per_step, tokens_per_step, device),
+        "metrics": summary_metrics(cfg, data_series, samples_per_step, tokens_per_step, device),
         "anomaly": found,
         "series": {name: arr.tolist() for name, arr in data_series.items()},
         "knobs": k,
@@ -234,7 +234,7 @@ def _start_event(
     }
 
 
-def _metrics(
+def summary_metrics(
     cfg: ProbeConfig,
     data_series: dict[str, np.ndarray],
     samples_per_step: int,

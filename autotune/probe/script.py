@@ -28,7 +28,7 @@ import numpy as np
 from autotune.errors import AutotuneError
 from autotune.probe import divergence, metrics, telemetry
 from autotune.probe.config import ProbeConfig, Report
-from autotune.probe.loop import _metrics
+from autotune.probe.loop import summary_metrics
 from autotune.probe.steps import pick_device, resolve_knobs, seed_everything, set_deterministic
 from autotune.probe.telemetry import Chunk, flush, thresholds
 
@@ -254,9 +254,9 @@ class ScriptSession:
         if self.grad_reported:
             hit = flush(self.chunk, first, None, self.monitor, fp16, self.series, self.emit)
         else:  # no gradient norm reported: the checks of the loss (and the scale) only
-            host = telemetry._with_skipped(self.chunk.fetch(), fp16)
+            host = telemetry.with_skipped(self.chunk.fetch(), fp16)
             hit = self.monitor.update(host["loss"], None, host["scale"], host["skipped"])
-            telemetry._append(self.series, host, fp16)
+            telemetry.append_chunk(self.series, host, fp16)
             self.emit(
                 {
                     "event": "telemetry",
@@ -293,7 +293,7 @@ class ScriptSession:
             "diverged": status == "diverged",
             "divergence_cause": self.cause if status == "diverged" else None,
             "diverged_at_step": self.diverged_at if status == "diverged" else None,
-            "metrics": _metrics(
+            "metrics": summary_metrics(
                 cfg, data, self.samples_per_step, self.tokens_per_step, self.device
             ),
             "anomaly": None,

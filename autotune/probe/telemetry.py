@@ -91,12 +91,12 @@ def flush(
     hit = monitor.update(
         host["loss"], host["grad_norm"], host["scale"], host.get("skipped", _skipped(host, fp16))
     )
-    _append(series, host, fp16)
+    append_chunk(series, host, fp16)
     emit(
         {
             "event": "telemetry",
             "first_step": first,
-            **{name: arr.tolist() for name, arr in _with_skipped(host, fp16).items()},
+            **{name: arr.tolist() for name, arr in with_skipped(host, fp16).items()},
         }
     )
     return hit
@@ -114,14 +114,14 @@ def _skipped(host: Mapping[str, np.ndarray], fp16: bool) -> np.ndarray:
     return ~np.isfinite(host["grad_norm"])
 
 
-def _with_skipped(host: Mapping[str, np.ndarray], fp16: bool) -> dict[str, np.ndarray]:
+def with_skipped(host: Mapping[str, np.ndarray], fp16: bool) -> dict[str, np.ndarray]:
     return {**host, "skipped": _skipped(host, fp16)}
 
 
-def _append(
+def append_chunk(
     series: dict[str, list[np.ndarray]], host: Mapping[str, np.ndarray], fp16: bool
 ) -> None:
-    for name, arr in _with_skipped(host, fp16).items():
+    for name, arr in with_skipped(host, fp16).items():
         series.setdefault(name, []).append(arr)
 
 

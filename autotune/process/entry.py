@@ -54,7 +54,8 @@ def preload() -> None:
     # trial's start on a CPU. A throwaway optimizer does that here.
     torch.optim.AdamW([torch.zeros(1, requires_grad=True)])
 
-    from autotune import fingerprint, probe, workload  # noqa: F401
+    from autotune import fingerprint, probe  # noqa: F401
+    from autotune.probe import workload  # noqa: F401
 
 
 def leave(rc: int) -> None:

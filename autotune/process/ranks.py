@@ -40,7 +40,7 @@ from autotune.process import channel as report_channel
 if TYPE_CHECKING:
     import torch
 
-    from autotune.workload import Batch, Workload
+    from autotune.probe.workload import Batch, Workload
 
 
 #: Seconds a collective (and the rendezvous) may wait before it counts as a hang.

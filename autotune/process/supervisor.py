@@ -31,7 +31,7 @@ import tempfile
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -298,43 +298,10 @@ def _supervise(
         except queue.Empty:
             pass
         else:
-            rk = ranks[r]
-            if kind == "eof":
-                rk.streams -= 1
-                rk.eof = rk.streams == 0
-            elif kind == "line":
-                rk.tail.append(payload)
-                sys.stderr.write(f"[rank {r}] {payload}\n")
-            else:
-                event = payload.get("event")
-                if event == "rank_up":
-                    rk.up = True
-                    if all(x.up for x in ranks):
-                        check_deadline = time.monotonic() + timeout + FAILURE_GRACE_S
-                elif event == "comm_ok":
-                    rk.comm_ok = True
-                elif event == "summary":
-                    rk.summary = payload
-                    if payload.get("status") == "oom":
-                        fail(r, "oom", "out of memory")
-                elif event == "error":
-                    rk.error = payload
-                    fail(r, payload.get("cause") or "exception", _error_text(r, payload))
-                    if payload.get("traceback"):
-                        sys.stderr.write(f"[rank {r}] {payload['traceback']}\n")
-                elif r == 0:
-                    emit({k: v for k, v in payload.items() if k != "rank"})
+            if _on_message(ranks, r, kind, payload, emit, fail):
+                check_deadline = time.monotonic() + timeout + FAILURE_GRACE_S
         now = time.monotonic()
-        for r, rk in enumerate(ranks):
-            rc = rk.proc.poll()
-            if rc is not None and not rk.eof:  # a child holding its stdout: stop waiting
-                rk.exited_at = rk.exited_at or now
-                rk.eof = now > rk.exited_at + FAILURE_GRACE_S
-            if rc is None or r in exited or not rk.eof:
-                continue
-            exited.add(r)
-            if rc != 0 and not rk.killed and rk.error is None and rk.summary is None:
-                fail(r, *_death(r, rc, rk.tail))
+        _reap(ranks, exited, now, fail)
         if (
             check_deadline is not None
             and now > check_deadline
@@ -354,6 +321,64 @@ def _supervise(
             for rk in ranks:
                 _stop_rank(rk)
     return failures
+
+
+def _on_message(
+    ranks: list[_Rank],
+    r: int,
+    kind: str,
+    payload: Any,
+    emit: Report,
+    fail: Callable[[int | None, str, str], None],
+) -> bool:
+    """Take one message of rank `r` (an end of stream, an output line or a report); True when it
+    was the last rank to come up (the all-reduce check's clock starts)."""
+    rk = ranks[r]
+    if kind == "eof":
+        rk.streams -= 1
+        rk.eof = rk.streams == 0
+        return False
+    if kind == "line":
+        rk.tail.append(payload)
+        sys.stderr.write(f"[rank {r}] {payload}\n")
+        return False
+    event = payload.get("event")
+    if event == "rank_up":
+        rk.up = True
+        return all(x.up for x in ranks)
+    if event == "comm_ok":
+        rk.comm_ok = True
+    elif event == "summary":
+        rk.summary = payload
+        if payload.get("status") == "oom":
+            fail(r, "oom", "out of memory")
+    elif event == "error":
+        rk.error = payload
+        fail(r, payload.get("cause") or "exception", _error_text(r, payload))
+        if payload.get("traceback"):
+            sys.stderr.write(f"[rank {r}] {payload['traceback']}\n")
+    elif r == 0:
+        emit({k: v for k, v in payload.items() if k != "rank"})
+    return False
+
+
+def _reap(
+    ranks: list[_Rank],
+    exited: set[int],
+    now: float,
+    fail: Callable[[int | None, str, str], None],
+) -> None:
+    """Note the ranks that have ended; one that died without a report is a failure."""
+    for r, rk in enumerate(ranks):
+        rc = rk.proc.poll()
+        if rc is not None and not rk.eof:  # a child holding its stdout: stop waiting
+            rk.exited_at = rk.exited_at or now
+            rk.eof = now > rk.exited_at + FAILURE_GRACE_S
+        if rc is None or r in exited or not rk.eof:
+            continue
+        exited.add(r)
+        if rc != 0 and not rk.killed and rk.error is None and rk.summary is None:
+            fail(r, *_death(r, rc, rk.tail))
 
 
 def _death(r: int, rc: int, tail: deque[str]) -> tuple[str, str]:

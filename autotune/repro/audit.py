@@ -30,27 +30,24 @@ The backward pass of an op is the gradient of sum(out · w) with respect to its 
 gradients are pooled, each judged against its own rms. Inputs are cast to the dtype directly
 (no autocast).
 
-The battery is data: `OPS` is a list of `Op`, and `run_audit(ops=...)` takes another list, so a
-test (or a user chasing a kernel) can add ops or swap in a suspect implementation with
-`Op(fn=suspect, reference=known_good)`.
+The battery is data (repro/ops.py): `OPS` is a list of `Op`, and `run_audit(ops=...)` takes
+another list, so a test (or a user chasing a kernel) can add ops or swap in a suspect
+implementation with `Op(fn=suspect, reference=known_good)`. `log_audit` and `load_audit`
+(repro/audit_log.py) keep an audit in MLflow.
 """
 
 from __future__ import annotations
 
-import json
-import math
-import os
-import tempfile
 import time
 import zlib
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 
 from autotune.errors import ReproError
+from autotune.repro.audit_log import EXPERIMENT, load_audit, log_audit
+from autotune.repro.ops import DTYPES, OPS, REDUCE, Op
 
 __all__ = [
     "DTYPES",
@@ -68,15 +65,7 @@ __all__ = [
 ]
 
 SCHEMA = 1
-EXPERIMENT = "autotune-audit"
-ARTIFACT = "audit.json"
-_PROGRESS = "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"
-
-DTYPES: dict[str, torch.dtype] = {
-    "fp32": torch.float32,
-    "fp16": torch.float16,
-    "bf16": torch.bfloat16,
-}
+HIST_LO, HIST_HI = -16, 2  # decades of the error histogram: [1e-16, 1e+02)
 
 REL_FLOOR = 1e-3
 """Denominator floor of `max_rel`, as a fraction of the reference's root-mean-square."""
@@ -89,145 +78,6 @@ About 170 units in the last place for fp32 (2^-23 ≈ 1.2e-7) and 5 for fp16 (2^
 of its tolerance in fp32 and under half in fp16 and bf16; a GELU off by 1e-2 exceeds it in fp32
 by two orders of magnitude.
 """
-
-REDUCE = 10.0  # tolerance factor of ops that reduce (sums, norms, softmax)
-HIST_LO, HIST_HI = -16, 2  # decades of the error histogram: [1e-16, 1e+02)
-
-# Shapes of a small transformer step: batch 8, sequence 128, width 512, 8 heads of 64.
-B, T, D, H = 8, 128, 512, 8
-VOCAB = 1000
-
-Inputs = dict[str, torch.Tensor]
-
-
-@dataclass(frozen=True)
-class Op:
-    """One entry of the battery.
-
-    `make(g)` returns the op's inputs as float64 CPU tensors (integer tensors pass unchanged),
-    drawn from the generator `g`; `fn(*inputs)` is the implementation under test;
-    `reference(*inputs)` the float64 reference (default: `fn`). `backward`: also audit the
-    gradient. `tol_factor` scales the dtype's tolerance for ops whose error grows with a
-    reduction.
-    """
-
-    name: str
-    make: Callable[[torch.Generator], Inputs]
-    fn: Callable[..., torch.Tensor]
-    reference: Callable[..., torch.Tensor] | None = None
-    backward: bool = True
-    tol_factor: float = 1.0
-    note: str = ""
-
-
-# --------------------------------------------------------------------------------------------
-# The battery
-# --------------------------------------------------------------------------------------------
-
-
-def _randn(g: torch.Generator, *shape: int) -> torch.Tensor:
-    return torch.randn(*shape, generator=g, dtype=torch.float64)
-
-
-def _uniform(g: torch.Generator, low: float, high: float, *shape: int) -> torch.Tensor:
-    return low + (high - low) * torch.rand(*shape, generator=g, dtype=torch.float64)
-
-
-def _gelu_inputs(g: torch.Generator) -> Inputs:
-    x = 2.0 * _randn(g, B, T, D)
-    # Every fourth value near ±1.7, where erf-based and tanh-approximated GELUs part most.
-    flat = x.view(-1)
-    near = flat[::4]
-    sign = torch.where(torch.rand(near.shape, generator=g, dtype=torch.float64) < 0.5, -1.0, 1.0)
-    flat[::4] = sign * (1.7 + 0.05 * torch.randn(near.shape, generator=g, dtype=torch.float64))
-    return {"x": x}
-
-
-def _large_logits(g: torch.Generator, *shape: int) -> torch.Tensor:
-    """Logits of scale 5 with every eighth one at ±30..80: softmax near one-hot."""
-    x = 5.0 * _randn(g, *shape)
-    flat = x.view(-1)
-    big = flat[::8]
-    sign = torch.where(torch.rand(big.shape, generator=g, dtype=torch.float64) < 0.5, -1.0, 1.0)
-    flat[::8] = sign * _uniform(g, 30.0, 80.0, big.numel())
-    return x
-
-
-def _layer_norm_inputs(g: torch.Generator) -> Inputs:
-    return {
-        "x": 1.0 + 3.0 * _randn(g, B, T, D),  # off-centre: the mean subtraction matters
-        "weight": 1.0 + 0.1 * _randn(g, D),
-        "bias": 0.1 * _randn(g, D),
-    }
-
-
-def _attention_inputs(g: torch.Generator) -> Inputs:
-    return {name: _randn(g, B, H, T, D // H) for name in ("q", "k", "v")}
-
-
-def _pair(g: torch.Generator) -> Inputs:
-    return {"x": _randn(g, B, T, D), "y": _randn(g, B, T, D)}
-
-
-def _div_inputs(g: torch.Generator) -> Inputs:
-    # Denominators down to 0.02: the quotient and its gradient (x/y²) stay inside fp16's range.
-    y = 10.0 ** _uniform(g, math.log10(0.02), math.log10(2.0), B, T, D)
-    return {"x": _randn(g, B, T, D), "y": y}
-
-
-def _cross_entropy_inputs(g: torch.Generator) -> Inputs:
-    return {
-        "logits": _large_logits(g, B * T, VOCAB),
-        "target": torch.randint(0, VOCAB, (B * T,), generator=g),
-    }
-
-
-OPS: list[Op] = [
-    Op("gelu", _gelu_inputs, lambda x: F.gelu(x)),
-    Op(
-        "layer_norm",
-        _layer_norm_inputs,
-        lambda x, w, b: F.layer_norm(x, (D,), w, b),
-        tol_factor=REDUCE,
-    ),
-    Op(
-        "softmax",
-        lambda g: {"x": _large_logits(g, B, H, T, T)},
-        lambda x: F.softmax(x, dim=-1),
-        tol_factor=REDUCE,
-    ),
-    Op(
-        "log_softmax",
-        lambda g: {"x": _large_logits(g, B, T, VOCAB)},
-        lambda x: F.log_softmax(x, dim=-1),
-        tol_factor=REDUCE,
-    ),
-    Op(
-        "scaled_dot_product_attention",
-        _attention_inputs,
-        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
-        tol_factor=REDUCE,
-        note="causal",
-    ),
-    Op(
-        "matmul",
-        lambda g: {"a": _randn(g, B, T, D), "b": _randn(g, D, D) / math.sqrt(D)},
-        lambda a, b: a @ b,
-        tol_factor=REDUCE,
-    ),
-    Op("add", _pair, lambda x, y: x + y),
-    Op("mul", _pair, lambda x, y: x * y),
-    Op("div", _div_inputs, lambda x, y: x / y),
-    Op("sqrt", lambda g: {"x": 10.0 ** _uniform(g, -6.0, 2.0, B, T, D)}, lambda x: torch.sqrt(x)),
-    Op("exp", lambda g: {"x": _uniform(g, -10.0, 10.0, B, T, D)}, lambda x: torch.exp(x)),
-    Op(
-        "cross_entropy",
-        _cross_entropy_inputs,
-        lambda logits, target: F.cross_entropy(logits, target),
-        tol_factor=REDUCE,
-        note="mean over the batch",
-    ),
-]
 
 
 # --------------------------------------------------------------------------------------------
@@ -583,87 +433,3 @@ def format_comparison(cmp: Mapping[str, Any]) -> str:
         else f"no op differs by more than {cmp['factor']:g}x"
     )
     return "\n".join(lines)
-
-
-# --------------------------------------------------------------------------------------------
-# MLflow
-# --------------------------------------------------------------------------------------------
-
-
-def log_audit(result: Mapping[str, Any], tracking_uri: str | None = None) -> str:
-    """Log `result` as a run of the experiment `autotune-audit`; return its run id.
-
-    Tags: the fingerprint's `autotune.fp.*`, `autotune.role=audit`, device and dtype. Metrics:
-    `<op>.<pass>.max_abs`, `.mean_abs`, `.max_rel`, `.max_scaled`, `.nonfinite`, `.flagged`,
-    and `flagged_count`. Artifact: the whole result as `audit.json`.
-    """
-    from mlflow.entities import Metric, RunStatus
-
-    from autotune import tracking
-
-    uri = tracking.resolve_uri(tracking_uri)
-    client = tracking.connect(uri)
-    experiment_id = tracking.ensure_experiment(client, EXPERIMENT)
-    tags = {
-        **tracking.fingerprint_tags(dict(result.get("fingerprint") or {})),
-        "autotune.role": "audit",
-        "autotune.audit.device": str(result["device"]),
-        "autotune.audit.dtype": str(result["dtype"]),
-        "autotune.audit.flagged": ",".join(result["flagged"])[:5000] or "none",
-    }
-    name = f"audit-{result['device']}-{result['dtype']}".replace(":", "")
-    run = client.create_run(experiment_id, run_name=name, tags=tags)
-    run_id = str(run.info.run_id)
-    ts = int(time.time() * 1000)
-    metrics: list[Metric] = []
-    for e in result["entries"]:
-        prefix = f"{e['op']}.{e['pass']}"
-        metrics.append(Metric(f"{prefix}.flagged", float(bool(e["flagged"])), ts, 0))
-        if e.get("error"):
-            continue
-        for key in ("max_abs", "mean_abs", "max_rel", "max_scaled", "nonfinite"):
-            value = float(e[key])
-            if math.isfinite(value):
-                metrics.append(Metric(f"{prefix}.{key}", value, ts, 0))
-    metrics.append(Metric("flagged_count", float(len(result["flagged"])), ts, 0))
-    for start in range(0, len(metrics), 1000):
-        client.log_batch(run_id, metrics=metrics[start : start + 1000], synchronous=True)
-    client.log_param(run_id, "seed", str(result["seed"]))
-    client.log_text(run_id, json.dumps(result, indent=2, default=str), ARTIFACT)
-    client.set_terminated(run_id, status=RunStatus.to_string(RunStatus.FINISHED))
-    return run_id
-
-
-def load_audit(run_id: str, tracking_uri: str | None = None) -> dict[str, Any]:
-    """The audit logged as run `run_id` (its `audit.json`), with `run_id` added."""
-    from autotune import tracking
-    from autotune.repro.compare import get_run
-
-    uri = tracking.resolve_uri(tracking_uri)
-    client = tracking.connect(uri)
-    get_run(client, run_id, uri)
-    saved = os.environ.get(_PROGRESS)
-    os.environ[_PROGRESS] = "false"  # no download progress bar on the terminal
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
-            try:
-                path = client.download_artifacts(run_id, ARTIFACT, tmp)
-            except Exception as exc:
-                raise ReproError(
-                    f"run {run_id} in {uri} has no {ARTIFACT}: is it an audit run? "
-                    f"({type(exc).__name__})"
-                ) from exc
-            try:
-                with open(path) as f:
-                    data = json.load(f)
-            except (OSError, ValueError) as exc:
-                raise ReproError(f"run {run_id} in {uri}: cannot read {ARTIFACT}: {exc}") from exc
-    finally:
-        if saved is None:
-            os.environ.pop(_PROGRESS, None)
-        else:
-            os.environ[_PROGRESS] = saved
-    if not isinstance(data, dict) or "entries" not in data:
-        raise ReproError(f"run {run_id} in {uri}: {ARTIFACT} is not an audit")
-    data["run_id"] = run_id
-    return data

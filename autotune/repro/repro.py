@@ -34,9 +34,9 @@ from typing import Any
 import numpy as np
 import yaml
 
-from autotune import safeyaml
 from autotune import space as sp
 from autotune.errors import AutotuneError, RecipeError, ReproError, SpaceError, WorkloadError
+from autotune.space import yaml_reader
 
 __all__ = ["SERIES", "compare_run_series", "format_repro", "load_space", "run_repro"]
 
@@ -57,8 +57,8 @@ def load_space(ref: str | Path, overrides: Sequence[str] = ()) -> tuple[sp.Space
     is an error. Errors inside a recipe name the file and key, not the line.
     """
     path = sp.find(ref)
-    text = safeyaml.read_text(path, ReproError)  # bounded: the file may come from elsewhere
-    data = safeyaml.load(text, str(path), SpaceError)
+    text = yaml_reader.read_text(path, ReproError)  # bounded: the file may come from elsewhere
+    data = yaml_reader.load(text, str(path), SpaceError)
     if not (isinstance(data, dict) and RECIPE_KEY in data):
         return sp.load(path, overrides), "space"
     version = data[RECIPE_KEY]

@@ -166,7 +166,7 @@ def _announce(
 def check_workload(space: sp.Space) -> None:
     """Resolve the space's workload once on the driver: a wrong name fails before any trial."""
     from autotune.errors import WorkloadError
-    from autotune.workload import resolve
+    from autotune.probe.workload import resolve
 
     if space.workload.script is not None:
         check_script(space)

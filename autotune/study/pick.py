@@ -2,7 +2,7 @@
 
 Candidates are the feasible trials: complete, not diverged, meeting every constraint (so learning),
 measured at the length the study decided at (its top rung, `autotune.study.rungs`; else the
-screen). When the study verified its best candidates over seeds (`autotune.verify`) at that
+screen). When the study verified its best candidates over seeds (`autotune.recipe.verify`) at that
 length, the named picks choose among the verified ones that held on every seed (none diverged
 or failed, every constraint met), using their verified means; when none held there is no named
 pick (RecipeError): the user chooses one explicitly with `trial N`.
@@ -26,11 +26,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autotune.errors import RecipeError
+from autotune.knobs import HARDWARE_METRICS
 from autotune.numbers import finite
 
 PICKS = ("balanced", "fastest", "stablest")
-# Metrics that measure the hardware more than the configuration.
-HARDWARE_METRICS = frozenset({"throughput", "tokens_per_s", "peak_mem_mb", "scaling_efficiency"})
 
 
 @dataclass
@@ -45,7 +44,7 @@ class Candidate:
     params: dict[str, Any]
     fp_hash: str | None = None
     baseline: bool = False
-    verified: dict[str, Any] | None = None  # see autotune.verify.summarize_seeds
+    verified: dict[str, Any] | None = None  # see autotune.recipe.verify.summarize_seeds
     extra: dict[str, Any] = field(default_factory=dict)
     steps: int | None = None  # the probe length its values were measured at
 

@@ -280,13 +280,13 @@ def run_probe_jobs(
 ) -> bool:
     """Run probes as Ray tasks (fresh processes, `plan_resources` at once); call `done` with
     each result as it finishes. False when interrupted (in-flight tasks are cancelled)."""
-    from autotune.study.verification import _verify_task
+    from autotune.study.verification import verify_task
 
     if not configs:
         return True
     conc, resources, threads = plan_resources(space, ray.cluster_resources())
     remote = ray.remote(num_cpus=resources.get("cpu", 1.0), num_gpus=resources.get("gpu", 0.0))(
-        _verify_task
+        verify_task
     )
     queue = list(configs)
     inflight: dict[Any, Job] = {}

@@ -27,10 +27,36 @@ def summarize(
     dropped: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The study's summary from the Optuna storage alone (so `autotune show` can print it)."""
+    counts, feasible, baseline, info = _tally(study.get_trials(deepcopy=False))
+    dirs = directions(space)
+    front = sorted(
+        pareto_front(feasible, dirs),
+        key=lambda n: info[n].values[0] * (1 if dirs[0] == "minimize" else -1),
+    )
+    objectives = [o.model_dump() for o in space.objectives]
+    best, improvement = _best_and_improvement(space, feasible, baseline)
+    return {
+        **_verified_and_pick(study, objectives),
+        **_rungs(study, space, counts),
+        "study": space.name,
+        "objectives": objectives,
+        "trials": space.budget.trials,
+        "baseline": _row(space, baseline) if baseline is not None else None,
+        "pareto": [_row(space, info[n]) for n in front],
+        "best": best,
+        "improvement": improvement,
+        "counts": counts,
+        "dropped_knobs": dict(dropped or {}),
+        "study_dir": str(study_dir) if study_dir else None,
+    }
+
+
+def _tally(
+    trials: Sequence[Any],
+) -> tuple[dict[str, int], list[tuple[int, list[float]]], Any, dict[int, Any]]:
+    """Trials per outcome, the feasible ones' values, the baseline trial, and trials by number."""
     import optuna
 
-    trials = study.get_trials(deepcopy=False)
-    dirs = directions(space)
     counts: dict[str, int] = {"complete": 0, "diverged": 0, "oom": 0, "failed": 0, "running": 0}
     feasible: list[tuple[int, list[float]]] = []
     baseline = None
@@ -46,38 +72,41 @@ def summarize(
             baseline = t
         if t.state == optuna.trial.TrialState.COMPLETE and t.user_attrs.get("autotune.feasible"):
             feasible.append((t.number, list(t.values)))
-    front = sorted(
-        pareto_front(feasible, dirs),
-        key=lambda n: info[n].values[0] * (1 if dirs[0] == "minimize" else -1),
-    )
-    objectives = [o.model_dump() for o in space.objectives]
+    return counts, feasible, baseline, info
 
-    def broken(t: Any) -> list[str]:
-        """The space constraints a completed trial breaks, with its value."""
-        metrics = t.user_attrs.get("autotune.metrics") or {}
-        names = constraint_names(space)[1:]
-        values = constraints_of(space, "complete", metrics)[1:]
-        out = []
-        for c, name, v in zip(space.constraints, names, values, strict=True):
-            if v > 0:
-                got = metrics.get(c.metric)
-                out.append(f"{name} (got {got:.3g})" if got is not None else f"{name} (no value)")
-        return out
 
-    def row(t: Any) -> dict[str, Any]:
-        return {
-            "number": t.number,
-            "values": list(t.values) if t.values else None,
-            "metrics": t.user_attrs.get("autotune.metrics", {}),
-            "knobs": t.user_attrs.get("autotune.knobs", {}),
-            "params": dict(t.params),
-            "outcome": t.user_attrs.get("autotune.outcome"),
-            "cause": t.user_attrs.get("autotune.cause"),
-            "feasible": bool(t.user_attrs.get("autotune.feasible")),
-            "baseline": bool(t.user_attrs.get("autotune.baseline")),
-            "broken": broken(t) if t.user_attrs.get("autotune.outcome") == "complete" else [],
-        }
+def _broken(space: sp.Space, t: Any) -> list[str]:
+    """The space constraints a completed trial breaks, with its value."""
+    metrics = t.user_attrs.get("autotune.metrics") or {}
+    names = constraint_names(space)[1:]
+    values = constraints_of(space, "complete", metrics)[1:]
+    out = []
+    for c, name, v in zip(space.constraints, names, values, strict=True):
+        if v > 0:
+            got = metrics.get(c.metric)
+            out.append(f"{name} (got {got:.3g})" if got is not None else f"{name} (no value)")
+    return out
 
+
+def _row(space: sp.Space, t: Any) -> dict[str, Any]:
+    return {
+        "number": t.number,
+        "values": list(t.values) if t.values else None,
+        "metrics": t.user_attrs.get("autotune.metrics", {}),
+        "knobs": t.user_attrs.get("autotune.knobs", {}),
+        "params": dict(t.params),
+        "outcome": t.user_attrs.get("autotune.outcome"),
+        "cause": t.user_attrs.get("autotune.cause"),
+        "feasible": bool(t.user_attrs.get("autotune.feasible")),
+        "baseline": bool(t.user_attrs.get("autotune.baseline")),
+        "broken": _broken(space, t) if t.user_attrs.get("autotune.outcome") == "complete" else [],
+    }
+
+
+def _best_and_improvement(
+    space: sp.Space, feasible: list[tuple[int, list[float]]], baseline: Any
+) -> tuple[dict[str, float], dict[str, Any]]:
+    """Per objective: the best feasible value, and its change against the baseline's."""
     best: dict[str, float] = {}
     improvement: dict[str, Any] = {}
     for i, o in enumerate(space.objectives):
@@ -90,20 +119,7 @@ def summarize(
             (baseline.user_attrs.get("autotune.metrics") or {}).get(o.metric) if baseline else None
         )
         improvement[o.metric] = _improvement(baseline, base, b)
-    return {
-        **_verified_and_pick(study, objectives),
-        **_rungs(study, space, counts),
-        "study": space.name,
-        "objectives": objectives,
-        "trials": space.budget.trials,
-        "baseline": row(baseline) if baseline is not None else None,
-        "pareto": [row(info[n]) for n in front],
-        "best": best,
-        "improvement": improvement,
-        "counts": counts,
-        "dropped_knobs": dict(dropped or {}),
-        "study_dir": str(study_dir) if study_dir else None,
-    }
+    return best, improvement
 
 
 def _improvement(baseline: Any, base: float | None, best: float) -> dict[str, Any]:
@@ -254,71 +270,16 @@ def _value_getter(i: int, direction: str) -> Callable[[Any], float]:
 
 def format_summary(summary: Mapping[str, Any], *, tracking_uri: str | None = None) -> str:
     """The end-of-study report: counts, baseline vs best, the Pareto front, where to look."""
-    lines = []
-    c = summary["counts"]
-    done = sum(v for k, v in c.items() if k != "running")
-    lines.append(
-        f"study {summary['study']}: {done}/{summary['trials']} trials — "
-        f"{c.get('complete', 0)} complete, {c.get('diverged', 0)} diverged, "
-        f"{c.get('oom', 0)} out of memory, {c.get('failed', 0)} failed"
-        + (f", {c['running']} interrupted" if c.get("running") else "")
-    )
-    base = summary.get("baseline")
-    objs = summary["objectives"]
-    if base is not None:
-        state = base["outcome"] + (f" ({base['cause']})" if base.get("cause") else "")
-        if base["outcome"] == "complete" and not base["feasible"]:
-            broken = base.get("broken") or []
-            state += f" (infeasible: breaks {', '.join(broken)})" if broken else " (infeasible)"
-        lines.append(f"baseline (trial {base['number']}, PyTorch defaults): {state}")
-    for o in objs:
-        imp = summary["improvement"].get(o["metric"])
-        if not imp:
-            continue
-        b = imp["baseline"]
-        text = f"  {o['metric']:<12} best {imp['best']:.4g}"
-        if imp.get("baseline_diverged"):
-            d = imp["baseline_diverged"]
-            text += f"  vs baseline: baseline diverged at step {d.get('step')} ({d.get('cause')})"
-        elif b is not None:
-            text += f"  baseline {b:.4g}"
-            if imp["change_pct"] is not None:
-                text += f"  ({imp['change_pct']:+.1f}%)"
-            elif imp.get("baseline_infeasible"):
-                text += " (baseline infeasible: no percentage)"
-        lines.append(text)
-    if not summary["pareto"]:
-        lines.append(
-            "no feasible trial: every trial diverged, failed or broke a constraint "
-            "(see `autotune show` and the MLflow UI for causes)"
-        )
-    else:
-        lines.append("Pareto front (feasible trials no other trial beats on every objective):")
-        header = f"  {'trial':>5}  " + "  ".join(f"{o['metric']:>12}" for o in objs) + "  knobs"
-        lines.append(header)
-        for r in summary["pareto"]:
-            vals = "  ".join(f"{v:>12.4g}" for v in r["values"])
-            params = ", ".join(f"{k}={_short(v)}" for k, v in r["params"].items())
-            lines.append(f"  {r['number']:>5}  {vals}  {params}")
-    if summary.get("verified"):
-        from autotune.verify import format_interval
-
-        first = summary["verified"][0]
-        lines.append(
-            f"verified with seeds {first.get('seeds')} (mean [95% interval] over the seeds that "
-            "did not diverge):"
-        )
-        for v in summary["verified"]:
-            vals = "  ".join(
-                f"{o['metric']} {format_interval(v['metrics'].get(o['metric']))}" for o in objs
-            )
-            lines.append(
-                f"  trial {v['number']:>4}  {vals}  diverged {v['diverged_share'] or 0:.0%}"
-            )
+    pick = summary.get("pick")
+    lines = [
+        _counts_line(summary),
+        *_baseline_lines(summary),
+        *_pareto_lines(summary),
+        *_verified_lines(summary),
+    ]
     decided_line = _decided_line(summary)
     if decided_line:
         lines.append(decided_line)
-    pick = summary.get("pick")
     if pick and pick.get("number") is None:
         lines.append(
             f"{pick.get('message')} (best found: trial {pick.get('best')}); "
@@ -330,19 +291,8 @@ def format_summary(summary: Mapping[str, Any], *, tracking_uri: str | None = Non
             f"trial {pick['number']}  "
             + ", ".join(f"{k}={_short(v)}" for k, v in (pick.get("params") or {}).items())
         )
-    warm = summary.get("warm_start")
-    if warm:
-        text = f"warm start from {warm['ref']}" + (
-            f" (tuned on {warm['fp_hash']})" if warm.get("fp_hash") else ""
-        )
-        if warm.get("matched_at") is not None:
-            text += (
-                f": matched the source's best at trial {warm['matched_at']} "
-                f"({warm['matched_at'] + 1} trials, counting the baseline)"
-            )
-        elif warm.get("best"):
-            text += ": the source's best was not matched (within 5%) in this study"
-        lines.append(text)
+    if summary.get("warm_start"):
+        lines.append(_warm_start_line(summary["warm_start"]))
     for name, why in (summary.get("dropped_knobs") or {}).items():
         lines.append(f"not searched: {name} ({why})")
     lines.append(
@@ -380,6 +330,97 @@ def _decided_line(summary: Mapping[str, Any]) -> str | None:
         f"decided at {steps} of {target} steps ({decided.get('reason')}){agreed}; not run at the "
         f"target: check with `autotune verify recipe.yaml --steps {target}`"
     )
+
+
+def _counts_line(summary: Mapping[str, Any]) -> str:
+    c = summary["counts"]
+    done = sum(v for k, v in c.items() if k != "running")
+    return (
+        f"study {summary['study']}: {done}/{summary['trials']} trials — "
+        f"{c.get('complete', 0)} complete, {c.get('diverged', 0)} diverged, "
+        f"{c.get('oom', 0)} out of memory, {c.get('failed', 0)} failed"
+        + (f", {c['running']} interrupted" if c.get("running") else "")
+    )
+
+
+def _baseline_lines(summary: Mapping[str, Any]) -> list[str]:
+    """The baseline's outcome, and per objective the best value against the baseline's."""
+    lines = []
+    base = summary.get("baseline")
+    if base is not None:
+        state = base["outcome"] + (f" ({base['cause']})" if base.get("cause") else "")
+        if base["outcome"] == "complete" and not base["feasible"]:
+            broken = base.get("broken") or []
+            state += f" (infeasible: breaks {', '.join(broken)})" if broken else " (infeasible)"
+        lines.append(f"baseline (trial {base['number']}, PyTorch defaults): {state}")
+    for o in summary["objectives"]:
+        imp = summary["improvement"].get(o["metric"])
+        if not imp:
+            continue
+        b = imp["baseline"]
+        text = f"  {o['metric']:<12} best {imp['best']:.4g}"
+        if imp.get("baseline_diverged"):
+            d = imp["baseline_diverged"]
+            text += f"  vs baseline: baseline diverged at step {d.get('step')} ({d.get('cause')})"
+        elif b is not None:
+            text += f"  baseline {b:.4g}"
+            if imp["change_pct"] is not None:
+                text += f"  ({imp['change_pct']:+.1f}%)"
+            elif imp.get("baseline_infeasible"):
+                text += " (baseline infeasible: no percentage)"
+        lines.append(text)
+    return lines
+
+
+def _pareto_lines(summary: Mapping[str, Any]) -> list[str]:
+    if not summary["pareto"]:
+        return [
+            "no feasible trial: every trial diverged, failed or broke a constraint "
+            "(see `autotune show` and the MLflow UI for causes)"
+        ]
+    objs = summary["objectives"]
+    lines = [
+        "Pareto front (feasible trials no other trial beats on every objective):",
+        f"  {'trial':>5}  " + "  ".join(f"{o['metric']:>12}" for o in objs) + "  knobs",
+    ]
+    for r in summary["pareto"]:
+        vals = "  ".join(f"{v:>12.4g}" for v in r["values"])
+        params = ", ".join(f"{k}={_short(v)}" for k, v in r["params"].items())
+        lines.append(f"  {r['number']:>5}  {vals}  {params}")
+    return lines
+
+
+def _verified_lines(summary: Mapping[str, Any]) -> list[str]:
+    if not summary.get("verified"):
+        return []
+    from autotune.recipe.verify import format_interval
+
+    objs = summary["objectives"]
+    first = summary["verified"][0]
+    lines = [
+        f"verified with seeds {first.get('seeds')} (mean [95% interval] over the seeds that "
+        "did not diverge):"
+    ]
+    for v in summary["verified"]:
+        vals = "  ".join(
+            f"{o['metric']} {format_interval(v['metrics'].get(o['metric']))}" for o in objs
+        )
+        lines.append(f"  trial {v['number']:>4}  {vals}  diverged {v['diverged_share'] or 0:.0%}")
+    return lines
+
+
+def _warm_start_line(warm: Mapping[str, Any]) -> str:
+    text = f"warm start from {warm['ref']}" + (
+        f" (tuned on {warm['fp_hash']})" if warm.get("fp_hash") else ""
+    )
+    if warm.get("matched_at") is not None:
+        text += (
+            f": matched the source's best at trial {warm['matched_at']} "
+            f"({warm['matched_at'] + 1} trials, counting the baseline)"
+        )
+    elif warm.get("best"):
+        text += ": the source's best was not matched (within 5%) in this study"
+    return text
 
 
 def _short(v: Any) -> str:

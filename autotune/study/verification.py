@@ -1,5 +1,5 @@
-"""The verification phase: the best candidates re-run with other seeds (see `autotune.verify`),
-their verified numbers stored in the study and MLflow.
+"""The verification phase: the best candidates re-run with other seeds (see
+`autotune.recipe.verify`), their verified numbers stored in the study and MLflow.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,7 @@ def to_verify(study: Any, space: sp.Space) -> list[Any]:
     return [c for c in cands if c.number in top and c.verified is None]
 
 
-def _verify_task(
+def verify_task(
     probe: dict[str, Any], env: dict[str, str], timeout_s: float, threads: int | None
 ) -> dict[str, Any]:
     """A Ray task: one verification probe in a fresh process on a worker."""
@@ -77,8 +78,7 @@ def verify_phase(
 ) -> bool:
     """Re-run the best candidates with other seeds; store the verified numbers in the study and
     MLflow. Returns True when interrupted (what finished is kept: the next run continues)."""
-    from autotune import verify as vf
-    from autotune.study.objectives import constraints_of
+    from autotune.recipe import verify as vf
 
     space = opts.space
     todo = to_verify(study, space)
@@ -95,41 +95,15 @@ def verify_phase(
         f"{', '.join(str(c.number) for c in todo)}) with seeds {seeds} at {steps} steps"
     )
     remote = ray.remote(num_cpus=resources.get("cpu", 1.0), num_gpus=resources.get("gpu", 0.0))(
-        _verify_task
+        verify_task
     )
-    results: dict[int, list[dict[str, Any]]] = {c.number: [] for c in todo}
-    pending: list[tuple[Any, int]] = []
-    for c in todo:
-        for seed in seeds:
-            path = _verify_path(study_dir, c.number, seed, steps)
-            if path.is_file():
-                results[c.number].append(json.loads(path.read_text()))
-            else:
-                pending.append((c, seed))
+    results, pending = _saved_seeds(study_dir, todo, seeds, steps)
     inflight: dict[Any, tuple[Any, int]] = {}
     started = time.monotonic()
     total = len(todo) * len(seeds)
 
     def finished(c: Any) -> None:
-        runs = sorted(results[c.number], key=lambda r: r["seed"])
-        res = vf.summarize_seeds(runs, metrics)
-        res["steps"] = steps
-        # Held on every seed: complete, and within every constraint (not only "not diverged").
-        res["all_feasible"] = all(
-            r.get("outcome") == "complete"
-            and all(
-                v <= 0
-                for v in constraints_of(
-                    space, "complete", (r.get("summary") or {}).get("metrics") or {}
-                )
-            )
-            for r in runs
-        )
-        fp = next((r.get("fingerprint") for r in runs if r.get("fingerprint")), None)
-        res["run_id"] = logger.verification(c.number, res, fp)
-        study.set_user_attr(f"autotune.verified.{c.number}", res)
-        shown = "  ".join(f"{m} {vf.format_interval(res['metrics'].get(m))}" for m in metrics[:2])
-        say(f"  verified trial {c.number}: {shown}  diverged {res['diverged_share']:.0%} of seeds")
+        _record_verified(study, space, logger, c, results[c.number], metrics, steps, say)
 
     for c in todo:
         if len(results[c.number]) == len(seeds):
@@ -146,15 +120,7 @@ def verify_phase(
             ready, _ = ray.wait(list(inflight), num_returns=1)
             for ref in ready:
                 c, seed = inflight.pop(ref)
-                try:
-                    out = ray.get(ref)
-                except Exception as e:  # the worker died: a failed seed, not a failed study
-                    out = {
-                        "outcome": "failed",
-                        "cause": "worker_died",
-                        "error": f"{type(e).__name__}: {str(e)[:500]}",
-                        "summary": None,
-                    }
+                out = _seed_outcome(ray, ref)
                 out.update(seed=seed, number=c.number)
                 results[c.number].append(_save_seed(study_dir, c.number, seed, out, steps))
                 done = sum(len(v) for v in results.values())
@@ -166,12 +132,86 @@ def verify_phase(
                 if len(results[c.number]) == len(seeds):
                     finished(c)
     except KeyboardInterrupt:
-        for ref in inflight:
-            with contextlib.suppress(Exception):
-                ray.cancel(ref, force=True)
-        print(
-            "interrupted during verification; run the same command again to finish it",
-            file=sys.stderr,
-        )
+        _cancel(ray, inflight)
         return True
     return False
+
+
+def _saved_seeds(
+    study_dir: Path, todo: list[Any], seeds: list[int], steps: int
+) -> tuple[dict[int, list[dict[str, Any]]], list[tuple[Any, int]]]:
+    """The seeds a previous run verified at `steps` (read back from their files), and the ones
+    to run."""
+    results: dict[int, list[dict[str, Any]]] = {c.number: [] for c in todo}
+    pending: list[tuple[Any, int]] = []
+    for c in todo:
+        for seed in seeds:
+            path = _verify_path(study_dir, c.number, seed, steps)
+            if path.is_file():
+                results[c.number].append(json.loads(path.read_text()))
+            else:
+                pending.append((c, seed))
+    return results, pending
+
+
+def _seed_outcome(ray: Any, ref: Any) -> dict[str, Any]:
+    """One seed's outcome; a worker that died is a failed seed, not a failed study."""
+    try:
+        out: dict[str, Any] = ray.get(ref)
+        return out
+    except Exception as e:
+        return {
+            "outcome": "failed",
+            "cause": "worker_died",
+            "error": f"{type(e).__name__}: {str(e)[:500]}",
+            "summary": None,
+        }
+
+
+def _record_verified(
+    study: Any,
+    space: sp.Space,
+    logger: MlflowWriter,
+    c: Any,
+    runs: list[dict[str, Any]],
+    metrics: list[str],
+    steps: int,
+    say: Callable[[str], Any],
+) -> None:
+    """A candidate's seeds summarised, logged to MLflow, stored in the study and announced."""
+    from autotune.recipe import verify as vf
+    from autotune.study.objectives import constraints_of
+
+    runs = sorted(runs, key=lambda r: r["seed"])
+    res = vf.summarize_seeds(runs, metrics)
+    res["steps"] = steps
+    # Held on every seed: complete, and within every constraint (not only "not diverged").
+    res["all_feasible"] = all(
+        r.get("outcome") == "complete"
+        and all(
+            v <= 0
+            for v in constraints_of(
+                space, "complete", (r.get("summary") or {}).get("metrics") or {}
+            )
+        )
+        for r in runs
+    )
+    fp = next((r.get("fingerprint") for r in runs if r.get("fingerprint")), None)
+    res["run_id"] = logger.verification(c.number, res, fp)
+    study.set_user_attr(f"autotune.verified.{c.number}", res)
+    shown = "  ".join(f"{m} {vf.format_interval(res['metrics'].get(m))}" for m in metrics[:2])
+    say(f"  verified trial {c.number}: {shown}  diverged {res['diverged_share']:.0%} of seeds")
+
+
+def _metrics(run: dict[str, Any]) -> dict[str, Any]:
+    return dict((run.get("summary") or {}).get("metrics") or {})
+
+
+def _cancel(ray: Any, inflight: dict[Any, Any]) -> None:
+    for ref in inflight:
+        with contextlib.suppress(Exception):
+            ray.cancel(ref, force=True)
+    print(
+        "interrupted during verification; run the same command again to finish it",
+        file=sys.stderr,
+    )

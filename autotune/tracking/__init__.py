@@ -24,13 +24,13 @@ from autotune.tracking.runs import (
     find_study_run,
     fingerprint_tags,
     log_trial,
-    log_verification,
     logged_trials,
     set_study_status,
     trial_params,
     trial_run_ids,
 )
 from autotune.tracking.summary import log_study_summary
+from autotune.tracking.verification_runs import log_verification
 
 __all__ = [
     "DEFAULT_URI",

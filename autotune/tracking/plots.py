@@ -79,6 +79,9 @@ def _is_infeasible(outcome: Mapping[str, Any]) -> bool:
     return outcome.get("outcome") in _INFEASIBLE_OUTCOMES or outcome.get("feasible") is False
 
 
+Point = tuple[float, float, int]  # x, y, trial number
+
+
 def pareto_figure(
     outcomes: Sequence[Mapping[str, Any]],
     objectives: Sequence[Mapping[str, Any]],
@@ -94,13 +97,36 @@ def pareto_figure(
     objectives = list(objectives) or [{"metric": "objective", "direction": "minimize"}]
     two_d = len(objectives) >= 2
     used = objectives[:2] if two_d else objectives[:1]
+    groups, missing, baseline_infeasible = _group_points(outcomes, used, front_numbers)
+    if groups["feasible"]:
+        pts = groups["feasible"]
+        ax.scatter(_xs(pts), _ys(pts), s=28, c=_GREY, alpha=0.8, label="trial", gid="feasible")
+    if groups["infeasible"]:
+        pts = groups["infeasible"]
+        ax.scatter(
+            _xs(pts), _ys(pts), s=40, c=_RED, marker="x", label="diverged / OOM", gid="infeasible"
+        )
+    if not two_d:
+        _draw_running_best(ax, _running_best(outcomes, used[0]))
+    if groups["front"]:
+        _draw_front(ax, sorted(groups["front"]), two_d)
+    if groups["baseline"]:
+        _draw_baseline(ax, groups["baseline"], baseline_infeasible)
+    _label_pareto_axes(ax, used, len(objectives), missing)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="best", fontsize=8, framealpha=0.85)
+    return fig
 
-    groups: dict[str, list[tuple[float, float, int]]] = {
-        "feasible": [],
-        "infeasible": [],
-        "front": [],
-        "baseline": [],
-    }
+
+def _group_points(
+    outcomes: Sequence[Mapping[str, Any]],
+    used: Sequence[Mapping[str, Any]],
+    front_numbers: set[int],
+) -> tuple[dict[str, list[Point]], int, bool]:
+    """Each trial's point by group (feasible, infeasible, front, baseline), the count of trials
+    without values, and whether the baseline was infeasible."""
+    two_d = len(used) >= 2
+    groups: dict[str, list[Point]] = {"feasible": [], "infeasible": [], "front": [], "baseline": []}
     missing = 0
     baseline_infeasible = False
     for outcome in outcomes:
@@ -121,82 +147,83 @@ def pareto_figure(
             groups["infeasible"].append(point)
         else:
             groups["feasible"].append(point)
+    return groups, missing, baseline_infeasible
 
-    def xs(points: Iterable[tuple[float, float, int]]) -> list[float]:
-        return [p[0] for p in points]
 
-    def ys(points: Iterable[tuple[float, float, int]]) -> list[float]:
-        return [p[1] for p in points]
+def _xs(points: Iterable[Point]) -> list[float]:
+    return [p[0] for p in points]
 
-    if groups["feasible"]:
-        pts = groups["feasible"]
-        ax.scatter(xs(pts), ys(pts), s=28, c=_GREY, alpha=0.8, label="trial", gid="feasible")
-    if groups["infeasible"]:
-        pts = groups["infeasible"]
-        ax.scatter(
-            xs(pts), ys(pts), s=40, c=_RED, marker="x", label="diverged / OOM", gid="infeasible"
-        )
-    if not two_d:
-        best = _running_best(outcomes, used[0])
-        if best:
-            ax.plot(
-                [b[0] for b in best],
-                [b[1] for b in best],
-                drawstyle="steps-post",
-                color=_FRONT,
-                lw=1.2,
-                alpha=0.6,
-                label="best so far",
-                gid="front-line",
-            )
-    if groups["front"]:
-        pts = sorted(groups["front"])
-        if two_d and len(pts) > 1:
-            ax.plot(xs(pts), ys(pts), color=_FRONT, lw=1.4, alpha=0.7, gid="front-line")
-        ax.scatter(
-            xs(pts),
-            ys(pts),
-            s=70,
-            c=_FRONT,
-            edgecolors="black",
-            linewidths=0.6,
-            zorder=3,
-            label="Pareto front" if two_d else "best",
-            gid="front",
-        )
-        for x, y, number in pts:
-            ax.annotate(f"#{number}", (x, y), xytext=(5, 5), textcoords="offset points", fontsize=8)
-    if groups["baseline"]:
-        pts = groups["baseline"]
-        number = pts[0][2]
-        label = f"baseline (#{number}" + (", infeasible)" if baseline_infeasible else ")")
-        ax.scatter(
-            xs(pts),
-            ys(pts),
-            s=220,
-            marker="*",
-            c=_BASELINE,
-            edgecolors="black",
-            linewidths=0.8,
-            zorder=4,
-            label=label,
-            gid="baseline",
-        )
-        ax.annotate(
-            "baseline",
-            (pts[0][0], pts[0][1]),
-            xytext=(8, -12),
-            textcoords="offset points",
-            fontsize=9,
-            fontweight="bold",
+
+def _ys(points: Iterable[Point]) -> list[float]:
+    return [p[1] for p in points]
+
+
+def _draw_running_best(ax: Any, best: list[tuple[float, float]]) -> None:
+    if best:
+        ax.plot(
+            [b[0] for b in best],
+            [b[1] for b in best],
+            drawstyle="steps-post",
+            color=_FRONT,
+            lw=1.2,
+            alpha=0.6,
+            label="best so far",
+            gid="front-line",
         )
 
-    if two_d:
+
+def _draw_front(ax: Any, pts: list[Point], two_d: bool) -> None:
+    if two_d and len(pts) > 1:
+        ax.plot(_xs(pts), _ys(pts), color=_FRONT, lw=1.4, alpha=0.7, gid="front-line")
+    ax.scatter(
+        _xs(pts),
+        _ys(pts),
+        s=70,
+        c=_FRONT,
+        edgecolors="black",
+        linewidths=0.6,
+        zorder=3,
+        label="Pareto front" if two_d else "best",
+        gid="front",
+    )
+    for x, y, number in pts:
+        ax.annotate(f"#{number}", (x, y), xytext=(5, 5), textcoords="offset points", fontsize=8)
+
+
+def _draw_baseline(ax: Any, pts: list[Point], infeasible: bool) -> None:
+    number = pts[0][2]
+    label = f"baseline (#{number}" + (", infeasible)" if infeasible else ")")
+    ax.scatter(
+        _xs(pts),
+        _ys(pts),
+        s=220,
+        marker="*",
+        c=_BASELINE,
+        edgecolors="black",
+        linewidths=0.8,
+        zorder=4,
+        label=label,
+        gid="baseline",
+    )
+    ax.annotate(
+        "baseline",
+        (pts[0][0], pts[0][1]),
+        xytext=(8, -12),
+        textcoords="offset points",
+        fontsize=9,
+        fontweight="bold",
+    )
+
+
+def _label_pareto_axes(
+    ax: Any, used: Sequence[Mapping[str, Any]], n_objectives: int, missing: int
+) -> None:
+    if len(used) >= 2:
         ax.set_xlabel(_direction_label(used[0]))
         ax.set_ylabel(_direction_label(used[1]))
         title = "Trials and Pareto front"
-        if len(objectives) > 2:
-            title += f" (first 2 of {len(objectives)} objectives)"
+        if n_objectives > 2:
+            title += f" (first 2 of {n_objectives} objectives)"
     else:
         ax.set_xlabel("trial number")
         ax.set_ylabel(_direction_label(used[0]))
@@ -214,9 +241,6 @@ def pareto_figure(
             va="bottom",
             bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "none", "pad": 2},
         )
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(loc="best", fontsize=8, framealpha=0.85)
-    return fig
 
 
 def _running_best(

@@ -4,7 +4,7 @@ the same model, data stream, seed and step as the probe's loop (benchmarks/scrip
 import sys
 
 import autotune
-from autotune.workload import resolve
+from autotune.probe.workload import resolve
 
 size = sys.argv[1] if len(sys.argv) > 1 else "tiny"
 workload = resolve("tiny_gpt", size)

@@ -16,7 +16,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from autotune.probe import ProbeConfig, run_probe
-from autotune.workload import BUILTINS
+from autotune.probe.workload import BUILTINS
 
 HERE = Path(__file__).resolve().parent
 SETTINGS = {

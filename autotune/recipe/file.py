@@ -1,10 +1,10 @@
-"""The recipe: a study's chosen configuration as a versioned file, and the API to train with it.
+"""The recipe file: a study's chosen configuration as a versioned YAML file (`Recipe`).
 
 A recipe file is YAML with a format number (`autotune_recipe: 1`), every knob resolved to a
 value, the environment knobs, the precision and batch layout, the workload it was tuned on, the
 objectives it achieved (verified over seeds when it was verified), the hardware fingerprint and
-where it came from (study, trial, MLflow runs). `autotune export` writes it; `Recipe.load` reads
-it back, refusing a malformed file, a newer format or a knob this version does not know.
+where it came from (study, trial, MLflow runs). `autotune export` writes it; `Recipe.load` reads it
+back, refusing a malformed file, a newer format or a knob this version does not know.
 
 In a user's own loop::
 
@@ -21,29 +21,25 @@ In a user's own loop::
         recipe.clip_and_step(opt, scaler)   # unscale, clip, step, update, zero_grad
         sched.step()
 
-The optimizer, scaler, schedule and clipping are built by the same functions the probe uses, so
-the user's loop gets exactly what was measured.
+The training methods come from `RecipeRuntime` (recipe/runtime.py).
 """
 
 from __future__ import annotations
 
 import datetime as _dt
-import math
 import os
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 
-from autotune import __version__, safeyaml
+from autotune import __version__
 from autotune import space as sp
 from autotune.errors import RecipeError, did_you_mean
-
-if TYPE_CHECKING:
-    import torch
+from autotune.recipe.runtime import RecipeRuntime
+from autotune.space import yaml_reader
 
 RECIPE_VERSION = 1
 FORMAT_KEY = "autotune_recipe"
@@ -70,8 +66,8 @@ _KEYS = (
 
 
 @dataclass(frozen=True)
-class Recipe:
-    """One tuned configuration. Build with `Recipe.load`, `Recipe.loads` or `autotune.export`."""
+class Recipe(RecipeRuntime):
+    """One tuned configuration. Build with `Recipe.load`, `Recipe.loads` or `study.export`."""
 
     name: str
     workload: dict[str, Any]  # {name, size}
@@ -90,20 +86,12 @@ class Recipe:
 
     # ----- derived -----
     @property
-    def accum_steps(self) -> int:
-        return int(self.knobs.get("accum_steps", 1))
-
-    @property
     def effective_batch(self) -> int:
         return self.micro_batch * self.accum_steps * self.world_size
 
     @property
     def fingerprint_hash(self) -> str | None:
         return (self.fingerprint or {}).get("hash")
-
-    @property
-    def lr(self) -> float:
-        return float(self.knobs["lr"])
 
     # ----- the file -----
     def to_dict(self) -> dict[str, Any]:
@@ -149,11 +137,11 @@ class Recipe:
     @classmethod
     def load(cls, path: str | Path) -> Recipe:
         p = Path(path)
-        return cls.loads(safeyaml.read_text(p, RecipeError, "recipe file"), source=str(p))
+        return cls.loads(yaml_reader.read_text(p, RecipeError, "recipe file"), source=str(p))
 
     @classmethod
     def loads(cls, text: str, *, source: str = "<recipe>") -> Recipe:
-        return cls.from_dict(safeyaml.load(text, source, RecipeError), source=source)
+        return cls.from_dict(yaml_reader.load(text, source, RecipeError), source=source)
 
     @classmethod
     def from_dict(cls, data: Any, *, source: str = "<recipe>") -> Recipe:
@@ -181,7 +169,9 @@ class Recipe:
         for key in _REQUIRED:
             if key not in data:
                 raise bad(key, "required")
-        workload = sp._model(sp.WorkloadRef, data["workload"], ["workload"], _error_at(source))
+        workload = sp.validate_section(
+            sp.WorkloadRef, data["workload"], ["workload"], _error_at(source)
+        )
         layout = _check_probe(data, source)
         knobs = _check_knobs(data["knobs"], source)
         env = _check_env(data.get("env") or {}, source)
@@ -212,116 +202,6 @@ class Recipe:
             autotune_version=str(data.get("autotune_version", "?")),
             created_at=str(data.get("created_at", "")),
         )
-
-    # ----- the runtime API -----
-    def apply_env(self, environ: dict[str, str] | None = None) -> dict[str, str]:
-        """Set the recipe's environment knobs (in `os.environ` unless another mapping is given).
-
-        NCCL/RCCL read them when the process group starts and ROCm libraries when they load:
-        call this before `init_process_group` and before the first GPU operation, or export
-        them in the shell (`autotune export --format env`). Returns what was set."""
-        target = os.environ if environ is None else environ
-        for name, value in self.env.items():
-            target[name] = str(value)
-        return dict(self.env)
-
-    def optimizer(self, params: Iterable[Any]) -> torch.optim.AdamW:
-        """AdamW with the recipe's lr, betas, eps and weight decay (fused on a GPU)."""
-        import torch
-
-        from autotune.probe import build_optimizer
-
-        plist = list(params)
-        first = next(
-            (p for p in plist if isinstance(p, torch.Tensor)),
-            next((p for g in plist if isinstance(g, dict) for p in g.get("params", [])), None),
-        )
-        device = first.device if first is not None else torch.device("cpu")
-        return build_optimizer(plist, self.knobs, device)
-
-    def scaler(self, device: str = "cuda") -> torch.amp.GradScaler:
-        """The GradScaler with the recipe's four knobs; disabled (a no-op) unless fp16."""
-        import torch
-
-        from autotune.probe import build_scaler
-
-        return build_scaler(self.knobs, torch.device(device), enabled=self.precision == "fp16")
-
-    def autocast(self, device: str = "cuda") -> AbstractContextManager[Any]:
-        """`torch.autocast` at the recipe's precision; a no-op context for fp32."""
-        import torch
-
-        dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(self.precision)
-        if dtype is None:
-            return nullcontext()
-        return torch.autocast(torch.device(device).type, dtype=dtype)
-
-    def lr_at(self, step: int, total_steps: int) -> float:
-        """The learning rate of optimizer step `step` (0-based) of `total_steps`."""
-        from autotune.probe import lr_at
-
-        k = self.knobs
-        return lr_at(
-            step,
-            peak=float(k["lr"]),
-            warmup=int(k["warmup_steps"]),
-            schedule=str(k["schedule"]),
-            total=total_steps,
-            min_ratio=float(k["min_lr_ratio"]),
-        )
-
-    def scheduler(self, optimizer: Any, total_steps: int) -> torch.optim.lr_scheduler.LambdaLR:
-        """Warm-up and decay as the probe ran them: call `.step()` after each optimizer step."""
-        import torch
-
-        if total_steps < 1:
-            raise ValueError(f"total_steps must be >= 1, got {total_steps}")
-        peak = self.lr
-        return torch.optim.lr_scheduler.LambdaLR(
-            optimizer, lambda step: self.lr_at(min(step, total_steps - 1), total_steps) / peak
-        )
-
-    def clip_and_step(
-        self,
-        optimizer: Any,
-        scaler: Any | None = None,
-        parameters: Iterable[Any] | None = None,
-        *,
-        zero_grad: bool = True,
-    ) -> float:
-        """The end of a training step, in the order that is correct under a GradScaler:
-        unscale the gradients, clip them (the recipe's norm and mode; 0 = no clipping), step
-        (skipped when a gradient is inf/NaN), update the scale, zero the gradients.
-        Returns the total gradient norm before clipping."""
-        from autotune.probe import clip_gradients
-
-        params = list(parameters) if parameters is not None else _params_of(optimizer)
-        if scaler is not None:
-            scaler.unscale_(optimizer)
-        with_grad = [p for p in params if p.grad is not None]
-        norm = 0.0
-        if with_grad:
-            total, _, _ = clip_gradients(
-                with_grad, float(self.knobs["clip_norm"]), self.knobs["clip_mode"] == "per_layer"
-            )
-            norm = float(total)
-        if scaler is not None and scaler.is_enabled():
-            scaler.step(optimizer)  # skipped by the scaler when a gradient is inf/NaN
-            scaler.update()
-        elif math.isfinite(norm):  # without a scaler, skip a step on inf/NaN gradients too
-            optimizer.step()
-        if zero_grad:
-            optimizer.zero_grad(set_to_none=True)
-        return norm
-
-    def batches(self, micro_batches: Iterable[Any]) -> Iterator[list[Any]]:
-        """Group a stream of micro-batches into the recipe's optimizer steps."""
-        group: list[Any] = []
-        for mb in micro_batches:
-            group.append(mb)
-            if len(group) == self.accum_steps:
-                yield group
-                group = []
 
     def describe(self) -> str:
         """A few lines: what the recipe sets and where it came from."""
@@ -360,16 +240,12 @@ def _workload_text(w: dict[str, Any]) -> str:
     return f"{w['name']} ({w.get('size')})"
 
 
-def _params_of(optimizer: Any) -> list[Any]:
-    return [p for group in optimizer.param_groups for p in group["params"]]
-
-
 def _error_at(source: str) -> Callable[[Any, str], RecipeError]:
     """Errors that name the recipe file and the key path, on one line (the space's rules)."""
 
     def err(path: Any, message: str) -> RecipeError:
-        dotted = ".".join(safeyaml.key_text(p) for p in path)
-        return RecipeError(safeyaml.one_line(f"{source}: {dotted}: {message}", None))
+        dotted = ".".join(yaml_reader.key_text(p) for p in path)
+        return RecipeError(yaml_reader.one_line(f"{source}: {dotted}: {message}", None))
 
     return err
 
@@ -390,7 +266,7 @@ def _check_probe(data: dict[str, Any], source: str) -> sp.ProbeSettings:
         return at(path[1:] if path[1:2] and path[1] in _LAYOUT else path, message)
 
     merged = {**probe, **{k: data[k] for k in _LAYOUT if k in data}}
-    settings: sp.ProbeSettings = sp._model(sp.ProbeSettings, merged, ["probe"], err)
+    settings: sp.ProbeSettings = sp.validate_section(sp.ProbeSettings, merged, ["probe"], err)
     return settings
 
 
@@ -409,7 +285,7 @@ def _check_knobs(raw: Any, source: str) -> dict[str, Any]:
             )
         if isinstance(value, dict | list):
             raise err(["knobs", name], "a recipe holds one value per knob, not a domain")
-        out[name] = sp._check_value(sp.KNOBS[name], value, ["knobs", name], err)
+        out[name] = sp.check_value(sp.KNOBS[name], value, ["knobs", name], err)
     missing = [n for n, info in sp.KNOBS.items() if n not in out and info.default is None]
     if missing:
         raise RecipeError(f"{source}: knobs: missing {', '.join(missing)} (no default to assume)")
@@ -428,7 +304,7 @@ def _check_env(raw: Any, source: str) -> dict[str, str]:
         name = str(name)
         if isinstance(value, dict | list) or value is None:
             raise err(["env", name], f"must be one value, got {value!r}")
-        out[name] = str(sp._env_value(name, value, ["env", name], err))
+        out[name] = str(sp.env_value(name, value, ["env", name], err))
     return out
 
 
@@ -446,7 +322,7 @@ class _Dumper(yaml.SafeDumper):
 
 _HEADER = """\
 # autotune recipe {name!r} (format {version}).
-# Written by `autotune export`; read by `autotune verify`, `autotune study --warm-start` and
+# Written by `autotune.study.export`; read by `autotune verify`, `autotune study --warm-start` and
 # `autotune.Recipe.load` in your own training code. Edit values with care: `autotune verify`
 # re-measures whatever the file says.
 """

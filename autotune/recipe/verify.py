@@ -15,151 +15,41 @@ fingerprint differs from the recipe's.
 
 from __future__ import annotations
 
-import math
-import statistics
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from autotune import space as sp
+from autotune.knobs import HARDWARE_METRICS
 from autotune.probe import ProbeConfig
-from autotune.recipe import Recipe
-
-# Two-sided 95% quantiles of Student's t, by degrees of freedom (standard table values).
-_T975 = {
-    1: 12.706,
-    2: 4.303,
-    3: 3.182,
-    4: 2.776,
-    5: 2.571,
-    6: 2.447,
-    7: 2.365,
-    8: 2.306,
-    9: 2.262,
-    10: 2.228,
-    11: 2.201,
-    12: 2.179,
-    13: 2.160,
-    14: 2.145,
-    15: 2.131,
-    16: 2.120,
-    17: 2.110,
-    18: 2.101,
-    19: 2.093,
-    20: 2.086,
-    25: 2.060,
-    30: 2.042,
-    40: 2.021,
-    60: 2.000,
-    120: 1.980,
-}
-REPORTED = ("loss_cv", "spike_count", "final_loss", "loss_drop", "throughput", "peak_mem_mb")
-
-
-def t975(df: int) -> float:
-    """The 97.5% quantile of Student's t with `df` degrees of freedom (table; conservative
-    between table entries: the value of the next smaller tabulated df)."""
-    if df < 1:
-        raise ValueError("df must be >= 1")
-    if df > 120:
-        return 1.960
-    return _T975[max(k for k in _T975 if k <= df)]
-
-
-# Quantities that cannot be zero or negative: their intervals are taken on the log scale.
-POSITIVE_METRICS = frozenset(
-    {
-        "throughput",
-        "tokens_per_s",
-        "peak_mem_mb",
-        "loss_cv",
-        "final_loss",
-        "initial_loss",
-        "loss_range",
-        "grad_norm_p50",
-        "grad_norm_p99",
-        "grad_norm_max",
-    }
+from autotune.recipe.file import Recipe
+from autotune.recipe.seeds import (
+    POSITIVE_METRICS,
+    REPORTED,
+    format_interval,
+    interval,
+    seeds_for,
+    summarize_seeds,
+    t975,
 )
 
-
-def interval(values: Sequence[float | None], scale: str = "linear") -> dict[str, Any]:
-    """Mean, sample standard deviation and 95% interval of the mean of finite `values`.
-
-    scale "log" (positive quantities, when every value is > 0): the geometric mean and the
-    interval of the mean of the logs, mapped back: never below zero."""
-    xs = [float(v) for v in values if v is not None and math.isfinite(float(v))]
-    n = len(xs)
-    if n == 0:
-        return {"mean": None, "std": None, "low": None, "high": None, "n": 0}
-    if scale == "log" and all(x > 0 for x in xs):
-        logs = interval([math.log(x) for x in xs])
-        out = {
-            k: (math.exp(v) if v is not None and k in ("mean", "low", "high") else v)
-            for k, v in logs.items()
-        }
-        out["std"] = statistics.stdev(xs) if n > 1 else None
-        out["scale"] = "log"
-        return out
-    mean = statistics.fmean(xs)
-    if n == 1:
-        return {"mean": mean, "std": None, "low": None, "high": None, "n": 1}
-    std = statistics.stdev(xs)
-    half = t975(n - 1) * std / math.sqrt(n)
-    return {"mean": mean, "std": std, "low": mean - half, "high": mean + half, "n": n}
-
-
-def seeds_for(base_seed: int, n: int) -> list[int]:
-    """The `n` other seeds a configuration is verified with."""
-    return [base_seed + 1 + i for i in range(n)]
-
-
-def summarize_seeds(
-    runs: Sequence[Mapping[str, Any]], metrics: Sequence[str] = REPORTED
-) -> dict[str, Any]:
-    """Combine per-seed trial outcomes (`launcher.run_trial_process` results with a `seed`)."""
-    ok = [r for r in runs if r.get("outcome") == "complete"]
-    diverged = [r for r in runs if r.get("outcome") == "diverged"]
-    failed = [r for r in runs if r.get("outcome") not in ("complete", "diverged")]
-    names = list(dict.fromkeys([*metrics]))
-    out_metrics = {
-        m: interval(
-            [((r.get("summary") or {}).get("metrics") or {}).get(m) for r in ok],
-            scale="log" if m in POSITIVE_METRICS else "linear",
-        )
-        for m in names
-    }
-    n = len(runs)
-    return {
-        "n": n,
-        "seeds": [r.get("seed") for r in runs],
-        "diverged_share": (len(diverged) / n) if n else None,
-        "failed": len(failed),
-        "metrics": out_metrics,
-        "runs": [
-            {
-                "seed": r.get("seed"),
-                "outcome": r.get("outcome"),
-                "cause": r.get("cause"),
-                "error": r.get("error"),
-                "steps_run": (r.get("summary") or {}).get("steps_run"),
-                "metrics": {
-                    m: ((r.get("summary") or {}).get("metrics") or {}).get(m) for m in names
-                },
-            }
-            for r in runs
-        ],
-    }
-
-
-def format_interval(iv: Mapping[str, Any] | None) -> str:
-    if not iv or iv.get("mean") is None:
-        return "n/a"
-    if iv.get("low") is None:
-        return f"{iv['mean']:.4g} (1 seed)"
-    return f"{iv['mean']:.4g} [{iv['low']:.4g}, {iv['high']:.4g}]"
-
+__all__ = [
+    "POSITIVE_METRICS",
+    "REPORTED",
+    "baseline_knobs",
+    "compare_promise",
+    "format_interval",
+    "format_report",
+    "interval",
+    "log_report",
+    "probe_config",
+    "run_local",
+    "seeds_for",
+    "summarize_seeds",
+    "t975",
+    "verify_recipe",
+]
 
 # ---------------------------------------------------------------------------------------------
 # A recipe on this machine
@@ -267,7 +157,7 @@ def compare_promise(
                     else got["mean"] > p_mean
                 )
                 verdict = "better than promised" if better else "WORSE than promised"
-            if metric in _hardware_metrics() and not same_hardware:
+            if metric in HARDWARE_METRICS and not same_hardware:
                 verdict += " (other hardware: not comparable)"
         rows.append(
             {
@@ -281,18 +171,12 @@ def compare_promise(
     return rows
 
 
-def _hardware_metrics() -> frozenset[str]:
-    from autotune.study.pick import HARDWARE_METRICS
-
-    return HARDWARE_METRICS
-
-
 def check_workload(recipe: Recipe, source: str) -> None:
     """Resolve the recipe's workload here, before any probe runs: a workload that cannot be
     found or built fails once, naming it and the recipe file, not once per seed. Resolving
     imports the workload's module: a recipe's workload is code that runs."""
     from autotune.errors import WorkloadError
-    from autotune.workload import resolve
+    from autotune.probe.workload import resolve
 
     script = recipe.workload.get("script")
     if script:

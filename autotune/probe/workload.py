@@ -88,7 +88,7 @@ SIZES: dict[str, tuple[str, ...]] = {
 _ATTRIBUTES = ("name", "size", "default_lr", "unstable_lr")
 _METHODS = ("build_model", "batches", "eval_batches", "loss", "samples", "tokens")
 _BUILTIN_PACKAGE = "autotune.workloads"
-_SOURCE_WORKLOADS = Path(__file__).resolve().parent.parent / "workloads"
+_SOURCE_WORKLOADS = Path(__file__).resolve().parent.parent.parent / "workloads"
 
 
 def resolve(ref: str, size: str = "tiny") -> Workload:
@@ -271,7 +271,7 @@ def _check(ref: str, workload: object) -> None:
     if missing:
         raise WorkloadError(
             f"workload {ref!r}: the factory's result (type {type(workload).__name__}) lacks "
-            f"{', '.join(missing)} (see autotune.workload.Workload)"
+            f"{', '.join(missing)} (see autotune.probe.workload.Workload)"
         )
     for name in ("default_lr", "unstable_lr"):
         value = getattr(workload, name)

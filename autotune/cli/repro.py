@@ -1,6 +1,6 @@
 """The reproducibility commands: `autotune audit`, `autotune compare`, `autotune repro`.
 
-`register(app, user_errors)` adds them to the main Typer app. torch, mlflow and matplotlib are
+torch, mlflow and matplotlib are
 imported inside the commands, so `autotune --help` stays instant. Exit status: 0 when the
 check passes, 1 when it finds a difference (`compare`, `audit --compare`, `repro`), 2 on a
 user error.
@@ -9,11 +9,12 @@ user error.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
+
+from autotune.cli.app import app, user_errors
 
 TrackingOpt = Annotated[
     str | None,
@@ -24,6 +25,8 @@ TrackingOpt = Annotated[
 ]
 
 
+@app.command("audit")
+@user_errors
 def audit(
     device: Annotated[
         str, typer.Option(help="auto (a GPU if torch sees one), cuda, cuda:N or cpu.")
@@ -73,6 +76,8 @@ def audit(
         )
 
 
+@app.command("compare")
+@user_errors
 def compare(
     run_a: Annotated[str, typer.Argument(metavar="RUN_A", help="MLflow run id.")],
     run_b: Annotated[str, typer.Argument(metavar="RUN_B", help="MLflow run id.")],
@@ -109,6 +114,8 @@ def compare(
         raise typer.Exit(1)
 
 
+@app.command("repro")
+@user_errors
 def repro(
     space: Annotated[
         str,
@@ -155,10 +162,3 @@ def repro(
         typer.echo(rp.format_repro(result))
     if result["reproducible"] is False:
         raise typer.Exit(1)
-
-
-def register(app: typer.Typer, user_errors: Callable[[Any], Any]) -> None:
-    """Add `audit`, `compare` and `repro` to `app`, each wrapped by `user_errors`."""
-    app.command("audit")(user_errors(audit))
-    app.command("compare")(user_errors(compare))
-    app.command("repro")(user_errors(repro))

@@ -30,32 +30,7 @@ def recipe_from_study(ref: str, how: str = "balanced", storage: str | None = Non
     summary = (outcome or {}).get("summary") or {}
     mlflow_meta = dict(study.user_attrs.get("autotune.mlflow") or {})
     run_ids = _trial_run_ids(mlflow_meta)
-    achieved = {}
-    for i, o in enumerate(objectives):
-        ver = None
-        if chosen.verified:
-            iv = (chosen.verified.get("metrics") or {}).get(o["metric"]) or {}
-            ver = {
-                "mean": iv.get("mean"),
-                "low": iv.get("low"),
-                "high": iv.get("high"),
-                "n": iv.get("n"),
-                "seeds": chosen.verified.get("seeds"),
-                "diverged_share": chosen.verified.get("diverged_share"),
-            }
-        achieved[o["metric"]] = {
-            "direction": o["direction"],
-            "value": chosen.values[i],
-            "verified": ver,
-        }
-    probe = space.probe.model_dump()
-    for key in ("micro_batch", "batch", "precision", "world_size"):
-        probe.pop(key, None)
-    if chosen.steps:  # measured (and verified) at the length the study decided at
-        probe["steps"] = chosen.steps
-    if probe.get("threads") is None and fp and fp.get("platform") == "cpu":
-        # On a CPU the threads are part of the measurement: verify with the same number.
-        probe["threads"] = (fp.get("env") or {}).get("torch_threads")
+    probe = _probe_settings(space, fp, chosen.steps)
     knobs = {**space.fixed_knobs(), **chosen.knobs}
     if knobs.get("lr") is None:
         raise RecipeError(f"study {space.name} trial {chosen.number}: no resolved learning rate")
@@ -69,7 +44,7 @@ def recipe_from_study(ref: str, how: str = "balanced", storage: str | None = Non
         env=dict(chosen.env),
         world_size=space.probe.world_size,
         probe=probe,
-        achieved=achieved,
+        achieved=_achieved(chosen, objectives),
         fingerprint=fp,
         source={
             "study": space.name,
@@ -90,6 +65,43 @@ def recipe_from_study(ref: str, how: str = "balanced", storage: str | None = Non
         autotune_version=__version__,
         created_at=now_iso(),
     )
+
+
+def _achieved(chosen: Any, objectives: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per objective: its direction, the trial's own value and, when verified, the interval."""
+    achieved = {}
+    for i, o in enumerate(objectives):
+        ver = None
+        if chosen.verified:
+            iv = (chosen.verified.get("metrics") or {}).get(o["metric"]) or {}
+            ver = {
+                "mean": iv.get("mean"),
+                "low": iv.get("low"),
+                "high": iv.get("high"),
+                "n": iv.get("n"),
+                "seeds": chosen.verified.get("seeds"),
+                "diverged_share": chosen.verified.get("diverged_share"),
+            }
+        achieved[o["metric"]] = {
+            "direction": o["direction"],
+            "value": chosen.values[i],
+            "verified": ver,
+        }
+    return achieved
+
+
+def _probe_settings(space: Any, fp: dict[str, Any] | None, steps: int | None) -> dict[str, Any]:
+    """How the probe measured (the layout keys stand at the recipe's top level), at `steps`:
+    the length the study decided at, where its rungs went beyond the screen."""
+    probe = space.probe.model_dump()
+    for key in ("micro_batch", "batch", "precision", "world_size"):
+        probe.pop(key, None)
+    if steps:  # measured (and verified) at the length the study decided at
+        probe["steps"] = steps
+    if probe.get("threads") is None and fp and fp.get("platform") == "cpu":
+        # On a CPU the threads are part of the measurement: verify with the same number.
+        probe["threads"] = (fp.get("env") or {}).get("torch_threads")
+    return probe
 
 
 def _trial_run_ids(meta: dict[str, Any]) -> dict[int, str]:
@@ -114,9 +126,9 @@ def _redact(url: Any) -> Any:
 
 def write(recipe: Recipe, fmt: str, out: str | None) -> str:
     """Render `recipe` as `fmt`; write it to `out` atomically (or return it for stdout)."""
-    from autotune import formats
+    from autotune.recipe import exporters
 
-    text = formats.render(recipe, fmt)
+    text = exporters.render(recipe, fmt)
     if out is not None and out != "-":
         path = Path(out)
         if path.parent and not path.parent.exists():

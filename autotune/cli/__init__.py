@@ -1,0 +1,33 @@
+"""The `autotune` command line. Each command parses its options and calls one function.
+
+Nothing heavy (torch, ray, mlflow, optuna) is imported at module import: `autotune --help` is
+instant. User errors (`AutotuneError`) print one line and exit with status 2.
+
+The commands live by group in probe.py (check, probe, fingerprint), study.py (study, show,
+studies, ui), repro.py (audit, compare, repro) and recipe.py (export, verify); each module
+registers its commands on the app (cli/app.py) when imported, in that order (the order of
+`autotune --help`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import typer
+
+from autotune.cli.app import app, user_errors
+from autotune.errors import AutotuneError
+
+for _group in ("probe", "study", "repro", "recipe"):
+    importlib.import_module(f"autotune.cli.{_group}")
+
+__all__ = ["app", "main", "user_errors"]
+
+
+def main() -> None:
+    try:
+        app()
+    except AutotuneError as e:  # raised outside a command (should not happen)
+        typer.echo(f"autotune: error: {e}", err=True)
+        sys.exit(e.exit_code)

@@ -1,0 +1,51 @@
+"""The Typer app every command module registers on, the user-error wrapper and shared options."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+from autotune.errors import AutotuneError
+
+app = typer.Typer(
+    name="autotune",
+    help="Search training-stability and speed knobs with short probes: Optuna decides, Ray runs, "
+    "the probe measures, MLflow remembers.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+SpaceOpt = Annotated[
+    str,
+    typer.Option(
+        "--space", "-s", help="A space file, or the name of a built-in space (gradclip, amp, full)."
+    ),
+]
+SetOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--set",
+        help="Override any key of the space file: key.path=value "
+        "(repeatable), e.g. --set knobs.lr=0.01 --set budget.trials=8.",
+    ),
+]
+
+
+def user_errors(fn: F) -> F:
+    """Print an AutotuneError as one line on stderr and exit 2; tracebacks are for bugs."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except AutotuneError as e:
+            typer.echo(f"autotune: error: {e}", err=True)
+            raise typer.Exit(e.exit_code) from None
+
+    return wrapper  # type: ignore[return-value]

@@ -1,0 +1,266 @@
+"""`autotune check`, `autotune probe` and `autotune fingerprint`: a space file, one probe of it,
+and this machine's fingerprint."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from typing import Annotated, Any
+
+import typer
+
+from autotune.cli.app import SetOpt, SpaceOpt, app, user_errors
+from autotune.errors import AutotuneError
+
+
+@app.command()
+@user_errors
+def check(
+    space: Annotated[str, typer.Argument(help="A space file or built-in space name.")],
+    set_: SetOpt = None,
+) -> None:
+    """Validate a space file and print the resolved knobs."""
+    from autotune import space as sp
+    from autotune.study import check_workload
+
+    s = sp.load(space, set_ or [])
+    check_workload(s)
+    typer.echo(describe_space(s))
+
+
+def describe_space(s: Any) -> str:
+    """The resolved space: probe, objectives, constraints, searched and fixed knobs."""
+    from autotune import space as sp
+
+    lines = [f"space {s.name}  ({s.source})"]
+    if s.description:
+        lines.append(f"  {s.description.strip()}")
+    p = s.probe
+    lines.append(f"workload   {s.workload.name} (size {s.workload.size})")
+    lines.append(
+        f"probe      {p.steps} steps, micro-batch {p.micro_batch}, {p.precision}, "
+        f"seed {p.seed}, device {p.device}"
+        + (", deterministic" if p.deterministic else "")
+        + (f", DDP world size {p.world_size}" if p.world_size > 1 else "")
+        + (", measures scaling" if p.measure_scaling else "")
+        + (", retries OOM" if p.oom_retry else "")
+    )
+    lines.append("objectives " + ", ".join(f"{o.direction} {o.metric}" for o in s.objectives))
+    lines.append(
+        "constraints not diverged"
+        + "".join(f", {c.metric} {c.op} {c.value:g}" for c in s.constraints)
+    )
+    if s.verify.top_k:
+        lines.append(f"verify     best {s.verify.top_k} with {s.verify.seeds} other seeds each")
+    lines.append(
+        f"budget     {s.budget.trials} trials, sampler {s.sampler.name} "
+        f"(seed {s.sampler.seed}), trial timeout {s.budget.trial_timeout_s:g} s"
+    )
+    searched = s.searched()
+    lines.append("searched:" if searched else "searched:  (nothing: every knob is fixed)")
+    for name, dom in searched.items():
+        lines.append(f"  {name:<24} {_domain_text(dom)}   default {s.default_value(name)!r}")
+    lines.append("fixed:")
+    for name, value in s.fixed_knobs().items():
+        if name in searched:
+            continue
+        shown = "(workload's default)" if value is None else repr(value)
+        mark = "" if name in s.knobs else "  [PyTorch default]"
+        if name in sp.DDP_KNOBS and name not in s.knobs:
+            continue
+        lines.append(f"  {name:<24} {shown}{mark}")
+    for name, value in s.env.items():
+        if name not in searched:
+            lines.append(f"  {name:<24} {value!r}  [env]")
+    return "\n".join(lines)
+
+
+def _domain_text(d: Any) -> str:
+    if d.is_choice:
+        return "choices " + ", ".join(repr(c) for c in d.choices)
+    text = f"[{d.low:g}, {d.high:g}]"
+    if d.log:
+        text += " log"
+    if d.step is not None:
+        text += f" step {d.step:g}"
+    return text
+
+
+ProbeChoice = Annotated[
+    str,
+    typer.Option(
+        "--config",
+        help="baseline: every searched knob at PyTorch's default, as the study's trial 0 runs it; "
+        "midpoint: each searched knob at the default `autotune check` shows (the domain's "
+        "`default:`, else PyTorch's when inside the domain, else the domain's midpoint). "
+        "--set knobs.NAME=VALUE fixes a knob in either.",
+    ),
+]
+PROBE_CONFIGS = {
+    "baseline": "PyTorch's defaults for the searched knobs, as trial 0",
+    "midpoint": "each searched knob at its domain's default",
+}
+
+
+@app.command()
+@user_errors
+def probe(
+    space: SpaceOpt,
+    set_: SetOpt = None,
+    config: ProbeChoice = "baseline",
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+    series: Annotated[bool, typer.Option(help="With --json: include the step series.")] = False,
+) -> None:
+    """Run one probe of the space, by default its baseline (a study's trial 0), with a trial's
+    CPU threads."""
+    from autotune import space as sp
+    from autotune.process.entry import run as run_probe
+    from autotune.study import check_workload
+
+    if config not in PROBE_CONFIGS:
+        raise AutotuneError(f"--config {config}: choose one of {', '.join(PROBE_CONFIGS)}")
+    s = sp.load(space, set_ or [])
+    cfg = probe_config(s, config)
+    check_workload(s)
+    threads = f"{cfg.threads} CPU thread(s)" if cfg.threads else "torch's CPU threads"
+    if not as_json:
+        typer.echo(
+            f"probe {s.name}: {cfg.workload} ({cfg.size}), {cfg.steps} steps, {cfg.precision}, "
+            f"{config} config ({PROBE_CONFIGS[config]}), {threads} as a trial ...",
+            err=True,
+        )
+    result = _run_probe_cli(run_probe, cfg, progress=not as_json and sys.stderr.isatty())
+    result["config"] = config
+    if as_json:
+        if not series:
+            result = {k: v for k, v in result.items() if k != "series"}
+        typer.echo(json.dumps(result, indent=2, default=str))
+    else:
+        typer.echo(format_probe(result))
+
+
+def probe_config(s: Any, config: str) -> Any:
+    """The ProbeConfig that `autotune probe` runs: the study's own trial setup and thread plan."""
+    import dataclasses
+    import os
+
+    from autotune.probe import ProbeConfig
+    from autotune.study import plan_resources, trial_setup
+
+    if config == "baseline":
+        knobs, env = trial_setup(s, {}, baseline=True)
+    else:
+        knobs, env = s.fixed_knobs(), s.fixed_env()
+    gpus = 0
+    if s.probe.device != "cpu":
+        import torch
+
+        gpus = torch.cuda.device_count()
+    _, _, threads = plan_resources(s, {"CPU": float(os.cpu_count() or 1), "GPU": float(gpus)})
+    cfg = ProbeConfig.from_space(s, knobs=knobs, env=env)
+    return dataclasses.replace(cfg, threads=threads)
+
+
+def _run_probe_cli(
+    run_probe: Callable[..., dict[str, Any]], cfg: Any, progress: bool
+) -> dict[str, Any]:
+    import torch
+
+    from autotune.errors import WorkloadError
+
+    def report(msg: dict[str, Any]) -> None:
+        if progress and msg.get("event") == "telemetry":
+            done = msg["first_step"] + len(msg["loss"])
+            last = msg["loss"][-1]
+            sys.stderr.write(f"\r  step {done}/{cfg.steps}  loss {last:.4g}   ")
+            sys.stderr.flush()
+
+    before = torch.get_num_threads()
+    try:
+        result = run_probe(cfg, report)
+        result["threads"] = torch.get_num_threads()  # what the probe ran with
+    except AutotuneError:
+        raise
+    except Exception as e:
+        raise WorkloadError(
+            f"the probe of workload '{cfg.workload}' raised {type(e).__name__}: {e}"
+        ) from e
+    finally:
+        torch.set_num_threads(before)  # the probe's count belongs to the probe
+        if progress:
+            sys.stderr.write("\n")
+    return result
+
+
+def format_probe(r: dict[str, Any]) -> str:
+    """A readable probe summary."""
+    m = r.get("metrics", {})
+    status = r["status"]
+    if status == "diverged":
+        status += f" ({r['divergence_cause']} at step {r['diverged_at_step']})"
+    lines = [
+        f"status        {status}",
+        f"workload      {r['workload']} ({r['size']}) on {r['device']}, {r['precision']}, "
+        f"effective batch {r['effective_batch']} ({r['micro_batch']} x {r['accum_steps']}"
+        + (f" x {r['world_size']} ranks" if (r.get("world_size") or 1) > 1 else "")
+        + ")",
+        f"steps         {r['steps_run']}/{r['steps_planned']} in {r['wall_s']:.1f} s",
+    ]
+    order = [
+        "initial_loss",
+        "final_loss",
+        "loss_drop",
+        "loss_cv",
+        "loss_range",
+        "spike_count",
+        "grad_norm_p50",
+        "grad_norm_p99",
+        "grad_norm_max",
+        "clip_fraction",
+        "skipped_steps",
+        "final_scale",
+        "throughput",
+        "tokens_per_s",
+        "peak_mem_mb",
+    ]
+    for key in order:
+        if key in m:
+            v = m[key]
+            lines.append(f"{key:<13} {'n/a' if v is None else format(v, '.4g')}")
+    if r.get("anomaly"):
+        a = r["anomaly"]
+        lines.append(f"anomaly at step {a['step']}: largest layer gradient norms")
+        for layer in a["layers"][:5]:
+            lines.append(f"  {layer['name']:<40} {layer['grad_norm']}")
+    if r.get("config"):
+        lines.append(f"config        {r['config']}, {r['threads']} CPU thread(s)")
+    knobs = r["knobs"]
+    lines.append(
+        "knobs         "
+        + ", ".join(
+            f"{k}={knobs[k]:g}" if isinstance(knobs[k], float) else f"{k}={knobs[k]}"
+            for k in (
+                "lr",
+                "clip_norm",
+                "clip_mode",
+                "warmup_steps",
+                "schedule",
+                "adam_eps",
+                "accum_steps",
+            )
+        )
+    )
+    return "\n".join(lines)
+
+
+@app.command()
+@user_errors
+def fingerprint(
+    as_json: Annotated[bool, typer.Option("--json", help="Print the fingerprint as JSON.")] = False,
+) -> None:
+    """Print this machine's hardware and software fingerprint and its hash."""
+    from autotune import fingerprint as fpm
+
+    fp = fpm.collect()
+    typer.echo(json.dumps(fp, indent=2, default=str) if as_json else fpm.format_text(fp))

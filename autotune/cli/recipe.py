@@ -1,0 +1,112 @@
+"""`autotune export` and `autotune verify`: a study's chosen configuration as a recipe (or
+another format), and a recipe re-measured over seeds on this machine."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+
+from autotune.cli.app import app, user_errors
+from autotune.errors import AutotuneError
+
+PickOpt = Annotated[
+    str,
+    typer.Option(
+        "--pick",
+        help="balanced (the knee of the Pareto front), fastest, stablest, or 'trial N'.",
+    ),
+]
+
+
+@app.command()
+@user_errors
+def export(
+    study_ref: Annotated[
+        str,
+        typer.Argument(metavar="STUDY", help="Study name (under ./autotune-studies) or folder."),
+    ],
+    pick: PickOpt = "balanced",
+    output: Annotated[
+        str | None,
+        typer.Option("--output", "-o", help="Write here (atomically) instead of to stdout."),
+    ] = None,
+    fmt: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            "-f",
+            help="yaml (the recipe file), env (shell exports), python (a standalone snippet), "
+            "hf (TrainingArguments JSON) or lightning (Trainer kwargs JSON).",
+        ),
+    ] = "yaml",
+    storage: Annotated[
+        str | None,
+        typer.Option(help="Optuna storage URL, when the study is not in a local folder."),
+    ] = None,
+) -> None:
+    """Export a study's chosen configuration as a recipe (or another format)."""
+    from autotune.recipe import exporters as formats
+    from autotune.study import export as ex
+
+    if fmt not in formats.FORMATS:
+        raise AutotuneError(f"--format {fmt}: choose one of {', '.join(formats.FORMATS)}")
+    recipe = ex.recipe_from_study(study_ref, pick, storage)
+    text = ex.write(recipe, fmt, output)
+    if output and output != "-":
+        typer.echo(f"wrote {output} ({fmt}): {recipe.describe()}", err=True)
+    else:
+        typer.echo(text, nl=not text.endswith("\n"))
+
+
+@app.command()
+@user_errors
+def verify(
+    recipe_path: Annotated[str, typer.Argument(metavar="RECIPE", help="A recipe file.")],
+    seeds: Annotated[int, typer.Option(min=1, max=100, help="Seeds to run it with.")] = 3,
+    baseline: Annotated[
+        bool,
+        typer.Option(help="Also run PyTorch's defaults for the searched knobs at those seeds."),
+    ] = True,
+    tracking_uri: Annotated[
+        str | None,
+        typer.Option(
+            help="MLflow tracking URI for the verification run. Default: $MLFLOW_TRACKING_URI, "
+            "else the recipe's own store when it is reachable from here, else "
+            "sqlite:///mlflow.db in this folder."
+        ),
+    ] = None,
+    timeout: Annotated[float, typer.Option(help="Seconds allowed per probe.")] = 600.0,
+    steps: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Run the recipe and the baseline this many steps instead of the probe's "
+            "(e.g. 5x: a short probe's ranking does not always hold for a longer run). The "
+            "promise is then not compared.",
+        ),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Re-run a recipe with other seeds on this machine and check what it promised.
+
+    Exit status 1 when every seed of the recipe failed (the causes are printed)."""
+    from autotune.recipe import Recipe
+    from autotune.recipe import verify as vf
+
+    recipe = Recipe.load(recipe_path)
+    report = vf.verify_recipe(
+        recipe, source=recipe_path, seeds=seeds, baseline=baseline, timeout_s=timeout, steps=steps
+    )
+    report["run_id"] = vf.log_report(recipe, report, tracking_uri)
+    if as_json:
+        typer.echo(json.dumps(report, indent=2, default=str))
+    else:
+        typer.echo(vf.format_report(report))
+        typer.echo(f"logged to MLflow: run {report['run_id']}")
+    if vf.all_failed(report):
+        typer.echo(
+            f"autotune: every seed of recipe {recipe.name} failed: nothing was verified", err=True
+        )
+        raise typer.Exit(1)

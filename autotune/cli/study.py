@@ -1,0 +1,187 @@
+"""`autotune study`, `show`, `studies` and `ui`: run a study, print its summary, list the
+studies, open the MLflow UI on a study's store."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from autotune.cli.app import SetOpt, SpaceOpt, app, user_errors
+
+
+@app.command()
+@user_errors
+def study(
+    space: SpaceOpt,
+    set_: SetOpt = None,
+    seed: Annotated[
+        int | None, typer.Option(help="Sampler seed (same as --set sampler.seed=N).")
+    ] = None,
+    storage: Annotated[
+        str | None,
+        typer.Option(
+            help="Optuna storage URL (SQLAlchemy), e.g. postgresql://user:pw@db:5432/autotune. "
+            "Default: sqlite in the study folder."
+        ),
+    ] = None,
+    tracking_uri: Annotated[
+        str | None,
+        typer.Option(
+            help="MLflow tracking URI. Default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db in "
+            "this folder."
+        ),
+    ] = None,
+    address: Annotated[
+        str | None,
+        typer.Option(
+            help="Ray cluster to join (host:6379 or auto). Default: $RAY_ADDRESS, else a local Ray."
+        ),
+    ] = None,
+    study_dir: Annotated[
+        Path | None,
+        typer.Option(help="Folder for the study's files. Default: ./autotune-studies/NAME."),
+    ] = None,
+    resume: Annotated[
+        bool,
+        typer.Option(
+            help="Continue an existing study (running the same command again also continues); "
+            "fail if it does not exist."
+        ),
+    ] = False,
+    quiet: Annotated[bool, typer.Option(help="Print only the final summary.")] = False,
+    warm_start: Annotated[
+        str | None,
+        typer.Option(
+            "--warm-start",
+            metavar="STUDY_OR_RECIPE",
+            help="Try an earlier study's best configs (or a recipe file's) first, right after "
+            "the baseline; the summary says when this study matched the source's best.",
+        ),
+    ] = None,
+) -> None:
+    """Search the space's knobs: Optuna decides, Ray runs the probes, MLflow records."""
+    from autotune import space as sp
+    from autotune import study as st
+
+    overrides = list(set_ or [])
+    if seed is not None:
+        overrides.append(f"sampler.seed={seed}")
+    s = sp.load(space, overrides)
+    warm = st.load_warm_start(warm_start, storage) if warm_start else None
+    result = st.run(
+        st.StudyOptions(
+            space=s,
+            study_dir=study_dir,
+            storage=storage,
+            tracking_uri=tracking_uri,
+            address=address,
+            resume=resume,
+            quiet=quiet,
+            warm_start=warm,
+        )
+    )
+    typer.echo(st.format_summary(result.summary, tracking_uri=result.tracking_uri))
+    if result.interrupted:
+        raise typer.Exit(130)
+
+
+@app.command()
+@user_errors
+def show(
+    study_ref: Annotated[
+        str,
+        typer.Argument(
+            metavar="STUDY", help="Study name (under ./autotune-studies) or study folder."
+        ),
+    ],
+    storage: Annotated[
+        str | None,
+        typer.Option(help="Optuna storage URL, when the study is not in a local folder."),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+) -> None:
+    """Print a study's summary again, from its Optuna storage."""
+    from autotune import study as st
+
+    optuna_study, space, study_dir, meta = st.find_study(study_ref, storage)
+    summary = st.summarize(optuna_study, space, study_dir)
+    if as_json:
+        typer.echo(json.dumps(summary, indent=2, default=str))
+    else:
+        typer.echo(st.format_summary(summary, tracking_uri=meta.get("tracking_uri")))
+
+
+@app.command("studies")
+@user_errors
+def list_studies(
+    storage: Annotated[
+        str | None,
+        typer.Option(help="Also list the studies in this Optuna storage URL."),
+    ] = None,
+    study_dir: Annotated[
+        Path | None,
+        typer.Option(
+            help="A folder of study folders (default ./autotune-studies), or one study's folder."
+        ),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the list as JSON.")] = False,
+) -> None:
+    """List the studies found here (and in --storage): trials, pick, last change, storage."""
+    from autotune.study import listing as sl
+
+    rows = [sl.describe(f) for f in sl.find_all(study_dir, storage)]
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2, default=str))
+    elif rows:
+        typer.echo(sl.format_table(rows))
+    else:
+        from autotune.tracking import redact
+
+        where = f"{study_dir or './autotune-studies'}"
+        where += f" or in {redact(storage)}" if storage else ""
+        typer.echo(f"no studies under {where}")
+
+
+@app.command()
+@user_errors
+def ui(
+    study_ref: Annotated[
+        str | None,
+        typer.Argument(metavar="[STUDY]", help="Open this study's tracking store and experiment."),
+    ] = None,
+    tracking_uri: Annotated[
+        str | None,
+        typer.Option(help="MLflow tracking URI (default: the study's, else as `autotune study`)."),
+    ] = None,
+    host: Annotated[
+        str, typer.Option(help="Interface to bind (loopback by default; others need --expose).")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port.")] = 5000,
+    expose: Annotated[
+        bool,
+        typer.Option(help="Allow a --host beyond loopback (the UI has no authentication)."),
+    ] = False,
+) -> None:
+    """Start the MLflow UI on the study's tracking store and print its URL."""
+    from autotune import tracking
+    from autotune.tracking.ui import check_host, serve
+
+    bind_host, poll_host = check_host(host, port, expose=expose)  # before any store is read
+    uri = tracking_uri
+    experiment_id = None
+    if study_ref is not None:
+        from autotune import study as st
+
+        _, _, _, meta = st.find_study(study_ref)
+        uri = uri or meta.get("tracking_uri")
+        experiment_id = meta.get("experiment_id")
+    serve(
+        tracking.resolve_uri(uri),
+        host=bind_host,
+        port=port,
+        poll_host=poll_host,
+        experiment_id=experiment_id,
+    )

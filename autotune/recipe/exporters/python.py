@@ -1,0 +1,198 @@
+"""The python export: a standalone snippet (torch, math and os only; no autotune) with the
+recipe's values as constants and the functions that apply them the way the probe measured them:
+AdamW, the GradScaler, the warm-up/decay schedule, autocast, clipping and the end of a step."""
+
+from __future__ import annotations
+
+from autotune import __version__
+from autotune import space as sp
+from autotune.recipe.exporters.common import amp_device, one_line, origin, py, tuned_on
+from autotune.recipe.file import Recipe
+
+_KNOB_COMMENTS = {
+    "lr": "AdamW peak learning rate",
+    "clip_norm": "gradient-norm clipping threshold (unscaled); 0: no clipping",
+    "clip_mode": "global: one norm over all parameters; per_layer: each tensor on its own",
+    "warmup_steps": "linear warm-up, in optimizer steps",
+    "schedule": "after warm-up: constant, linear or cosine",
+    "min_lr_ratio": "final lr / peak lr of the linear or cosine decay",
+    "init_scale": "GradScaler (fp16 only)",
+    "accum_steps": "micro-batches per optimizer step (divide each loss by it)",
+    "bucket_cap_mb": "DistributedDataParallel (see wrap_ddp)",
+}
+
+
+def render_python(r: Recipe) -> str:
+    k = r.knobs
+    amp = {"fp32": "None", "fp16": "torch.float16", "bf16": "torch.bfloat16"}[r.precision]
+    head = [
+        f"# autotune recipe {one_line(repr(r.name))}, as a standalone PyTorch snippet.",
+        f"# From {origin(r)}.",
+        f"# Tuned on {tuned_on(r)}.",
+        f"# Written by autotune {one_line(__version__)} from a recipe of autotune "
+        f"{one_line(r.autotune_version)}. It needs torch only;",
+        "# the functions below apply these values the way autotune's probe measured them.",
+        "#",
+        "# Usage (call apply_env() first, before torch touches a GPU or starts a process group):",
+        f'#   opt, scaler = make_optimizer(model.parameters()), make_scaler("{amp_device(r)}")',
+        "#   sched = make_scheduler(opt, total_steps)  # total_steps counts optimizer steps",
+        "#   for i, (x, y) in enumerate(loader):  # micro-batches of MICRO_BATCH samples",
+        f'#       with autocast("{amp_device(r)}"): loss = loss_fn(model(x), y) / ACCUM_STEPS',
+        "#       scaler.scale(loss).backward()",
+        "#       if (i + 1) % ACCUM_STEPS == 0: clip_and_step(opt, scaler, model.parameters()); "
+        "sched.step()",
+        "",
+        "import math",
+        "import os",
+        "",
+        "import torch",
+        "",
+        f"RECIPE = {py(r.name)}",
+        f"PRECISION = {py(r.precision)}  # fp32, fp16 (autocast + GradScaler) or bf16 (autocast)",
+        f"AMP_DTYPE = {amp}  # None: no autocast",
+        f"MICRO_BATCH = {int(r.micro_batch)!r}  # samples per forward/backward",
+        f"WORLD_SIZE = {int(r.world_size)!r}  # data-parallel processes it was tuned with",
+        f"EFFECTIVE_BATCH = {int(r.effective_batch)!r}  # MICRO_BATCH * ACCUM_STEPS * WORLD_SIZE",
+    ]
+    for name in sp.KNOBS:
+        line = f"{name.upper()} = {py(k[name])}"
+        comment = _KNOB_COMMENTS.get(name)
+        head.append(f"{line}  # {comment}" if comment else line)
+    if r.env:
+        head.append("ENV = {")
+        head += [f"    {py(n)}: {py(str(v))}," for n, v in r.env.items()]
+        head.append("}")
+    else:
+        head.append("ENV: dict = {}  # the recipe sets no environment knobs")
+    return "\n".join(head) + "\n" + _PY_BODY
+
+
+_PY_BODY = '''
+
+def apply_env(environ=None):
+    """Put ENV into os.environ (or into `environ`); returns what was set. Call it before torch
+    initialises a GPU or a process group: NCCL/RCCL read these when the group starts."""
+    target = os.environ if environ is None else environ
+    for name, value in ENV.items():
+        target[name] = value
+    return dict(ENV)
+
+
+def make_optimizer(params):
+    """AdamW with the recipe's lr, betas, eps and weight decay (on every parameter), using the
+    fused kernel when the parameters are on a GPU, as the probe did."""
+    params = list(params)
+    first = params[0] if params else None
+    if isinstance(first, dict):  # parameter groups: look at the first group's first tensor
+        group = first.get("params")
+        first = group[0] if isinstance(group, (list, tuple)) and group else group
+    fused = isinstance(first, torch.Tensor) and first.device.type == "cuda"
+    return torch.optim.AdamW(
+        params,
+        lr=LR,
+        betas=(BETA1, BETA2),
+        eps=ADAM_EPS,
+        weight_decay=WEIGHT_DECAY,
+        fused=fused,
+    )
+
+
+def make_scaler(device_type="cuda"):
+    """torch.amp.GradScaler with the recipe's four settings; disabled (a no-op) unless fp16."""
+    return torch.amp.GradScaler(
+        device_type,
+        init_scale=INIT_SCALE,
+        growth_factor=GROWTH_FACTOR,
+        backoff_factor=BACKOFF_FACTOR,
+        growth_interval=GROWTH_INTERVAL,
+        enabled=PRECISION == "fp16",
+    )
+
+
+def lr_factor(step, total_steps):
+    """Learning rate of optimizer step `step` (from 0) of `total_steps`, as a fraction of LR."""
+    if step < WARMUP_STEPS:
+        return (step + 1) / WARMUP_STEPS
+    if SCHEDULE == "constant":
+        return 1.0
+    p = min(1.0, (step - WARMUP_STEPS) / max(1, total_steps - WARMUP_STEPS - 1))
+    if SCHEDULE == "linear":
+        return 1.0 - (1.0 - MIN_LR_RATIO) * p
+    if SCHEDULE == "cosine":
+        return MIN_LR_RATIO + (1.0 - MIN_LR_RATIO) * 0.5 * (1.0 + math.cos(math.pi * p))
+    raise ValueError(f"unknown schedule {SCHEDULE!r}")
+
+
+def make_scheduler(optimizer, total_steps):
+    """LambdaLR following lr_factor; call .step() once after each optimizer step."""
+    if total_steps < 1:
+        raise ValueError(f"total_steps must be >= 1, got {total_steps}")
+    return torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: lr_factor(min(step, total_steps - 1), total_steps)
+    )
+
+
+def autocast(device_type="cuda"):
+    """torch.autocast at the recipe's precision; disabled for fp32."""
+    return torch.autocast(
+        device_type, dtype=AMP_DTYPE or torch.float32, enabled=AMP_DTYPE is not None
+    )
+
+
+def clip_gradients(params):
+    """Clip the (unscaled) gradients of `params` in place by CLIP_NORM and CLIP_MODE; return
+    the total gradient norm before clipping, as a tensor. CLIP_NORM 0: measure only."""
+    params = [p for p in params if p.grad is not None]
+    if not params:
+        return torch.zeros(())
+    if CLIP_MODE == "per_layer":
+        norms = [torch.linalg.vector_norm(p.grad).float() for p in params]
+        if CLIP_NORM > 0:
+            for p, n in zip(params, norms):
+                p.grad.mul_(torch.clamp(CLIP_NORM / (n + 1e-6), max=1.0).to(p.grad.dtype))
+        return torch.linalg.vector_norm(torch.stack(norms))
+    if CLIP_NORM > 0:
+        return torch.nn.utils.clip_grad_norm_(params, CLIP_NORM)
+    norms = [torch.linalg.vector_norm(p.grad).float() for p in params]
+    return torch.linalg.vector_norm(torch.stack(norms))
+
+
+def clip_and_step(optimizer, scaler=None, params=None):
+    """The end of a training step: unscale, clip, step, update the scale, zero the gradients.
+
+    The step goes through an enabled scaler, which skips it when a gradient is inf/NaN; without
+    one, a step whose gradient norm is not finite is skipped here. Returns the total gradient
+    norm before clipping (a float)."""
+    if params is None:
+        params = [p for group in optimizer.param_groups for p in group["params"]]
+    params = list(params)
+    if scaler is not None:
+        scaler.unscale_(optimizer)
+    norm = float(clip_gradients(params))
+    if scaler is not None and scaler.is_enabled():
+        scaler.step(optimizer)
+        scaler.update()
+    elif math.isfinite(norm):
+        optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return norm
+
+
+def wrap_ddp(model, **kwargs):
+    """DistributedDataParallel with the recipe's DDP settings (a process group must be up);
+    `kwargs` (device_ids, ...) are passed on."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    kwargs = {
+        "bucket_cap_mb": BUCKET_CAP_MB,
+        "gradient_as_bucket_view": GRADIENT_AS_BUCKET_VIEW,
+        "static_graph": STATIC_GRAPH,
+        **kwargs,
+    }
+    try:  # newer PyTorch calls broadcast_buffers forward_sync_buffers
+        return DistributedDataParallel(model, forward_sync_buffers=BROADCAST_BUFFERS, **kwargs)
+    except TypeError as e:
+        if "forward_sync_buffers" not in str(e):
+            raise
+    return DistributedDataParallel(model, broadcast_buffers=BROADCAST_BUFFERS, **kwargs)
+'''

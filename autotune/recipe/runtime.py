@@ -1,0 +1,147 @@
+"""The recipe's runtime API: what a user's training loop calls (`apply_env`, `optimizer`,
+`scaler`, `autocast`, `lr_at`, `scheduler`, `clip_and_step`, `batches`).
+
+`Recipe` (recipe/file.py) inherits these methods from `RecipeRuntime`. The optimizer, scaler,
+schedule and clipping are built by the probe's own functions, so the user's loop gets exactly
+what was measured.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterable, Iterator
+from contextlib import AbstractContextManager, nullcontext
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+
+
+class RecipeRuntime:
+    """The training-side methods of a recipe; the fields live on `Recipe`."""
+
+    knobs: dict[str, Any]
+    env: dict[str, str]
+    precision: str
+
+    @property
+    def accum_steps(self) -> int:
+        return int(self.knobs.get("accum_steps", 1))
+
+    @property
+    def lr(self) -> float:
+        return float(self.knobs["lr"])
+
+    def apply_env(self, environ: dict[str, str] | None = None) -> dict[str, str]:
+        """Set the recipe's environment knobs (in `os.environ` unless another mapping is given).
+
+        NCCL/RCCL read them when the process group starts and ROCm libraries when they load:
+        call this before `init_process_group` and before the first GPU operation, or export
+        them in the shell (`autotune export --format env`). Returns what was set."""
+        target = os.environ if environ is None else environ
+        for name, value in self.env.items():
+            target[name] = str(value)
+        return dict(self.env)
+
+    def optimizer(self, params: Iterable[Any]) -> torch.optim.AdamW:
+        """AdamW with the recipe's lr, betas, eps and weight decay (fused on a GPU)."""
+        import torch
+
+        from autotune.probe import build_optimizer
+
+        plist = list(params)
+        first = next(
+            (p for p in plist if isinstance(p, torch.Tensor)),
+            next((p for g in plist if isinstance(g, dict) for p in g.get("params", [])), None),
+        )
+        device = first.device if first is not None else torch.device("cpu")
+        return build_optimizer(plist, self.knobs, device)
+
+    def scaler(self, device: str = "cuda") -> torch.amp.GradScaler:
+        """The GradScaler with the recipe's four knobs; disabled (a no-op) unless fp16."""
+        import torch
+
+        from autotune.probe import build_scaler
+
+        return build_scaler(self.knobs, torch.device(device), enabled=self.precision == "fp16")
+
+    def autocast(self, device: str = "cuda") -> AbstractContextManager[Any]:
+        """`torch.autocast` at the recipe's precision; a no-op context for fp32."""
+        import torch
+
+        dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(self.precision)
+        if dtype is None:
+            return nullcontext()
+        return torch.autocast(torch.device(device).type, dtype=dtype)
+
+    def lr_at(self, step: int, total_steps: int) -> float:
+        """The learning rate of optimizer step `step` (0-based) of `total_steps`."""
+        from autotune.probe import lr_at
+
+        k = self.knobs
+        return lr_at(
+            step,
+            peak=float(k["lr"]),
+            warmup=int(k["warmup_steps"]),
+            schedule=str(k["schedule"]),
+            total=total_steps,
+            min_ratio=float(k["min_lr_ratio"]),
+        )
+
+    def scheduler(self, optimizer: Any, total_steps: int) -> torch.optim.lr_scheduler.LambdaLR:
+        """Warm-up and decay as the probe ran them: call `.step()` after each optimizer step."""
+        import torch
+
+        if total_steps < 1:
+            raise ValueError(f"total_steps must be >= 1, got {total_steps}")
+        peak = self.lr
+        return torch.optim.lr_scheduler.LambdaLR(
+            optimizer, lambda step: self.lr_at(min(step, total_steps - 1), total_steps) / peak
+        )
+
+    def clip_and_step(
+        self,
+        optimizer: Any,
+        scaler: Any | None = None,
+        parameters: Iterable[Any] | None = None,
+        *,
+        zero_grad: bool = True,
+    ) -> float:
+        """The end of a training step, in the order that is correct under a GradScaler:
+        unscale the gradients, clip them (the recipe's norm and mode; 0 = no clipping), step
+        (skipped when a gradient is inf/NaN), update the scale, zero the gradients.
+        Returns the total gradient norm before clipping."""
+        from autotune.probe import clip_gradients
+
+        params = list(parameters) if parameters is not None else _params_of(optimizer)
+        if scaler is not None:
+            scaler.unscale_(optimizer)
+        with_grad = [p for p in params if p.grad is not None]
+        norm = 0.0
+        if with_grad:
+            total, _, _ = clip_gradients(
+                with_grad, float(self.knobs["clip_norm"]), self.knobs["clip_mode"] == "per_layer"
+            )
+            norm = float(total)
+        if scaler is not None and scaler.is_enabled():
+            scaler.step(optimizer)  # skipped by the scaler when a gradient is inf/NaN
+            scaler.update()
+        elif math.isfinite(norm):  # without a scaler, skip a step on inf/NaN gradients too
+            optimizer.step()
+        if zero_grad:
+            optimizer.zero_grad(set_to_none=True)
+        return norm
+
+    def batches(self, micro_batches: Iterable[Any]) -> Iterator[list[Any]]:
+        """Group a stream of micro-batches into the recipe's optimizer steps."""
+        group: list[Any] = []
+        for mb in micro_batches:
+            group.append(mb)
+            if len(group) == self.accum_steps:
+                yield group
+                group = []
+
+
+def _params_of(optimizer: Any) -> list[Any]:
+    return [p for group in optimizer.param_groups for p in group["params"]]

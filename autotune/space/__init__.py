@@ -1,0 +1,94 @@
+"""The search-space file: schema, loading with file/key/line errors, `--set`, conditioning.
+
+Callers import the package (`from autotune import space as sp; sp.load(...)`); the modules are
+schema (the model and `dump`), load (reading and validation), values (one knob's value or
+domain), overrides (`--set`), conditioning (knobs that cannot act on this setup), builtin (the
+shipped spaces) and yaml_reader (the bounded YAML reader, shared with recipe files).
+
+The package imports no torch, ray or mlflow.
+"""
+
+from __future__ import annotations
+
+from autotune.errors import SpaceError
+from autotune.knobs import DDP_KNOBS, ENV_PREFIXES, KNOBS, SCALER_KNOBS, KnobInfo, Scalar
+from autotune.space.builtin import builtin_dir, builtin_names, find
+from autotune.space.conditioning import ENV_SOCKET_KNOBS, Conditioned, condition
+from autotune.space.load import (
+    accum_values,
+    anchor_script,
+    anchor_workload,
+    load,
+    loads,
+    validate_section,
+)
+from autotune.space.schema import (
+    DEFAULT_CONSTRAINTS,
+    DEFAULT_OBJECTIVES,
+    ENV_COMM_PREFIXES,
+    ENV_FP16_ALT_IMPL,
+    ENV_SITE_SETTINGS,
+    LL128_ARCHS,
+    METRICS,
+    TOP_KEYS,
+    Budget,
+    Constraint,
+    DivergenceSettings,
+    Domain,
+    KnobValue,
+    Objective,
+    ProbeSettings,
+    RungSettings,
+    SamplerSettings,
+    Space,
+    VerifySettings,
+    WorkloadRef,
+    dump,
+)
+from autotune.space.values import ErrorAt, check_value, env_value
+
+__all__ = [
+    "DDP_KNOBS",
+    "DEFAULT_CONSTRAINTS",
+    "DEFAULT_OBJECTIVES",
+    "ENV_COMM_PREFIXES",
+    "ENV_FP16_ALT_IMPL",
+    "ENV_PREFIXES",
+    "ENV_SITE_SETTINGS",
+    "ENV_SOCKET_KNOBS",
+    "KNOBS",
+    "LL128_ARCHS",
+    "METRICS",
+    "SCALER_KNOBS",
+    "TOP_KEYS",
+    "Budget",
+    "Conditioned",
+    "Constraint",
+    "DivergenceSettings",
+    "Domain",
+    "ErrorAt",
+    "KnobInfo",
+    "KnobValue",
+    "Objective",
+    "ProbeSettings",
+    "RungSettings",
+    "SamplerSettings",
+    "Scalar",
+    "Space",
+    "SpaceError",
+    "VerifySettings",
+    "WorkloadRef",
+    "accum_values",
+    "anchor_script",
+    "anchor_workload",
+    "builtin_dir",
+    "builtin_names",
+    "check_value",
+    "condition",
+    "dump",
+    "env_value",
+    "find",
+    "load",
+    "loads",
+    "validate_section",
+]

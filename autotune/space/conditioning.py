@@ -1,0 +1,129 @@
+"""Knob conditioning: knobs with no effect on this setup (platform, GPU architecture, world size,
+precision, schedule) are not searched, each dropped with its reason."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from autotune.knobs import DDP_KNOBS, KNOBS, SCALER_KNOBS, Scalar
+from autotune.space.schema import (
+    ENV_COMM_PREFIXES,
+    ENV_FP16_ALT_IMPL,
+    LL128_ARCHS,
+    Domain,
+    Space,
+)
+
+
+def _forces_ll128(choice: Scalar) -> bool:
+    """NCCL_PROTO is a case-insensitive comma list; a leading '^' excludes what it lists."""
+    value = str(choice).upper().replace(" ", "")
+    return not value.startswith("^") and "LL128" in value.split(",")
+
+
+def _forces_only(choice: Scalar, what: str) -> bool:
+    """`choice` (an NCCL_ALGO/NCCL_PROTO value) allows `what` and nothing else."""
+    value = str(choice).upper().replace(" ", "")
+    return not value.startswith("^") and set(value.split(",")) == {what.upper()}
+
+
+#: Socket transport settings: NCCL/RCCL use sockets only between nodes (P2P/SHM within one).
+ENV_SOCKET_KNOBS = ("NCCL_SOCKET_NTHREADS", "NCCL_NSOCKS_PERTHREAD")
+_TREE_SIMPLE = (
+    "RCCL removes Tree+Simple from its candidates on a single gfx942 node; forcing both may "
+    "fail or hang"
+)
+
+
+@dataclass(frozen=True)
+class Conditioned:
+    """The knobs a study searches after conditioning, and the ones dropped with their reason."""
+
+    searched: dict[str, Domain]
+    dropped: dict[str, str]
+
+
+def condition(
+    space: Space, *, platform: str, arch: str | None = None, world_size: int | None = None
+) -> Conditioned:
+    """Drop knobs that cannot act on `platform` (cpu/cuda/rocm), `arch` and `world_size`
+    (default: the space's probe.world_size). A DDP probe runs on one node, with gloo on the CPU
+    (probe.device cpu, or no GPU) and NCCL/RCCL on GPUs."""
+    searched: dict[str, Domain] = {}
+    dropped: dict[str, str] = {}
+    world = space.probe.world_size if world_size is None else world_size
+    gloo = platform == "cpu" or space.probe.device == "cpu"
+    precision = space.probe.precision
+    schedule = space.knobs.get("schedule", KNOBS["schedule"].default)
+    for name, domain in space.searched().items():
+        reason = None
+        if name in SCALER_KNOBS and precision != "fp16":
+            reason = f"GradScaler knobs act only under fp16 (probe.precision is {precision})"
+        elif name in DDP_KNOBS and world == 1:
+            reason = "DDP knobs act only with more than one process (world size is 1)"
+        elif name == "min_lr_ratio" and schedule == "constant":
+            reason = "min_lr_ratio acts only with a linear or cosine schedule (schedule: constant)"
+        elif name.startswith(ENV_COMM_PREFIXES) and (world == 1 or gloo):
+            why = "one process" if world == 1 else "gloo on CPU"
+            reason = f"NCCL/RCCL variables act only on GPU collectives ({why} here)"
+        elif name in ENV_SOCKET_KNOBS:
+            reason = (
+                "socket transport carries traffic only between nodes, and a DDP probe runs "
+                "its processes on one node"
+            )
+        elif name in ENV_FP16_ALT_IMPL and not (
+            platform == "rocm" and arch == "gfx90a" and precision == "fp16"
+        ):
+            reason = "the fp16 alt-impl switches act only on gfx90a (MI200) under fp16"
+        if reason:
+            dropped[name] = reason
+            continue
+        if name == "NCCL_PROTO" and domain.is_choice and (arch not in LL128_ARCHS):
+            kept = tuple(c for c in domain.choices if not _forces_ll128(c))
+            if len(kept) != len(domain.choices):
+                dropped["NCCL_PROTO=LL128"] = (
+                    "LL128 is enabled by RCCL only on gfx90a/gfx942/gfx950; forcing it elsewhere "
+                    "has corrupted data"
+                )
+                if not kept:
+                    dropped[name] = "no protocol left after removing LL128"
+                    continue
+                domain = Domain(
+                    choices=kept, default=domain.default if domain.default in kept else None
+                )
+        searched[name] = domain
+    if platform == "rocm" and arch == "gfx942" and world > 1 and not gloo:
+        _no_tree_simple(space, searched, dropped)
+    return Conditioned(searched=searched, dropped=dropped)
+
+
+def _no_tree_simple(space: Space, searched: dict[str, Domain], dropped: dict[str, str]) -> None:
+    """Keep a study from forcing NCCL_ALGO=Tree together with NCCL_PROTO=Simple. With one of
+    them fixed, the other loses that choice; with both searched, Tree goes (Ring runs every
+    protocol, and on one node a tree is a chain)."""
+    algo, proto = searched.get("NCCL_ALGO"), searched.get("NCCL_PROTO")
+    fixed_algo, fixed_proto = space.env.get("NCCL_ALGO"), space.env.get("NCCL_PROTO")
+    algo_tree = (isinstance(fixed_algo, str) and _forces_only(fixed_algo, "Tree")) or (
+        algo is not None and algo.is_choice and any(_forces_only(c, "Tree") for c in algo.choices)
+    )
+    proto_simple = (isinstance(fixed_proto, str) and _forces_only(fixed_proto, "Simple")) or (
+        proto is not None
+        and proto.is_choice
+        and any(_forces_only(c, "Simple") for c in proto.choices)
+    )
+    if not (algo_tree and proto_simple):
+        return
+    if algo is not None and algo.is_choice:
+        name, domain, what = "NCCL_ALGO", algo, "Tree"
+    elif proto is not None and proto.is_choice:
+        name, domain, what = "NCCL_PROTO", proto, "Simple"
+    else:
+        return  # both fixed: the file's explicit choice
+    kept = tuple(c for c in domain.choices if not _forces_only(c, what))
+    dropped[f"{name}={what}"] = _TREE_SIMPLE
+    if kept:
+        default = domain.default if domain.default in kept else None
+        searched[name] = Domain(choices=kept, default=default)
+    else:
+        del searched[name]
+        dropped[name] = f"no choice left after removing {what} ({_TREE_SIMPLE})"

@@ -1,0 +1,321 @@
+"""Reading a space file: the bounded YAML reader, `--set` overrides, and validation whose errors
+say `file: key.path (line N): message` with a did-you-mean."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from autotune.errors import SpaceError, did_you_mean
+from autotune.knobs import KNOBS
+from autotune.probe.workload import names_file
+from autotune.space import yaml_reader
+from autotune.space.builtin import find
+from autotune.space.overrides import apply_override
+from autotune.space.schema import (
+    DEFAULT_CONSTRAINTS,
+    DEFAULT_OBJECTIVES,
+    TOP_KEYS,
+    Budget,
+    Constraint,
+    Domain,
+    KnobValue,
+    Objective,
+    ProbeSettings,
+    RungSettings,
+    SamplerSettings,
+    Space,
+    VerifySettings,
+    WorkloadRef,
+)
+from autotune.space.values import ErrorAt, env_value, knob_value
+
+
+def load(ref: str | Path, overrides: Sequence[str] = ()) -> Space:
+    """Read, override (`key.path=value`) and validate a space file."""
+    path = find(ref)
+    text = yaml_reader.read_text(path, SpaceError, "space file")
+    space = loads(text, source=str(path), overrides=overrides)
+    from_set = any(o.split("=", 1)[0].strip() in ("workload", "workload.name") for o in overrides)
+    space = anchor_workload(space, Path.cwd() if from_set else path.parent)
+    script_set = any(o.split("=", 1)[0].strip() == "workload.script" for o in overrides)
+    return anchor_script(space, Path.cwd() if script_set else path.parent, str(path))
+
+
+def anchor_script(space: Space, base: Path, source: str) -> Space:
+    """The space with its workload script made absolute against `base` (the space file's
+    folder; the current one for a --set); a script that is not a file fails here, before any
+    trial, naming the path."""
+    script = space.workload.script
+    if script is None:
+        return space
+    absolute = (base / Path(script).expanduser()).resolve()
+    if not absolute.is_file():
+        raise SpaceError(f"{source}: workload.script: {absolute}: no such file")
+    return replace(space, workload=space.workload.model_copy(update={"script": str(absolute)}))
+
+
+def anchor_workload(space: Space, base: Path) -> Space:
+    """The space with a relative workload file (`rel/file.py:attr`) made absolute against `base`:
+    the space file's folder (the current one for a --set), so that a study resumed elsewhere, a
+    verification and a recipe find the same file."""
+    ref = space.workload.name
+    where, _, attr = ref.rpartition(":")
+    if not names_file(ref) or Path(where).expanduser().is_absolute():
+        return space
+    absolute = f"{(base / where).resolve()}:{attr}"
+    return replace(space, workload=space.workload.model_copy(update={"name": absolute}))
+
+
+def loads(text: str, *, source: str = "<string>", overrides: Sequence[str] = ()) -> Space:
+    data, root = yaml_reader.compose(text, source, SpaceError)
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise SpaceError(f"{source}: the top level must be a mapping of keys, got {_tname(data)}")
+    lines = _line_map(root)
+    for item in overrides:
+        apply_override(data, item, source)
+    return _build(data, source, lines, overrides)
+
+
+def _tname(v: Any) -> str:
+    return type(v).__name__ if v is not None else "nothing"
+
+
+def _line_map(root: yaml.Node | None) -> dict[tuple[str | int, ...], int]:
+    """Key path -> 1-based line, for error messages. A node repeated by an alias is walked once."""
+    out: dict[tuple[str | int, ...], int] = {}
+    seen: set[int] = set()
+
+    def walk(node: yaml.Node, path: tuple[str | int, ...]) -> None:
+        out[path] = node.start_mark.line + 1
+        if id(node) in seen:
+            return
+        seen.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            for k, v in node.value:
+                if not isinstance(k, yaml.ScalarNode):
+                    continue
+                sub = (*path, k.value)
+                walk(v, sub)
+                out[sub] = k.start_mark.line + 1
+        elif isinstance(node, yaml.SequenceNode):
+            for i, v in enumerate(node.value):
+                walk(v, (*path, i))
+
+    if root is not None:
+        walk(root, ())
+    return out
+
+
+class _Err:
+    """Builds `file: key.path (line N): message` errors."""
+
+    def __init__(
+        self, source: str, lines: Mapping[tuple[str | int, ...], int], overridden: set[str]
+    ):
+        self.source, self.lines, self.overridden = source, lines, overridden
+
+    def __call__(self, path: Sequence[str | int], message: str) -> SpaceError:
+        dotted = ".".join(yaml_reader.key_text(p) for p in path)
+        where = ""
+        if any(
+            dotted == o or dotted.startswith(o + ".") or o.startswith(dotted + ".")
+            for o in self.overridden
+        ):
+            where = " (from --set)"
+        else:
+            for n in range(len(path), 0, -1):
+                line = self.lines.get(tuple(path[:n]))
+                if line is not None:
+                    where = f" (line {line})"
+                    break
+        text = f"{self.source}: {dotted or '<top>'}{where}: {message}"
+        return SpaceError(yaml_reader.one_line(text, None))
+
+
+def _build(
+    data: dict[str, Any],
+    source: str,
+    lines: Mapping[tuple[str | int, ...], int],
+    overrides: Sequence[str],
+) -> Space:
+    err = _Err(source, lines, {o.split("=", 1)[0].strip() for o in overrides})
+    for key in data:
+        if key not in TOP_KEYS:
+            raise err(
+                [str(key)],
+                f"unknown key{did_you_mean(str(key), TOP_KEYS)}; allowed: {', '.join(TOP_KEYS)}",
+            )
+    name = data.get("name")
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}", name):
+        raise err(
+            ["name"], f"required: a study name of letters, digits, '_', '-', '.' (got {name!r})"
+        )
+    description = data.get("description", "") or ""
+    if not isinstance(description, str):
+        raise err(["description"], "must be text")
+    workload_raw = data.get("workload")
+    if isinstance(workload_raw, str):
+        workload_raw = {"name": workload_raw}
+    if workload_raw is None:
+        raise err(["workload"], "required: e.g. `workload: {name: tiny_gpt, size: tiny}`")
+    workload = validate_section(WorkloadRef, workload_raw, ["workload"], err)
+    probe = validate_section(ProbeSettings, data.get("probe") or {}, ["probe"], err)
+    budget = validate_section(Budget, data.get("budget") or {}, ["budget"], err)
+    sampler = validate_section(SamplerSettings, data.get("sampler") or {}, ["sampler"], err)
+    verify = validate_section(VerifySettings, data.get("verify") or {}, ["verify"], err)
+    rungs = validate_section(RungSettings, data.get("rungs") or {}, ["rungs"], err)
+    if budget.target_steps is not None and budget.target_steps < probe.steps:
+        raise err(
+            ["budget", "target_steps"],
+            f"{budget.target_steps} is shorter than probe.steps ({probe.steps}): the target is "
+            "the length you train, at least the probe's",
+        )
+    objectives = tuple(_list(Objective, data, "objectives", DEFAULT_OBJECTIVES, err))
+    if not objectives:
+        raise err(["objectives"], "at least one objective is needed")
+    metrics = [o.metric for o in objectives]
+    if len(set(metrics)) != len(metrics):
+        raise err(["objectives"], f"each metric at most once, got {metrics}")
+    constraints = tuple(_list(Constraint, data, "constraints", DEFAULT_CONSTRAINTS, err))
+
+    knobs = _knobs(data, err)
+    env = _env(data, err)
+    if sampler.name == "grid":
+        _check_grid(knobs, env, sampler.grid_points, err)
+    _check_batch(probe, knobs, err)
+    if probe.batch is None:  # written out: a dumped space reloads with the same batch
+        probe = probe.model_copy(update={"batch": probe.micro_batch})
+    return Space(
+        name=name,
+        description=description,
+        workload=workload,
+        probe=probe,
+        objectives=objectives,
+        constraints=constraints,
+        budget=budget,
+        sampler=sampler,
+        verify=verify,
+        rungs=rungs,
+        knobs=knobs,
+        env=env,
+        source=source,
+    )
+
+
+def _knobs(data: dict[str, Any], err: _Err) -> dict[str, KnobValue]:
+    knobs_raw = data.get("knobs") or {}
+    if not isinstance(knobs_raw, dict):
+        raise err(["knobs"], f"must be a mapping of knob: value-or-domain, got {_tname(knobs_raw)}")
+    knobs: dict[str, KnobValue] = {}
+    for key, raw in knobs_raw.items():
+        key = str(key)
+        if key not in KNOBS:
+            hint = did_you_mean(key, KNOBS)
+            if key.isupper():
+                hint += "; environment variables go under `env:`"
+            raise err(["knobs", key], f"unknown knob{hint}; known knobs: {', '.join(KNOBS)}")
+        knobs[key] = knob_value(KNOBS[key], raw, ["knobs", key], err)
+    return knobs
+
+
+def _env(data: dict[str, Any], err: _Err) -> dict[str, KnobValue]:
+    env_raw = data.get("env") or {}
+    if not isinstance(env_raw, dict):
+        raise err(["env"], f"must be a mapping of VARIABLE: value-or-domain, got {_tname(env_raw)}")
+    return {
+        str(key): env_value(str(key), raw, ["env", str(key)], err) for key, raw in env_raw.items()
+    }
+
+
+def _check_grid(
+    knobs: Mapping[str, KnobValue], env: Mapping[str, KnobValue], points: int, err: _Err
+) -> None:
+    """The grid sampler needs at least two points for a float range without a step."""
+    for knob, value in {**knobs, **env}.items():
+        sec = "env" if knob in env else "knobs"
+        if (
+            isinstance(value, Domain)
+            and value.step is None
+            and not value.is_choice
+            and KNOBS.get(knob, KNOBS["lr"]).kind == "float"
+            and points < 2
+        ):
+            raise err([sec, knob], "grid needs sampler.grid_points >= 2 for a float range")
+
+
+def accum_values(value: KnobValue | None) -> list[int]:
+    """Every value knobs.accum_steps can take (1 when absent)."""
+    if value is None:
+        return [1]
+    if not isinstance(value, Domain):
+        return [int(value)]
+    if value.is_choice:
+        return [int(c) for c in value.choices]
+    assert value.low is not None and value.high is not None
+    return list(range(int(value.low), int(value.high) + 1, int(value.step or 1)))
+
+
+def _check_batch(probe: ProbeSettings, knobs: Mapping[str, KnobValue], err: ErrorAt) -> None:
+    """probe.batch divides by every accum_steps; a micro_batch only where accumulation is 1."""
+    accums = accum_values(knobs.get("accum_steps"))
+    if probe.batch is None and "micro_batch" in probe.model_fields_set and accums != [1]:
+        raise err(
+            ["probe", "micro_batch"],
+            "the micro-batch is derived now (probe.batch / accum_steps): write probe.batch",
+        )
+    what = "probe.batch" if probe.batch is not None else "probe.batch (default 16)"
+    for a in accums:
+        if a < 1 or probe.samples_per_step % a:
+            raise err(
+                ["probe", "batch"],
+                f"{what} {probe.samples_per_step} is not divisible by knobs.accum_steps value {a}",
+            )
+
+
+def validate_section(cls: type[BaseModel], raw: Any, path: list[str | int], err: ErrorAt) -> Any:
+    if not isinstance(raw, dict):
+        raise err(path, f"must be a mapping, got {_tname(raw)}")
+    try:
+        return cls.model_validate(raw)
+    except ValidationError as e:
+        first = e.errors()[0]
+        loc = [*path, *first["loc"]]
+        if first["type"] == "extra_forbidden":
+            key = str(first["loc"][-1])
+            msg = f"unknown key{did_you_mean(key, cls.model_fields)}; allowed: " + ", ".join(
+                _fields(cls, first["loc"][:-1])
+            )
+        else:
+            if first["type"] == "value_error":  # our own validators say what they got
+                msg = str(first["msg"]).removeprefix("Value error, ")
+            else:
+                msg = f"{first['msg']} (got {first.get('input')!r})"
+        raise err(loc, msg) from None
+
+
+def _fields(cls: type[BaseModel], loc: Sequence[Any]) -> list[str]:
+    model: Any = cls
+    for part in loc:
+        ann = model.model_fields[str(part)].annotation
+        model = ann
+    return list(model.model_fields) if hasattr(model, "model_fields") else []
+
+
+def _list(
+    cls: type[BaseModel], data: dict[str, Any], key: str, default: Iterable[Any], err: _Err
+) -> list[Any]:
+    raw = data.get(key)
+    if raw is None:
+        return list(default)
+    if not isinstance(raw, list):
+        raise err([key], f"must be a list, got {_tname(raw)}")
+    return [validate_section(cls, item, [key, i], err) for i, item in enumerate(raw)]

@@ -1,0 +1,422 @@
+"""The search-space file's model: knob domains, the file's sections (pydantic: unknown keys are
+errors) and the frozen `Space`; `dump(space)` writes it back so that `loads(dump(s)) == s`.
+
+A space file describes one study: its name, the workload, the probe settings, the objectives and
+constraints, the trial budget, the sampler, and the knobs. Each knob is either fixed (a scalar)
+or a domain (`{low, high, log}`, `{low, high, step}` or `{choices: [...]}`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
+
+from autotune.errors import did_you_mean
+from autotune.knobs import KNOBS, Scalar
+
+#: Site settings (fabric, interface, PCIe) belong to the cluster and are never searched.
+ENV_SITE_SETTINGS = ("HSA_FORCE_FINE_GRAIN_PCIE", "NCCL_IB_", "NCCL_SOCKET_IFNAME")
+ENV_COMM_PREFIXES = ("NCCL_", "RCCL_", "TORCH_NCCL_")
+ENV_FP16_ALT_IMPL = (
+    "ROCBLAS_INTERNAL_FP16_ALT_IMPL",
+    "MIOPEN_DEBUG_CONVOLUTION_ATTRIB_FP16_ALT_IMPL",
+)
+LL128_ARCHS = ("gfx90a", "gfx942", "gfx950")
+
+#: Summary metrics a probe reports (autotune.probe.metrics) that can be objectives or constraints.
+METRICS: dict[str, str] = {
+    "loss_cv": "fluctuation of the loss around its trend over the tail window",
+    "loss_range": "max - min of the loss over the tail window",
+    "spike_count": "loss spikes over the rolling median (robust sigma)",
+    "final_loss": "mean loss over the last 10% of steps",
+    "loss_drop": "1 - final_loss / initial_loss",
+    "grad_norm_p50": "median total gradient norm before clipping",
+    "grad_norm_p99": "99th percentile of the gradient norm",
+    "grad_norm_max": "largest gradient norm",
+    "clip_fraction": "share of steps where clipping fired",
+    "skipped_steps": "optimizer steps skipped by the GradScaler",
+    "throughput": "samples per second over steady steps",
+    "tokens_per_s": "tokens per second over steady steps (token workloads)",
+    "peak_mem_mb": "peak device memory (GPU) or peak RSS (CPU), MiB",
+    "scaling_efficiency": "throughput(N processes) / (N x throughput(1)), maximize; DDP probes "
+    "with probe.measure_scaling",
+}
+
+# --------------------------------------------------------------------------------------------
+# Domains
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Domain:
+    """A searched range for one knob. Exactly one of (low/high) or choices is set."""
+
+    low: float | int | None = None
+    high: float | int | None = None
+    log: bool = False
+    step: float | int | None = None
+    choices: tuple[Scalar, ...] = ()
+    default: Scalar | None = None
+
+    @property
+    def is_choice(self) -> bool:
+        return bool(self.choices)
+
+    def contains(self, value: Any) -> bool:
+        if self.is_choice:
+            return value in self.choices
+        assert self.low is not None and self.high is not None
+        return isinstance(value, int | float) and self.low <= value <= self.high
+
+    def midpoint(self, kind: str) -> Scalar:
+        if self.is_choice:
+            return self.choices[0]
+        assert self.low is not None and self.high is not None
+        mid = math.sqrt(self.low * self.high) if self.log else (self.low + self.high) / 2.0
+        if kind == "int":
+            step = int(self.step or 1)
+            return int(self.low + round((mid - self.low) / step) * step)
+        return float(mid)
+
+    def grid(self, kind: str, points: int) -> list[Scalar]:
+        """Values of this domain for the grid sampler (`points` per continuous domain)."""
+        if self.is_choice:
+            return list(self.choices)
+        assert self.low is not None and self.high is not None
+        if kind == "int":
+            step = int(self.step or 1)
+            values = list(range(int(self.low), int(self.high) + 1, step))
+            if len(values) <= points:
+                return [int(v) for v in values]
+            idx = [round(i * (len(values) - 1) / (points - 1)) for i in range(points)]
+            return sorted({int(values[i]) for i in idx})
+        if points == 1:
+            return [float(self.midpoint(kind))]
+        if self.log:
+            a, b = math.log(self.low), math.log(self.high)
+            return [float(math.exp(a + i * (b - a) / (points - 1))) for i in range(points)]
+        return [float(self.low + i * (self.high - self.low) / (points - 1)) for i in range(points)]
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.is_choice:
+            out["choices"] = list(self.choices)
+        else:
+            out["low"], out["high"] = self.low, self.high
+            if self.log:
+                out["log"] = True
+            if self.step is not None:
+                out["step"] = self.step
+        if self.default is not None:
+            out["default"] = self.default
+        return out
+
+
+KnobValue = Scalar | Domain
+
+# --------------------------------------------------------------------------------------------
+# The file's sections (pydantic: unknown keys are errors)
+# --------------------------------------------------------------------------------------------
+
+
+class _Section(BaseModel):
+    # No field means anything at infinity or NaN (a trial timeout of .inf overflows).
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+class WorkloadRef(_Section):
+    name: str = Field("", description="built-in name, path/file.py:attr or pkg.mod:attr")
+    size: str = "tiny"
+    script: str | None = Field(None, description="a training script calling autotune.trial()")
+    args: tuple[str, ...] = Field((), description="the script's command-line arguments")
+
+    @model_validator(mode="after")
+    def _name_or_script(self) -> WorkloadRef:
+        if self.script is not None and self.name:
+            raise ValueError(
+                "give `name` (a workload factory) or `script` (a training script), not both"
+            )
+        if self.script is None and not self.name:
+            hint = "e.g. `workload: {name: tiny_gpt}` or `workload: {script: train.py}`"
+            raise ValueError(f"give `name` (a workload factory) or `script`: {hint}")
+        if self.script is not None and not self.script.endswith(".py"):
+            raise ValueError(f"script must be a .py file, got {self.script!r}")
+        if self.args and self.script is None:
+            raise ValueError("args are the arguments of a `script`; a named workload has none")
+        if self.script is not None and self.size != "tiny":
+            raise ValueError("size is for a named workload; a script reads its own `args`")
+        if self.name.endswith(".py") and ":" not in self.name:
+            raise ValueError(f"did you mean `workload: {{script: {self.name}}}`?")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _plain(self, handler: Any) -> dict[str, Any]:
+        # A built-in workload dumps as before ({name, size}); a script as {script, args}.
+        out: dict[str, Any] = handler(self)
+        if self.script is None:
+            return {"name": out["name"], "size": out["size"]}
+        return {"script": out["script"], "args": list(out["args"])}
+
+    @property
+    def display(self) -> str:
+        """The workload as a person reads it: its name, or `script:train.py`."""
+        return f"script:{Path(self.script).name}" if self.script else self.name
+
+
+class DivergenceSettings(_Section):
+    stop_early: bool = True
+    loss_explosion_factor: float = Field(10.0, gt=1.0)
+    grad_explosion_factor: float = Field(1e3, gt=1.0)
+    scale_floor: float = Field(1e-4, gt=0.0)
+    skipped_fraction: float = Field(0.5, gt=0.0, le=1.0)
+
+
+class ProbeSettings(_Section):
+    steps: int = Field(200, ge=10, le=10_000_000)
+    micro_batch: int = Field(16, ge=1)
+    batch: int | None = Field(
+        None, ge=1, description="samples per optimizer step; micro-batch = batch / accum_steps"
+    )
+    precision: Literal["fp32", "fp16", "bf16"] = "fp32"
+    seed: int = Field(0, ge=0)
+    device: str = "auto"
+    deterministic: bool = False
+    telemetry_every: int = Field(10, ge=1, description="steps between host fetches of telemetry")
+    threads: int | None = Field(None, ge=1, description="CPU threads per probe; null: auto")
+    divergence: DivergenceSettings = DivergenceSettings()
+    world_size: int = Field(
+        1, ge=1, le=1024, description="processes of one DDP probe on this node (1: no DDP)"
+    )
+    oom_retry: bool = Field(
+        False, description="on out-of-memory: retry once at half micro-batch, double accumulation"
+    )
+    measure_scaling: bool = Field(
+        False, description="also time one process: metric scaling_efficiency (world_size > 1)"
+    )
+
+    @property
+    def samples_per_step(self) -> int:
+        """Samples per optimizer step per process: probe.batch, else the micro-batch."""
+        return self.batch if self.batch is not None else self.micro_batch
+
+    def micro_for(self, accum_steps: int) -> int:
+        """The micro-batch of a trial with `accum_steps`: equal samples per step for all."""
+        return max(1, self.samples_per_step // max(1, accum_steps))
+
+    @field_validator("device")
+    @classmethod
+    def _device(cls, v: str) -> str:
+        if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", v):
+            raise ValueError("must be auto, cpu, cuda or cuda:N (ROCm GPUs are cuda in torch)")
+        return v
+
+
+class Objective(_Section):
+    metric: str
+    direction: Literal["minimize", "maximize"]
+
+    @field_validator("metric")
+    @classmethod
+    def _metric(cls, v: str) -> str:
+        return _check_metric(v)
+
+
+class Constraint(_Section):
+    metric: str
+    op: Literal[">=", "<="]
+    value: float
+
+    @field_validator("metric")
+    @classmethod
+    def _metric(cls, v: str) -> str:
+        return _check_metric(v)
+
+
+class Budget(_Section):
+    trials: int = Field(20, ge=1, le=100_000)
+    concurrency: int | None = Field(None, ge=1, description="parallel trials; null: auto")
+    trial_timeout_s: float = Field(600.0, gt=0)
+    target_steps: int | None = Field(
+        None, ge=10, le=10_000_000, description="the length you train; null: probe.steps"
+    )
+    cpus_per_trial: float | None = Field(None, gt=0, description="null: auto")
+    gpus_per_trial: float = Field(1.0, ge=0)
+
+
+class SamplerSettings(_Section):
+    name: Literal["tpe", "nsga2", "random", "grid"] = "tpe"
+    seed: int = 0
+    # benchmarks/sample_efficiency.py compares 6 (the baseline counts as one) with 3 side by
+    # side: no reliable difference on this noisy objective (benchmarks/RESULTS.md), so 6 stays.
+    n_startup_trials: int = Field(6, ge=0, description="tpe: trials before modelling")
+    grid_points: int = Field(3, ge=1, description="grid: points per continuous domain")
+
+
+class VerifySettings(_Section):
+    top_k: int = Field(
+        3, ge=0, le=50, description="best candidates re-run at the end of a study (0: none)"
+    )
+    seeds: int = Field(3, ge=1, le=100, description="other seeds each candidate is re-run with")
+
+
+class RungSettings(_Section):
+    """Promotion of the best screened configurations through longer probes (study/rungs.py)."""
+
+    eta: int = Field(3, ge=2, le=10, description="rung ratio; the best 1/eta are promoted")
+    min_promote: int = Field(2, ge=1, description="at least this many configs promoted a rung")
+    agreement: float = Field(0.7, ge=-1.0, le=1.0, description="stop at this Kendall tau-b")
+    min_agreement_n: int = Field(4, ge=3, description="configs tau-b is measured on, at least")
+    max_rungs: int = Field(4, ge=1, le=8, description="rungs above the screen, at most")
+    grow: Literal["pasha", "always"] = "pasha"
+
+
+def _check_metric(v: str) -> str:
+    if v not in METRICS:
+        raise ValueError(
+            f"unknown metric '{v}'{did_you_mean(v, METRICS)}; one of {', '.join(METRICS)}"
+        )
+    return v
+
+
+DEFAULT_OBJECTIVES = (
+    Objective(metric="loss_cv", direction="minimize"),
+    Objective(metric="throughput", direction="maximize"),
+)
+DEFAULT_CONSTRAINTS = (Constraint(metric="loss_drop", op=">=", value=0.05),)
+
+
+@dataclass(frozen=True)
+class Space:
+    """A validated study description. Build it with `load`/`loads`; pass it whole."""
+
+    name: str
+    workload: WorkloadRef
+    probe: ProbeSettings = field(default_factory=ProbeSettings)
+    objectives: tuple[Objective, ...] = DEFAULT_OBJECTIVES
+    constraints: tuple[Constraint, ...] = DEFAULT_CONSTRAINTS
+    budget: Budget = field(default_factory=Budget)
+    sampler: SamplerSettings = field(default_factory=SamplerSettings)
+    verify: VerifySettings = field(default_factory=VerifySettings)
+    rungs: RungSettings = field(default_factory=RungSettings)
+    knobs: Mapping[str, KnobValue] = field(default_factory=dict)
+    env: Mapping[str, KnobValue] = field(default_factory=dict)
+    description: str = ""
+    source: str = "<memory>"  # the file it came from, for messages (not part of equality)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Space):
+            return NotImplemented
+        return self.to_dict() == other.to_dict()
+
+    def __hash__(self) -> int:
+        return hash(dump(self))
+
+    # ----- views -----
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data in file order; feeds `dump`, MLflow params and the recipe."""
+        out: dict[str, Any] = {"name": self.name}
+        if self.description:
+            out["description"] = self.description
+        out["workload"] = self.workload.model_dump()
+        out["probe"] = self.probe.model_dump()
+        out["objectives"] = [o.model_dump() for o in self.objectives]
+        out["constraints"] = [c.model_dump() for c in self.constraints]
+        out["budget"] = self.budget.model_dump()
+        out["sampler"] = self.sampler.model_dump()
+        out["verify"] = self.verify.model_dump()
+        out["rungs"] = self.rungs.model_dump()
+        out["knobs"] = {k: _value_to_data(v) for k, v in self.knobs.items()}
+        out["env"] = {k: _value_to_data(v) for k, v in self.env.items()}
+        return out
+
+    def searched(self) -> dict[str, Domain]:
+        """Every knob and env knob given as a domain (before conditioning)."""
+        out = {k: v for k, v in self.knobs.items() if isinstance(v, Domain)}
+        out.update({k: v for k, v in self.env.items() if isinstance(v, Domain)})
+        return out
+
+    def knob_kind(self, name: str) -> str:
+        if name in KNOBS:
+            return KNOBS[name].kind
+        domain = self.env.get(name)
+        if isinstance(domain, Domain) and not domain.is_choice:
+            return "int"
+        return "choice"
+
+    def default_value(self, name: str) -> Scalar | None:
+        """A knob's value when it is not searched: fixed value, domain default, or PyTorch's."""
+        value = self.knobs.get(name, self.env.get(name))
+        if isinstance(value, Domain):
+            if value.default is not None:
+                return value.default
+            info = KNOBS.get(name)
+            if info is not None and info.default is not None and value.contains(info.default):
+                return info.default
+            return value.midpoint(self.knob_kind(name))
+        if value is not None:
+            return value
+        info = KNOBS.get(name)
+        return info.default if info else None
+
+    def fixed_knobs(self) -> dict[str, Scalar | None]:
+        """All KNOBS at their non-searched values (fixed, domain default or PyTorch default)."""
+        return {name: self.default_value(name) for name in KNOBS}
+
+    def fixed_env(self) -> dict[str, str]:
+        return {k: str(self.default_value(k)) for k in self.env}
+
+    def baseline_knobs(self) -> dict[str, Scalar | None]:
+        """Trial 0: every searched knob at PyTorch's default, the rest as the space fixes them.
+
+        The learning rate is the study's (fixed, or its domain's default), so the baseline says
+        what doing nothing about the searched knobs gives at the learning rate being tuned for.
+        """
+        out = self.fixed_knobs()
+        for name, value in self.knobs.items():
+            if isinstance(value, Domain) and name != "lr":
+                out[name] = KNOBS[name].default
+        return out
+
+    def baseline_env(self) -> dict[str, str]:
+        """Fixed environment knobs only: searched ones are left unset (the library's default)."""
+        return {k: str(v) for k, v in self.env.items() if not isinstance(v, Domain)}
+
+
+def _value_to_data(v: KnobValue) -> Any:
+    return v.to_dict() if isinstance(v, Domain) else v
+
+
+#: The top-level keys of a space file, in file order.
+TOP_KEYS = (
+    "name",
+    "description",
+    "workload",
+    "probe",
+    "objectives",
+    "constraints",
+    "budget",
+    "sampler",
+    "verify",
+    "rungs",
+    "knobs",
+    "env",
+)
+
+
+def dump(space: Space) -> str:
+    """YAML text that `loads` turns back into an equal Space."""
+    return yaml.safe_dump(space.to_dict(), sort_keys=False, default_flow_style=None, width=100)
