@@ -19,7 +19,7 @@ def __getattr__(name: str) -> Any:  # lazy: `autotune --help` must not import ya
 
         return Recipe
     if name in ("trial", "Diverged"):  # the trial API of a training script
-        from autotune import trial_api
+        from autotune.recipe import trial as trial_api
 
         return getattr(trial_api, name)
     raise AttributeError(f"module 'autotune' has no attribute {name!r}")

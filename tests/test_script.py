@@ -1,4 +1,4 @@
-"""A training script as a probe (autotune.probe.script, autotune.trial_api), run in this process
+"""A training script as a probe (autotune.probe.script, autotune.recipe.trial), run in this process
 with runpy: its reports go through the probe's checks and summary."""
 
 from __future__ import annotations
@@ -180,7 +180,7 @@ def test_in_a_study_the_knobs_and_steps_are_the_trials(run: Callable[..., Any]) 
 
 @pytest.fixture
 def fresh_trial(monkeypatch: pytest.MonkeyPatch) -> None:
-    from autotune import trial_api
+    from autotune.recipe import trial as trial_api
 
     monkeypatch.setattr(trial_api, "_TRIAL", None)
     monkeypatch.delenv("AUTOTUNE_RECIPE", raising=False)
@@ -223,9 +223,9 @@ def test_standalone_with_a_recipe(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 
 
 def test_autotune_trial_is_a_function_after_importing_the_api() -> None:
-    import autotune.trial_api
+    import autotune.recipe.trial
 
-    assert callable(autotune.trial) and autotune.trial.__module__ == "autotune.trial_api"
+    assert callable(autotune.trial) and autotune.trial.__module__ == "autotune.recipe.trial"
 
 
 # ----- the space -----------------------------------------------------------------------------
@@ -263,3 +263,20 @@ def test_a_missing_script_names_its_absolute_path(write_space: Callable[..., Pat
     path = write_space(SPACE.format(workload="{script: nope/train.py}"))
     with pytest.raises(SpaceError, match=f"workload.script: {path.parent}/nope/train.py: no such"):
         sp.load(path)
+
+
+def test_clipping_is_counted_from_the_reported_norm(run: Callable[..., Any]) -> None:
+    """Without `clipped=`, a step clipped under global clipping is one whose norm before
+    clipping exceeded clip_norm (as Recipe.clip_and_step clips); reported values win."""
+    norms = [0.5, 2.0, 3.0, 0.1]
+    body = HEAD + f"for i, g in enumerate({norms!r}):\n    trial.report(i, loss=1.0, grad_norm=g)\n"
+    summary, _ = run(body, steps=4, knobs={"clip_norm": 1.0})
+    assert summary["series"]["clipped"] == [0.0, 1.0, 1.0, 0.0]
+    assert summary["metrics"]["clip_fraction"] == pytest.approx(0.5)
+    unclipped, _ = run(body, steps=4)  # clip_norm 0: clipping is off
+    assert unclipped["metrics"]["clip_fraction"] == 0.0
+    told = (
+        HEAD + "for i in range(4):\n    trial.report(i, loss=1.0, grad_norm=9.0, clipped=False)\n"
+    )
+    reported, _ = run(told, steps=4, knobs={"clip_norm": 1.0})
+    assert reported["metrics"]["clip_fraction"] == 0.0

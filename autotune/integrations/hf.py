@@ -23,7 +23,7 @@ from transformers import Trainer, TrainerCallback, TrainingArguments
 
 from autotune.probe import clip_gradients
 from autotune.recipe import Recipe
-from autotune.trial_api import Diverged, Trial
+from autotune.recipe.trial import Diverged, Trial
 
 __all__ = ["Callback", "attach", "recipe_fields", "training_args"]
 

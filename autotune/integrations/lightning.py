@@ -33,7 +33,7 @@ from lightning.pytorch.plugins.precision import MixedPrecision, Precision
 from autotune.probe import clip_gradients
 from autotune.probe.steps import build_optimizer
 from autotune.recipe import Recipe
-from autotune.trial_api import Diverged, Trial
+from autotune.recipe.trial import Diverged, Trial
 
 __all__ = ["Callback", "configure_optimizers", "trainer_kwargs"]
 

@@ -2,14 +2,14 @@
 
 `run_script(cfg, report)` runs `cfg.script` with `runpy` (as `__main__`, its `args` as
 `sys.argv[1:]`, its folder as the working directory) while a `ScriptSession` is current. The
-script calls `autotune.trial()` (`autotune.trial_api`), which reads the session through
+script calls `autotune.trial()` (`autotune.recipe.trial`), which reads the session through
 `current()`, and `trial.report(step, loss=..., grad_norm=...)` after each optimizer step. The
 session does with those reports what `run_probe` does with its own steps: telemetry events in
 chunks (`autotune.probe.telemetry.flush`), the same `DivergenceMonitor`, and at the end the same
 `summary` event over the same series. Outside a study, a session is made without a report channel
 (`standalone`), so the same script runs on its own with the same checks.
 
-This module imports no recipe (the layer above): `autotune.trial_api` wraps the session.
+This module imports no recipe (the layer above): `autotune.recipe.trial` wraps the session.
 """
 
 from __future__ import annotations
@@ -166,11 +166,7 @@ class ScriptSession:
             values[0],
             values[1],
             torch.zeros(0),
-            self._scalar(float(clipped), "clipped")
-            if isinstance(clipped, bool)
-            else self._scalar(clipped, "clipped")
-            if clipped is not None
-            else one * 0,
+            self._clipped(clipped, values[1], one),
             self._scalar(scale, "scale") if scale is not None else one,
             float(lr) if lr is not None else float(k.get("lr", math.nan)),
         )
@@ -220,6 +216,18 @@ class ScriptSession:
         self.last = step
         if loss is None:
             raise BadReport(f"trial.report(step={step}): loss is missing (loss=...)")
+
+    def _clipped(self, clipped: Any, grad_norm: Any, one: Any) -> Any:
+        """Whether clipping fired: as reported, else (global clipping) whether the gradient norm
+        before clipping exceeded clip_norm, as `Recipe.clip_and_step` clips; a tensor, no sync.
+        Per-layer clipping cannot be told from the total norm: 0 unless reported."""
+        if clipped is not None:
+            return self._scalar(float(clipped) if isinstance(clipped, bool) else clipped, "clipped")
+        k = self.knobs or {}
+        clip = float(k.get("clip_norm") or 0.0)
+        if clip > 0 and k.get("clip_mode", "global") == "global":
+            return (grad_norm > clip).to(one.dtype)  # NaN (no grad_norm reported) compares False
+        return one * 0
 
     def _scalar(self, v: Any, name: str) -> Any:
         """A 0-d float32 tensor on the trial's device (NaN for a missing grad_norm)."""
