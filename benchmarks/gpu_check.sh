@@ -38,7 +38,7 @@ else
   . .venv-gpu/bin/activate || { cat "$T"; exit 1; }
 fi
 NGPU=$(python3 -c 'import torch; print(torch.cuda.device_count() if torch.cuda.is_available() else 0)' 2>/dev/null || echo 0)
-step devices 60 python3 -c 'import torch; print(torch.__version__, "cuda", torch.version.cuda, "hip", torch.version.hip, "devices", torch.cuda.device_count(), torch.cuda.get_device_name(0))'
+step devices 60 python3 -c 'import torch; n = torch.cuda.device_count() if torch.cuda.is_available() else 0; print(torch.__version__, "cuda", torch.version.cuda, "hip", torch.version.hip, "devices", n, torch.cuda.get_device_name(0) if n else "(none)")'
 if [ "$NGPU" -lt 1 ]; then echo; cat "$T"; echo "no GPU visible to torch: stopping"; exit 1; fi
 step fingerprint 60 autotune fingerprint
 
