@@ -106,6 +106,7 @@ def run_trial_process(
     threads: int | None,
     on_event: Callable[[dict[str, Any]], None] | None = None,
     spare: bool = False,
+    extra_env: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Run one probe in a process of its own; return `{outcome, cause, error, log_tail,
     summary, fingerprint, wall_s, node, zygote, spare, start_s}`. Never raises for what the
@@ -115,8 +116,9 @@ def run_trial_process(
     (started first if need be), else, or if that fails, it is a fresh process. `zygote`: the
     pid of the zygote that forked it (None: a fresh process); `spare`: that zygote was there
     before this trial (its imports were not on this trial's path); `start_s`: seconds from
-    asking for the process to the probe's `start` event."""
-    env = probe_env(env_knobs, threads)
+    asking for the process to the probe's `start` event. `extra_env`: variables of autotune's
+    own for the process (not knobs: never recorded), e.g. the zygote's `AUTOTUNE_PRELOAD`."""
+    env = {**probe_env(env_knobs, threads), **(extra_env or {})}
     with tempfile.NamedTemporaryFile(
         "w", suffix=".json", prefix="autotune-probe-", delete=False
     ) as f:

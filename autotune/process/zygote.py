@@ -3,8 +3,11 @@ probe from there (a trial starts in ~10 ms instead of seconds).
 
 `python -m autotune.process.zygote` is the server (`ForkServer`), started by a worker with the
 exact environment of its trials. It does the imports of `autotune.process.entry.preload` once,
-writes `{"ready": pid}` on its stdin (a Unix SOCK_SEQPACKET socket to the launcher) and then
-serves requests from it. A request is `{"cfg": PATH, "cwd": DIR, "nonce": NONCE}` with three file
+then those of the modules named in `AUTOTUNE_PRELOAD` (comma-separated; set by the study for a
+training script: `autotune.recipe.trial` and the space's `workload.preload`; one that fails to
+import is skipped with one line on its stderr, and a trial imports it on demand), writes
+`{"ready": pid}` on its stdin (a Unix SOCK_SEQPACKET socket to the launcher) and then serves
+requests from it. A request is `{"cfg": PATH, "cwd": DIR, "nonce": NONCE}` with three file
 descriptors (SCM_RIGHTS): the write end of a pipe that becomes the child's stdout and stderr (its
 log), a status socket of this trial, and the write end of the trial's report channel
 (`autotune.process.channel`; the nonce is that channel's). The zygote forks a child, writes
@@ -25,12 +28,15 @@ The worker's side is `Zygote` (this worker's one zygote, for one environment) an
 
 The zygote never initialises CUDA/ROCm: a device runtime cannot be used in a child forked
 after it was initialised. `preload()` touches the CPU only (no `torch.cuda` call, not even
-`is_available`), and `_check_no_device_runtime` refuses to serve if something did.
+`is_available`), and `_check_no_device_runtime`, run after both preloads, refuses to serve if
+something did (a module of `AUTOTUNE_PRELOAD`, say): the zygote leaves with one line on its
+stderr, and the trials run in fresh processes.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import os
 import selectors
@@ -40,6 +46,7 @@ import subprocess
 import sys
 import threading
 import traceback
+from collections import deque
 from collections.abc import Mapping
 from typing import IO, Any
 
@@ -50,6 +57,9 @@ from autotune.process.spawn import die_with_parent, kill_group, popen
 MAX_MESSAGE = 1 << 16  # bytes of one request or reply (JSON)
 ZYGOTE_READY_S = 180.0  # for a new zygote's imports; past that, the trial runs in a fresh one
 FORK_REPLY_S = 20.0  # for the zygote's answer to a fork request (it takes milliseconds)
+PRELOAD_ENV = "AUTOTUNE_PRELOAD"  # modules the zygote imports too (comma-separated)
+LOG_LINES = 50  # of the zygote's own output, kept by its worker (`Zygote.log`)
+NO_DEVICE_RC = 3  # the zygote's exit status when it refused to serve (CUDA initialised)
 
 
 def _check_no_device_runtime() -> None:
@@ -57,6 +67,27 @@ def _check_no_device_runtime() -> None:
 
     if torch.cuda.is_initialized():
         raise RuntimeError("the zygote initialised CUDA/ROCm: its children could not use it")
+
+
+def preload_modules(names: str) -> list[str]:
+    """Import each module of `names` (comma-separated dotted names); one that fails is skipped
+    with one line on stderr. Returns the names imported."""
+    done = []
+    for name in (n.strip() for n in names.split(",")):
+        if not name:
+            continue
+        try:
+            importlib.import_module(name)
+        except (Exception, SystemExit) as e:  # a module's import may raise anything
+            first = (str(e).splitlines() or [""])[0][:300]
+            print(
+                f"autotune zygote: preload of {name!r} skipped: {type(e).__name__}: {first}",
+                file=sys.stderr,
+                flush=True,
+            )
+            continue
+        done.append(name)
+    return done
 
 
 # ---------------------------------------------------------------------------------------------
@@ -195,7 +226,16 @@ class ForkServer:
 def serve() -> int:
     """The zygote's main: its requests come on stdin, a Unix socket to the launcher."""
     preload()
-    _check_no_device_runtime()
+    preload_modules(os.environ.get(PRELOAD_ENV, ""))
+    try:
+        _check_no_device_runtime()
+    except RuntimeError as e:
+        print(
+            f"autotune zygote: not serving: {e} (trials run in fresh processes)",
+            file=sys.stderr,
+            flush=True,
+        )
+        return NO_DEVICE_RC
     ctl = socket.socket(fileno=os.dup(0))
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)  # the children's stdin; the socket is only ours
@@ -209,6 +249,7 @@ def serve() -> int:
 
 _ZYGOTE: Zygote | None = None  # this worker's zygote
 _ZYGOTE_LOCK = threading.Lock()
+_REFUSED: set[frozenset[tuple[str, str]]] = set()  # environments whose zygote would not serve
 
 
 class ForkedProbe:
@@ -251,6 +292,7 @@ class Zygote:
 
     def __init__(self, env: Mapping[str, str]) -> None:
         self.env = dict(env)
+        self.log: deque[str] = deque(maxlen=LOG_LINES)  # the tail of its own output
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             self.proc = popen(
@@ -267,12 +309,12 @@ class Zygote:
         threading.Thread(target=self._drain, daemon=True).start()
 
     def _drain(self) -> None:
-        # Its own output (an import error, say) is read and dropped: a trial it fails runs in a
-        # fresh process, whose log tail shows the same error.
+        # Its own output (an import error, a skipped preload) is read and its tail kept: a trial
+        # it fails runs in a fresh process, whose log tail shows the same error.
         with contextlib.suppress(Exception):
             assert self.proc.stdout is not None
-            for _line in self.proc.stdout:
-                pass
+            for line in self.proc.stdout:
+                self.log.append(line.rstrip("\n"))
             self.proc.stdout.close()
             self.proc.wait()  # reaped, whether killed or gone on its own
 
@@ -346,11 +388,20 @@ def _zygote_for(env: Mapping[str, str]) -> tuple[Zygote | None, bool]:
         if zygote.alive():
             zygote.retire()
         else:
-            zygote.kill()
+            _discard(zygote)
     _ZYGOTE = None
+    if frozenset(env.items()) in _REFUSED:  # it would refuse again: fresh processes only
+        return None, False
     with contextlib.suppress(OSError):
         _ZYGOTE = Zygote(env)
     return _ZYGOTE, False
+
+
+def _discard(zygote: Zygote) -> None:
+    """Kill `zygote`; remember its environment if it refused to serve (CUDA initialised)."""
+    zygote.kill()
+    if zygote.proc.returncode == NO_DEVICE_RC:
+        _REFUSED.add(frozenset(zygote.env.items()))
 
 
 def fork_from_zygote(
@@ -363,7 +414,7 @@ def fork_from_zygote(
         zygote, there = _zygote_for(env)
         child = zygote.fork(cfg_path, channel) if zygote is not None else None
         if child is None and zygote is not None:
-            zygote.kill()
+            _discard(zygote)
             _ZYGOTE = None
         return child, there
 

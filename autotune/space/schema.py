@@ -138,11 +138,25 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
+_MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+
+
 class WorkloadRef(_Section):
     name: str = Field("", description="built-in name, path/file.py:attr or pkg.mod:attr")
     size: str = "tiny"
     script: str | None = Field(None, description="a training script calling autotune.trial()")
     args: tuple[str, ...] = Field((), description="the script's command-line arguments")
+    preload: tuple[str, ...] = Field(
+        (), description="modules a script imports (e.g. transformers), imported once per worker"
+    )
+
+    @field_validator("preload")
+    @classmethod
+    def _module_names(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for name in v:
+            if not _MODULE_NAME.fullmatch(name):
+                raise ValueError(f"preload: {name!r} is not a dotted module name (e.g. lightning)")
+        return v
 
     @model_validator(mode="after")
     def _name_or_script(self) -> WorkloadRef:
@@ -157,6 +171,8 @@ class WorkloadRef(_Section):
             raise ValueError(f"script must be a .py file, got {self.script!r}")
         if self.args and self.script is None:
             raise ValueError("args are the arguments of a `script`; a named workload has none")
+        if self.preload and self.script is None:
+            raise ValueError("preload is for a `script`; a named workload's imports are autotune's")
         if self.script is not None and self.size != "tiny":
             raise ValueError("size is for a named workload; a script reads its own `args`")
         if self.name.endswith(".py") and ":" not in self.name:
@@ -169,7 +185,10 @@ class WorkloadRef(_Section):
         out: dict[str, Any] = handler(self)
         if self.script is None:
             return {"name": out["name"], "size": out["size"]}
-        return {"script": out["script"], "args": list(out["args"])}
+        plain = {"script": out["script"], "args": list(out["args"])}
+        if self.preload:  # only when given: the dumps of spaces without it stay as they were
+            plain["preload"] = list(out["preload"])
+        return plain
 
     @property
     def display(self) -> str:

@@ -19,6 +19,7 @@ from typing import Any
 from autotune import space as sp
 from autotune.probe import ProbeConfig
 from autotune.process.launcher import run_trial_process
+from autotune.process.zygote import PRELOAD_ENV
 from autotune.study.objectives import suggest, trial_setup
 from autotune.study.options import StudyOptions
 from autotune.study.progress import Progress
@@ -39,6 +40,7 @@ def trainable(config: dict[str, Any]) -> None:
             timeout_s=config["timeout_s"],
             threads=config.get("threads"),
             spare=True,
+            extra_env=config.get("process_env"),
         )
     except Exception as e:  # autotune's side of the trial broke: a failed trial with its cause
         out = worker_error(e)
@@ -67,6 +69,20 @@ def worker_error(e: BaseException) -> dict[str, Any]:
         "fingerprint": None,
         "node": socket.gethostname(),
     }
+
+
+#: What every training script imports after its fork, unless its zygote did: the trial API.
+SCRIPT_PRELOAD = ("autotune.recipe.trial",)
+
+
+def trial_process_env(space: sp.Space) -> dict[str, str]:
+    """autotune's own variables for a trial's process (not knobs, never recorded): for a
+    training script, the modules its worker's zygote imports once (`PRELOAD_ENV`): the trial
+    API and the space's `workload.preload`; nothing for a built-in workload."""
+    if space.workload.script is None:
+        return {}
+    names = dict.fromkeys((*SCRIPT_PRELOAD, *space.workload.preload))
+    return {PRELOAD_ENV: ",".join(names)}
 
 
 def searcher_class() -> type:
@@ -183,6 +199,7 @@ class Driver:
                 "env": env,
                 "timeout_s": self.space.budget.trial_timeout_s,
                 "threads": self.threads,
+                "process_env": trial_process_env(self.space),
                 "params": params,
                 "baseline": baseline,
             }

@@ -1,0 +1,202 @@
+"""The zygote's preload list (`AUTOTUNE_PRELOAD`): the modules a training script imports, imported
+once in the worker's zygote instead of in every trial; set by the study for script workloads."""
+
+from __future__ import annotations
+
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pytest
+
+from autotune import space as sp
+from autotune.errors import SpaceError
+from autotune.probe import ProbeConfig
+from autotune.process import launcher
+from autotune.process import zygote as zygote_mod
+from autotune.process.zygote import PRELOAD_ENV, discard_zygote
+from autotune.study.adapter import Driver, trial_process_env
+from autotune.study.options import StudyOptions
+from autotune.study.progress import Progress
+
+# Records the pid of each process that imports it.
+MARK = "import os\nwith open({out!r}, 'a') as f:\n    f.write(f'{{os.getpid()}}\\n')\n"
+
+# A training script that records, before its own imports, what its process already imported.
+SCRIPT = """
+import os, sys
+with open({out!r}, "a") as f:
+    f.write(" ".join([
+        str(os.getpid()),
+        str(int("preload_mark" in sys.modules)),
+        str(int("autotune.recipe.trial" in sys.modules)),
+        os.environ.get("AUTOTUNE_PRELOAD", "-"),
+    ]) + "\\n")
+import preload_mark
+import autotune
+trial = autotune.trial(steps=10, micro_batch=1)
+for i in range(trial.steps):
+    trial.report(i, loss=1.0, grad_norm=1.0)
+"""
+
+
+@pytest.fixture
+def mods(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A folder on PYTHONPATH with `preload_mark` (records importing pids in imports.txt), a
+    module that fails to import and one that pretends to initialise CUDA."""
+    d = tmp_path / "mods"
+    d.mkdir()
+    (d / "preload_mark.py").write_text(MARK.format(out=str(tmp_path / "imports.txt")))
+    (d / "preload_broken.py").write_text("raise RuntimeError('broken on purpose')\n")
+    # torch.cuda cannot be initialised on a CPU machine: this stands in for a module that does.
+    (d / "preload_cuda.py").write_text("import torch\ntorch.cuda.is_initialized = lambda: True\n")
+    (tmp_path / "train.py").write_text(SCRIPT.format(out=str(tmp_path / "seen.txt")))
+    monkeypatch.setenv("PYTHONPATH", str(d))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(zygote_mod, "_REFUSED", set())
+    yield tmp_path
+    discard_zygote()
+
+
+def _script_probe(tmp_path: Path) -> dict[str, Any]:
+    script = tmp_path / "train.py"
+    return ProbeConfig(
+        workload="script:train.py", script=str(script), steps=10, micro_batch=1
+    ).to_dict()
+
+
+def _trial(tmp_path: Path, preload: str) -> dict[str, Any]:
+    out = launcher.run_trial_process(
+        _script_probe(tmp_path),
+        {},
+        timeout_s=120,
+        threads=1,
+        spare=True,
+        extra_env={PRELOAD_ENV: preload},
+    )
+    assert out["outcome"] == "complete", out["log_tail"]
+    return out
+
+
+def _seen(tmp_path: Path) -> list[list[str]]:
+    return [line.split() for line in (tmp_path / "seen.txt").read_text().splitlines()]
+
+
+def _log_has(zygote: zygote_mod.Zygote, text: str, timeout: float = 10) -> bool:
+    deadline = time.monotonic() + timeout
+    while not any(text in line for line in zygote.log):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+@pytest.mark.integration
+def test_a_preloaded_module_is_imported_once_in_the_zygote_not_in_each_trial(mods: Path) -> None:
+    preload = "preload_mark,autotune.recipe.trial"
+    first, second = _trial(mods, preload), _trial(mods, preload)
+    zygote = first["zygote"]
+    assert zygote is not None and second["zygote"] == zygote and second["spare"]
+    assert (mods / "imports.txt").read_text().split() == [str(zygote)]
+    seen = _seen(mods)
+    assert [s[1:] for s in seen] == [["1", "1", preload]] * 2
+    assert len({s[0] for s in seen} | {str(zygote)}) == 3  # two trial pids, neither the zygote
+
+
+@pytest.mark.integration
+def test_a_module_that_fails_to_preload_is_skipped_and_the_trial_runs(mods: Path) -> None:
+    out = _trial(mods, "no_such_module_xyz,preload_broken,preload_mark")
+    assert out["zygote"] is not None  # forked: the zygote served
+    assert (mods / "imports.txt").read_text().split() == [str(out["zygote"])]
+    assert _seen(mods)[0][1] == "1"
+    zygote = zygote_mod._ZYGOTE
+    assert zygote is not None
+    assert _log_has(zygote, "preload of 'no_such_module_xyz' skipped: ModuleNotFoundError")
+    assert _log_has(zygote, "preload of 'preload_broken' skipped: RuntimeError: broken on purpose")
+
+
+@pytest.mark.integration
+def test_a_zygote_whose_preload_initialised_cuda_refuses_to_serve(mods: Path) -> None:
+    env = launcher.probe_env({}, 1) | {PRELOAD_ENV: "preload_cuda"}
+    zygote = zygote_mod.Zygote(env)
+    try:
+        assert zygote.proc.wait(timeout=120) == zygote_mod.NO_DEVICE_RC
+        assert _log_has(zygote, "not serving: the zygote initialised CUDA/ROCm")
+    finally:
+        zygote.kill()
+    # In a trial: it runs in a fresh process, and no zygote is started again for its environment.
+    for _ in range(2):
+        out = _trial(mods, "preload_cuda")
+        assert out["zygote"] is None
+    assert zygote_mod._ZYGOTE is None and len(zygote_mod._REFUSED) == 1
+
+
+def _driver(space: sp.Space, tmp_path: Path) -> Driver:
+    study = optuna.create_study()
+    progress = Progress(space, 1, 0, 1, True)
+    opts = StudyOptions(space=space, quiet=True)
+    return Driver(opts, study, {}, 1, [], None, progress, tmp_path, 1)
+
+
+@pytest.mark.integration
+def test_a_script_study_trial_carries_the_preload_and_a_builtin_does_not(mods: Path) -> None:
+    (mods / "space.yaml").write_text(
+        textwrap.dedent("""
+        name: preloaded
+        workload: {script: train.py, preload: [preload_mark, preload_mark]}
+        probe: {steps: 10, micro_batch: 1, threads: 1}
+        """)
+    )
+    config = _driver(sp.load(str(mods / "space.yaml")), mods).next_config()
+    assert config is not None
+    assert config["process_env"] == {PRELOAD_ENV: "autotune.recipe.trial,preload_mark"}
+    assert not any(k.startswith("AUTOTUNE_") for k in config["env"])  # not a recorded knob
+    out = launcher.run_trial_process(  # as the trainable runs it
+        config["probe"],
+        config["env"],
+        timeout_s=120,
+        threads=1,
+        spare=True,
+        extra_env=config["process_env"],
+    )
+    assert out["outcome"] == "complete", out["log_tail"]
+    assert _seen(mods)[0][1:] == ["1", "1", "autotune.recipe.trial,preload_mark"]
+    assert PRELOAD_ENV not in str((out.get("fingerprint") or {}).get("env"))
+
+    builtin = _driver(sp.load("amp"), mods).next_config()
+    assert builtin is not None and builtin["process_env"] == {}
+
+
+def test_the_study_sets_the_preload_for_script_workloads_only() -> None:
+    root = Path(__file__).resolve().parent.parent / "examples"
+    hf = sp.load(str(root / "hf_trainer" / "space.yaml"))
+    assert trial_process_env(hf) == {PRELOAD_ENV: "autotune.recipe.trial,transformers"}
+    lightning = sp.load(str(root / "lightning" / "space.yaml"))
+    assert trial_process_env(lightning) == {PRELOAD_ENV: "autotune.recipe.trial,lightning"}
+    assert trial_process_env(sp.load("amp")) == {}
+
+
+@pytest.mark.parametrize(
+    ("workload", "message"),
+    [
+        ("{script: train.py, preload: ['os; rm']}", "is not a dotted module name"),
+        ("{script: train.py, preload: [torch.]}", "is not a dotted module name"),
+        ("{name: tiny_gpt, preload: [torch]}", "preload is for a `script`"),
+    ],
+)
+def test_a_bad_preload_is_one_clear_error(tmp_path: Path, workload: str, message: str) -> None:
+    (tmp_path / "train.py").write_text("")
+    (tmp_path / "space.yaml").write_text(f"name: bad\nworkload: {workload}\n")
+    with pytest.raises(SpaceError, match=message) as e:
+        sp.load(str(tmp_path / "space.yaml"))
+    assert "workload" in str(e.value) and len(str(e.value).splitlines()) == 1
+
+
+def test_preload_is_dumped_only_when_given() -> None:
+    root = Path(__file__).resolve().parent.parent / "examples"
+    dumped = sp.load(str(root / "lightning" / "space.yaml")).workload.model_dump()
+    assert dumped["preload"] == ["lightning"]
+    assert "preload" not in sp.load(str(root / "plain_loop" / "space.yaml")).workload.model_dump()
