@@ -6,10 +6,13 @@ user-style loop around the same workload's model and data that reports through
 `autotune.trial()`. Same seed, knobs (lr 3e-3, clip_norm 1, warm-up 10), steps, micro-batch and
 one torch thread. Each trial goes through `autotune.process.launcher.run_trial_process(...,
 spare=True)`: forked by the zygote for the trial's environment (one zygote serves both sides),
-exactly as a study's Ray worker runs it. One warm-up trial of each, then `--pairs` pairs in
-alternating order (AB, BA, ...). Reported: the median trial wall time (fork to exit) of each
-side and their ratio B/A (goal <= 1.10), start time, steady step throughput, and whether the two
-loss curves agree (if they did not, the ratio would compare different training).
+exactly as a study's Ray worker runs it. That zygote preloads what a script study's does
+(`AUTOTUNE_PRELOAD=autotune.recipe.trial`, `study.adapter.SCRIPT_PRELOAD`); the built-in side
+never imports that module, so sharing the zygote costs it nothing. One warm-up trial of each,
+then `--pairs` pairs in alternating order (AB, BA, ...). Reported: the median trial wall time
+(fork to exit) of each side and their ratio B/A (goal <= 1.10), start time, steady step
+throughput, and whether the two loss curves agree (if they did not, the ratio would compare
+different training).
 
     python benchmarks/script_overhead.py                # the run recorded in RESULTS.md
     python benchmarks/script_overhead.py --pairs 3 --steps 50 --json
@@ -44,8 +47,17 @@ def config(kind: str, size: str, steps: int) -> dict[str, Any]:
 
 def trial(kind: str, size: str, steps: int) -> dict[str, Any]:
     from autotune.process.launcher import run_trial_process
+    from autotune.process.zygote import PRELOAD_ENV
+    from autotune.study.adapter import SCRIPT_PRELOAD
 
-    out = run_trial_process(config(kind, size, steps), {}, timeout_s=300, threads=1, spare=True)
+    out = run_trial_process(
+        config(kind, size, steps),
+        {},
+        timeout_s=300,
+        threads=1,
+        spare=True,
+        extra_env={PRELOAD_ENV: ",".join(SCRIPT_PRELOAD)},  # as a script study's zygote
+    )
     s = out.get("summary") or {}
     if out.get("outcome") != "complete":
         raise SystemExit(
