@@ -77,7 +77,13 @@ def test_promotion_from_a_real_screen_and_the_pick_at_the_decided_rung(tmp_path:
     assert [r["steps"] for r in summary["rungs"]] == [30, 90]
     assert summary["rungs"][1]["trials"] == 4 and summary["decided"]["steps"] == 90
     assert summary["pick"]["steps"] == 90 and summary["pick"]["number"] in numbers
-    assert "decided at 90 steps (the target)" in st.format_summary(summary)
+    text = st.format_summary(summary)
+    assert "decided at 90 steps (the target)" in text
+    # The improvement over the baseline is the screen's, and the summary says so.
+    assert "at the screen (30 steps; the pick below was decided at 90):" in text
+    baseline_won = {**summary, "pick": {**summary["pick"], "number": 0}}
+    assert "(the baseline: PyTorch's defaults did best)" in st.format_summary(baseline_won)
+    assert "defaults did best" not in text
 
     # A record from before the target changed does not count.
     assert rp.read_rung_record(study_dir, numbers[1], 1, steps) is not None

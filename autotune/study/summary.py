@@ -289,6 +289,11 @@ def format_summary(summary: Mapping[str, Any], *, tracking_uri: str | None = Non
         lines.append(
             f"pick (balanced: the knee of the front{', verified' if pick['verified'] else ''}): "
             f"trial {pick['number']}  "
+            + (
+                "(the baseline: PyTorch's defaults did best) "
+                if summary.get("baseline") and pick["number"] == summary["baseline"]["number"]
+                else ""
+            )
             + ", ".join(f"{k}={_short(v)}" for k, v in (pick.get("params") or {}).items())
         )
     if summary.get("warm_start"):
@@ -353,6 +358,11 @@ def _baseline_lines(summary: Mapping[str, Any]) -> list[str]:
             broken = base.get("broken") or []
             state += f" (infeasible: breaks {', '.join(broken)})" if broken else " (infeasible)"
         lines.append(f"baseline (trial {base['number']}, PyTorch defaults): {state}")
+    screen = (summary.get("rungs") or [{}])[0].get("steps")
+    decided = (summary.get("decided") or {}).get("steps")
+    if summary["improvement"] and screen and decided and decided != screen:
+        # The values Optuna holds are the screen's; the answer was decided at a longer rung.
+        lines.append(f"at the screen ({screen} steps; the pick below was decided at {decided}):")
     for o in summary["objectives"]:
         imp = summary["improvement"].get(o["metric"])
         if not imp:
