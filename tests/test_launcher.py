@@ -218,3 +218,22 @@ def test_a_dead_or_stuck_zygote_costs_no_trial(monkeypatch: pytest.MonkeyPatch) 
     fourth = _run()
     assert fourth["outcome"] == "complete", fourth["log_tail"]
     assert fourth["zygote"] not in (None, killed, stuck) and fourth["spare"] is True
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("spare", [False, True], ids=["fresh", "forked"])
+def test_an_autotune_folder_in_the_current_folder_does_not_shadow_the_package(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spare: bool
+) -> None:
+    """Run from a checkout with a non-editable install, `python -m` would import the folder's
+    autotune/ source tree (without the shipped workloads) instead of the installed package. A
+    decoy that fails to import stands in for it here; a workload file beside it is found."""
+    (tmp_path / "autotune").mkdir()
+    (tmp_path / "autotune" / "__init__.py").write_text("raise ImportError('the decoy')\n")
+    (tmp_path / "here_wl.py").write_text(
+        "from autotune.workloads import mlp\ndef make(size='tiny'):\n    return mlp.make(size)\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    discard_zygote()
+    result = _run(spare=spare, workload=f"{tmp_path / 'here_wl.py'}:make")
+    assert result["outcome"] == "complete", result.get("error") or result.get("log_tail")

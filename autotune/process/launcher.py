@@ -42,7 +42,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -53,7 +52,7 @@ from typing import IO, Any, Protocol
 from autotune.process.channel import Channel
 from autotune.process.entry import STDIN_ARG
 from autotune.process.env import process_env
-from autotune.process.spawn import kill_group, popen
+from autotune.process.spawn import kill_group, popen, python_module
 from autotune.process.zygote import ForkedProbe, fork_from_zygote, start_zygote
 
 LOG_TAIL_LINES = 60
@@ -135,7 +134,7 @@ def run_trial_process(
         channel = Channel()
         try:
             fresh = popen(
-                [sys.executable, "-m", "autotune.process.entry", STDIN_ARG],
+                python_module("autotune.process.entry", STDIN_ARG),
                 {**env, **channel.env()},
                 subprocess.PIPE,
                 (channel.write_fd,),

@@ -10,10 +10,28 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 
 _SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="autotune-spawner")
+
+
+# `python -m` puts the current folder first on sys.path. Run from a checkout with a non-editable
+# install, the folder's autotune/ source tree (which lacks the shipped workloads and spaces) would
+# then shadow the installed package. The probe's processes leave the current folder off sys.path,
+# as a study's trials (which run in their own trial folders) always have: a workload is a file
+# (path/file.py:make) or a module importable from the installation or PYTHONPATH.
+_BOOT = (
+    "import runpy, sys; sys.path.pop(0); module = sys.argv.pop(1); "
+    "runpy.run_module(module, run_name='__main__', alter_sys=True)"
+)
+
+
+def python_module(module: str, *args: str) -> list[str]:
+    """The command line that runs `python -m module args` without the current folder on
+    sys.path."""
+    return [sys.executable, "-c", _BOOT, module, *args]
 
 
 def die_with_parent() -> None:

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 from autotune.probe import ProbeConfig, Report, run_probe
 from autotune.process import channel as report_channel
 from autotune.process.env import process_env
-from autotune.process.spawn import die_with_parent
+from autotune.process.spawn import die_with_parent, python_module
 
 if TYPE_CHECKING:
     pass
@@ -242,7 +242,7 @@ def _run_ranks(cfg: ProbeConfig, emit: Report) -> dict[str, Any]:
             channel = report_channel.Channel()
             try:
                 proc = subprocess.Popen(
-                    [sys.executable, "-m", "autotune.process.ranks", path],
+                    python_module("autotune.process.ranks", path),
                     stdout=subprocess.PIPE,
                     stderr=subprocess.STDOUT,
                     stdin=subprocess.DEVNULL,

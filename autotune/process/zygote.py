@@ -52,7 +52,7 @@ from typing import IO, Any
 
 from autotune.process.channel import Channel
 from autotune.process.entry import leave, preload
-from autotune.process.spawn import die_with_parent, kill_group, popen
+from autotune.process.spawn import die_with_parent, kill_group, popen, python_module
 
 MAX_MESSAGE = 1 << 16  # bytes of one request or reply (JSON)
 ZYGOTE_READY_S = 180.0  # for a new zygote's imports; past that, the trial runs in a fresh one
@@ -295,9 +295,7 @@ class Zygote:
         self.log: deque[str] = deque(maxlen=LOG_LINES)  # the tail of its own output
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
-            self.proc = popen(
-                [sys.executable, "-m", "autotune.process.zygote"], env, theirs.fileno()
-            )
+            self.proc = popen(python_module("autotune.process.zygote"), env, theirs.fileno())
         except BaseException:
             ours.close()
             raise

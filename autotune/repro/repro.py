@@ -25,7 +25,6 @@ import os
 import random
 import re
 import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -315,6 +314,7 @@ def _run_fresh(cfg: Any, timeout_s: float) -> dict[str, Any]:
     output."""
     from autotune.process.channel import run_process
     from autotune.process.env import process_env
+    from autotune.process.spawn import python_module
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "probe.json"
@@ -322,7 +322,7 @@ def _run_fresh(cfg: Any, timeout_s: float) -> dict[str, Any]:
         env = process_env(cfg.env)
         try:
             proc, reports = run_process(
-                [sys.executable, "-m", "autotune.process.entry", str(path)],
+                python_module("autotune.process.entry", str(path)),
                 env=env,
                 timeout=timeout_s,
             )
