@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import platform
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -41,6 +42,9 @@ def _audit(event: str, args: tuple) -> None:
 
 
 sys.addaudithook(_audit)
+# platform.processor() runs `uname -p` once per interpreter (libraries ask for it on first use):
+# asked here, so that no test is blamed for it depending on the order the tests run in.
+platform.processor()
 
 
 @pytest.fixture(autouse=True)

@@ -237,22 +237,17 @@ def log_trial(
     If a complete child run for `outcome["number"]` exists, its id is returned and nothing is
     written; an incomplete one is deleted and the trial logged afresh.
     """
-    from mlflow.entities import RunStatus
 
     number = int(outcome["number"])
-    found = search_all(
+    there = _complete_or_cleared(
         client,
         experiment_id,
         f"tags.`{TAG_PARENT}` = '{parent_run_id}' and tags.`{TAG_TRIAL_NUMBER}` = '{number}'",
     )
-    for run in found:
-        if is_complete(run):
-            return str(run.info.run_id)
-    for run in found:
-        client.delete_run(run.info.run_id)
+    if there is not None:
+        return there
 
     summary: dict[str, Any] = outcome.get("summary") or {}
-    result = str(outcome.get("outcome") or "failed")
     wall_s = finite(outcome.get("wall_s"))
     now_ms = int(time.time() * 1000)
     start_ms = now_ms - int(wall_s * 1000) if wall_s is not None and wall_s > 0 else now_ms
@@ -265,20 +260,44 @@ def log_trial(
     )
     run_id = str(run.info.run_id)
 
-    log_entities(
-        client,
-        run_id,
-        params=clean_params(trial_params(outcome, summary)),
-        tags=_trial_tags(study_name, outcome, summary),
-    )
-    log_metrics(client, run_id, _trial_metrics(outcome, summary, now_ms))
-    log_metrics(client, run_id, _series_metrics(summary.get("series") or {}, now_ms))
+    log_entities(client, run_id, tags=_trial_tags(study_name, outcome, summary))
     _log_trial_artifacts(client, run_id, outcome, summary)
-
-    status = RunStatus.FAILED if result in ("failed", "oom") else RunStatus.FINISHED
-    client.set_terminated(run_id, status=RunStatus.to_string(status), end_time=now_ms)
-    client.set_tag(run_id, TAG_LOGGED, "true")  # last: marks the run complete
+    _log_and_close(client, run_id, outcome, summary, now_ms)
     return run_id
+
+
+def _complete_or_cleared(
+    client: MlflowClient, experiment_id: str, filter_string: str
+) -> str | None:
+    """The id of a complete run the filter finds; incomplete ones (cut short) are deleted, so
+    that the caller logs the run afresh."""
+    found = search_all(client, experiment_id, filter_string)
+    for run in found:
+        if is_complete(run):
+            return str(run.info.run_id)
+    for run in found:
+        client.delete_run(run.info.run_id)
+    return None
+
+
+def _log_and_close(
+    client: MlflowClient,
+    run_id: str,
+    record: Mapping[str, Any],
+    summary: Mapping[str, Any],
+    now_ms: int,
+) -> None:
+    """A probe's params, metrics and step series; its status; last, the tag that marks the run
+    complete."""
+    from mlflow.entities import RunStatus
+
+    log_entities(client, run_id, params=clean_params(trial_params(record, summary)))
+    log_metrics(client, run_id, _trial_metrics(record, summary, now_ms))
+    log_metrics(client, run_id, _series_metrics(summary.get("series") or {}, now_ms))
+    failed = str(record.get("outcome") or "failed") in ("failed", "oom")
+    status = RunStatus.FAILED if failed else RunStatus.FINISHED
+    client.set_terminated(run_id, status=RunStatus.to_string(status), end_time=now_ms)
+    client.set_tag(run_id, TAG_LOGGED, "true")
 
 
 def trial_params(outcome: Mapping[str, Any], summary: Mapping[str, Any]) -> dict[str, Any]:
@@ -419,20 +438,16 @@ def log_rung(
 ) -> str:
     """One promoted probe (a rung record, see `autotune.study.rung_phase`) as a run nested under
     its trial's run, named `trial-0007@340`; idempotent per (trial run, rung, steps)."""
-    from mlflow.entities import RunStatus
 
     rung, steps = int(record["rung"]), int(record["steps"])
-    found = search_all(
+    there = _complete_or_cleared(
         client,
         experiment_id,
         f"tags.`{TAG_PARENT}` = '{trial_run_id}' and tags.`{TAG_RUNG}` = '{rung}' "
         f"and tags.`{TAG_RUNG_STEPS}` = '{steps}'",
     )
-    for run in found:
-        if is_complete(run):
-            return str(run.info.run_id)
-    for run in found:
-        client.delete_run(run.info.run_id)
+    if there is not None:
+        return there
     summary: dict[str, Any] = record.get("summary") or {}
     now_ms = int(time.time() * 1000)
     tags = _trial_tags(study_name, record, summary)
@@ -451,10 +466,5 @@ def log_rung(
         tags=tags,
     )
     run_id = str(run.info.run_id)
-    log_entities(client, run_id, params=clean_params(trial_params(record, summary)))
-    log_metrics(client, run_id, _trial_metrics(record, summary, now_ms))
-    log_metrics(client, run_id, _series_metrics(summary.get("series") or {}, now_ms))
-    status = RunStatus.FAILED if record.get("outcome") in ("failed", "oom") else RunStatus.FINISHED
-    client.set_terminated(run_id, status=RunStatus.to_string(status), end_time=now_ms)
-    client.set_tag(run_id, TAG_LOGGED, "true")
+    _log_and_close(client, run_id, record, summary, now_ms)
     return run_id
