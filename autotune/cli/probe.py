@@ -115,7 +115,7 @@ def probe(
     """Run one probe of the space, by default its baseline (a study's trial 0), with a trial's
     CPU threads."""
     from autotune import space as sp
-    from autotune.process.entry import run as run_probe
+    from autotune.process.entry import run_here as run_probe
     from autotune.study import check_workload
 
     if config not in PROBE_CONFIGS:
@@ -167,8 +167,6 @@ def _run_probe_cli(
 ) -> dict[str, Any]:
     import torch
 
-    from autotune.errors import WorkloadError
-
     def report(msg: dict[str, Any]) -> None:
         if progress and msg.get("event") == "telemetry":
             done = msg["first_step"] + len(msg["loss"])
@@ -180,12 +178,6 @@ def _run_probe_cli(
     try:
         result = run_probe(cfg, report)
         result["threads"] = torch.get_num_threads()  # what the probe ran with
-    except AutotuneError:
-        raise
-    except Exception as e:
-        raise WorkloadError(
-            f"the probe of workload '{cfg.workload}' raised {type(e).__name__}: {e}"
-        ) from e
     finally:
         torch.set_num_threads(before)  # the probe's count belongs to the probe
         if progress:

@@ -44,6 +44,21 @@ def run(cfg: ProbeConfig, report: Report | None = None) -> dict[str, Any]:
     return run_probe(cfg, report)
 
 
+def run_here(cfg: ProbeConfig, report: Report | None = None) -> dict[str, Any]:
+    """`run` for a command that runs the probe in its own process (`autotune probe`, `repro`):
+    an exception from the workload is a WorkloadError naming it, not a traceback."""
+    from autotune.errors import AutotuneError, WorkloadError
+
+    try:
+        return run(cfg, report)
+    except AutotuneError:
+        raise
+    except Exception as e:
+        raise WorkloadError(
+            f"the probe of workload '{cfg.workload}' raised {type(e).__name__}: {e}"
+        ) from e
+
+
 def preload() -> None:
     """The imports of a probe process, done before its config is known (see
     `autotune.process.zygote`): torch, torch._dynamo, the probe, the fingerprint, the workload

@@ -34,7 +34,7 @@ import numpy as np
 import yaml
 
 from autotune import space as sp
-from autotune.errors import AutotuneError, RecipeError, ReproError, SpaceError, WorkloadError
+from autotune.errors import RecipeError, ReproError, SpaceError, WorkloadError
 from autotune.space import yaml_reader
 
 __all__ = ["SERIES", "compare_run_series", "format_repro", "load_space", "run_repro"]
@@ -249,17 +249,10 @@ def format_repro(result: Mapping[str, Any]) -> str:
 
 
 def _run_here(cfg: Any) -> dict[str, Any]:
-    from autotune.process.entry import run
+    from autotune.process.entry import run_here
 
     with _restored_state(), _environ(cfg.env):
-        try:
-            return run(cfg)
-        except AutotuneError:
-            raise
-        except Exception as e:
-            raise WorkloadError(
-                f"the probe of workload '{cfg.workload}' raised {type(e).__name__}: {e}"
-            ) from e
+        return run_here(cfg)
 
 
 @contextlib.contextmanager
