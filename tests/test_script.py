@@ -65,6 +65,8 @@ def test_a_loss_explosion_stops_the_script_as_a_divergence(run: Callable[..., An
     assert summary["status"] == "diverged"
     assert summary["divergence_cause"] == "loss_explosion"
     assert summary["diverged_at_step"] == 3 and summary["steps_run"] < 18
+    # like the built-in loop's: the samples of the steps it ran (the compute accounting's unit)
+    assert summary["samples_seen"] == summary["samples_per_step"] * summary["steps_run"] > 0
 
 
 def test_a_script_that_swallows_diverged_is_stopped_at_its_next_report(
