@@ -83,6 +83,10 @@ def test_a_study_promotes_through_two_rungs_and_picks_at_the_top(tmp_path: Path)
     assert sorted(p.name for p in (study_dir / "verify").iterdir()) == [
         f"{pick['number']:04d}-s120-seed{s}.json" for s in (1, 2)
     ]
+    # The compute reported is the samples seen over every record written.
+    records = [*(study_dir / "trials").glob("*.json"), *(study_dir / "verify").glob("*.json")]
+    seen = [(json.loads(p.read_text())["summary"] or {}).get("samples_seen", 0) for p in records]
+    assert len(seen) == 6 + 3 + 3 + 2 and summary["compute"]["total"] == sum(seen)
 
     # MLflow: each promoted probe is a run nested under its trial's run.
     trials, nested = rung_runs(uri)

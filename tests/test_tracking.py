@@ -359,6 +359,7 @@ def test_log_study_summary_leaves_plots_and_pareto_table(
         },
         "counts": {"complete": 3, "diverged": 1, "failed": 1, "oom": 0},
         "dropped_knobs": {"scaler_init": "precision is fp32"},
+        "compute": {"screen": 4800, "rungs": 0, "total": 4800, "vs_today": 1.0, "today": 4800},
     }
     importances = {
         "loss_cv": {"clip_norm": 0.7, "warmup_steps": 0.3},
@@ -375,6 +376,7 @@ def test_log_study_summary_leaves_plots_and_pareto_table(
     assert metrics["trials.diverged"] == 1
     assert metrics["trials.failed"] == 1
     assert metrics["trials.oom"] == 0
+    assert metrics["compute_samples_total"] == 4800 and metrics["compute_vs_today"] == 1.0
     assert run.data.tags["autotune.pick.trial"] == "1"
     assert run.data.tags["autotune.pareto.trials"] == "1,2"
     artifacts = _artifacts(client, parent)

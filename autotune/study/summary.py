@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from autotune import space as sp
+from autotune.study.compute import format_line as compute_line
+from autotune.study.compute import study_compute
 from autotune.study.objectives import constraint_names, constraints_of, directions
 from autotune.study.pick import dominates
 from autotune.tracking.connection import redact
@@ -48,6 +50,7 @@ def summarize(
         "counts": counts,
         "dropped_knobs": dict(dropped or {}),
         "study_dir": str(study_dir) if study_dir else None,
+        "compute": study_compute(study, space, study_dir),
     }
 
 
@@ -280,6 +283,9 @@ def format_summary(summary: Mapping[str, Any], *, tracking_uri: str | None = Non
     decided_line = _decided_line(summary)
     if decided_line:
         lines.append(decided_line)
+    spent = compute_line(summary.get("compute"))
+    if spent:
+        lines.append(spent)
     if pick and pick.get("number") is None:
         lines.append(
             f"{pick.get('message')} (best found: trial {pick.get('best')}); "

@@ -29,7 +29,8 @@ def log_study_summary(
 ) -> None:
     """Log the end of a study on its parent run, then set the run FINISHED.
 
-    Metrics `baseline.<m>`, `best.<m>`, `change_pct.<m>` and `trials.<outcome>` counts; tags for
+    Metrics `baseline.<m>`, `best.<m>`, `change_pct.<m>`, `trials.<outcome>` counts and the
+    compute spent (`compute_samples_total`, `compute_vs_today`, ...); tags for
     the pick (`summary["pick"]` if given, else the first Pareto entry) and the front; the Pareto
     front as an MLflow table (`pareto_front.json`) plus `pareto_front.csv` / `.md`; `summary.json`;
     and the plots `plots/pareto_front.png`, `plots/importances.png`, `plots/loss_curves.png`.
@@ -55,6 +56,7 @@ def log_study_summary(
             values[f"change_pct.{name}"] = pct
     for name, count in _counts(outcomes, summary.get("counts") or {}).items():
         values[f"trials.{name}"] = float(count)
+    values.update(_compute_metrics(summary.get("compute") or {}))
     log_metrics(client, parent_run_id, [Metric(clean_key(k), v, ts, 0) for k, v in values.items()])
 
     tags: dict[str, str] = {
@@ -85,6 +87,18 @@ def log_study_summary(
 
     _log_plots(client, parent_run_id, summary, outcomes, importances, objectives, pareto)
     client.set_terminated(parent_run_id, status=RunStatus.to_string(RunStatus.FINISHED))
+
+
+def _compute_metrics(compute: Mapping[str, Any]) -> dict[str, float]:
+    """The summary's `compute` as metrics: samples per phase, and the two ratios."""
+    out: dict[str, float] = {}
+    for key in ("screen", "rungs", "verification", "total", "today", "full_length"):
+        if finite(compute.get(key)) is not None:
+            out[f"compute_samples_{key}"] = float(compute[key])
+    for key in ("vs_today", "saved_vs_full"):
+        if finite(compute.get(key)) is not None:
+            out[f"compute_{key}"] = float(compute[key])
+    return out
 
 
 def _pick(summary: Mapping[str, Any], pareto: list[dict[str, Any]]) -> dict[str, Any] | None:

@@ -1,0 +1,157 @@
+"""What a study spent, in samples: the screen, the rungs and the verification as measured, beside
+two estimates of what other flows would have spent.
+
+A sample is what a probe's `samples_seen` counts (sequences, images or rows per optimizer step,
+times the steps it ran, times the processes of a DDP probe); tokens are not counted separately.
+
+Measured (from what the study stored): `screen` = the finished trials' `samples_seen` (their
+Optuna user attributes, else their trials/NNNN.json); `rungs` = the rung records
+trials/NNNN-rK.json; `verification` = the records verify/NNNN-s{steps}-seed{S}.json. A probe
+stopped early by a divergence or an out-of-memory counts the samples it saw; a probe that failed
+without a summary counts none. `total` is their sum.
+
+Estimated from the space (b = probe.batch x probe.world_size samples per step, N = the trials
+screened, V = verify.top_k x verify.seeds verification probes): `full_length` = b x T x (N + V),
+every screened trial and the same verification at budget.target_steps T; `today` =
+b x probe.steps x (N + V), the flow without rungs. `vs_today` = total / today, `saved_vs_full` =
+1 - total / full_length.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from autotune import space as sp
+
+_RUNG_FILE = re.compile(r"\d{4,}-r\d+\.json")
+_VERIFY_FILE = re.compile(r"\d{4,}-s\d+-seed-?\d+\.json")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the estimates take from the space."""
+
+    samples_per_step: int  # b: probe.batch x probe.world_size
+    probe_steps: int
+    target_steps: int
+    verify_probes: int  # verify.top_k x verify.seeds
+
+    @classmethod
+    def of(cls, space: sp.Space) -> Plan:
+        p = space.probe
+        return cls(
+            samples_per_step=p.samples_per_step * p.world_size,
+            probe_steps=p.steps,
+            target_steps=space.budget.target_steps or p.steps,
+            verify_probes=space.verify.top_k * space.verify.seeds,
+        )
+
+
+def samples_of(record: Mapping[str, Any]) -> int:
+    """The samples one probe saw, from its record (`summary.samples_seen`; for a summary that
+    lacks it, samples per step x steps run); 0 for a probe without a summary."""
+    summary = record.get("summary") or {}
+    seen = summary.get("samples_seen")
+    if seen is None:
+        seen = (summary.get("samples_per_step") or 0) * (summary.get("steps_run") or 0)
+    return int(seen)
+
+
+def account(
+    screen: Iterable[int], rungs: Iterable[int], verification: Iterable[int], plan: Plan
+) -> dict[str, Any]:
+    """The compute of a study from the samples of each of its probes (see the module)."""
+    screened = list(screen)
+    spent = {"screen": sum(screened), "rungs": sum(rungs), "verification": sum(verification)}
+    total = sum(spent.values())
+    probes = len(screened) + plan.verify_probes
+    today = plan.samples_per_step * plan.probe_steps * probes
+    full = plan.samples_per_step * plan.target_steps * probes
+    return {
+        **spent,
+        "total": total,
+        "today": today,
+        "full_length": full,
+        "vs_today": total / today if today else None,
+        "saved_vs_full": 1.0 - total / full if full else None,
+        "samples_per_step": plan.samples_per_step,
+        "target_steps": plan.target_steps,
+        "unit": "samples",
+    }
+
+
+def study_compute(study: Any, space: sp.Space, study_dir: Path | None) -> dict[str, Any] | None:
+    """The compute of `study` from its storage and its folder's records; None without a folder
+    (the rung and verification records live there)."""
+    if study_dir is None:
+        return None
+    return account(
+        screen_samples(study, study_dir),
+        (samples_of(r) for r in _records(study_dir / "trials", _RUNG_FILE)),
+        (samples_of(r) for r in _records(study_dir / "verify", _VERIFY_FILE)),
+        Plan.of(space),
+    )
+
+
+def screen_samples(study: Any, study_dir: Path) -> list[int]:
+    """Per finished trial, the samples its probe saw."""
+    import optuna
+
+    done = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL)
+    out = []
+    for t in study.get_trials(deepcopy=False, states=done):
+        seen = t.user_attrs.get("autotune.samples_seen")
+        if seen is None:
+            seen = samples_of(_read(study_dir / "trials" / f"{t.number:04d}.json") or {})
+        out.append(int(seen))
+    return out
+
+
+def _records(folder: Path, name: re.Pattern[str]) -> list[dict[str, Any]]:
+    """The JSON records in `folder` whose file name matches `name`."""
+    if not folder.is_dir():
+        return []
+    paths = sorted(folder.glob("*.json"))
+    found = (_read(p) for p in paths if name.fullmatch(p.name))
+    return [r for r in found if r is not None]
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def format_line(compute: Mapping[str, Any] | None) -> str | None:
+    """One line for the end-of-study summary; None when nothing was spent yet."""
+    if not compute or not compute.get("total"):
+        return None
+    target = compute["target_steps"]
+    rungs = bool(compute["rungs"]) or compute["full_length"] != compute["today"]
+    parts = [f"screen {_count(compute['screen'])}"]
+    if rungs:
+        parts.append(f"rungs {_count(compute['rungs'])}")
+    parts.append(f"verification {_count(compute['verification'])}")
+    text = f"compute: {_count(compute['total'])} samples ({', '.join(parts)})"
+    if compute.get("vs_today") is not None:
+        text += f" = {compute['vs_today']:.1f}x a screen-only study"
+    saved = compute.get("saved_vs_full")
+    if rungs and saved is not None:
+        more = "less" if saved >= 0 else "more"
+        text += f", {abs(saved):.0%} {more} than every trial at {target} steps"
+    return text
+
+
+def _count(n: int) -> str:
+    """164000 -> 164k, 2500000 -> 2.5M."""
+    for size, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if n >= size:
+            return f"{n / size:.3g}{suffix}"
+    return str(n)

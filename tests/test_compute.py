@@ -1,0 +1,121 @@
+"""Compute accounting (`autotune.study.compute`): exact arithmetic on made-up probe records, and
+a real SQLite Optuna study with its folder's records read back. No Ray, no probe process."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from assets import studies as h
+from hypothesis import given
+from hypothesis import strategies as hs
+
+from autotune import space as sp
+from autotune import study as st
+from autotune.study import compute as cp
+from autotune.study import rung_phase as rp
+
+B = 16  # samples per step
+
+
+def probe(steps: int, outcome: str = "complete") -> dict[str, Any]:
+    """A probe's record as the study writes it: `steps` optimizer steps at B samples each."""
+    return {"outcome": outcome, "summary": {"samples_seen": B * steps, "steps_run": steps}}
+
+
+def test_the_quick_start_arithmetic_exactly() -> None:
+    # 12 trials at 150, rungs 340 (5 probes) and 750 (3), 2 candidates x 3 seeds at 750
+    plan = cp.Plan(samples_per_step=B, probe_steps=150, target_steps=750, verify_probes=6)
+    screen = [cp.samples_of(probe(150)) for _ in range(12)]
+    rungs = [cp.samples_of(probe(s)) for s in [340] * 5 + [750] * 3]
+    verification = [cp.samples_of(probe(750)) for _ in range(6)]
+    c = cp.account(screen, rungs, verification, plan)
+    assert (c["screen"], c["rungs"], c["verification"]) == (28_800, 63_200, 72_000)
+    assert c["total"] == 164_000
+    assert c["today"] == B * 150 * (12 + 6) == 43_200
+    assert c["full_length"] == B * 750 * (12 + 6) == 216_000
+    assert c["vs_today"] == pytest.approx(164_000 / 43_200)
+    assert c["saved_vs_full"] == pytest.approx(1 - 164_000 / 216_000)
+    assert cp.format_line(c) == (
+        "compute: 164k samples (screen 28.8k, rungs 63.2k, verification 72k) = 3.8x a "
+        "screen-only study, 24% less than every trial at 750 steps"
+    )
+    # more than full length: said so, not as a negative saving
+    c = cp.account(screen, rungs * 3, verification, plan)
+    assert c["saved_vs_full"] < 0
+    assert "% more than every trial at 750 steps" in (cp.format_line(c) or "")
+
+
+def test_a_probe_stopped_early_counts_what_it_saw() -> None:
+    diverged = probe(37, "diverged")
+    assert cp.samples_of(diverged) == B * 37
+    assert cp.samples_of({"outcome": "failed", "summary": None}) == 0
+    # a summary without samples_seen (a training script's): samples per step x steps run
+    assert cp.samples_of({"summary": {"samples_per_step": 8, "steps_run": 12}}) == 96
+    plan = cp.Plan(samples_per_step=B, probe_steps=150, target_steps=150, verify_probes=0)
+    c = cp.account([cp.samples_of(probe(150)), cp.samples_of(diverged)], [], [], plan)
+    assert c["total"] == B * (150 + 37) and c["today"] == B * 150 * 2
+
+
+@given(
+    trials=hs.integers(1, 50),
+    steps=hs.integers(10, 2000),
+    b=hs.integers(1, 512),
+    top_k=hs.integers(0, 5),
+    seeds=hs.integers(1, 5),
+)
+def test_without_a_target_a_study_spends_what_today_does(
+    trials: int, steps: int, b: int, top_k: int, seeds: int
+) -> None:
+    plan = cp.Plan(b, probe_steps=steps, target_steps=steps, verify_probes=top_k * seeds)
+    c = cp.account([b * steps] * trials, [], [b * steps] * (top_k * seeds), plan)
+    assert c["total"] == c["today"] == c["full_length"]
+    assert c["vs_today"] == 1.0 and c["saved_vs_full"] == 0.0
+    line = cp.format_line(c) or ""
+    assert "rungs" not in line and "every trial at" not in line and "= 1.0x" in line
+
+
+def write_record(path: Path, record: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record))
+
+
+def test_a_real_study_read_back_from_its_storage_and_folder(tmp_path: Path) -> None:
+    import optuna
+
+    n = 4
+    study_dir = h.recorded_study(tmp_path, "c", trials=n, finished=n)
+    study = optuna.load_study(study_name="c", storage=f"sqlite:///{study_dir / 'optuna.db'}")
+    text = h.mlp_space("c", trials=n, verify_top_k=1, verify_seeds=2)
+    space = sp.loads(text, source="c", overrides=["budget.target_steps=90"])
+    assert space.probe.samples_per_step == 32
+    # The recorded trials stored no samples_seen: their trials/NNNN.json records are read
+    # (trial 2 diverged at step 11); a leftover .tmp file is not a record.
+    for i in range(n):
+        seen = 32 * (11 if i == 2 else 30)
+        write_record(study_dir / "trials" / f"{i:04d}.json", {"summary": {"samples_seen": seen}})
+    write_record(study_dir / "trials" / "0001-r1.json.tmp", probe(1000))
+    trials = {t.number: t for t in study.get_trials()}
+    out = {"outcome": "complete", "summary": {"metrics": {}, "samples_seen": 32 * 90}}
+    for number in (0, 3):
+        rp.record_rung(space, study, study_dir, trials[number], 1, 90, out)
+    screen = 32 * (30 * 3 + 11)
+    rungs = 2 * 32 * 90
+
+    # verification missing (not run yet): counted as none, the estimates still include it
+    c = st.summarize(study, space, study_dir)["compute"]
+    assert (c["screen"], c["rungs"], c["verification"]) == (screen, rungs, 0)
+    assert c["total"] == screen + rungs
+    assert c["today"] == 32 * 30 * (n + 2) and c["full_length"] == 32 * 90 * (n + 2)
+
+    for seed in (1, 2):
+        record = {"outcome": "complete", "summary": {"samples_seen": 32 * 90}}
+        write_record(study_dir / "verify" / f"0003-s90-seed{seed}.json", record)
+    summary = st.summarize(study, space, study_dir)
+    c = summary["compute"]
+    assert c["verification"] == 2 * 32 * 90 and c["total"] == screen + rungs + 2 * 32 * 90
+    assert cp.format_line(c) in st.format_summary(summary).splitlines()
+    # without the study folder (a study known from its storage only) nothing is claimed
+    assert st.summarize(study, space, None)["compute"] is None
