@@ -8,7 +8,9 @@ Measured (from what the study stored): `screen` = the finished trials' `samples_
 Optuna user attributes, else their trials/NNNN.json); `rungs` = the rung records
 trials/NNNN-rK.json; `verification` = the records verify/NNNN-s{steps}-seed{S}.json. A probe
 stopped early by a divergence or an out-of-memory counts the samples it saw; a probe that failed
-without a summary counts none. `total` is their sum.
+without a summary counts none; the first attempt of an OOM retry and the one-process timing
+of `probe.measure_scaling` are not in a summary's `samples_seen`, so not here either. `total`
+is their sum.
 
 Estimated from the space (b = probe.batch x probe.world_size samples per step, N = the trials
 screened, V = verify.top_k x verify.seeds verification probes): `full_length` = b x T x (N + V),
