@@ -113,7 +113,7 @@ class ScriptSession:
         if self.cfg.deterministic:
             self.determinism = set_deterministic()
         seed_everything(self.cfg.seed)
-        self.knobs = resolve_knobs(self.cfg.knobs, default_lr)
+        self.knobs = resolve_knobs(self.cfg.knobs, default_lr, self.cfg.micro_batch)
         self.emit(
             {
                 "event": "start",
@@ -322,6 +322,8 @@ class ScriptSession:
             "effective_batch": cfg.micro_batch * accum,
             "samples_per_step": self.samples_per_step,
             "tokens_per_step": self.tokens_per_step,
+            "samples_seen": self.samples_per_step * len(data.get("loss", ())),
+            "tokens_seen": self.tokens_per_step * len(data.get("loss", ())),
             "determinism": self.determinism,
             "wall_s": self.clock() - self.t_start,
         }
