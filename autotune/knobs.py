@@ -162,6 +162,18 @@ KNOBS: dict[str, KnobInfo] = {
             high=4096,
         ),
         _k(
+            "batch",
+            "int",
+            None,
+            "batch",
+            "samples per optimizer step per process (default: probe.batch); the micro-batch is "
+            "batch / accum_steps. Searched on purpose, trials compare at equal samples: a length "
+            "L (probe.steps, a rung, the target) counts steps at probe.batch, and a trial with "
+            "batch b runs round(L * probe.batch / b) steps (warmup_steps stays in steps)",
+            low=1,
+            high=1_048_576,
+        ),
+        _k(
             "bucket_cap_mb",
             "float",
             25.0,

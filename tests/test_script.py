@@ -194,8 +194,9 @@ def test_standalone_uses_pytorchs_defaults() -> None:
     t = autotune.trial(steps=5, micro_batch=4, lr=0.02)
     assert not t.in_study and t.steps == 5 and t.recipe.lr == 0.02
     for name, info in KNOBS.items():
-        if name != "lr":
+        if name not in ("lr", "batch"):
             assert t.recipe.knobs[name] == info.default, name
+    assert t.batch == t.recipe.knobs["batch"] == 4  # micro_batch x accum_steps
     assert autotune.trial() is t
     with pytest.raises(autotune.Diverged):
         for i in range(3):

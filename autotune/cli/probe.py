@@ -67,6 +67,8 @@ def describe_space(s: Any) -> str:
             continue
         shown = "(workload's default)" if value is None else repr(value)
         mark = "" if name in s.knobs else "  [PyTorch default]"
+        if name == "batch" and value is None:
+            shown, mark = repr(p.samples_per_step), "  [probe.batch]"
         if name in sp.DDP_KNOBS and name not in s.knobs:
             continue
         lines.append(f"  {name:<24} {shown}{mark}")

@@ -6,7 +6,7 @@ of an optimizer step), `telemetry`, `metrics` (summary metrics of the step serie
 layer of autotune above it.
 """
 
-from autotune.probe.config import ProbeConfig, Rank, Report
+from autotune.probe.config import ProbeConfig, Rank, Report, steps_at_batch
 from autotune.probe.loop import needs_processes, run_probe
 from autotune.probe.steps import (
     NoGradient,
@@ -41,4 +41,5 @@ __all__ = [
     "run_probe",
     "seed_everything",
     "set_deterministic",
+    "steps_at_batch",
 ]

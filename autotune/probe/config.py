@@ -18,6 +18,16 @@ if TYPE_CHECKING:
 Report = Callable[[dict[str, Any]], None]
 
 
+def steps_at_batch(length: int, reference: int, batch: int) -> int:
+    """Optimizer steps that see the samples of `length` steps at the `reference` batch, at
+    `batch` samples per step: lengths (probe.steps, rungs, the target, verification) count steps
+    at probe.batch, so trials that search the batch compare at equal samples seen (within one
+    step's batch). The one place this conversion is made."""
+    if batch == reference:
+        return length
+    return max(1, round(length * reference / batch))
+
+
 @dataclass(frozen=True)
 class ProbeConfig:
     """Everything one probe needs, as plain data (it travels to the trial process as JSON)."""
@@ -51,15 +61,18 @@ class ProbeConfig:
         steps: int | None = None,
     ) -> ProbeConfig:
         """The probe of `space` with the given knob values (default: the space's defaults), at
-        `steps` (default: probe.steps). Every trial sees probe.batch samples per optimizer step:
-        its micro-batch is probe.batch / accum_steps."""
+        `steps` (default: probe.steps), a length at the reference batch probe.batch. A trial
+        sees `knobs.batch` samples per optimizer step (default probe.batch), its micro-batch is
+        batch / accum_steps, and it runs the steps that see the length's samples."""
         p = space.probe
         knobs = dict(space.fixed_knobs() if knobs is None else knobs)
+        batch = int(knobs.get("batch") or p.samples_per_step)
+        length = p.steps if steps is None else steps
         return cls(
             workload=space.workload.display,
             size=space.workload.size,
-            steps=p.steps if steps is None else steps,
-            micro_batch=p.micro_for(int(knobs.get("accum_steps") or 1)),
+            steps=steps_at_batch(length, p.samples_per_step, batch),
+            micro_batch=max(1, batch // max(1, int(knobs.get("accum_steps") or 1))),
             precision=p.precision,
             seed=p.seed if seed is None else seed,
             device=p.device,

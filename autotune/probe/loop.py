@@ -75,7 +75,7 @@ def run_probe(
     seed_everything(cfg.seed)
     device = pick_device(cfg.device)
     workload = resolve(cfg.workload, cfg.size)
-    k = resolve_knobs(cfg.knobs, workload.default_lr)
+    k = resolve_knobs(cfg.knobs, workload.default_lr, cfg.micro_batch)
     accum = int(k["accum_steps"])
     fp16 = cfg.precision == "fp16"
     amp_dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(cfg.precision)

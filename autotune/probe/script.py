@@ -113,7 +113,7 @@ class ScriptSession:
         if self.cfg.deterministic:
             self.determinism = set_deterministic()
         seed_everything(self.cfg.seed)
-        self.knobs = resolve_knobs(self.cfg.knobs, default_lr)
+        self.knobs = resolve_knobs(self.cfg.knobs, default_lr, self.cfg.micro_batch)
         self.emit(
             {
                 "event": "start",

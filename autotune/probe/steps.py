@@ -23,12 +23,17 @@ if TYPE_CHECKING:
     import torch
 
 
-def resolve_knobs(knobs: Mapping[str, Any], default_lr: float) -> dict[str, Any]:
-    """Every knob with a value: given ones, else PyTorch's default; lr else the workload's."""
+def resolve_knobs(
+    knobs: Mapping[str, Any], default_lr: float, micro_batch: int | None = None
+) -> dict[str, Any]:
+    """Every knob with a value: given ones, else PyTorch's default; lr else the workload's;
+    batch, given the `micro_batch` that runs, as micro_batch x accum_steps."""
     out = {name: info.default for name, info in KNOBS.items()}
     out.update({k: v for k, v in knobs.items() if v is not None})
     if out.get("lr") is None:
         out["lr"] = default_lr
+    if micro_batch is not None:
+        out["batch"] = micro_batch * int(out["accum_steps"] or 1)
     return out
 
 

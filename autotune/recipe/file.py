@@ -84,6 +84,12 @@ class Recipe(RecipeRuntime):
     autotune_version: str = __version__
     created_at: str = ""
 
+    def __post_init__(self) -> None:
+        # knobs.batch is resolved like every knob: the samples per optimizer step it ran with.
+        if self.knobs.get("batch") is None:
+            batch = self.micro_batch * int(self.knobs.get("accum_steps") or 1)
+            object.__setattr__(self, "knobs", {**self.knobs, "batch": batch})
+
     # ----- derived -----
     @property
     def effective_batch(self) -> int:
@@ -180,6 +186,13 @@ class Recipe(RecipeRuntime):
                 "accum_steps",
                 f"{data['accum_steps']!r} disagrees with knobs.accum_steps "
                 f"({knobs['accum_steps']!r})",
+            )
+        layout_batch = layout.micro_batch * int(knobs["accum_steps"])
+        if knobs["batch"] is not None and knobs["batch"] != layout_batch:
+            raise bad(
+                "knobs",
+                f"batch {knobs['batch']} disagrees with micro_batch x accum_steps "
+                f"({layout.micro_batch} x {knobs['accum_steps']} = {layout_batch})",
             )
         for key in ("achieved", "source"):
             if not isinstance(data.get(key) or {}, dict):
@@ -286,7 +299,11 @@ def _check_knobs(raw: Any, source: str) -> dict[str, Any]:
         if isinstance(value, dict | list):
             raise err(["knobs", name], "a recipe holds one value per knob, not a domain")
         out[name] = sp.check_value(sp.KNOBS[name], value, ["knobs", name], err)
-    missing = [n for n, info in sp.KNOBS.items() if n not in out and info.default is None]
+    missing = [
+        n
+        for n, info in sp.KNOBS.items()
+        if n not in out and info.default is None and n != "batch"  # batch: micro x accum
+    ]
     if missing:
         raise RecipeError(f"{source}: knobs: missing {', '.join(missing)} (no default to assume)")
     for name, info in sp.KNOBS.items():
@@ -332,11 +349,13 @@ _COMMENTS: dict[str, str] = {
     "precision": "fp32, fp16 (autocast + GradScaler) or bf16 (autocast, no scaler).",
     "micro_batch": "Samples per forward/backward; effective batch = micro_batch x accum_steps x "
     "world_size.",
-    "probe": "How the probe measured it: steps, seed, device.",
+    "probe": "How the probe measured it: steps, seed, device. With a batch knob, `batch` is the\n"
+    "study's reference: steps count at it (knobs.batch ran steps x batch / knobs.batch steps).",
     "knobs": "Every knob, resolved (PyTorch's default where the study did not set it):\n"
     "AdamW lr/beta1/beta2/adam_eps/weight_decay; clip_norm (0 = off) and clip_mode;\n"
     "warmup_steps, schedule and min_lr_ratio; the GradScaler's init_scale, growth_factor,\n"
-    "backoff_factor and growth_interval (fp16 only); accum_steps; the DDP arguments.",
+    "backoff_factor and growth_interval (fp16 only); accum_steps and batch (samples per\n"
+    "optimizer step per process = micro_batch x accum_steps); the DDP arguments.",
     "env": "Environment knobs: set them before torch initialises the GPU or the process group\n"
     "(`autotune export --format env`, or Recipe.apply_env()).",
     "achieved": "What the recipe achieved, per objective: the trial's own value and, when it was\n"

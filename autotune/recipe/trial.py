@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from autotune.probe.config import ProbeConfig
+from autotune.probe.config import ProbeConfig, steps_at_batch
 from autotune.probe.script import Diverged, ScriptSession, current
 from autotune.recipe import Recipe
 
@@ -75,6 +75,13 @@ class Trial:
             tokens=tokens,
             **metrics,
         )
+
+    @property
+    def batch(self) -> int:
+        """Samples per optimizer step (this process): `micro_batch` x accum_steps. A study that
+        searches `batch` sets it per trial; build the data loader from it (or `micro_batch`)
+        and run `steps` optimizer steps: trials then see equal samples."""
+        return int(self.recipe.knobs["batch"])
 
     @property
     def should_stop(self) -> bool:
@@ -155,6 +162,9 @@ def _standalone(steps: int | None, micro_batch: int | None, seed: int) -> Script
         n = steps if steps is not None else p.get("steps")
         if n is None:
             raise ValueError(f"autotune.trial(): {path} has no probe.steps: pass steps=N")
+        if steps is None:  # the recipe's steps count at its study's batch: equal samples
+            batch = int(recipe.knobs["batch"])
+            n = steps_at_batch(int(n), int(p.get("batch") or batch), batch)
         cfg = ProbeConfig(
             workload=recipe.workload.get("script") or recipe.workload.get("name") or "script",
             steps=int(n),

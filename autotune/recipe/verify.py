@@ -22,7 +22,7 @@ from typing import Any
 
 from autotune import space as sp
 from autotune.knobs import HARDWARE_METRICS
-from autotune.probe import ProbeConfig
+from autotune.probe import ProbeConfig, steps_at_batch
 from autotune.recipe.file import Recipe
 from autotune.recipe.seeds import (
     POSITIVE_METRICS,
@@ -56,15 +56,23 @@ __all__ = [
 # ---------------------------------------------------------------------------------------------
 
 
-def probe_config(recipe: Recipe, *, knobs: Mapping[str, Any] | None = None) -> ProbeConfig:
-    """The probe a recipe was measured with (its knobs unless others are given)."""
+def probe_config(
+    recipe: Recipe, *, knobs: Mapping[str, Any] | None = None, steps: int | None = None
+) -> ProbeConfig:
+    """The probe a recipe was measured with (its knobs unless others are given), `steps` long
+    (default: the recipe's probe.steps). A recipe whose study searched the batch counts steps at
+    its probe.batch: a probe at another batch runs the steps that see the same samples."""
     p = recipe.probe
     script = recipe.workload.get("script")
+    knobs = dict(recipe.knobs if knobs is None else knobs)
+    batch = int(knobs.get("batch") or recipe.knobs["batch"])
+    reference = int(p.get("batch") or recipe.knobs["batch"])
+    length = int(p.get("steps", 200)) if steps is None else steps
     return ProbeConfig(
         workload=f"script:{Path(script).name}" if script else recipe.workload["name"],
         size=recipe.workload.get("size", "tiny"),
-        steps=int(p.get("steps", 200)),
-        micro_batch=recipe.micro_batch,
+        steps=steps_at_batch(length, reference, batch),
+        micro_batch=max(1, batch // max(1, int(knobs.get("accum_steps") or 1))),
         precision=recipe.precision,
         seed=int(p.get("seed", 0)),
         device=str(p.get("device", "auto")),
@@ -72,7 +80,7 @@ def probe_config(recipe: Recipe, *, knobs: Mapping[str, Any] | None = None) -> P
         telemetry_every=int(p.get("telemetry_every", 10)),
         threads=p.get("threads"),
         divergence=dict(p.get("divergence") or {}),
-        knobs=dict(recipe.knobs if knobs is None else knobs),
+        knobs=knobs,
         env=dict(recipe.env),
         world_size=recipe.world_size,
         script=script,
@@ -84,11 +92,13 @@ def baseline_knobs(recipe: Recipe) -> dict[str, Any]:
     """PyTorch's defaults for the knobs the recipe's study searched (the lr stays)."""
     searched = recipe.source.get("searched")
     if not searched:  # a recipe without that record: every knob but lr and the batch layout
-        searched = [n for n in sp.KNOBS if n not in ("lr", "accum_steps")]
+        searched = [n for n in sp.KNOBS if n not in ("lr", "accum_steps", "batch")]
     out = dict(recipe.knobs)
     for name in searched:
         if name in sp.KNOBS and name != "lr":
             out[name] = sp.KNOBS[name].default
+    if out.get("batch") is None:  # the study's reference batch, as its baseline ran
+        out["batch"] = int(recipe.probe.get("batch") or recipe.knobs["batch"])
     return out
 
 
@@ -206,8 +216,6 @@ def verify_recipe(
     study ranks configurations at its probe length, which does not always predict a longer run
     (benchmarks/RESULTS.md, probe fidelity), so check at the length you will train. The promise
     was measured at the probe length: at another length it is not compared."""
-    from dataclasses import replace
-
     from autotune import fingerprint
 
     say: Callable[[str], None] = (
@@ -215,14 +223,14 @@ def verify_recipe(
     )
     check_workload(recipe, source)
     here = fingerprint.collect()
-    cfg = probe_config(recipe)
-    promised_steps = cfg.steps
-    if steps is not None:
-        cfg = replace(cfg, steps=steps)
+    promised_steps = int(recipe.probe.get("steps", 200))
+    length = promised_steps if steps is None else steps  # at the reference batch
+    cfg = probe_config(recipe, steps=length)
     seed_list = seeds_for(cfg.seed, seeds)
     say(
         f"verifying recipe {recipe.name} on this machine ({here.get('hash')}): "
         f"{len(seed_list)} seed(s), {cfg.steps} steps each"
+        + (f" ({length} at the study's batch)" if cfg.steps != length else "")
         + (", beside the baseline" if baseline else "")
     )
     runs = run_local(
@@ -246,11 +254,11 @@ def verify_recipe(
         "drift": [{"field": f, "recipe": a, "here": b} for f, a, b in drift],
         "same_hardware": same,
         "seeds": seed_list,
-        "steps": cfg.steps,
+        "steps": length,
         "recipe_result": summarize_seeds(runs, _metrics_of(recipe)),
     }
     if baseline:
-        base_cfg = replace(probe_config(recipe, knobs=baseline_knobs(recipe)), steps=cfg.steps)
+        base_cfg = probe_config(recipe, knobs=baseline_knobs(recipe), steps=length)
         base_runs = run_local(
             base_cfg,
             recipe.env,
@@ -263,9 +271,7 @@ def verify_recipe(
         report["baseline_result"] = summarize_seeds(base_runs, _metrics_of(recipe))
     report["promised_steps"] = promised_steps
     report["promise"] = (
-        compare_promise(recipe, report["recipe_result"], same)
-        if cfg.steps == promised_steps
-        else []
+        compare_promise(recipe, report["recipe_result"], same) if length == promised_steps else []
     )
     return report
 

@@ -3,6 +3,7 @@ say `file: key.path (line N): message` with a did-you-mean."""
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
@@ -14,6 +15,7 @@ from pydantic import BaseModel, ValidationError
 
 from autotune.errors import SpaceError, did_you_mean
 from autotune.knobs import KNOBS
+from autotune.probe.config import steps_at_batch
 from autotune.probe.workload import names_file
 from autotune.space import yaml_reader
 from autotune.space.builtin import find
@@ -254,8 +256,13 @@ def _check_grid(
 
 def accum_values(value: KnobValue | None) -> list[int]:
     """Every value knobs.accum_steps can take (1 when absent)."""
+    return int_values(value, 1)
+
+
+def int_values(value: KnobValue | None, absent: int) -> list[int]:
+    """Every value an int knob can take (`absent` when the space leaves it out)."""
     if value is None:
-        return [1]
+        return [absent]
     if not isinstance(value, Domain):
         return [int(value)]
     if value.is_choice:
@@ -265,7 +272,8 @@ def accum_values(value: KnobValue | None) -> list[int]:
 
 
 def _check_batch(probe: ProbeSettings, knobs: Mapping[str, KnobValue], err: ErrorAt) -> None:
-    """probe.batch divides by every accum_steps; a micro_batch only where accumulation is 1."""
+    """probe.batch and every knobs.batch divide by every accum_steps; a micro_batch only where
+    accumulation is 1; the shortest probe (probe.steps at the largest batch) has 10 steps."""
     accums = accum_values(knobs.get("accum_steps"))
     if probe.batch is None and "micro_batch" in probe.model_fields_set and accums != [1]:
         raise err(
@@ -279,6 +287,32 @@ def _check_batch(probe: ProbeSettings, knobs: Mapping[str, KnobValue], err: Erro
                 ["probe", "batch"],
                 f"{what} {probe.samples_per_step} is not divisible by knobs.accum_steps value {a}",
             )
+    if "batch" in knobs:
+        _check_batch_knob(probe, knobs["batch"], accums, err)
+
+
+def _check_batch_knob(
+    probe: ProbeSettings, value: KnobValue, accums: Sequence[int], err: ErrorAt
+) -> None:
+    batches = int_values(value, probe.samples_per_step)
+    for b in batches:
+        bad = next((a for a in accums if b % a), None)
+        if bad is not None:
+            raise err(
+                ["knobs", "batch"],
+                f"batch {b} is not divisible by knobs.accum_steps value {bad}: every batch "
+                "must split into accum_steps equal micro-batches",
+            )
+    ref, largest = probe.samples_per_step, max(batches)
+    shortest = steps_at_batch(probe.steps, ref, largest)
+    if shortest < 10:
+        need = math.ceil(10 * largest / ref)
+        raise err(
+            ["knobs", "batch"],
+            f"at batch {largest} the probe runs {shortest} optimizer steps (probe.steps "
+            f"{probe.steps} count at probe.batch {ref}: equal samples); at least 10 are needed: "
+            f"raise probe.steps to {need} or lower the largest batch",
+        )
 
 
 def validate_section(cls: type[BaseModel], raw: Any, path: list[str | int], err: ErrorAt) -> Any:

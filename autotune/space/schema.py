@@ -383,8 +383,11 @@ class Space:
             if value.default is not None:
                 return value.default
             info = KNOBS.get(name)
-            if info is not None and info.default is not None and value.contains(info.default):
-                return info.default
+            default = info.default if info is not None else None
+            if name == "batch":  # the reference batch, where the domain holds it
+                default = self.probe.samples_per_step
+            if default is not None and value.contains(default):
+                return default
             return value.midpoint(self.knob_kind(name))
         if value is not None:
             return value

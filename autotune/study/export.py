@@ -39,7 +39,7 @@ def recipe_from_study(ref: str, how: str = "balanced", storage: str | None = Non
         name=f"{space.name}-trial{chosen.number}",
         workload=space.workload.model_dump(),
         precision=space.probe.precision,
-        micro_batch=int(summary.get("micro_batch") or space.probe.micro_batch),
+        micro_batch=_micro_batch(knobs, summary, space),
         knobs=knobs,
         env=dict(chosen.env),
         world_size=space.probe.world_size,
@@ -65,6 +65,14 @@ def recipe_from_study(ref: str, how: str = "balanced", storage: str | None = Non
         autotune_version=__version__,
         created_at=now_iso(),
     )
+
+
+def _micro_batch(knobs: dict[str, Any], summary: dict[str, Any], space: Any) -> int:
+    """The recipe's micro-batch: the searched (or fixed) batch split into accum_steps, else
+    what the trial ran with."""
+    if knobs.get("batch") is not None:
+        return int(knobs["batch"]) // int(knobs.get("accum_steps") or 1)
+    return int(summary.get("micro_batch") or space.probe.micro_batch)
 
 
 def _achieved(chosen: Any, objectives: list[dict[str, Any]]) -> dict[str, Any]:
@@ -98,6 +106,8 @@ def _probe_settings(space: Any, fp: dict[str, Any] | None, steps: int | None) ->
         probe.pop(key, None)
     if steps:  # measured (and verified) at the length the study decided at
         probe["steps"] = steps
+    if "batch" in space.knobs:  # steps count at this reference batch (equal samples)
+        probe["batch"] = space.probe.samples_per_step
     if probe.get("threads") is None and fp and fp.get("platform") == "cpu":
         # On a CPU the threads are part of the measurement: verify with the same number.
         probe["threads"] = (fp.get("env") or {}).get("torch_threads")

@@ -18,6 +18,7 @@ _KNOB_COMMENTS = {
     "min_lr_ratio": "final lr / peak lr of the linear or cosine decay",
     "init_scale": "GradScaler (fp16 only)",
     "accum_steps": "micro-batches per optimizer step (divide each loss by it)",
+    "batch": "samples per optimizer step per process: MICRO_BATCH * ACCUM_STEPS",
     "bucket_cap_mb": "DistributedDataParallel (see wrap_ddp)",
 }
 

@@ -1,0 +1,205 @@
+"""The `batch` knob at equal samples: validation at load, the one step conversion
+(`autotune.probe.steps_at_batch`), real probes at two batches, and the recipe and its exports."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from autotune import space as sp
+from autotune.cli import app
+from autotune.errors import RecipeError, SpaceError
+from autotune.probe import ProbeConfig, run_probe, steps_at_batch
+from autotune.recipe import Recipe
+from autotune.recipe import exporters as formats
+from autotune.recipe import verify as vf
+
+
+def space(knobs: str, probe: str = "steps: 20, batch: 16, device: cpu") -> sp.Space:
+    return sp.loads(f"name: b\nworkload: mlp\nprobe: {{{probe}}}\nknobs:\n{knobs}")
+
+
+# ----- validation at load ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("knobs", "fragment"),
+    [
+        (
+            "  batch: {low: 8, high: 32, step: 4}\n  accum_steps: {choices: [1, 8]}\n",
+            "knobs.batch (line 5): batch 12 is not divisible by knobs.accum_steps value 8",
+        ),
+        (
+            "  batch: {choices: [16, 24]}\n  accum_steps: {choices: [2, 16]}\n",
+            "batch 24 is not divisible by knobs.accum_steps value 16",
+        ),
+        ("  batch: 12\n  accum_steps: 8\n", "batch 12 is not divisible by knobs.accum_steps"),
+        ("  batch: 0\n", "knobs.batch (line 5): 0 is out of range"),
+        (
+            "  batch: {choices: [8, 64]}\n",
+            "at batch 64 the probe runs 5 optimizer steps (probe.steps 20 count at probe.batch "
+            "16: equal samples); at least 10 are needed: raise probe.steps to 40",
+        ),
+    ],
+)
+def test_a_bad_batch_is_one_error_naming_the_key(knobs: str, fragment: str) -> None:
+    with pytest.raises(SpaceError) as e:
+        space(knobs)
+    assert fragment in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_valid_batch_domain_loads_and_round_trips() -> None:
+    s = space("  batch: {low: 8, high: 32, step: 8}\n  accum_steps: {choices: [1, 2, 4, 8]}\n")
+    assert sp.loads(sp.dump(s)) == s
+    # The domain's default (the `midpoint` config) is the reference batch; the baseline runs it.
+    assert s.default_value("batch") == 16
+    assert ProbeConfig.from_space(s, knobs=s.baseline_knobs()).steps == 20
+
+
+def test_check_refuses_a_bad_batch_with_exit_2_and_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(
+        "name: b\nworkload: mlp\nknobs:\n  batch: {choices: [6, 16]}\n  accum_steps: 4\n"
+    )
+    result = CliRunner().invoke(app, ["check", str(path)])
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output and result.stdout == ""
+    (line,) = result.stderr.splitlines()
+    assert "bad.yaml: knobs.batch (line 4): batch 6 is not divisible" in line
+
+
+# ----- the step conversion ---------------------------------------------------------------------
+
+
+@given(
+    length=st.integers(1, 100_000),
+    reference=st.integers(1, 4096),
+    batch=st.integers(1, 4096),
+)
+def test_steps_at_batch_see_the_reference_samples_within_one_batch(
+    length: int, reference: int, batch: int
+) -> None:
+    steps = steps_at_batch(length, reference, batch)
+    assert steps >= 1
+    if length * reference >= batch:  # at least one step's worth: rounding is the only error
+        assert abs(steps * batch - length * reference) <= batch / 2
+    assert steps_at_batch(length, reference, reference) == length
+
+
+def test_every_probe_length_converts_in_from_space() -> None:
+    s = space("  batch: {choices: [8, 16, 32]}\n", probe="steps: 40, batch: 16, device: cpu")
+    knobs = {**s.fixed_knobs(), "batch": 32, "accum_steps": 2}
+    cfg = ProbeConfig.from_space(s, knobs=knobs, steps=300)  # a rung, the target, verification
+    assert (cfg.steps, cfg.micro_batch) == (150, 16)
+    assert ProbeConfig.from_space(s, knobs={**knobs, "batch": 8}).steps == 80  # the screen
+
+
+# ----- real probes -----------------------------------------------------------------------------
+
+
+def test_probes_at_batch_8_and_32_see_equal_samples() -> None:
+    s = space(
+        "  lr: 0.003\n  batch: {choices: [8, 32]}\n  accum_steps: {choices: [1, 2]}\n",
+        probe="steps: 40, batch: 16, device: cpu",
+    )
+    small = run_probe(ProbeConfig.from_space(s, knobs={**s.fixed_knobs(), "batch": 8}))
+    large = run_probe(
+        ProbeConfig.from_space(s, knobs={**s.fixed_knobs(), "batch": 32, "accum_steps": 2})
+    )
+    assert (small["steps_run"], large["steps_run"]) == (80, 20)
+    assert small["samples_seen"] == large["samples_seen"] == 16 * 40
+    assert (large["micro_batch"], large["accum_steps"], large["knobs"]["batch"]) == (16, 2, 32)
+    assert small["knobs"]["batch"] == small["samples_per_step"] == 8
+    # throughput is samples per second, comparable across batches
+    assert small["metrics"]["throughput"] > 0 and large["metrics"]["throughput"] > 0
+
+
+# ----- the recipe and its exports --------------------------------------------------------------
+
+RECIPE = """\
+autotune_recipe: 1
+name: b-trial2
+workload: {name: mlp, size: tiny}
+precision: fp32
+micro_batch: 8
+probe: {steps: 100, seed: 0, batch: 16}
+knobs: {lr: 0.003, batch: 32, accum_steps: 4}
+source: {study: b, trial: 2, searched: [batch, accum_steps]}
+"""
+
+
+def test_a_recipe_carries_its_batch_into_every_export() -> None:
+    r = Recipe.loads(RECIPE)
+    assert r.knobs["batch"] == 32 and r.effective_batch == 32
+    assert Recipe.loads(r.dump()) == r
+    hf = json.loads(formats.render(r, "hf"))["training_arguments"]
+    assert (hf["per_device_train_batch_size"], hf["gradient_accumulation_steps"]) == (8, 4)
+    lightning = json.loads(formats.render(r, "lightning"))
+    assert (lightning["micro_batch"], lightning["trainer"]["accumulate_grad_batches"]) == (8, 4)
+    python = formats.render(r, "python")
+    assert "BATCH = 32  # samples per optimizer step per process" in python
+    assert "knobs:\n  lr: 0.003\n" in r.dump() and "  batch: 32\n" in r.dump()
+
+
+def test_a_recipe_without_batch_resolves_it_from_its_layout() -> None:
+    r = Recipe.loads(RECIPE.replace("batch: 32, ", "").replace(", batch: 16", ""))
+    assert r.knobs["batch"] == 32  # micro_batch 8 x accum_steps 4
+
+
+def test_a_recipe_whose_batch_disagrees_with_its_layout_is_refused() -> None:
+    with pytest.raises(RecipeError) as e:
+        Recipe.loads(RECIPE.replace("batch: 32", "batch: 64"), source="r.yaml")
+    assert str(e.value) == (
+        "r.yaml: knobs: batch 64 disagrees with micro_batch x accum_steps (8 x 4 = 32)"
+    )
+
+
+def test_verify_runs_the_recipe_and_its_baseline_at_equal_samples() -> None:
+    r = Recipe.loads(RECIPE)
+    cfg = vf.probe_config(r)
+    assert (cfg.steps, cfg.micro_batch) == (50, 8)  # 100 steps at 16 = 50 at 32
+    base = vf.probe_config(r, knobs=vf.baseline_knobs(r), steps=300)
+    assert base.knobs["batch"] == 16 and base.knobs["accum_steps"] == 1
+    assert (base.steps, base.micro_batch) == (300, 16)
+    assert vf.probe_config(r, steps=300).steps == 150
+
+
+# ----- a training script -----------------------------------------------------------------------
+
+SCRIPT = """\
+import autotune
+trial = autotune.trial(steps=99, micro_batch=3)
+assert (trial.batch, trial.micro_batch, trial.steps) == (32, 16, 20), trial
+assert trial.recipe.knobs["batch"] == 32 and trial.recipe.accum_steps == 2
+for i in range(trial.steps):
+    trial.report(i, loss=1.0 / (i + 1))
+"""
+
+
+def test_a_script_trial_gets_its_batch_and_the_converted_steps(tmp_path: Path) -> None:
+    from autotune.probe.script import run_script
+
+    (tmp_path / "train.py").write_text(SCRIPT)
+    s = space("  batch: {choices: [8, 32]}\n  accum_steps: {choices: [1, 2]}\n", "steps: 40")
+    cfg = ProbeConfig.from_space(s, knobs={**s.fixed_knobs(), "batch": 32, "accum_steps": 2})
+    cfg = replace(cfg, workload="script:train.py", script=str(tmp_path / "train.py"))
+    summary = run_script(cfg, lambda _msg: None)
+    assert summary["status"] == "ok" and summary["samples_seen"] == 16 * 40
+
+
+def test_a_standalone_script_runs_a_recipe_at_its_equal_samples(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import autotune
+    from autotune.recipe import trial as trial_api
+
+    monkeypatch.setattr(trial_api, "_TRIAL", None)
+    monkeypatch.setenv("AUTOTUNE_RECIPE", str(Recipe.loads(RECIPE).save(tmp_path / "r.yaml")))
+    t = autotune.trial(micro_batch=2)
+    assert (t.batch, t.micro_batch, t.steps) == (32, 8, 50)  # 100 steps at 16 = 50 at 32
