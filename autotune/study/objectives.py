@@ -78,6 +78,26 @@ def vacuous(space: sp.Space, baseline: Mapping[str, Any] | None) -> list[str]:
     return [c.label for c in space.constraints if c.relative_to and _bound(c, baseline) is None]
 
 
+def reference(outcome: Any, metrics: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The baseline's metrics as the reference of relative constraints: only from a run that
+    completed (a diverged or failed baseline is no reference: its relative constraints are
+    vacuous)."""
+    return dict(metrics or {}) if outcome == "complete" else None
+
+
+def feasible(
+    space: sp.Space,
+    outcome: Any,
+    metrics: Mapping[str, Any],
+    baseline: Mapping[str, Any] | None = None,
+) -> bool:
+    """Measured (not failed) and within every constraint of `constraints_of` (which counts a
+    divergence or an out-of-memory as broken)."""
+    if outcome == "failed" or outcome is None:
+        return False
+    return all(c <= 0 for c in constraints_of(space, str(outcome), metrics, baseline))
+
+
 def constraint_names(space: sp.Space) -> list[str]:
     """Names of the Optuna constraints, in the order of `constraints_of`."""
     return ["not_diverged", *(c.label for c in space.constraints)]
