@@ -901,6 +901,26 @@ def test_real_builtin_listing_matches_the_folder() -> None:
     assert (sp.builtin_dir() / "__init__.py").is_file()
 
 
+EXAMPLE_SPACES = sorted((Path(__file__).parents[1] / "examples").glob("*/space.yaml"))
+
+
+@pytest.mark.parametrize(
+    "ref", [*sp.builtin_names(), *map(str, EXAMPLE_SPACES)], ids=lambda r: Path(r).parent.name or r
+)
+def test_stability_spaces_bound_the_final_loss_by_the_baselines(ref: str) -> None:
+    """A stability space (its first objective not a hardware number) keeps the final loss
+    within 5% of the defaults' at the same length; a speed space (nccl) does not need to."""
+    from autotune.knobs import HARDWARE_METRICS
+
+    space = sp.load(ref)
+    labels = [c.label for c in space.constraints]
+    stability = space.objectives[0].metric not in HARDWARE_METRICS
+    assert ("final_loss <= 1.05 x baseline" in labels) == stability, labels
+    assert "loss_drop >= 0.05" in labels
+    target = space.budget.target_steps
+    assert target is not None and space.probe.steps < target <= 5 * space.probe.steps
+
+
 def test_a_grid_space_keeps_its_name() -> None:
     s = sp.loads(
         "name: failures\nworkload: mlp\nsampler: {name: grid}\n"
