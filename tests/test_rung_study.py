@@ -5,6 +5,7 @@ No Ray, no probe process."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -79,8 +80,18 @@ def test_promotion_from_a_real_screen_and_the_pick_at_the_decided_rung(tmp_path:
     assert summary["pick"]["steps"] == 90 and summary["pick"]["number"] in numbers
     text = st.format_summary(summary)
     assert "decided at 90 steps (the target)" in text
-    # The improvement over the baseline is the screen's, and the summary says so.
-    assert "at the screen (30 steps; the pick below was decided at 90):" in text
+    # The improvement over the baseline is the pick's at the decided rung, labelled so; the
+    # screen's best-per-objective figure is a secondary line.
+    pick = summary["pick"]["number"]
+    imp = summary["improvement"]["loss_cv"]
+    cv = 0.3 - 0.05 * numbers.index(pick)
+    assert imp["steps"] == 90 and imp["trial"] == pick and imp["source"] == "rung"
+    assert (imp["baseline"], imp["best"]) == pytest.approx((0.4, cv))
+    assert imp["change_pct"] == pytest.approx(100 * (cv - 0.4) / 0.4)
+    assert f"vs baseline at 90 steps (the decided length; trial {pick}, the pick" in text
+    assert f"loss_cv      pick {cv:.4g}  baseline 0.4  ({imp['change_pct']:+.1f}%)" in text
+    assert summary["screen_improvement"]["loss_cv"]["baseline"] == pytest.approx(0.5)
+    assert "at the screen (30 steps; not what the pick was decided on): best loss_cv" in text
     baseline_won = {**summary, "pick": {**summary["pick"], "number": 0}}
     assert "(the baseline: PyTorch's defaults did best)" in st.format_summary(baseline_won)
     assert "defaults did best" not in text
@@ -242,6 +253,22 @@ def test_a_config_at_1_2x_the_baselines_final_loss_is_infeasible_at_its_rung(
     )
     assert 1 not in {c.number for c in pk.candidates(study)}
 
+    # All verified at the decided length: the pick's and the baseline's verified means.
+    for n, cv in ((0, 0.3), (2, 0.15), (4, 0.2)):
+        ver = {"n": 2, "seeds": [1, 2], "diverged_share": 0.0, "failed": 0, "runs": []}
+        ver["metrics"] = {"loss_cv": {"mean": cv}, "throughput": {"mean": 100.0}}
+        study.set_user_attr(f"autotune.verified.{n}", {**ver, "steps": steps})
+    summary = st.summarize(study, space, study_dir)
+    imp = summary["improvement"]["loss_cv"]
+    assert summary["pick"]["number"] == imp["trial"] == 2
+    assert (imp["source"], imp["steps"], imp["baseline"], imp["best"]) == (
+        "verified",
+        90,
+        0.3,
+        0.15,
+    )
+    assert imp["change_pct"] == pytest.approx(-50.0)
+
 
 def test_a_verification_seed_is_judged_against_the_baselines_run_at_that_seed(
     tmp_path: Path,
@@ -275,3 +302,31 @@ def test_a_verification_seed_is_judged_against_the_baselines_run_at_that_seed(
     study.set_user_attr("autotune.verified.5", {**res, "diverged_share": 0.0, "n": 2})
     why = pk.why_not_held([c for c in pk.candidates(study) if c.verified])
     assert why == "trial 5 broke a constraint on seed 1"
+
+
+def test_improvement_at_the_decided_rung_says_the_baseline_diverged_there(tmp_path: Path) -> None:
+    study, _, study_dir = open_recorded(
+        tmp_path, [with_loss(0.5 - 0.05 * i, 2.0) for i in range(N)]
+    )
+    space = relative_space()
+    trials = {t.number: t for t in study.get_trials()}
+    steps = 90
+    gone = {**probe_out(with_loss(0.9, math.nan), "diverged"), "cause": "loss_explosion"}
+    gone["summary"]["diverged_at_step"] = 61
+    outs = {0: gone, 2: probe_out(with_loss(0.2, 9.0)), 4: probe_out(with_loss(0.1, 2.0))}
+    records = [
+        rp.record_rung(space, study, study_dir, trials[n], 1, steps, out) for n, out in outs.items()
+    ]
+    rp.judge_rung(space, study, study_dir, records)
+    assert pk.rung_rows(study, steps)[2]["feasible"], "no baseline value at 90: vacuous"
+    study.set_user_attr(
+        "autotune.decided", {"steps": steps, "rung": 1, "reason": "target", "target_steps": 90}
+    )
+    summary = st.summarize(study, space, study_dir)
+    imp = summary["improvement"]["loss_cv"]
+    assert imp["baseline_diverged"] == {"step": 61, "cause": "loss_explosion"}
+    assert imp["change_pct"] is None and imp["steps"] == steps
+    assert summary["vacuous"] == {"steps": 90, "constraints": ["final_loss <= 1.05 x baseline"]}
+    text = st.format_summary(summary)
+    assert "vs baseline: baseline diverged at step 61 (loss_explosion)" in text
+    assert "final_loss <= 1.05 x baseline: vacuous at 90 steps" in text

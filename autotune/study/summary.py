@@ -11,7 +11,13 @@ from pathlib import Path
 from typing import Any
 
 from autotune import space as sp
-from autotune.study.objectives import constraint_names, constraints_of, directions
+from autotune.study.objectives import (
+    constraint_names,
+    constraints_of,
+    directions,
+    reference,
+    vacuous,
+)
 from autotune.study.pick import dominates
 from autotune.tracking.connection import redact
 
@@ -34,17 +40,26 @@ def summarize(
         key=lambda n: info[n].values[0] * (1 if dirs[0] == "minimize" else -1),
     )
     objectives = [o.model_dump() for o in space.objectives]
-    best, improvement = _best_and_improvement(space, feasible, baseline)
+    best, at_screen = _best_and_improvement(space, feasible, baseline)
+    picked, rungs = _verified_and_pick(study, objectives), _rungs(study, space, counts)
+    steps = int(rungs["decided"]["steps"])
+    state = _baseline_at(study, space, baseline, steps)
+    ref = reference(state["outcome"], state["metrics"]) if state else None
     return {
-        **_verified_and_pick(study, objectives),
-        **_rungs(study, space, counts),
+        **picked,
+        **rungs,
         "study": space.name,
         "objectives": objectives,
         "trials": space.budget.trials,
-        "baseline": _row(space, baseline) if baseline is not None else None,
-        "pareto": [_row(space, info[n]) for n in front],
+        "baseline": _row(space, baseline, ref) if baseline is not None else None,
+        "pareto": [_row(space, info[n], ref) for n in front],
         "best": best,
-        "improvement": improvement,
+        # The pick against the baseline at the length the study decided at; the screen's
+        # best-per-objective figure only beside it, labelled, when that is another length.
+        "improvement": _improvement_at(study, space, baseline, state, picked.get("pick"), steps),
+        "screen_improvement": at_screen if steps != space.probe.steps else None,
+        # Relative constraints with no baseline value at the decided length: not judged there.
+        "vacuous": {"steps": steps, "constraints": vacuous(space, ref)} if baseline else None,
         "counts": counts,
         "dropped_knobs": dict(dropped or {}),
         "study_dir": str(study_dir) if study_dir else None,
@@ -75,11 +90,13 @@ def _tally(
     return counts, feasible, baseline, info
 
 
-def _broken(space: sp.Space, t: Any) -> list[str]:
-    """The space constraints a completed trial breaks, with its value."""
-    metrics = t.user_attrs.get("autotune.metrics") or {}
+def _broken(
+    space: sp.Space, metrics: Mapping[str, Any], ref: Mapping[str, Any] | None
+) -> list[str]:
+    """The space constraints a completed run breaks, with its value (the relative ones
+    against `ref`, the baseline's metrics at the same length)."""
     names = constraint_names(space)[1:]
-    values = constraints_of(space, "complete", metrics)[1:]
+    values = constraints_of(space, "complete", metrics, ref)[1:]
     out = []
     for c, name, v in zip(space.constraints, names, values, strict=True):
         if v > 0:
@@ -88,7 +105,8 @@ def _broken(space: sp.Space, t: Any) -> list[str]:
     return out
 
 
-def _row(space: sp.Space, t: Any) -> dict[str, Any]:
+def _row(space: sp.Space, t: Any, ref: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    complete = t.user_attrs.get("autotune.outcome") == "complete"
     return {
         "number": t.number,
         "values": list(t.values) if t.values else None,
@@ -99,7 +117,9 @@ def _row(space: sp.Space, t: Any) -> dict[str, Any]:
         "cause": t.user_attrs.get("autotune.cause"),
         "feasible": bool(t.user_attrs.get("autotune.feasible")),
         "baseline": bool(t.user_attrs.get("autotune.baseline")),
-        "broken": _broken(space, t) if t.user_attrs.get("autotune.outcome") == "complete" else [],
+        "broken": _broken(space, t.user_attrs.get("autotune.metrics") or {}, ref)
+        if complete
+        else [],
     }
 
 
@@ -124,22 +144,93 @@ def _best_and_improvement(
 
 def _improvement(baseline: Any, base: float | None, best: float) -> dict[str, Any]:
     """best vs the baseline's value: a percentage only against a baseline that completed
-    within every constraint; a diverged baseline is said so, with its step and cause."""
+    within every constraint; a diverged baseline is said so, with its step and cause.
+    `baseline`: the baseline trial (the screen), or its state at a rung (`_baseline_at`)."""
     out: dict[str, Any] = {"baseline": base, "best": best, "change_pct": None}
     if baseline is None:
         return out
-    attrs = baseline.user_attrs
-    if attrs.get("autotune.outcome") == "diverged":
+    state = _baseline_at_screen(baseline) if hasattr(baseline, "user_attrs") else baseline
+    if state.get("outcome") == "diverged":
         out["baseline"] = None
         out["baseline_diverged"] = {
-            "step": attrs.get("autotune.diverged_at_step"),
-            "cause": attrs.get("autotune.cause"),
+            "step": state.get("diverged_at_step"),
+            "cause": state.get("cause"),
         }
-    elif not attrs.get("autotune.feasible"):
+    elif not state.get("feasible"):
         out["baseline_infeasible"] = True
     elif base is not None and base != 0 and math.isfinite(base):
         out["change_pct"] = 100.0 * (best - base) / abs(base)
     return out
+
+
+def _baseline_at_screen(t: Any) -> dict[str, Any]:
+    a = t.user_attrs
+    return {
+        "outcome": a.get("autotune.outcome"),
+        "cause": a.get("autotune.cause"),
+        "diverged_at_step": a.get("autotune.diverged_at_step"),
+        "metrics": a.get("autotune.metrics") or {},
+        "feasible": bool(a.get("autotune.feasible")),
+    }
+
+
+def _baseline_at(study: Any, space: sp.Space, baseline: Any, steps: int) -> dict[str, Any] | None:
+    """The baseline's run at `steps`: its screen, or its record at that rung (None: the
+    baseline did not run there, or there is no baseline)."""
+    from autotune.study.pick import rung_rows
+
+    if baseline is None:
+        return None
+    if steps == space.probe.steps:
+        return _baseline_at_screen(baseline)
+    row = rung_rows(study, steps).get(baseline.number)
+    return dict(row) if row else None
+
+
+def _improvement_at(
+    study: Any,
+    space: sp.Space,
+    baseline: Any,
+    state: Mapping[str, Any] | None,
+    pick: Mapping[str, Any] | None,
+    steps: int,
+) -> dict[str, Any]:
+    """Per objective, the pick's value against the baseline's at the decided length `steps`:
+    both verified means when both were verified there, else their runs at that length."""
+    from autotune.study import pick as pk
+
+    number = (pick or {}).get("number")
+    if state is None or number is None:
+        return {}
+    ver = pk.verified_results(study)
+    both = [ver.get(number) or {}, ver.get(baseline.number) or {}]
+    if all(v.get("steps") == steps for v in both):
+        source = "verified"
+        mine, theirs = (_means(v) for v in both)
+    else:
+        source = "screen" if steps == space.probe.steps else "rung"
+        if source == "screen":
+            t = next(t for t in study.get_trials(deepcopy=False) if t.number == number)
+            mine = dict(t.user_attrs.get("autotune.metrics") or {})
+        else:
+            mine = dict((pk.rung_rows(study, steps).get(number) or {}).get("metrics") or {})
+        theirs = dict(state["metrics"] or {})
+    own = dict(state.get("metrics") or {})
+    broken = _broken(space, own, reference(state.get("outcome"), own))
+    out = {}
+    for o in space.objectives:
+        v = mine.get(o.metric)
+        if v is None:
+            continue
+        row = _improvement(state, theirs.get(o.metric), float(v))
+        if row.get("baseline_infeasible"):
+            row["baseline_broken"] = broken
+        out[o.metric] = {**row, "steps": steps, "trial": number, "source": source}
+    return out
+
+
+def _means(verified: Mapping[str, Any]) -> dict[str, Any]:
+    return {m: (v or {}).get("mean") for m, v in (verified.get("metrics") or {}).items()}
 
 
 def _rungs(study: Any, space: sp.Space, counts: Mapping[str, int]) -> dict[str, Any]:
@@ -358,28 +449,51 @@ def _baseline_lines(summary: Mapping[str, Any]) -> list[str]:
             broken = base.get("broken") or []
             state += f" (infeasible: breaks {', '.join(broken)})" if broken else " (infeasible)"
         lines.append(f"baseline (trial {base['number']}, PyTorch defaults): {state}")
-    screen = (summary.get("rungs") or [{}])[0].get("steps")
-    decided = (summary.get("decided") or {}).get("steps")
-    if summary["improvement"] and screen and decided and decided != screen:
-        # The values Optuna holds are the screen's; the answer was decided at a longer rung.
-        lines.append(f"at the screen ({screen} steps; the pick below was decided at {decided}):")
+    imp = summary.get("improvement") or {}
+    first = next(iter(imp.values()), None)
+    if first:
+        lines.append(
+            f"vs baseline at {first['steps']} steps (the decided length; trial {first['trial']}, "
+            f"the pick; {first['source']} values):"
+        )
     for o in summary["objectives"]:
-        imp = summary["improvement"].get(o["metric"])
-        if not imp:
-            continue
-        b = imp["baseline"]
-        text = f"  {o['metric']:<12} best {imp['best']:.4g}"
-        if imp.get("baseline_diverged"):
-            d = imp["baseline_diverged"]
-            text += f"  vs baseline: baseline diverged at step {d.get('step')} ({d.get('cause')})"
-        elif b is not None:
-            text += f"  baseline {b:.4g}"
-            if imp["change_pct"] is not None:
-                text += f"  ({imp['change_pct']:+.1f}%)"
-            elif imp.get("baseline_infeasible"):
-                text += " (baseline infeasible: no percentage)"
-        lines.append(text)
+        row = imp.get(o["metric"])
+        if row:
+            lines.append(f"  {o['metric']:<12} pick {row['best']:.4g}" + _vs_baseline(row))
+    vac = summary.get("vacuous") or {}
+    for label in vac.get("constraints") or []:
+        lines.append(
+            f"  {label}: vacuous at {vac['steps']} steps (no baseline value there: it diverged, "
+            "failed or did not run): not judged"
+        )
+    screen = summary.get("screen_improvement") or {}
+    if screen:
+        steps = (summary.get("rungs") or [{}])[0].get("steps")
+        shown = ", ".join(
+            f"best {m} {row['best']:.4g}{_vs_baseline(row, short=True)}"
+            for m, row in screen.items()
+        )
+        lines.append(f"at the screen ({steps} steps; not what the pick was decided on): {shown}")
     return lines
+
+
+def _vs_baseline(row: Mapping[str, Any], short: bool = False) -> str:
+    """`  baseline 0.06  (-16.7%)`, or why there is no percentage."""
+    if row.get("baseline_diverged"):
+        d = row["baseline_diverged"]
+        return f"  vs baseline: baseline diverged at step {d.get('step')} ({d.get('cause')})"
+    b = row.get("baseline")
+    if b is None:
+        return ""
+    text = f" vs baseline {b:.4g}" if short else f"  baseline {b:.4g}"
+    if row.get("change_pct") is not None:
+        text += f" ({row['change_pct']:+.1f}%)" if short else f"  ({row['change_pct']:+.1f}%)"
+    elif row.get("baseline_infeasible"):
+        broken = row.get("baseline_broken") or []
+        learn = any(b.startswith("loss_drop") for b in broken)
+        why = "did not learn" if learn else "infeasible"
+        text += f" (baseline {why}: {', '.join(broken) or 'a constraint'}; no percentage)"
+    return text
 
 
 def _pareto_lines(summary: Mapping[str, Any]) -> list[str]:
