@@ -15,7 +15,8 @@ fit), `failed` (an exception, a timeout, a crash, a killed process: recorded wit
 the tail of its log; Optuna state FAIL).
 
 The other modules: `options`, `objectives` (directions, values, constraints, the sampler),
-`progress`, `verification` (the best candidates re-run over seeds), `summary`, `pick`,
+`progress`, `verification` (the best candidates re-run over seeds), `summary`, `improvement`
+(against the baseline at the decided length), `pick`,
 `warmstart`, `find` (an existing study).
 """
 

@@ -4,20 +4,14 @@ candidates and the pick, parameter importances, and its text for the terminal.
 
 from __future__ import annotations
 
-import math
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from autotune import space as sp
-from autotune.study.objectives import (
-    constraint_names,
-    constraints_of,
-    directions,
-    reference,
-    vacuous,
-)
+from autotune.study import improvement as im
+from autotune.study.objectives import directions, reference, vacuous
 from autotune.study.pick import dominates
 from autotune.tracking.connection import redact
 
@@ -40,10 +34,10 @@ def summarize(
         key=lambda n: info[n].values[0] * (1 if dirs[0] == "minimize" else -1),
     )
     objectives = [o.model_dump() for o in space.objectives]
-    best, at_screen = _best_and_improvement(space, feasible, baseline)
+    best, at_screen = im.best_and_improvement(space, feasible, baseline)
     picked, rungs = _verified_and_pick(study, objectives), _rungs(study, space, counts)
     steps = int(rungs["decided"]["steps"])
-    state = _baseline_at(study, space, baseline, steps)
+    state = im.baseline_at(study, space, baseline, steps)
     ref = reference(state["outcome"], state["metrics"]) if state else None
     return {
         **picked,
@@ -56,7 +50,7 @@ def summarize(
         "best": best,
         # The pick against the baseline at the length the study decided at; the screen's
         # best-per-objective figure only beside it, labelled, when that is another length.
-        "improvement": _improvement_at(study, space, baseline, state, picked.get("pick"), steps),
+        "improvement": im.improvement_at(study, space, baseline, state, picked.get("pick"), steps),
         "screen_improvement": at_screen if steps != space.probe.steps else None,
         # Relative constraints with no baseline value at the decided length: not judged there.
         "vacuous": {"steps": steps, "constraints": vacuous(space, ref)} if baseline else None,
@@ -90,21 +84,6 @@ def _tally(
     return counts, feasible, baseline, info
 
 
-def _broken(
-    space: sp.Space, metrics: Mapping[str, Any], ref: Mapping[str, Any] | None
-) -> list[str]:
-    """The space constraints a completed run breaks, with its value (the relative ones
-    against `ref`, the baseline's metrics at the same length)."""
-    names = constraint_names(space)[1:]
-    values = constraints_of(space, "complete", metrics, ref)[1:]
-    out = []
-    for c, name, v in zip(space.constraints, names, values, strict=True):
-        if v > 0:
-            got = metrics.get(c.metric)
-            out.append(f"{name} (got {got:.3g})" if got is not None else f"{name} (no value)")
-    return out
-
-
 def _row(space: sp.Space, t: Any, ref: Mapping[str, Any] | None = None) -> dict[str, Any]:
     complete = t.user_attrs.get("autotune.outcome") == "complete"
     return {
@@ -117,120 +96,10 @@ def _row(space: sp.Space, t: Any, ref: Mapping[str, Any] | None = None) -> dict[
         "cause": t.user_attrs.get("autotune.cause"),
         "feasible": bool(t.user_attrs.get("autotune.feasible")),
         "baseline": bool(t.user_attrs.get("autotune.baseline")),
-        "broken": _broken(space, t.user_attrs.get("autotune.metrics") or {}, ref)
+        "broken": im.broken(space, t.user_attrs.get("autotune.metrics") or {}, ref)
         if complete
         else [],
     }
-
-
-def _best_and_improvement(
-    space: sp.Space, feasible: list[tuple[int, list[float]]], baseline: Any
-) -> tuple[dict[str, float], dict[str, Any]]:
-    """Per objective: the best feasible value, and its change against the baseline's."""
-    best: dict[str, float] = {}
-    improvement: dict[str, Any] = {}
-    for i, o in enumerate(space.objectives):
-        vals = [v[i] for _, v in feasible]
-        if not vals:
-            continue
-        b = min(vals) if o.direction == "minimize" else max(vals)
-        best[o.metric] = b
-        base = (
-            (baseline.user_attrs.get("autotune.metrics") or {}).get(o.metric) if baseline else None
-        )
-        improvement[o.metric] = _improvement(baseline, base, b)
-    return best, improvement
-
-
-def _improvement(baseline: Any, base: float | None, best: float) -> dict[str, Any]:
-    """best vs the baseline's value: a percentage only against a baseline that completed
-    within every constraint; a diverged baseline is said so, with its step and cause.
-    `baseline`: the baseline trial (the screen), or its state at a rung (`_baseline_at`)."""
-    out: dict[str, Any] = {"baseline": base, "best": best, "change_pct": None}
-    if baseline is None:
-        return out
-    state = _baseline_at_screen(baseline) if hasattr(baseline, "user_attrs") else baseline
-    if state.get("outcome") == "diverged":
-        out["baseline"] = None
-        out["baseline_diverged"] = {
-            "step": state.get("diverged_at_step"),
-            "cause": state.get("cause"),
-        }
-    elif not state.get("feasible"):
-        out["baseline_infeasible"] = True
-    elif base is not None and base != 0 and math.isfinite(base):
-        out["change_pct"] = 100.0 * (best - base) / abs(base)
-    return out
-
-
-def _baseline_at_screen(t: Any) -> dict[str, Any]:
-    a = t.user_attrs
-    return {
-        "outcome": a.get("autotune.outcome"),
-        "cause": a.get("autotune.cause"),
-        "diverged_at_step": a.get("autotune.diverged_at_step"),
-        "metrics": a.get("autotune.metrics") or {},
-        "feasible": bool(a.get("autotune.feasible")),
-    }
-
-
-def _baseline_at(study: Any, space: sp.Space, baseline: Any, steps: int) -> dict[str, Any] | None:
-    """The baseline's run at `steps`: its screen, or its record at that rung (None: the
-    baseline did not run there, or there is no baseline)."""
-    from autotune.study.pick import rung_rows
-
-    if baseline is None:
-        return None
-    if steps == space.probe.steps:
-        return _baseline_at_screen(baseline)
-    row = rung_rows(study, steps).get(baseline.number)
-    return dict(row) if row else None
-
-
-def _improvement_at(
-    study: Any,
-    space: sp.Space,
-    baseline: Any,
-    state: Mapping[str, Any] | None,
-    pick: Mapping[str, Any] | None,
-    steps: int,
-) -> dict[str, Any]:
-    """Per objective, the pick's value against the baseline's at the decided length `steps`:
-    both verified means when both were verified there, else their runs at that length."""
-    from autotune.study import pick as pk
-
-    number = (pick or {}).get("number")
-    if state is None or number is None:
-        return {}
-    ver = pk.verified_results(study)
-    both = [ver.get(number) or {}, ver.get(baseline.number) or {}]
-    if all(v.get("steps") == steps for v in both):
-        source = "verified"
-        mine, theirs = (_means(v) for v in both)
-    else:
-        source = "screen" if steps == space.probe.steps else "rung"
-        if source == "screen":
-            t = next(t for t in study.get_trials(deepcopy=False) if t.number == number)
-            mine = dict(t.user_attrs.get("autotune.metrics") or {})
-        else:
-            mine = dict((pk.rung_rows(study, steps).get(number) or {}).get("metrics") or {})
-        theirs = dict(state["metrics"] or {})
-    own = dict(state.get("metrics") or {})
-    broken = _broken(space, own, reference(state.get("outcome"), own))
-    out = {}
-    for o in space.objectives:
-        v = mine.get(o.metric)
-        if v is None:
-            continue
-        row = _improvement(state, theirs.get(o.metric), float(v))
-        if row.get("baseline_infeasible"):
-            row["baseline_broken"] = broken
-        out[o.metric] = {**row, "steps": steps, "trial": number, "source": source}
-    return out
-
-
-def _means(verified: Mapping[str, Any]) -> dict[str, Any]:
-    return {m: (v or {}).get("mean") for m, v in (verified.get("metrics") or {}).items()}
 
 
 def _rungs(study: Any, space: sp.Space, counts: Mapping[str, int]) -> dict[str, Any]:
