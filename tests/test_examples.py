@@ -21,6 +21,9 @@ pytestmark = [
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 STEPS = 30
+# The examples' own budget.target_steps promotes through longer rungs; these tests look at the
+# screen and the recipe, so they decide at the probe length, as fast as before.
+SHORT = (f"probe.steps={STEPS}", f"budget.target_steps={STEPS}")
 
 
 def study(tmp: Path, space: Path, *sets: str) -> subprocess.CompletedProcess[str]:
@@ -53,7 +56,7 @@ def trial_record(tmp: Path, i: int) -> dict[str, Any]:
 def plain(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("plain")
     space = EXAMPLES / "plain_loop" / "space.yaml"
-    result = study(tmp, space, "budget.trials=2", f"probe.steps={STEPS}")
+    result = study(tmp, space, "budget.trials=2", *SHORT)
     assert result.returncode == 0, h.explain(result)
     return tmp
 
@@ -90,7 +93,7 @@ def test_the_exported_recipe_reproduces_the_trials_first_steps(plain: Path) -> N
 
 def test_a_divergent_configuration_stops_early_with_its_cause(tmp_path: Path) -> None:
     space = EXAMPLES / "plain_loop" / "space.yaml"
-    result = study(tmp_path, space, "budget.trials=1", f"probe.steps={STEPS}", "knobs.lr=5")
+    result = study(tmp_path, space, "budget.trials=1", *SHORT, "knobs.lr=5")
     assert result.returncode == 0, h.explain(result)
     rec = trial_record(tmp_path, 0)
     assert rec["outcome"] == "diverged", rec
@@ -126,7 +129,7 @@ def hf_study(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pytest.importorskip("transformers")
     tmp = tmp_path_factory.mktemp("hf")
     space = EXAMPLES / "hf_trainer" / "space.yaml"
-    result = study(tmp, space, "budget.trials=2", f"probe.steps={STEPS}")
+    result = study(tmp, space, "budget.trials=2", *SHORT)
     assert result.returncode == 0, h.explain(result)
     return tmp
 
@@ -157,7 +160,7 @@ def test_hf_trainer_study_records_loss_and_reproduces_from_its_recipe(hf_study: 
 def test_hf_trainer_divergent_configuration_stops_early_with_its_cause(tmp_path: Path) -> None:
     pytest.importorskip("transformers")
     space = EXAMPLES / "hf_trainer" / "space.yaml"
-    result = study(tmp_path, space, "budget.trials=1", f"probe.steps={STEPS}", "knobs.lr=5")
+    result = study(tmp_path, space, "budget.trials=1", *SHORT, "knobs.lr=5")
     assert result.returncode == 0, h.explain(result)
     rec = trial_record(tmp_path, 0)
     assert rec["outcome"] == "diverged", rec
@@ -171,7 +174,7 @@ def lightning_study(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pytest.importorskip("lightning")
     tmp = tmp_path_factory.mktemp("lightning")
     space = EXAMPLES / "lightning" / "space.yaml"
-    result = study(tmp, space, "budget.trials=2", f"probe.steps={STEPS}")
+    result = study(tmp, space, "budget.trials=2", *SHORT)
     assert result.returncode == 0, h.explain(result)
     return tmp
 
@@ -206,7 +209,7 @@ def test_lightning_study_records_loss_and_reproduces_from_its_recipe(
 def test_lightning_divergent_configuration_stops_early_with_its_cause(tmp_path: Path) -> None:
     pytest.importorskip("lightning")
     space = EXAMPLES / "lightning" / "space.yaml"
-    result = study(tmp_path, space, "budget.trials=1", f"probe.steps={STEPS}", "knobs.lr=5")
+    result = study(tmp_path, space, "budget.trials=1", *SHORT, "knobs.lr=5")
     assert result.returncode == 0, h.explain(result)
     rec = trial_record(tmp_path, 0)
     assert rec["outcome"] == "diverged", rec

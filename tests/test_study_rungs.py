@@ -73,6 +73,9 @@ def test_a_study_promotes_through_two_rungs_and_picks_at_the_top(tmp_path: Path)
     pick = summary["pick"]
     assert pick["steps"] == 120 and pick["number"] in r2["numbers"], pick
     assert summary["verified"] and summary["verified"][0]["steps"] == 120
+    # The improvement over the baseline is the pick's at the decided length.
+    imp = summary["improvement"]
+    assert {(r["steps"], r["trial"]) for r in imp.values()} == {(120, pick["number"])}, imp
 
     # Records: one per promoted probe and rung, at the rung's length, with the samples seen.
     for rung, row in ((1, r1), (2, r2)):

@@ -15,7 +15,8 @@ fit), `failed` (an exception, a timeout, a crash, a killed process: recorded wit
 the tail of its log; Optuna state FAIL).
 
 The other modules: `options`, `objectives` (directions, values, constraints, the sampler),
-`progress`, `verification` (the best candidates re-run over seeds), `summary`, `pick`,
+`progress`, `verification` (the best candidates re-run over seeds), `summary`, `improvement`
+(against the baseline at the decided length), `pick`,
 `warmstart`, `find` (an existing study).
 """
 
@@ -31,6 +32,7 @@ from autotune.study.objectives import (
     sampler_seed,
     suggest,
     trial_setup,
+    vacuous,
     values_of,
 )
 from autotune.study.options import (
@@ -86,6 +88,7 @@ __all__ = [
     "summarize",
     "tell",
     "trial_setup",
+    "vacuous",
     "values_of",
     "warm_params",
     "write_outcome",

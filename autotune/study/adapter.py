@@ -23,7 +23,13 @@ from autotune.process.zygote import PRELOAD_ENV
 from autotune.study.objectives import suggest, trial_setup
 from autotune.study.options import StudyOptions
 from autotune.study.progress import Progress
-from autotune.study.records import complete_outcome, count_finished, tell, write_outcome
+from autotune.study.records import (
+    complete_outcome,
+    count_finished,
+    screen_reference,
+    tell,
+    write_outcome,
+)
 from autotune.study.session import plan_resources
 from autotune.study.writer import MlflowWriter
 
@@ -212,7 +218,10 @@ class Driver:
                     self.study._study_id, number
                 )
             )
-            outcome = complete_outcome(self.space, frozen, result)
+            # Judged against the baseline's screen when trial 0 has finished (with one trial at a
+            # time it always has); else its relative constraints are vacuous for Optuna.
+            ref = screen_reference(self.study)
+            outcome = complete_outcome(self.space, frozen, result, ref)
             write_outcome(self.study_dir, outcome)
             tell(self.study, frozen, outcome)
             self.tracking.log(outcome)

@@ -257,7 +257,9 @@ def why_not_held(verified: Sequence[Candidate]) -> str:
             cause = f" ({bad['cause']})" if bad.get("cause") else ""
             out.append(f"trial {c.number} {bad.get('outcome')} on seed {bad.get('seed')}{cause}")
         elif not c.holds:
-            out.append(f"trial {c.number} broke a constraint on a seed")
+            broke = next((r for r in runs if r.get("feasible") is False), None)
+            on = f"seed {broke.get('seed')}" if broke else "a seed"
+            out.append(f"trial {c.number} broke a constraint on {on}")
     return "; ".join(out) or "no verified candidate"
 
 

@@ -12,19 +12,31 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autotune import space as sp
-from autotune.study.objectives import constraint_names, constraints_of, values_of
+from autotune.study.objectives import constraint_names, constraints_of, reference, values_of
 
 if TYPE_CHECKING:
     from autotune.study.writer import MlflowWriter
 
 
-def complete_outcome(space: sp.Space, frozen: Any, result: Mapping[str, Any]) -> dict[str, Any]:
-    """A trial's full record: what the process returned plus knobs, values and constraints."""
+def complete_outcome(
+    space: sp.Space,
+    frozen: Any,
+    result: Mapping[str, Any],
+    baseline: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A trial's full record: what the process returned plus knobs, values and constraints.
+
+    `baseline`: the baseline's screen metrics (`screen_reference`), for the constraints relative
+    to it; the baseline itself is its own reference. Without one (trial 0 still running when
+    this trial finished) a relative constraint is vacuous in what Optuna is told; the rung
+    phase re-judges every screened trial against the baseline before promoting."""
     summary = result.get("summary")
     metrics = dict((summary or {}).get("metrics") or {})
     outcome = dict(result)
     outcome["number"] = frozen.number
     outcome["baseline"] = bool(frozen.user_attrs.get("autotune.baseline"))
+    if outcome["baseline"]:
+        baseline = reference(outcome["outcome"], metrics)
     # The probe's knobs have every default resolved (the workload's learning rate included).
     outcome["knobs"] = (summary or {}).get("knobs") or frozen.user_attrs.get("autotune.knobs", {})
     outcome["env"] = frozen.user_attrs.get("autotune.env", {})
@@ -35,10 +47,22 @@ def complete_outcome(space: sp.Space, frozen: Any, result: Mapping[str, Any]) ->
         outcome["feasible"] = False
     else:
         outcome["values"] = values_of(space, metrics)
-        outcome["constraints"] = constraints_of(space, outcome["outcome"], metrics)
+        outcome["constraints"] = constraints_of(space, outcome["outcome"], metrics, baseline)
         outcome["constraint_names"] = constraint_names(space)
         outcome["feasible"] = all(c <= 0 for c in outcome["constraints"])
     return outcome
+
+
+def screen_reference(study: Any) -> dict[str, Any] | None:
+    """The baseline trial's screen metrics when it completed (else None: no reference yet)."""
+    import optuna
+
+    for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
+        if t.user_attrs.get("autotune.baseline"):
+            return reference(
+                t.user_attrs.get("autotune.outcome"), t.user_attrs.get("autotune.metrics")
+            )
+    return None
 
 
 def write_outcome(study_dir: Path, outcome: Mapping[str, Any]) -> Path:

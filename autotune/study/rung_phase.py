@@ -22,7 +22,7 @@ from typing import Any
 from autotune import space as sp
 from autotune.probe import ProbeConfig
 from autotune.study import rungs as rg
-from autotune.study.objectives import constraints_of, values_of
+from autotune.study.objectives import constraints_of, feasible, reference, values_of
 from autotune.study.options import StudyOptions
 from autotune.study.progress import fmt_s
 from autotune.study.session import plan_resources
@@ -70,19 +70,30 @@ def read_rung_record(study_dir: Path, number: int, rung: int, steps: int) -> dic
     return data if data.get("steps") == steps else None
 
 
-def judge(space: sp.Space, record: dict[str, Any]) -> dict[str, Any]:
-    """Add values, constraints and feasibility to a rung probe's record."""
+def judge(
+    space: sp.Space, record: dict[str, Any], baseline: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """Add values, constraints and feasibility to a rung probe's record; `baseline`: the
+    baseline's metrics at the same rung (`rung_reference`), for the relative constraints."""
     metrics = dict((record.get("summary") or {}).get("metrics") or {})
     if record.get("outcome") == "failed":
         record.update(values=None, constraints=None, feasible=False)
     else:
-        cons = constraints_of(space, record["outcome"], metrics)
+        cons = constraints_of(space, record["outcome"], metrics, baseline)
         record.update(
             values=values_of(space, metrics),
             constraints=cons,
             feasible=all(c <= 0 for c in cons),
         )
     return record
+
+
+def rung_reference(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The baseline's metrics among a rung's records, when it completed there."""
+    base = next((r for r in records if r.get("baseline")), None)
+    if base is None:
+        return None
+    return reference(base.get("outcome"), (base.get("summary") or {}).get("metrics"))
 
 
 def slim(record: Mapping[str, Any]) -> dict[str, Any]:
@@ -115,23 +126,32 @@ def as_result(row: Mapping[str, Any]) -> rg.RungResult:
     )
 
 
-def screen_results(study: Any, steps: int) -> list[rg.RungResult]:
-    """The screen (rung 0): every finished trial as Optuna recorded it."""
+def screen_results(study: Any, space: sp.Space) -> list[rg.RungResult]:
+    """The screen (rung 0): every finished trial as Optuna recorded it, its feasibility judged
+    again against the baseline's screen (a trial told before the baseline finished was told
+    its relative constraints vacuously), so that promotion is exact."""
     import optuna
 
+    from autotune.study.records import screen_reference
+
+    ref = screen_reference(study)
     done = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL)
-    return [
-        rg.RungResult(
-            number=t.number,
-            steps=steps,
-            baseline=bool(t.user_attrs.get("autotune.baseline")),
-            outcome=str(t.user_attrs.get("autotune.outcome", "failed")),
-            values=list(t.values) if t.values else None,
-            feasible=bool(t.user_attrs.get("autotune.feasible")) and bool(t.values),
-            metrics=dict(t.user_attrs.get("autotune.metrics") or {}),
+    out = []
+    for t in study.get_trials(deepcopy=False, states=done):
+        outcome = str(t.user_attrs.get("autotune.outcome", "failed"))
+        metrics = dict(t.user_attrs.get("autotune.metrics") or {})
+        out.append(
+            rg.RungResult(
+                number=t.number,
+                steps=space.probe.steps,
+                baseline=bool(t.user_attrs.get("autotune.baseline")),
+                outcome=outcome,
+                values=list(t.values) if t.values else None,
+                feasible=bool(t.values) and feasible(space, outcome, metrics, ref),
+                metrics=metrics,
+            )
         )
-        for t in study.get_trials(deepcopy=False, states=done)
-    ]
+    return out
 
 
 def rung_phase(
@@ -149,9 +169,7 @@ def rung_phase(
     objectives = [o.model_dump() for o in space.objectives]
     trials = {t.number: t for t in study.get_trials(deepcopy=False)}
     states = optuna.trial.TrialState
-    prev = [
-        r for r in screen_results(study, steps_plan[0]) if trials[r.number].state != states.RUNNING
-    ]
+    prev = [r for r in screen_results(study, space) if trials[r.number].state != states.RUNNING]
     table: list[dict[str, Any]] = []
     decided: dict[str, Any] = {"steps": steps_plan[0], "rung": 0, "reason": "", "tau": None}
     say(f"rungs toward {target_of(space)} steps: {' -> '.join(map(str, steps_plan))}")
@@ -235,9 +253,23 @@ def _run_rung(
     ]
     if not run_probe_jobs(space, ray, configs, timeout, done):
         return None
-    for number, rec in records.items():  # records from an earlier driver: in the study too
-        study.set_user_attr(f"autotune.rung.{number}.{steps}", slim(rec))
+    judge_rung(space, study, study_dir, list(records.values()))
     return [records[n] for n, _, _ in jobs if n in records]
+
+
+def judge_rung(
+    space: sp.Space, study: Any, study_dir: Path, records: Sequence[dict[str, Any]]
+) -> None:
+    """Judge every record of one rung against the baseline's record there (it may have
+    finished after them), rewrite those it changed, store all in the study (also the ones an
+    earlier driver recorded)."""
+    ref = rung_reference(records)
+    for rec in records:
+        before = rec.get("constraints")
+        judge(space, rec, ref)
+        if rec.get("constraints") != before:
+            write_rung_record(study_dir, rec)
+        study.set_user_attr(f"autotune.rung.{rec['number']}.{rec['steps']}", slim(rec))
 
 
 def record_rung(
@@ -249,9 +281,16 @@ def record_rung(
     steps: int,
     out: Mapping[str, Any],
 ) -> dict[str, Any]:
-    """A finished rung probe of `trial` (what its process returned): judged, written to
-    trials/NNNN-rK.json, stored slim in the study; the record."""
+    """A finished rung probe of `trial` (what its process returned): judged (against the
+    baseline's record at this rung when it is written already: the baseline runs first),
+    written to trials/NNNN-rK.json, stored slim in the study; the record."""
     summary = out.get("summary") or {}
+    baseline = bool(trial.user_attrs.get("autotune.baseline"))
+    if baseline:
+        ref = reference(out.get("outcome"), summary.get("metrics"))
+    else:
+        saved = read_rung_record(study_dir, _baseline_number(study), rung, steps)
+        ref = rung_reference([saved] if saved else [])
     record = judge(
         space,
         {
@@ -260,15 +299,23 @@ def record_rung(
             "rung": rung,
             "steps": steps,
             "seed": space.probe.seed,
-            "baseline": bool(trial.user_attrs.get("autotune.baseline")),
+            "baseline": baseline,
             "knobs": summary.get("knobs") or trial.user_attrs.get("autotune.knobs") or {},
             "env": trial.user_attrs.get("autotune.env") or {},
             "params": dict(trial.params),
         },
+        ref,
     )
     write_rung_record(study_dir, record)
     study.set_user_attr(f"autotune.rung.{trial.number}.{steps}", slim(record))
     return record
+
+
+def _baseline_number(study: Any) -> int:
+    for t in study.get_trials(deepcopy=False):
+        if t.user_attrs.get("autotune.baseline"):
+            return int(t.number)
+    return 0
 
 
 def run_probe_jobs(

@@ -4,16 +4,16 @@ candidates and the pick, parameter importances, and its text for the terminal.
 
 from __future__ import annotations
 
-import math
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from autotune import space as sp
+from autotune.study import improvement as im
 from autotune.study.compute import format_line as compute_line
 from autotune.study.compute import study_compute
-from autotune.study.objectives import constraint_names, constraints_of, directions
+from autotune.study.objectives import directions, reference, vacuous
 from autotune.study.pick import dominates
 from autotune.tracking.connection import redact
 
@@ -36,17 +36,26 @@ def summarize(
         key=lambda n: info[n].values[0] * (1 if dirs[0] == "minimize" else -1),
     )
     objectives = [o.model_dump() for o in space.objectives]
-    best, improvement = _best_and_improvement(space, feasible, baseline)
+    best, at_screen = im.best_and_improvement(space, feasible, baseline)
+    picked, rungs = _verified_and_pick(study, objectives), _rungs(study, space, counts)
+    steps = int(rungs["decided"]["steps"])
+    state = im.baseline_at(study, space, baseline, steps)
+    ref = reference(state["outcome"], state["metrics"]) if state else None
     return {
-        **_verified_and_pick(study, objectives),
-        **_rungs(study, space, counts),
+        **picked,
+        **rungs,
         "study": space.name,
         "objectives": objectives,
         "trials": space.budget.trials,
-        "baseline": _row(space, baseline) if baseline is not None else None,
-        "pareto": [_row(space, info[n]) for n in front],
+        "baseline": _row(space, baseline, ref) if baseline is not None else None,
+        "pareto": [_row(space, info[n], ref) for n in front],
         "best": best,
-        "improvement": improvement,
+        # The pick against the baseline at the length the study decided at; the screen's
+        # best-per-objective figure only beside it, labelled, when that is another length.
+        "improvement": im.improvement_at(study, space, baseline, state, picked.get("pick"), steps),
+        "screen_improvement": at_screen if steps != space.probe.steps else None,
+        # Relative constraints with no baseline value at the decided length: not judged there.
+        "vacuous": {"steps": steps, "constraints": vacuous(space, ref)} if baseline else None,
         "counts": counts,
         "dropped_knobs": dict(dropped or {}),
         "study_dir": str(study_dir) if study_dir else None,
@@ -78,20 +87,8 @@ def _tally(
     return counts, feasible, baseline, info
 
 
-def _broken(space: sp.Space, t: Any) -> list[str]:
-    """The space constraints a completed trial breaks, with its value."""
-    metrics = t.user_attrs.get("autotune.metrics") or {}
-    names = constraint_names(space)[1:]
-    values = constraints_of(space, "complete", metrics)[1:]
-    out = []
-    for c, name, v in zip(space.constraints, names, values, strict=True):
-        if v > 0:
-            got = metrics.get(c.metric)
-            out.append(f"{name} (got {got:.3g})" if got is not None else f"{name} (no value)")
-    return out
-
-
-def _row(space: sp.Space, t: Any) -> dict[str, Any]:
+def _row(space: sp.Space, t: Any, ref: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    complete = t.user_attrs.get("autotune.outcome") == "complete"
     return {
         "number": t.number,
         "values": list(t.values) if t.values else None,
@@ -102,47 +99,10 @@ def _row(space: sp.Space, t: Any) -> dict[str, Any]:
         "cause": t.user_attrs.get("autotune.cause"),
         "feasible": bool(t.user_attrs.get("autotune.feasible")),
         "baseline": bool(t.user_attrs.get("autotune.baseline")),
-        "broken": _broken(space, t) if t.user_attrs.get("autotune.outcome") == "complete" else [],
+        "broken": im.broken(space, t.user_attrs.get("autotune.metrics") or {}, ref)
+        if complete
+        else [],
     }
-
-
-def _best_and_improvement(
-    space: sp.Space, feasible: list[tuple[int, list[float]]], baseline: Any
-) -> tuple[dict[str, float], dict[str, Any]]:
-    """Per objective: the best feasible value, and its change against the baseline's."""
-    best: dict[str, float] = {}
-    improvement: dict[str, Any] = {}
-    for i, o in enumerate(space.objectives):
-        vals = [v[i] for _, v in feasible]
-        if not vals:
-            continue
-        b = min(vals) if o.direction == "minimize" else max(vals)
-        best[o.metric] = b
-        base = (
-            (baseline.user_attrs.get("autotune.metrics") or {}).get(o.metric) if baseline else None
-        )
-        improvement[o.metric] = _improvement(baseline, base, b)
-    return best, improvement
-
-
-def _improvement(baseline: Any, base: float | None, best: float) -> dict[str, Any]:
-    """best vs the baseline's value: a percentage only against a baseline that completed
-    within every constraint; a diverged baseline is said so, with its step and cause."""
-    out: dict[str, Any] = {"baseline": base, "best": best, "change_pct": None}
-    if baseline is None:
-        return out
-    attrs = baseline.user_attrs
-    if attrs.get("autotune.outcome") == "diverged":
-        out["baseline"] = None
-        out["baseline_diverged"] = {
-            "step": attrs.get("autotune.diverged_at_step"),
-            "cause": attrs.get("autotune.cause"),
-        }
-    elif not attrs.get("autotune.feasible"):
-        out["baseline_infeasible"] = True
-    elif base is not None and base != 0 and math.isfinite(base):
-        out["change_pct"] = 100.0 * (best - base) / abs(base)
-    return out
 
 
 def _rungs(study: Any, space: sp.Space, counts: Mapping[str, int]) -> dict[str, Any]:
@@ -364,28 +324,51 @@ def _baseline_lines(summary: Mapping[str, Any]) -> list[str]:
             broken = base.get("broken") or []
             state += f" (infeasible: breaks {', '.join(broken)})" if broken else " (infeasible)"
         lines.append(f"baseline (trial {base['number']}, PyTorch defaults): {state}")
-    screen = (summary.get("rungs") or [{}])[0].get("steps")
-    decided = (summary.get("decided") or {}).get("steps")
-    if summary["improvement"] and screen and decided and decided != screen:
-        # The values Optuna holds are the screen's; the answer was decided at a longer rung.
-        lines.append(f"at the screen ({screen} steps; the pick below was decided at {decided}):")
+    imp = summary.get("improvement") or {}
+    first = next(iter(imp.values()), None)
+    if first:
+        lines.append(
+            f"vs baseline at {first['steps']} steps (the decided length; trial {first['trial']}, "
+            f"the pick; {first['source']} values):"
+        )
     for o in summary["objectives"]:
-        imp = summary["improvement"].get(o["metric"])
-        if not imp:
-            continue
-        b = imp["baseline"]
-        text = f"  {o['metric']:<12} best {imp['best']:.4g}"
-        if imp.get("baseline_diverged"):
-            d = imp["baseline_diverged"]
-            text += f"  vs baseline: baseline diverged at step {d.get('step')} ({d.get('cause')})"
-        elif b is not None:
-            text += f"  baseline {b:.4g}"
-            if imp["change_pct"] is not None:
-                text += f"  ({imp['change_pct']:+.1f}%)"
-            elif imp.get("baseline_infeasible"):
-                text += " (baseline infeasible: no percentage)"
-        lines.append(text)
+        row = imp.get(o["metric"])
+        if row:
+            lines.append(f"  {o['metric']:<12} pick {row['best']:.4g}" + _vs_baseline(row))
+    vac = summary.get("vacuous") or {}
+    for label in vac.get("constraints") or []:
+        lines.append(
+            f"  {label}: vacuous at {vac['steps']} steps (no baseline value there: it diverged, "
+            "failed or did not run): not judged"
+        )
+    screen = summary.get("screen_improvement") or {}
+    if screen:
+        steps = (summary.get("rungs") or [{}])[0].get("steps")
+        shown = ", ".join(
+            f"best {m} {row['best']:.4g}{_vs_baseline(row, short=True)}"
+            for m, row in screen.items()
+        )
+        lines.append(f"at the screen ({steps} steps; not what the pick was decided on): {shown}")
     return lines
+
+
+def _vs_baseline(row: Mapping[str, Any], short: bool = False) -> str:
+    """`  baseline 0.06  (-16.7%)`, or why there is no percentage."""
+    if row.get("baseline_diverged"):
+        d = row["baseline_diverged"]
+        return f"  vs baseline: baseline diverged at step {d.get('step')} ({d.get('cause')})"
+    b = row.get("baseline")
+    if b is None:
+        return ""
+    text = f" vs baseline {b:.4g}" if short else f"  baseline {b:.4g}"
+    if row.get("change_pct") is not None:
+        text += f" ({row['change_pct']:+.1f}%)" if short else f"  ({row['change_pct']:+.1f}%)"
+    elif row.get("baseline_infeasible"):
+        broken = row.get("baseline_broken") or []
+        learn = any(b.startswith("loss_drop") for b in broken)
+        why = "did not learn" if learn else "infeasible"
+        text += f" (baseline {why}: {', '.join(broken) or 'a constraint'}; no percentage)"
+    return text
 
 
 def _pareto_lines(summary: Mapping[str, Any]) -> list[str]:

@@ -102,12 +102,24 @@ def verify_phase(
     started = time.monotonic()
     total = len(todo) * len(seeds)
 
-    def finished(c: Any) -> None:
-        _record_verified(study, space, logger, c, results[c.number], metrics, steps, say)
+    # The baseline's seeds are the reference of the others' relative constraints: they run
+    # first, and a candidate is recorded once they are all in (when the baseline is verified).
+    base = next((c.number for c in todo if c.baseline), None)
+    pending.sort(key=lambda cs: not cs[0].baseline)
+    recorded: set[int] = set()
 
-    for c in todo:
-        if len(results[c.number]) == len(seeds):
-            finished(c)
+    def finish_ready() -> None:
+        base_done = base is None or len(results[base]) == len(seeds)
+        for c in todo:
+            if c.number in recorded or len(results[c.number]) < len(seeds):
+                continue
+            if base_done or c.number == base:
+                recorded.add(c.number)
+                _record_verified(
+                    study, space, logger, c, results[c.number], metrics, steps, say, study_dir
+                )
+
+    finish_ready()
     try:
         while pending or inflight:
             while pending and len(inflight) < conc:
@@ -129,8 +141,7 @@ def verify_phase(
                     + (f" ({out['cause']})" if out.get("cause") else "")
                     + f"  [{fmt_s(time.monotonic() - started)}]"
                 )
-                if len(results[c.number]) == len(seeds):
-                    finished(c)
+                finish_ready()
     except KeyboardInterrupt:
         _cancel(ray, inflight)
         return True
@@ -177,30 +188,65 @@ def _record_verified(
     metrics: list[str],
     steps: int,
     say: Callable[[str], Any],
+    study_dir: Path,
 ) -> None:
     """A candidate's seeds summarised, logged to MLflow, stored in the study and announced."""
     from autotune.recipe import verify as vf
-    from autotune.study.objectives import constraints_of
 
     runs = sorted(runs, key=lambda r: r["seed"])
     res = vf.summarize_seeds(runs, metrics)
     res["steps"] = steps
-    # Held on every seed: complete, and within every constraint (not only "not diverged").
-    res["all_feasible"] = all(
-        r.get("outcome") == "complete"
-        and all(
-            v <= 0
-            for v in constraints_of(
-                space, "complete", (r.get("summary") or {}).get("metrics") or {}
-            )
-        )
-        for r in runs
-    )
+    judge_seeds(study, space, study_dir, res, runs)
     fp = next((r.get("fingerprint") for r in runs if r.get("fingerprint")), None)
     res["run_id"] = logger.verification(c.number, res, fp)
     study.set_user_attr(f"autotune.verified.{c.number}", res)
     shown = "  ".join(f"{m} {vf.format_interval(res['metrics'].get(m))}" for m in metrics[:2])
     say(f"  verified trial {c.number}: {shown}  diverged {res['diverged_share']:.0%} of seeds")
+
+
+def judge_seeds(
+    study: Any, space: sp.Space, study_dir: Path, res: dict[str, Any], runs: list[dict[str, Any]]
+) -> None:
+    """Per seed `feasible` (complete, and within every constraint: not only "not diverged"),
+    the relative ones against the baseline's run at that seed and length; `all_feasible`;
+    `vacuous`: the relative constraints some seed had no baseline value for."""
+    from autotune.study.objectives import feasible, vacuous
+
+    steps = int(res["steps"])
+    refs = [baseline_reference(study, space, study_dir, steps, int(r["seed"])) for r in runs]
+    for row, r, ref in zip(res["runs"], runs, refs, strict=True):
+        row["feasible"] = r.get("outcome") == "complete" and feasible(
+            space, "complete", _metrics(r), ref
+        )
+    res["all_feasible"] = all(row["feasible"] for row in res["runs"])
+    res["vacuous"] = sorted({label for ref in refs for label in vacuous(space, ref)})
+
+
+def baseline_reference(
+    study: Any, space: sp.Space, study_dir: Path, steps: int, seed: int
+) -> dict[str, Any] | None:
+    """The baseline's metrics a verification seed is judged against: its verified run at the
+    same seed and steps when the baseline was verified, else its record at the decided rung
+    (its screen when that is the decided length). None: no reference (vacuous)."""
+    from autotune.study.objectives import reference
+    from autotune.study.pick import rung_rows
+
+    base = next(
+        (t for t in study.get_trials(deepcopy=False) if t.user_attrs.get("autotune.baseline")),
+        None,
+    )
+    if base is None:
+        return None
+    path = _verify_path(study_dir, base.number, seed, steps)
+    if path.is_file():
+        run = json.loads(path.read_text())
+        return reference(run.get("outcome"), _metrics(run))
+    if steps == space.probe.steps:
+        return reference(
+            base.user_attrs.get("autotune.outcome"), base.user_attrs.get("autotune.metrics")
+        )
+    row = rung_rows(study, steps).get(base.number)
+    return reference(row.get("outcome"), row.get("metrics")) if row else None
 
 
 def _metrics(run: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,137 @@
+"""The improvement over the baseline: the pick against the baseline at the length the study
+decided at (verified means when both were verified there, else their runs at that length), the
+screen's best per objective against the baseline's screen, and the constraints a run breaks
+(relative ones against the baseline's metrics at the same length).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from autotune import space as sp
+from autotune.study.objectives import constraint_names, constraints_of, reference
+
+
+def broken(space: sp.Space, metrics: Mapping[str, Any], ref: Mapping[str, Any] | None) -> list[str]:
+    """The space constraints a completed run breaks, with its value (the relative ones
+    against `ref`, the baseline's metrics at the same length)."""
+    names = constraint_names(space)[1:]
+    values = constraints_of(space, "complete", metrics, ref)[1:]
+    out = []
+    for c, name, v in zip(space.constraints, names, values, strict=True):
+        if v > 0:
+            got = metrics.get(c.metric)
+            out.append(f"{name} (got {got:.3g})" if got is not None else f"{name} (no value)")
+    return out
+
+
+def best_and_improvement(
+    space: sp.Space, feasible: list[tuple[int, list[float]]], baseline: Any
+) -> tuple[dict[str, float], dict[str, Any]]:
+    """Per objective: the best feasible value, and its change against the baseline's."""
+    best: dict[str, float] = {}
+    out: dict[str, Any] = {}
+    for i, o in enumerate(space.objectives):
+        vals = [v[i] for _, v in feasible]
+        if not vals:
+            continue
+        b = min(vals) if o.direction == "minimize" else max(vals)
+        best[o.metric] = b
+        base = (
+            (baseline.user_attrs.get("autotune.metrics") or {}).get(o.metric) if baseline else None
+        )
+        out[o.metric] = improvement(baseline, base, b)
+    return best, out
+
+
+def improvement(baseline: Any, base: float | None, best: float) -> dict[str, Any]:
+    """best vs the baseline's value: a percentage only against a baseline that completed
+    within every constraint; a diverged baseline is said so, with its step and cause.
+    `baseline`: the baseline trial (the screen), or its state at a rung (`baseline_at`)."""
+    out: dict[str, Any] = {"baseline": base, "best": best, "change_pct": None}
+    if baseline is None:
+        return out
+    state = _baseline_at_screen(baseline) if hasattr(baseline, "user_attrs") else baseline
+    if state.get("outcome") == "diverged":
+        out["baseline"] = None
+        out["baseline_diverged"] = {
+            "step": state.get("diverged_at_step"),
+            "cause": state.get("cause"),
+        }
+    elif not state.get("feasible"):
+        out["baseline_infeasible"] = True
+    elif base is not None and base != 0 and math.isfinite(base):
+        out["change_pct"] = 100.0 * (best - base) / abs(base)
+    return out
+
+
+def _baseline_at_screen(t: Any) -> dict[str, Any]:
+    a = t.user_attrs
+    return {
+        "outcome": a.get("autotune.outcome"),
+        "cause": a.get("autotune.cause"),
+        "diverged_at_step": a.get("autotune.diverged_at_step"),
+        "metrics": a.get("autotune.metrics") or {},
+        "feasible": bool(a.get("autotune.feasible")),
+    }
+
+
+def baseline_at(study: Any, space: sp.Space, baseline: Any, steps: int) -> dict[str, Any] | None:
+    """The baseline's run at `steps`: its screen, or its record at that rung (None: the
+    baseline did not run there, or there is no baseline)."""
+    from autotune.study.pick import rung_rows
+
+    if baseline is None:
+        return None
+    if steps == space.probe.steps:
+        return _baseline_at_screen(baseline)
+    row = rung_rows(study, steps).get(baseline.number)
+    return dict(row) if row else None
+
+
+def improvement_at(
+    study: Any,
+    space: sp.Space,
+    baseline: Any,
+    state: Mapping[str, Any] | None,
+    pick: Mapping[str, Any] | None,
+    steps: int,
+) -> dict[str, Any]:
+    """Per objective, the pick's value against the baseline's at the decided length `steps`:
+    both verified means when both were verified there, else their runs at that length."""
+    from autotune.study import pick as pk
+
+    number = (pick or {}).get("number")
+    if state is None or number is None:
+        return {}
+    ver = pk.verified_results(study)
+    both = [ver.get(number) or {}, ver.get(baseline.number) or {}]
+    if all(v.get("steps") == steps for v in both):
+        source = "verified"
+        mine, theirs = (_means(v) for v in both)
+    else:
+        source = "screen" if steps == space.probe.steps else "rung"
+        if source == "screen":
+            t = next(t for t in study.get_trials(deepcopy=False) if t.number == number)
+            mine = dict(t.user_attrs.get("autotune.metrics") or {})
+        else:
+            mine = dict((pk.rung_rows(study, steps).get(number) or {}).get("metrics") or {})
+        theirs = dict(state["metrics"] or {})
+    own = dict(state.get("metrics") or {})
+    breaks = broken(space, own, reference(state.get("outcome"), own))
+    out = {}
+    for o in space.objectives:
+        v = mine.get(o.metric)
+        if v is None:
+            continue
+        row = improvement(state, theirs.get(o.metric), float(v))
+        if row.get("baseline_infeasible"):
+            row["baseline_broken"] = breaks
+        out[o.metric] = {**row, "steps": steps, "trial": number, "source": source}
+    return out
+
+
+def _means(verified: Mapping[str, Any]) -> dict[str, Any]:
+    return {m: (v or {}).get("mean") for m, v in (verified.get("metrics") or {}).items()}
