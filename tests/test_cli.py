@@ -202,6 +202,8 @@ def test_check_every_builtin_space(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
         result = invoke("check", name)
         assert result.exit_code == 0, (name, result.output)
         assert f"({sp.builtin_dir() / name}.yaml)" in result.output.splitlines()[0]
+        if name == "gradclip":  # a relative constraint reads as one, not as an absolute bound
+            assert "final_loss <= 1.05 x baseline" in result.output, result.output
 
 
 # --------------------------------------------------------------------------------------------

@@ -22,8 +22,10 @@ pytestmark = [
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 STEPS = 30
 # The examples' own budget.target_steps promotes through longer rungs; these tests look at the
-# screen and the recipe, so they decide at the probe length, as fast as before.
-SHORT = (f"probe.steps={STEPS}", f"budget.target_steps={STEPS}")
+# screen and the recipe, so they decide at the probe length, as fast as before. At 30 steps a
+# random trial may end above 1.05x the baseline's loss; the recipe tests export trial 1 whatever
+# it is, so the constraints are lifted (the examples' constraints are tested in test_space.py).
+SHORT = (f"probe.steps={STEPS}", f"budget.target_steps={STEPS}", "constraints=[]")
 
 
 def study(tmp: Path, space: Path, *sets: str) -> subprocess.CompletedProcess[str]:

@@ -47,10 +47,7 @@ def describe_space(s: Any) -> str:
         + (", retries OOM" if p.oom_retry else "")
     )
     lines.append("objectives " + ", ".join(f"{o.direction} {o.metric}" for o in s.objectives))
-    lines.append(
-        "constraints not diverged"
-        + "".join(f", {c.metric} {c.op} {c.value:g}" for c in s.constraints)
-    )
+    lines.append("constraints not diverged" + "".join(f", {c.label}" for c in s.constraints))
     if s.verify.top_k:
         lines.append(f"verify     best {s.verify.top_k} with {s.verify.seeds} other seeds each")
     lines.append(
