@@ -8,6 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from autotune import space as sp
 from autotune.errors import AutotuneError, SpaceError
@@ -206,6 +208,37 @@ FILE_ERRORS = [
         "constraints.0.metric",
         "los_drop",
         ["unknown metric 'los_drop'", "did you mean 'loss_drop'?"],
+    ),
+    (
+        "relative-count",
+        BASE + "constraints:\n  - {metric: spike_count, op: '<=', value: 2, relative_to: baseline}"
+        "\n",
+        "constraints.0.relative_to",
+        "spike_count",
+        ["spike_count cannot be relative to the baseline", "final_loss"],
+    ),
+    (
+        "relative-signed",
+        BASE + "constraints:\n  - {metric: loss_drop, op: '>=', value: 0.9, relative_to: baseline}"
+        "\n",
+        "constraints.0.relative_to",
+        "loss_drop",
+        ["loss_drop cannot be relative to the baseline"],
+    ),
+    (
+        "relative-factor-not-positive",
+        BASE + "constraints:\n  - {metric: final_loss, op: '<=', value: 0, relative_to: baseline}"
+        "\n",
+        "constraints.0.relative_to",
+        "final_loss",
+        ["value is a factor > 0 (got 0)"],
+    ),
+    (
+        "relative-to-unknown",
+        BASE + "constraints:\n  - {metric: final_loss, op: '<=', value: 1.1, relative_to: best}\n",
+        "constraints.0.relative_to",
+        "final_loss",
+        ["'baseline'", "got 'best'"],
     ),
     (
         "duplicate-objectives",
@@ -422,6 +455,7 @@ objectives:
 constraints:
   - {metric: loss_drop, op: '>=', value: 0.1}
   - {metric: peak_mem_mb, op: '<=', value: 4096}
+  - {metric: final_loss, op: '<=', value: 1.05, relative_to: baseline}
 budget: {trials: 12, concurrency: 3, trial_timeout_s: 90, cpus_per_trial: 1.5, gpus_per_trial: 0}
 sampler: {name: grid, seed: 7, grid_points: 4}
 knobs:
@@ -493,6 +527,37 @@ def test_full_space_is_read_as_written() -> None:
     assert s.env["RCCL_MSCCL_ENABLE"] == 1
     assert s.probe.divergence.scale_floor == 1e-6
     assert s.sampler.grid_points == 4
+    assert [c.label for c in s.constraints] == [
+        "loss_drop >= 0.1",
+        "peak_mem_mb <= 4096",
+        "final_loss <= 1.05 x baseline",
+    ]
+
+
+def test_an_absolute_constraint_dumps_without_relative_to() -> None:
+    """Spaces without a relative constraint dump (and fingerprint) as before."""
+    text = sp.dump(sp.loads(BASE))
+    assert "loss_drop" in text and "relative_to" not in text
+
+
+@given(
+    metric=st.sampled_from(sorted(sp.METRICS)),
+    op=st.sampled_from([">=", "<="]),
+    factor=st.floats(min_value=-10.0, max_value=10.0, allow_nan=False),
+)
+@settings(max_examples=60, deadline=None)
+def test_relative_constraint_accepted_only_for_a_positive_metric_and_factor(
+    metric: str, op: str, factor: float
+) -> None:
+    text = BASE + f"constraints:\n  - {{metric: {metric}, op: '{op}', value: {factor!r}, "
+    text += "relative_to: baseline}\n"
+    if metric in sp.POSITIVE_METRICS and factor > 0:
+        space = sp.loads(text)
+        assert space.constraints[0].relative_to == "baseline"
+        assert sp.loads(sp.dump(space)) == space
+    else:
+        with pytest.raises(SpaceError, match=r"constraints\.0\.relative_to"):
+            sp.loads(text)
 
 
 def test_equality_sees_a_changed_knob() -> None:

@@ -11,6 +11,9 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+# Quantities that cannot be zero or negative: their intervals are taken on the log scale.
+from autotune.space.schema import POSITIVE_METRICS
+
 # Two-sided 95% quantiles of Student's t, by degrees of freedom (standard table values).
 _T975 = {
     1: 12.706,
@@ -50,23 +53,6 @@ def t975(df: int) -> float:
     if df > 120:
         return 1.960
     return _T975[max(k for k in _T975 if k <= df)]
-
-
-# Quantities that cannot be zero or negative: their intervals are taken on the log scale.
-POSITIVE_METRICS = frozenset(
-    {
-        "throughput",
-        "tokens_per_s",
-        "peak_mem_mb",
-        "loss_cv",
-        "final_loss",
-        "initial_loss",
-        "loss_range",
-        "grad_norm_p50",
-        "grad_norm_p99",
-        "grad_norm_max",
-    }
-)
 
 
 def interval(values: Sequence[float | None], scale: str = "linear") -> dict[str, Any]:

@@ -20,6 +20,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    ValidationInfo,
     field_validator,
     model_serializer,
     model_validator,
@@ -55,6 +56,24 @@ METRICS: dict[str, str] = {
     "scaling_efficiency": "throughput(N processes) / (N x throughput(1)), maximize; DDP probes "
     "with probe.measure_scaling",
 }
+
+#: Quantities that are never zero or negative: a ratio of two of them means something, so they
+#: may be constrained relative to the baseline (and their verified intervals are on a log scale).
+#: Counts (spike_count, skipped_steps), shares (clip_fraction) and signed ones (loss_drop) are not.
+POSITIVE_METRICS = frozenset(
+    {
+        "throughput",
+        "tokens_per_s",
+        "peak_mem_mb",
+        "loss_cv",
+        "final_loss",
+        "initial_loss",
+        "loss_range",
+        "grad_norm_p50",
+        "grad_norm_p99",
+        "grad_norm_max",
+    }
+)
 
 # --------------------------------------------------------------------------------------------
 # Domains
@@ -255,14 +274,49 @@ class Objective(_Section):
 
 
 class Constraint(_Section):
+    """`metric op value`; with `relative_to: baseline`, `metric op value x the baseline's metric`
+    measured at the same number of steps (`value` is then a factor)."""
+
     metric: str
     op: Literal[">=", "<="]
     value: float
+    relative_to: Literal["baseline"] | None = None
 
     @field_validator("metric")
     @classmethod
     def _metric(cls, v: str) -> str:
         return _check_metric(v)
+
+    @field_validator("relative_to")
+    @classmethod
+    def _relative(cls, v: str | None, info: ValidationInfo) -> str | None:
+        metric, value = info.data.get("metric"), info.data.get("value")
+        if v is None or metric is None or value is None:
+            return v
+        if metric not in POSITIVE_METRICS:
+            allowed = ", ".join(m for m in METRICS if m in POSITIVE_METRICS)
+            raise ValueError(
+                f"{metric} cannot be relative to the baseline (a ratio needs a quantity that is "
+                f"always > 0); one of {allowed}"
+            )
+        if value <= 0:
+            raise ValueError(f"with relative_to, value is a factor > 0 (got {value:g})")
+        return v
+
+    @property
+    def label(self) -> str:
+        """As a person reads it: `loss_drop >= 0.05`, `final_loss <= 1.05 x baseline`."""
+        text = f"{self.metric} {self.op} {self.value:g}"
+        return f"{text} x {self.relative_to}" if self.relative_to else text
+
+    @model_serializer(mode="wrap")
+    def _plain(self, handler: Any) -> dict[str, Any]:
+        # relative_to only when given: the dumps (and study fingerprints) of spaces without it
+        # stay as they were.
+        out: dict[str, Any] = handler(self)
+        if out.get("relative_to") is None:
+            out.pop("relative_to", None)
+        return out
 
 
 class Budget(_Section):

@@ -31,6 +31,7 @@ from autotune.study.objectives import (
     sampler_seed,
     suggest,
     trial_setup,
+    vacuous,
     values_of,
 )
 from autotune.study.options import (
@@ -86,6 +87,7 @@ __all__ = [
     "summarize",
     "tell",
     "trial_setup",
+    "vacuous",
     "values_of",
     "warm_params",
     "write_outcome",

@@ -30,23 +30,57 @@ def values_of(space: sp.Space, metrics: Mapping[str, Any]) -> list[float]:
     return out
 
 
-def constraints_of(space: sp.Space, outcome: str, metrics: Mapping[str, Any]) -> list[float]:
-    """Optuna constraint values (<= 0 is feasible): not diverged/oom, then each space constraint."""
+def constraints_of(
+    space: sp.Space,
+    outcome: str,
+    metrics: Mapping[str, Any],
+    baseline: Mapping[str, Any] | None = None,
+) -> list[float]:
+    """Optuna constraint values (<= 0 is feasible): not diverged/oom, then each space constraint.
+
+    `baseline`: the baseline's metrics measured at the same number of steps (and seed, where
+    there is one), the reference of the constraints `relative_to: baseline`. Without it, or
+    without a finite value of the metric there (the baseline diverged or failed), a relative
+    constraint is vacuous: 0.0, feasible (`vacuous` says which are)."""
     out = [1.0 if outcome in ("diverged", "oom") else 0.0]
     for c in space.constraints:
         v = metrics.get(c.metric)
-        if v is None or not math.isfinite(float(v)):
+        bound = _bound(c, baseline)
+        if bound is None:
+            out.append(0.0)
+        elif v is None or not math.isfinite(float(v)):
             out.append(1.0)
         elif c.op == ">=":
-            out.append(float(c.value - v))
+            out.append(float(bound - v))
         else:
-            out.append(float(v - c.value))
+            out.append(float(v - bound))
     return out
+
+
+def _bound(c: sp.Constraint, baseline: Mapping[str, Any] | None) -> float | None:
+    """The constraint's bound: its value, or its factor x the baseline's (None: vacuous)."""
+    if c.relative_to is None:
+        return c.value
+    ref = _finite((baseline or {}).get(c.metric))
+    return None if ref is None else c.value * ref
+
+
+def _finite(v: Any) -> float | None:
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
+
+
+def vacuous(space: sp.Space, baseline: Mapping[str, Any] | None) -> list[str]:
+    """The labels of the relative constraints that `baseline` leaves vacuous (no reference)."""
+    return [c.label for c in space.constraints if c.relative_to and _bound(c, baseline) is None]
 
 
 def constraint_names(space: sp.Space) -> list[str]:
     """Names of the Optuna constraints, in the order of `constraints_of`."""
-    return ["not_diverged", *(f"{c.metric} {c.op} {c.value:g}" for c in space.constraints)]
+    return ["not_diverged", *(c.label for c in space.constraints)]
 
 
 def sampler_seed(seed: int, trials_so_far: int) -> int:
