@@ -15,27 +15,16 @@ from autotune import study as st
 from autotune.knobs import HARDWARE_METRICS
 from autotune.probe import resolve_knobs
 from autotune.recipe import verify as vf
-from autotune.recipe.seeds import POSITIVE_METRICS
 from autotune.study import pick as pk
 from autotune.study import rung_phase as rp
 from autotune.study import rungs as rg
 
 
-def has_relative() -> bool:
-    """Whether the schema has `relative_to` (branch relcon) and constraints_of its baseline."""
-    import inspect
-
-    return "relative_to" in sp.schema.Constraint.model_fields and "baseline" in (
-        inspect.signature(st.constraints_of).parameters
-    )
-
-
 def constraints(
     space: sp.Space, outcome: str, metrics: Mapping[str, Any], base: Mapping[str, Any] | None
 ) -> list[float]:
-    if has_relative():
-        return st.constraints_of(space, outcome, metrics, baseline=base)  # type: ignore[call-arg]
-    return st.constraints_of(space, outcome, metrics)
+    """The study's constraints; relative ones against the baseline's metrics `base`."""
+    return st.constraints_of(space, outcome, metrics, baseline=base)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -110,13 +99,22 @@ class Case:
         t = self.trials[number]
         return self.runs.at(t["knobs"], t["env"], self.seed if seed is None else seed, steps)
 
+    def reference(self, steps: int, seed: int | None = None) -> dict[str, Any] | None:
+        """The baseline's metrics at `steps` (and seed): the relative constraints' reference;
+        None (vacuous, as the design says) when the baseline diverged or failed there. A
+        diverged probe's final_loss is finite (the loss where it stopped), so passing it would
+        turn the constraint into `<= 1.05 x` that loss instead."""
+        b = self.rec(self.base(), steps, seed)
+        return dict(b["metrics"]) if b["status"] == "ok" else None
+
     def judge(self, number: int, steps: int, seed: int | None = None) -> rg.RungResult:
         """The trial at `steps` (and seed) as the study judges it: values and feasibility,
         the relative constraint against the baseline at the same steps and seed."""
-        r, b = self.rec(number, steps, seed), self.rec(self.base(), steps, seed)
+        r = self.rec(number, steps, seed)
         outcome = c.outcome_name(r["status"])
         ok = outcome != "failed"
-        cons = constraints(self.space, outcome, r["metrics"], b["metrics"]) if ok else [1.0]
+        base = self.reference(steps, seed)
+        cons = constraints(self.space, outcome, r["metrics"], base) if ok else [1.0]
         return rg.RungResult(
             number=number,
             steps=steps,
@@ -203,7 +201,7 @@ class Case:
             runs.append({"seed": seed, "outcome": c.outcome_name(r["status"]), "summary": r})
         metrics = list(dict.fromkeys([*(o["metric"] for o in self.objectives), *vf.REPORTED]))
         res = vf.summarize_seeds(runs, metrics)
-        base = self.rec(self.base(), steps)["metrics"]  # the baseline's record at this rung
+        base = self.reference(steps)  # the baseline's record at this rung
         res["steps"] = steps
         res["all_feasible"] = all(
             r["outcome"] == "complete"
@@ -241,7 +239,7 @@ class Case:
             "diverged": sum(r["status"] == "diverged" for r in recs),
         }
         for m in (self.stability, "final_loss"):
-            scale = "log" if m in POSITIVE_METRICS else "linear"
+            scale = "log" if m in sp.POSITIVE_METRICS else "linear"
             out[m] = vf.interval([r["metrics"].get(m) for r in ok], scale=scale)
         return out
 

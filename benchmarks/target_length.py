@@ -43,7 +43,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import _common as c  # this folder's helpers (the script's folder is on sys.path)
-from _target_study import Case, has_relative, tau
+from _target_study import Case, tau
 
 from autotune import space as sp
 from autotune.errors import AutotuneError
@@ -54,7 +54,6 @@ LENGTHS = {"mlp": 150, "tiny_gpt": 100, "resnet": 100}  # as gain_over_defaults.
 FRESH_SEEDS = (11, 12, 13, 14, 15)
 QUICK = {"steps": 10, "target": 50, "trials": 4, "seeds": 2}
 COMPARED = ("pick", "old pick", "full-length pick")
-RELATIVE = '  - {metric: final_loss, op: "<=", value: 1.05, relative_to: baseline}\n'
 SPACE = """
 name: target_{workload}
 workload: {{name: {workload}, size: tiny}}
@@ -64,7 +63,8 @@ objectives:
   - {{metric: throughput, direction: maximize}}
 constraints:
   - {{metric: loss_drop, op: ">=", value: 0.05}}
-{relative}budget: {{trials: {trials}, target_steps: {target}}}
+  - {{metric: final_loss, op: "<=", value: 1.05, relative_to: baseline}}
+budget: {{trials: {trials}, target_steps: {target}}}
 sampler: {{name: tpe, seed: {seed}}}
 verify: {{top_k: 2, seeds: {verify_seeds}}}
 knobs:
@@ -86,7 +86,6 @@ def workload_space(name: str, seed: int, quick: bool, trials: int) -> sp.Space:
         verify_seeds=QUICK["seeds"] if quick else 3,
         lr=resolve(name, "tiny").unstable_lr,
         warmup_high=max(10, (steps // 2) // 10 * 10),
-        relative=RELATIVE if has_relative() else "",
     )
     return sp.loads(text, source="target_length.py")
 
@@ -154,8 +153,7 @@ def run_case(kind: str, name: str, seed: int, quick: bool, trials: int | None, f
         "probe_steps": case.L0,
         "target_steps": case.T,
         "plan": case.plan,
-        "relative_constraint": has_relative()
-        and any(getattr(x, "relative_to", None) for x in space.constraints),
+        "relative_constraint": [x.label for x in space.constraints if x.relative_to],
         "prefix_check": case.prefix_check,
         "screen": screen,
         "rungs": phase["rungs"],
@@ -242,7 +240,7 @@ def report(res: Mapping[str, Any]) -> str:
         f"### {res['case']}\n",
         f"Rungs {' -> '.join(map(str, res['plan']))}; the study saw: {seen or 'no rung'}; "
         f"decided at {d['steps']} of {res['target_steps']} steps ({d['reason']}). "
-        f"Relative constraint: {'yes' if res['relative_constraint'] else 'no'}. "
+        f"Relative constraint: {', '.join(res['relative_constraint']) or 'none'}. "
         f"Probes: {res['prefix_check'].get('why')}.\n",
         c.table(
             ["tau-b to the target", "decided rung's configs", "all trials"],
