@@ -157,7 +157,16 @@ class Case:
                 break
             cur = [self.judge(n, steps) for n in promoted]
             ag = rg.agreement(prev, cur, self.objectives)
-            table.append({"rung": k, "steps": steps, "numbers": promoted, "agreement": ag})
+            common = sorted({x.number for x in prev} & set(promoted))
+            table.append(
+                {
+                    "rung": k,
+                    "steps": steps,
+                    "numbers": promoted,
+                    "agreement": ag,  # what the study decides on
+                    "stability": tau(self, common, prev[0].steps, steps),  # design 2.5's
+                }
+            )
             grow, why = rg.should_grow(
                 ag,
                 threshold=r.agreement,

@@ -153,6 +153,7 @@ def run_case(kind: str, name: str, seed: int, quick: bool, trials: int | None, f
         "probe_steps": case.L0,
         "target_steps": case.T,
         "plan": case.plan,
+        "stability": case.stability,
         "relative_constraint": [x.label for x in space.constraints if x.relative_to],
         "prefix_check": case.prefix_check,
         "screen": screen,
@@ -233,12 +234,14 @@ def tau_cell(t: Mapping[str, Any]) -> str:
 def report(res: Mapping[str, Any]) -> str:
     d, t, cp = res["decided"], res["taus"], res["compute"]
     seen = ", ".join(
-        f"{r['agreement']['vs_steps']}->{r['steps']} {tau_cell(r['agreement'])}"
+        f"{r['agreement']['vs_steps']}->{r['steps']} {tau_cell(r['agreement'])} "
+        f"[{res['stability']} alone: {tau_cell(r['stability'])}]"
         for r in res["rungs"]
     )
     lines = [
         f"### {res['case']}\n",
-        f"Rungs {' -> '.join(map(str, res['plan']))}; the study saw: {seen or 'no rung'}; "
+        f"Rungs {' -> '.join(map(str, res['plan']))}; tau-b the study decided on (its order: "
+        f"Pareto layers, throughput included): {seen or 'no rung'}; "
         f"decided at {d['steps']} of {res['target_steps']} steps ({d['reason']}). "
         f"Relative constraint: {', '.join(res['relative_constraint']) or 'none'}. "
         f"Probes: {res['prefix_check'].get('why')}.\n",
