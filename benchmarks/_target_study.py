@@ -181,12 +181,13 @@ class Case:
             prev = cur
         return {"rungs": table, "decided": decided, "numbers": numbers}
 
-    def candidates(self, numbers: Sequence[int], steps: int) -> list[pk.Candidate]:
+    def candidates(self, numbers: Sequence[int], steps: int, study: bool) -> list[pk.Candidate]:
         out = []
         for n in numbers:
             res = self.judge(n, steps)
-            # pick.candidates: a trial that was infeasible at the screen is never a candidate
-            if res.feasible and res.values is not None and self.judge(n, self.L0).feasible:
+            # pick.candidates (`study`): a trial infeasible at the screen is never a candidate
+            screened = not study or self.judge(n, self.L0).feasible
+            if res.feasible and res.values is not None and screened:
                 t = self.trials[n]
                 out.append(
                     pk.Candidate(
@@ -223,8 +224,9 @@ class Case:
         return res
 
     def choose(self, numbers: Sequence[int], steps: int, verify: bool) -> dict[str, Any]:
-        """The pick at `steps` among `numbers`: the top_k verified first when `verify`."""
-        cands = self.candidates(numbers, steps)
+        """The pick at `steps` among `numbers`: as the study picks (the top_k verified) when
+        `verify`, else by the same rule on the values at `steps` alone."""
+        cands = self.candidates(numbers, steps, study=verify)
         samples, top = 0, []
         if verify and self.space.verify.top_k > 0:
             top = [x.number for x in pk.ranked(cands, self.objectives)[: self.space.verify.top_k]]
