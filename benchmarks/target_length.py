@@ -392,6 +392,14 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     names = [w.strip() for w in args.workloads.split(",") if w.strip()]
+    unknown = [w for w in names if w not in WORKLOADS]
+    if unknown:
+        print(
+            f"target_length.py: --workloads: unknown {', '.join(unknown)}; "
+            f"built-in: {', '.join(WORKLOADS)}",
+            file=sys.stderr,
+        )
+        return 2
     if args.quick:
         args.fresh, names = QUICK["seeds"], names[:1]
     fresh = max(1, min(args.fresh, len(FRESH_SEEDS)))
@@ -403,7 +411,7 @@ def main(argv: list[str] | None = None) -> int:
                 file_space(name, s, args.quick, args.trials)
             else:
                 workload_space(name, s, args.quick, args.trials or 12)
-    except (AutotuneError, KeyError) as e:
+    except AutotuneError as e:
         print(f"target_length.py: {e}", file=sys.stderr)
         return 2
     started = time.perf_counter()
