@@ -42,9 +42,16 @@ class Runs:
         self.cache: dict[tuple[Any, ...], dict[str, Any]] = {}
         self.wall_s = 0.0
 
-    def at(self, knobs: Mapping[str, Any], env: Mapping[str, Any], seed: int, steps: int):
+    @staticmethod
+    def key(knobs: Mapping[str, Any], env: Mapping[str, Any], seed: int, steps: int) -> Any:
+        return (repr(sorted(knobs.items())), repr(sorted(env.items())), seed, steps)
+
+    def at(
+        self, knobs: Mapping[str, Any], env: Mapping[str, Any], seed: int, steps: int
+    ) -> dict[str, Any]:
+        """The record of a probe of `steps` steps (status, metrics, steps_run, samples...)."""
         length = self.target if self.prefixes else steps
-        key = (repr(sorted(knobs.items())), repr(sorted(env.items())), seed, length)
+        key = self.key(knobs, env, seed, length)
         if key not in self.cache:
             t0 = time.perf_counter()
             self.cache[key] = c.long_probe(self.space, knobs, env, steps=length, seed=seed)
@@ -57,14 +64,13 @@ class Runs:
     def check(self, knobs: Mapping[str, Any], env: Mapping[str, Any], n: int) -> dict[str, Any]:
         """One prefix against a probe of n steps run on its own; prefixes off when they differ."""
         for kn in (knobs, self.space.fixed_knobs()):
-            if resolve_knobs(dict(kn), math.nan)["schedule"] != "constant":
+            searched = "schedule" in self.space.searched()
+            if searched or resolve_knobs(dict(kn), math.nan)["schedule"] != "constant":
                 self.prefixes, self.why = False, "separate runs: the schedule stretches"
                 return {"passed": None, "why": self.why}
         seed = self.space.probe.seed
         self.at(knobs, env, seed, n)
-        run = self.cache[
-            (repr(sorted(knobs.items())), repr(sorted(env.items())), seed, self.target)
-        ]
+        run = self.cache[self.key(knobs, env, seed, self.target)]
         alone = c.long_probe(self.space, knobs, env, steps=n, seed=seed)
         problems = c.prefix_problems(alone, run, n)
         if problems:
