@@ -219,12 +219,13 @@ class Case:
         res = vf.summarize_seeds(runs, metrics)
         base = self.reference(steps)  # the baseline's record at this rung
         res["steps"] = steps
+        names = st.constraint_names(self.space)
+        for r, row in zip(runs, res["runs"], strict=True):
+            cons = constraints(self.space, "complete", r["summary"]["metrics"], base)
+            row["broken"] = [n for n, v in zip(names, cons, strict=True) if v > 0]
         res["all_feasible"] = all(
-            r["outcome"] == "complete"
-            and all(
-                v <= 0 for v in constraints(self.space, "complete", r["summary"]["metrics"], base)
-            )
-            for r in runs
+            r["outcome"] == "complete" and not row["broken"]
+            for r, row in zip(runs, res["runs"], strict=True)
         )
         res["samples"] = sum(r["summary"]["samples"] for r in runs)
         return res
@@ -234,26 +235,40 @@ class Case:
         `verify`, else by the same rule on the values at `steps` alone."""
         cands = self.candidates(numbers, steps, study=verify)
         samples, top = 0, []
+        seeds: dict[int, list[dict[str, Any]]] = {}
         if verify and self.space.verify.top_k > 0:
             top = [x.number for x in pk.ranked(cands, self.objectives)[: self.space.verify.top_k]]
             for cand in cands:
                 if cand.number in top:
                     cand.verified = self.verified(cand.number, steps)
                     samples += cand.verified["samples"]
+                    seeds[cand.number] = [
+                        {k: row[k] for k in ("seed", "outcome", "broken")}
+                        for row in cand.verified["runs"]
+                    ]
         try:
             number, why = pk.pick(cands, self.objectives, "balanced").number, ""
         except pk.RecipeError as e:  # none feasible, or none held on every seed
             number, why = None, str(e)
-        return {"number": number, "why": why, "steps": steps, "verified": top, "samples": samples}
+        return {
+            "number": number,
+            "why": why,
+            "steps": steps,
+            "verified": top,
+            "samples": samples,
+            "seeds": seeds,
+        }
 
     def fresh(self, number: int | None, seeds: Sequence[int]) -> dict[str, Any] | None:
         if number is None:
             return None
         recs = [self.rec(number, self.T, s) for s in seeds]
         ok = [r for r in recs if r["status"] == "ok"]
+        feasible = [self.judge(number, self.T, s).feasible for s in seeds]
         out: dict[str, Any] = {
             "n": len(recs),
             "diverged": sum(r["status"] == "diverged" for r in recs),
+            "infeasible": feasible.count(False),  # diverged, or a constraint broken
         }
         for m in (self.stability, "final_loss"):
             scale = "log" if m in sp.POSITIVE_METRICS else "linear"

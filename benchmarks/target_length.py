@@ -99,15 +99,15 @@ def file_space(path: str, seed: int, quick: bool, trials: int | None) -> sp.Spac
 
 
 def beats(p: Mapping[str, Any] | None, d: Mapping[str, Any] | None, metric: str) -> bool:
-    """Matches or beats: mean <= the defaults' upper 95% bound (their mean with one seed)."""
-    if p is None or d is None or p["diverged"]:
+    """Matches or beats the defaults on `metric`: feasible on every seed (none diverged, every
+    constraint met), and either the defaults were not (they diverged or did not learn on some
+    seed: nothing to match) or the mean is at most the defaults' upper 95% bound."""
+    if p is None or d is None or p["infeasible"]:
         return False
     pm, dm = p[metric]["mean"], d[metric]
-    if pm is None:
-        return False
-    if dm["mean"] is None:  # every seed of the defaults diverged
+    if d["infeasible"] or dm["mean"] is None:
         return True
-    return bool(pm <= (dm["high"] if dm["high"] is not None else dm["mean"]))
+    return pm is not None and bool(pm <= (dm["high"] if dm["high"] is not None else dm["mean"]))
 
 
 def run_case(kind: str, name: str, seed: int, quick: bool, trials: int | None, fresh_n: int):
@@ -231,6 +231,18 @@ def tau_cell(t: Mapping[str, Any]) -> str:
     return f"{shown} (n {t['n']})"
 
 
+def broken(p: Mapping[str, Any]) -> str:
+    """Why no verified candidate held: each one's seeds and the constraints they broke."""
+    out = [
+        f"trial {n} seed {row['seed']}: {row['outcome']}"
+        + (f" ({', '.join(row['broken'])})" if row["broken"] else "")
+        for n, rows in p.get("seeds", {}).items()
+        for row in rows
+        if row["broken"] or row["outcome"] != "complete"
+    ]
+    return "; ".join(out) or (p.get("why") or "")[:120]
+
+
 def report(res: Mapping[str, Any]) -> str:
     d, t, cp = res["decided"], res["taus"], res["compute"]
     seen = ", ".join(
@@ -274,7 +286,7 @@ def report(res: Mapping[str, Any]) -> str:
         p = res["picks"].get(which, {})
         trial = 0 if which == "defaults" else p.get("number")
         if f is None:
-            rows.append([which, "none: " + (p.get("why") or "")[:80], "-", "-", "-", "-"])
+            rows.append([which, "none: " + broken(p), "-", "-", "-", "-", "-"])
             continue
         won = "-" if which == "defaults" else ("yes" if f.get("beats_defaults") else "no")
         rows.append(
@@ -284,6 +296,7 @@ def report(res: Mapping[str, Any]) -> str:
                 iv_cell(f["loss_cv"]),
                 iv_cell(f["final_loss"]),
                 f"{f['diverged']}/{f['n']}",
+                f"{f['infeasible']}/{f['n']}",
                 won,
             ]
         )
@@ -295,6 +308,7 @@ def report(res: Mapping[str, Any]) -> str:
                 "loss_cv",
                 "final_loss",
                 "diverged",
+                "infeasible",
                 "matches/beats defaults",
             ],
             rows,
@@ -437,7 +451,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     print("\n\n".join(report(r) for r in results))
     print(
-        "\nmatches/beats defaults: no seed diverged, and the mean loss_cv and the mean final_loss "
+        "\nmatches/beats defaults: feasible on every seed (none diverged, every constraint met, "
+        "the relative one against the defaults at the same seed), and either the defaults were "
+        "not (diverged or did not learn on a seed) or the mean loss_cv and the mean final_loss "
         "are at most the defaults' upper 95% bound (autotune.recipe.verify.interval, geometric "
         "for these positive metrics). Samples: optimizer steps run x samples per step; rungs "
         "restart from step 0; today = the screen + verification of the top_k at the probe "
