@@ -27,8 +27,10 @@ Compute is counted as the study would spend it (optimizer steps run x samples pe
 promoted probe restarts from step 0), not as this benchmark spends it.
 
     python benchmarks/target_length.py           # gradclip (sampler seed 0) + mlp, tiny_gpt,
-                                                 #   resnet: ~25 min on one core (--jobs 2: ~13)
-    python benchmarks/target_length.py --quick   # smoke run: 4 trials, short, 2 seeds, < 1 min
+                                                 #   resnet: 26 min of cases (gradclip 12,
+                                                 #   tiny_gpt 10); --jobs 2: 14 min on 2 cores
+    python benchmarks/target_length.py --quick   # smoke run: 4 trials, 10 -> 50 steps, 2
+                                                 #   seeds, gradclip + mlp: ~25 s
     python benchmarks/target_length.py --seeds 0,1,2 --workloads '' --json tl.json
 """
 
