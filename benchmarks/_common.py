@@ -22,10 +22,13 @@ from typing import Any
 
 from autotune import space as sp
 from autotune import study as st
-from autotune.probe import ProbeConfig, run_probe
+from autotune.probe import ProbeConfig, metrics, run_probe
 
 PLOTS = Path(__file__).resolve().parent / "plots"
 OBJECTIVE_METRICS = ("loss_cv", "final_loss", "spike_count", "throughput")
+# Metrics that a prefix reproduces exactly (throughput, tokens_per_s and peak_mem_mb are timed
+# or measured, not computed from the losses): the prefix self-checks compare these.
+EXACT_METRICS = ("initial_loss", "final_loss", "loss_drop", "loss_cv", "loss_range", "spike_count")
 
 
 def one_thread() -> None:
@@ -79,6 +82,84 @@ def probe(
     }
 
 
+def long_probe(
+    space: sp.Space,
+    knobs: Mapping[str, Any],
+    env: Mapping[str, Any] | None = None,
+    *,
+    steps: int,
+    seed: int | None = None,
+) -> dict[str, Any]:
+    """The probe's whole summary, step series included (`probe` drops them): one thread."""
+    cfg = ProbeConfig.from_space(space, knobs=knobs, env=env or {}, seed=seed)
+    return run_probe(dataclasses.replace(cfg, threads=1, steps=steps))
+
+
+def prefix_summary(run: Mapping[str, Any], n: int) -> dict[str, Any]:
+    """What an n-step probe reports, read off the first n steps of the longer `run` (a
+    `long_probe` summary): exact on the CPU when the schedule ignores the run length (the
+    probe is deterministic for a seed, its data order does not depend on the length and its
+    divergence check is causal). A run that diverged at step d (0-based) is diverged for every
+    prefix longer than d (its metrics then cover steps 0..d)."""
+    series = run["series"]
+    have = len(series["loss"])
+    d = run["diverged_at_step"]
+    if run["status"] == "diverged" and d is not None and n > d:
+        status, cut = "diverged", d + 1  # it diverges within the first n steps, at step d
+    elif n <= have:
+        status, cut = "ok", n
+    else:  # the long run stopped short for another reason (oom): so would this one
+        status, cut = run["status"], have
+    values: dict[str, Any] = {}
+    if cut:
+        values = metrics.summarize(
+            {name: s[:cut] for name, s in series.items()},
+            samples_per_step=run["samples_per_step"],
+            tokens_per_step=run["tokens_per_step"],
+            precision=run["precision"],
+        )
+    values = {
+        k: (v if math.isfinite(v) else None) if isinstance(v, float) else v
+        for k, v in values.items()
+    }
+    values["peak_mem_mb"] = run["metrics"].get("peak_mem_mb")  # the long run's
+    return {
+        "status": status,
+        "cause": run["divergence_cause"] if status == "diverged" else None,
+        "diverged_at_step": d if status == "diverged" else None,
+        "steps_run": cut,
+        "steps_planned": n,
+        "metrics": values,
+    }
+
+
+def prefix_problems(alone: Mapping[str, Any], run: Mapping[str, Any], n: int) -> list[str]:
+    """How the n-step probe `alone` differs from the n-step prefix of `run` (both `long_probe`
+    summaries): loss series, status, divergence step, loss metrics. Empty when bit for bit."""
+    want = prefix_summary(run, n)
+    k = want["steps_run"]  # the steps both must have, equal: n, or up to the divergent step
+    a, b = alone["series"]["loss"], run["series"]["loss"]
+    problems = []
+    if len(a) < k or a[:k] != b[:k]:
+        first = next(
+            (i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b))
+        )
+        problems.append(f"loss series differ from step {first} ({len(a)} vs {len(b)} steps)")
+    if (alone["status"], alone["diverged_at_step"]) != (want["status"], want["diverged_at_step"]):
+        problems.append(
+            f"status {alone['status']} (diverged at {alone['diverged_at_step']}) on its own, "
+            f"{want['status']} (at {want['diverged_at_step']}) as a prefix"
+        )
+    if want["status"] == "ok":
+        for name in EXACT_METRICS:
+            if alone["metrics"].get(name) != want["metrics"].get(name):
+                problems.append(
+                    f"{name} {alone['metrics'].get(name)!r} on its own, "
+                    f"{want['metrics'].get(name)!r} as a prefix"
+                )
+    return problems
+
+
 def outcome_name(status: str) -> str:
     """The study's outcome for a probe status (as `autotune.process.launcher.outcome_of`
     maps it)."""
@@ -98,6 +179,7 @@ class Search:
     `autotune.pick.candidates(search.study)` works on it). `cache` maps a configuration to its
     probe record: a configuration already probed (the probe is deterministic on the CPU for a
     given seed) is not run again, and its earlier record, throughput included, is reused.
+    `runner(knobs, env)` replaces the probe (a record shaped as `probe`'s).
     """
 
     def __init__(
@@ -107,6 +189,7 @@ class Search:
         baseline: bool = True,
         cache: dict[str, dict[str, Any]] | None = None,
         on_trial: Callable[[Search, dict[str, Any]], None] | None = None,
+        runner: Callable[[dict[str, Any], dict[str, str]], dict[str, Any]] | None = None,
     ):
         import optuna
 
@@ -121,6 +204,7 @@ class Search:
             self.study.enqueue_trial({}, user_attrs={"autotune.baseline": True})
         self.cache = cache if cache is not None else {}
         self.on_trial = on_trial
+        self.runner = runner or (lambda knobs, env: probe(self.space, knobs, env))
         self.records: list[dict[str, Any]] = []
         self.sampler_s = 0.0  # time spent in ask + suggest (the sampler's own cost)
 
@@ -136,7 +220,7 @@ class Search:
         key = json.dumps({"knobs": knobs, "env": env}, sort_keys=True, default=str)
         cached = key in self.cache
         if not cached:
-            self.cache[key] = probe(self.space, knobs, env)
+            self.cache[key] = self.runner(knobs, env)
         rec = self.cache[key]
         frozen = self.study._storage.get_trial(trial._trial_id)
         result = {"outcome": outcome_name(rec["status"]), "cause": rec["cause"]}

@@ -18,7 +18,8 @@ Probe lengths (default): mlp 150 steps (as the shipped spaces), tiny_gpt and res
 to fit ~10 minutes on 2 cores; their steps cost 12-20 ms each). This measures the search and
 the probe, not the orchestration: probes run in this process (`run_probe`, one torch thread),
 Optuna is driven with ask/tell on an in-memory study through the study's own helpers; no Ray, no
-MLflow.
+MLflow. Whether the answer holds at the length you train (the study's rungs toward
+`budget.target_steps`, fresh seeds at the target): `benchmarks/target_length.py`.
 
     python benchmarks/gain_over_defaults.py           # default: 12 trials, 5 seeds, ~5-8 min
     python benchmarks/gain_over_defaults.py --quick   # smoke run: 4 trials, 2 seeds, < 1 min

@@ -48,7 +48,6 @@ torch thread, the space's seed and data order), no Ray, no MLflow, no Optuna.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import math
 import time
 from collections.abc import Sequence
@@ -58,7 +57,7 @@ import _common as c  # this folder's helpers (the script's folder is on sys.path
 
 from autotune import space as sp
 from autotune import study as st
-from autotune.probe import ProbeConfig, metrics, resolve_knobs, run_probe
+from autotune.probe import resolve_knobs
 from autotune.probe.workload import resolve
 
 GOAL = 0.7
@@ -207,9 +206,7 @@ FULL_RUN_KEYS = (
     "metrics",
     "knobs",
 )
-# Metrics that a prefix reproduces exactly (throughput, tokens_per_s and peak_mem_mb are timed
-# or measured, not computed from the losses): the self-check compares these.
-EXACT_METRICS = ("initial_loss", "final_loss", "loss_drop", "loss_cv", "loss_range", "spike_count")
+EXACT_METRICS = c.EXACT_METRICS
 
 
 def knobs_of(space: sp.Space, cfg: dict[str, Any]) -> dict[str, Any]:
@@ -239,49 +236,18 @@ def feasible(space: sp.Space, status: str, values: dict[str, Any]) -> bool:
 def long_run(space: sp.Space, cfg: dict[str, Any], steps: int) -> dict[str, Any]:
     """The probe's whole summary, step series included (`c.probe` drops them): one thread, the
     space's seed, as `c.probe` runs it."""
-    pcfg = ProbeConfig.from_space(space, knobs=knobs_of(space, cfg))
-    return run_probe(dataclasses.replace(pcfg, threads=1, steps=steps))
-
-
-def _finite_or_none(values: dict[str, Any]) -> dict[str, Any]:
-    return {
-        k: (v if math.isfinite(v) else None) if isinstance(v, float) else v
-        for k, v in values.items()
-    }
+    return c.long_probe(space, knobs_of(space, cfg), steps=steps)
 
 
 def prefix(space: sp.Space, run: dict[str, Any], n: int) -> dict[str, Any]:
     """The record of an n-step probe, read off the first n steps of the longer `run`."""
-    series = run["series"]
-    have = len(series["loss"])
-    d = run["diverged_at_step"]
-    if run["status"] == "diverged" and d is not None and n > d:
-        status, cut = "diverged", d + 1  # it diverges within the first n steps, at step d
-    elif n <= have:
-        status, cut = "ok", n
-    else:  # the long run stopped short for another reason (oom): so would this one
-        status, cut = run["status"], have
-    values: dict[str, Any] = {}
-    if cut:
-        values = metrics.summarize(
-            {name: s[:cut] for name, s in series.items()},
-            samples_per_step=run["samples_per_step"],
-            tokens_per_step=run["tokens_per_step"],
-            precision=run["precision"],
-        )
-    values = _finite_or_none(values)
-    values["peak_mem_mb"] = run["metrics"].get("peak_mem_mb")  # the long run's
-    return {
-        "status": status,
-        "cause": run["divergence_cause"] if status == "diverged" else None,
-        "diverged_at_step": d if status == "diverged" else None,
-        "steps_run": cut,
-        "steps_planned": n,
-        "metrics": values,
-        "feasible": feasible(space, status, values),
-        "wall_s": None,
-        "prefix_of": run["steps_planned"],
-    }
+    rec = c.prefix_summary(run, n)
+    rec.update(
+        feasible=feasible(space, rec["status"], rec["metrics"]),
+        wall_s=None,
+        prefix_of=run["steps_planned"],
+    )
+    return rec
 
 
 def separate_run(space: sp.Space, cfg: dict[str, Any], steps: int) -> dict[str, Any]:
@@ -302,25 +268,7 @@ def check_prefix(
     alone = long_run(space, cfg, n)
     want = prefix(space, run, n)
     k = want["steps_run"]  # the steps both must have, equal: n, or up to the divergent step
-    a, b = alone["series"]["loss"], run["series"]["loss"]
-    problems = []
-    if len(a) < k or a[:k] != b[:k]:
-        first = next(
-            (i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b))
-        )
-        problems.append(f"loss series differ from step {first} ({len(a)} vs {len(b)} steps)")
-    if (alone["status"], alone["diverged_at_step"]) != (want["status"], want["diverged_at_step"]):
-        problems.append(
-            f"status {alone['status']} (diverged at {alone['diverged_at_step']}) on its own, "
-            f"{want['status']} (at {want['diverged_at_step']}) as a prefix"
-        )
-    if want["status"] == "ok":
-        for name in EXACT_METRICS:
-            if alone["metrics"].get(name) != want["metrics"].get(name):
-                problems.append(
-                    f"{name} {alone['metrics'].get(name)!r} on its own, "
-                    f"{want['metrics'].get(name)!r} as a prefix"
-                )
+    problems = c.prefix_problems(alone, run, n)
     if problems:
         raise AssertionError(
             f"prefix self-check FAILED for {label(cfg)!r} at {n} steps (prefix of "

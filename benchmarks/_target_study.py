@@ -1,0 +1,293 @@
+"""The study of `target_length.py`, in this process: screen, rungs, verification and picks
+through the study's own functions, on probes read off one run at the target (not a benchmark)."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import _common as c
+
+from autotune import space as sp
+from autotune import study as st
+from autotune.knobs import HARDWARE_METRICS
+from autotune.probe import resolve_knobs
+from autotune.recipe import verify as vf
+from autotune.study import pick as pk
+from autotune.study import rung_phase as rp
+from autotune.study import rungs as rg
+
+
+def constraints(
+    space: sp.Space, outcome: str, metrics: Mapping[str, Any], base: Mapping[str, Any] | None
+) -> list[float]:
+    """The study's constraints; relative ones against the baseline's metrics `base`."""
+    return st.constraints_of(space, outcome, metrics, baseline=base)
+
+
+# ---------------------------------------------------------------------------------------------
+# Probes: one run at the target per configuration and seed, read by prefixes
+# ---------------------------------------------------------------------------------------------
+
+
+class Runs:
+    """Probe records at any length, from one run at the target per configuration and seed (or,
+    with `prefixes` off, one run per length)."""
+
+    def __init__(self, space: sp.Space, target: int):
+        self.space, self.target = space, target
+        self.prefixes, self.why = True, "prefixes of one run at the target"
+        self.cache: dict[tuple[Any, ...], dict[str, Any]] = {}
+        self.wall_s = 0.0
+
+    @staticmethod
+    def key(knobs: Mapping[str, Any], env: Mapping[str, Any], seed: int, steps: int) -> Any:
+        return (repr(sorted(knobs.items())), repr(sorted(env.items())), seed, steps)
+
+    def at(
+        self, knobs: Mapping[str, Any], env: Mapping[str, Any], seed: int, steps: int
+    ) -> dict[str, Any]:
+        """The record of a probe of `steps` steps (status, metrics, steps_run, samples...)."""
+        length = self.target if self.prefixes else steps
+        key = self.key(knobs, env, seed, length)
+        if key not in self.cache:
+            t0 = time.perf_counter()
+            self.cache[key] = c.long_probe(self.space, knobs, env, steps=length, seed=seed)
+            self.wall_s += time.perf_counter() - t0
+        run = self.cache[key]
+        rec = c.prefix_summary(run, steps)
+        rec.update(knobs=run["knobs"], samples=rec["steps_run"] * run["samples_per_step"])
+        return rec
+
+    def check(self, knobs: Mapping[str, Any], env: Mapping[str, Any], n: int) -> dict[str, Any]:
+        """One prefix against a probe of n steps run on its own; prefixes off when they differ."""
+        for kn in (knobs, self.space.fixed_knobs()):
+            searched = "schedule" in self.space.searched()
+            if searched or resolve_knobs(dict(kn), math.nan)["schedule"] != "constant":
+                self.prefixes, self.why = False, "separate runs: the schedule stretches"
+                return {"passed": None, "why": self.why}
+        seed = self.space.probe.seed
+        self.at(knobs, env, seed, n)
+        run = self.cache[self.key(knobs, env, seed, self.target)]
+        alone = c.long_probe(self.space, knobs, env, steps=n, seed=seed)
+        problems = c.prefix_problems(alone, run, n)
+        if problems:
+            self.prefixes, self.why = False, "separate runs: " + "; ".join(problems)
+            self.cache.clear()
+        return {"passed": not problems, "steps": n, "prefix_of": self.target, "why": self.why}
+
+
+# ---------------------------------------------------------------------------------------------
+# The study, in this process
+# ---------------------------------------------------------------------------------------------
+
+
+class Case:
+    """One study (a space and a sampler seed): its trials, screened, promoted, verified."""
+
+    def __init__(self, label: str, space: sp.Space):
+        self.label, self.space = label, space
+        self.objectives = c.objectives_of(space)
+        self.stability = next(
+            o["metric"] for o in self.objectives if o["metric"] not in HARDWARE_METRICS
+        )
+        self.L0, self.T, self.plan = space.probe.steps, rp.target_of(space), rp.plan(space)
+        self.runs = Runs(space, self.T)
+        self.seed = space.probe.seed
+        self.trials: dict[int, dict[str, Any]] = {}  # number -> knobs, env, baseline
+
+    def base(self) -> int:
+        return next(n for n, t in self.trials.items() if t["baseline"])
+
+    def rec(self, number: int, steps: int, seed: int | None = None) -> dict[str, Any]:
+        t = self.trials[number]
+        return self.runs.at(t["knobs"], t["env"], self.seed if seed is None else seed, steps)
+
+    def reference(self, steps: int, seed: int | None = None) -> dict[str, Any] | None:
+        """The baseline's metrics at `steps` (and seed): the relative constraints' reference;
+        None (vacuous, as the design says) when the baseline diverged or failed there. A
+        diverged probe's final_loss is finite (the loss where it stopped), so passing it would
+        turn the constraint into `<= 1.05 x` that loss instead."""
+        b = self.rec(self.base(), steps, seed)
+        return dict(b["metrics"]) if b["status"] == "ok" else None
+
+    def judge(self, number: int, steps: int, seed: int | None = None) -> rg.RungResult:
+        """The trial at `steps` (and seed) as the study judges it: values and feasibility,
+        the relative constraint against the baseline at the same steps and seed."""
+        r = self.rec(number, steps, seed)
+        outcome = c.outcome_name(r["status"])
+        ok = outcome != "failed"
+        base = self.reference(steps, seed)
+        cons = constraints(self.space, outcome, r["metrics"], base) if ok else [1.0]
+        return rg.RungResult(
+            number=number,
+            steps=steps,
+            baseline=self.trials[number]["baseline"],
+            outcome=outcome,
+            values=st.values_of(self.space, r["metrics"]) if ok else None,
+            feasible=ok and all(v <= 0 for v in cons),
+            metrics=dict(r["metrics"]),
+        )
+
+    def screen(self) -> list[dict[str, Any]]:
+        def runner(knobs: dict[str, Any], env: dict[str, str]) -> dict[str, Any]:
+            r = self.runs.at(knobs, env, self.seed, self.L0)
+            return {**r, "wall_s": 0.0, "summary": {"metrics": r["metrics"], "knobs": r["knobs"]}}
+
+        search = c.Search(self.space, runner=runner)
+        base = self.space.baseline_knobs(), self.space.baseline_env()
+        self.prefix_check = self.runs.check(base[0], base[1], self.L0)
+        search.run(self.space.budget.trials)
+        for t in search.study.get_trials(deepcopy=False):
+            self.trials[t.number] = {
+                "knobs": dict(t.user_attrs["autotune.knobs"]),
+                "env": dict(t.user_attrs["autotune.env"]),
+                "baseline": bool(t.user_attrs.get("autotune.baseline")),
+                "params": dict(t.params),
+            }
+        return search.records
+
+    def rung_phase(self) -> dict[str, Any]:
+        """The rungs as `rung_phase` decides them."""
+        r = self.space.rungs
+        prev = [self.judge(n, self.L0) for n in self.trials]
+        table: list[dict[str, Any]] = []
+        decided: dict[str, Any] = {"steps": self.L0, "rung": 0, "reason": "", "tau": None}
+        numbers = sorted(self.trials)
+        for k, steps in enumerate(self.plan[1:], 1):
+            promoted = rg.promote(prev, self.objectives, eta=r.eta, min_promote=r.min_promote)
+            if not [n for n in promoted if not self.trials[n]["baseline"]]:
+                decided["reason"] = "no feasible configuration to promote"
+                break
+            cur = [self.judge(n, steps) for n in promoted]
+            ag = rg.agreement(prev, cur, self.objectives)
+            common = sorted({x.number for x in prev} & set(promoted))
+            table.append(
+                {
+                    "rung": k,
+                    "steps": steps,
+                    "numbers": promoted,
+                    "agreement": ag,  # what the study decides on
+                    "stability": tau(self, common, prev[0].steps, steps),  # design 2.5's
+                }
+            )
+            grow, why = rg.should_grow(
+                ag,
+                threshold=r.agreement,
+                min_n=r.min_agreement_n,
+                grow=r.grow,
+                at_target=steps == self.plan[-1],
+            )
+            decided = {"steps": steps, "rung": k, "reason": why, "tau": ag.get("tau")}
+            numbers = promoted
+            if not grow:
+                break
+            prev = cur
+        return {"rungs": table, "decided": decided, "numbers": numbers}
+
+    def candidates(self, numbers: Sequence[int], steps: int, study: bool) -> list[pk.Candidate]:
+        out = []
+        for n in numbers:
+            res = self.judge(n, steps)
+            # pick.candidates (`study`): a trial infeasible at the screen is never a candidate
+            screened = not study or self.judge(n, self.L0).feasible
+            if res.feasible and res.values is not None and screened:
+                t = self.trials[n]
+                out.append(
+                    pk.Candidate(
+                        number=n,
+                        values=list(res.values),
+                        metrics=res.metrics,
+                        knobs=t["knobs"],
+                        env=t["env"],
+                        params=t["params"],
+                        baseline=t["baseline"],
+                        steps=steps,
+                    )
+                )
+        return out
+
+    def verified(self, number: int, steps: int) -> dict[str, Any]:
+        """`verify.seeds` seeds at `steps`, summarised and judged as verification does."""
+        runs: list[dict[str, Any]] = []
+        for seed in vf.seeds_for(self.seed, self.space.verify.seeds):
+            r = self.rec(number, steps, seed)
+            runs.append({"seed": seed, "outcome": c.outcome_name(r["status"]), "summary": r})
+        metrics = list(dict.fromkeys([*(o["metric"] for o in self.objectives), *vf.REPORTED]))
+        res = vf.summarize_seeds(runs, metrics)
+        base = self.reference(steps)  # the baseline's record at this rung
+        res["steps"] = steps
+        names = st.constraint_names(self.space)
+        for r, row in zip(runs, res["runs"], strict=True):
+            cons = constraints(self.space, "complete", r["summary"]["metrics"], base)
+            row["broken"] = [n for n, v in zip(names, cons, strict=True) if v > 0]
+        res["all_feasible"] = all(
+            r["outcome"] == "complete" and not row["broken"]
+            for r, row in zip(runs, res["runs"], strict=True)
+        )
+        res["samples"] = sum(r["summary"]["samples"] for r in runs)
+        return res
+
+    def choose(self, numbers: Sequence[int], steps: int, verify: bool) -> dict[str, Any]:
+        """The pick at `steps` among `numbers`: as the study picks (the top_k verified) when
+        `verify`, else by the same rule on the values at `steps` alone."""
+        cands = self.candidates(numbers, steps, study=verify)
+        samples, top = 0, []
+        seeds: dict[int, list[dict[str, Any]]] = {}
+        if verify and self.space.verify.top_k > 0:
+            top = [x.number for x in pk.ranked(cands, self.objectives)[: self.space.verify.top_k]]
+            for cand in cands:
+                if cand.number in top:
+                    cand.verified = self.verified(cand.number, steps)
+                    samples += cand.verified["samples"]
+                    seeds[cand.number] = [
+                        {k: row[k] for k in ("seed", "outcome", "broken")}
+                        for row in cand.verified["runs"]
+                    ]
+        try:
+            number, why = pk.pick(cands, self.objectives, "balanced").number, ""
+        except pk.RecipeError as e:  # none feasible, or none held on every seed
+            number, why = None, str(e)
+        return {
+            "number": number,
+            "why": why,
+            "steps": steps,
+            "verified": top,
+            "samples": samples,
+            "seeds": seeds,
+        }
+
+    def fresh(self, number: int | None, seeds: Sequence[int]) -> dict[str, Any] | None:
+        if number is None:
+            return None
+        recs = [self.rec(number, self.T, s) for s in seeds]
+        ok = [r for r in recs if r["status"] == "ok"]
+        feasible = [self.judge(number, self.T, s).feasible for s in seeds]
+        out: dict[str, Any] = {
+            "n": len(recs),
+            "diverged": sum(r["status"] == "diverged" for r in recs),
+            "infeasible": feasible.count(False),  # diverged, or a constraint broken
+        }
+        for m in (self.stability, "final_loss"):
+            scale = "log" if m in sp.POSITIVE_METRICS else "linear"
+            out[m] = vf.interval([r["metrics"].get(m) for r in ok], scale=scale)
+        return out
+
+
+def ordering(res: rg.RungResult, metric: str, gated: bool) -> float:
+    """The study's order: feasible by `metric` (lower is better), infeasible tied last."""
+    v = res.metrics.get(metric)
+    if (gated and not res.feasible) or v is None or not math.isfinite(float(v)):
+        return math.inf
+    return float(v)
+
+
+def tau(case: Case, numbers: Sequence[int], a: int, b: int, gated: bool = True) -> dict[str, Any]:
+    x = [ordering(case.judge(n, a), case.stability, gated) for n in numbers]
+    y = [ordering(case.judge(n, b), case.stability, gated) for n in numbers]
+    # kendall_tau_b cannot take inf - inf: tie the infeasible ones at one finite value
+    top = max([v for v in x + y if math.isfinite(v)], default=0.0) + 1.0
+    x, y = [v if math.isfinite(v) else top for v in x], [v if math.isfinite(v) else top for v in y]
+    return {"tau": rg.kendall_tau_b(x, y), "n": len(numbers), "from": a, "to": b}
