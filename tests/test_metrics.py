@@ -228,6 +228,38 @@ def test_loss_cv_nan_cases() -> None:
     assert m.loss_cv(loss) == pytest.approx(m.loss_cv(np.delete(exp_decay(), 250)), abs=1e-3)
 
 
+def test_noise_per_drop_ranks_a_flat_run_at_chance_below_one_that_learns() -> None:
+    rng = np.random.default_rng(3)
+    steps = np.arange(400)
+    # both start at 2.08 (ln 8); one stays near chance, the other learns to ~0.2 with more noise
+    # in absolute terms and much more relative to its (low) level
+    stuck = 2.08 - 0.2 * (1 - np.exp(-steps / 20)) + rng.normal(scale=0.03, size=400)
+    learns = 0.2 + 1.88 * np.exp(-steps / 60) + rng.normal(scale=0.06, size=400)
+    stuck[0] = learns[0] = 2.08
+    assert m.loss_cv(stuck) < m.loss_cv(learns)  # the level-relative measure prefers the flat run
+    assert m.noise_per_drop(learns) < m.noise_per_drop(stuck)
+
+
+def test_noise_per_drop_formula() -> None:
+    a = 0.05
+    smooth = exp_decay()
+    noisy = smooth + a * (-1.0) ** np.arange(len(smooth))
+    noise = m.loss_cv(noisy) * float(
+        np.mean(m.rolling_median(noisy[150:], m.TREND_WINDOW, exclude_center=True))
+    )
+    drop = m.initial_loss(noisy) - m.final_loss(noisy)
+    assert m.noise_per_drop(noisy) == pytest.approx(noise / drop, rel=1e-12)
+    # scale-free: a loss in other units ranks the same
+    assert m.noise_per_drop(7.0 * noisy) == pytest.approx(m.noise_per_drop(noisy), rel=1e-12)
+
+
+def test_noise_per_drop_nan_when_nothing_was_learned() -> None:
+    assert math.isnan(m.noise_per_drop([]))
+    assert math.isnan(m.noise_per_drop(np.full(100, 2.0)))  # no drop
+    assert math.isnan(m.noise_per_drop(exp_decay()[::-1]))  # the loss went up
+    assert math.isnan(m.noise_per_drop([3.0, 2.0, 1.0, 0.5]))  # tail too short
+
+
 def test_loss_range() -> None:
     loss = linear(100, 10.0, 0.1)  # tail: steps 50..99
     assert m.loss_range(loss) == pytest.approx(0.1 * 49)
@@ -374,6 +406,7 @@ def test_summarize_values_and_types() -> None:
         "final_loss",
         "loss_drop",
         "loss_cv",
+        "noise_per_drop",
         "loss_range",
         "spike_count",
         "grad_norm_p50",

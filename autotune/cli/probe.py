@@ -203,6 +203,7 @@ def format_probe(r: dict[str, Any]) -> str:
         "final_loss",
         "loss_drop",
         "loss_cv",
+        "noise_per_drop",
         "loss_range",
         "spike_count",
         "grad_norm_p50",

@@ -228,14 +228,42 @@ def loss_cv(loss: npt.ArrayLike) -> float:
     NaN when the tail holds fewer than ``MIN_CV_POINTS`` (3) finite losses or
     ``mean(trend) <= 0``.
     """
-    tail = _tail(loss)
-    if tail.size < MIN_CV_POINTS:
-        return math.nan
-    trend = rolling_median(tail, TREND_WINDOW, exclude_center=True)
-    level = float(np.mean(trend))
+    noise, level = _tail_noise(loss)
     if not level > 0:
         return math.nan
-    return float(np.std(tail - trend) / level)
+    return noise / level
+
+
+def _tail_noise(loss: npt.ArrayLike) -> tuple[float, float]:
+    """``(std(residual), mean(trend))`` over the tail window as `loss_cv` defines them; NaNs when
+    the tail holds fewer than ``MIN_CV_POINTS`` finite losses."""
+    tail = _tail(loss)
+    if tail.size < MIN_CV_POINTS:
+        return math.nan, math.nan
+    trend = rolling_median(tail, TREND_WINDOW, exclude_center=True)
+    return float(np.std(tail - trend)), float(np.mean(trend))
+
+
+def noise_per_drop(loss: npt.ArrayLike) -> float:
+    """Fluctuation of the loss around its trend per unit of loss the run shed (the stability
+    objective of the shipped spaces)::
+
+        noise_per_drop = std(residual) / (initial_loss - final_loss)
+
+    with ``residual`` the tail window's residual of `loss_cv`. `loss_cv` divides the same noise
+    by the loss level, so a model stuck at chance (high level, flat) looks stabler than one that
+    learns, and a model whose loss approaches 0 looks unstable however smooth it is; dividing by
+    what the run learned ranks a flat run that learned little last. Every trial of a study starts
+    from the same weights and the same first batch (one seed), so ``initial_loss`` is a common
+    reference, not a per-trial noise. NaN (the worst value for an objective) when the tail holds
+    fewer than ``MIN_CV_POINTS`` finite losses or the loss did not drop (``final_loss >=
+    initial_loss``).
+    """
+    noise, _ = _tail_noise(loss)
+    drop = initial_loss(loss) - final_loss(loss)
+    if not (math.isfinite(noise) and math.isfinite(drop)) or drop <= 0:
+        return math.nan
+    return noise / drop
 
 
 def loss_range(loss: npt.ArrayLike) -> float:
@@ -362,8 +390,8 @@ def summarize(
     (shorter than planned when the probe stopped early). Returns plain Python numbers:
 
     * ``steps_run`` (int) = n
-    * ``initial_loss``, ``final_loss``, ``loss_drop``, ``loss_cv``, ``loss_range``,
-      ``spike_count`` (int): the functions of the same name on ``loss``
+    * ``initial_loss``, ``final_loss``, ``loss_drop``, ``loss_cv``, ``noise_per_drop``,
+      ``loss_range``, ``spike_count`` (int): the functions of the same name on ``loss``
     * ``grad_norm_p50``, ``grad_norm_p99``, ``grad_norm_max``: ``grad_norm_stats(grad_norm)``
     * ``clip_fraction``: ``clip_fraction(clipped)``; 0.0 when ``clipped`` is absent
     * ``skipped_steps`` (int): number of steps with ``skipped != 0``; 0 when absent
@@ -392,6 +420,7 @@ def summarize(
         "final_loss": final_loss(loss),
         "loss_drop": loss_drop(loss),
         "loss_cv": loss_cv(loss),
+        "noise_per_drop": noise_per_drop(loss),
         "loss_range": loss_range(loss),
         "spike_count": spike_count(loss),
         "grad_norm_p50": grads["p50"],

@@ -40,7 +40,8 @@ LL128_ARCHS = ("gfx90a", "gfx942", "gfx950")
 
 #: Summary metrics a probe reports (autotune.probe.metrics) that can be objectives or constraints.
 METRICS: dict[str, str] = {
-    "loss_cv": "fluctuation of the loss around its trend over the tail window",
+    "loss_cv": "fluctuation of the loss around its trend over the tail window / the loss level",
+    "noise_per_drop": "the same fluctuation / the loss shed since step 0 (NaN: did not learn)",
     "loss_range": "max - min of the loss over the tail window",
     "spike_count": "loss spikes over the rolling median (robust sigma)",
     "final_loss": "mean loss over the last 10% of steps",
@@ -66,6 +67,7 @@ POSITIVE_METRICS = frozenset(
         "tokens_per_s",
         "peak_mem_mb",
         "loss_cv",
+        "noise_per_drop",
         "final_loss",
         "initial_loss",
         "loss_range",
