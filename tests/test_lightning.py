@@ -88,6 +88,14 @@ def test_the_schedule_is_the_recipes_stepped_each_optimizer_step(fit: Any) -> No
     assert summary["series"]["lr"] == pytest.approx([recipe.lr_at(s, 8) for s in range(8)])
 
 
+def test_the_schedule_runs_over_schedule_steps_and_the_trainer_stops_at_steps(fit: Any) -> None:
+    knobs = {"lr": 0.01, "warmup_steps": 2, "schedule": "cosine"}
+    summary, out = fit(steps=6, schedule_steps=18, knobs=knobs)
+    assert out["global_step"] == 6 and summary["schedule_steps"] == 18
+    recipe = Recipe("r", {}, "fp32", 4, knobs=summary["knobs"])
+    assert summary["series"]["lr"] == pytest.approx([recipe.lr_at(s, 18) for s in range(6)])
+
+
 def test_a_divergence_stops_the_trainer_early_with_its_cause(fit: Any) -> None:
     summary, out = fit(steps=40, knobs={"lr": 1e4, "clip_norm": 0.0})
     assert summary["status"] == "diverged"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -58,6 +59,32 @@ def test_probe_lr_series_follows_the_schedule_exactly() -> None:
         lr_at(s, peak=0.01, warmup=5, schedule="cosine", total=30, min_ratio=0.2) for s in range(30)
     ]
     assert r["series"]["lr"] == pytest.approx(expected, rel=0, abs=0)
+
+
+# The LR schedule of the target length (design rungs.md section 2.3): a probe is a prefix.
+PREFIX_KNOBS = {"lr": 0.02, "warmup_steps": 5, "min_lr_ratio": 0.0}
+
+
+@pytest.mark.parametrize("schedule", ["linear", "cosine"])
+def test_a_probe_scheduled_over_the_target_is_the_targets_first_steps(schedule: str) -> None:
+    knobs = {**PREFIX_KNOBS, "schedule": schedule}
+    long = run_probe(probe(steps=120, **knobs))
+    short = run_probe(replace(probe(steps=40, **knobs), schedule_steps=120))
+    own = run_probe(probe(steps=40, **knobs))
+    assert short["schedule_steps"] == 120 and own["schedule_steps"] == 40
+    assert short["series"]["lr"] == long["series"]["lr"][:40]
+    assert short["series"]["loss"] == long["series"]["loss"][:40]  # bit for bit on CPU
+    # Scheduled over its own 40 steps the probe decays sooner: another curve, other losses.
+    assert own["series"]["lr"][-1] < short["series"]["lr"][-1]
+    assert own["series"]["loss"] != short["series"]["loss"]
+
+
+def test_schedule_steps_changes_nothing_under_a_constant_schedule() -> None:
+    knobs = {**PREFIX_KNOBS, "schedule": "constant"}
+    own = run_probe(probe(steps=40, **knobs))
+    short = run_probe(replace(probe(steps=40, **knobs), schedule_steps=120))
+    assert short["series"]["lr"] == own["series"]["lr"]
+    assert short["series"]["loss"] == own["series"]["loss"]
 
 
 # ----- clipping -------------------------------------------------------------------------------

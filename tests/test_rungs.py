@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 
 from autotune import space as sp
 from autotune.errors import SpaceError
+from autotune.probe import ProbeConfig
 from autotune.study import rungs as rg
 
 OBJ = [
@@ -196,3 +198,52 @@ def test_every_shipped_space_has_a_target_and_a_batch_its_accumulation_divides(n
     assert s.probe.batch is not None
     for a in sp.accum_values(s.knobs.get("accum_steps")):
         assert s.probe.batch % a == 0
+
+
+# ----- every probe of a study schedules the LR over the target -------------------------------
+
+TARGET_SPACE = """\
+name: t
+workload: mlp
+probe: {steps: 30, batch: 16, device: cpu}
+budget: {trials: 2, target_steps: 120}
+knobs:
+  schedule: {choices: [linear, cosine]}
+  batch: {choices: [16, 32]}
+"""
+
+
+def test_screen_rung_and_verification_probes_schedule_over_the_target(tmp_path: Path) -> None:
+    import optuna
+
+    from autotune.cli.probe import probe_config
+    from autotune.study.adapter import Driver
+    from autotune.study.options import StudyOptions
+    from autotune.study.progress import Progress
+
+    s = sp.loads(TARGET_SPACE)
+    driver = Driver(
+        StudyOptions(space=s, quiet=True),
+        optuna.create_study(),
+        {},
+        1,
+        [],
+        None,
+        Progress(s, 1, 0, 1, True),
+        tmp_path,
+        1,
+    )
+    screen = driver.next_config()
+    assert screen is not None
+    batch = screen["probe"]["knobs"]["batch"]
+    assert screen["probe"]["schedule_steps"] == 120 * 16 // batch  # the screen, as Ray runs it
+    knobs = {**s.fixed_knobs(), "batch": 16}
+    rung = ProbeConfig.from_space(s, knobs=knobs, steps=60)  # as rung_phase builds it
+    verify = ProbeConfig.from_space(s, knobs=knobs, seed=3, steps=60)  # as verification does
+    assert (rung.steps, rung.schedule_steps) == (60, 120)
+    assert (verify.steps, verify.schedule_steps) == (60, 120)
+    at_32 = ProbeConfig.from_space(s, knobs={**knobs, "batch": 32}, steps=60)
+    assert (at_32.steps, at_32.schedule_steps) == (30, 60)  # equal samples, same curve
+    assert probe_config(s, "defaults").schedule_steps == 120  # `autotune probe --space`
+    no_target = sp.loads(TARGET_SPACE.replace(", target_steps: 120", ""))
+    assert ProbeConfig.from_space(no_target).schedule_steps is None  # its own steps

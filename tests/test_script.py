@@ -177,6 +177,25 @@ def test_in_a_study_the_knobs_and_steps_are_the_trials(run: Callable[..., Any]) 
     assert summary["knobs"]["clip_norm"] == 0.5
 
 
+def test_a_script_schedules_over_the_trials_schedule_steps(run: Callable[..., Any]) -> None:
+    body = HEAD + textwrap.dedent("""
+        import torch
+        assert trial.steps == 4 and trial.schedule_steps == 12
+        opt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=trial.recipe.lr)
+        sched = trial.recipe.scheduler(opt, trial.schedule_steps)
+        for i in range(trial.steps):
+            trial.report(i, loss=1.0, lr=opt.param_groups[0]["lr"])
+            opt.step()
+            sched.step()
+        """)
+    knobs = {"lr": 0.1, "warmup_steps": 1, "schedule": "linear", "min_lr_ratio": 0.0}
+    summary, _ = run(body, steps=4, schedule_steps=12, knobs=knobs)
+    assert summary["status"] == "ok" and summary["schedule_steps"] == 12
+    # The first 4 steps of a 12-step linear decay (10 steps after the warm-up step), not a
+    # 4-step one (which would end at 0).
+    assert summary["series"]["lr"] == pytest.approx([0.1, 0.1, 0.09, 0.08])
+
+
 # ----- standalone ----------------------------------------------------------------------------
 
 
@@ -283,3 +302,38 @@ def test_clipping_is_counted_from_the_reported_norm(run: Callable[..., Any]) -> 
     )
     reported, _ = run(told, steps=4, knobs={"clip_norm": 1.0})
     assert reported["metrics"]["clip_fraction"] == 0.0
+
+
+HF_SCRIPT = """
+import torch
+from transformers import Trainer
+import autotune
+from autotune.integrations import hf
+
+trial = autotune.trial(steps=99, micro_batch=4)
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 1)
+    def forward(self, x, labels):
+        return {"loss": torch.nn.functional.mse_loss(self.lin(x), labels)}
+
+g = torch.Generator().manual_seed(0)
+rows = [{"x": v, "labels": v.sum(0, keepdim=True)} for v in torch.randn(256, 4, generator=g)]
+trainer = Trainer(model=Net(), args=hf.training_args(trial), train_dataset=rows)
+hf.attach(trainer, trial)
+trainer.train()
+assert trainer.state.global_step == trial.steps, trainer.state.global_step
+"""
+
+
+def test_an_hf_trainer_schedules_over_schedule_steps_and_stops_at_steps(
+    run: Callable[..., Any],
+) -> None:
+    pytest.importorskip("transformers")
+    knobs = {"lr": 0.01, "warmup_steps": 0, "schedule": "linear", "min_lr_ratio": 0.0}
+    summary, _ = run(HF_SCRIPT, steps=5, schedule_steps=20, knobs=knobs)
+    assert summary["status"] == "ok" and summary["steps_run"] == 5
+    # The first 5 steps of HF's 20-step linear decay to 0 (a 5-step one would end at 0.002).
+    assert summary["series"]["lr"] == pytest.approx([0.01 * (1 - s / 20) for s in range(5)])

@@ -82,6 +82,7 @@ def test_a_study_promotes_through_two_rungs_and_picks_at_the_top(tmp_path: Path)
         for n in row["numbers"]:
             rec = json.loads((study_dir / "trials" / f"{n:04d}-r{rung}.json").read_text())
             assert rec["steps"] == row["steps"] and rec["summary"]["steps_run"] == row["steps"]
+            assert rec["schedule_steps"] == 120  # the LR schedule of the target
             assert rec["summary"]["samples_seen"] == 32 * row["steps"]  # equal data: any accum
     assert sorted(p.name for p in (study_dir / "verify").iterdir()) == [
         f"{pick['number']:04d}-s120-seed{s}.json" for s in (1, 2)
@@ -90,6 +91,9 @@ def test_a_study_promotes_through_two_rungs_and_picks_at_the_top(tmp_path: Path)
     records = [*(study_dir / "trials").glob("*.json"), *(study_dir / "verify").glob("*.json")]
     seen = [(json.loads(p.read_text())["summary"] or {}).get("samples_seen", 0) for p in records]
     assert len(seen) == 6 + 3 + 3 + 2 and summary["compute"]["total"] == sum(seen)
+    # Every probe (screen, rungs, verification) ran the LR schedule of the target's length.
+    for p in records:
+        assert json.loads(p.read_text())["summary"]["schedule_steps"] == 120, p.name
 
     # MLflow: each promoted probe is a run nested under its trial's run.
     trials, nested = rung_runs(uri)

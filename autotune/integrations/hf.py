@@ -3,7 +3,7 @@
     trial = autotune.trial(steps=200, micro_batch=16)
     args = hf.training_args(trial, output_dir="out")   # the trial's knobs + your other arguments
     trainer = Trainer(model=model, args=args, train_dataset=ds)
-    hf.attach(trainer, trial)                           # per-step reports; stop on divergence
+    hf.attach(trainer, trial)                           # reports; stop at trial.steps/divergence
     trainer.train()
 
 What the Trainer cannot express of a recipe (the trials of one study all share it, so the ranking
@@ -72,7 +72,10 @@ def training_args(trial_or_recipe: Trial | Recipe, **user: Any) -> TrainingArgum
         raise ValueError("training_args: fp16 on a CPU: the Trainer would silently train fp32")
     owned = recipe_fields(recipe, cpu=cpu)
     if trial is not None:
-        owned.update(max_steps=trial.steps, seed=trial.seed, data_seed=trial.seed, use_cpu=cpu)
+        # The Trainer schedules over max_steps: the trial's schedule_steps (in a study the
+        # target's length); the callback of `attach` stops it at the trial's steps.
+        owned.update(max_steps=trial.schedule_steps, seed=trial.seed, data_seed=trial.seed)
+        owned.update(use_cpu=cpu)
         owned.update(_OBSERVE)
     for name in owned:
         if name in user:
@@ -86,7 +89,8 @@ def training_args(trial_or_recipe: Trial | Recipe, **user: Any) -> TrainingArgum
 
 
 class Callback(TrainerCallback):
-    """Reports each optimizer step's loss and gradient norm; stops the Trainer on divergence."""
+    """Reports each optimizer step's loss and gradient norm; stops the Trainer on divergence
+    and after the trial's steps."""
 
     def __init__(self, trial: Trial) -> None:
         self.trial = trial
@@ -103,6 +107,10 @@ class Callback(TrainerCallback):
         if knobs["clip_mode"] == "per_layer" and model is not None:
             params = [p for p in model.parameters() if p.grad is not None]
             clip_gradients(params, float(knobs["clip_norm"]), True)
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+        if state.global_step >= self.trial.steps:  # max_steps is the schedule's length
+            control.should_training_stop = True
 
     def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kw: Any) -> None:
         if not logs or "loss" not in logs:

@@ -35,6 +35,7 @@ class ProbeConfig:
     workload: str
     size: str = "tiny"
     steps: int = 200
+    schedule_steps: int | None = None  # the LR schedule's length (its `total`); None: steps
     micro_batch: int = 16
     precision: str = "fp32"
     seed: int = 0
@@ -59,19 +60,28 @@ class ProbeConfig:
         env: Mapping[str, Any] | None = None,
         seed: int | None = None,
         steps: int | None = None,
+        schedule_steps: int | None = None,
     ) -> ProbeConfig:
         """The probe of `space` with the given knob values (default: the space's defaults), at
         `steps` (default: probe.steps), a length at the reference batch probe.batch. A trial
         sees `knobs.batch` samples per optimizer step (default probe.batch), its micro-batch is
-        batch / accum_steps, and it runs the steps that see the length's samples."""
+        batch / accum_steps, and it runs the steps that see the length's samples.
+
+        Its LR schedule runs over `schedule_steps` (default: budget.target_steps, else the
+        probe's own steps), also a length at probe.batch: every probe of a study is then the
+        first steps of the run the user trains."""
         p = space.probe
         knobs = dict(space.fixed_knobs() if knobs is None else knobs)
         batch = int(knobs.get("batch") or p.samples_per_step)
         length = p.steps if steps is None else steps
+        schedule = space.budget.target_steps if schedule_steps is None else schedule_steps
         return cls(
             workload=space.workload.display,
             size=space.workload.size,
             steps=steps_at_batch(length, p.samples_per_step, batch),
+            schedule_steps=(
+                None if schedule is None else steps_at_batch(schedule, p.samples_per_step, batch)
+            ),
             micro_batch=max(1, batch // max(1, int(knobs.get("accum_steps") or 1))),
             precision=p.precision,
             seed=p.seed if seed is None else seed,

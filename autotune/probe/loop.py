@@ -119,7 +119,7 @@ def run_probe(
     step = 0
     try:
         for step in range(cfg.steps):
-            lr = _lr(step, k, cfg.steps)
+            lr = _lr(step, k, schedule_length(cfg))
             for group in optimizer.param_groups:
                 group["lr"] = lr
             timer = start_timer(device)
@@ -208,6 +208,12 @@ def needs_processes(cfg: ProbeConfig) -> bool:
     return cfg.world_size > 1 or cfg.oom_retry or cfg.measure_scaling
 
 
+def schedule_length(cfg: ProbeConfig) -> int:
+    """The `total` of the LR schedule: the target's length in a study (the probe is its first
+    `steps`), the probe's own steps otherwise."""
+    return cfg.steps if cfg.schedule_steps is None else cfg.schedule_steps
+
+
 def _lr(step: int, k: dict[str, Any], total: int) -> float:
     return lr_at(
         step,
@@ -268,6 +274,7 @@ def _run_facts(
         "precision": cfg.precision,
         "seed": cfg.seed,
         "steps_planned": cfg.steps,
+        "schedule_steps": schedule_length(cfg),
         "steps_run": steps_run,
         "micro_batch": cfg.micro_batch,
         "accum_steps": accum,

@@ -28,7 +28,7 @@ import numpy as np
 from autotune.errors import AutotuneError
 from autotune.probe import divergence, metrics, telemetry
 from autotune.probe.config import ProbeConfig, Report
-from autotune.probe.loop import summary_metrics
+from autotune.probe.loop import schedule_length, summary_metrics
 from autotune.probe.steps import pick_device, resolve_knobs, seed_everything, set_deterministic
 from autotune.probe.telemetry import Chunk, flush, thresholds
 
@@ -316,6 +316,7 @@ class ScriptSession:
             "precision": cfg.precision,
             "seed": cfg.seed,
             "steps_planned": cfg.steps,
+            "schedule_steps": schedule_length(cfg),
             "steps_run": len(data.get("loss", ())),
             "micro_batch": cfg.micro_batch,
             "accum_steps": accum,

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autotune.probe.config import ProbeConfig, steps_at_batch
+from autotune.probe.loop import schedule_length
 from autotune.probe.script import Diverged, ScriptSession, current
 from autotune.recipe import Recipe
 
@@ -40,6 +41,7 @@ class Trial:
 
     recipe: Recipe
     steps: int
+    schedule_steps: int  # the LR schedule's length: build the scheduler over it, stop at steps
     seed: int
     device: torch.device
     threads: int | None
@@ -141,6 +143,7 @@ def _make(session: ScriptSession, lr: float | None) -> Trial:
     return Trial(
         recipe=recipe,
         steps=cfg.steps,
+        schedule_steps=schedule_length(cfg),
         seed=cfg.seed,
         device=session.device,
         threads=cfg.threads,

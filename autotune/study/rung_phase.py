@@ -298,6 +298,7 @@ def record_rung(
             "number": trial.number,
             "rung": rung,
             "steps": steps,
+            "schedule_steps": target_of(space),  # the LR schedule's length (at probe.batch)
             "seed": space.probe.seed,
             "baseline": baseline,
             "knobs": summary.get("knobs") or trial.user_attrs.get("autotune.knobs") or {},

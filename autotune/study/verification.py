@@ -19,6 +19,7 @@ from autotune.probe import ProbeConfig
 from autotune.process.launcher import run_trial_process
 from autotune.study.options import StudyOptions
 from autotune.study.progress import fmt_s
+from autotune.study.rung_phase import target_of
 from autotune.study.session import plan_resources
 from autotune.study.writer import MlflowWriter
 
@@ -133,7 +134,7 @@ def verify_phase(
             for ref in ready:
                 c, seed = inflight.pop(ref)
                 out = _seed_outcome(ray, ref)
-                out.update(seed=seed, number=c.number)
+                out.update(seed=seed, number=c.number, schedule_steps=target_of(space))
                 results[c.number].append(_save_seed(study_dir, c.number, seed, out, steps))
                 done = sum(len(v) for v in results.values())
                 say(
@@ -196,6 +197,7 @@ def _record_verified(
     runs = sorted(runs, key=lambda r: r["seed"])
     res = vf.summarize_seeds(runs, metrics)
     res["steps"] = steps
+    res["schedule_steps"] = target_of(space)
     judge_seeds(study, space, study_dir, res, runs)
     fp = next((r.get("fingerprint") for r in runs if r.get("fingerprint")), None)
     res["run_id"] = logger.verification(c.number, res, fp)

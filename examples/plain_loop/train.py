@@ -63,7 +63,7 @@ trial = autotune.trial(steps=200, micro_batch=16, lr=3e-3)  # before the model a
 r, dev = trial.recipe, trial.device
 model = TinyLM(args.width).to(dev)
 opt, scaler = r.optimizer(model.parameters()), r.scaler(dev.type)
-sched = r.scheduler(opt, trial.steps)
+sched = r.scheduler(opt, trial.schedule_steps)  # in a study: over the target length
 data = byte_windows(read_stdlib(), trial.micro_batch, block=48, seed=trial.seed)
 for step in range(trial.steps):
     total = torch.zeros((), device=dev)
