@@ -220,18 +220,28 @@ def _study_params(space: sp.Space, cond: sp.Conditioned, url: str) -> dict[str, 
     }
 
 
+def identity(space: sp.Space) -> str:
+    """What a study's stored values depend on: the space without its budget, verification and
+    rung settings (a study can be continued with more trials or a new target), except that
+    every probe schedules its learning rate over `budget.target_steps`: when the schedule can
+    stretch (linear or cosine, fixed or searched), the target is part of what was measured."""
+    d = {
+        k: v
+        for k, v in space.to_dict().items()
+        if k not in ("budget", "description", "verify", "rungs")
+    }
+    sched = space.knobs.get("schedule")
+    values = sched.choices if isinstance(sched, sp.Domain) else [space.default_value("schedule")]
+    if any(v != "constant" for v in values or ["linear"]):
+        d["schedule_over"] = space.budget.target_steps
+    return json.dumps(d, sort_keys=True)
+
+
 def open_study(opts: StudyOptions, storage: Any, cond: sp.Conditioned) -> Any:
     import optuna
 
     space = opts.space
-    fingerprint_space = json.dumps(
-        {
-            k: v
-            for k, v in space.to_dict().items()
-            if k not in ("budget", "description", "verify", "rungs")
-        },
-        sort_keys=True,
-    )
+    fingerprint_space = identity(space)
     names = [
         s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False)
     ]
@@ -246,7 +256,8 @@ def open_study(opts: StudyOptions, storage: Any, cond: sp.Conditioned) -> Any:
         if before is not None and before != fingerprint_space:
             raise StudyError(
                 f"study '{space.name}' already exists in {redact(storage.url)} with a different "
-                "space (knobs, probe, objectives or sampler changed); give the new one another "
+                "space (knobs, probe, objectives, sampler, or the target a linear or cosine LR "
+                "schedule runs over changed); give the new one another "
                 f"name with --set name={space.name}-2, or delete {storage.url}"
             )
         study.sampler = make_sampler(space, cond.searched, len(study.get_trials(deepcopy=False)))
