@@ -3,6 +3,7 @@ through the study's own functions, on probes read off one run at the target (not
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Mapping, Sequence
@@ -12,7 +13,6 @@ import _common as c
 
 from autotune import space as sp
 from autotune import study as st
-from autotune.knobs import HARDWARE_METRICS
 from autotune.probe import resolve_knobs
 from autotune.recipe import verify as vf
 from autotune.study import pick as pk
@@ -90,9 +90,7 @@ class Case:
     def __init__(self, label: str, space: sp.Space):
         self.label, self.space = label, space
         self.objectives = c.objectives_of(space)
-        self.stability = next(
-            o["metric"] for o in self.objectives if o["metric"] not in HARDWARE_METRICS
-        )
+        self.stability = self.objectives[rg.stability_objective(self.objectives)]["metric"]
         self.L0, self.T, self.plan = space.probe.steps, rp.target_of(space), rp.plan(space)
         self.runs = Runs(space, self.T)
         self.seed = space.probe.seed
@@ -163,16 +161,7 @@ class Case:
                 break
             cur = [self.judge(n, steps) for n in promoted]
             ag = rg.agreement(prev, cur, self.objectives)
-            common = sorted({x.number for x in prev} & set(promoted))
-            table.append(
-                {
-                    "rung": k,
-                    "steps": steps,
-                    "numbers": promoted,
-                    "agreement": ag,  # what the study decides on
-                    "stability": tau(self, common, prev[0].steps, steps),  # design 2.5's
-                }
-            )
+            table.append({"rung": k, "steps": steps, "numbers": promoted, "agreement": ag})
             grow, why = rg.should_grow(
                 ag,
                 threshold=r.agreement,
@@ -187,18 +176,20 @@ class Case:
             prev = cur
         return {"rungs": table, "decided": decided, "numbers": numbers}
 
-    def candidates(self, numbers: Sequence[int], steps: int, study: bool) -> list[pk.Candidate]:
+    def candidates(self, numbers: Sequence[int], steps: int) -> list[pk.Candidate]:
+        """The candidates at `steps` by the study's rule (`pick.is_candidate`): above the
+        screen, feasible at `steps` whatever the screen said; at the screen, the screen's."""
         out = []
         for n in numbers:
             res = self.judge(n, steps)
-            # pick.candidates (`study`): a trial infeasible at the screen is never a candidate
-            screened = not study or self.judge(n, self.L0).feasible
-            if res.feasible and res.values is not None and screened:
+            row = {"feasible": res.feasible, "values": res.values}
+            screened = self.judge(n, self.L0).feasible
+            if pk.is_candidate(screened, row, above_screen=steps != self.L0):
                 t = self.trials[n]
                 out.append(
                     pk.Candidate(
                         number=n,
-                        values=list(res.values),
+                        values=list(res.values or []),
                         metrics=res.metrics,
                         knobs=t["knobs"],
                         env=t["env"],
@@ -233,7 +224,7 @@ class Case:
     def choose(self, numbers: Sequence[int], steps: int, verify: bool) -> dict[str, Any]:
         """The pick at `steps` among `numbers`: as the study picks (the top_k verified) when
         `verify`, else by the same rule on the values at `steps` alone."""
-        cands = self.candidates(numbers, steps, study=verify)
+        cands = self.candidates(numbers, steps)
         samples, top = 0, []
         seeds: dict[int, list[dict[str, Any]]] = {}
         if verify and self.space.verify.top_k > 0:
@@ -276,18 +267,14 @@ class Case:
         return out
 
 
-def ordering(res: rg.RungResult, metric: str, gated: bool) -> float:
-    """The study's order: feasible by `metric` (lower is better), infeasible tied last."""
-    v = res.metrics.get(metric)
-    if (gated and not res.feasible) or v is None or not math.isfinite(float(v)):
-        return math.inf
-    return float(v)
-
-
 def tau(case: Case, numbers: Sequence[int], a: int, b: int, gated: bool = True) -> dict[str, Any]:
-    x = [ordering(case.judge(n, a), case.stability, gated) for n in numbers]
-    y = [ordering(case.judge(n, b), case.stability, gated) for n in numbers]
-    # kendall_tau_b cannot take inf - inf: tie the infeasible ones at one finite value
-    top = max([v for v in x + y if math.isfinite(v)], default=0.0) + 1.0
-    x, y = [v if math.isfinite(v) else top for v in x], [v if math.isfinite(v) else top for v in y]
-    return {"tau": rg.kendall_tau_b(x, y), "n": len(numbers), "from": a, "to": b}
+    """tau-b between the lengths `a` and `b` over `numbers`, as the study measures agreement
+    (`rungs.agreement`: the stability objective, infeasible tied last); `gated` off: every
+    configuration by its value, feasible or not (a failed one, without values, still last)."""
+
+    def at(steps: int) -> list[rg.RungResult]:
+        out = [case.judge(n, steps) for n in numbers]
+        return out if gated else [dataclasses.replace(r, feasible=True) for r in out]
+
+    ag = rg.agreement(at(a), at(b), case.objectives)
+    return {"tau": ag["tau"], "n": ag["n"], "metric": ag["metric"], "from": a, "to": b}

@@ -5,9 +5,9 @@ built-in workload at its unstable learning rate) the study runs as `autotune stu
 in this process: N trials screened at the probe length L0 by Optuna ask/tell (TPE from
 `make_sampler`, `suggest`, `trial_setup`, `complete_outcome`, `tell`: `_common.Search`), then the
 rungs toward `budget.target_steps` T exactly as `study/rung_phase.py` decides them (`promote`,
-`agreement`, `should_grow` of `study/rungs.py`), verification of the top `verify.top_k` at the
-decided rung over `seeds_for(...)` seeds, and the pick (`study/pick.py`, balanced: only verified
-candidates that held on every seed). Beside it:
+`agreement`, `should_grow` of `study/rungs.py`), verification of the top `verify.top_k`
+candidates (`pick.is_candidate`) at the decided rung over `seeds_for(...)` seeds, and the pick
+(`study/pick.py`, balanced: only verified candidates that held on every seed). Beside it:
 - the old flow: the pick among the screen's values, verified at L0 (no rungs);
 - the full-length pick: the same pick rule on every trial's values at T (not verified).
 Then the pick, the defaults (trial 0), the old pick and the full-length pick each run with the
@@ -15,8 +15,8 @@ fresh seeds 11-15 at T (the verification seeds chose the pick: reusing them woul
 
 Feasibility everywhere is the study's (`constraints_of`), with the relative constraint
 `final_loss <= 1.05 x baseline` judged against the baseline's metrics at the same steps and seed
-when the space has it. Kendall tau-b (`kendall_tau_b`) compares the study's ordering at two
-lengths: feasible first, by the stability objective (loss_cv), infeasible tied last.
+when the space has it. Kendall tau-b compares two lengths as the study's growth test does
+(`rungs.agreement`): by the stability objective (loss_cv), infeasible tied last.
 
 Prefixes: every configuration and seed is trained once, at T, and each shorter length is read off
 its first steps (`_common.prefix_summary`): exact on the CPU because the probe is deterministic,
@@ -248,14 +248,13 @@ def broken(p: Mapping[str, Any]) -> str:
 def report(res: Mapping[str, Any]) -> str:
     d, t, cp = res["decided"], res["taus"], res["compute"]
     seen = ", ".join(
-        f"{r['agreement']['vs_steps']}->{r['steps']} {tau_cell(r['agreement'])} "
-        f"[{res['stability']} alone: {tau_cell(r['stability'])}]"
+        f"{r['agreement']['vs_steps']}->{r['steps']} {tau_cell(r['agreement'])}"
         for r in res["rungs"]
     )
     lines = [
         f"### {res['case']}\n",
-        f"Rungs {' -> '.join(map(str, res['plan']))}; tau-b the study decided on (its order: "
-        f"Pareto layers, throughput included): {seen or 'no rung'}; "
+        f"Rungs {' -> '.join(map(str, res['plan']))}; tau-b the study decided on (on "
+        f"{res['stability']}, infeasible tied last): {seen or 'no rung'}; "
         f"decided at {d['steps']} of {res['target_steps']} steps ({d['reason']}). "
         f"Relative constraint: {', '.join(res['relative_constraint']) or 'none'}. "
         f"Probes: {res['prefix_check'].get('why')}.\n",

@@ -330,3 +330,92 @@ def test_improvement_at_the_decided_rung_says_the_baseline_diverged_there(tmp_pa
     text = st.format_summary(summary)
     assert "vs baseline: baseline diverged at step 61 (loss_explosion)" in text
     assert "final_loss <= 1.05 x baseline: vacuous at 90 steps" in text
+
+
+# ---------------------------------------------------------------------------------------------
+# Candidates at the decided rung: its record there decides, not the screen
+# ---------------------------------------------------------------------------------------------
+
+
+def held(cv: float, steps: int) -> dict[str, Any]:
+    """A verification that held on both seeds, with a mean loss_cv of `cv`."""
+    runs = [{"seed": s, "outcome": "complete", "feasible": True} for s in (1, 2)]
+    metrics = {"loss_cv": {"mean": cv}, "throughput": {"mean": 100.0}}
+    return {
+        "n": 2,
+        "seeds": [1, 2],
+        "diverged_share": 0.0,
+        "failed": 0,
+        "runs": runs,
+        "metrics": metrics,
+        "steps": steps,
+        "all_feasible": True,
+    }
+
+
+def test_a_baseline_that_had_not_learned_at_the_screen_is_verified_and_picked_at_the_rung(
+    tmp_path: Path,
+) -> None:
+    from autotune.study import export as ex
+    from autotune.study import verification as ve
+
+    # The baseline (trial 0) has not learned by the screen (loss_drop 0 < 0.05): infeasible there.
+    metrics = [made_up(0.5, drop=0.0)] + [made_up(0.1 * i) for i in range(1, N)]
+    study, _, study_dir = open_recorded(tmp_path, metrics)
+    space = sp.loads(
+        h.mlp_space("r", trials=N, verify_top_k=2), source="r", overrides=["budget.target_steps=90"]
+    )
+    screen = rp.screen_results(study, space)
+    assert not screen[0].feasible
+    objectives = [o.model_dump() for o in space.objectives]
+    numbers = rg.promote(screen, objectives, eta=3, min_promote=2)
+    assert numbers == [0, 1, 2, 3], "the baseline is always promoted"
+    # At 90 steps the baseline learned and is the most stable; trial 2, feasible at the screen,
+    # stops learning there (loss_drop 0): infeasible at the decided rung.
+    trials = {t.number: t for t in study.get_trials()}
+    at_rung = {0: made_up(0.05), 1: made_up(0.2), 2: made_up(0.01, drop=0.0), 3: made_up(0.3)}
+    for n, m in at_rung.items():
+        rp.record_rung(space, study, study_dir, trials[n], 1, 90, probe_out(m))
+    cur = [rp.as_result(r) for r in pk.rung_rows(study, 90).values()]
+    ag = rg.agreement(screen, cur, objectives)
+    study.set_user_attr(
+        "autotune.rungs", [{"rung": 1, "steps": 90, "numbers": numbers, "agreement": ag}]
+    )
+    study.set_user_attr(
+        "autotune.decided", {"steps": 90, "rung": 1, "reason": "target", "target_steps": 90}
+    )
+    assert sorted(c.number for c in pk.candidates(study)) == [0, 1, 3]
+    every = {c.number for c in pk.candidates(study, every=True)}
+    assert every == set(range(N)) - {2}, "unpromoted ones by their screen; 2 by its rung"
+    todo = ve.to_verify(study, space)
+    assert [c.number for c in todo] == [0, 1] and {c.steps for c in todo} == {90}
+
+    for n, cv in ((0, 0.05), (1, 0.2)):
+        study.set_user_attr(f"autotune.verified.{n}", held(cv, 90))
+    summary = st.summarize(study, space, study_dir)
+    assert summary["pick"]["number"] == 0 and summary["pick"]["steps"] == 90
+    assert [v["number"] for v in summary["verified"]] == [0, 1]
+    assert summary["rungs"][1]["agreement"]["metric"] == "loss_cv"
+    # the front the pick is the knee of: the candidates' values at 90 steps
+    assert [(r["number"], r["steps"]) for r in summary["pareto"]] == [(0, 90)]
+    text = st.format_summary(summary)
+    assert "Pareto front at 90 steps" in text and "decided at 90 steps (the target)" in text
+    assert "(the baseline: PyTorch's defaults did best)" in text
+    assert ex.recipe_from_study(str(study_dir)).source["trial"] == 0
+    with pytest.raises(RecipeError, match="trial 2 is not a candidate"):
+        ex.recipe_from_study(str(study_dir), "trial 2")
+
+
+def test_at_the_screen_the_screens_feasibility_decides() -> None:
+    row_ok = {"feasible": True, "values": [0.1, 100.0]}
+    row_bad = {"feasible": False, "values": [0.01, 100.0]}
+    # decided above the screen: the record at the decided rung, whatever the screen said
+    assert pk.is_candidate(False, row_ok, above_screen=True)
+    assert not pk.is_candidate(True, row_bad, above_screen=True)
+    assert not pk.is_candidate(True, row_bad, above_screen=True, every=True)
+    assert not pk.is_candidate(True, None, above_screen=True), "not run at the decided rung"
+    assert pk.is_candidate(True, None, above_screen=True, every=True), "an explicit trial N"
+    assert not pk.is_candidate(False, None, above_screen=True, every=True)
+    # decided at the screen: the screen's feasibility
+    assert pk.is_candidate(True, None, above_screen=False)
+    assert not pk.is_candidate(False, None, above_screen=False, every=True)

@@ -140,6 +140,37 @@ def test_agreement_is_measured_on_the_configs_of_both_rungs() -> None:
     assert ag["tau"] == pytest.approx(-1.0)
 
 
+def test_agreement_ranks_on_the_stability_objective_not_on_throughput() -> None:
+    # loss_cv orders 1 < 2 < 3 < 0 at both rungs; throughput reverses between them (noise on a
+    # shared CPU): the rankings agree. 4 is infeasible at both rungs: tied last in each.
+    prev = [res(0, 0.4, 10.0, baseline=True), res(1, 0.1, 1.0), res(2, 0.2, 2.0), res(3, 0.3, 3.0)]
+    prev.append(res(4, 0.01, 99.0, feasible=False))
+    cur = [
+        rg.RungResult(n, 340, n == 0, "complete", [cv, tp], n != 4)
+        for n, cv, tp in [(0, 0.3, 1.0), (1, 0.05, 10.0), (2, 0.1, 3.0), (3, 0.2, 2.0)]
+    ]
+    cur.append(rg.RungResult(4, 340, False, "diverged", [0.001, 99.0], False))
+    ag = rg.agreement(prev, cur, OBJ)
+    assert ag["metric"] == "loss_cv" and ag["n"] == 5
+    assert ag["tau"] == pytest.approx(1.0)
+
+
+def test_agreement_in_a_speed_space_ranks_on_its_first_objective() -> None:
+    # No objective outside the hardware metrics: the first one (throughput, higher is better)
+    speed = [
+        {"metric": "throughput", "direction": "maximize"},
+        {"metric": "peak_mem_mb", "direction": "minimize"},
+    ]
+    prev = [res(n, tp, mem) for n, tp, mem in [(0, 30.0, 1.0), (1, 20.0, 2.0), (2, 10.0, 3.0)]]
+    prev.append(res(3, 5.0, 4.0))
+    cur = [res(n, tp, mem) for n, tp, mem in [(0, 33.0, 4.0), (1, 22.0, 3.0), (2, 11.0, 2.0)]]
+    cur.append(res(3, 6.0, 1.0))
+    ag = rg.agreement(prev, cur, speed)
+    assert ag["metric"] == "throughput" and ag["tau"] == pytest.approx(1.0)
+    reversed_ = [res(n, tp) for n, tp in [(0, 5.0), (1, 10.0), (2, 20.0), (3, 30.0)]]
+    assert rg.agreement(prev, reversed_, speed)["tau"] == pytest.approx(-1.0)
+
+
 @pytest.mark.parametrize(
     ("ag", "grow", "at_target", "expected"),
     [

@@ -1,9 +1,10 @@
 """Choosing one configuration from a finished study.
 
 Candidates are the feasible trials: complete, not diverged, meeting every constraint (so learning),
-measured at the length the study decided at (its top rung, `autotune.study.rungs`; else the
-screen). When the study verified its best candidates over seeds (`autotune.recipe.verify`) at that
-length, the named picks choose among the verified ones that held on every seed (none diverged
+at the length the study decided at (its top rung, `autotune.study.rungs`: feasible in their record
+there, whatever their screen said; else the screen), with their values at that length. When
+the study verified its best candidates over seeds (`autotune.recipe.verify`) at that length,
+the named picks choose among the verified ones that held on every seed (none diverged
 or failed, every constraint met), using their verified means; when none held there is no named
 pick (RecipeError): the user chooses one explicitly with `trial N`.
 
@@ -86,10 +87,29 @@ def parse_pick(text: str) -> tuple[str, int | None]:
     )
 
 
+def is_candidate(
+    screen_feasible: bool,
+    row: Mapping[str, Any] | None,
+    *,
+    above_screen: bool,
+    every: bool = False,
+) -> bool:
+    """Whether a trial is a candidate for the pick (and for verification).
+
+    Decided at a rung above the screen (`above_screen`): iff its record at that rung (`row`,
+    slim: `feasible`, `values`) is feasible, whatever its screen said: the baseline is always
+    promoted, and one that had not learned by the screen may be the most stable there. With
+    `every` (an explicit `trial N`) a trial not run at that rung counts by its screen.
+    Decided at the screen: the screen's feasibility. Pure: the benchmarks call it too."""
+    if not above_screen or (row is None and every):
+        return screen_feasible
+    return row is not None and bool(row.get("feasible")) and bool(row.get("values"))
+
+
 def candidates(study: Any, every: bool = False) -> list[Candidate]:
-    """The study's feasible trials at the length it decided at, with their verification results
-    at that length when they have one. `every`: also the feasible screened trials that were not
-    run at that length (for an explicit `trial N`)."""
+    """The study's candidates (`is_candidate`) with their values at the length it decided at
+    and their verification results at that length when they have one. `every`: also the
+    feasible screened trials that were not run at that length (for an explicit `trial N`)."""
     import optuna
 
     verified = verified_results(study)
@@ -97,13 +117,11 @@ def candidates(study: Any, every: bool = False) -> list[Candidate]:
     steps = decided.get("steps")
     at_rung = rung_rows(study, int(steps)) if steps and decided.get("rung") else None
     out = []
-    for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
-        if not t.user_attrs.get("autotune.feasible") or not t.values:
-            continue
+    states = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL)
+    for t in study.get_trials(deepcopy=False, states=states):
         row = (at_rung or {}).get(t.number)
-        if at_rung is not None and row is None and not every:
-            continue
-        if row is not None and (not row.get("feasible") or not row.get("values")):
+        screened = bool(t.user_attrs.get("autotune.feasible")) and bool(t.values)
+        if not is_candidate(screened, row, above_screen=at_rung is not None, every=every):
             continue
         ver = verified.get(t.number)
         if ver is not None and steps is not None and ver.get("steps", steps) != steps:

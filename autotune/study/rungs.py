@@ -4,8 +4,8 @@ Pure functions (no Ray, no Optuna): the rung lengths, who is promoted, the agree
 rungs' rankings (Kendall tau-b) and the growth rule. `autotune.study.rung_phase` runs them.
 
 Synchronous successive halving (Li et al.), grown PASHA-style (Bohdal et al. 2023): a higher
-rung is run only while the rankings of the two top rungs disagree (tau-b below
-`rungs.agreement`), or while too few configurations were compared to tell.
+rung is run only while the rankings of the two top rungs on the stability objective disagree
+(tau-b below `rungs.agreement`), or while too few configurations were compared to tell.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from autotune.knobs import HARDWARE_METRICS
 
 
 @dataclass(frozen=True)
@@ -79,23 +81,31 @@ def promote(
     return sorted(set(best) | set(base))
 
 
-def order(
-    results: Sequence[RungResult], objectives: Sequence[Mapping[str, Any]]
-) -> dict[int, float]:
-    """A rank per configuration (0 = best): feasible ones in the pick's order, then every
-    infeasible one tied last."""
-    from autotune.study import pick
+def stability_objective(objectives: Sequence[Mapping[str, Any]]) -> int:
+    """The index of the objective two rungs' rankings are compared on: the first one that is
+    not a hardware number (`HARDWARE_METRICS`: throughput and the like measure the machine,
+    per step, and are noise on a shared CPU; loss_cv by default). A space whose objectives are
+    all hardware numbers (a speed space such as nccl: throughput only) uses its first."""
+    return next((i for i, o in enumerate(objectives) if o["metric"] not in HARDWARE_METRICS), 0)
 
-    cands = [
-        pick.Candidate(
-            number=r.number, values=list(r.values or []), metrics={}, knobs={}, env={}, params={}
-        )
-        for r in results
-        if r.feasible and r.values is not None
-    ]
-    ranks = {c.number: float(i) for i, c in enumerate(pick.ranked(cands, objectives))}
-    last = float(len(ranks))
-    return {r.number: ranks.get(r.number, last) for r in results}
+
+def stability_ranks(
+    results: Sequence[RungResult], objective: Mapping[str, Any], i: int
+) -> dict[int, float]:
+    """A rank per configuration (0 = best) by objective `i` in its direction; equal values tie,
+    and every infeasible one (or one without a finite value) ties last."""
+
+    def key(r: RungResult) -> float | None:
+        if not r.feasible or r.values is None or not math.isfinite(float(r.values[i])):
+            return None
+        v = float(r.values[i])
+        return v if objective["direction"] == "minimize" else -v
+
+    keys = {r.number: key(r) for r in results}
+    distinct = sorted({k for k in keys.values() if k is not None})
+    rank = {k: float(j) for j, k in enumerate(distinct)}
+    last = float(len(distinct))
+    return {n: last if k is None else rank[k] for n, k in keys.items()}
 
 
 def kendall_tau_b(x: Sequence[float], y: Sequence[float]) -> float | None:
@@ -129,16 +139,19 @@ def agreement(
     cur: Sequence[RungResult],
     objectives: Sequence[Mapping[str, Any]],
 ) -> dict[str, Any]:
-    """tau-b between the orders of the configurations that ran both rungs (each ordered within
-    its own rung as the study orders them)."""
+    """tau-b between two rungs' rankings of the configurations that ran both, each ranked
+    within its own rung on the stability objective (`stability_objective`), infeasible tied
+    last. Not the promotion's Pareto order: that mixes in throughput, whose noise alone could
+    turn the growth decision. `metric` names the objective ranked on."""
+    i = stability_objective(objectives)
     common = sorted({r.number for r in prev} & {r.number for r in cur})
-    a = order([r for r in prev if r.number in common], objectives)
-    b = order([r for r in cur if r.number in common], objectives)
+    a = stability_ranks([r for r in prev if r.number in common], objectives[i], i)
+    b = stability_ranks([r for r in cur if r.number in common], objectives[i], i)
     tau = kendall_tau_b([a[n] for n in common], [b[n] for n in common]) if common else None
     return {
         "tau": tau,
         "n": len(common),
-        "metric": "order",
+        "metric": objectives[i]["metric"],
         "vs_steps": prev[0].steps if prev else None,
     }
 

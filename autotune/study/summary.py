@@ -31,16 +31,19 @@ def summarize(
     """The study's summary from the Optuna storage alone (so `autotune show` can print it)."""
     counts, feasible, baseline, info = _tally(study.get_trials(deepcopy=False))
     dirs = directions(space)
-    front = sorted(
-        pareto_front(feasible, dirs),
-        key=lambda n: info[n].values[0] * (1 if dirs[0] == "minimize" else -1),
-    )
     objectives = [o.model_dump() for o in space.objectives]
     best, at_screen = im.best_and_improvement(space, feasible, baseline)
     picked, rungs = _verified_and_pick(study, objectives), _rungs(study, space, counts)
     steps = int(rungs["decided"]["steps"])
     state = im.baseline_at(study, space, baseline, steps)
     ref = reference(state["outcome"], state["metrics"]) if state else None
+    at_rung = _decided_candidates(study, rungs["decided"])
+    points = [(n, c.values) for n, c in at_rung.items()] if at_rung is not None else feasible
+    values = dict(points)
+    front = sorted(
+        pareto_front(points, dirs),
+        key=lambda n: values[n][0] * (1 if dirs[0] == "minimize" else -1),
+    )
     return {
         **picked,
         **rungs,
@@ -48,7 +51,10 @@ def summarize(
         "objectives": objectives,
         "trials": space.budget.trials,
         "baseline": _row(space, baseline, ref) if baseline is not None else None,
-        "pareto": [_row(space, info[n], ref) for n in front],
+        # The front of the candidates at the decided length (their values there), so that the
+        # pick, the knee of that front, is on it; the screen's when decided at the screen.
+        "pareto": [_front_row(space, info[n], ref, (at_rung or {}).get(n)) for n in front],
+        "pareto_steps": steps,
         "best": best,
         # The pick against the baseline at the length the study decided at; the screen's
         # best-per-objective figure only beside it, labelled, when that is another length.
@@ -85,6 +91,28 @@ def _tally(
         if t.state == optuna.trial.TrialState.COMPLETE and t.user_attrs.get("autotune.feasible"):
             feasible.append((t.number, list(t.values)))
     return counts, feasible, baseline, info
+
+
+def _decided_candidates(study: Any, decided: Mapping[str, Any]) -> dict[int, Any] | None:
+    """The candidates at the decided rung by number (`pick.candidates`: feasible in their
+    record there, values of that length); None when decided at the screen."""
+    from autotune.study import pick as pk
+
+    if not decided.get("rung"):
+        return None
+    return {c.number: c for c in pk.candidates(study)}
+
+
+def _front_row(
+    space: sp.Space, t: Any, ref: Mapping[str, Any] | None, cand: Any | None
+) -> dict[str, Any]:
+    """A front member's row: the trial's, with its values and metrics at the decided rung when
+    it is a candidate there (`cand`)."""
+    row = _row(space, t, ref)
+    if cand is not None:
+        row.update(values=list(cand.values), metrics=dict(cand.metrics), feasible=True)
+        row.update(broken=im.broken(space, cand.metrics, ref), steps=cand.steps)
+    return row
 
 
 def _row(space: sp.Space, t: Any, ref: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -378,8 +406,11 @@ def _pareto_lines(summary: Mapping[str, Any]) -> list[str]:
             "(see `autotune show` and the MLflow UI for causes)"
         ]
     objs = summary["objectives"]
+    steps = summary.get("pareto_steps")
+    screen = (summary.get("rungs") or [{}])[0].get("steps")
+    at = f" at {steps} steps" if steps and screen and steps != screen else ""
     lines = [
-        "Pareto front (feasible trials no other trial beats on every objective):",
+        f"Pareto front{at} (feasible trials no other trial beats on every objective):",
         f"  {'trial':>5}  " + "  ".join(f"{o['metric']:>12}" for o in objs) + "  knobs",
     ]
     for r in summary["pareto"]:
