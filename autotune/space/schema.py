@@ -28,6 +28,7 @@ from pydantic import (
 
 from autotune.errors import did_you_mean
 from autotune.knobs import KNOBS, Scalar
+from autotune.space.metric_names import METRICS, POSITIVE_METRICS
 
 #: Site settings (fabric, interface, PCIe) belong to the cluster and are never searched.
 ENV_SITE_SETTINGS = ("HSA_FORCE_FINE_GRAIN_PCIE", "NCCL_IB_", "NCCL_SOCKET_IFNAME")
@@ -37,45 +38,6 @@ ENV_FP16_ALT_IMPL = (
     "MIOPEN_DEBUG_CONVOLUTION_ATTRIB_FP16_ALT_IMPL",
 )
 LL128_ARCHS = ("gfx90a", "gfx942", "gfx950")
-
-#: Summary metrics a probe reports (autotune.probe.metrics) that can be objectives or constraints.
-METRICS: dict[str, str] = {
-    "loss_cv": "fluctuation of the loss around its trend over the tail window / the loss level",
-    "noise_per_drop": "the same fluctuation / the loss shed since step 0 (NaN: did not learn)",
-    "loss_range": "max - min of the loss over the tail window",
-    "spike_count": "loss spikes over the rolling median (robust sigma)",
-    "final_loss": "mean loss over the last 10% of steps",
-    "loss_drop": "1 - final_loss / initial_loss",
-    "grad_norm_p50": "median total gradient norm before clipping",
-    "grad_norm_p99": "99th percentile of the gradient norm",
-    "grad_norm_max": "largest gradient norm",
-    "clip_fraction": "share of steps where clipping fired",
-    "skipped_steps": "optimizer steps skipped by the GradScaler",
-    "throughput": "samples per second over steady steps",
-    "tokens_per_s": "tokens per second over steady steps (token workloads)",
-    "peak_mem_mb": "peak device memory (GPU) or peak RSS (CPU), MiB",
-    "scaling_efficiency": "throughput(N processes) / (N x throughput(1)), maximize; DDP probes "
-    "with probe.measure_scaling",
-}
-
-#: Quantities that are never zero or negative: a ratio of two of them means something, so they
-#: may be constrained relative to the baseline (and their verified intervals are on a log scale).
-#: Counts (spike_count, skipped_steps), shares (clip_fraction) and signed ones (loss_drop) are not.
-POSITIVE_METRICS = frozenset(
-    {
-        "throughput",
-        "tokens_per_s",
-        "peak_mem_mb",
-        "loss_cv",
-        "noise_per_drop",
-        "final_loss",
-        "initial_loss",
-        "loss_range",
-        "grad_norm_p50",
-        "grad_norm_p99",
-        "grad_norm_max",
-    }
-)
 
 # --------------------------------------------------------------------------------------------
 # Domains
@@ -368,7 +330,7 @@ def _check_metric(v: str) -> str:
 
 
 DEFAULT_OBJECTIVES = (
-    Objective(metric="loss_cv", direction="minimize"),
+    Objective(metric="noise_per_drop", direction="minimize"),
     Objective(metric="throughput", direction="maximize"),
 )
 DEFAULT_CONSTRAINTS = (Constraint(metric="loss_drop", op=">=", value=0.05),)

@@ -42,10 +42,15 @@ def mlp_space(
     verify_seeds: int = 2,
 ) -> str:
     """A space on the built-in `mlp` workload with two searched knobs (no end-of-study
-    verification unless asked: most tests look at the trials)."""
+    verification unless asked: most tests look at the trials). Its objectives are loss_cv and
+    throughput, named (not the default stability objective): the tests that record made-up
+    trials key their metrics by loss_cv."""
     return f"""\
 name: {name}
 workload: {{name: mlp, size: tiny}}
+objectives:
+  - {{metric: loss_cv, direction: minimize}}
+  - {{metric: throughput, direction: maximize}}
 probe: {{steps: {steps}, micro_batch: {MICRO_BATCH}, device: cpu, telemetry_every: 10}}
 budget: {{trials: {trials}, trial_timeout_s: {timeout_s}}}
 sampler: {{name: random, seed: 0}}
