@@ -261,7 +261,7 @@ class Case:
             "diverged": sum(r["status"] == "diverged" for r in recs),
             "infeasible": feasible.count(False),  # diverged, or a constraint broken
         }
-        for m in (self.stability, "final_loss"):
+        for m in dict.fromkeys((self.stability, "final_loss", "loss_cv")):
             scale = "log" if m in sp.POSITIVE_METRICS else "linear"
             out[m] = vf.interval([r["metrics"].get(m) for r in ok], scale=scale)
         return out

@@ -16,7 +16,8 @@ fresh seeds 11-15 at T (the verification seeds chose the pick: reusing them woul
 Feasibility everywhere is the study's (`constraints_of`), with the relative constraint
 `final_loss <= 1.05 x baseline` judged against the baseline's metrics at the same steps and seed
 when the space has it. Kendall tau-b compares two lengths as the study's growth test does
-(`rungs.agreement`): by the stability objective (loss_cv), infeasible tied last.
+(`rungs.agreement`): by the stability objective (noise_per_drop in these spaces), infeasible
+tied last.
 
 Prefixes: every configuration and seed is trained once, at T, and each shorter length is read off
 its first steps (`_common.prefix_summary`): exact on the CPU because the probe is deterministic,
@@ -61,7 +62,7 @@ name: target_{workload}
 workload: {{name: {workload}, size: tiny}}
 probe: {{steps: {steps}, batch: 16, precision: fp32, seed: 0, threads: 1}}
 objectives:
-  - {{metric: loss_cv, direction: minimize}}
+  - {{metric: noise_per_drop, direction: minimize}}
   - {{metric: throughput, direction: maximize}}
 constraints:
   - {{metric: loss_drop, op: ">=", value: 0.05}}
@@ -222,7 +223,7 @@ def points(case: Case) -> list[dict[str, Any]]:
 
 def iv_cell(iv: Mapping[str, Any] | None) -> str:
     if not iv or iv.get("mean") is None:
-        return "all diverged"
+        return "no value (diverged, or did not learn)"
     if iv.get("low") is None:
         return f"{iv['mean']:.3g} (1 seed)"
     return f"{iv['mean']:.3g} [{iv['low']:.3g}, {iv['high']:.3g}]"
@@ -273,7 +274,7 @@ def report(res: Mapping[str, Any]) -> str:
                     tau_cell(t["screen_to_target_all"]),
                 ],
                 [
-                    "from the screen, plain loss_cv",
+                    f"from the screen, plain {res['stability']}",
                     "-",
                     tau_cell(t["screen_to_target_all_ungated"]),
                 ],
@@ -287,15 +288,16 @@ def report(res: Mapping[str, Any]) -> str:
         p = res["picks"].get(which, {})
         trial = 0 if which == "defaults" else p.get("number")
         if f is None:
-            rows.append([which, "none: " + broken(p), "-", "-", "-", "-", "-"])
+            rows.append([which, "none: " + broken(p), "-", "-", "-", "-", "-", "-"])
             continue
         won = "-" if which == "defaults" else ("yes" if f.get("beats_defaults") else "no")
         rows.append(
             [
                 which,
                 f"trial {trial}",
-                iv_cell(f["loss_cv"]),
+                iv_cell(f[res["stability"]]),
                 iv_cell(f["final_loss"]),
+                iv_cell(f["loss_cv"]) if res["stability"] != "loss_cv" else "",
                 f"{f['diverged']}/{f['n']}",
                 f"{f['infeasible']}/{f['n']}",
                 won,
@@ -306,8 +308,9 @@ def report(res: Mapping[str, Any]) -> str:
             [
                 "at the target, fresh seeds",
                 "config",
-                "loss_cv",
+                res["stability"],
                 "final_loss",
+                "loss_cv (for reference)" if res["stability"] != "loss_cv" else "",
                 "diverged",
                 "infeasible",
                 "matches/beats defaults",
@@ -377,8 +380,9 @@ def plot(results: Sequence[Mapping[str, Any]], path: str) -> None:
         ax.set_yscale("log")
         for axis in (ax.xaxis, ax.yaxis):
             axis.set_minor_formatter(NullFormatter())
-        ax.set_xlabel(f"loss_cv at the screen ({res['probe_steps']} steps)", fontsize=8)
-        ax.set_ylabel(f"loss_cv at the target ({res['target_steps']}; x: infeasible)", fontsize=8)
+        st = res["stability"]
+        ax.set_xlabel(f"{st} at the screen ({res['probe_steps']} steps)", fontsize=8)
+        ax.set_ylabel(f"{st} at the target ({res['target_steps']}; x: infeasible)", fontsize=8)
         ax.set_title(res["case"], fontsize=8)
         ax.legend(fontsize=6)
     c.save_figure(fig, path)
@@ -454,7 +458,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         "\nmatches/beats defaults: feasible on every seed (none diverged, every constraint met, "
         "the relative one against the defaults at the same seed), and either the defaults were "
-        "not (diverged or did not learn on a seed) or the mean loss_cv and the mean final_loss "
+        "not (diverged or did not learn on a seed) or the mean stability objective and final_loss "
         "are at most the defaults' upper 95% bound (autotune.recipe.verify.interval, geometric "
         "for these positive metrics). Samples: optimizer steps run x samples per step; rungs "
         "restart from step 0; today = the screen + verification of the top_k at the probe "
