@@ -401,6 +401,11 @@ def test_a_baseline_that_had_not_learned_at_the_screen_is_verified_and_picked_at
     text = st.format_summary(summary)
     assert "Pareto front at 90 steps" in text and "decided at 90 steps (the target)" in text
     assert "(the baseline: PyTorch's defaults did best)" in text
+    # its infeasibility is the screen's, and the summary says at which length
+    assert (
+        "baseline (trial 0, PyTorch defaults) at the screen (30 steps): complete (infeasible"
+        in text
+    )
     assert ex.recipe_from_study(str(study_dir)).source["trial"] == 0
     with pytest.raises(RecipeError, match="trial 2 is not a candidate"):
         ex.recipe_from_study(str(study_dir), "trial 2")

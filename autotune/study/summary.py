@@ -351,7 +351,10 @@ def _baseline_lines(summary: Mapping[str, Any]) -> list[str]:
         if base["outcome"] == "complete" and not base["feasible"]:
             broken = base.get("broken") or []
             state += f" (infeasible: breaks {', '.join(broken)})" if broken else " (infeasible)"
-        lines.append(f"baseline (trial {base['number']}, PyTorch defaults): {state}")
+        screen = (summary.get("rungs") or [{}])[0].get("steps")
+        decided = (summary.get("decided") or {}).get("steps")
+        where = f" at the screen ({screen} steps)" if screen and decided != screen else ""
+        lines.append(f"baseline (trial {base['number']}, PyTorch defaults){where}: {state}")
     imp = summary.get("improvement") or {}
     first = next(iter(imp.values()), None)
     if first:
