@@ -232,7 +232,11 @@ def pick(
         for c in cands:
             if c.number == number:
                 return c
-        raise RecipeError(f"trial {number} is not a candidate (not a feasible, complete trial)")
+        at = next((c.steps for c in cands if c.steps), None)
+        length = f" at {at} steps, the length the study decided at" if at else ""
+        raise RecipeError(
+            f"trial {number} is not a candidate (not a feasible, complete trial{length})"
+        )
     if not cands:
         raise RecipeError("the study has no feasible trial to pick from")
     # Verified candidates are the ones whose numbers are known: pick among those that held on
