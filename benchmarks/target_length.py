@@ -33,6 +33,7 @@ promoted probe restarts from step 0), not as this benchmark spends it.
     python benchmarks/target_length.py --quick   # smoke run: 4 trials, 10 -> 50 steps, 2
                                                  #   seeds, gradclip + mlp: ~25 s
     python benchmarks/target_length.py --seeds 0,1,2 --workloads '' --json tl.json
+    python benchmarks/target_length.py --space '' --workloads mlp --trials 48 --factor 20  # scale
 """
 
 from __future__ import annotations
@@ -78,12 +79,12 @@ knobs:
 """
 
 
-def workload_space(name: str, seed: int, quick: bool, trials: int) -> sp.Space:
+def workload_space(name: str, seed: int, quick: bool, trials: int, factor: int = 5) -> sp.Space:
     steps = QUICK["steps"] if quick else LENGTHS[name]
     text = SPACE.format(
         workload=name,
         steps=steps,
-        target=QUICK["target"] if quick else 5 * steps,
+        target=QUICK["target"] if quick else factor * steps,
         trials=QUICK["trials"] if quick else trials,
         seed=seed,
         verify_seeds=QUICK["seeds"] if quick else 3,
@@ -113,14 +114,16 @@ def beats(p: Mapping[str, Any] | None, d: Mapping[str, Any] | None, metric: str)
     return pm is not None and bool(pm <= (dm["high"] if dm["high"] is not None else dm["mean"]))
 
 
-def run_case(kind: str, name: str, seed: int, quick: bool, trials: int | None, fresh_n: int):
+def run_case(
+    kind: str, name: str, seed: int, quick: bool, trials: int | None, fresh_n: int, factor: int = 5
+):
     """One case, start to end (also a worker's job with --jobs)."""
     c.one_thread()
     t0 = time.perf_counter()
     if kind == "space":
         space, label = file_space(name, seed, quick, trials), f"{name} (sampler seed {seed})"
     else:
-        space = workload_space(name, seed, quick, trials or 12)
+        space = workload_space(name, seed, quick, trials or 12, factor)
         label = f"{name} at lr {space.knobs['lr']} (sampler seed {seed})"
     c.say(f"{label}: screen {space.budget.trials} trials at {space.probe.steps} steps")
     case = Case(label, space)
@@ -395,6 +398,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workloads", default=",".join(WORKLOADS), help="'' to skip")
     ap.add_argument("--trials", type=int, default=None, help="default: the space's, 12")
     ap.add_argument("--fresh", type=int, default=5, help="fresh seeds (11...) at the target")
+    ap.add_argument(
+        "--factor", type=int, default=5, help="workload cases: target = factor x probe length"
+    )
     ap.add_argument("--jobs", type=int, default=1, help="cases run at once (processes)")
     ap.add_argument(
         "--quick", action="store_true", help="smoke run: 4 trials, 10->50 steps, 2 seeds"
@@ -429,14 +435,14 @@ def main(argv: list[str] | None = None) -> int:
             if kind == "space":
                 file_space(name, s, args.quick, args.trials)
             else:
-                workload_space(name, s, args.quick, args.trials or 12)
+                workload_space(name, s, args.quick, args.trials or 12, args.factor)
     except AutotuneError as e:
         print(f"target_length.py: {e}", file=sys.stderr)
         return 2
     started = time.perf_counter()
     c.one_thread()
     mach = c.machine()
-    task = [(k, n, s, args.quick, args.trials, fresh) for k, n, s in jobs]
+    task = [(k, n, s, args.quick, args.trials, fresh, args.factor) for k, n, s in jobs]
     if args.jobs > 1:
         ctx = multiprocessing.get_context("spawn")
         with cf.ProcessPoolExecutor(args.jobs, mp_context=ctx) as pool:

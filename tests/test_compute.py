@@ -40,12 +40,14 @@ def test_the_quick_start_arithmetic_exactly() -> None:
     assert c["saved_vs_full"] == pytest.approx(1 - 164_000 / 216_000)
     assert cp.format_line(c) == (
         "compute: 164k samples (screen 28.8k, rungs 63.2k, verification 72k) = 3.8x a "
-        "screen-only study, 24% less than every trial at 750 steps"
+        "screen-only study, 24% less than every trial (and the same verification) at 750 steps"
     )
     # more than full length: said so, not as a negative saving
     c = cp.account(screen, rungs * 3, verification, plan)
     assert c["saved_vs_full"] < 0
-    assert "% more than every trial at 750 steps" in (cp.format_line(c) or "")
+    assert "% more than every trial (and the same verification) at 750 steps" in (
+        cp.format_line(c) or ""
+    )
 
 
 def test_a_probe_stopped_early_counts_what_it_saw() -> None:

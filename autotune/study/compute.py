@@ -147,7 +147,10 @@ def format_line(compute: Mapping[str, Any] | None) -> str | None:
     saved = compute.get("saved_vs_full")
     if rungs and saved is not None:
         more = "less" if saved >= 0 else "more"
-        text += f", {abs(saved):.0%} {more} than every trial at {target} steps"
+        text += (
+            f", {abs(saved):.0%} {more} than every trial (and the same verification) "
+            f"at {target} steps"
+        )
     return text
 
 
