@@ -417,3 +417,15 @@ def test_log_study_summary_leaves_plots_and_pareto_table(
 )
 def test_redact_hides_only_the_password(uri: str, shown: str) -> None:
     assert tracking.redact(uri) == shown
+
+
+def test_trial_params_show_the_knobs_the_probe_ran_with_for_unset_ones() -> None:
+    from autotune.tracking.runs import trial_params
+
+    outcome = {"knobs": {"clip_norm": 1.0, "lr": None, "batch": None, "init_scale": None}}
+    summary = {"knobs": {"clip_norm": 1.0, "lr": 0.003, "batch": 16}, "effective_batch": 16}
+    params = trial_params(outcome, summary)
+    # an unset lr or batch is logged as what the probe resolved it to, not as "None"
+    assert params["lr"] == 0.003 and params["batch"] == 16
+    assert params["clip_norm"] == 1.0
+    assert params["init_scale"] is None  # not resolved by the probe (fp32): stays unset

@@ -302,6 +302,10 @@ def _log_and_close(
 
 def trial_params(outcome: Mapping[str, Any], summary: Mapping[str, Any]) -> dict[str, Any]:
     params: dict[str, Any] = dict(outcome.get("knobs") or {})
+    ran = summary.get("knobs") or {}  # as the probe resolved them (an unset lr, batch: the run's)
+    for name, value in params.items():
+        if value is None and ran.get(name) is not None:
+            params[name] = ran[name]
     for var, value in (outcome.get("env") or {}).items():
         params[f"env.{var}"] = value
     for key in DERIVED_PARAMS:
