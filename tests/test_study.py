@@ -116,6 +116,8 @@ def test_study_records_every_trial_in_optuna_and_mlflow(shared: h.FinishedStudy)
         assert tags["autotune.fp.hash"] == trial.user_attrs["autotune.fp_hash"]
         assert tags["autotune.logged"] == "true"
         assert params["effective_batch"] == str(h.MICRO_BATCH)
+        # knobs the space leaves unset read as what the probe ran with, not "None"
+        assert params["batch"] == str(h.MICRO_BATCH) and float(params["lr"]) > 0
         for knob, value in trial.params.items():
             assert params[knob] == str(value), f"trial {number}: param {knob}"
         loss = client.get_metric_history(run.info.run_id, "loss")
