@@ -39,7 +39,8 @@ def describe_space(s: Any) -> str:
     p = s.probe
     lines.append(f"workload   {s.workload.name} (size {s.workload.size})")
     lines.append(
-        f"probe      {p.steps} steps, micro-batch {p.micro_batch}, {p.precision}, "
+        f"probe      {p.steps} steps, batch {p.samples_per_step} (micro-batch = batch / "
+        f"accum_steps), {p.precision}, "
         f"seed {p.seed}, device {p.device}"
         + (", deterministic" if p.deterministic else "")
         + (f", DDP world size {p.world_size}" if p.world_size > 1 else "")
@@ -53,6 +54,13 @@ def describe_space(s: Any) -> str:
     lines.append(
         f"budget     {s.budget.trials} trials, sampler {s.sampler.name} "
         f"(seed {s.sampler.seed}), trial timeout {s.budget.trial_timeout_s:g} s"
+    )
+    target = s.budget.target_steps
+    lines.append(
+        f"target     {target} steps: the best promoted through rungs (eta {s.rungs.eta}, "
+        f"grow {s.rungs.grow}) and decided there"
+        if target and target > p.steps
+        else f"target     none: decided at the probe length ({p.steps} steps)"
     )
     searched = s.searched()
     lines.append("searched:" if searched else "searched:  (nothing: every knob is fixed)")
