@@ -53,16 +53,23 @@ def complete_outcome(
     return outcome
 
 
+def baseline_trial(study: Any) -> Any | None:
+    """The study's baseline trial (trial 0 as the driver creates it), in whatever state; None
+    in a study without one."""
+    return next(
+        (t for t in study.get_trials(deepcopy=False) if t.user_attrs.get("autotune.baseline")),
+        None,
+    )
+
+
 def screen_reference(study: Any) -> dict[str, Any] | None:
     """The baseline trial's screen metrics when it completed (else None: no reference yet)."""
     import optuna
 
-    for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
-        if t.user_attrs.get("autotune.baseline"):
-            return reference(
-                t.user_attrs.get("autotune.outcome"), t.user_attrs.get("autotune.metrics")
-            )
-    return None
+    t = baseline_trial(study)
+    if t is None or t.state != optuna.trial.TrialState.COMPLETE:
+        return None
+    return reference(t.user_attrs.get("autotune.outcome"), t.user_attrs.get("autotune.metrics"))
 
 
 def write_outcome(study_dir: Path, outcome: Mapping[str, Any]) -> Path:

@@ -25,6 +25,7 @@ from autotune.study import rungs as rg
 from autotune.study.objectives import constraints_of, feasible, reference, values_of
 from autotune.study.options import StudyOptions
 from autotune.study.progress import fmt_s
+from autotune.study.records import baseline_trial, screen_reference
 from autotune.study.session import plan_resources
 from autotune.study.writer import MlflowWriter
 
@@ -131,8 +132,6 @@ def screen_results(study: Any, space: sp.Space) -> list[rg.RungResult]:
     again against the baseline's screen (a trial told before the baseline finished was told
     its relative constraints vacuously), so that promotion is exact."""
     import optuna
-
-    from autotune.study.records import screen_reference
 
     ref = screen_reference(study)
     done = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL)
@@ -289,7 +288,8 @@ def record_rung(
     if baseline:
         ref = reference(out.get("outcome"), summary.get("metrics"))
     else:
-        saved = read_rung_record(study_dir, _baseline_number(study), rung, steps)
+        base = baseline_trial(study)
+        saved = read_rung_record(study_dir, base.number if base else 0, rung, steps)
         ref = rung_reference([saved] if saved else [])
     record = judge(
         space,
@@ -310,13 +310,6 @@ def record_rung(
     write_rung_record(study_dir, record)
     study.set_user_attr(f"autotune.rung.{trial.number}.{steps}", slim(record))
     return record
-
-
-def _baseline_number(study: Any) -> int:
-    for t in study.get_trials(deepcopy=False):
-        if t.user_attrs.get("autotune.baseline"):
-            return int(t.number)
-    return 0
 
 
 def run_probe_jobs(

@@ -215,7 +215,7 @@ def judge_seeds(
     from autotune.study.objectives import feasible, vacuous
 
     steps = int(res["steps"])
-    refs = [baseline_reference(study, space, study_dir, steps, int(r["seed"])) for r in runs]
+    refs = baseline_references(study, space, study_dir, steps, [int(r["seed"]) for r in runs])
     for row, r, ref in zip(res["runs"], runs, refs, strict=True):
         row["feasible"] = r.get("outcome") == "complete" and feasible(
             space, "complete", _metrics(r), ref
@@ -224,31 +224,31 @@ def judge_seeds(
     res["vacuous"] = sorted({label for ref in refs for label in vacuous(space, ref)})
 
 
-def baseline_reference(
-    study: Any, space: sp.Space, study_dir: Path, steps: int, seed: int
-) -> dict[str, Any] | None:
-    """The baseline's metrics a verification seed is judged against: its verified run at the
-    same seed and steps when the baseline was verified, else its record at the decided rung
-    (its screen when that is the decided length). None: no reference (vacuous)."""
+def baseline_references(
+    study: Any, space: sp.Space, study_dir: Path, steps: int, seeds: list[int]
+) -> list[dict[str, Any] | None]:
+    """Per seed, the baseline's metrics a verification seed is judged against: its verified
+    run at the same seed and steps when the baseline was verified, else its run at that length
+    (`improvement.baseline_at`: its record at the decided rung, or its screen when that is the
+    decided length). None: no reference (vacuous)."""
+    from autotune.study.improvement import baseline_at
     from autotune.study.objectives import reference
-    from autotune.study.pick import rung_rows
+    from autotune.study.records import baseline_trial
 
-    base = next(
-        (t for t in study.get_trials(deepcopy=False) if t.user_attrs.get("autotune.baseline")),
-        None,
-    )
+    base = baseline_trial(study)
     if base is None:
-        return None
-    path = _verify_path(study_dir, base.number, seed, steps)
-    if path.is_file():
-        run = json.loads(path.read_text())
-        return reference(run.get("outcome"), _metrics(run))
-    if steps == space.probe.steps:
-        return reference(
-            base.user_attrs.get("autotune.outcome"), base.user_attrs.get("autotune.metrics")
-        )
-    row = rung_rows(study, steps).get(base.number)
-    return reference(row.get("outcome"), row.get("metrics")) if row else None
+        return [None] * len(seeds)
+    state = baseline_at(study, space, base, steps)
+    at_length = reference(state["outcome"], state["metrics"]) if state else None
+    out = []
+    for seed in seeds:
+        path = _verify_path(study_dir, base.number, seed, steps)
+        if path.is_file():
+            run = json.loads(path.read_text())
+            out.append(reference(run.get("outcome"), _metrics(run)))
+        else:
+            out.append(at_length)
+    return out
 
 
 def _metrics(run: dict[str, Any]) -> dict[str, Any]:
