@@ -52,6 +52,7 @@ from _target_study import Case, tau
 from autotune import space as sp
 from autotune.errors import AutotuneError
 from autotune.probe.workload import resolve
+from autotune.recipe import verify as vf
 
 WORKLOADS = ("mlp", "tiny_gpt", "resnet")
 LENGTHS = {"mlp": 150, "tiny_gpt": 100, "resnet": 100}  # as gain_over_defaults.py
@@ -225,11 +226,7 @@ def points(case: Case) -> list[dict[str, Any]]:
 
 
 def iv_cell(iv: Mapping[str, Any] | None) -> str:
-    if not iv or iv.get("mean") is None:
-        return "no value (diverged, or did not learn)"
-    if iv.get("low") is None:
-        return f"{iv['mean']:.3g} (1 seed)"
-    return f"{iv['mean']:.3g} [{iv['low']:.3g}, {iv['high']:.3g}]"
+    return vf.format_interval(iv, digits=3, empty="no value (diverged, or did not learn)")
 
 
 def tau_cell(t: Mapping[str, Any]) -> str:

@@ -124,9 +124,11 @@ def summarize_seeds(
     }
 
 
-def format_interval(iv: Mapping[str, Any] | None) -> str:
+def format_interval(iv: Mapping[str, Any] | None, digits: int = 4, empty: str = "n/a") -> str:
+    """`mean [low, high]` to `digits` significant digits; `empty` when there is no mean."""
     if not iv or iv.get("mean") is None:
-        return "n/a"
+        return empty
+    g = f".{digits}g"
     if iv.get("low") is None:
-        return f"{iv['mean']:.4g} (1 seed)"
-    return f"{iv['mean']:.4g} [{iv['low']:.4g}, {iv['high']:.4g}]"
+        return f"{iv['mean']:{g}} (1 seed)"
+    return f"{iv['mean']:{g}} [{iv['low']:{g}}, {iv['high']:{g}}]"
