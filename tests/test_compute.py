@@ -54,6 +54,9 @@ def test_a_probe_stopped_early_counts_what_it_saw() -> None:
     diverged = probe(37, "diverged")
     assert cp.samples_of(diverged) == B * 37
     assert cp.samples_of({"outcome": "failed", "summary": None}) == 0
+    # a continued probe counts what its own process ran, not the steps it inherited
+    resumed = {"summary": {"samples_seen": B * 340, "samples_run": B * 190}}
+    assert cp.samples_of(resumed) == B * 190
     # a summary without samples_seen (a training script's): samples per step x steps run
     assert cp.samples_of({"summary": {"samples_per_step": 8, "steps_run": 12}}) == 96
     plan = cp.Plan(samples_per_step=B, probe_steps=150, target_steps=150, verify_probes=0)
@@ -101,10 +104,16 @@ def test_a_real_study_read_back_from_its_storage_and_folder(tmp_path: Path) -> N
     write_record(study_dir / "trials" / "0001-r1.json.tmp", probe(1000))
     trials = {t.number: t for t in study.get_trials()}
     out = {"outcome": "complete", "summary": {"metrics": {}, "samples_seen": 32 * 90}}
-    for number in (0, 3):
-        rp.record_rung(space, study, study_dir, trials[number], 1, 90, out)
+    rp.record_rung(space, study, study_dir, trials[0], 1, 90, out)
+    # trial 3 continued its screen probe: it ran 60 of its 90 steps
+    cont = {**out, "summary": {**out["summary"], "samples_run": 32 * 60, "resumed_from_step": 30}}
+    rp.record_rung(space, study, study_dir, trials[3], 1, 90, cont)
+    # a rung record left from an earlier target (rung 1 at 60 steps) is not this answer's
+    (study_dir / "trials" / "0001-r1.json").write_text(
+        json.dumps({"number": 1, "rung": 1, "steps": 60, **probe(60)})
+    )
     screen = 32 * (30 * 3 + 11)
-    rungs = 2 * 32 * 90
+    rungs = 32 * 90 + 32 * 60
 
     # verification missing (not run yet): counted as none, the estimates still include it
     c = st.summarize(study, space, study_dir)["compute"]

@@ -21,7 +21,7 @@ pytestmark = [
 SPACE = """\
 name: rungs
 workload: {name: mlp, size: tiny}
-probe: {steps: 30, batch: 32, device: cpu, telemetry_every: 10}
+probe: {steps: 30, batch: 32, device: cpu, telemetry_every: 10, threads: 1}
 budget: {trials: 6, trial_timeout_s: 120, target_steps: 120}
 rungs: {eta: 3, min_promote: 2, grow: always}
 sampler: {name: random, seed: 0}
@@ -48,6 +48,19 @@ def rung_runs(uri: str) -> tuple[dict[str, Any], list[Any]]:
     return trials, [r for r in runs if r.data.tags.get("autotune.role") == "rung"]
 
 
+def ran_samples(summary: dict[str, Any]) -> int:
+    return int(summary.get("samples_run", summary.get("samples_seen", 0)))
+
+
+def fresh_probe(space_file: Path, knobs: dict[str, Any], steps: int) -> dict[str, Any]:
+    """The trial's probe run from step 0 in this process, as the study configures it."""
+    from autotune import space as sp
+    from autotune.probe import ProbeConfig, run_probe
+
+    space = sp.load(space_file)
+    return run_probe(ProbeConfig.from_space(space, knobs=knobs, steps=steps))
+
+
 def test_a_study_promotes_through_two_rungs_and_picks_at_the_top(tmp_path: Path) -> None:
     import optuna
 
@@ -68,6 +81,8 @@ def test_a_study_promotes_through_two_rungs_and_picks_at_the_top(tmp_path: Path)
     r1, r2 = summary["rungs"][1], summary["rungs"][2]
     assert 0 in r1["numbers"] and 0 in r2["numbers"], "the baseline runs every rung"
     assert r1["trials"] == 3 and r2["trials"] == 3  # max(2, ceil(6/3)) + the baseline
+    assert r1["continued"] == 3 and r2["continued"] == 3
+    assert "6 of 6 promoted probes continued from the rung below" in run.stdout
     assert r2["agreement"]["vs_steps"] == 60 and r2["agreement"]["n"] == 3
     assert summary["decided"]["steps"] == 120
     pick = summary["pick"]
@@ -77,20 +92,30 @@ def test_a_study_promotes_through_two_rungs_and_picks_at_the_top(tmp_path: Path)
     imp = summary["improvement"]
     assert {(r["steps"], r["trial"]) for r in imp.values()} == {(120, pick["number"])}, imp
 
-    # Records: one per promoted probe and rung, at the rung's length, with the samples seen.
-    for rung, row in ((1, r1), (2, r2)):
+    # Records: one per promoted probe and rung, at the rung's length, with the samples seen;
+    # each continued its trial's probe at the rung below and ran only the steps above it.
+    for rung, row, below in ((1, r1, 30), (2, r2, 60)):
         for n in row["numbers"]:
             rec = json.loads((study_dir / "trials" / f"{n:04d}-r{rung}.json").read_text())
             assert rec["steps"] == row["steps"] and rec["summary"]["steps_run"] == row["steps"]
             assert rec["schedule_steps"] == 120  # the LR schedule of the target
             assert rec["summary"]["samples_seen"] == 32 * row["steps"]  # equal data: any accum
+            assert rec["summary"]["resumed_from_step"] == below, rec["summary"]["continuation"]
+            assert rec["summary"]["samples_run"] == 32 * (row["steps"] - below)
+    # Continued twice, in other processes, the top rung's probe is the one run from step 0.
+    top = json.loads((study_dir / "trials" / f"{pick['number']:04d}-r2.json").read_text())
+    alone = fresh_probe(space, top["knobs"], 120)
+    for name in ("loss", "grad_norm", "lr", "clipped"):
+        assert top["summary"]["series"][name] == alone["series"][name], name
+    assert not (study_dir / "state").exists(), "the states outlived the decision"
     assert sorted(p.name for p in (study_dir / "verify").iterdir()) == [
         f"{pick['number']:04d}-s120-seed{s}.json" for s in (1, 2)
     ]
-    # The compute reported is the samples seen over every record written.
+    # The compute reported is the samples each record's process ran (continued: its own steps).
     records = [*(study_dir / "trials").glob("*.json"), *(study_dir / "verify").glob("*.json")]
-    seen = [(json.loads(p.read_text())["summary"] or {}).get("samples_seen", 0) for p in records]
-    assert len(seen) == 6 + 3 + 3 + 2 and summary["compute"]["total"] == sum(seen)
+    ran = [ran_samples(json.loads(p.read_text())["summary"] or {}) for p in records]
+    assert len(ran) == 6 + 3 + 3 + 2 and summary["compute"]["total"] == sum(ran)
+    assert summary["compute"]["rungs"] == 32 * (3 * 30 + 3 * 60)
     # Every probe (screen, rungs, verification) ran the LR schedule of the target's length.
     for p in records:
         assert json.loads(p.read_text())["summary"]["schedule_steps"] == 120, p.name
@@ -120,3 +145,7 @@ def test_a_study_promotes_through_two_rungs_and_picks_at_the_top(tmp_path: Path)
     }, "a finished rung probe ran again"
     _, nested = rung_runs(uri)
     assert len(nested) == len(want), "a rung probe logged twice"
+    # Its state at 60 steps was removed with the decision: that probe started over, and said so.
+    redo = json.loads((study_dir / "trials" / lost).read_text())["summary"]
+    assert redo["resumed_from_step"] == 0 and redo["samples_run"] == 32 * 120
+    assert "no state at" in redo["continuation"]["why"]

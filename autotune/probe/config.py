@@ -51,6 +51,10 @@ class ProbeConfig:
     measure_scaling: bool = False
     script: str | None = None  # a training script run in the probe's process (probe.script)
     args: list[str] = field(default_factory=list)  # its sys.argv[1:]
+    # Continuation (autotune.probe.checkpoint): write the state after the last step to
+    # `save_state`; start from the state at `resume_from` (a shorter probe of this config).
+    save_state: str | None = None
+    resume_from: str | None = None
 
     @classmethod
     def from_space(

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from autotune.probe import divergence, metrics
+from autotune.probe import checkpoint, divergence, metrics
 from autotune.probe.config import ProbeConfig, Rank, Report
 from autotune.probe.steps import (
     NoGradient,
@@ -107,9 +107,15 @@ def run_probe(
     check_each_step_until = metrics.throughput_warmup_steps(cfg.steps)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-
-    emit(_start_event(cfg, device, workload, k, world))
+    ident = checkpoint.identity(cfg, k, device, schedule_length(cfg))
+    start = _continuation(cfg, rank, ident, (model, optimizer, scaler, data, accum))
     series: dict[str, list[np.ndarray]] = {}
+    if start.step:  # the steps a shorter probe ran: recorded, and seen by the monitor again
+        s = start.series
+        monitor.update(s["loss"], s["grad_norm"], s["scale"], s["skipped"])
+        series = {name: [arr] for name, arr in s.items()}
+
+    emit(_start_event(cfg, device, workload, k, world, start.step))
     chunk = Chunk()
     samples_per_step = tokens_per_step = 0
     cause: str | None = None
@@ -118,7 +124,7 @@ def run_probe(
     status = "ok"
     step = 0
     try:
-        for step in range(cfg.steps):
+        for step in range(start.step, cfg.steps):
             lr = _lr(step, k, schedule_length(cfg))
             for group in optimizer.param_groups:
                 group["lr"] = lr
@@ -145,9 +151,10 @@ def run_probe(
             chunk.add(loss_sum, grad_norm, layer_norms, clipped, scale, lr)
             samples_per_step, tokens_per_step = samples * world, tokens * world
 
+            # Chunks end at the same steps whether the probe started at 0 or continued.
             if (
                 step < check_each_step_until
-                or len(chunk) >= cfg.telemetry_every
+                or (step + 1 - check_each_step_until) % cfg.telemetry_every == 0
                 or step == cfg.steps - 1
             ):
                 first = step + 1 - len(chunk)
@@ -178,6 +185,10 @@ def run_probe(
         status = "diverged"
 
     data_series = {name: np.concatenate(parts) for name, parts in series.items()}
+    steps_run = len(data_series.get("loss", ()))
+    saved = None
+    if cfg.save_state and status == "ok" and rank is None and steps_run == cfg.steps:
+        saved = _save(cfg.save_state, ident, cfg.steps, model, optimizer, scaler, data_series)
     result = {
         "event": "summary",
         "status": status,
@@ -188,11 +199,16 @@ def run_probe(
         "anomaly": found,
         "series": {name: arr.tolist() for name, arr in data_series.items()},
         "knobs": k,
-        **_run_facts(cfg, workload, device, accum, world, len(data_series.get("loss", ()))),
+        **_run_facts(cfg, workload, device, accum, world, steps_run),
         "samples_per_step": samples_per_step,
         "tokens_per_step": tokens_per_step,
-        "samples_seen": samples_per_step * len(data_series.get("loss", ())),
-        "tokens_seen": tokens_per_step * len(data_series.get("loss", ())),
+        "samples_seen": samples_per_step * steps_run,
+        "tokens_seen": tokens_per_step * steps_run,
+        # Continuation: the steps inherited from a shorter probe, and what this process ran.
+        "resumed_from_step": start.step,
+        "samples_run": samples_per_step * (steps_run - start.step),
+        "continuation": start.record(cfg.resume_from),
+        "state_saved": saved,
         "determinism": determinism,
         "wall_s": time.perf_counter() - t_start,
     }
@@ -225,8 +241,37 @@ def _lr(step: int, k: dict[str, Any], total: int) -> float:
     )
 
 
+def _continuation(
+    cfg: ProbeConfig, rank: Rank | None, ident: str, run: tuple[Any, ...]
+) -> checkpoint.Continuation:
+    """Where the probe starts: from the state at `cfg.resume_from` when it may continue it
+    (`autotune.probe.checkpoint`), else from step 0 (with the reason, when it was asked to)."""
+    if cfg.resume_from is None:
+        return checkpoint.Continuation()
+    why = checkpoint.unsupported(cfg) or ("a DDP rank restarts" if rank is not None else None)
+    state = why or checkpoint.load(cfg.resume_from, ident, cfg.steps)
+    if isinstance(state, str):
+        return checkpoint.Continuation(why=state)
+    return checkpoint.restore(state, *run)
+
+
+def _save(path: str, ident: str, steps: int, *run: Any) -> dict[str, Any]:
+    """Write the state for a longer probe to continue; a failure costs that probe a restart,
+    not this one its result."""
+    try:
+        checkpoint.save(path, ident, steps, *run)
+    except (OSError, RuntimeError) as e:
+        return {"path": path, "saved": False, "why": f"{type(e).__name__}: {str(e)[:200]}"}
+    return {"path": path, "saved": True, "why": None}
+
+
 def _start_event(
-    cfg: ProbeConfig, device: torch.device, workload: Any, k: dict[str, Any], world: int
+    cfg: ProbeConfig,
+    device: torch.device,
+    workload: Any,
+    k: dict[str, Any],
+    world: int,
+    resumed: int = 0,
 ) -> dict[str, Any]:
     return {
         "event": "start",
@@ -235,6 +280,7 @@ def _start_event(
         "size": workload.size,
         "knobs": k,
         "steps": cfg.steps,
+        "resumed_from_step": resumed,
         "precision": cfg.precision,
         "effective_batch": cfg.micro_batch * int(k["accum_steps"]) * world,
     }

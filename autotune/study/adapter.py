@@ -30,7 +30,9 @@ from autotune.study.records import (
     tell,
     write_outcome,
 )
+from autotune.study.rung_phase import plan as rung_plan
 from autotune.study.session import plan_resources
+from autotune.study.states import with_states
 from autotune.study.writer import MlflowWriter
 
 
@@ -198,6 +200,10 @@ class Driver:
             trial.set_user_attr("autotune.knobs", knobs)
             trial.set_user_attr("autotune.env", env)
             probe = ProbeConfig.from_space(self.space, knobs=knobs, env=env)
+            if len(rung_plan(self.space)) > 1:  # a promoted probe continues from this one
+                probe = with_states(
+                    probe, self.study_dir, trial.number, steps=self.space.probe.steps, save=True
+                )
             self.progress.started(trial.number)
             return {
                 "number": trial.number,

@@ -6,7 +6,10 @@ times the steps it ran, times the processes of a DDP probe); tokens are not coun
 
 Measured (from what the study stored): `screen` = the finished trials' `samples_seen` (their
 Optuna user attributes, else their trials/NNNN.json); `rungs` = the rung records
-trials/NNNN-rK.json; `verification` = the records verify/NNNN-s{steps}-seed{S}.json. A probe
+trials/NNNN-rK.json at the lengths of the current rungs (a record left from an earlier target is
+not this answer's); `verification` = the records verify/NNNN-s{steps}-seed{S}.json. A promoted
+probe that continued its trial's probe at the rung below counts the samples it ran
+(`samples_run`), not the ones it inherited; one that started over counts all. A probe
 stopped early by a divergence or an out-of-memory counts the samples it saw; a probe that failed
 without a summary counts none; the first attempt of an OOM retry and the one-process timing
 of `probe.measure_scaling` are not in a summary's `samples_seen`, so not here either. `total`
@@ -29,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune import space as sp
+from autotune.study import rungs as rg
 
 _RUNG_FILE = re.compile(r"\d{4,}-r\d+\.json")
 _VERIFY_FILE = re.compile(r"\d{4,}-s\d+-seed-?\d+\.json")
@@ -55,10 +59,13 @@ class Plan:
 
 
 def samples_of(record: Mapping[str, Any]) -> int:
-    """The samples one probe saw, from its record (`summary.samples_seen`; for a summary that
-    lacks it, samples per step x steps run); 0 for a probe without a summary."""
+    """The samples one probe's process trained on, from its record (`summary.samples_run`: a
+    continued probe's own steps; else `samples_seen`; for a summary that lacks both, samples
+    per step x steps run); 0 for a probe without a summary."""
     summary = record.get("summary") or {}
-    seen = summary.get("samples_seen")
+    seen = summary.get("samples_run")
+    if seen is None:
+        seen = summary.get("samples_seen")
     if seen is None:
         seen = (summary.get("samples_per_step") or 0) * (summary.get("steps_run") or 0)
     return int(seen)
@@ -94,10 +101,18 @@ def study_compute(study: Any, space: sp.Space, study_dir: Path | None) -> dict[s
         return None
     return account(
         screen_samples(study, study_dir),
-        (samples_of(r) for r in _records(study_dir / "trials", _RUNG_FILE)),
+        (samples_of(r) for r in _records(study_dir / "trials", _RUNG_FILE) if _current(r, space)),
         (samples_of(r) for r in _records(study_dir / "verify", _VERIFY_FILE)),
         Plan.of(space),
     )
+
+
+def _current(record: Mapping[str, Any], space: sp.Space) -> bool:
+    """Whether a rung record is at its rung's length in the space's current plan."""
+    r, target = space.rungs, space.budget.target_steps or space.probe.steps
+    plan = rg.rung_steps(space.probe.steps, target, r.eta, r.max_rungs)
+    rung = int(record.get("rung") or 0)
+    return 0 < rung < len(plan) and record.get("steps") == plan[rung]
 
 
 def screen_samples(study: Any, study_dir: Path) -> list[int]:

@@ -1,10 +1,13 @@
-"""The rung phase: after the screen, the best configurations re-run as fresh probes at longer
-lengths, rung by rung toward `budget.target_steps` (see `autotune.study.rungs`).
+"""The rung phase: after the screen, the best configurations run on at longer lengths, rung by
+rung toward `budget.target_steps` (see `autotune.study.rungs`).
 
 Promoted probes are not Optuna trials: the sampler learns from the screen only. Each promoted
-probe is a new process (same seed, same data order) at the rung's steps; its record is written
-to trials/NNNN-rK.json before it counts, stored slim in the study (`autotune.rung.N.STEPS`) and
-logged to MLflow as a run nested under the trial's run. A driver stopped mid-rung resumes
+probe is a new process (same seed, same data order) at the rung's steps that continues the same
+trial's probe at the rung below from its state (`autotune.study.states`: model, optimizer,
+scaler, RNG, data position; on the CPU bit for bit the probe run from step 0), or starts over
+where it cannot (a script, DDP, an OOM retry, a state on a node that is gone). Its record is
+written to trials/NNNN-rK.json before it counts, stored slim in the study (`autotune.rung.N.STEPS`)
+and logged to MLflow as a run nested under the trial's run. A driver stopped mid-rung resumes
 without re-running the rung probes that finished.
 """
 
@@ -27,6 +30,7 @@ from autotune.study.options import StudyOptions
 from autotune.study.progress import fmt_s
 from autotune.study.records import baseline_trial, screen_reference
 from autotune.study.session import plan_resources
+from autotune.study.states import remove_states, with_states
 from autotune.study.writer import MlflowWriter
 
 Job = tuple[int, dict[str, Any], dict[str, str]]  # trial number, knobs, env
@@ -110,6 +114,8 @@ def slim(record: Mapping[str, Any]) -> dict[str, Any]:
         "diverged_at_step": summary.get("diverged_at_step"),
         "metrics": summary.get("metrics") or {},
         "samples_seen": summary.get("samples_seen"),
+        "resumed_from_step": summary.get("resumed_from_step"),
+        "samples_run": summary.get("samples_run"),
         "values": record.get("values"),
         "feasible": bool(record.get("feasible")),
     }
@@ -188,9 +194,11 @@ def rung_phase(
             for n in numbers
         ]
         say(f"rung {k}: {steps} steps for trials {', '.join(map(str, numbers))}")
-        records = _run_rung(opts, study, logger, study_dir, ray, k, steps, jobs, say)
+        lengths = (steps_plan[k - 1], steps, k < len(steps_plan) - 1)  # from, to, save
+        records = _run_rung(opts, study, logger, study_dir, ray, k, lengths, jobs, say)
         if records is None:
             return True
+        remove_states(study_dir, steps=[steps_plan[k - 1]])  # every probe continued from them
         cur = [as_result(slim(r)) for r in records]
         ag = rg.agreement(prev, cur, objectives)
         table.append({"rung": k, "steps": steps, "numbers": numbers, "agreement": ag})
@@ -208,6 +216,7 @@ def rung_phase(
         prev = cur
     study.set_user_attr("autotune.rungs", table)
     study.set_user_attr("autotune.decided", {**decided, "target_steps": target_of(space)})
+    remove_states(study_dir)
     say(f"decided at {decided['steps']} of {target_of(space)} steps ({decided['reason']})")
     return False
 
@@ -219,12 +228,15 @@ def _run_rung(
     study_dir: Path,
     ray: Any,
     rung: int,
-    steps: int,
+    lengths: tuple[int, int, bool],
     jobs: Sequence[Job],
     say: Callable[[str], None],
 ) -> list[dict[str, Any]] | None:
-    """Run the rung's probes not yet recorded; every record of the rung (None: interrupted)."""
+    """Run the rung's probes not yet recorded, each continuing its trial's probe at the rung
+    below (`lengths`: its steps, this rung's, whether to keep a state for the rung above);
+    every record of the rung (None: interrupted)."""
     space = opts.space
+    below, steps, save = lengths
     records: dict[int, dict[str, Any]] = {}
     todo = []
     for number, knobs, env in jobs:
@@ -242,18 +254,41 @@ def _run_rung(
         record = record_rung(space, study, study_dir, trials[number], rung, steps, out)
         logger.log_rung(record)
         records[number] = record
+        resumed = (record.get("summary") or {}).get("resumed_from_step")
         say(
             f"  trial {number} at {steps} steps: {record['outcome']}"
             + (f" ({record['cause']})" if record.get("cause") else "")
+            + (f", continued from step {resumed}" if resumed else ", from step 0")
         )
 
     configs = [
-        (job, ProbeConfig.from_space(space, knobs=job[1], env=job[2], steps=steps)) for job in todo
+        (
+            job,
+            with_states(
+                ProbeConfig.from_space(space, knobs=job[1], env=job[2], steps=steps),
+                study_dir,
+                job[0],
+                steps=steps,
+                save=save,
+                resume_steps=below,
+            ),
+        )
+        for job in todo
     ]
-    if not run_probe_jobs(space, ray, configs, timeout, done):
+    nodes = {job[0]: _node_below(study_dir, trials[job[0]], rung - 1, below) for job in todo}
+    if not run_probe_jobs(space, ray, configs, timeout, done, nodes):
         return None
     judge_rung(space, study, study_dir, list(records.values()))
     return [records[n] for n, _, _ in jobs if n in records]
+
+
+def _node_below(study_dir: Path, trial: Any, rung: int, steps: int) -> str | None:
+    """The Ray node that ran `trial` at the rung below (where its state was written)."""
+    if rung == 0:
+        node = trial.user_attrs.get("autotune.ray_node")
+    else:
+        node = (read_rung_record(study_dir, trial.number, rung, steps) or {}).get("ray_node")
+    return str(node) if node else None
 
 
 def judge_rung(
@@ -318,9 +353,11 @@ def run_probe_jobs(
     configs: Sequence[tuple[Job, ProbeConfig]],
     timeout_s: float,
     done: Callable[[Job, dict[str, Any]], None],
+    nodes: Mapping[int, str | None] | None = None,
 ) -> bool:
     """Run probes as Ray tasks (fresh processes, `plan_resources` at once); call `done` with
-    each result as it finishes. False when interrupted (in-flight tasks are cancelled)."""
+    each result as it finishes. False when interrupted (in-flight tasks are cancelled).
+    `nodes`: per trial number, the Ray node to prefer (soft affinity: where its state is)."""
     from autotune.study.verification import verify_task
 
     if not configs:
@@ -336,7 +373,8 @@ def run_probe_jobs(
         while queue or inflight:
             while queue and len(inflight) < conc:
                 job, cfg = queue.pop(0)
-                inflight[remote.remote(cfg.to_dict(), job[2], timeout_s, threads)] = job
+                task = _on_node(remote, (nodes or {}).get(job[0]))
+                inflight[task.remote(cfg.to_dict(), job[2], timeout_s, threads)] = job
             ready, _ = ray.wait(list(inflight), num_returns=1)
             for ref in ready:
                 job = inflight.pop(ref)
@@ -362,3 +400,12 @@ def run_probe_jobs(
         )
         return False
     return True
+
+
+def _on_node(remote: Any, node: str | None) -> Any:
+    """`remote`, asked to run on `node` when it can (soft: elsewhere if it is gone or full)."""
+    if not node:
+        return remote
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    return remote.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=True))

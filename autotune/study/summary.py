@@ -145,8 +145,11 @@ def _rungs(study: Any, space: sp.Space, counts: Mapping[str, int]) -> dict[str, 
             "agreement": None,
         }
     ]
-    for r in study.user_attrs.get("autotune.rungs") or []:
-        rows.append({**r, "trials": len(r.get("numbers") or [])})
+    attrs = study.user_attrs
+    for r in attrs.get("autotune.rungs") or []:
+        slims = [attrs.get(f"autotune.rung.{n}.{r['steps']}") or {} for n in r.get("numbers") or []]
+        continued = sum(bool(x.get("resumed_from_step")) for x in slims)  # else started over
+        rows.append({**r, "trials": len(r.get("numbers") or []), "continued": continued})
     decided = study.user_attrs.get("autotune.decided")
     if not decided or decided.get("target_steps") != target:
         decided = {
@@ -321,6 +324,10 @@ def _decided_line(summary: Mapping[str, Any]) -> str | None:
         shown = "n/a" if tau is None else f"{tau:+.2f}"
         taus.append(f"{ag.get('vs_steps')}->{r['steps']} tau {shown} ({ag.get('n')} configs)")
     agreed = f": rankings {', '.join(taus)}" if taus else ""
+    if len(rows) > 1:
+        ran = sum(int(r.get("trials") or 0) for r in rows[1:])
+        went_on = sum(int(r.get("continued") or 0) for r in rows[1:])
+        agreed += f"; {went_on} of {ran} promoted probes continued from the rung below"
     if steps == target:
         if len(rows) == 1:
             return f"decided at {steps} steps, the probe length (no budget.target_steps)"

@@ -1,0 +1,180 @@
+"""A probe's state after its last step, so that a longer probe of the same configuration can
+continue from it instead of starting over (a study's promoted probes: `autotune.study.rungs`).
+
+What is kept: the model's and optimizer's state dicts, the GradScaler's, every RNG (Python,
+NumPy, torch, each GPU), the step series so far (the summary metrics of the longer probe cover
+every step from 0, and the divergence monitor is fed them again), and the number of optimizer
+steps run (the data iterator is advanced past the micro-batches they took). Every probe of a study
+schedules its learning rate over the target (`ProbeConfig.schedule_steps`), so on the CPU a
+continued probe is, step for step, the probe that ran from 0.
+
+A state is used only by a probe of the same configuration (workload, knobs, micro-batch,
+precision, seed, schedule, environment, divergence thresholds, device type: `identity`), with at
+least as many steps. Otherwise, or when the file is missing (another node ran the shorter probe) or
+unreadable, the probe starts from step 0 and says why (`Continuation.why`). The file is read with
+`torch.load(weights_only=True)`: tensors and plain containers, no pickled code.
+
+Single-process probes of the built-in loop only: a DDP probe, an OOM retry, a scaling timing and a
+training script (`probe.script`) restart (`unsupported`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from autotune.probe.config import ProbeConfig
+
+if TYPE_CHECKING:
+    import torch
+
+FORMAT = 1
+
+
+@dataclass
+class Continuation:
+    """Where a probe starts: `step` optimizer steps inherited (0: from scratch) with their
+    `series`; `why` it did not continue when it was asked to (None otherwise)."""
+
+    step: int = 0
+    series: dict[str, np.ndarray] = field(default_factory=dict)
+    why: str | None = None
+
+    def record(self, source: str | None) -> dict[str, Any] | None:
+        """What the summary says of it (None: the probe was not asked to continue)."""
+        if source is None:
+            return None
+        return {"from": source, "step": self.step, "why": self.why}
+
+
+def unsupported(cfg: ProbeConfig) -> str | None:
+    """Why a probe of `cfg` cannot save or continue a state (None: it can)."""
+    if cfg.script is not None:
+        return "a training script (probe.script) runs its own loop"
+    if cfg.world_size > 1:
+        return "a DDP probe restarts"
+    if cfg.oom_retry or cfg.measure_scaling:
+        return "a probe with oom_retry or measure_scaling restarts"
+    return None
+
+
+def identity(cfg: ProbeConfig, knobs: dict[str, Any], device: torch.device, total: int) -> str:
+    """What two probes must share for one to continue the other (JSON, sorted)."""
+    return json.dumps(
+        {
+            "format": FORMAT,
+            "workload": cfg.workload,
+            "size": cfg.size,
+            "micro_batch": cfg.micro_batch,
+            "precision": cfg.precision,
+            "seed": cfg.seed,
+            "schedule_steps": total,
+            "deterministic": cfg.deterministic,
+            "divergence": cfg.divergence,
+            "knobs": knobs,
+            "env": cfg.env,
+            "device": device.type,
+        },
+        sort_keys=True,
+        default=str,
+    )
+
+
+def save(
+    path: str,
+    ident: str,
+    step: int,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scaler: Any,
+    series: dict[str, np.ndarray],
+) -> None:
+    """Write the state after `step` optimizer steps to `path`, atomically."""
+    import torch
+
+    np_state: tuple[Any, ...] = tuple(np.random.get_state())
+    state = {
+        "identity": ident,
+        "step": step,
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "scaler": scaler.state_dict(),
+        "rng": {
+            "python": random.getstate(),
+            "numpy": [np_state[0], np_state[1].tolist(), *np_state[2:]],
+            "torch": torch.get_rng_state(),
+            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+        },
+        "series": {name: torch.from_numpy(np.asarray(arr)) for name, arr in series.items()},
+    }
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        torch.save(state, tmp)
+        os.replace(tmp, target)
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+
+
+def load(path: str, ident: str, steps: int) -> dict[str, Any] | str:
+    """The state at `path` if a probe of identity `ident` and `steps` steps may continue it;
+    else why not (a sentence)."""
+    import torch
+
+    if not Path(path).is_file():
+        return f"no state at {path} (the shorter probe ran elsewhere, or failed)"
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # a truncated or foreign file: start over, do not fail the probe
+        return f"unreadable state {path}: {type(e).__name__}"
+    if not isinstance(state, dict) or state.get("identity") != ident:
+        return f"the state at {path} is of another configuration"
+    if not 0 < int(state.get("step", 0)) < steps:
+        return f"the state at {path} is after step {state.get('step')}, not before {steps}"
+    return state
+
+
+def restore(
+    state: dict[str, Any],
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scaler: Any,
+    data: Any,
+    accum: int,
+) -> Continuation:
+    """Load `state` into the run (the data iterator is advanced past the micro-batches already
+    trained on; the RNGs are restored last, after anything that draws from them)."""
+    import torch
+
+    step = int(state["step"])
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    if state["scaler"]:
+        scaler.load_state_dict(state["scaler"])
+    for _ in range(step * accum):
+        next(data)
+    rng = state["rng"]
+    random.setstate(_tuples(rng["python"]))
+    name, keys, *rest = rng["numpy"]
+    np.random.set_state((name, np.asarray(keys, dtype=np.uint32), *rest))
+    torch.set_rng_state(rng["torch"])
+    if rng["cuda"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(rng["cuda"])
+    series = {name: t.numpy() for name, t in state["series"].items()}
+    return Continuation(step=step, series=series)
+
+
+def _tuples(value: Any) -> Any:
+    """`random.setstate` wants the tuples `random.getstate` gave (a loader may give lists)."""
+    if isinstance(value, list | tuple):
+        return tuple(_tuples(v) for v in value)
+    return value

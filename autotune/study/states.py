@@ -1,0 +1,73 @@
+"""Where a study keeps its probes' states, so that a promoted probe continues the same trial's
+probe at the rung below instead of starting over (`autotune.probe.checkpoint`).
+
+`study_dir/state/NNNN-sSTEPS.pt`: the state of trial NNNN after STEPS steps (at probe.batch; a
+trial that searches the batch runs its own steps for that length). Screen probes write one when
+the study has rungs above the screen; a rung's probes read the one below and write their own,
+except at the top rung. A rung's states are removed once the rung above has finished (a driver
+stopped mid-rung still finds them), and every state once the study has decided.
+
+On a cluster a probe writes its state on the node that ran it; the promoted probe is asked to
+run on that node (Ray's soft node affinity: elsewhere when the node is gone or full) and starts
+over where the state is not found. States written on other nodes than the driver's are not
+removed by the driver.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import shutil
+from collections.abc import Iterable
+from dataclasses import replace
+from pathlib import Path
+
+from autotune.probe import ProbeConfig
+from autotune.probe.checkpoint import unsupported
+
+_STATE = re.compile(r"(\d{4,})-s(\d+)\.pt")
+
+
+def state_dir(study_dir: Path) -> Path:
+    return study_dir / "state"
+
+
+def state_path(study_dir: Path, number: int, steps: int) -> Path:
+    return state_dir(study_dir) / f"{number:04d}-s{steps}.pt"
+
+
+def with_states(
+    cfg: ProbeConfig,
+    study_dir: Path,
+    number: int,
+    *,
+    steps: int,
+    save: bool,
+    resume_steps: int | None = None,
+) -> ProbeConfig:
+    """`cfg` (a probe of trial `number` at the length `steps`) set to write its state when
+    `save`, and to continue from the trial's state at `resume_steps`; unchanged for a probe
+    that cannot continue (a script, DDP, an OOM retry: they restart)."""
+    if unsupported(cfg) is not None:
+        return cfg
+    return replace(
+        cfg,
+        save_state=str(state_path(study_dir, number, steps)) if save else None,
+        resume_from=(
+            None if resume_steps is None else str(state_path(study_dir, number, resume_steps))
+        ),
+    )
+
+
+def remove_states(study_dir: Path, *, steps: Iterable[int] | None = None) -> None:
+    """Remove the states at the lengths `steps` (None: every state, and the folder)."""
+    folder = state_dir(study_dir)
+    if steps is None:
+        shutil.rmtree(folder, ignore_errors=True)
+        return
+    wanted = set(steps)
+    for path in folder.glob("*.pt") if folder.is_dir() else ():
+        m = _STATE.fullmatch(path.name)
+        if m and int(m.group(2)) in wanted:
+            with contextlib.suppress(OSError):
+                path.unlink()

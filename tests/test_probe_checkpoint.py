@@ -1,0 +1,158 @@
+"""Continuation of a probe from a shorter probe's state (`autotune.probe.checkpoint`): on the CPU
+a continued probe is, step for step, the probe that ran from step 0; anything else restarts."""
+
+from __future__ import annotations
+
+import textwrap
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from autotune.probe import ProbeConfig, run_probe
+from autotune.probe.checkpoint import unsupported
+
+SERIES = ("loss", "grad_norm", "lr", "scale", "clipped", "skipped")
+HARDWARE = {"throughput", "tokens_per_s", "peak_mem_mb"}  # timings: not the same run twice
+
+
+def same_run(a: dict[str, Any], b: dict[str, Any]) -> None:
+    for name in SERIES:
+        assert np.array_equal(np.array(a["series"][name]), np.array(b["series"][name])), name
+    ma = {k: v for k, v in a["metrics"].items() if k not in HARDWARE}
+    mb = {k: v for k, v in b["metrics"].items() if k not in HARDWARE}
+    assert ma == mb
+    assert a["status"] == b["status"] and a["steps_run"] == b["steps_run"]
+    assert a["samples_seen"] == b["samples_seen"]
+
+
+def continued(base: ProbeConfig, short: int, state: Path) -> tuple[dict, dict, dict]:
+    first = run_probe(replace(base, steps=short, save_state=str(state)))
+    cont = run_probe(replace(base, resume_from=str(state)))
+    fresh = run_probe(base)
+    return first, cont, fresh
+
+
+@pytest.mark.parametrize(
+    ("workload", "knobs", "precision"),
+    [
+        ("mlp", {"lr": 0.01}, "fp32"),
+        (
+            "tiny_gpt",
+            {"lr": 0.003, "schedule": "cosine", "warmup_steps": 5, "accum_steps": 2},
+            "fp32",
+        ),
+        ("resnet", {"lr": 0.05, "clip_norm": 1.0}, "fp32"),  # BatchNorm buffers
+        ("mlp", {"lr": 0.01, "schedule": "linear"}, "fp16"),  # the GradScaler's state
+    ],
+)
+def test_a_continued_probe_is_the_probe_from_step_0(
+    tmp_path: Path, workload: str, knobs: dict[str, Any], precision: str
+) -> None:
+    base = ProbeConfig(
+        workload=workload,
+        steps=45,
+        schedule_steps=60,
+        micro_batch=8,
+        threads=1,
+        knobs=knobs,
+        precision=precision,
+        seed=3,
+    )
+    first, cont, fresh = continued(base, 20, tmp_path / "s.pt")
+    assert first["state_saved"]["saved"] is True
+    assert cont["continuation"] == {"from": str(tmp_path / "s.pt"), "step": 20, "why": None}
+    assert cont["resumed_from_step"] == 20
+    # this process ran the 25 new steps only; the summary covers all 45
+    assert cont["samples_run"] == 25 * cont["samples_per_step"]
+    assert fresh["samples_run"] == fresh["samples_seen"] == 45 * fresh["samples_per_step"]
+    same_run(cont, fresh)
+    # the first 20 steps are the short probe's
+    assert cont["series"]["loss"][:20] == first["series"]["loss"]
+
+
+DROPOUT = """
+import torch
+from autotune.workloads.mlp import make as make_mlp
+
+class Dropped:
+    def __init__(self, size="tiny"):
+        self.inner = make_mlp(size=size)
+        self.name, self.size = "dropped", size
+        self.default_lr, self.unstable_lr = self.inner.default_lr, self.inner.unstable_lr
+
+    def build_model(self):
+        return torch.nn.Sequential(self.inner.build_model(), torch.nn.Dropout(0.5))
+
+    def batches(self, micro_batch, seed):
+        return self.inner.batches(micro_batch, seed)
+
+    def eval_batches(self, micro_batch):
+        return self.inner.eval_batches(micro_batch)
+
+    def loss(self, model, batch):
+        return self.inner.loss(model, batch)
+
+    def samples(self, batch):
+        return self.inner.samples(batch)
+
+    def tokens(self, batch):
+        return self.inner.tokens(batch)
+
+def make(size="tiny"):
+    return Dropped(size)
+"""
+
+
+def test_the_random_state_continues_too(tmp_path: Path) -> None:
+    """Dropout draws from torch's RNG every step: without it restored, the losses part."""
+    path = tmp_path / "dropped.py"
+    path.write_text(textwrap.dedent(DROPOUT))
+    base = ProbeConfig(
+        workload=f"{path}:make", steps=30, schedule_steps=30, micro_batch=8, threads=1, seed=1
+    )
+    _, cont, fresh = continued(base, 12, tmp_path / "s.pt")
+    assert cont["resumed_from_step"] == 12, cont["continuation"]
+    same_run(cont, fresh)
+
+
+def test_another_configuration_a_missing_or_broken_state_restarts(tmp_path: Path) -> None:
+    base = ProbeConfig(
+        workload="mlp", steps=30, schedule_steps=30, micro_batch=8, threads=1, knobs={"lr": 0.01}
+    )
+    state = tmp_path / "s.pt"
+    run_probe(replace(base, steps=10, save_state=str(state)))
+    fresh = run_probe(replace(base, knobs={"lr": 0.02}))
+    broken = tmp_path / "broken.pt"
+    broken.write_bytes(b"not a state")
+    cases = {
+        "of another configuration": replace(base, knobs={"lr": 0.02}, resume_from=str(state)),
+        "no state at": replace(base, knobs={"lr": 0.02}, resume_from=str(tmp_path / "no.pt")),
+        "unreadable state": replace(base, knobs={"lr": 0.02}, resume_from=str(broken)),
+        "is after step 10, not before 10": replace(base, steps=10, resume_from=str(state)),
+    }
+    for why, cfg in cases.items():
+        out = run_probe(cfg)
+        assert out["resumed_from_step"] == 0
+        assert why in out["continuation"]["why"]
+        if cfg.steps == 30:
+            same_run(out, fresh)
+
+
+def test_a_diverged_probe_leaves_no_state(tmp_path: Path) -> None:
+    cfg = ProbeConfig(
+        workload="mlp", steps=40, micro_batch=8, threads=1, knobs={"lr": 50.0}, seed=0
+    )
+    out = run_probe(replace(cfg, save_state=str(tmp_path / "s.pt")))
+    assert out["status"] == "diverged"
+    assert out["state_saved"] is None and not (tmp_path / "s.pt").exists()
+
+
+def test_what_cannot_continue_says_why() -> None:
+    base = ProbeConfig(workload="mlp")
+    assert unsupported(base) is None
+    assert "script" in (unsupported(replace(base, script="train.py")) or "")
+    assert "DDP" in (unsupported(replace(base, world_size=2)) or "")
+    assert "oom_retry" in (unsupported(replace(base, oom_retry=True)) or "")
