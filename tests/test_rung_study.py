@@ -222,6 +222,14 @@ def test_a_trial_told_before_the_baseline_finished_is_judged_again_before_promot
     objectives = [o.model_dump() for o in space.objectives]
     assert rg.promote(list(screen.values()), objectives, eta=3, min_promote=1) == [0, 2]
 
+    # A study decided at the screen (no rungs) picks among the screen's trials: as Optuna was
+    # told, trial 1 would be a candidate (and the stablest); judged again after the screen, not.
+    assert 1 in [c.number for c in pk.candidates(study)]
+    rp.rejudge_screen(study, space)
+    assert sorted(c.number for c in pk.candidates(study)) == [0, 2]
+    summary = st.summarize(study, space, study_dir)
+    assert 1 not in [row["number"] for row in summary["pareto"]]
+
 
 def test_a_config_at_1_2x_the_baselines_final_loss_is_infeasible_at_its_rung(
     tmp_path: Path,

@@ -128,6 +128,7 @@ def test_a_study_promotes_through_two_rungs_and_picks_at_the_top(tmp_path: Path)
     )
     want = sorted([(n, 1) for n in r1["numbers"]] + [(n, 2) for n in r2["numbers"]])
     assert got == want
+    assert {r.data.tags["autotune.resumed_from_step"] for r in nested} == {"30", "60"}
 
     # A driver that stopped mid-rung: one top-rung record missing, no decision yet. The same
     # command runs only that probe again, and MLflow keeps one nested run per probe.

@@ -15,7 +15,7 @@ from autotune.study.objectives import directions, make_sampler, name_metrics
 from autotune.study.options import StudyOptions, StudyResult, study_dir_for
 from autotune.study.records import count_finished, reconcile, stale_trials
 from autotune.study.rung_phase import pending as rungs_pending
-from autotune.study.rung_phase import rung_phase
+from autotune.study.rung_phase import rejudge_screen, rung_phase
 from autotune.study.session import check_ray_address, driver_lock, ray_session
 from autotune.study.storage import check_tcp, open_storage, storage_url
 from autotune.study.summary import summarize
@@ -67,6 +67,7 @@ def run(opts: StudyOptions) -> StudyResult:
                         opts, study, cond.searched, planned, rerun, logger, study_dir, finished, ray
                     )
                 if not interrupted:  # the sampler learnt from the screen; the rungs decide
+                    rejudge_screen(study, space)
                     interrupted = rung_phase(opts, study, logger, study_dir, ray)
                 if not interrupted:
                     interrupted = verify_phase(opts, study, logger, study_dir, ray)

@@ -112,15 +112,18 @@ def candidates(study: Any, every: bool = False) -> list[Candidate]:
     feasible screened trials that were not run at that length (for an explicit `trial N`)."""
     import optuna
 
+    from autotune.study.records import screen_feasible
+
     verified = verified_results(study)
     decided = study.user_attrs.get("autotune.decided") or {}
     steps = decided.get("steps")
     at_rung = rung_rows(study, int(steps)) if steps and decided.get("rung") else None
     out = []
     states = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL)
+    judged = screen_feasible(study)
     for t in study.get_trials(deepcopy=False, states=states):
         row = (at_rung or {}).get(t.number)
-        screened = bool(t.user_attrs.get("autotune.feasible")) and bool(t.values)
+        screened = judged(t)
         if not is_candidate(screened, row, above_screen=at_rung is not None, every=every):
             continue
         ver = verified.get(t.number)

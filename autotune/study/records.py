@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -60,6 +60,23 @@ def baseline_trial(study: Any) -> Any | None:
         (t for t in study.get_trials(deepcopy=False) if t.user_attrs.get("autotune.baseline")),
         None,
     )
+
+
+SCREEN_FEASIBLE = "autotune.screen_feasible"
+"""Study attribute: {trial number: feasible}, every screened trial judged again once the screen
+was over (`rung_phase.rejudge_screen`): a trial told before the baseline had finished (several
+at once) was told its constraints relative to the baseline vacuously."""
+
+
+def screen_feasible(study: Any) -> Callable[[Any], bool]:
+    """Whether a screened trial is feasible: as judged again after the screen, else (a study
+    still screening, or from before this was kept) as Optuna was told."""
+    again = {int(k): bool(v) for k, v in (study.user_attrs.get(SCREEN_FEASIBLE) or {}).items()}
+
+    def judged(t: Any) -> bool:
+        return again.get(t.number, bool(t.user_attrs.get("autotune.feasible"))) and bool(t.values)
+
+    return judged
 
 
 def screen_reference(study: Any) -> dict[str, Any] | None:

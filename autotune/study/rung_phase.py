@@ -28,7 +28,7 @@ from autotune.study import rungs as rg
 from autotune.study.objectives import constraints_of, feasible, reference, values_of
 from autotune.study.options import StudyOptions
 from autotune.study.progress import fmt_s
-from autotune.study.records import baseline_trial, screen_reference
+from autotune.study.records import SCREEN_FEASIBLE, baseline_trial, screen_reference
 from autotune.study.session import plan_resources
 from autotune.study.states import remove_states, with_states
 from autotune.study.writer import MlflowWriter
@@ -157,6 +157,14 @@ def screen_results(study: Any, space: sp.Space) -> list[rg.RungResult]:
             )
         )
     return out
+
+
+def rejudge_screen(study: Any, space: sp.Space) -> None:
+    """Store every screened trial's feasibility judged against the baseline's screen
+    (`records.SCREEN_FEASIBLE`), once the screen is over."""
+    verdicts = {str(r.number): r.feasible for r in screen_results(study, space)}
+    if verdicts != (study.user_attrs.get(SCREEN_FEASIBLE) or {}):
+        study.set_user_attr(SCREEN_FEASIBLE, verdicts)
 
 
 def rung_phase(

@@ -15,6 +15,7 @@ from autotune.study.compute import format_line as compute_line
 from autotune.study.compute import study_compute
 from autotune.study.objectives import directions, reference, vacuous
 from autotune.study.pick import dominates
+from autotune.study.records import screen_feasible
 from autotune.tracking.connection import redact
 
 
@@ -29,7 +30,8 @@ def summarize(
     dropped: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The study's summary from the Optuna storage alone (so `autotune show` can print it)."""
-    counts, feasible, baseline, info = _tally(study.get_trials(deepcopy=False))
+    judged = screen_feasible(study)
+    counts, feasible, baseline, info = _tally(study.get_trials(deepcopy=False), judged)
     dirs = directions(space)
     objectives = [o.model_dump() for o in space.objectives]
     best, at_screen = im.best_and_improvement(space, feasible, baseline)
@@ -70,7 +72,7 @@ def summarize(
 
 
 def _tally(
-    trials: Sequence[Any],
+    trials: Sequence[Any], judged: Callable[[Any], bool]
 ) -> tuple[dict[str, int], list[tuple[int, list[float]]], Any, dict[int, Any]]:
     """Trials per outcome, the feasible ones' values, the baseline trial, and trials by number."""
     import optuna
@@ -88,7 +90,7 @@ def _tally(
         info[t.number] = t
         if t.user_attrs.get("autotune.baseline"):
             baseline = t
-        if t.state == optuna.trial.TrialState.COMPLETE and t.user_attrs.get("autotune.feasible"):
+        if t.state == optuna.trial.TrialState.COMPLETE and judged(t):
             feasible.append((t.number, list(t.values)))
     return counts, feasible, baseline, info
 
@@ -211,10 +213,11 @@ def _verified_and_pick(study: Any, objectives: list[dict[str, Any]]) -> dict[str
             }
     warm = study.user_attrs.get("autotune.warm_start")
     if warm:
+        judged = screen_feasible(study)
         feasible = [
             (t.number, t.values)
             for t in sorted(study.get_trials(deepcopy=False), key=lambda t: t.number)
-            if t.state == optuna.trial.TrialState.COMPLETE and t.user_attrs.get("autotune.feasible")
+            if t.state == optuna.trial.TrialState.COMPLETE and judged(t)
         ]
         matched = None
         if warm.get("best") and [o["metric"] for o in warm.get("objectives") or []] == [
@@ -231,10 +234,11 @@ def importances(study: Any, summary: Mapping[str, Any]) -> dict[str, dict[str, f
     random forests with scikit-learn, whose import alone took 2 s at the end of every study."""
     import optuna
 
+    judged = screen_feasible(study)
     complete = [
         t
         for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-        if t.params and t.user_attrs.get("autotune.feasible")
+        if t.params and judged(t)
     ]
     if len(complete) < 3:
         return None

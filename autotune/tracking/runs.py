@@ -461,8 +461,13 @@ def log_rung(
             TAG_PARENT: trial_run_id,
             TAG_RUNG: str(rung),
             TAG_RUNG_STEPS: str(steps),
+            # the steps it continued from (0: it started over; `why` says why)
+            "autotune.resumed_from_step": str(int(summary.get("resumed_from_step") or 0)),
         }
     )
+    why = (summary.get("continuation") or {}).get("why")
+    if why:
+        tags["autotune.restart_reason"] = str(why)[:500]
     run = client.create_run(
         experiment_id,
         start_time=now_ms,
