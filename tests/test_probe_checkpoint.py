@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from autotune.probe import ProbeConfig, run_probe
-from autotune.probe.checkpoint import unsupported
+from autotune.probe.checkpoint import room_for, unsupported
 
 SERIES = ("loss", "grad_norm", "lr", "scale", "clipped", "skipped")
 HARDWARE = {"throughput", "tokens_per_s", "peak_mem_mb"}  # timings: not the same run twice
@@ -148,6 +148,13 @@ def test_a_diverged_probe_leaves_no_state(tmp_path: Path) -> None:
     out = run_probe(replace(cfg, save_state=str(tmp_path / "s.pt")))
     assert out["status"] == "diverged"
     assert out["state_saved"] is None and not (tmp_path / "s.pt").exists()
+
+
+def test_a_state_is_written_only_with_room_to_spare() -> None:
+    gib = 1 << 30
+    assert room_for(100 << 20, 2 * gib) is None
+    why = room_for(600 << 20, gib + (1000 << 20))
+    assert why == "not enough free disk for the state (600 MiB; 2024 MiB free)"
 
 
 def test_what_cannot_continue_says_why() -> None:

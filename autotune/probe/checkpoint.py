@@ -24,6 +24,7 @@ import contextlib
 import json
 import os
 import random
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,6 +37,22 @@ if TYPE_CHECKING:
     import torch
 
 FORMAT = 1
+DISK_HEADROOM = 1 << 30  # bytes left free after writing a state (1 GiB)
+
+
+class NoRoom(OSError):
+    """Not enough free disk for a state: the longer probe will start over instead."""
+
+
+def room_for(nbytes: int, free: int) -> str | None:
+    """Why a state of `nbytes` does not fit in `free` bytes (with `DISK_HEADROOM` and twice
+    the state, for the temporary file); None when it does."""
+    if free >= 2 * nbytes + DISK_HEADROOM:
+        return None
+    return (
+        f"not enough free disk for the state ({nbytes / 2**20:.0f} MiB; "
+        f"{free / 2**20:.0f} MiB free)"
+    )
 
 
 @dataclass
@@ -116,6 +133,9 @@ def save(
     }
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
+    why = room_for(_nbytes(state), shutil.disk_usage(target.parent).free)
+    if why is not None:
+        raise NoRoom(why)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
         torch.save(state, tmp)
@@ -171,6 +191,19 @@ def restore(
         torch.cuda.set_rng_state_all(rng["cuda"])
     series = {name: t.numpy() for name, t in state["series"].items()}
     return Continuation(step=step, series=series)
+
+
+def _nbytes(value: Any) -> int:
+    """The bytes of the tensors in a (nested) state."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return int(value.element_size() * value.nelement())
+    if isinstance(value, dict):
+        return sum(_nbytes(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return sum(_nbytes(v) for v in value)
+    return 0
 
 
 def _tuples(value: Any) -> Any:

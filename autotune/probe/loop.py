@@ -260,6 +260,8 @@ def _save(path: str, ident: str, steps: int, *run: Any) -> dict[str, Any]:
     not this one its result."""
     try:
         checkpoint.save(path, ident, steps, *run)
+    except checkpoint.NoRoom as e:
+        return {"path": path, "saved": False, "why": str(e)}
     except (OSError, RuntimeError) as e:
         return {"path": path, "saved": False, "why": f"{type(e).__name__}: {str(e)[:200]}"}
     return {"path": path, "saved": True, "why": None}

@@ -319,6 +319,9 @@ class RungSettings(_Section):
     min_agreement_n: int = Field(4, ge=3, description="configs tau-b is measured on, at least")
     max_rungs: int = Field(4, ge=1, le=8, description="rungs above the screen, at most")
     grow: Literal["pasha", "always"] = "pasha"
+    continuation: bool = Field(
+        True, description="a promoted probe continues the rung below (false: starts over)"
+    )
 
 
 def _check_metric(v: str) -> str:

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from autotune import space as sp
-from autotune.probe import ProbeConfig
 from autotune.process.launcher import run_trial_process
 from autotune.process.zygote import PRELOAD_ENV
 from autotune.study.objectives import suggest, trial_setup
@@ -32,7 +31,7 @@ from autotune.study.records import (
 )
 from autotune.study.rung_phase import plan as rung_plan
 from autotune.study.session import plan_resources
-from autotune.study.states import with_states
+from autotune.study.states import screen_probe
 from autotune.study.writer import MlflowWriter
 
 
@@ -199,11 +198,14 @@ class Driver:
             knobs, env = trial_setup(self.space, params, baseline)
             trial.set_user_attr("autotune.knobs", knobs)
             trial.set_user_attr("autotune.env", env)
-            probe = ProbeConfig.from_space(self.space, knobs=knobs, env=env)
-            if len(rung_plan(self.space)) > 1:  # a promoted probe continues from this one
-                probe = with_states(
-                    probe, self.study_dir, trial.number, steps=self.space.probe.steps, save=True
-                )
+            probe = screen_probe(
+                self.space,
+                self.study_dir,
+                trial.number,
+                knobs,
+                env,
+                rungs_above=len(rung_plan(self.space)) > 1,
+            )
             self.progress.started(trial.number)
             return {
                 "number": trial.number,

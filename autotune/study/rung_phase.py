@@ -30,7 +30,7 @@ from autotune.study.options import StudyOptions
 from autotune.study.progress import fmt_s
 from autotune.study.records import SCREEN_FEASIBLE, baseline_trial, screen_reference
 from autotune.study.session import plan_resources
-from autotune.study.states import remove_states, with_states
+from autotune.study.states import remove_states, rung_probe
 from autotune.study.writer import MlflowWriter
 
 Job = tuple[int, dict[str, Any], dict[str, str]]  # trial number, knobs, env
@@ -272,13 +272,8 @@ def _run_rung(
     configs = [
         (
             job,
-            with_states(
-                ProbeConfig.from_space(space, knobs=job[1], env=job[2], steps=steps),
-                study_dir,
-                job[0],
-                steps=steps,
-                save=save,
-                resume_steps=below,
+            rung_probe(
+                space, study_dir, job[0], job[1], job[2], steps=steps, below=below, top=not save
             ),
         )
         for job in todo

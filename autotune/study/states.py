@@ -18,10 +18,12 @@ from __future__ import annotations
 import contextlib
 import re
 import shutil
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
+from autotune import space as sp
 from autotune.probe import ProbeConfig
 from autotune.probe.checkpoint import unsupported
 
@@ -33,7 +35,43 @@ def state_dir(study_dir: Path) -> Path:
 
 
 def state_path(study_dir: Path, number: int, steps: int) -> Path:
-    return state_dir(study_dir) / f"{number:04d}-s{steps}.pt"
+    """Absolute: the probe process may run in another working directory."""
+    return state_dir(study_dir).resolve() / f"{number:04d}-s{steps}.pt"
+
+
+def screen_probe(
+    space: sp.Space,
+    study_dir: Path,
+    number: int,
+    knobs: Mapping[str, Any],
+    env: Mapping[str, Any],
+    *,
+    rungs_above: bool,
+) -> ProbeConfig:
+    """Trial `number`'s screen probe; it keeps its state when a rung may continue it."""
+    cfg = ProbeConfig.from_space(space, knobs=knobs, env=env)
+    if not (rungs_above and space.rungs.continuation):
+        return cfg
+    return with_states(cfg, study_dir, number, steps=space.probe.steps, save=True)
+
+
+def rung_probe(
+    space: sp.Space,
+    study_dir: Path,
+    number: int,
+    knobs: Mapping[str, Any],
+    env: Mapping[str, Any],
+    *,
+    steps: int,
+    below: int,
+    top: bool,
+) -> ProbeConfig:
+    """Trial `number`'s probe at a rung of `steps`: it continues its state at the rung `below`
+    and keeps its own unless it is the `top` rung (`rungs.continuation: false`: neither)."""
+    cfg = ProbeConfig.from_space(space, knobs=knobs, env=env, steps=steps)
+    if not space.rungs.continuation:
+        return cfg
+    return with_states(cfg, study_dir, number, steps=steps, save=not top, resume_steps=below)
 
 
 def with_states(

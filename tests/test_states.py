@@ -1,0 +1,67 @@
+"""Which probes of a study keep a state and which continue one (`autotune.study.states`), and
+the states' removal. Plain data: no probe runs here (tests/test_study_rungs.py runs a study)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from assets import studies as h
+
+from autotune import space as sp
+from autotune.probe import ProbeConfig
+from autotune.study import states as ss
+
+
+def space(*overrides: str) -> sp.Space:
+    text = h.mlp_space("s", trials=4)
+    return sp.loads(text, source="s", overrides=["budget.target_steps=90", *overrides])
+
+
+def test_the_screen_keeps_a_state_only_when_a_rung_may_continue_it(tmp_path: Path) -> None:
+    knobs = {"clip_norm": 1.0}
+    cfg = ss.screen_probe(space(), tmp_path, 7, knobs, {}, rungs_above=True)
+    assert cfg.save_state == str(tmp_path.resolve() / "state" / "0007-s30.pt")
+    assert cfg.resume_from is None and cfg.steps == 30 and cfg.schedule_steps == 90
+    assert ss.screen_probe(space(), tmp_path, 7, knobs, {}, rungs_above=False).save_state is None
+    off = space("rungs.continuation=false")
+    assert ss.screen_probe(off, tmp_path, 7, knobs, {}, rungs_above=True).save_state is None
+
+
+def test_a_rung_probe_continues_the_rung_below_and_keeps_its_state_below_the_top(
+    tmp_path: Path,
+) -> None:
+    mid = ss.rung_probe(space(), tmp_path, 3, {}, {}, steps=60, below=30, top=False)
+    assert mid.steps == 60 and mid.resume_from == str(ss.state_path(tmp_path, 3, 30))
+    assert mid.save_state == str(ss.state_path(tmp_path, 3, 60))
+    top = ss.rung_probe(space(), tmp_path, 3, {}, {}, steps=90, below=60, top=True)
+    assert top.resume_from == str(ss.state_path(tmp_path, 3, 60)) and top.save_state is None
+    off = ss.rung_probe(
+        space("rungs.continuation=false"), tmp_path, 3, {}, {}, steps=60, below=30, top=False
+    )
+    assert off.resume_from is None and off.save_state is None
+
+
+def test_a_probe_that_cannot_continue_is_left_as_it_is(tmp_path: Path) -> None:
+    for cfg in (
+        ProbeConfig(workload="mlp", script="train.py"),
+        ProbeConfig(workload="mlp", world_size=2),
+        ProbeConfig(workload="mlp", oom_retry=True),
+    ):
+        assert ss.with_states(cfg, tmp_path, 1, steps=30, save=True, resume_steps=10) == cfg
+    plain = ProbeConfig(workload="mlp")
+    assert ss.with_states(plain, tmp_path, 1, steps=30, save=True) == replace(
+        plain, save_state=str(ss.state_path(tmp_path, 1, 30))
+    )
+
+
+def test_states_are_removed_by_length_then_all(tmp_path: Path) -> None:
+    folder = tmp_path / "state"
+    folder.mkdir()
+    for name in ("0001-s30.pt", "0002-s30.pt", "0001-s60.pt", "notes.txt"):
+        (folder / name).write_bytes(b"x")
+    ss.remove_states(tmp_path, steps=[30])
+    assert sorted(p.name for p in folder.iterdir()) == ["0001-s60.pt", "notes.txt"]
+    ss.remove_states(tmp_path)
+    assert not folder.exists()
+    ss.remove_states(tmp_path)  # nothing there: nothing to do
