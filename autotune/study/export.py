@@ -106,6 +106,8 @@ def _probe_settings(space: Any, fp: dict[str, Any] | None, steps: int | None) ->
         probe.pop(key, None)
     if steps:  # measured (and verified) at the length the study decided at
         probe["steps"] = steps
+    # Every probe scheduled its LR over the target (ProbeConfig.from_space): the run it measured.
+    probe["schedule_steps"] = space.budget.target_steps or space.probe.steps
     if "batch" in space.knobs:  # steps count at this reference batch (equal samples)
         probe["batch"] = space.probe.samples_per_step
     if probe.get("threads") is None and fp and fp.get("platform") == "cpu":
