@@ -126,3 +126,68 @@ def test_a_schedule_shorter_than_the_probe_or_not_a_number_is_refused(
     data["probe"]["schedule_steps"] = value
     with pytest.raises(RecipeError, match=r"recipe\.yaml: probe\.schedule_steps: .*at least"):
         Recipe.loads(yaml.safe_dump(data), source="recipe.yaml")
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(
+    ("limit", "sets", "asked", "ran"),
+    [
+        ("16", [], (32, 1), (16, 2)),
+        ("10", ["probe.micro_batch=15", "knobs.batch=15"], (15, 1), (7, 2)),  # loses a sample
+    ],
+    ids=["even", "odd"],
+)
+def test_an_oom_retried_trial_exports_the_layout_it_ran_with_and_says_so(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    limit: str,
+    sets: list[str],
+    asked: tuple[int, int],
+    ran: tuple[int, int],
+) -> None:
+    from typer.testing import CliRunner
+
+    from autotune import space as sp
+    from autotune import study as st
+    from autotune.cli import app
+    from autotune.probe import ProbeConfig
+    from autotune.process.launcher import run_trial_process
+    from autotune.process.ranks import OOM_ENV
+
+    # The probe's test hook: a micro-batch above `limit` "runs out of memory".
+    monkeypatch.setenv(OOM_ENV, limit)
+    text = h.mlp_space("oom", trials=1)
+    space = sp.loads(text, source="oom", overrides=["probe.oom_retry=1", *sets])
+    folder = st.study_dir_for("oom", tmp_path)
+    folder.mkdir(parents=True)
+    opts = st.StudyOptions(space=space, study_dir=folder)
+    url = st.storage_url(opts, folder)
+    study = st.open_study(opts, st.open_storage(url), sp.condition(space, platform="cpu"))
+    trial = study.ask()  # the baseline, run as a real probe process, recorded as a study does
+    knobs, env = st.trial_setup(space, {}, True)
+    cfg = ProbeConfig.from_space(space, knobs=knobs, env=env)
+    result = run_trial_process(cfg.to_dict(), env, timeout_s=300, threads=1)
+    assert result["outcome"] == "complete", result.get("error")
+    summary = result["summary"]
+    assert summary["oom_retried"] and (summary["micro_batch"], summary["accum_steps"]) == ran
+    frozen = study._storage.get_trial(trial._trial_id)
+    outcome = st.complete_outcome(space, frozen, result)
+    st.write_outcome(folder, outcome)
+    st.tell(study, frozen, outcome)
+    meta = {"name": "oom", "storage": url, "tracking_uri": None, "experiment_id": None}
+    (folder / "study.json").write_text(json.dumps(meta))
+
+    r = ex.recipe_from_study(str(folder), "trial 0")
+    assert (r.micro_batch, r.accum_steps, r.knobs["batch"]) == (*ran, ran[0] * ran[1])
+    layout = {"micro_batch": 0, "accum_steps": 0}
+    assert r.source["oom_retry"] == {
+        "asked": dict(zip(layout, asked, strict=True)),
+        "ran": dict(zip(layout, ran, strict=True)),
+    }
+    monkeypatch.chdir(tmp_path)
+    out = CliRunner().invoke(app, ["export", "oom", "--pick", "trial 0", "-o", "r.yaml"])
+    assert out.exit_code == 0, out.output
+    warning = f"warning: trial 0 ran out of memory at micro_batch {asked[0]} x accum_steps 1"
+    assert warning in out.stderr
+    back = Recipe.load(tmp_path / "r.yaml")
+    assert back.source["oom_retry"] == r.source["oom_retry"] and back.micro_batch == ran[0]

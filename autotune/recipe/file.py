@@ -394,5 +394,7 @@ _COMMENTS: dict[str, str] = {
     "achieved": "What the recipe achieved, per objective: the trial's own value and, when it was\n"
     "verified, the mean and 95% interval over seeds and the share of seeds that diverged.",
     "fingerprint_hash": "The hardware and software it was tuned on (`autotune fingerprint`).",
-    "source": "Where it came from: study, storage, trial, pick, MLflow runs.",
+    "source": "Where it came from: study, storage, trial, pick, MLflow runs; oom_retry (when the\n"
+    "trial ran out of memory and was retried): the layout it was asked for and the one it ran\n"
+    "with, which the recipe has.",
 }
