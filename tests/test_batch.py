@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -72,6 +73,76 @@ def test_check_refuses_a_bad_batch_with_exit_2_and_one_line(tmp_path: Path) -> N
     assert "Traceback" not in result.output and result.stdout == ""
     (line,) = result.stderr.splitlines()
     assert "bad.yaml: knobs.batch (line 4): batch 6 is not divisible" in line
+
+
+def test_a_searched_batch_leaves_probe_batch_a_reference_run_only_by_the_baseline() -> None:
+    # probe.batch 12 runs only in the baseline, at accum_steps 1 (a searched knob at PyTorch's
+    # default): accum_steps 8 never splits it, so the space is valid.
+    knobs = "  batch: {choices: [16, 32]}\n  accum_steps: {choices: [1, 8]}\n"
+    s = space(knobs, "steps: 40, batch: 12, device: cpu")
+    base = ProbeConfig.from_space(s, knobs=s.baseline_knobs())
+    assert (base.micro_batch, base.knobs["accum_steps"], base.steps) == (12, 1, 40)
+    # A fixed batch knob: probe.batch never runs at all.
+    space("  batch: 16\n  accum_steps: {choices: [1, 8]}\n", "steps: 40, batch: 12, device: cpu")
+    # With accum_steps fixed the baseline splits probe.batch by it: still checked.
+    with pytest.raises(SpaceError, match=r"probe\.batch 12 is not divisible by knobs\.accum_steps"):
+        space("  batch: {choices: [16, 32]}\n  accum_steps: 8\n", "steps: 40, batch: 12")
+
+
+def _yaml_value(v: int | list[int]) -> str:
+    return f"{{choices: {v}}}" if isinstance(v, list) else str(v)
+
+
+def _runs(reference: int, batch: Any, accum: Any) -> list[tuple[int, int]]:
+    """(batch, accum_steps) of every probe a study runs, worked out by hand: the baseline
+    (searched knobs at PyTorch's defaults: the reference batch, accum_steps 1), the defaults (a
+    choice domain's default: PyTorch's value when among the choices, else the first) and every
+    trial (each batch with each accum_steps)."""
+
+    def values(v: Any, absent: int) -> list[int]:
+        return v if isinstance(v, list) else [absent if v is None else v]
+
+    def default(v: Any, preferred: int) -> int:
+        if isinstance(v, list):
+            return preferred if preferred in v else v[0]
+        return preferred if v is None else v
+
+    base = (
+        reference if isinstance(batch, list) else default(batch, reference),
+        1 if isinstance(accum, list) else default(accum, 1),
+    )
+    defaults = (default(batch, reference), default(accum, 1))
+    trials = [(b, a) for b in values(batch, reference) for a in values(accum, 1)]
+    return [base, defaults, *trials]
+
+
+ints = st.integers(1, 48)
+some = st.one_of(st.none(), ints, st.lists(ints, min_size=2, max_size=3, unique=True))
+
+
+@given(reference=ints, batch=some, accum=some)
+def test_a_space_loads_exactly_when_every_batch_that_runs_splits_into_its_accum_steps(
+    reference: int, batch: int | list[int] | None, accum: int | list[int] | None
+) -> None:
+    knobs = "".join(
+        f"  {name}: {_yaml_value(v)}\n"
+        for name, v in (("batch", batch), ("accum_steps", accum))
+        if v is not None
+    )
+    text = f"name: b\nworkload: mlp\nprobe: {{steps: 5000, batch: {reference}}}\n"
+    text += f"knobs:\n{knobs}" if knobs else ""
+    valid = all(b % a == 0 for b, a in _runs(reference, batch, accum))
+    try:
+        s = sp.loads(text)
+    except SpaceError as e:
+        assert not valid, f"a valid space refused: {e}"
+        assert "not divisible" in str(e)
+        return
+    assert valid, "a space accepted that splits a batch unevenly"
+    ran = [ProbeConfig.from_space(s, knobs=s.baseline_knobs()), ProbeConfig.from_space(s)]
+    assert [(c.micro_batch * int(c.knobs["accum_steps"] or 1)) for c in ran] == [
+        b for b, _ in _runs(reference, batch, accum)[:2]
+    ]  # the hand-worked baseline and defaults are what the study runs
 
 
 # ----- the step conversion ---------------------------------------------------------------------

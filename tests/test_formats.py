@@ -566,14 +566,15 @@ def test_lightning_fit_with_the_snippet_schedule_and_per_layer_clip() -> None:
 
     stream = wl.batches(recipe.micro_batch, seed=0)
     data = [next(stream) for _ in range(total * recipe.accum_steps)]
-    kw = {**out["trainer"], "gradient_clip_val": None}  # clipping is the module's own
+    assert out["trainer"]["max_steps"] == 150  # the recipe's schedule (its probe.steps here)
+    # clipping is the module's own; a short fit of `total` steps, scheduled over them
+    kw = {**out["trainer"], "gradient_clip_val": None, "max_steps": total}
     trainer = lightning.Trainer(
         accelerator="cpu",
         logger=False,
         enable_checkpointing=False,
         enable_progress_bar=False,
         enable_model_summary=False,
-        max_steps=total,
         **kw,
     )
     module = Module()

@@ -384,8 +384,9 @@ def test_verify_refuses_env_the_space_would_refuse(
         ({"steps": 50, "divergence": {"scale_floor": float("inf")}}, "finite number"),
         ({"steps": 50, "device": "tpu"}, "probe.device: must be auto, cpu, cuda"),
         ({"steps": 50, "stepz": 3}, "probe.stepz: unknown key (did you mean 'steps'?)"),
+        ({"steps": 50, "seed": 2**64}, "probe.seed: a seed is a whole number from 0 to"),
     ],
-    ids=["negative-steps", "inf-floor", "device", "unknown-key"],
+    ids=["negative-steps", "inf-floor", "device", "unknown-key", "huge-seed"],
 )
 def test_verify_refuses_probe_settings_the_space_would_refuse(
     tmp_path: Path, probe: dict[str, Any], fragment: str

@@ -11,6 +11,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
+from autotune import space as sp
 from autotune.cli import app
 from autotune.errors import RecipeError
 from autotune.probe import set_deterministic
@@ -157,6 +158,8 @@ def test_cli_repro(tiny: Path, write_space: Callable[..., Path]) -> None:
         (["--runs", "1"], "at least 2 runs"),
         (["--seeds", "0,x"], "--seeds 0,x: expected whole numbers"),
         (["--set", "probe.stepz=3"], "stepz"),
+        (["--seed", str(2**64)], f"--seed: a seed is a whole number from 0 to {sp.MAX_SEED}"),
+        (["--seeds", "0,-1"], "--seeds: a seed is a whole number from 0 to"),
     ):
         bad = runner.invoke(app, ["repro", str(tiny), *args])
         assert bad.exit_code == 2, bad.output

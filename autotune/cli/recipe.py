@@ -54,6 +54,9 @@ def export(
         raise AutotuneError(f"--format {fmt}: choose one of {', '.join(formats.FORMATS)}")
     recipe = ex.recipe_from_study(study_ref, pick, storage)
     text = ex.write(recipe, fmt, output)
+    note = ex.oom_note(recipe)
+    if note:
+        typer.echo(f"autotune: warning: {note}", err=True)
     if output and output != "-":
         typer.echo(f"wrote {output} ({fmt}): {recipe.describe()}", err=True)
     else:

@@ -121,9 +121,10 @@ def configure_optimizers(
     """What `LightningModule.configure_optimizers` returns: the recipe's AdamW and its warm-up
     and decay stepped after every optimizer step (as the probe ran them). `total_steps`:
     the schedule's length, by default the trial's `schedule_steps` (in a study the target's
-    length, while the Trainer stops at the trial's steps) or the recipe's probe steps."""
+    length, while the Trainer stops at the trial's steps) or the recipe's (the length its
+    study scheduled over)."""
     trial, recipe = _split(trial_or_recipe)
-    own = trial.schedule_steps if trial is not None else recipe.probe.get("steps")
+    own = trial.schedule_steps if trial is not None else recipe.schedule_steps
     steps = total_steps or own
     if not steps:
         raise ValueError("configure_optimizers: give total_steps (the schedule's length)")

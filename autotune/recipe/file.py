@@ -38,6 +38,7 @@ import yaml
 from autotune import __version__
 from autotune import space as sp
 from autotune.errors import RecipeError, did_you_mean
+from autotune.probe.config import steps_at_batch
 from autotune.recipe.runtime import RecipeRuntime
 from autotune.space import yaml_reader
 
@@ -94,6 +95,18 @@ class Recipe(RecipeRuntime):
     @property
     def effective_batch(self) -> int:
         return self.micro_batch * self.accum_steps * self.world_size
+
+    @property
+    def schedule_steps(self) -> int | None:
+        """The LR schedule's length in optimizer steps at this recipe's batch: the run the study
+        measured (every probe scheduled over its target, probe.schedule_steps); a recipe
+        without that record, its probe.steps; None when neither is known."""
+        p = self.probe
+        length = p.get("schedule_steps") or p.get("steps")
+        if length is None:
+            return None
+        batch = int(self.knobs["batch"])
+        return steps_at_batch(int(length), int(p.get("batch") or batch), batch)
 
     @property
     def fingerprint_hash(self) -> str | None:
@@ -208,7 +221,7 @@ class Recipe(RecipeRuntime):
             knobs=knobs,
             env=env,
             world_size=layout.world_size,
-            probe={k: v for k, v in layout.model_dump().items() if k in (data.get("probe") or {})},
+            probe=_probe_record(layout, data, source),
             achieved=dict(data.get("achieved") or {}),
             fingerprint=fp,
             source=dict(data.get("source") or {}),
@@ -279,8 +292,26 @@ def _check_probe(data: dict[str, Any], source: str) -> sp.ProbeSettings:
         return at(path[1:] if path[1:2] and path[1] in _LAYOUT else path, message)
 
     merged = {**probe, **{k: data[k] for k in _LAYOUT if k in data}}
+    merged.pop("schedule_steps", None)  # the recipe's own key (`_probe_record`)
     settings: sp.ProbeSettings = sp.validate_section(sp.ProbeSettings, merged, ["probe"], err)
     return settings
+
+
+def _probe_record(layout: sp.ProbeSettings, data: dict[str, Any], source: str) -> dict[str, Any]:
+    """The probe section as the recipe keeps it: the keys it gives, checked, and the LR
+    schedule's length (probe.schedule_steps, at probe.batch) when it gives one."""
+    raw = data.get("probe") or {}
+    out = {k: v for k, v in layout.model_dump().items() if k in raw}
+    if "schedule_steps" in raw:
+        value = raw["schedule_steps"]
+        if not isinstance(value, int) or isinstance(value, bool) or value < layout.steps:
+            raise _error_at(source)(
+                ["probe", "schedule_steps"],
+                f"the LR schedule's length is a whole number of steps, at least probe.steps "
+                f"({layout.steps}), got {value!r}",
+            )
+        out["schedule_steps"] = value
+    return out
 
 
 def _check_knobs(raw: Any, source: str) -> dict[str, Any]:
@@ -349,8 +380,10 @@ _COMMENTS: dict[str, str] = {
     "precision": "fp32, fp16 (autocast + GradScaler) or bf16 (autocast, no scaler).",
     "micro_batch": "Samples per forward/backward; effective batch = micro_batch x accum_steps x "
     "world_size.",
-    "probe": "How the probe measured it: steps, seed, device. With a batch knob, `batch` is the\n"
-    "study's reference: steps count at it (knobs.batch ran steps x batch / knobs.batch steps).",
+    "probe": "How the probe measured it: steps, seed, device. schedule_steps: the LR schedule's\n"
+    "length, the run the study measured (budget.target_steps): schedule your training over it.\n"
+    "With a batch knob, `batch` is the study's reference: steps count at it (knobs.batch ran\n"
+    "steps x batch / knobs.batch steps).",
     "knobs": "Every knob, resolved (PyTorch's default where the study did not set it):\n"
     "AdamW lr/beta1/beta2/adam_eps/weight_decay; clip_norm (0 = off) and clip_mode;\n"
     "warmup_steps, schedule and min_lr_ratio; the GradScaler's init_scale, growth_factor,\n"
@@ -361,5 +394,7 @@ _COMMENTS: dict[str, str] = {
     "achieved": "What the recipe achieved, per objective: the trial's own value and, when it was\n"
     "verified, the mean and 95% interval over seeds and the share of seeds that diverged.",
     "fingerprint_hash": "The hardware and software it was tuned on (`autotune fingerprint`).",
-    "source": "Where it came from: study, storage, trial, pick, MLflow runs.",
+    "source": "Where it came from: study, storage, trial, pick, MLflow runs; oom_retry (when the\n"
+    "trial ran out of memory and was retried): the layout it was asked for and the one it ran\n"
+    "with, which the recipe has.",
 }

@@ -171,6 +171,8 @@ def _standalone(steps: int | None, micro_batch: int | None, seed: int) -> Script
         cfg = ProbeConfig(
             workload=recipe.workload.get("script") or recipe.workload.get("name") or "script",
             steps=int(n),
+            # The recipe's schedule, as its study measured it (unless the script sets steps).
+            schedule_steps=recipe.schedule_steps if steps is None else None,
             micro_batch=recipe.micro_batch,
             precision=recipe.precision,
             seed=int(p.get("seed", seed)),

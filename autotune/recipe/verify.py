@@ -61,17 +61,23 @@ def probe_config(
 ) -> ProbeConfig:
     """The probe a recipe was measured with (its knobs unless others are given), `steps` long
     (default: the recipe's probe.steps). A recipe whose study searched the batch counts steps at
-    its probe.batch: a probe at another batch runs the steps that see the same samples."""
+    its probe.batch: a probe at another batch runs the steps that see the same samples.
+
+    Its LR schedule runs over the recipe's probe.schedule_steps (the study's target), or over
+    `steps` where that is longer; a recipe without that record schedules over the probe's own
+    length, as before."""
     p = recipe.probe
     script = recipe.workload.get("script")
     knobs = dict(recipe.knobs if knobs is None else knobs)
     batch = int(knobs.get("batch") or recipe.knobs["batch"])
     reference = int(p.get("batch") or recipe.knobs["batch"])
     length = int(p.get("steps", 200)) if steps is None else steps
+    schedule = max(length, int(p.get("schedule_steps") or length))
     return ProbeConfig(
         workload=f"script:{Path(script).name}" if script else recipe.workload["name"],
         size=recipe.workload.get("size", "tiny"),
         steps=steps_at_batch(length, reference, batch),
+        schedule_steps=steps_at_batch(schedule, reference, batch),
         micro_batch=max(1, batch // max(1, int(knobs.get("accum_steps") or 1))),
         precision=recipe.precision,
         seed=int(p.get("seed", 0)),
@@ -231,6 +237,7 @@ def verify_recipe(
         f"verifying recipe {recipe.name} on this machine ({here.get('hash')}): "
         f"{len(seed_list)} seed(s), {cfg.steps} steps each"
         + (f" ({length} at the study's batch)" if cfg.steps != length else "")
+        + (f", LR scheduled over {cfg.schedule_steps}" if cfg.schedule_steps != cfg.steps else "")
         + (", beside the baseline" if baseline else "")
     )
     runs = run_local(

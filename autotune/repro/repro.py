@@ -120,6 +120,11 @@ def run_repro(
             raise ReproError(f"--seeds needs at least two seeds, got {seed_list}")
     elif runs < 2:
         raise ReproError(f"a repro needs at least 2 runs, got {runs}")
+    given = [("--seed", seed_override)] + [("--seeds", int(s)) for s in seeds or ()]
+    for flag, value in given:
+        problem = None if value is None else sp.seed_problem(value)
+        if problem:
+            raise ReproError(f"{flag}: {problem}")
     space, kind = load_space(space_or_recipe_path, [*set_, "probe.deterministic=true"])
     from autotune.probe import ProbeConfig
 

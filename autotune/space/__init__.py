@@ -29,6 +29,8 @@ from autotune.space.schema import (
     ENV_FP16_ALT_IMPL,
     ENV_SITE_SETTINGS,
     LL128_ARCHS,
+    MAX_SEED,
+    MAX_VERIFY_SEEDS,
     METRICS,
     POSITIVE_METRICS,
     TOP_KEYS,
@@ -45,6 +47,7 @@ from autotune.space.schema import (
     VerifySettings,
     WorkloadRef,
     dump,
+    seed_problem,
 )
 from autotune.space.values import ErrorAt, check_value, env_value
 
@@ -59,6 +62,8 @@ __all__ = [
     "ENV_SOCKET_KNOBS",
     "KNOBS",
     "LL128_ARCHS",
+    "MAX_SEED",
+    "MAX_VERIFY_SEEDS",
     "METRICS",
     "POSITIVE_METRICS",
     "SCALER_KNOBS",
@@ -92,5 +97,6 @@ __all__ = [
     "find",
     "load",
     "loads",
+    "seed_problem",
     "validate_section",
 ]

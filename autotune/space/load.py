@@ -272,8 +272,10 @@ def int_values(value: KnobValue | None, absent: int) -> list[int]:
 
 
 def _check_batch(probe: ProbeSettings, knobs: Mapping[str, KnobValue], err: ErrorAt) -> None:
-    """probe.batch and every knobs.batch divide by every accum_steps; a micro_batch only where
-    accumulation is 1; the shortest probe (probe.steps at the largest batch) has 10 steps."""
+    """Every batch that runs divides by the accum_steps it runs with: every knobs.batch value by
+    every accum_steps, probe.batch by those it runs with (`reference_accums`); a micro_batch
+    only where accumulation is 1; the shortest probe (probe.steps at the largest batch) has
+    10 steps."""
     accums = accum_values(knobs.get("accum_steps"))
     if probe.batch is None and "micro_batch" in probe.model_fields_set and accums != [1]:
         raise err(
@@ -281,7 +283,7 @@ def _check_batch(probe: ProbeSettings, knobs: Mapping[str, KnobValue], err: Erro
             "the micro-batch is derived now (probe.batch / accum_steps): write probe.batch",
         )
     what = "probe.batch" if probe.batch is not None else "probe.batch (default 16)"
-    for a in accums:
+    for a in reference_accums(knobs):
         if a < 1 or probe.samples_per_step % a:
             raise err(
                 ["probe", "batch"],
@@ -289,6 +291,21 @@ def _check_batch(probe: ProbeSettings, knobs: Mapping[str, KnobValue], err: Erro
             )
     if "batch" in knobs:
         _check_batch_knob(probe, knobs["batch"], accums, err)
+
+
+def reference_accums(knobs: Mapping[str, KnobValue]) -> list[int]:
+    """The accum_steps values probe.batch runs with. Without a batch knob it is every trial's
+    batch: all of them. With a searched batch it is the reference the lengths count at and runs
+    only in the baseline, whose searched knobs are PyTorch's defaults: the fixed accum_steps,
+    else 1 (where the reference is inside the batch domain, it is one of the values the batch
+    knob's check covers). With a fixed batch it never runs: none."""
+    batch = knobs.get("batch")
+    if batch is None:
+        return accum_values(knobs.get("accum_steps"))
+    if not isinstance(batch, Domain):
+        return []
+    accum = knobs.get("accum_steps")
+    return accum_values(None if isinstance(accum, Domain) else accum)
 
 
 def _check_batch_knob(

@@ -39,6 +39,31 @@ ENV_FP16_ALT_IMPL = (
 )
 LL128_ARCHS = ("gfx90a", "gfx942", "gfx950")
 
+#: The most seeds a verification adds to a seed (seed + 1, ..., seed + n): verify.seeds and
+#: `autotune verify --seeds`.
+MAX_VERIFY_SEEDS = 100
+#: The largest seed a user sets. NumPy, Optuna's samplers and the HF and Lightning seeding
+#: take 0 ... 2**32 - 1 (torch takes more); verification adds up to MAX_VERIFY_SEEDS to it.
+MAX_SEED = 2**32 - 1 - MAX_VERIFY_SEEDS
+
+
+def seed_problem(value: int) -> str | None:
+    """Why `value` cannot be a seed (one line naming the range), or None when it can."""
+    if 0 <= value <= MAX_SEED:
+        return None
+    return (
+        f"a seed is a whole number from 0 to {MAX_SEED} (NumPy's seeds end at 2**32 - 1 and "
+        f"verification adds up to {MAX_VERIFY_SEEDS}), got {value}"
+    )
+
+
+def _check_seed(value: int) -> int:
+    problem = seed_problem(value)
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
 # --------------------------------------------------------------------------------------------
 # Domains
 # --------------------------------------------------------------------------------------------
@@ -194,7 +219,7 @@ class ProbeSettings(_Section):
         None, ge=1, description="samples per optimizer step; micro-batch = batch / accum_steps"
     )
     precision: Literal["fp32", "fp16", "bf16"] = "fp32"
-    seed: int = Field(0, ge=0)
+    seed: int = 0  # 0 ... MAX_SEED
     device: str = "auto"
     deterministic: bool = False
     telemetry_every: int = Field(10, ge=1, description="steps between host fetches of telemetry")
@@ -218,6 +243,11 @@ class ProbeSettings(_Section):
     def micro_for(self, accum_steps: int) -> int:
         """The micro-batch of a trial with `accum_steps`: equal samples per step for all."""
         return max(1, self.samples_per_step // max(1, accum_steps))
+
+    @field_validator("seed")
+    @classmethod
+    def _seed(cls, v: int) -> int:
+        return _check_seed(v)
 
     @field_validator("device")
     @classmethod
@@ -296,18 +326,25 @@ class Budget(_Section):
 
 class SamplerSettings(_Section):
     name: Literal["tpe", "nsga2", "random", "grid"] = "tpe"
-    seed: int = 0
+    seed: int = 0  # 0 ... MAX_SEED
     # benchmarks/sample_efficiency.py compares 6 (the baseline counts as one) with 3 side by
     # side: no reliable difference on this noisy objective (benchmarks/RESULTS.md), so 6 stays.
     n_startup_trials: int = Field(6, ge=0, description="tpe: trials before modelling")
     grid_points: int = Field(3, ge=1, description="grid: points per continuous domain")
+
+    @field_validator("seed")
+    @classmethod
+    def _seed(cls, v: int) -> int:
+        return _check_seed(v)
 
 
 class VerifySettings(_Section):
     top_k: int = Field(
         3, ge=0, le=50, description="best candidates re-run at the end of a study (0: none)"
     )
-    seeds: int = Field(3, ge=1, le=100, description="other seeds each candidate is re-run with")
+    seeds: int = Field(
+        3, ge=1, le=MAX_VERIFY_SEEDS, description="other seeds each candidate is re-run with"
+    )
 
 
 class RungSettings(_Section):

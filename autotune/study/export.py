@@ -34,6 +34,7 @@ def recipe_from_study(ref: str, how: str = "balanced", storage: str | None = Non
     knobs = {**space.fixed_knobs(), **chosen.knobs}
     if knobs.get("lr") is None:
         raise RecipeError(f"study {space.name} trial {chosen.number}: no resolved learning rate")
+    retried = _oom_retried(outcome or {}, space)
     kind, _ = pick.parse_pick(how)
     return Recipe(
         name=f"{space.name}-trial{chosen.number}",
@@ -54,6 +55,7 @@ def recipe_from_study(ref: str, how: str = "balanced", storage: str | None = Non
             "pick": "trial" if kind == "trial" else kind,
             "searched": sorted(n for n in space.searched()),
             "fp_hash": chosen.fp_hash,
+            **({"oom_retry": retried} if retried else {}),
             "mlflow": {
                 "tracking_uri": _redact(mlflow_meta.get("uri")),
                 "experiment_id": mlflow_meta.get("experiment_id"),
@@ -73,6 +75,39 @@ def _micro_batch(knobs: dict[str, Any], summary: dict[str, Any], space: Any) -> 
     if knobs.get("batch") is not None:
         return int(knobs["batch"]) // int(knobs.get("accum_steps") or 1)
     return int(summary.get("micro_batch") or space.probe.micro_batch)
+
+
+def _oom_retried(outcome: dict[str, Any], space: Any) -> dict[str, Any] | None:
+    """When the trial ran out of memory and was retried (probe.oom_retry) at another layout:
+    the layout it was asked for and the one it ran with (its record's knobs, which the recipe
+    takes, are the latter); else None."""
+    from autotune.probe import ProbeConfig
+    from autotune.study.objectives import trial_setup
+
+    summary = outcome.get("summary") or {}
+    if not summary.get("oom_retried") or summary.get("micro_batch") is None:
+        return None
+    knobs, _ = trial_setup(space, outcome.get("params") or {}, bool(outcome.get("baseline")))
+    accum = int(knobs.get("accum_steps") or 1)
+    asked = {"micro_batch": ProbeConfig.from_space(space, knobs=knobs).micro_batch}
+    asked["accum_steps"] = accum
+    ran = {"micro_batch": int(summary["micro_batch"])}
+    ran["accum_steps"] = int(summary.get("accum_steps") or accum)
+    return None if ran == asked else {"asked": asked, "ran": ran}
+
+
+def oom_note(recipe: Recipe) -> str | None:
+    """One line when the recipe's trial was retried after running out of memory."""
+    retried = (recipe.source or {}).get("oom_retry")
+    if not retried:
+        return None
+    a, r = retried["asked"], retried["ran"]
+    return (
+        f"trial {recipe.source.get('trial')} ran out of memory at micro_batch {a['micro_batch']} "
+        f"x accum_steps {a['accum_steps']} and was retried (probe.oom_retry): the recipe has "
+        f"what it measured, {r['micro_batch']} x {r['accum_steps']} (batch "
+        f"{r['micro_batch'] * r['accum_steps']}, asked {a['micro_batch'] * a['accum_steps']})"
+    )
 
 
 def _achieved(chosen: Any, objectives: list[dict[str, Any]]) -> dict[str, Any]:
@@ -106,6 +141,8 @@ def _probe_settings(space: Any, fp: dict[str, Any] | None, steps: int | None) ->
         probe.pop(key, None)
     if steps:  # measured (and verified) at the length the study decided at
         probe["steps"] = steps
+    # Every probe scheduled its LR over the target (ProbeConfig.from_space): the run it measured.
+    probe["schedule_steps"] = space.budget.target_steps or space.probe.steps
     if "batch" in space.knobs:  # steps count at this reference batch (equal samples)
         probe["batch"] = space.probe.samples_per_step
     if probe.get("threads") is None and fp and fp.get("platform") == "cpu":

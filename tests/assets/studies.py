@@ -266,17 +266,19 @@ def recorded_study(
     finished: int,
     storage: str | None = None,
     metrics: list[dict[str, float]] | None = None,
+    overrides: Sequence[str] = (),
 ) -> Path:
     """A study as `autotune study` run in `cwd` leaves it (./autotune-studies/NAME with its
     study.json and SQLite storage, or `storage`), `finished` of its `trials` told through the
     study's own code with made-up probe results (`metrics[i]` for trial i, else a front that
-    improves with every trial; no Ray, no probe, no MLflow); its folder."""
+    improves with every trial; no Ray, no probe, no MLflow); its folder. `overrides`: --set
+    key=value items on its space."""
     import json
 
     from autotune import space as sp
     from autotune import study as st
 
-    space = sp.loads(mlp_space(name, trials=trials), source=name)
+    space = sp.loads(mlp_space(name, trials=trials), source=name, overrides=overrides)
     study_dir = st.study_dir_for(name, cwd)
     study_dir.mkdir(parents=True)
     opts = st.StudyOptions(space=space, study_dir=study_dir, storage=storage)

@@ -117,6 +117,19 @@ def env_note(r: Recipe) -> str:
     )
 
 
+def schedule_note(r: Recipe, where: str) -> str | None:
+    """Why `where` is the recipe's schedule length, or None when the recipe records none."""
+    n = r.schedule_steps
+    if n is None:
+        return None
+    return (
+        f"{where} {n}: the study ran every probe as the first optimizer steps of a run whose "
+        f"learning-rate schedule is {n} steps long (its budget.target_steps), so that is what "
+        "it measured: schedule your training over it (a schedule over another length is "
+        "another schedule)."
+    )
+
+
 def schedule_formula(k: dict[str, Any]) -> str:
     peak = float(k["lr"])
     warmup = int(k["warmup_steps"])

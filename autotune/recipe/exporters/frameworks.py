@@ -18,6 +18,7 @@ from autotune.recipe.exporters.common import (
     scaler_is_default,
     scaler_text,
     schedule_formula,
+    schedule_note,
 )
 from autotune.recipe.file import Recipe
 
@@ -35,6 +36,10 @@ def render_hf(r: Recipe) -> str:
         "warmup_steps": int(k["warmup_steps"]),
     }
     _hf_schedule(r, args, notes)
+    note = schedule_note(r, "max_steps (HF schedules the learning rate over it)")
+    if note:
+        args["max_steps"] = r.schedule_steps
+        notes.append(note)
     args["gradient_accumulation_steps"] = r.accum_steps
     args["per_device_train_batch_size"] = int(r.micro_batch)
     args["fp16"] = r.precision == "fp16"
@@ -192,12 +197,19 @@ def render_lightning(r: Recipe) -> str:
         "eps": float(k["adam_eps"]),
         "weight_decay": float(k["weight_decay"]),
     }
+    total = r.schedule_steps
+    if total is not None:
+        trainer["max_steps"] = total
     notes: list[str] = [
         "Learning-rate schedule: return it from configure_optimizers as {'optimizer': opt, "
-        "'lr_scheduler': {'scheduler': make_scheduler(opt, total_steps), 'interval': 'step'}} "
+        f"'lr_scheduler': {{'scheduler': make_scheduler(opt, {total or 'total_steps'}), "
+        "'interval': 'step'}} "
         "with make_scheduler from the python export (Lightning's default interval is 'epoch'; "
         "with 'step' it steps once per optimizer step, after accumulation)."
     ]
+    note = schedule_note(r, "max_steps and the schedule's total_steps")
+    if note:
+        notes.append(note)
     notes += _lightning_precision_notes(r, optimizer)
     if k["clip_mode"] == "per_layer" and clip > 0:
         notes.append(
@@ -229,6 +241,7 @@ def render_lightning(r: Recipe) -> str:
             "warmup_steps": int(k["warmup_steps"]),
             "schedule": str(k["schedule"]),
             "min_lr_ratio": float(k["min_lr_ratio"]),
+            "total_steps": total,
             "formula": schedule_formula(k),
         },
         "micro_batch": int(r.micro_batch),

@@ -23,6 +23,16 @@ _KNOB_COMMENTS = {
 }
 
 
+def schedule_line(r: Recipe) -> str:
+    """SCHEDULE_STEPS: the LR schedule's length the study measured (None: not recorded)."""
+    n = r.schedule_steps
+    if n is None:
+        return "SCHEDULE_STEPS = None  # not recorded: pass make_scheduler(opt, total_steps)"
+    return (
+        f"SCHEDULE_STEPS = {n!r}  # the LR schedule's length (optimizer steps) the study measured"
+    )
+
+
 def render_python(r: Recipe) -> str:
     k = r.knobs
     amp = {"fp32": "None", "fp16": "torch.float16", "bf16": "torch.bfloat16"}[r.precision]
@@ -36,7 +46,7 @@ def render_python(r: Recipe) -> str:
         "#",
         "# Usage (call apply_env() first, before torch touches a GPU or starts a process group):",
         f'#   opt, scaler = make_optimizer(model.parameters()), make_scaler("{amp_device(r)}")',
-        "#   sched = make_scheduler(opt, total_steps)  # total_steps counts optimizer steps",
+        "#   sched = make_scheduler(opt)  # over SCHEDULE_STEPS optimizer steps, as measured",
         "#   for i, (x, y) in enumerate(loader):  # micro-batches of MICRO_BATCH samples",
         f'#       with autocast("{amp_device(r)}"): loss = loss_fn(model(x), y) / ACCUM_STEPS',
         "#       scaler.scale(loss).backward()",
@@ -55,6 +65,7 @@ def render_python(r: Recipe) -> str:
         f"WORLD_SIZE = {int(r.world_size)!r}  # data-parallel processes it was tuned with",
         f"EFFECTIVE_BATCH = {int(r.effective_batch)!r}  # MICRO_BATCH * ACCUM_STEPS * WORLD_SIZE",
     ]
+    head.append(schedule_line(r))
     for name in sp.KNOBS:
         line = f"{name.upper()} = {py(k[name])}"
         comment = _KNOB_COMMENTS.get(name)
@@ -124,9 +135,12 @@ def lr_factor(step, total_steps):
     raise ValueError(f"unknown schedule {SCHEDULE!r}")
 
 
-def make_scheduler(optimizer, total_steps):
-    """LambdaLR following lr_factor; call .step() once after each optimizer step."""
-    if total_steps < 1:
+def make_scheduler(optimizer, total_steps=None):
+    """LambdaLR following lr_factor over `total_steps` (default SCHEDULE_STEPS); call .step()
+    once after each optimizer step."""
+    if total_steps is None:
+        total_steps = SCHEDULE_STEPS
+    if total_steps is None or total_steps < 1:
         raise ValueError(f"total_steps must be >= 1, got {total_steps}")
     return torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: lr_factor(min(step, total_steps - 1), total_steps)
