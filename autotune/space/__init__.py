@@ -29,8 +29,6 @@ from autotune.space.schema import (
     ENV_FP16_ALT_IMPL,
     ENV_SITE_SETTINGS,
     LL128_ARCHS,
-    MAX_SEED,
-    MAX_VERIFY_SEEDS,
     METRICS,
     POSITIVE_METRICS,
     TOP_KEYS,
@@ -47,8 +45,8 @@ from autotune.space.schema import (
     VerifySettings,
     WorkloadRef,
     dump,
-    seed_problem,
 )
+from autotune.space.seeds import MAX_SEED, MAX_VERIFY_SEEDS, seed_problem
 from autotune.space.values import ErrorAt, check_value, env_value
 
 __all__ = [

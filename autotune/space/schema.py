@@ -29,6 +29,7 @@ from pydantic import (
 from autotune.errors import did_you_mean
 from autotune.knobs import KNOBS, Scalar
 from autotune.space.metric_names import METRICS, POSITIVE_METRICS
+from autotune.space.seeds import MAX_VERIFY_SEEDS, Seed
 
 #: Site settings (fabric, interface, PCIe) belong to the cluster and are never searched.
 ENV_SITE_SETTINGS = ("HSA_FORCE_FINE_GRAIN_PCIE", "NCCL_IB_", "NCCL_SOCKET_IFNAME")
@@ -38,31 +39,6 @@ ENV_FP16_ALT_IMPL = (
     "MIOPEN_DEBUG_CONVOLUTION_ATTRIB_FP16_ALT_IMPL",
 )
 LL128_ARCHS = ("gfx90a", "gfx942", "gfx950")
-
-#: The most seeds a verification adds to a seed (seed + 1, ..., seed + n): verify.seeds and
-#: `autotune verify --seeds`.
-MAX_VERIFY_SEEDS = 100
-#: The largest seed a user sets. NumPy, Optuna's samplers and the HF and Lightning seeding
-#: take 0 ... 2**32 - 1 (torch takes more); verification adds up to MAX_VERIFY_SEEDS to it.
-MAX_SEED = 2**32 - 1 - MAX_VERIFY_SEEDS
-
-
-def seed_problem(value: int) -> str | None:
-    """Why `value` cannot be a seed (one line naming the range), or None when it can."""
-    if 0 <= value <= MAX_SEED:
-        return None
-    return (
-        f"a seed is a whole number from 0 to {MAX_SEED} (NumPy's seeds end at 2**32 - 1 and "
-        f"verification adds up to {MAX_VERIFY_SEEDS}), got {value}"
-    )
-
-
-def _check_seed(value: int) -> int:
-    problem = seed_problem(value)
-    if problem:
-        raise ValueError(problem)
-    return value
-
 
 # --------------------------------------------------------------------------------------------
 # Domains
@@ -219,7 +195,7 @@ class ProbeSettings(_Section):
         None, ge=1, description="samples per optimizer step; micro-batch = batch / accum_steps"
     )
     precision: Literal["fp32", "fp16", "bf16"] = "fp32"
-    seed: int = 0  # 0 ... MAX_SEED
+    seed: Seed = 0
     device: str = "auto"
     deterministic: bool = False
     telemetry_every: int = Field(10, ge=1, description="steps between host fetches of telemetry")
@@ -243,11 +219,6 @@ class ProbeSettings(_Section):
     def micro_for(self, accum_steps: int) -> int:
         """The micro-batch of a trial with `accum_steps`: equal samples per step for all."""
         return max(1, self.samples_per_step // max(1, accum_steps))
-
-    @field_validator("seed")
-    @classmethod
-    def _seed(cls, v: int) -> int:
-        return _check_seed(v)
 
     @field_validator("device")
     @classmethod
@@ -326,16 +297,11 @@ class Budget(_Section):
 
 class SamplerSettings(_Section):
     name: Literal["tpe", "nsga2", "random", "grid"] = "tpe"
-    seed: int = 0  # 0 ... MAX_SEED
+    seed: Seed = 0
     # benchmarks/sample_efficiency.py compares 6 (the baseline counts as one) with 3 side by
     # side: no reliable difference on this noisy objective (benchmarks/RESULTS.md), so 6 stays.
     n_startup_trials: int = Field(6, ge=0, description="tpe: trials before modelling")
     grid_points: int = Field(3, ge=1, description="grid: points per continuous domain")
-
-    @field_validator("seed")
-    @classmethod
-    def _seed(cls, v: int) -> int:
-        return _check_seed(v)
 
 
 class VerifySettings(_Section):
