@@ -150,6 +150,37 @@ def test_a_diverged_probe_leaves_no_state(tmp_path: Path) -> None:
     assert out["state_saved"] is None and not (tmp_path / "s.pt").exists()
 
 
+@pytest.mark.integration
+def test_ddp_ranks_each_continue_their_own_state(tmp_path: Path) -> None:
+    """Two gloo ranks on the CPU: each keeps its RNGs and its shard's position."""
+    from autotune.process.entry import run
+
+    base = ProbeConfig(
+        workload="mlp",
+        steps=24,
+        schedule_steps=24,
+        micro_batch=8,
+        device="cpu",
+        threads=2,
+        world_size=2,
+        knobs={"lr": 0.01, "clip_norm": 1.0},
+    )
+    state = tmp_path / "s.pt"
+    first = run(replace(base, steps=10, save_state=str(state)))
+    assert first["state_saved"]["saved"] is True
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.pt.rank0", "s.pt.rank1"]
+    cont = run(replace(base, resume_from=str(state)))
+    fresh = run(base)
+    assert cont["resumed_from_step"] == 10 and fresh["resumed_from_step"] == 0
+    same_run(cont, fresh)
+    # one rank's state gone: neither continues (they would run different steps), both say why
+    (tmp_path / "s.pt.rank1").unlink()
+    alone = run(replace(base, resume_from=str(state)))
+    assert alone["resumed_from_step"] == 0
+    assert "another rank's state" in alone["continuation"]["why"]
+    same_run(alone, fresh)
+
+
 def test_a_state_is_written_only_with_room_to_spare() -> None:
     gib = 1 << 30
     assert room_for(100 << 20, 2 * gib) is None
@@ -161,5 +192,5 @@ def test_what_cannot_continue_says_why() -> None:
     base = ProbeConfig(workload="mlp")
     assert unsupported(base) is None
     assert "script" in (unsupported(replace(base, script="train.py")) or "")
-    assert "DDP" in (unsupported(replace(base, world_size=2)) or "")
+    assert unsupported(replace(base, world_size=2)) is None  # each rank keeps its own
     assert "oom_retry" in (unsupported(replace(base, oom_retry=True)) or "")

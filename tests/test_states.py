@@ -45,8 +45,8 @@ def test_a_rung_probe_continues_the_rung_below_and_keeps_its_state_below_the_top
 def test_a_probe_that_cannot_continue_is_left_as_it_is(tmp_path: Path) -> None:
     for cfg in (
         ProbeConfig(workload="mlp", script="train.py"),
-        ProbeConfig(workload="mlp", world_size=2),
         ProbeConfig(workload="mlp", oom_retry=True),
+        ProbeConfig(workload="mlp", world_size=2, measure_scaling=True),
     ):
         assert ss.with_states(cfg, tmp_path, 1, steps=30, save=True, resume_steps=10) == cfg
     plain = ProbeConfig(workload="mlp")
@@ -58,10 +58,10 @@ def test_a_probe_that_cannot_continue_is_left_as_it_is(tmp_path: Path) -> None:
 def test_states_are_removed_by_length_then_all(tmp_path: Path) -> None:
     folder = tmp_path / "state"
     folder.mkdir()
-    for name in ("0001-s30.pt", "0002-s30.pt", "0001-s60.pt", "notes.txt"):
+    for name in ("0001-s30.pt", "0002-s30.pt.rank1", "0001-s60.pt", "0001-s60.pt.rank0", "x.txt"):
         (folder / name).write_bytes(b"x")
     ss.remove_states(tmp_path, steps=[30])
-    assert sorted(p.name for p in folder.iterdir()) == ["0001-s60.pt", "notes.txt"]
+    assert sorted(p.name for p in folder.iterdir()) == ["0001-s60.pt", "0001-s60.pt.rank0", "x.txt"]
     ss.remove_states(tmp_path)
     assert not folder.exists()
     ss.remove_states(tmp_path)  # nothing there: nothing to do

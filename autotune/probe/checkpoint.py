@@ -14,8 +14,9 @@ least as many steps. Otherwise, or when the file is missing (another node ran th
 unreadable, the probe starts from step 0 and says why (`Continuation.why`). The file is read with
 `torch.load(weights_only=True)`: tensors and plain containers, no pickled code.
 
-Single-process probes of the built-in loop only: a DDP probe, an OOM retry, a scaling timing and a
-training script (`probe.script`) restart (`unsupported`).
+Probes of the built-in loop, one process or DDP ranks (each rank keeps its own file, `rank_path`:
+its RNGs and its shard's position; the ranks continue only if every one of them can). An OOM
+retry, a scaling timing and a training script (`probe.script`) restart (`unsupported`).
 """
 
 from __future__ import annotations
@@ -75,11 +76,14 @@ def unsupported(cfg: ProbeConfig) -> str | None:
     """Why a probe of `cfg` cannot save or continue a state (None: it can)."""
     if cfg.script is not None:
         return "a training script (probe.script) runs its own loop"
-    if cfg.world_size > 1:
-        return "a DDP probe restarts"
     if cfg.oom_retry or cfg.measure_scaling:
         return "a probe with oom_retry or measure_scaling restarts"
     return None
+
+
+def rank_path(path: str, rank: int | None) -> str:
+    """The file of one DDP rank's state (`path` itself for a one-process probe)."""
+    return path if rank is None else f"{path}.rank{rank}"
 
 
 def identity(cfg: ProbeConfig, knobs: dict[str, Any], device: torch.device, total: int) -> str:
@@ -97,6 +101,7 @@ def identity(cfg: ProbeConfig, knobs: dict[str, Any], device: torch.device, tota
             "divergence": cfg.divergence,
             "knobs": knobs,
             "env": cfg.env,
+            "world_size": cfg.world_size,
             "device": device.type,
         },
         sort_keys=True,

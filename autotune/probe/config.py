@@ -115,6 +115,7 @@ class Rank(Protocol):
     """One rank of a DDP probe, as the loop sees it (`autotune.process.ranks.Rank`)."""
 
     world_size: int
+    rank: int
 
     def wrap(self, model: torch.nn.Module, knobs: Mapping[str, Any]) -> torch.nn.Module: ...
 

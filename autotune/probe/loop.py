@@ -187,8 +187,9 @@ def run_probe(
     data_series = {name: np.concatenate(parts) for name, parts in series.items()}
     steps_run = len(data_series.get("loss", ()))
     saved = None
-    if cfg.save_state and status == "ok" and rank is None and steps_run == cfg.steps:
-        saved = _save(cfg.save_state, ident, cfg.steps, model, optimizer, scaler, data_series)
+    if cfg.save_state and status == "ok" and steps_run == cfg.steps:
+        path = checkpoint.rank_path(cfg.save_state, _rank_index(rank))
+        saved = _save(path, ident, cfg.steps, model, optimizer, scaler, data_series)
     result = {
         "event": "summary",
         "status": status,
@@ -248,11 +249,20 @@ def _continuation(
     (`autotune.probe.checkpoint`), else from step 0 (with the reason, when it was asked to)."""
     if cfg.resume_from is None:
         return checkpoint.Continuation()
-    why = checkpoint.unsupported(cfg) or ("a DDP rank restarts" if rank is not None else None)
-    state = why or checkpoint.load(cfg.resume_from, ident, cfg.steps)
+    path = checkpoint.rank_path(cfg.resume_from, _rank_index(rank))
+    state = checkpoint.unsupported(cfg) or checkpoint.load(path, ident, cfg.steps)
+    if rank is not None and rank.world_size > 1:  # every rank continues, or none does
+        everyone = rank.mean(np.array([0.0 if isinstance(state, str) else 1.0]))[0] == 1.0
+        if not everyone and not isinstance(state, str):
+            state = "another rank's state is missing or unusable"
     if isinstance(state, str):
         return checkpoint.Continuation(why=state)
     return checkpoint.restore(state, *run)
+
+
+def _rank_index(rank: Rank | None) -> int | None:
+    """The rank whose state file this process reads and writes (None: one process)."""
+    return rank.rank if rank is not None and rank.world_size > 1 else None
 
 
 def _save(path: str, ident: str, steps: int, *run: Any) -> dict[str, Any]:

@@ -5,7 +5,7 @@ Promoted probes are not Optuna trials: the sampler learns from the screen only. 
 probe is a new process (same seed, same data order) at the rung's steps that continues the same
 trial's probe at the rung below from its state (`autotune.study.states`: model, optimizer,
 scaler, RNG, data position; on the CPU bit for bit the probe run from step 0), or starts over
-where it cannot (a script, DDP, an OOM retry, a state on a node that is gone). Its record is
+where it cannot (a script, an OOM retry, a state on a node that is gone). Its record is
 written to trials/NNNN-rK.json before it counts, stored slim in the study (`autotune.rung.N.STEPS`)
 and logged to MLflow as a run nested under the trial's run. A driver stopped mid-rung resumes
 without re-running the rung probes that finished.

@@ -2,7 +2,8 @@
 probe at the rung below instead of starting over (`autotune.probe.checkpoint`).
 
 `study_dir/state/NNNN-sSTEPS.pt`: the state of trial NNNN after STEPS steps (at probe.batch; a
-trial that searches the batch runs its own steps for that length). Screen probes write one when
+trial that searches the batch runs its own steps for that length); a DDP probe's ranks each keep
+`NNNN-sSTEPS.pt.rankR`. Screen probes write one when
 the study has rungs above the screen; a rung's probes read the one below and write their own,
 except at the top rung. A rung's states are removed once the rung above has finished (a driver
 stopped mid-rung still finds them), and every state once the study has decided.
@@ -27,7 +28,7 @@ from autotune import space as sp
 from autotune.probe import ProbeConfig
 from autotune.probe.checkpoint import unsupported
 
-_STATE = re.compile(r"(\d{4,})-s(\d+)\.pt")
+_STATE = re.compile(r"(\d{4,})-s(\d+)\.pt(\.rank\d+)?")  # a DDP rank's: .pt.rankR
 
 
 def state_dir(study_dir: Path) -> Path:
@@ -85,7 +86,7 @@ def with_states(
 ) -> ProbeConfig:
     """`cfg` (a probe of trial `number` at the length `steps`) set to write its state when
     `save`, and to continue from the trial's state at `resume_steps`; unchanged for a probe
-    that cannot continue (a script, DDP, an OOM retry: they restart)."""
+    that cannot continue (a script, an OOM retry, a scaling timing: they restart)."""
     if unsupported(cfg) is not None:
         return cfg
     return replace(
@@ -104,7 +105,7 @@ def remove_states(study_dir: Path, *, steps: Iterable[int] | None = None) -> Non
         shutil.rmtree(folder, ignore_errors=True)
         return
     wanted = set(steps)
-    for path in folder.glob("*.pt") if folder.is_dir() else ():
+    for path in folder.glob("*.pt*") if folder.is_dir() else ():
         m = _STATE.fullmatch(path.name)
         if m and int(m.group(2)) in wanted:
             with contextlib.suppress(OSError):
