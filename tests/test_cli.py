@@ -586,3 +586,10 @@ def test_show_of_an_unknown_study_offers_the_studies_found(
         "no study 'gradclip'",
         "no studies under ./autotune-studies here (`autotune studies --study-dir DIR`",
     )
+
+
+def test_study_seed_out_of_range_names_the_flag() -> None:
+    for bad in ("99999999999", "-1"):
+        result = invoke("study", "--space", "gradclip.yaml", "--seed", bad)
+        line = assert_user_error(result, "--seed: a seed is a whole number from 0 to")
+        assert "sampler.seed" not in line

@@ -68,6 +68,9 @@ def study(
 
     overrides = list(set_ or [])
     if seed is not None:
+        problem = sp.seed_problem(seed)
+        if problem:
+            raise sp.SpaceError(f"--seed: {problem}")
         overrides.append(f"sampler.seed={seed}")
     s = sp.load(space, overrides)
     warm = st.load_warm_start(warm_start, storage) if warm_start else None
