@@ -41,8 +41,8 @@ On the CPU a continued probe is bit for bit the fresh one, so only the accountin
                                                  #   seeds, gradclip + mlp: ~25 s
     python benchmarks/target_length.py --seeds 0,1,2 --workloads '' --json tl.json
     python benchmarks/target_length.py --space '' --workloads mlp --trials 48 --factor 20  # scale
-    python benchmarks/target_length.py --workloads '' --trials 36 --set rungs.min_promote=4
-                                                 # a gradclip study that can stop early (tau)
+    python benchmarks/target_length.py --workloads '' --seeds 0,1 --trials 36 --jobs 2  # tau
+    python benchmarks/target_length.py --set rungs.eta=2   # --set: any space key, every case
 """
 
 from __future__ import annotations
