@@ -18,14 +18,7 @@ from autotune.recipe import verify as vf
 from autotune.study import pick as pk
 from autotune.study import rung_phase as rp
 from autotune.study import rungs as rg
-
-
-def constraints(
-    space: sp.Space, outcome: str, metrics: Mapping[str, Any], base: Mapping[str, Any] | None
-) -> list[float]:
-    """The study's constraints; relative ones against the baseline's metrics `base`."""
-    return st.constraints_of(space, outcome, metrics, baseline=base)
-
+from autotune.study.objectives import constraints_of, feasible, reference
 
 # ---------------------------------------------------------------------------------------------
 # Probes: one run at the target per configuration and seed, read by prefixes
@@ -95,6 +88,7 @@ class Case:
         self.runs = Runs(space, self.T)
         self.seed = space.probe.seed
         self.trials: dict[int, dict[str, Any]] = {}  # number -> knobs, env, baseline
+        self.search: c.Search | None = None  # the screen's Optuna study, once screened
 
     def base(self) -> int:
         return next(n for n, t in self.trials.items() if t["baseline"])
@@ -104,28 +98,26 @@ class Case:
         return self.runs.at(t["knobs"], t["env"], self.seed if seed is None else seed, steps)
 
     def reference(self, steps: int, seed: int | None = None) -> dict[str, Any] | None:
-        """The baseline's metrics at `steps` (and seed): the relative constraints' reference;
-        None (vacuous, as the design says) when the baseline diverged or failed there. A
-        diverged probe's final_loss is finite (the loss where it stopped), so passing it would
-        turn the constraint into `<= 1.05 x` that loss instead."""
+        """The baseline's metrics at `steps` (and seed): the relative constraints' reference,
+        as the study takes it (`objectives.reference`: only from a run that completed; None,
+        vacuous, when the baseline diverged or failed there)."""
         b = self.rec(self.base(), steps, seed)
-        return dict(b["metrics"]) if b["status"] == "ok" else None
+        return reference(c.outcome_name(b["status"]), b["metrics"])
 
     def judge(self, number: int, steps: int, seed: int | None = None) -> rg.RungResult:
-        """The trial at `steps` (and seed) as the study judges it: values and feasibility,
-        the relative constraint against the baseline at the same steps and seed."""
+        """The trial at `steps` (and seed) as the study judges a rung probe
+        (`rung_phase.judge`): values and feasibility, the relative constraint against the
+        baseline at the same steps and seed."""
         r = self.rec(number, steps, seed)
-        outcome = c.outcome_name(r["status"])
-        ok = outcome != "failed"
-        base = self.reference(steps, seed)
-        cons = constraints(self.space, outcome, r["metrics"], base) if ok else [1.0]
+        record = {"outcome": c.outcome_name(r["status"]), "summary": {"metrics": r["metrics"]}}
+        rp.judge(self.space, record, self.reference(steps, seed))
         return rg.RungResult(
             number=number,
             steps=steps,
             baseline=self.trials[number]["baseline"],
-            outcome=outcome,
-            values=st.values_of(self.space, r["metrics"]) if ok else None,
-            feasible=ok and all(v <= 0 for v in cons),
+            outcome=record["outcome"],
+            values=record["values"],
+            feasible=record["feasible"],
             metrics=dict(r["metrics"]),
         )
 
@@ -138,11 +130,16 @@ class Case:
         base = self.space.baseline_knobs(), self.space.baseline_env()
         self.prefix_check = self.runs.check(base[0], base[1], self.L0)
         search.run(self.space.budget.trials)
+        self.search = search
         for t in search.study.get_trials(deepcopy=False):
+            baseline = bool(t.user_attrs.get("autotune.baseline"))
+            # The knobs the screen's probe was given, the key of its run: the stored
+            # autotune.knobs are those it ran with (batch resolved), which would run it again.
+            knobs, env = st.trial_setup(self.space, t.params, baseline)
             self.trials[t.number] = {
-                "knobs": dict(t.user_attrs["autotune.knobs"]),
-                "env": dict(t.user_attrs["autotune.env"]),
-                "baseline": bool(t.user_attrs.get("autotune.baseline")),
+                "knobs": knobs,
+                "env": env,
+                "baseline": baseline,
                 "params": dict(t.params),
             }
         return search.records
@@ -150,7 +147,8 @@ class Case:
     def rung_phase(self) -> dict[str, Any]:
         """The rungs as `rung_phase` decides them."""
         r = self.space.rungs
-        prev = [self.judge(n, self.L0) for n in self.trials]
+        assert self.search is not None, "screen() first"
+        prev = rp.screen_results(self.search.study, self.space)  # as the study reads its screen
         table: list[dict[str, Any]] = []
         decided: dict[str, Any] = {"steps": self.L0, "rung": 0, "reason": "", "tau": None}
         numbers = sorted(self.trials)
@@ -200,24 +198,36 @@ class Case:
                 )
         return out
 
-    def verified(self, number: int, steps: int) -> dict[str, Any]:
-        """`verify.seeds` seeds at `steps`, summarised and judged as verification does."""
+    def baseline_refs(self, steps: int, seeds: Sequence[int], verified: bool) -> list[Any]:
+        """Per verification seed, the baseline's metrics it is judged against, by the rule of
+        `verification.baseline_references` (which reads the study's storage and folder, so it
+        is mirrored here): the baseline's verified run at that seed and length when the
+        baseline was verified there, else its run at that length (`improvement.baseline_at`:
+        its screen, or its record at that rung; the probe's seed)."""
+        if verified:
+            return [self.reference(steps, s) for s in seeds]
+        return [self.reference(steps)] * len(seeds)
+
+    def verified(self, number: int, steps: int, base_verified: bool) -> dict[str, Any]:
+        """`verify.seeds` seeds at `steps`, summarised and judged as verification does
+        (`verification.judge_seeds`); `base_verified`: the baseline is verified there too."""
+        seeds = vf.seeds_for(self.seed, self.space.verify.seeds)
         runs: list[dict[str, Any]] = []
-        for seed in vf.seeds_for(self.seed, self.space.verify.seeds):
+        for seed in seeds:
             r = self.rec(number, steps, seed)
             runs.append({"seed": seed, "outcome": c.outcome_name(r["status"]), "summary": r})
         metrics = list(dict.fromkeys([*(o["metric"] for o in self.objectives), *vf.REPORTED]))
         res = vf.summarize_seeds(runs, metrics)
-        base = self.reference(steps)  # the baseline's record at this rung
         res["steps"] = steps
         names = st.constraint_names(self.space)
-        for r, row in zip(runs, res["runs"], strict=True):
-            cons = constraints(self.space, "complete", r["summary"]["metrics"], base)
+        refs = self.baseline_refs(steps, seeds, base_verified)
+        for r, row, ref in zip(runs, res["runs"], refs, strict=True):
+            m = r["summary"]["metrics"]
+            cons = constraints_of(self.space, "complete", m, ref)
             row["broken"] = [n for n, v in zip(names, cons, strict=True) if v > 0]
-        res["all_feasible"] = all(
-            r["outcome"] == "complete" and not row["broken"]
-            for r, row in zip(runs, res["runs"], strict=True)
-        )
+            done = r["outcome"] == "complete"
+            row["feasible"] = done and feasible(self.space, "complete", m, ref)
+        res["all_feasible"] = all(row["feasible"] for row in res["runs"])
         res["samples"] = sum(r["summary"]["samples"] for r in runs)
         return res
 
@@ -225,13 +235,14 @@ class Case:
         """The pick at `steps` among `numbers`: as the study picks (the top_k verified) when
         `verify`, else by the same rule on the values at `steps` alone."""
         cands = self.candidates(numbers, steps)
-        samples, top = 0, []
+        samples, top, base_verified = 0, [], False
         seeds: dict[int, list[dict[str, Any]]] = {}
         if verify and self.space.verify.top_k > 0:
             top = [x.number for x in pk.ranked(cands, self.objectives)[: self.space.verify.top_k]]
+            base_verified = self.base() in top
             for cand in cands:
                 if cand.number in top:
-                    cand.verified = self.verified(cand.number, steps)
+                    cand.verified = self.verified(cand.number, steps, base_verified)
                     samples += cand.verified["samples"]
                     seeds[cand.number] = [
                         {k: row[k] for k in ("seed", "outcome", "broken")}
@@ -246,6 +257,7 @@ class Case:
             "why": why,
             "steps": steps,
             "verified": top,
+            "baseline_verified": base_verified,  # seeds judged against its runs at each seed
             "samples": samples,
             "seeds": seeds,
         }

@@ -13,19 +13,26 @@ candidates (`pick.is_candidate`) at the decided rung over `seeds_for(...)` seeds
 Then the pick, the defaults (trial 0), the old pick and the full-length pick each run with the
 fresh seeds 11-15 at T (the verification seeds chose the pick: reusing them would flatter it).
 
-Feasibility everywhere is the study's (`constraints_of`), with the relative constraint
-`final_loss <= 1.05 x baseline` judged against the baseline's metrics at the same steps and seed
-when the space has it. Kendall tau-b compares two lengths as the study's growth test does
+Feasibility everywhere is the study's own: the screen as `rung_phase.screen_results` reads it
+from the Optuna study, a probe at another length as `rung_phase.judge` judges a rung record, with
+the relative constraint `final_loss <= 1.05 x baseline` (when the space has it) against the
+baseline's run at the same steps and seed (`objectives.reference`: only a completed run is a
+reference). A verification seed is judged as `verification.baseline_references` says: against the
+baseline's verified run at that seed when the baseline was verified too, else against its run at
+that length (probe seed). Kendall tau-b compares two lengths as the study's growth test does
 (`rungs.agreement`): by the stability objective (noise_per_drop in these spaces), infeasible
-tied last.
+tied last; reported from the decided rung to the target over the configurations at that rung.
 
 Prefixes: every configuration and seed is trained once, at T, and each shorter length is read off
 its first steps (`_common.prefix_summary`): exact on the CPU because the probe is deterministic,
 its divergence check causal and the schedule constant (the knobs of these spaces leave it so).
 Each case checks one prefix bit for bit against a probe run on its own; when that check fails, or
 a schedule stretches with the run length, every length runs on its own (as the study runs it).
-Compute is counted as the study would spend it (optimizer steps run x samples per step; a
-promoted probe restarts from step 0), not as this benchmark spends it.
+Compute is counted as the study would spend it (optimizer steps run x samples per step), not as
+this benchmark spends it, with the rungs two ways: continued (a promoted probe continues the same
+trial's probe at the previous rung: r_k - r_{k-1} steps; what the study spends on one node) and
+restarted (from step 0: r_k steps; the fallback when the checkpoint is not on the probe's node).
+On the CPU a continued probe is bit for bit the fresh one, so only the accounting differs.
 
     python benchmarks/target_length.py           # gradclip (sampler seed 0) + mlp, tiny_gpt,
                                                  #   resnet: 26 min of cases (gradclip 12,
@@ -34,6 +41,8 @@ promoted probe restarts from step 0), not as this benchmark spends it.
                                                  #   seeds, gradclip + mlp: ~25 s
     python benchmarks/target_length.py --seeds 0,1,2 --workloads '' --json tl.json
     python benchmarks/target_length.py --space '' --workloads mlp --trials 48 --factor 20  # scale
+    python benchmarks/target_length.py --workloads '' --seeds 0,1 --trials 36 --jobs 2  # tau
+    python benchmarks/target_length.py --set rungs.eta=2   # --set: any space key, every case
 """
 
 from __future__ import annotations
@@ -80,7 +89,9 @@ knobs:
 """
 
 
-def workload_space(name: str, seed: int, quick: bool, trials: int, factor: int = 5) -> sp.Space:
+def workload_space(
+    name: str, seed: int, quick: bool, trials: int, factor: int = 5, sets: Sequence[str] = ()
+) -> sp.Space:
     steps = QUICK["steps"] if quick else LENGTHS[name]
     text = SPACE.format(
         workload=name,
@@ -92,15 +103,18 @@ def workload_space(name: str, seed: int, quick: bool, trials: int, factor: int =
         lr=resolve(name, "tiny").unstable_lr,
         warmup_high=max(10, (steps // 2) // 10 * 10),
     )
-    return sp.loads(text, source="target_length.py")
+    return sp.loads(text, source="target_length.py", overrides=sets)
 
 
-def file_space(path: str, seed: int, quick: bool, trials: int | None) -> sp.Space:
+def file_space(
+    path: str, seed: int, quick: bool, trials: int | None, sets: Sequence[str] = ()
+) -> sp.Space:
+    user = list(sets)  # --set: last, so it wins
     sets = [f"sampler.seed={seed}"] + ([f"budget.trials={trials}"] if trials else [])
     if quick:
         sets += [f"probe.steps={QUICK['steps']}", f"budget.target_steps={QUICK['target']}"]
         sets += [f"budget.trials={QUICK['trials']}", f"verify.seeds={QUICK['seeds']}"]
-    return sp.load(path, overrides=sets)
+    return sp.load(path, overrides=[*sets, *user])
 
 
 def beats(p: Mapping[str, Any] | None, d: Mapping[str, Any] | None, metric: str) -> bool:
@@ -116,15 +130,22 @@ def beats(p: Mapping[str, Any] | None, d: Mapping[str, Any] | None, metric: str)
 
 
 def run_case(
-    kind: str, name: str, seed: int, quick: bool, trials: int | None, fresh_n: int, factor: int = 5
+    kind: str,
+    name: str,
+    seed: int,
+    quick: bool,
+    trials: int | None,
+    fresh_n: int,
+    factor: int = 5,
+    sets: Sequence[str] = (),
 ):
     """One case, start to end (also a worker's job with --jobs)."""
     c.one_thread()
     t0 = time.perf_counter()
     if kind == "space":
-        space, label = file_space(name, seed, quick, trials), f"{name} (sampler seed {seed})"
+        space, label = file_space(name, seed, quick, trials, sets), f"{name} (sampler seed {seed})"
     else:
-        space = workload_space(name, seed, quick, trials or 12, factor)
+        space = workload_space(name, seed, quick, trials or 12, factor, sets)
         label = f"{name} at lr {space.knobs['lr']} (sampler seed {seed})"
     c.say(f"{label}: screen {space.budget.trials} trials at {space.probe.steps} steps")
     case = Case(label, space)
@@ -160,6 +181,8 @@ def run_case(
         "probe_steps": case.L0,
         "target_steps": case.T,
         "plan": case.plan,
+        "sets": list(sets),
+        "rungs_config": space.rungs.model_dump(),
         "stability": case.stability,
         "relative_constraint": [x.label for x in space.constraints if x.relative_to],
         "prefix_check": case.prefix_check,
@@ -177,28 +200,44 @@ def run_case(
 
 
 def compute(case: Case, phase: Mapping[str, Any], picks: Mapping[str, Any]) -> dict[str, Any]:
-    """Samples as the study spends them: screen, rungs (restart from 0), verification."""
+    """Samples as the study spends them: the screen, the rungs, the verification. The rungs two
+    ways: `continued` (the headline: a promoted probe continues the same trial's probe at the
+    previous rung, the screen for rung 1, so it adds the samples between the two lengths; one
+    that stopped early there, a diverged baseline, adds only what its longer record ran past
+    it) and `restarted` (the fallback when the checkpoint is not on the probe's node: from step
+    0). Each with its total and ratios against today (the screen + verifying the top_k at the
+    probe length), every trial at the target, and that + the same verification."""
     every = sorted(case.trials)
     screen = sum(case.rec(n, case.L0)["samples"] for n in every)
-    rungs = sum(case.rec(n, r["steps"])["samples"] for r in phase["rungs"] for n in r["numbers"])
     verification = picks["pick"]["samples"]
-    total = screen + rungs + verification
     today = screen + picks["old pick"]["samples"]
     full = sum(case.rec(n, case.T)["samples"] for n in every)
     v = case.space.verify
     full_verify = full + v.top_k * v.seeds * case.T * case.space.probe.samples_per_step
-    return {
+    restarted = continued = 0
+    for r in phase["rungs"]:
+        before = case.plan[r["rung"] - 1]  # the previous rung's length (the screen for rung 1)
+        for n in r["numbers"]:
+            spent = case.rec(n, r["steps"])["samples"]
+            restarted += spent
+            continued += spent - case.rec(n, before)["samples"]
+    out: dict[str, Any] = {
         "screen": screen,
-        "rungs": rungs,
         "verification": verification,
-        "total": total,
         "today": today,
         "full_length": full,
         "full_length_verified": full_verify,
-        "x_today": total / today if today else None,
-        "saved_vs_full": 1 - total / full if full else None,
-        "saved_vs_full_verified": 1 - total / full_verify if full_verify else None,
     }
+    for name, rungs in (("continued", continued), ("restarted", restarted)):
+        total = screen + rungs + verification
+        out[name] = {
+            "rungs": rungs,
+            "total": total,
+            "x_today": total / today if today else None,
+            "saved_vs_full": 1 - total / full if full else None,
+            "saved_vs_full_verified": 1 - total / full_verify if full_verify else None,
+        }
+    return out
 
 
 def points(case: Case) -> list[dict[str, Any]]:
@@ -264,8 +303,8 @@ def report(res: Mapping[str, Any]) -> str:
             [
                 [
                     f"from the decided rung ({d['steps']})",
-                    tau_cell(t["decided_to_target"])
-                    + (" (the target itself)" if d["steps"] == res["target_steps"] else ""),
+                    ("decided at the target: " if d["steps"] == res["target_steps"] else "")
+                    + tau_cell(t["decided_to_target"]),
                     tau_cell(t["decided_to_target_all"]),
                 ],
                 [
@@ -323,7 +362,7 @@ def report(res: Mapping[str, Any]) -> str:
         "",
         c.table(
             [
-                "samples",
+                "samples, rungs",
                 "screen",
                 "rungs",
                 "verification",
@@ -337,17 +376,19 @@ def report(res: Mapping[str, Any]) -> str:
             ],
             [
                 [
+                    how,
                     k(cp["screen"]),
-                    k(cp["rungs"]),
+                    k(cp[key]["rungs"]),
                     k(cp["verification"]),
-                    k(cp["total"]),
+                    k(cp[key]["total"]),
                     k(cp["today"]),
                     k(cp["full_length"]),
                     k(cp["full_length_verified"]),
-                    f"{cp['x_today']:.2f}x",
-                    f"{cp['saved_vs_full']:.0%}",
-                    f"{cp['saved_vs_full_verified']:.0%}",
+                    f"{cp[key]['x_today']:.2f}x",
+                    f"{cp[key]['saved_vs_full']:.0%}",
+                    f"{cp[key]['saved_vs_full_verified']:.0%}",
                 ]
+                for key, how in (("continued", "continued"), ("restarted", "restarted (fallback)"))
             ],
         ),
     ]
@@ -398,6 +439,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--factor", type=int, default=5, help="workload cases: target = factor x probe length"
     )
+    ap.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a space key in every case, e.g. rungs.min_promote=6 (repeatable)",
+    )
     ap.add_argument("--jobs", type=int, default=1, help="cases run at once (processes)")
     ap.add_argument(
         "--quick", action="store_true", help="smoke run: 4 trials, 10->50 steps, 2 seeds"
@@ -430,16 +479,16 @@ def main(argv: list[str] | None = None) -> int:
     try:  # bad input: one line, exit 2, before anything runs
         for kind, name, s in jobs:
             if kind == "space":
-                file_space(name, s, args.quick, args.trials)
+                file_space(name, s, args.quick, args.trials, args.sets)
             else:
-                workload_space(name, s, args.quick, args.trials or 12, args.factor)
+                workload_space(name, s, args.quick, args.trials or 12, args.factor, args.sets)
     except AutotuneError as e:
         print(f"target_length.py: {e}", file=sys.stderr)
         return 2
     started = time.perf_counter()
     c.one_thread()
     mach = c.machine()
-    task = [(k, n, s, args.quick, args.trials, fresh, args.factor) for k, n, s in jobs]
+    task = [(k, n, s, args.quick, args.trials, fresh, args.factor, args.sets) for k, n, s in jobs]
     if args.jobs > 1:
         ctx = multiprocessing.get_context("spawn")
         with cf.ProcessPoolExecutor(args.jobs, mp_context=ctx) as pool:
@@ -464,8 +513,10 @@ def main(argv: list[str] | None = None) -> int:
         "not (diverged or did not learn on a seed) or the mean stability objective and final_loss "
         "are at most the defaults' upper 95% bound (autotune.recipe.verify.interval, geometric "
         "for these positive metrics). Samples: optimizer steps run x samples per step; rungs "
-        "restart from step 0; today = the screen + verification of the top_k at the probe "
-        "length; full = every trial at the target."
+        "continued: a promoted probe continues the same trial's probe at the previous rung (the "
+        "screen for rung 1); restarted: from step 0 (the fallback when the checkpoint is not on "
+        "the probe's node); today = the screen + verification of the top_k at the probe length; "
+        "full = every trial at the target."
     )
     print(c.footer(mach))
     return 0
