@@ -203,10 +203,11 @@ def compute(case: Case, phase: Mapping[str, Any], picks: Mapping[str, Any]) -> d
     """Samples as the study spends them: the screen, the rungs, the verification. The rungs two
     ways: `continued` (the headline: a promoted probe continues the same trial's probe at the
     previous rung, the screen for rung 1, so it adds the samples between the two lengths; one
-    that stopped early there, a diverged baseline, adds only what its longer record ran past
-    it) and `restarted` (the fallback when the checkpoint is not on the probe's node: from step
-    0). Each with its total and ratios against today (the screen + verifying the top_k at the
-    probe length), every trial at the target, and that + the same verification."""
+    that did not run its whole length there, a diverged baseline, left no state: it starts
+    over, as in the study) and `restarted` (the fallback when the checkpoint is not on the
+    probe's node: from step 0). Each with its total and ratios against today (the screen +
+    verifying the top_k at the probe length), every trial at the target, and that + the same
+    verification."""
     every = sorted(case.trials)
     screen = sum(case.rec(n, case.L0)["samples"] for n in every)
     verification = picks["pick"]["samples"]
@@ -218,9 +219,10 @@ def compute(case: Case, phase: Mapping[str, Any], picks: Mapping[str, Any]) -> d
     for r in phase["rungs"]:
         before = case.plan[r["rung"] - 1]  # the previous rung's length (the screen for rung 1)
         for n in r["numbers"]:
-            spent = case.rec(n, r["steps"])["samples"]
-            restarted += spent
-            continued += spent - case.rec(n, before)["samples"]
+            spent, below = case.rec(n, r["steps"]), case.rec(n, before)
+            restarted += spent["samples"]
+            # the study keeps a state only for a probe that ran its whole length (status ok)
+            continued += spent["samples"] - (below["samples"] if below["status"] == "ok" else 0)
     out: dict[str, Any] = {
         "screen": screen,
         "verification": verification,
