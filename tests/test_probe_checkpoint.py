@@ -10,9 +10,10 @@ from typing import Any
 
 import numpy as np
 import pytest
+import torch
 
 from autotune.probe import ProbeConfig, run_probe
-from autotune.probe.checkpoint import room_for, unsupported
+from autotune.probe.checkpoint import identity, room_for, unsupported
 
 SERIES = ("loss", "grad_norm", "lr", "scale", "clipped", "skipped")
 HARDWARE = {"throughput", "tokens_per_s", "peak_mem_mb"}  # timings: not the same run twice
@@ -63,6 +64,9 @@ def test_a_continued_probe_is_the_probe_from_step_0(
     )
     first, cont, fresh = continued(base, 20, tmp_path / "s.pt")
     assert first["state_saved"]["saved"] is True
+    # what a continued probe that fails on its first own step still reports per step
+    kept = torch.load(tmp_path / "s.pt", weights_only=True)["per_step"]
+    assert kept == [first["samples_per_step"], first["tokens_per_step"]] and kept[0] > 0
     assert cont["continuation"] == {"from": str(tmp_path / "s.pt"), "step": 20, "why": None}
     assert cont["resumed_from_step"] == 20
     # this process ran the 25 new steps only; the summary covers all 45
@@ -71,6 +75,10 @@ def test_a_continued_probe_is_the_probe_from_step_0(
     same_run(cont, fresh)
     # the first 20 steps are the short probe's
     assert cont["series"]["loss"][:20] == first["series"]["loss"]
+    # its throughput is its own process's: its 25 steps, less a warm-up of 3 (max(3, 10%))
+    own = np.array(cont["series"]["step_time"][20 + 3 :])
+    want = cont["samples_per_step"] / np.median(own[own > 0])
+    assert cont["metrics"]["throughput"] == pytest.approx(want, rel=1e-9)
 
 
 DROPOUT = """
@@ -186,6 +194,15 @@ def test_a_state_is_written_only_with_room_to_spare() -> None:
     assert room_for(100 << 20, 2 * gib) is None
     why = room_for(600 << 20, gib + (1000 << 20))
     assert why == "not enough free disk for the state (600 MiB; 2024 MiB free)"
+
+
+def test_a_model_of_other_shapes_is_another_configuration() -> None:
+    """A workload edited since the state was written (a layer resized) does not load into it."""
+    cfg = ProbeConfig(workload="mlp")
+    a, b = torch.nn.Linear(4, 8), torch.nn.Linear(4, 9)
+    device = torch.device("cpu")
+    assert identity(cfg, {}, device, 10, a) == identity(cfg, {}, device, 10, torch.nn.Linear(4, 8))
+    assert identity(cfg, {}, device, 10, a) != identity(cfg, {}, device, 10, b)
 
 
 def test_what_cannot_continue_says_why() -> None:

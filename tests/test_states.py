@@ -62,6 +62,28 @@ def test_states_are_removed_by_length_then_all(tmp_path: Path) -> None:
         (folder / name).write_bytes(b"x")
     ss.remove_states(tmp_path, steps=[30])
     assert sorted(p.name for p in folder.iterdir()) == ["0001-s60.pt", "0001-s60.pt.rank0", "x.txt"]
+    (folder / "0002-s60.pt").write_bytes(b"x")
+    ss.remove_states(tmp_path, steps=[60], keep=[1])  # promoted: trial 1; trial 2's go now
+    assert sorted(p.name for p in folder.iterdir()) == ["0001-s60.pt", "0001-s60.pt.rank0", "x.txt"]
     ss.remove_states(tmp_path)
     assert not folder.exists()
     ss.remove_states(tmp_path)  # nothing there: nothing to do
+
+
+def test_a_decided_study_keeps_no_states(tmp_path: Path) -> None:
+    """More trials screened after the decision: no rung will read their states."""
+    import optuna
+
+    from autotune.study import rung_phase as rp
+    from autotune.study.options import StudyOptions
+
+    study_dir = h.recorded_study(tmp_path, "s", trials=2, finished=2)
+    study = optuna.load_study(study_name="s", storage=f"sqlite:///{study_dir / 'optuna.db'}")
+    sp_ = space()
+    assert rp.pending(study, sp_)
+    study.set_user_attr("autotune.decided", {"steps": 90, "target_steps": 90})
+    assert not rp.pending(study, sp_)
+    (study_dir / "state").mkdir()
+    (study_dir / "state" / "0002-s30.pt").write_bytes(b"x")
+    assert rp.rung_phase(StudyOptions(space=sp_), study, None, study_dir, None) is False
+    assert not (study_dir / "state").exists()

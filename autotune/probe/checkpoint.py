@@ -64,6 +64,7 @@ class Continuation:
     step: int = 0
     series: dict[str, np.ndarray] = field(default_factory=dict)
     why: str | None = None
+    per_step: tuple[int, int] = (0, 0)  # samples and tokens per optimizer step, as they ran
 
     def record(self, source: str | None) -> dict[str, Any] | None:
         """What the summary says of it (None: the probe was not asked to continue)."""
@@ -86,8 +87,16 @@ def rank_path(path: str, rank: int | None) -> str:
     return path if rank is None else f"{path}.rank{rank}"
 
 
-def identity(cfg: ProbeConfig, knobs: dict[str, Any], device: torch.device, total: int) -> str:
-    """What two probes must share for one to continue the other (JSON, sorted)."""
+def identity(
+    cfg: ProbeConfig,
+    knobs: dict[str, Any],
+    device: torch.device,
+    total: int,
+    model: torch.nn.Module,
+) -> str:
+    """What two probes must share for one to continue the other (JSON, sorted); the model's
+    tensor names and shapes too (a workload edited since does not load into this one)."""
+    shapes = {name: list(t.shape) for name, t in model.state_dict().items()}
     return json.dumps(
         {
             "format": FORMAT,
@@ -103,6 +112,7 @@ def identity(cfg: ProbeConfig, knobs: dict[str, Any], device: torch.device, tota
             "env": cfg.env,
             "world_size": cfg.world_size,
             "device": device.type,
+            "shapes": shapes,
         },
         sort_keys=True,
         default=str,
@@ -117,6 +127,7 @@ def save(
     optimizer: torch.optim.Optimizer,
     scaler: Any,
     series: dict[str, np.ndarray],
+    per_step: tuple[int, int] = (0, 0),
 ) -> None:
     """Write the state after `step` optimizer steps to `path`, atomically."""
     import torch
@@ -125,6 +136,7 @@ def save(
     state = {
         "identity": ident,
         "step": step,
+        "per_step": list(per_step),
         "model": model.state_dict(),
         "optimizer": optimizer.state_dict(),
         "scaler": scaler.state_dict(),
@@ -195,7 +207,8 @@ def restore(
     if rng["cuda"] and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(rng["cuda"])
     series = {name: t.numpy() for name, t in state["series"].items()}
-    return Continuation(step=step, series=series)
+    samples, tokens = (int(x) for x in state.get("per_step") or (0, 0))
+    return Continuation(step=step, series=series, per_step=(samples, tokens))
 
 
 def _nbytes(value: Any) -> int:

@@ -107,9 +107,11 @@ def run_probe(
     check_each_step_until = metrics.throughput_warmup_steps(cfg.steps)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-    ident = checkpoint.identity(cfg, k, device, schedule_length(cfg))
+    ident = checkpoint.identity(cfg, k, device, schedule_length(cfg), model)
     start = _continuation(cfg, rank, ident, (model, optimizer, scaler, data, accum))
     series: dict[str, list[np.ndarray]] = {}
+    # as the shorter probe ran them: what a probe that fails on its first own step reports
+    samples_per_step, tokens_per_step = start.per_step
     if start.step:  # the steps a shorter probe ran: recorded, and seen by the monitor again
         s = start.series
         monitor.update(s["loss"], s["grad_norm"], s["scale"], s["skipped"])
@@ -117,7 +119,6 @@ def run_probe(
 
     emit(_start_event(cfg, device, workload, k, world, start.step))
     chunk = Chunk()
-    samples_per_step = tokens_per_step = 0
     cause: str | None = None
     diverged_at: int | None = None
     found: dict[str, Any] | None = None
@@ -189,14 +190,17 @@ def run_probe(
     saved = None
     if cfg.save_state and status == "ok" and steps_run == cfg.steps:
         path = checkpoint.rank_path(cfg.save_state, _rank_index(rank))
-        saved = _save(path, ident, cfg.steps, model, optimizer, scaler, data_series)
+        per_step = (samples_per_step, tokens_per_step)
+        saved = _save(path, ident, cfg.steps, model, optimizer, scaler, data_series, per_step)
     result = {
         "event": "summary",
         "status": status,
         "diverged": status == "diverged",
         "divergence_cause": cause if status == "diverged" else None,
         "diverged_at_step": diverged_at,
-        "metrics": summary_metrics(cfg, data_series, samples_per_step, tokens_per_step, device),
+        "metrics": summary_metrics(
+            cfg, _own_timing(data_series, start.step), samples_per_step, tokens_per_step, device
+        ),
         "anomaly": found,
         "series": {name: arr.tolist() for name, arr in data_series.items()},
         "knobs": k,
@@ -263,6 +267,18 @@ def _continuation(
 def _rank_index(rank: Rank | None) -> int | None:
     """The rank whose state file this process reads and writes (None: one process)."""
     return rank.rank if rank is not None and rank.world_size > 1 else None
+
+
+def _own_timing(data_series: dict[str, np.ndarray], resumed: int) -> dict[str, np.ndarray]:
+    """The series the summary metrics read: a continued probe's throughput is this process's
+    own (the inherited step times ran in another process, under other load), after a warm-up
+    of its own steps, as a probe from step 0 leaves out its first ones."""
+    times = data_series.get("step_time")
+    if not resumed or times is None:
+        return data_series
+    own = times.copy()
+    own[: resumed + metrics.throughput_warmup_steps(len(times) - resumed)] = math.nan
+    return {**data_series, "step_time": own}
 
 
 def _save(path: str, ident: str, steps: int, *run: Any) -> dict[str, Any]:

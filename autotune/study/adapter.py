@@ -29,7 +29,7 @@ from autotune.study.records import (
     tell,
     write_outcome,
 )
-from autotune.study.rung_phase import plan as rung_plan
+from autotune.study.rung_phase import pending as rungs_pending
 from autotune.study.session import plan_resources
 from autotune.study.states import screen_probe
 from autotune.study.writer import MlflowWriter
@@ -176,6 +176,8 @@ class Driver:
         self.searched, self.planned, self.rerun = searched, planned, deque(rerun)
         self.tracking, self.progress, self.study_dir = tracking, progress, study_dir
         self.threads = threads
+        # a screen probe keeps its state only while a rung phase is still to run on it
+        self.rungs_ahead = rungs_pending(study, opts.space)
         self.suggested = 0
         self.lock = threading.Lock()
 
@@ -204,7 +206,7 @@ class Driver:
                 trial.number,
                 knobs,
                 env,
-                rungs_above=len(rung_plan(self.space)) > 1,
+                rungs_above=self.rungs_ahead,
             )
             self.progress.started(trial.number)
             return {

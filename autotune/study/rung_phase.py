@@ -176,6 +176,7 @@ def rung_phase(
 
     space = opts.space
     if not pending(study, space):
+        remove_states(study_dir)  # e.g. a decided study given more trials
         return False
     say = (lambda _t: None) if opts.quiet else print
     steps_plan = plan(space)
@@ -201,6 +202,7 @@ def rung_phase(
             )
             for n in numbers
         ]
+        remove_states(study_dir, steps=[steps_plan[k - 1]], keep=numbers)  # not promoted
         say(f"rung {k}: {steps} steps for trials {', '.join(map(str, numbers))}")
         lengths = (steps_plan[k - 1], steps, k < len(steps_plan) - 1)  # from, to, save
         records = _run_rung(opts, study, logger, study_dir, ray, k, lengths, jobs, say)
@@ -406,9 +408,11 @@ def run_probe_jobs(
 
 
 def _on_node(remote: Any, node: str | None) -> Any:
-    """`remote`, asked to run on `node` when it can (soft: elsewhere if it is gone or full)."""
+    """`remote`, asked to run on `node` (where its state is) when that node has room; else
+    elsewhere at once (it then starts over), rather than waiting for that node."""
     if not node:
         return remote
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    return remote.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=True))
+    where = NodeAffinitySchedulingStrategy(node, soft=True, _spill_on_unavailable=True)
+    return remote.options(scheduling_strategy=where)

@@ -6,12 +6,13 @@ trial that searches the batch runs its own steps for that length); a DDP probe's
 `NNNN-sSTEPS.pt.rankR`. Screen probes write one when
 the study has rungs above the screen; a rung's probes read the one below and write their own,
 except at the top rung. A rung's states are removed once the rung above has finished (a driver
-stopped mid-rung still finds them), and every state once the study has decided.
+stopped mid-rung still finds them), those of trials not promoted as soon as promotion has chosen,
+and every state once the study has decided (or found decided).
 
 On a cluster a probe writes its state on the node that ran it; the promoted probe is asked to
-run on that node (Ray's soft node affinity: elsewhere when the node is gone or full) and starts
-over where the state is not found. States written on other nodes than the driver's are not
-removed by the driver.
+run on that node (Ray's soft node affinity, spilling elsewhere at once when that node is gone or
+busy) and starts over where the state is not found. States written on other nodes than the
+driver's are not removed by the driver.
 """
 
 from __future__ import annotations
@@ -98,15 +99,18 @@ def with_states(
     )
 
 
-def remove_states(study_dir: Path, *, steps: Iterable[int] | None = None) -> None:
-    """Remove the states at the lengths `steps` (None: every state, and the folder)."""
+def remove_states(
+    study_dir: Path, *, steps: Iterable[int] | None = None, keep: Iterable[int] = ()
+) -> None:
+    """Remove the states at the lengths `steps` but those of the trials `keep` (None: every
+    state, and the folder)."""
     folder = state_dir(study_dir)
     if steps is None:
         shutil.rmtree(folder, ignore_errors=True)
         return
-    wanted = set(steps)
+    wanted, kept = set(steps), set(keep)
     for path in folder.glob("*.pt*") if folder.is_dir() else ():
         m = _STATE.fullmatch(path.name)
-        if m and int(m.group(2)) in wanted:
+        if m and int(m.group(2)) in wanted and int(m.group(1)) not in kept:
             with contextlib.suppress(OSError):
                 path.unlink()
