@@ -204,8 +204,9 @@ def restore(
     name, keys, *rest = rng["numpy"]
     np.random.set_state((name, np.asarray(keys, dtype=np.uint32), *rest))
     torch.set_rng_state(rng["torch"])
-    if rng["cuda"] and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(rng["cuda"])
+    if rng["cuda"] and torch.cuda.is_available():  # as many GPUs as this process sees
+        for index, gpu_state in enumerate(rng["cuda"][: torch.cuda.device_count()]):
+            torch.cuda.set_rng_state(gpu_state, index)
     series = {name: t.numpy() for name, t in state["series"].items()}
     samples, tokens = (int(x) for x in state.get("per_step") or (0, 0))
     return Continuation(step=step, series=series, per_step=(samples, tokens))
