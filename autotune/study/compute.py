@@ -99,18 +99,17 @@ def study_compute(study: Any, space: sp.Space, study_dir: Path | None) -> dict[s
     (the rung and verification records live there)."""
     if study_dir is None:
         return None
+    lengths = rg.plan(space)
     return account(
         screen_samples(study, study_dir),
-        (samples_of(r) for r in _records(study_dir / "trials", _RUNG_FILE) if _current(r, space)),
+        (samples_of(r) for r in _records(study_dir / "trials", _RUNG_FILE) if _current(r, lengths)),
         (samples_of(r) for r in _records(study_dir / "verify", _VERIFY_FILE)),
         Plan.of(space),
     )
 
 
-def _current(record: Mapping[str, Any], space: sp.Space) -> bool:
-    """Whether a rung record is at its rung's length in the space's current plan."""
-    r, target = space.rungs, space.budget.target_steps or space.probe.steps
-    plan = rg.rung_steps(space.probe.steps, target, r.eta, r.max_rungs)
+def _current(record: Mapping[str, Any], plan: list[int]) -> bool:
+    """Whether a rung record is at its rung's length in the space's current `plan`."""
     rung = int(record.get("rung") or 0)
     return 0 < rung < len(plan) and record.get("steps") == plan[rung]
 

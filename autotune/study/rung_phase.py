@@ -29,20 +29,12 @@ from autotune.study.objectives import constraints_of, feasible, reference, value
 from autotune.study.options import StudyOptions
 from autotune.study.progress import fmt_s
 from autotune.study.records import SCREEN_FEASIBLE, baseline_trial, screen_reference
+from autotune.study.rungs import plan, target_of
 from autotune.study.session import plan_resources
 from autotune.study.states import remove_states, rung_probe
 from autotune.study.writer import MlflowWriter
 
 Job = tuple[int, dict[str, Any], dict[str, str]]  # trial number, knobs, env
-
-
-def target_of(space: sp.Space) -> int:
-    return space.budget.target_steps or space.probe.steps
-
-
-def plan(space: sp.Space) -> list[int]:
-    r = space.rungs
-    return rg.rung_steps(space.probe.steps, target_of(space), r.eta, r.max_rungs)
 
 
 def pending(study: Any, space: sp.Space) -> bool:
@@ -204,7 +196,7 @@ def rung_phase(
         ]
         remove_states(study_dir, steps=[steps_plan[k - 1]], keep=numbers)  # not promoted
         say(f"rung {k}: {steps} steps for trials {', '.join(map(str, numbers))}")
-        lengths = (steps_plan[k - 1], steps, k < len(steps_plan) - 1)  # from, to, save
+        lengths = (steps_plan[k - 1], steps, k == len(steps_plan) - 1)  # from, to, top rung
         records = _run_rung(opts, study, logger, study_dir, ray, k, lengths, jobs, say)
         if records is None:
             return True
@@ -243,10 +235,10 @@ def _run_rung(
     say: Callable[[str], None],
 ) -> list[dict[str, Any]] | None:
     """Run the rung's probes not yet recorded, each continuing its trial's probe at the rung
-    below (`lengths`: its steps, this rung's, whether to keep a state for the rung above);
-    every record of the rung (None: interrupted)."""
+    below (`lengths`: its steps, this rung's, whether this is the top rung, which keeps no
+    state); every record of the rung (None: interrupted)."""
     space = opts.space
-    below, steps, save = lengths
+    below, steps, top = lengths
     records: dict[int, dict[str, Any]] = {}
     todo = []
     for number, knobs, env in jobs:
@@ -274,9 +266,7 @@ def _run_rung(
     configs = [
         (
             job,
-            rung_probe(
-                space, study_dir, job[0], job[1], job[2], steps=steps, below=below, top=not save
-            ),
+            rung_probe(space, study_dir, job[0], job[1], job[2], steps=steps, below=below, top=top),
         )
         for job in todo
     ]

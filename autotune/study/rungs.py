@@ -13,9 +13,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autotune.knobs import HARDWARE_METRICS
+
+if TYPE_CHECKING:
+    from autotune import space as sp
 
 
 @dataclass(frozen=True)
@@ -33,6 +36,17 @@ class RungResult:
 
 def _round10(x: float) -> int:
     return max(10, round(x / 10.0) * 10)
+
+
+def target_of(space: sp.Space) -> int:
+    """The length the study decides toward: budget.target_steps, else the probe's steps."""
+    return space.budget.target_steps or space.probe.steps
+
+
+def plan(space: sp.Space) -> list[int]:
+    """The space's rung lengths, the screen first (`rung_steps`)."""
+    r = space.rungs
+    return rung_steps(space.probe.steps, target_of(space), r.eta, r.max_rungs)
 
 
 def rung_steps(screen: int, target: int, eta: int, max_rungs: int) -> list[int]:

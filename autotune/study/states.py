@@ -3,11 +3,11 @@ probe at the rung below instead of starting over (`autotune.probe.checkpoint`).
 
 `study_dir/state/NNNN-sSTEPS.pt`: the state of trial NNNN after STEPS steps (at probe.batch; a
 trial that searches the batch runs its own steps for that length); a DDP probe's ranks each keep
-`NNNN-sSTEPS.pt.rankR`. Screen probes write one when
-the study has rungs above the screen; a rung's probes read the one below and write their own,
-except at the top rung. A rung's states are removed once the rung above has finished (a driver
-stopped mid-rung still finds them), those of trials not promoted as soon as promotion has chosen,
-and every state once the study has decided (or found decided).
+`NNNN-sSTEPS.pt.rankR`. Screen probes write one when the study has rungs above the screen; a rung's
+probes read the one below and write their own, except at the top rung. A rung's states are removed
+once the rung above has finished (a driver stopped mid-rung still finds them), those of trials not
+promoted as soon as promotion has chosen, and every state once the study has decided (or found
+decided).
 
 On a cluster a probe writes its state on the node that ran it; the promoted probe is asked to
 run on that node (Ray's soft node affinity, spilling elsewhere at once when that node is gone or

@@ -19,7 +19,7 @@ from autotune.probe import ProbeConfig
 from autotune.process.launcher import run_trial_process
 from autotune.study.options import StudyOptions
 from autotune.study.progress import fmt_s
-from autotune.study.rung_phase import target_of
+from autotune.study.rungs import target_of
 from autotune.study.session import plan_resources
 from autotune.study.writer import MlflowWriter
 
