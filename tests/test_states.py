@@ -87,3 +87,12 @@ def test_a_decided_study_keeps_no_states(tmp_path: Path) -> None:
     (study_dir / "state" / "0002-s30.pt").write_bytes(b"x")
     assert rp.rung_phase(StudyOptions(space=sp_), study, None, study_dir, None) is False
     assert not (study_dir / "state").exists()
+
+
+def test_rungs_continuation_takes_a_boolean_and_names_the_key() -> None:
+    import pytest
+
+    assert space().rungs.continuation is True
+    assert space("rungs.continuation=false").rungs.continuation is False
+    with pytest.raises(sp.SpaceError, match=r"rungs\.continuation \(from --set\): .*boolean"):
+        space("rungs.continuation=maybe")
