@@ -593,3 +593,9 @@ def test_study_seed_out_of_range_names_the_flag() -> None:
         result = invoke("study", "--space", "gradclip.yaml", "--seed", bad)
         line = assert_user_error(result, "--seed: a seed is a whole number from 0 to")
         assert "sampler.seed" not in line
+
+
+def test_audit_seed_out_of_range_names_the_flag() -> None:
+    for bad in (str(2**63), "-5"):
+        result = invoke("audit", "--seed", bad, "--no-log")
+        assert_user_error(result, "--seed: a seed is a whole number from 0 to")

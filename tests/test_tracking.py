@@ -429,3 +429,35 @@ def test_trial_params_show_the_knobs_the_probe_ran_with_for_unset_ones() -> None
     assert params["lr"] == 0.003 and params["batch"] == 16
     assert params["clip_norm"] == 1.0
     assert params["init_scale"] is None  # not resolved by the probe (fp32): stays unset
+
+
+def test_the_screens_verdicts_judged_again_replace_the_told_ones_on_the_trial_runs(
+    study: tuple[Any, str, str, str], tmp_path: Path
+) -> None:
+    import optuna
+
+    from autotune.study.records import SCREEN_FEASIBLE
+    from autotune.study.writer import MlflowWriter
+
+    client, experiment_id, parent, name = study
+    for n in (1, 2):  # both told feasible (trial 1 before the baseline had finished)
+        tracking.log_trial(client, experiment_id, parent, name, _outcome(n))
+    tracking.log_trial(client, experiment_id, parent, name, _outcome(3, "diverged"))
+    opt = optuna.create_study()
+    opt.set_user_attr(SCREEN_FEASIBLE, {"1": False, "2": True, "3": False})
+    writer = MlflowWriter(client, experiment_id, parent, name, tmp_path)
+
+    def tags() -> dict[int, tuple[str | None, str | None]]:
+        runs = client.search_runs([experiment_id], f"tags.`mlflow.parentRunId` = '{parent}'")
+        return {
+            int(r.data.tags["autotune.trial_number"]): (
+                r.data.tags.get("autotune.feasible"),
+                r.data.tags.get("autotune.feasible_told"),
+            )
+            for r in runs
+        }
+
+    assert tags() == {1: ("true", None), 2: ("true", None), 3: ("false", None)}
+    for _ in range(2):  # a resumed study writes it again: unchanged
+        writer.screen_verdicts(opt)
+        assert tags() == {1: ("false", "true"), 2: ("true", None), 3: ("false", None)}

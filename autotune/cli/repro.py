@@ -59,6 +59,12 @@ def audit(
         if cmp["differs"]:
             raise typer.Exit(1)
         return
+    from autotune.errors import ReproError
+    from autotune.space.seeds import seed_problem
+
+    problem = seed_problem(seed)
+    if problem:
+        raise ReproError(f"--seed: {problem}")
     result = au.run_audit(device=device, dtype=dtype, seed=seed)
     if not no_log:
         from autotune import tracking

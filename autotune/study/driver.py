@@ -68,6 +68,7 @@ def run(opts: StudyOptions) -> StudyResult:
                     )
                 if not interrupted:  # the sampler learnt from the screen; the rungs decide
                     rejudge_screen(study, space)
+                    logger.screen_verdicts(study)
                     interrupted = rung_phase(opts, study, logger, study_dir, ray)
                 if not interrupted:
                     interrupted = verify_phase(opts, study, logger, study_dir, ray)

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from autotune.study.records import read_outcome
+from autotune.study.records import SCREEN_FEASIBLE, read_outcome
 from autotune.study.summary import importances
 
 
@@ -126,17 +126,34 @@ class MlflowWriter:
             )
             return None
 
+    def screen_verdicts(self, study: Any) -> None:
+        """Bring the trial runs' `autotune.feasible` tags in line with the screen's verdicts
+        judged again (`records.SCREEN_FEASIBLE`)."""
+        from autotune.tracking.verdicts import set_feasible
+
+        verdicts = _verdicts(study)
+        if not verdicts:
+            return
+        self.drain()
+        try:
+            set_feasible(self.client, self.experiment_id, self.parent, verdicts)
+        except Exception as e:
+            print(
+                "warning: could not update the trials' feasibility in MLflow "
+                f"({type(e).__name__}: {e}); it is updated when the study resumes",
+                file=sys.stderr,
+            )
+
     def summary(self, summary: dict[str, Any], study: Any) -> None:
         from autotune import tracking
 
         self.drain()
-        outcomes = [
-            o
-            for o in (
-                read_outcome(self.study_dir, t.number) for t in study.get_trials(deepcopy=False)
-            )
-            if o is not None
-        ]
+        verdicts = _verdicts(study)
+        outcomes = []
+        for t in study.get_trials(deepcopy=False):
+            o = read_outcome(self.study_dir, t.number)
+            if o is not None:  # the plots show the verdict judged again, as `show` does
+                outcomes.append({**o, "feasible": verdicts.get(t.number, o.get("feasible"))})
         try:
             tracking.log_study_summary(
                 self.client, self.parent, summary, outcomes, importances(study, summary)
@@ -146,3 +163,8 @@ class MlflowWriter:
                 f"warning: could not log the study summary to MLflow ({type(e).__name__}: {e})",
                 file=sys.stderr,
             )
+
+
+def _verdicts(study: Any) -> dict[int, bool]:
+    """{trial number: feasible} as judged again after the screen (empty while it screens)."""
+    return {int(k): bool(v) for k, v in (study.user_attrs.get(SCREEN_FEASIBLE) or {}).items()}
