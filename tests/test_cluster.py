@@ -58,8 +58,9 @@ def pg() -> str:
 
 
 @pytest.fixture
-def ray_cluster(pg: str) -> Iterator[str]:
+def ray_cluster() -> Iterator[str]:
     """A head and a second node on loopback, one CPU each; yields the head's host:port.
+    (A test that needs PostgreSQL asks for `pg` first, so that a missing server starts nothing.)
 
     Teardown stops exactly the processes these two `ray start` calls made (found by a token in
     their environment): `ray stop --force` would also stop any other Ray on this machine.
@@ -173,3 +174,35 @@ def test_study_on_two_ray_nodes_with_postgres(pg: str, ray_cluster: str, tmp_pat
     show = h.autotune(["show", name, "--storage", storage, "--json"], elsewhere, timeout=120)
     assert show.returncode == 0, h.explain(show)
     assert f'"study": "{name}"' in show.stdout
+
+
+def test_states_are_removed_on_every_node_of_the_cluster(
+    ray_cluster: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A probe writes its state on the node that ran it: the driver removes states there too.
+    Both nodes share this machine's disk, so only the other node's task is called here and the
+    files must be gone because that task ran there."""
+    import ray
+
+    from autotune.study import states as ss
+
+    study_dir = tmp_path / "study"
+    folder = ss.state_dir(study_dir)
+    folder.mkdir(parents=True)
+    names = ["0001-s30.pt", "0002-s30.pt", "0002-s30.pt.rank1", "0001-s60.pt"]
+    for name in names:
+        (folder / name).write_bytes(b"x")
+    ray.init(address=ray_cluster, logging_level="ERROR", log_to_driver=False)
+    try:
+        here = ray.get_runtime_context().get_node_id()
+        alive = {n["NodeID"] for n in ray.nodes() if n["Alive"]}
+        assert len(alive) == 2 and here in alive
+        with monkeypatch.context() as m:  # the driver's own removal does nothing here: what
+            m.setattr(ss, "remove_states", lambda *a, **k: None)  # goes, the other node removed
+            others = ss.remove_everywhere(ray, study_dir, steps=[30], keep=[1])
+        assert others == sorted(alive - {here})
+        assert sorted(p.name for p in folder.iterdir()) == ["0001-s30.pt", "0001-s60.pt"]
+        assert ss.remove_everywhere(ray, study_dir) == others
+        assert not folder.exists()
+    finally:
+        ray.shutdown()

@@ -31,7 +31,7 @@ from autotune.study.progress import fmt_s
 from autotune.study.records import SCREEN_FEASIBLE, baseline_trial, screen_reference
 from autotune.study.rungs import plan, target_of
 from autotune.study.session import plan_resources
-from autotune.study.states import remove_states, rung_probe
+from autotune.study.states import remove_everywhere, rung_probe
 from autotune.study.writer import MlflowWriter
 
 Job = tuple[int, dict[str, Any], dict[str, str]]  # trial number, knobs, env
@@ -168,7 +168,7 @@ def rung_phase(
 
     space = opts.space
     if not pending(study, space):
-        remove_states(study_dir)  # e.g. a decided study given more trials
+        remove_everywhere(ray, study_dir)  # e.g. a decided study given more trials
         return False
     say = (lambda _t: None) if opts.quiet else print
     steps_plan = plan(space)
@@ -194,13 +194,13 @@ def rung_phase(
             )
             for n in numbers
         ]
-        remove_states(study_dir, steps=[steps_plan[k - 1]], keep=numbers)  # not promoted
+        remove_everywhere(ray, study_dir, steps=[steps_plan[k - 1]], keep=numbers)  # not promoted
         say(f"rung {k}: {steps} steps for trials {', '.join(map(str, numbers))}")
         lengths = (steps_plan[k - 1], steps, k == len(steps_plan) - 1)  # from, to, top rung
         records = _run_rung(opts, study, logger, study_dir, ray, k, lengths, jobs, say)
         if records is None:
             return True
-        remove_states(study_dir, steps=[steps_plan[k - 1]])  # every probe continued from them
+        remove_everywhere(ray, study_dir, steps=[steps_plan[k - 1]])  # all continued from them
         cur = [as_result(slim(r)) for r in records]
         ag = rg.agreement(prev, cur, objectives)
         table.append({"rung": k, "steps": steps, "numbers": numbers, "agreement": ag})
@@ -218,7 +218,7 @@ def rung_phase(
         prev = cur
     study.set_user_attr("autotune.rungs", table)
     study.set_user_attr("autotune.decided", {**decided, "target_steps": target_of(space)})
-    remove_states(study_dir)
+    remove_everywhere(ray, study_dir)
     say(f"decided at {decided['steps']} of {target_of(space)} steps ({decided['reason']})")
     return False
 

@@ -11,8 +11,9 @@ decided).
 
 On a cluster a probe writes its state on the node that ran it; the promoted probe is asked to
 run on that node (Ray's soft node affinity, spilling elsewhere at once when that node is gone or
-busy) and starts over where the state is not found. States written on other nodes than the
-driver's are not removed by the driver.
+busy) and starts over where the state is not found. `remove_everywhere` removes states on the
+driver's node and on every other live node of the cluster (a task pinned to each node; a node
+that died keeps what it wrote).
 """
 
 from __future__ import annotations
@@ -114,3 +115,53 @@ def remove_states(
         if m and int(m.group(2)) in wanted and int(m.group(1)) not in kept:
             with contextlib.suppress(OSError):
                 path.unlink()
+
+
+REMOVE_TIMEOUT_S = 60.0
+"""How long the driver waits for the other nodes to remove their states (a node that does not
+answer in time keeps them; nothing else waits on it)."""
+
+
+def remove_everywhere(
+    ray: Any,
+    study_dir: Path,
+    *,
+    steps: Iterable[int] | None = None,
+    keep: Iterable[int] = (),
+) -> list[str]:
+    """`remove_states` here and on every other live node of the Ray cluster (a probe writes its
+    state on the node that ran it); return the ids of the other nodes that did. Without a Ray
+    session (`ray` None or not started), here only."""
+    remove_states(study_dir, steps=steps, keep=keep)
+    if ray is None or not ray.is_initialized():
+        return []
+    here = ray.get_runtime_context().get_node_id()
+    others = [n["NodeID"] for n in ray.nodes() if n.get("Alive") and n["NodeID"] != here]
+    if not others:
+        return []
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    task = ray.remote(num_cpus=0, max_retries=0)(_remove_on_node)
+    args = (study_dir, None if steps is None else list(steps), list(keep))
+    refs = [
+        task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)).remote(
+            *args
+        )
+        for node in others
+    ]
+    done, late = ray.wait(refs, num_returns=len(refs), timeout=REMOVE_TIMEOUT_S)
+    for ref in late:
+        ray.cancel(ref, force=True)
+    removed: list[str] = []
+    for ref in done:
+        with contextlib.suppress(Exception):  # a node that died meanwhile keeps its states
+            removed.append(str(ray.get(ref)))
+    return removed
+
+
+def _remove_on_node(study_dir: Path, steps: list[int] | None, keep: list[int]) -> str:
+    """A Ray task: remove the states on the node it runs on; return that node's id."""
+    import ray
+
+    remove_states(study_dir, steps=steps, keep=keep)
+    return str(ray.get_runtime_context().get_node_id())
