@@ -194,6 +194,10 @@ def test_a_state_is_written_only_with_room_to_spare() -> None:
     assert room_for(100 << 20, 2 * gib) is None
     why = room_for(600 << 20, gib + (1000 << 20))
     assert why == "not enough free disk for the state (600 MiB; 2024 MiB free)"
+    # a DDP probe's 4 ranks write theirs at once: room for one is not room for four
+    assert room_for(100 << 20, gib + (400 << 20)) is None
+    why = room_for(100 << 20, gib + (400 << 20), copies=4)
+    assert why == "not enough free disk for the state (4 x 100 MiB, one per rank; 1424 MiB free)"
 
 
 def test_a_model_of_other_shapes_is_another_configuration() -> None:

@@ -45,13 +45,15 @@ class NoRoom(OSError):
     """Not enough free disk for a state: the longer probe will start over instead."""
 
 
-def room_for(nbytes: int, free: int) -> str | None:
-    """Why a state of `nbytes` does not fit in `free` bytes (with `DISK_HEADROOM` and twice
-    the state, for the temporary file); None when it does."""
-    if free >= 2 * nbytes + DISK_HEADROOM:
+def room_for(nbytes: int, free: int, copies: int = 1) -> str | None:
+    """Why `copies` states of `nbytes` each (a DDP probe's ranks each write one, at once) do
+    not fit in `free` bytes (with `DISK_HEADROOM` and twice each state, for its temporary
+    file); None when they do."""
+    if free >= 2 * copies * nbytes + DISK_HEADROOM:
         return None
+    each = f"{copies} x {nbytes / 2**20:.0f} MiB, one per rank" if copies > 1 else ""
     return (
-        f"not enough free disk for the state ({nbytes / 2**20:.0f} MiB; "
+        f"not enough free disk for the state ({each or f'{nbytes / 2**20:.0f} MiB'}; "
         f"{free / 2**20:.0f} MiB free)"
     )
 
@@ -128,8 +130,10 @@ def save(
     scaler: Any,
     series: dict[str, np.ndarray],
     per_step: tuple[int, int] = (0, 0),
+    copies: int = 1,
 ) -> None:
-    """Write the state after `step` optimizer steps to `path`, atomically."""
+    """Write the state after `step` optimizer steps to `path`, atomically (refused, `NoRoom`,
+    unless the disk has room for `copies` of it: the ranks of a DDP probe write theirs at once)."""
     import torch
 
     np_state: tuple[Any, ...] = tuple(np.random.get_state())
@@ -150,7 +154,7 @@ def save(
     }
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    why = room_for(_nbytes(state), shutil.disk_usage(target.parent).free)
+    why = room_for(_nbytes(state), shutil.disk_usage(target.parent).free, copies)
     if why is not None:
         raise NoRoom(why)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")

@@ -191,7 +191,8 @@ def run_probe(
     if cfg.save_state and status == "ok" and steps_run == cfg.steps:
         path = checkpoint.rank_path(cfg.save_state, _rank_index(rank))
         per_step = (samples_per_step, tokens_per_step)
-        saved = _save(path, ident, cfg.steps, model, optimizer, scaler, data_series, per_step)
+        run = (model, optimizer, scaler, data_series, per_step)
+        saved = _save(path, ident, cfg.steps, *run, copies=world)
     result = {
         "event": "summary",
         "status": status,
@@ -281,11 +282,14 @@ def _own_timing(data_series: dict[str, np.ndarray], resumed: int) -> dict[str, n
     return {**data_series, "step_time": own}
 
 
-def _save(path: str, ident: str, steps: int, *run: Any) -> dict[str, Any]:
-    """Write the state for a longer probe to continue; a failure costs that probe a restart,
-    not this one its result."""
+def _save(path: str, ident: str, steps: int, *run: Any, copies: int) -> dict[str, Any]:
+    """Write the state for a longer probe to continue (room checked for `copies`: one per
+    rank); a failure costs that probe a restart, not this one its result."""
+    model, optimizer, scaler, series, per_step = run
     try:
-        checkpoint.save(path, ident, steps, *run)
+        checkpoint.save(
+            path, ident, steps, model, optimizer, scaler, series, per_step, copies=copies
+        )
     except checkpoint.NoRoom as e:
         return {"path": path, "saved": False, "why": str(e)}
     except (OSError, RuntimeError) as e:
