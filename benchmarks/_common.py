@@ -117,6 +117,7 @@ def prefix_summary(run: Mapping[str, Any], n: int) -> dict[str, Any]:
             samples_per_step=run["samples_per_step"],
             tokens_per_step=run["tokens_per_step"],
             precision=run["precision"],
+            reference=run["metrics"].get("initial_loss"),  # held-out: the same at every length
         )
     values = {
         k: (v if math.isfinite(v) else None) if isinstance(v, float) else v

@@ -640,16 +640,27 @@ def test_cause_priority_and_first_step() -> None:
     res = mon.update([1.0, np.nan, 50.0], grad_norm=[1.0, 1.0, 1.0], scale=[1.0, 1e-9, 1e-9])
     assert res == ("nonfinite_loss", 1)
     mon = d.DivergenceMonitor("fp32", initial_loss=1.0)
-    assert mon.update([50.0], grad_norm=[np.inf]) == ("loss_explosion", 0)
+    assert mon.update([1.0, 50.0], grad_norm=[1.0, np.inf]) == ("loss_explosion", 1)
     # the monitor keeps the first divergence ever reported
     assert mon.update([np.nan]) == ("nonfinite_loss", 0)
-    assert (mon.cause, mon.step) == ("loss_explosion", 0)
+    assert (mon.cause, mon.step) == ("loss_explosion", 1)
     assert set(d.DIVERGENCE_CAUSES) == {
         "nonfinite_loss",
         "loss_explosion",
         "grad_explosion",
         "scaler_collapse",
     }
+
+
+def test_step_0_is_never_a_loss_explosion() -> None:
+    # Step 0 runs before any update: a first batch far above the held-out reference is the
+    # data, not a divergence. The same loss one step later is.
+    mon = d.DivergenceMonitor("fp32", initial_loss=1.0)
+    assert mon.update([50.0, 2.0], grad_norm=[1.0, 1.0]) is None
+    assert mon.update([50.0], grad_norm=[1.0]) == ("loss_explosion", 0)
+    assert mon.step == 2
+    # a non-finite loss at step 0 still is one
+    assert d.DivergenceMonitor("fp32", initial_loss=1.0).update([np.inf]) == ("nonfinite_loss", 0)
 
 
 def test_monitor_rejects_bad_input() -> None:

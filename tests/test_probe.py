@@ -350,7 +350,7 @@ DETACHED = textwrap.dedent(
             self.value, self.calls = value, 0
 
         def loss(self, model, batch):
-            self.calls += 1
+            self.calls += torch.is_grad_enabled()  # training steps (not the held-out reference)
             if self.calls > 3:
                 return torch.tensor(self.value)
             return super().loss(model, batch)

@@ -73,9 +73,10 @@ class DivergenceMonitor:
 
     1. ``nonfinite_loss``: ``loss[g]`` is NaN or ±inf (every precision).
     2. ``loss_explosion``: ``loss[g] > loss_explosion_factor × L0``, where ``L0`` is the initial
-       loss: the ``initial_loss`` argument if given, else the first finite loss fed (the same
-       ``initial_loss`` as the summary). Tested from the step after ``L0`` is known (from step
-       0 when given) and only if ``L0`` is finite and positive.
+       loss: the ``initial_loss`` argument if given (the probe's held-out reference), else the
+       first finite loss fed (the same ``initial_loss`` as the summary). Tested from step 1 (no
+       update precedes step 0: an unusual first batch is not an explosion) and only if ``L0``
+       is finite and positive.
     3. ``grad_explosion``: ``grad_norm[g]`` is finite and ``> grad_explosion_factor × median``
        of the finite grad norms of steps ``< g``, once at least ``grad_history_min`` (5) such
        norms exist; or ``grad_norm[g]`` is non-finite and precision is fp32 or bf16. In fp16 a
@@ -162,7 +163,7 @@ class DivergenceMonitor:
                 self._skipped += 1
             grad = None if grads is None else float(grads[i])
             sc = None if scales is None else float(scales[i])
-            cause = self._test(float(losses[i]), grad, sc, skips is not None)
+            cause = self._test(g, float(losses[i]), grad, sc, skips is not None)
             if cause is not None and first is None:
                 first = (cause, i)
                 if self.cause is None:
@@ -180,14 +181,15 @@ class DivergenceMonitor:
         return arr
 
     def _test(
-        self, loss: float, grad: float | None, scale: float | None, has_skips: bool
+        self, g: int, loss: float, grad: float | None, scale: float | None, has_skips: bool
     ) -> str | None:
         thr = self.thresholds
         if not math.isfinite(loss):
             return "nonfinite_loss"
         l0 = self._initial
         if (
-            l0 is not None  # known after the first finite loss (from step 0 when given)
+            g > 0  # step 0 runs before any update
+            and l0 is not None  # known after the first finite loss (before step 0 when given)
             and math.isfinite(l0)
             and l0 > 0
             and loss > thr.loss_explosion_factor * l0

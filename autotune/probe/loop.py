@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from autotune.probe import checkpoint, divergence, metrics
+from autotune.probe import checkpoint, divergence, metrics, reference
 from autotune.probe.config import ProbeConfig, Rank, Report
 from autotune.probe.steps import (
     NoGradient,
@@ -84,6 +84,9 @@ def run_probe(
     seed_everything(cfg.seed)
     model = workload.build_model().to(device)
     model.train()
+    # The initial loss of every loss metric and of the explosion test: the untrained model on the
+    # held-out set (the same batches whatever the seed), the run left as it was (buffers, RNGs).
+    ref = _reference(model, workload, cfg, device, amp_dtype, rank)
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     params = [p for _, p in named]
     if rank is not None:
@@ -97,9 +100,11 @@ def run_probe(
         else rank.batches(workload, cfg.micro_batch, cfg.seed)  # this rank's shard
     )
     one = torch.ones((), device=device)
-    # Loss explosion is judged against the loss of step 0, before any update: a run that blows
-    # up within its first few steps must not inflate its own reference.
-    monitor = divergence.DivergenceMonitor(cfg.precision, thresholds=thresholds(cfg.divergence))
+    # Loss explosion is judged against the reference, measured before any update: a run that
+    # blows up within its first few steps must not inflate its own reference.
+    monitor = divergence.DivergenceMonitor(
+        cfg.precision, initial_loss=ref.loss, thresholds=thresholds(cfg.divergence)
+    )
     stop_early = bool(cfg.divergence.get("stop_early", True))
     # Most divergent runs blow up within their first steps: the telemetry is fetched (and the
     # monitor fed) at every step while the throughput metric still ignores the step times, then
@@ -200,8 +205,14 @@ def run_probe(
         "divergence_cause": cause if status == "diverged" else None,
         "diverged_at_step": diverged_at,
         "metrics": summary_metrics(
-            cfg, _own_timing(data_series, start.step), samples_per_step, tokens_per_step, device
+            cfg,
+            _own_timing(data_series, start.step),
+            samples_per_step,
+            tokens_per_step,
+            device,
+            ref.loss,
         ),
+        "initial_reference": ref.record(),
         "anomaly": found,
         "series": {name: arr.tolist() for name, arr in data_series.items()},
         "knobs": k,
@@ -245,6 +256,26 @@ def _lr(step: int, k: dict[str, Any], total: int) -> float:
         total=total,
         min_ratio=float(k["min_lr_ratio"]),
     )
+
+
+def _reference(
+    model: torch.nn.Module,
+    workload: Any,
+    cfg: ProbeConfig,
+    device: torch.device,
+    amp_dtype: torch.dtype | None,
+    rank: Rank | None,
+) -> reference.Reference:
+    """The held-out reference (`autotune.probe.reference`); the ranks of a DDP probe take their
+    mean, so that each judges its steps against the same number (a rank without one, all of
+    them step 0's)."""
+    ref = reference.held_out(model, workload, cfg.micro_batch, device, amp_dtype)
+    if rank is None or rank.world_size == 1:
+        return ref
+    mean = float(rank.mean(np.array([math.nan if ref.loss is None else ref.loss]))[0])
+    if not math.isfinite(mean):
+        return reference.Reference(None, "step0", ref.batches, ref.why or "another rank's is not")
+    return reference.Reference(mean, "held_out", ref.batches)
 
 
 def _continuation(
@@ -324,14 +355,17 @@ def summary_metrics(
     samples_per_step: int,
     tokens_per_step: int,
     device: torch.device,
+    initial: float | None = None,
 ) -> dict[str, Any]:
-    """The summary metrics of the recorded series, and the peak memory (JSON: no NaN)."""
+    """The summary metrics of the recorded series (`initial`: the reference loss), and the peak
+    memory (JSON: no NaN)."""
     summary = (
         metrics.summarize(
             data_series,
             samples_per_step=samples_per_step,
             tokens_per_step=tokens_per_step,
             precision=cfg.precision,
+            reference=initial,
         )
         if data_series
         else {}

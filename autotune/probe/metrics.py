@@ -132,15 +132,19 @@ def check_precision(precision: str) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def initial_loss(loss: npt.ArrayLike) -> float:
-    """Initial loss: the first finite loss of the series (step 0's, unless it was not finite).
+def initial_loss(loss: npt.ArrayLike, reference: float | None = None) -> float:
+    """Initial loss: `reference` when given and finite (the probe's: the untrained model's mean
+    loss over the held-out set, `autotune.probe.reference`), else the first finite loss of the
+    series (step 0's, unless it was not finite).
 
-    Step 0's loss is computed before the first update: the loss of the untrained model. It is
-    not averaged with the next few steps on purpose: at a learning rate too high for the
-    defaults, steps 1-10 can explode to several times that loss and recover, and a mean over
-    them would inflate the reference, so that a run sitting at chance afterwards still showed a
-    large ``loss_drop``. NaN when no loss is finite or the series is empty.
+    Step 0's loss is computed before the first update: the loss of the untrained model, on one
+    batch. It is not averaged with the next few steps on purpose: at a learning rate too high
+    for the defaults, steps 1-10 can explode to several times that loss and recover, and a mean
+    over them would inflate the reference, so that a run sitting at chance afterwards still
+    showed a large ``loss_drop``. NaN when no loss is finite or the series is empty.
     """
+    if reference is not None and math.isfinite(reference):
+        return float(reference)
     f = finite_values(as_1d(loss, "loss"))
     return float(f[0]) if f.size else math.nan
 
@@ -155,14 +159,15 @@ def final_loss(loss: npt.ArrayLike) -> float:
     return _finite_mean(x[len(x) - _window_len(len(x), FINAL_FRACTION) :])
 
 
-def loss_drop(loss: npt.ArrayLike) -> float:
-    """Relative loss decrease: ``loss_drop = 1 - final_loss / initial_loss``.
+def loss_drop(loss: npt.ArrayLike, reference: float | None = None) -> float:
+    """Relative loss decrease: ``loss_drop = 1 - final_loss / initial_loss`` (`initial_loss`
+    of `loss` and `reference`).
 
     0 for a run that does not learn, 1 for a loss driven to 0, negative when the loss went up.
     NaN when either term is NaN or ``initial_loss <= 0`` (the ratio is only meaningful for a
     positive loss).
     """
-    first = initial_loss(loss)
+    first = initial_loss(loss, reference)
     last = final_loss(loss)
     if not (math.isfinite(first) and math.isfinite(last)) or first <= 0:
         return math.nan
@@ -244,7 +249,7 @@ def _tail_noise(loss: npt.ArrayLike) -> tuple[float, float]:
     return float(np.std(tail - trend)), float(np.mean(trend))
 
 
-def noise_per_drop(loss: npt.ArrayLike) -> float:
+def noise_per_drop(loss: npt.ArrayLike, reference: float | None = None) -> float:
     """Fluctuation of the loss around its trend per unit of loss the run shed (the stability
     objective of the shipped spaces)::
 
@@ -254,13 +259,14 @@ def noise_per_drop(loss: npt.ArrayLike) -> float:
     by the loss level, so a model stuck at chance (high level, flat) looks stabler than one that
     learns, and a model whose loss approaches 0 looks unstable however smooth it is; dividing by
     what the run learned ranks a flat run that learned little last. Every trial of a study starts
-    from the same weights and the same first batch (one seed), so ``initial_loss`` is a common
-    reference, not a per-trial noise. NaN (the worst value for an objective) when the tail holds
+    from the same weights (one seed) and the probe's ``initial_loss`` is measured on the held-out
+    set (`reference`), the same batches whatever the seed: a common reference, not a per-trial
+    noise. NaN (the worst value for an objective) when the tail holds
     fewer than ``MIN_CV_POINTS`` finite losses or the loss did not drop (``final_loss >=
     initial_loss``).
     """
     noise, _ = _tail_noise(loss)
-    drop = initial_loss(loss) - final_loss(loss)
+    drop = initial_loss(loss, reference) - final_loss(loss)
     if not (math.isfinite(noise) and math.isfinite(drop)) or drop <= 0:
         return math.nan
     return noise / drop
@@ -382,8 +388,9 @@ def summarize(
     samples_per_step: int,
     tokens_per_step: int = 0,
     precision: str = "fp32",
+    reference: float | None = None,
 ) -> dict[str, float]:
-    """All summary metrics of one probe.
+    """All summary metrics of one probe (`reference`: the initial loss, see `initial_loss`).
 
     ``series`` maps ``loss``, ``grad_norm``, ``step_time`` (required) and ``clipped``,
     ``scale``, ``skipped``, ``lr`` (optional) to per-step series of one common length ``n``
@@ -416,11 +423,11 @@ def summarize(
     grads = grad_norm_stats(arrays["grad_norm"])
     out: dict[str, float] = {
         "steps_run": len(loss),
-        "initial_loss": initial_loss(loss),
+        "initial_loss": initial_loss(loss, reference),
         "final_loss": final_loss(loss),
-        "loss_drop": loss_drop(loss),
+        "loss_drop": loss_drop(loss, reference),
         "loss_cv": loss_cv(loss),
-        "noise_per_drop": noise_per_drop(loss),
+        "noise_per_drop": noise_per_drop(loss, reference),
         "loss_range": loss_range(loss),
         "spike_count": spike_count(loss),
         "grad_norm_p50": grads["p50"],

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from autotune.errors import AutotuneError
-from autotune.probe import divergence, metrics, telemetry
+from autotune.probe import divergence, metrics, reference, telemetry
 from autotune.probe.config import ProbeConfig, Report
 from autotune.probe.loop import schedule_length, summary_metrics
 from autotune.probe.steps import pick_device, resolve_knobs, seed_everything, set_deterministic
@@ -304,6 +304,7 @@ class ScriptSession:
             "metrics": summary_metrics(
                 cfg, data, self.samples_per_step, self.tokens_per_step, self.device
             ),
+            "initial_reference": reference.STEP0.record(),
             "anomaly": None,
             "series": series,
             "knobs": k,

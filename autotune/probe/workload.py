@@ -51,7 +51,8 @@ class Workload(Protocol):
         ...
 
     def eval_batches(self, micro_batch: int) -> list[Batch]:
-        """A small held-out set, the same on every call."""
+        """A small held-out set, the same on every call: the probe measures its initial loss on
+        it (`autotune.probe.reference`)."""
         ...
 
     def loss(self, model: torch.nn.Module, batch: Batch) -> torch.Tensor:
