@@ -34,11 +34,18 @@ ODD_FIRST = textwrap.dedent(
         def eval_batches(self, micro_batch):
             return []
 
+    class Endless(MLPWorkload):
+        def eval_batches(self, micro_batch):
+            return self.batches(micro_batch, seed=1234)  # never ends
+
     def odd_first(size="tiny"):
         return OddFirst(size)
 
     def no_held_out(size="tiny"):
         return NoHeldOut(size)
+
+    def endless(size="tiny"):
+        return Endless(size)
     """
 )
 
@@ -117,3 +124,9 @@ def test_without_a_held_out_set_step_0_is_the_reference_and_the_summary_says_why
     assert ref["source"] == "step0" and ref["loss"] is None
     assert "eval_batches() returned no batch" in ref["why"]
     assert r["metrics"]["initial_loss"] == r["series"]["loss"][0]
+
+
+def test_an_endless_held_out_stream_is_read_up_to_its_cap(odd: Path) -> None:
+    r = run_probe(ProbeConfig(workload=f"{odd}:endless", steps=5, micro_batch=16))
+    assert r["initial_reference"]["source"] == "held_out"
+    assert r["initial_reference"]["batches"] == MAX_BATCHES

@@ -19,6 +19,7 @@ and says why; a training script (`probe.script`) has no held-out set and always 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
 import random
 from collections.abc import Iterator
@@ -63,7 +64,8 @@ def held_out(
     batches, the run left as it was found. Exceptions from the workload propagate."""
     import torch
 
-    batches = list(workload.eval_batches(micro_batch))[:MAX_BATCHES]
+    # islice, not a list: a workload may hand back an endless stream (its own batches())
+    batches = list(itertools.islice(workload.eval_batches(micro_batch), MAX_BATCHES))
     if not batches:
         return Reference(None, "step0", why="the workload's eval_batches() returned no batch")
     total = torch.zeros((), dtype=torch.float64, device=device)
