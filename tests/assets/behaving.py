@@ -37,9 +37,13 @@ class BehavingWorkload(MLPWorkload):
         self.calls = 0
 
     def loss(self, model: Any, batch: Any) -> Any:
-        step = self.calls
-        self.calls += 1
+        import torch
+
         loss = super().loss(model, batch)
+        if not torch.is_grad_enabled():  # the probe's held-out reference, before step 0
+            return loss
+        step = self.calls  # training steps (one micro-batch each)
+        self.calls += 1
         if self.mode == "raise" and step >= RAISE_AT:
             raise RuntimeError(MESSAGE)
         if self.mode == "nan" and step >= NAN_AT:
