@@ -161,11 +161,12 @@ class Case:
             ag = rg.agreement(prev, cur, self.objectives)
             table.append({"rung": k, "steps": steps, "numbers": promoted, "agreement": ag})
             grow, why = rg.should_grow(
-                ag,
+                [row["agreement"] for row in table],
                 threshold=r.agreement,
                 min_n=r.min_agreement_n,
                 grow=r.grow,
                 at_target=steps == self.plan[-1],
+                pairs=r.agree_rungs,
             )
             decided = {"steps": steps, "rung": k, "reason": why, "tau": ag.get("tau")}
             numbers = promoted

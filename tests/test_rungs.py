@@ -183,8 +183,37 @@ def test_agreement_in_a_speed_space_ranks_on_its_first_objective() -> None:
     ],
 )
 def test_should_grow(ag: dict[str, float], grow: str, at_target: bool, expected: bool) -> None:
-    got, why = rg.should_grow(ag, threshold=0.7, min_n=4, grow=grow, at_target=at_target)
+    got, why = rg.should_grow([ag], threshold=0.7, min_n=4, grow=grow, at_target=at_target)
     assert got is expected and why
+
+
+AGREE, DISAGREE, FEW = {"tau": 1.0, "n": 5}, {"tau": 0.2, "n": 5}, {"tau": 1.0, "n": 3}
+
+
+@pytest.mark.parametrize(
+    ("history", "pairs", "expected"),
+    [
+        ([AGREE], 2, True),  # one pair agreeing is not enough (tiny_gpt: +1.00 then -1.00)
+        ([DISAGREE, AGREE], 2, True),
+        ([FEW, AGREE], 2, True),  # the earlier pair was too small to judge
+        ([AGREE, AGREE], 2, False),
+        ([DISAGREE, AGREE, AGREE], 2, False),
+        ([AGREE, AGREE], 3, True),
+        ([AGREE], 1, False),  # the plain PASHA rule
+        ([AGREE, DISAGREE], 2, True),
+    ],
+)
+def test_stopping_below_the_target_takes_agreement_over_rung_pairs_in_a_row(
+    history: list[dict[str, float]], pairs: int, expected: bool
+) -> None:
+    got, why = rg.should_grow(
+        history, threshold=0.7, min_n=4, grow="pasha", at_target=False, pairs=pairs
+    )
+    assert got is expected, why
+    if not got and pairs > 1:
+        assert f"over {pairs} rung pairs" in why
+    if got and history[-1] is AGREE:
+        assert "rungs.agree_rungs" in why
 
 
 BASE = "name: x\nworkload: mlp\n"
@@ -197,6 +226,7 @@ BASE = "name: x\nworkload: mlp\n"
         ("rungs: {eta: 1}\n", "rungs.eta"),
         ("rungs: {agreement: 1.5}\n", "rungs.agreement"),
         ("rungs: {min_agreement_n: 2}\n", "rungs.min_agreement_n"),
+        ("rungs: {agree_rungs: 0}\n", "rungs.agree_rungs"),
         ("rungs: {grow: sometimes}\n", "rungs.grow"),
         ("rungs: {typo: 1}\n", "rungs"),
         ("probe: {batch: 16}\nknobs: {accum_steps: {choices: [1, 3]}}\n", "probe.batch"),

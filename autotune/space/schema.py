@@ -320,6 +320,9 @@ class RungSettings(_Section):
     min_promote: int = Field(2, ge=1, description="at least this many configs promoted a rung")
     agreement: float = Field(0.7, ge=-1.0, le=1.0, description="stop at this Kendall tau-b")
     min_agreement_n: int = Field(4, ge=3, description="configs tau-b is measured on, at least")
+    agree_rungs: int = Field(
+        2, ge=1, le=8, description="rung pairs in a row that must agree to stop below the target"
+    )
     max_rungs: int = Field(4, ge=1, le=8, description="rungs above the screen, at most")
     grow: Literal["pasha", "always"] = "pasha"
     continuation: bool = Field(

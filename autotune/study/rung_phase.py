@@ -206,11 +206,12 @@ def rung_phase(
         table.append({"rung": k, "steps": steps, "numbers": numbers, "agreement": ag})
         study.set_user_attr("autotune.rungs", table)
         grow, why = rg.should_grow(
-            ag,
+            [row["agreement"] for row in table],
             threshold=space.rungs.agreement,
             min_n=space.rungs.min_agreement_n,
             grow=space.rungs.grow,
             at_target=steps == steps_plan[-1],
+            pairs=space.rungs.agree_rungs,
         )
         decided = {"steps": steps, "rung": k, "reason": why, "tau": ag.get("tau")}
         if not grow:

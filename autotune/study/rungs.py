@@ -171,24 +171,45 @@ def agreement(
 
 
 def should_grow(
-    agreed: Mapping[str, Any] | None,
+    agreements: Sequence[Mapping[str, Any] | None],
     *,
     threshold: float,
     min_n: int,
     grow: str,
     at_target: bool,
+    pairs: int = 1,
 ) -> tuple[bool, str]:
-    """Whether to run the next rung, and why (not)."""
+    """Whether to run the next rung, and why (not). `agreements`: each rung's agreement with the
+    rung below, the top rung's last; the study stops below the target only when the last
+    `pairs` of them each agree (`rungs.agree_rungs`): two early rungs can rank alike and the
+    target differently (a config that blows up early and recovers, or the reverse)."""
     if at_target:
         return False, "target"
     if grow == "always":
         return True, "grow: always"
+    last = agreements[-1] if agreements else None
+    why = _disagrees(last, threshold, min_n)
+    if why is not None or last is None:
+        return True, why or "no agreement measured yet"
+    recent = list(agreements[-pairs:])
+    if len(recent) < pairs or any(_disagrees(a, threshold, min_n) for a in recent):
+        return True, (
+            f"rankings agree (tau {float(last['tau']):+.2f} >= {threshold:g}) at this rung "
+            f"only; {pairs} rung pairs in a row must (rungs.agree_rungs)"
+        )
+    taus = ", ".join(f"{float(a['tau']):+.2f}" for a in recent if a is not None)
+    over = f" over {pairs} rung pairs" if pairs > 1 else ""
+    return False, f"rankings agree{over} (tau {taus} >= {threshold:g}, {last['n']} configurations)"
+
+
+def _disagrees(agreed: Mapping[str, Any] | None, threshold: float, min_n: int) -> str | None:
+    """Why one rung pair's agreement does not let the study stop (None: it agrees)."""
     if agreed is None:
-        return True, "no agreement measured yet"
+        return "no agreement measured yet"
     n, tau = int(agreed.get("n") or 0), agreed.get("tau")
     if n < min_n:
-        return True, f"too few configurations to judge ({n} < {min_n})"
+        return f"too few configurations to judge ({n} < {min_n})"
     if tau is None or tau < threshold:
         shown = "undefined" if tau is None else f"{tau:+.2f}"
-        return True, f"rankings disagree (tau {shown} < {threshold:g})"
-    return False, f"rankings agree (tau {tau:+.2f} >= {threshold:g}, {n} configurations)"
+        return f"rankings disagree (tau {shown} < {threshold:g})"
+    return None
