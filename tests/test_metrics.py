@@ -673,3 +673,14 @@ def test_monitor_rejects_bad_input() -> None:
     thresholds = d.DivergenceThresholds(loss_explosion_factor=2.0)
     mon = d.DivergenceMonitor(initial_loss=1.0, thresholds=thresholds)
     assert mon.update([1.5, 2.5]) == ("loss_explosion", 1)
+
+
+def test_a_clipped_run_is_not_a_grad_explosion_but_a_nonfinite_gradient_still_is() -> None:
+    grads = [1.0] * 6 + [1e6]
+    assert d.DivergenceMonitor("fp32").update([1.0] * 7, grad_norm=grads) == (
+        "grad_explosion",
+        6,
+    )
+    clipped = d.DivergenceMonitor("fp32", clipping=True)
+    assert clipped.update([1.0] * 7, grad_norm=grads) is None
+    assert clipped.update([1.0], grad_norm=[np.inf]) == ("grad_explosion", 0)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import random
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -130,3 +131,39 @@ def test_an_endless_held_out_stream_is_read_up_to_its_cap(odd: Path) -> None:
     r = run_probe(ProbeConfig(workload=f"{odd}:endless", steps=5, micro_batch=16))
     assert r["initial_reference"]["source"] == "held_out"
     assert r["initial_reference"]["batches"] == MAX_BATCHES
+
+
+SPIKE = textwrap.dedent(
+    """
+    import torch
+    from autotune.workloads.mlp import MLPWorkload
+
+    class Spike(MLPWorkload):
+        '''At training step 8 the gradient is a million times larger, the loss value the same.'''
+
+        steps = 0
+
+        def loss(self, model, batch):
+            out = super().loss(model, batch)
+            if not torch.is_grad_enabled():
+                return out
+            self.steps += 1
+            if self.steps == 9:
+                return out + (1e6 - 1) * (out - out.detach())
+            return out
+
+    def make(size="tiny"):
+        return Spike(size)
+    """
+)
+
+
+def test_a_gradient_spike_is_a_divergence_only_without_clipping(tmp_path: Path) -> None:
+    path = tmp_path / "spike.py"
+    path.write_text(SPIKE)
+    base = ProbeConfig(workload=f"{path}:make", steps=20, micro_batch=16, knobs={"lr": 1e-3})
+    plain = run_probe(base)
+    assert plain["divergence_cause"] == "grad_explosion" and plain["diverged_at_step"] == 8
+    clipped = run_probe(replace(base, knobs={"lr": 1e-3, "clip_norm": 1.0}))
+    assert clipped["status"] == "ok" and clipped["steps_run"] == 20
+    assert clipped["metrics"]["grad_norm_max"] > 1000 * clipped["metrics"]["grad_norm_p50"]

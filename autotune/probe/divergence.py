@@ -79,7 +79,9 @@ class DivergenceMonitor:
        is finite and positive.
     3. ``grad_explosion``: ``grad_norm[g]`` is finite and ``> grad_explosion_factor × median``
        of the finite grad norms of steps ``< g``, once at least ``grad_history_min`` (5) such
-       norms exist; or ``grad_norm[g]`` is non-finite and precision is fp32 or bf16. In fp16 a
+       norms exist, unless ``clipping`` (the run clips its gradients: a huge norm before
+       clipping is what clipping bounds, and the loss tests judge whether the run suffered);
+       or ``grad_norm[g]`` is non-finite and precision is fp32 or bf16. In fp16 a
        non-finite grad norm is the GradScaler's normal overflow (the step is skipped and the
        scale backs off) and is neither divergence nor part of the history; a skipped fp16 step
        (finite loss, inf grad norm) is therefore never a divergence by itself.
@@ -99,9 +101,11 @@ class DivergenceMonitor:
         *,
         initial_loss: float | None = None,
         thresholds: DivergenceThresholds | None = None,
+        clipping: bool = False,
     ) -> None:
         check_precision(precision)
         self.precision = precision
+        self.clipping = clipping
         self.thresholds = thresholds if thresholds is not None else DivergenceThresholds()
         self._initial: float | None = initial_loss
         self._grad_history: list[float] = []  # sorted
@@ -199,7 +203,8 @@ class DivergenceMonitor:
             if math.isfinite(grad):
                 median = self.grad_norm_median
                 if (
-                    median is not None
+                    not self.clipping
+                    and median is not None
                     and len(self._grad_history) >= thr.grad_history_min
                     and grad > thr.grad_explosion_factor * median
                 ):

@@ -102,8 +102,12 @@ def run_probe(
     one = torch.ones((), device=device)
     # Loss explosion is judged against the reference, measured before any update: a run that
     # blows up within its first few steps must not inflate its own reference.
+    # A clipped run's step is bounded whatever its gradient norm: its loss judges it.
     monitor = divergence.DivergenceMonitor(
-        cfg.precision, initial_loss=ref.loss, thresholds=thresholds(cfg.divergence)
+        cfg.precision,
+        initial_loss=ref.loss,
+        thresholds=thresholds(cfg.divergence),
+        clipping=float(k["clip_norm"]) > 0,
     )
     stop_early = bool(cfg.divergence.get("stop_early", True))
     # Most divergent runs blow up within their first steps: the telemetry is fetched (and the
