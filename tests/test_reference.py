@@ -35,6 +35,10 @@ ODD_FIRST = textwrap.dedent(
         def eval_batches(self, micro_batch):
             return []
 
+    class Unwritten(MLPWorkload):
+        def eval_batches(self, micro_batch):
+            raise NotImplementedError("only for DDP, I thought")
+
     class Endless(MLPWorkload):
         def eval_batches(self, micro_batch):
             return self.batches(micro_batch, seed=1234)  # never ends
@@ -44,6 +48,9 @@ ODD_FIRST = textwrap.dedent(
 
     def no_held_out(size="tiny"):
         return NoHeldOut(size)
+
+    def unwritten(size="tiny"):
+        return Unwritten(size)
 
     def endless(size="tiny"):
         return Endless(size)
@@ -116,14 +123,21 @@ def test_the_reference_does_not_change_the_run(monkeypatch: pytest.MonkeyPatch) 
     assert with_ref["metrics"]["initial_loss"] != with_ref["series"]["loss"][0]
 
 
+@pytest.mark.parametrize(
+    ("factory", "why"),
+    [
+        ("no_held_out", "eval_batches() returned no batch"),
+        ("unwritten", "NotImplementedError: only for DDP"),
+    ],
+)
 def test_without_a_held_out_set_step_0_is_the_reference_and_the_summary_says_why(
-    odd: Path,
+    odd: Path, factory: str, why: str
 ) -> None:
-    cfg = ProbeConfig(workload=f"{odd}:no_held_out", steps=12, micro_batch=16)
-    r = run_probe(cfg)
+    r = run_probe(ProbeConfig(workload=f"{odd}:{factory}", steps=12, micro_batch=16))
     ref = r["initial_reference"]
+    assert r["status"] == "ok"
     assert ref["source"] == "step0" and ref["loss"] is None
-    assert "eval_batches() returned no batch" in ref["why"]
+    assert why in ref["why"]
     assert r["metrics"]["initial_loss"] == r["series"]["loss"][0]
 
 

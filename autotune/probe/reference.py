@@ -12,8 +12,9 @@ It is measured as the training loop measures its losses (train mode, the probe's
 no gradient, and leaves the run as it found it: the model's buffers (BatchNorm's running
 statistics) and every RNG (Python, NumPy, torch, each GPU) are put back, so the training that
 follows is, step for step, the one that would have run without it. Where there is no usable
-held-out set (an empty one, or a loss that is not finite) the probe falls back to step 0's loss
-and says why; a training script (`probe.script`) has no held-out set and always uses step 0.
+held-out set (an empty one, one that raises, a loss that is not one finite number) the probe
+falls back to step 0's loss and says why (the training that follows judges the workload); a
+training script (`probe.script`) has no held-out set and always uses step 0.
 """
 
 from __future__ import annotations
@@ -61,31 +62,41 @@ def held_out(
     amp_dtype: torch.dtype | None,
 ) -> Reference:
     """The untrained `model`'s mean loss over the first `MAX_BATCHES` of the workload's held-out
-    batches, the run left as it was found. Exceptions from the workload propagate."""
+    batches, the run left as it was found. A held-out set that cannot be used (none, an error in
+    `eval_batches()` or in `loss()` on it, a loss that is not one finite number) leaves step 0's
+    loss as the reference, with the reason: the training that follows judges the workload."""
     import torch
 
-    # islice, not a list: a workload may hand back an endless stream (its own batches())
-    batches = list(itertools.islice(workload.eval_batches(micro_batch), MAX_BATCHES))
-    if not batches:
-        return Reference(None, "step0", why="the workload's eval_batches() returned no batch")
     total = torch.zeros((), dtype=torch.float64, device=device)
-    weight = 0
-    with (
-        _untouched(model),
-        torch.no_grad(),
-        torch.autocast(device.type, dtype=amp_dtype or torch.float32, enabled=bool(amp_dtype)),
-    ):
-        for batch in batches:
-            on_device = to_device(batch, device)
-            w = int(workload.tokens(on_device) or workload.samples(on_device) or 1)
-            total += workload.loss(model, on_device).detach().double() * w
-            weight += w
-    loss = float(total) / weight  # the one host sync
+    weight, n = 0, 0
+    try:
+        # islice, not a list: a workload may hand back an endless stream (its own batches())
+        batches = list(itertools.islice(workload.eval_batches(micro_batch), MAX_BATCHES))
+        n = len(batches)
+        if not batches:
+            return Reference(None, "step0", why="the workload's eval_batches() returned no batch")
+        with (
+            _untouched(model),
+            torch.no_grad(),
+            torch.autocast(device.type, dtype=amp_dtype or torch.float32, enabled=bool(amp_dtype)),
+        ):
+            for batch in batches:
+                on_device = to_device(batch, device)
+                out = workload.loss(model, on_device)
+                if not isinstance(out, torch.Tensor) or out.numel() != 1:
+                    return Reference(
+                        None, "step0", n, "loss() on a held-out batch is not a one-element tensor"
+                    )
+                w = int(workload.tokens(on_device) or workload.samples(on_device) or 1)
+                total += out.detach().double().reshape(()) * w
+                weight += w
+        loss = float(total) / weight  # the one host sync
+    except Exception as e:  # the workload's code: training will say what is wrong with it
+        why = f"the held-out set could not be used: {type(e).__name__}: {str(e)[:200]}"
+        return Reference(None, "step0", n, why)
     if not math.isfinite(loss):
-        return Reference(
-            None, "step0", len(batches), "the untrained model's held-out loss is not finite"
-        )
-    return Reference(loss, "held_out", len(batches))
+        return Reference(None, "step0", n, "the untrained model's held-out loss is not finite")
+    return Reference(loss, "held_out", n)
 
 
 @contextlib.contextmanager
