@@ -323,6 +323,44 @@ def test_drift_warning_names_the_fields() -> None:
     assert "as promised" in text
 
 
+def test_seeds_that_diverged_are_worse_than_a_promise_that_held_on_every_seed() -> None:
+    from dataclasses import replace
+
+    verified = {"mean": 0.05, "low": 0.04, "high": 0.06, "n": 3, "diverged_share": 0.0}
+    r = replace(
+        make_recipe(),
+        achieved={"loss_cv": {"direction": "minimize", "value": 0.05, "verified": verified}},
+    )
+    runs = [
+        {"seed": 1, "outcome": "complete", "summary": {"metrics": {"loss_cv": 0.05}}},
+        {"seed": 2, "outcome": "complete", "summary": {"metrics": {"loss_cv": 0.055}}},
+        {"seed": 3, "outcome": "diverged", "summary": {"metrics": {}}},
+    ]
+    measured = verify.summarize_seeds(runs, ["loss_cv"])
+    rows = {p["metric"]: p for p in verify.compare_promise(r, measured, same_hardware=True)}
+    assert rows["loss_cv"]["verdict"] == "as promised"  # over the seeds that did not diverge
+    assert rows["diverged"]["verdict"] == "WORSE than promised"
+    held = verify.summarize_seeds(runs[:2], ["loss_cv"])
+    assert verify.compare_promise(r, held, True)[-1]["verdict"] == "as promised"
+    # a recipe whose verification is not recorded promises nothing about divergence
+    assert [p["metric"] for p in verify.compare_promise(make_recipe(), measured, True)] == [
+        "loss_cv"
+    ]
+    report = {
+        "recipe": r.name,
+        "seeds": [1, 2, 3],
+        "steps": 50,
+        "recipe_result": measured,
+        "promise": verify.compare_promise(r, measured, True),
+        "drift": [],
+        "recipe_fingerprint_hash": None,
+        "fingerprint": {},
+    }
+    assert "diverged       promised 0% of seeds  measured 33%  -> WORSE" in verify.format_report(
+        report
+    )
+
+
 # ---------------------------------------------------------------------------------------------
 # Recipes from elsewhere, through `autotune verify`
 # ---------------------------------------------------------------------------------------------

@@ -184,7 +184,32 @@ def compare_promise(
                 "verdict": verdict,
             }
         )
-    return rows
+    divergence = _divergence_promise(recipe, measured)
+    return rows + ([divergence] if divergence else [])
+
+
+def _divergence_promise(recipe: Recipe, measured: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The share of seeds that diverged against the share the recipe's verification saw (the
+    objectives' intervals cover only the seeds that did not diverge, so "as promised" there says
+    nothing of those that did). None when the recipe records no verified share."""
+    shares = [
+        (p.get("verified") or {}).get("diverged_share") for p in recipe.achieved.values()
+    ]
+    promised = next((x for x in shares if x is not None), None)
+    got = measured.get("diverged_share")
+    if promised is None or got is None:
+        return None
+    if got > promised:
+        verdict = "WORSE than promised"
+    else:
+        verdict = "as promised" if got == promised else "better than promised"
+    return {
+        "metric": "diverged",
+        "direction": "minimize",
+        "promised": {"mean": promised, "low": None, "high": None},
+        "measured": {"mean": got, "low": None, "high": None},
+        "verdict": verdict,
+    }
 
 
 def check_workload(recipe: Recipe, source: str) -> None:
@@ -342,6 +367,12 @@ def format_report(report: Mapping[str, Any]) -> str:
         lines.append("against the recipe's promise:")
         for p in report["promise"]:
             pr = p["promised"]
+            if p["metric"] == "diverged":  # a share of seeds, not an interval
+                lines.append(
+                    f"  {'diverged':<14} promised {pr['mean']:.0%} of seeds  measured "
+                    f"{p['measured']['mean']:.0%}  -> {p['verdict']}"
+                )
+                continue
             lines.append(
                 f"  {p['metric']:<14} promised {format_interval(pr)}  measured "
                 f"{format_interval(p['measured'])}  -> {p['verdict']}"
