@@ -192,9 +192,7 @@ def _divergence_promise(recipe: Recipe, measured: Mapping[str, Any]) -> dict[str
     """The share of seeds that diverged against the share the recipe's verification saw (the
     objectives' intervals cover only the seeds that did not diverge, so "as promised" there says
     nothing of those that did). None when the recipe records no verified share."""
-    shares = [
-        (p.get("verified") or {}).get("diverged_share") for p in recipe.achieved.values()
-    ]
+    shares = [(p.get("verified") or {}).get("diverged_share") for p in recipe.achieved.values()]
     promised = next((x for x in shares if x is not None), None)
     got = measured.get("diverged_share")
     if promised is None or got is None:
