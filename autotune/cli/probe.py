@@ -58,7 +58,8 @@ def describe_space(s: Any) -> str:
     target = s.budget.target_steps
     lines.append(
         f"target     {target} steps: the best promoted through rungs (eta {s.rungs.eta}, "
-        f"grow {s.rungs.grow}) and decided there"
+        f"grow {s.rungs.grow}, stopping early on {s.rungs.agree_rungs} agreeing rung pair(s) "
+        "in a row) and decided there"
         if target and target > p.steps
         else f"target     none: decided at the probe length ({p.steps} steps)"
     )
