@@ -73,3 +73,25 @@ def test_positive_quantities_get_intervals_that_cannot_go_below_zero() -> None:
         res["metrics"]["throughput"]["low"] > 0 and res["metrics"]["throughput"]["scale"] == "log"
     )
     assert "scale" not in res["metrics"]["loss_drop"]  # not a positive quantity: linear
+
+
+def test_a_count_or_share_never_gets_an_impossible_bound() -> None:
+    # spike counts 0, 0, 0, 0, 31 over five seeds: mean 6.2, the linear low end would be < 0
+    runs = [
+        {"seed": i, "outcome": "complete", "summary": {"metrics": {"spike_count": c}}}
+        for i, c in enumerate([0, 0, 0, 0, 31])
+    ]
+    iv = vf.summarize_seeds(runs, ["spike_count"])["metrics"]["spike_count"]
+    assert iv["low"] == 0.0 and iv["clipped"] is True and iv["high"] > iv["mean"] == 6.2
+    runs = [
+        {"seed": i, "outcome": "complete", "summary": {"metrics": {"loss_drop": d}}}
+        for i, d in enumerate([0.99, 0.2, 0.999])
+    ]
+    iv = vf.summarize_seeds(runs, ["loss_drop"])["metrics"]["loss_drop"]
+    assert iv["high"] == 1.0 and iv["low"] < iv["mean"]
+    # an interval inside the range is left as it is
+    runs = [
+        {"seed": i, "outcome": "complete", "summary": {"metrics": {"spike_count": c}}}
+        for i, c in enumerate([3, 4, 5])
+    ]
+    assert "clipped" not in vf.summarize_seeds(runs, ["spike_count"])["metrics"]["spike_count"]

@@ -55,11 +55,34 @@ def t975(df: int) -> float:
     return _T975[max(k for k in _T975 if k <= df)]
 
 
+# What a metric can be, where that is narrower than any number: a linear interval is clipped
+# to it (a count's interval never goes below 0, a share's never above 1).
+RANGES: dict[str, tuple[float, float]] = {
+    "spike_count": (0.0, math.inf),
+    "skipped_steps": (0.0, math.inf),
+    "clip_fraction": (0.0, 1.0),
+    "loss_drop": (-math.inf, 1.0),
+    **{m: (0.0, math.inf) for m in POSITIVE_METRICS},  # a positive one with a 0 among its values
+}
+
+
+def bounded(iv: dict[str, Any], metric: str) -> dict[str, Any]:
+    """`iv` with its bounds clipped to what `metric` can be (`RANGES`), saying so."""
+    lo, hi = RANGES.get(metric, (-math.inf, math.inf))
+    if iv.get("low") is None or iv.get("scale") == "log":
+        return iv
+    out = {**iv, "low": max(iv["low"], lo), "high": min(iv["high"], hi)}
+    if (out["low"], out["high"]) != (iv["low"], iv["high"]):
+        out["clipped"] = True
+    return out
+
+
 def interval(values: Sequence[float | None], scale: str = "linear") -> dict[str, Any]:
     """Mean, sample standard deviation and 95% interval of the mean of finite `values`.
 
     scale "log" (positive quantities, when every value is > 0): the geometric mean and the
-    interval of the mean of the logs, mapped back: never below zero."""
+    interval of the mean of the logs, mapped back: never below zero. `bounded` clips a linear
+    one to what its metric can be."""
     xs = [float(v) for v in values if v is not None and math.isfinite(float(v))]
     n = len(xs)
     if n == 0:
@@ -95,9 +118,12 @@ def summarize_seeds(
     failed = [r for r in runs if r.get("outcome") not in ("complete", "diverged")]
     names = list(dict.fromkeys([*metrics]))
     out_metrics = {
-        m: interval(
-            [((r.get("summary") or {}).get("metrics") or {}).get(m) for r in ok],
-            scale="log" if m in POSITIVE_METRICS else "linear",
+        m: bounded(
+            interval(
+                [((r.get("summary") or {}).get("metrics") or {}).get(m) for r in ok],
+                scale="log" if m in POSITIVE_METRICS else "linear",
+            ),
+            m,
         )
         for m in names
     }
