@@ -1,17 +1,18 @@
 """Probe fidelity: does a short probe rank configurations the way a five-times-longer run does?
 
 Twelve fixed configurations of the stability knobs (clip_norm, warmup_steps, adam_eps), from
-PyTorch's defaults to strongly damped, on the shipped `gradclip` space (tiny_gpt, lr 0.5: its
-unstable learning rate, where the defaults blow up). For each probe length L of `--lengths`
-(default 100 to 450 by 50; 150 is the space's) the configurations are ranked at L and at its own
-reference length `--factor` x L (5 L: 500 to 2250) on every objective (loss_cv, final_loss,
-spike_count: lower is better; throughput: higher is better), and the two rankings are compared
-with Kendall's tau-b (ties allowed; scipy's `kendalltau` when scipy is importable, else the
-implementation below, which checks itself on a small example with ties whose tau-b is 0.4 by
-hand). Issue goal: tau >= 0.7 for loss_cv; the report names the shortest L that reaches it.
+PyTorch's defaults to strongly damped, on the shipped `defaults_hold` space (gradclip's settings
+before 2026-12-02: tiny_gpt, lr 0.5: its unstable learning rate, where the defaults blow up early).
+For each probe length L of `--lengths` (default 100 to 450 by 50; 150 is the space's) the
+configurations are ranked at L and at its own reference length `--factor` x L (5 L: 500 to 2250) on
+every objective (loss_cv, final_loss, spike_count: lower is better; throughput: higher is better),
+and the two rankings are compared with Kendall's tau-b (ties allowed; scipy's `kendalltau` when
+scipy is importable, else the implementation below, which checks itself on a small example with ties
+whose tau-b is 0.4 by hand). Issue goal: tau >= 0.7 for loss_cv; the report names the shortest L
+that reaches it.
 
 Infeasible runs rank last: a run that diverged, or that broke the space's constraints (for
-gradclip: loss_drop >= 0.05, i.e. it did not learn), gets the worst value of every objective,
+defaults_hold: loss_drop >= 0.05, i.e. it did not learn), gets the worst value of every objective,
 tied with the other infeasible runs, because a study never picks an infeasible trial
 (`--infeasible diverged` ranks only diverged runs last and keeps the measured values of runs
 that did not learn). Feasibility is the study's: the outcome and `study.constraints_of`.
@@ -308,7 +309,7 @@ def _int_list(text: str) -> list[int]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--space", default="gradclip", help="a shipped space name or a YAML path")
+    ap.add_argument("--space", default="defaults_hold", help="a shipped space name or a YAML path")
     ap.add_argument("--workload", default=None, help="default: the space's (tiny_gpt)")
     ap.add_argument("--lr", type=float, default=None, help="default: the space's (0.5)")
     ap.add_argument(

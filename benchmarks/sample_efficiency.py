@@ -1,15 +1,15 @@
 """Sample efficiency: the study's default sampler against random search, same trial budget.
 
-The space is the shipped `gradclip` (clip_norm, warmup_steps, adam_eps, accum_steps; objectives
-loss_cv down and throughput up; constraints: not diverged, loss_drop >= 0.05) moved, by default,
-onto the fast `mlp` workload at its unstable learning rate so that the 18 searches fit in a few
-minutes on 2 cores; `--full` keeps the shipped space as it is (tiny_gpt at lr 0.5). Both sides
-run the same budget with the same sampler seeds (six by default): the default sampler exactly as
-`autotune.study.make_sampler` builds it (TPE, multivariate, constraints read from each trial,
-n_startup_trials from the space) and Optuna's RandomSampler. Trial 0 of every search is the
-baseline (PyTorch's defaults for the searched knobs), as in a study. With the same seed, TPE's
-random start-up trials are exactly random search's draws (the report says how many are shared),
-so the two curves part where TPE starts to model.
+The space is the shipped `defaults_hold` (gradclip's settings before 2026-12-02: clip_norm,
+warmup_steps, adam_eps, accum_steps; objectives loss_cv down and throughput up; constraints: not
+diverged, loss_drop >= 0.05) moved, by default, onto the fast `mlp` workload at its unstable
+learning rate so that the 18 searches fit in a few minutes on 2 cores; `--full` keeps the shipped
+space as it is (tiny_gpt at lr 0.5). Both sides run the same budget with the same sampler seeds (six
+by default): the default sampler exactly as `autotune.study.make_sampler` builds it (TPE,
+multivariate, constraints read from each trial, n_startup_trials from the space) and Optuna's
+RandomSampler. Trial 0 of every search is the baseline (PyTorch's defaults for the searched knobs),
+as in a study. With the same seed, TPE's random start-up trials are exactly random search's draws
+(the report says how many are shared), so the two curves part where TPE starts to model.
 
 Measured: after each trial, the dominated hypervolume of the feasible trials so far, computed by
 Optuna's own `optuna._hypervolume.compute_hypervolume`. Objectives are put on one scale for all
@@ -31,7 +31,7 @@ probed before (by any search) is not probed again: its record is reused.
 
     python benchmarks/sample_efficiency.py          # mlp, 36 trials x 6 seeds x 3 arms, ~5 min
     python benchmarks/sample_efficiency.py --quick  # smoke run, < 1 min
-    python benchmarks/sample_efficiency.py --full   # shipped gradclip: tiny_gpt, 48 trials, >30 min
+    python benchmarks/sample_efficiency.py --full   # defaults_hold: tiny_gpt, 48 trials, >30 min
     python benchmarks/sample_efficiency.py --json se.json --plot se.png
 """
 
@@ -125,7 +125,7 @@ def first_reaching(curve: list[float], target: float) -> int | None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--space", default="gradclip", help="a shipped space name or a YAML path")
+    ap.add_argument("--space", default="defaults_hold", help="a shipped space name or a YAML path")
     ap.add_argument("--workload", default="mlp")
     ap.add_argument("--lr", type=float, default=None, help="default: the workload's unstable_lr")
     ap.add_argument("--steps", type=int, default=150, help="probe length")

@@ -1,7 +1,8 @@
 """Target length: does the study's answer hold at the length you train, and what does it cost?
 
-Issue 14's done-when, in one run. Per case (the shipped gradclip space per sampler seed, and each
-built-in workload at its unstable learning rate) the study runs as `autotune study` runs it,
+Issue 14's done-when, in one run. Per case (the shipped defaults_hold space, which holds
+gradclip's settings before 2026-12-02, per sampler seed, and each built-in workload at its
+unstable learning rate) the study runs as `autotune study` runs it,
 in this process: N trials screened at the probe length L0 by Optuna ask/tell (TPE from
 `make_sampler`, `suggest`, `trial_setup`, `complete_outcome`, `tell`: `_common.Search`), then the
 rungs toward `budget.target_steps` T exactly as `study/rung_phase.py` decides them (`promote`,
@@ -34,11 +35,11 @@ trial's probe at the previous rung: r_k - r_{k-1} steps; what the study spends o
 restarted (from step 0: r_k steps; the fallback when the checkpoint is not on the probe's node).
 On the CPU a continued probe is bit for bit the fresh one, so only the accounting differs.
 
-    python benchmarks/target_length.py           # gradclip (sampler seed 0) + mlp, tiny_gpt,
-                                                 #   resnet: 26 min of cases (gradclip 12,
+    python benchmarks/target_length.py           # defaults_hold (sampler seed 0) + mlp,
+                                                 #   tiny_gpt, resnet: 26 min of cases (12,
                                                  #   tiny_gpt 10); --jobs 2: 14 min on 2 cores
     python benchmarks/target_length.py --quick   # smoke run: 4 trials, 10 -> 50 steps, 2
-                                                 #   seeds, gradclip + mlp: ~25 s
+                                                 #   seeds, defaults_hold + mlp: ~25 s
     python benchmarks/target_length.py --seeds 0,1,2 --workloads '' --json tl.json
     python benchmarks/target_length.py --space '' --workloads mlp --trials 48 --factor 20  # scale
     python benchmarks/target_length.py --workloads '' --seeds 0,1 --trials 36 --jobs 2  # tau
@@ -433,7 +434,7 @@ def plot(results: Sequence[Mapping[str, Any]], path: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--space", default="search_spaces/gradclip.yaml", help="'' to skip")
+    ap.add_argument("--space", default="search_spaces/defaults_hold.yaml", help="'' to skip")
     ap.add_argument("--seeds", default="0", help="the space's sampler seeds, e.g. 0,1,2")
     ap.add_argument("--workloads", default=",".join(WORKLOADS), help="'' to skip")
     ap.add_argument("--trials", type=int, default=None, help="default: the space's, 12")

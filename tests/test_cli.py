@@ -204,7 +204,7 @@ def test_check_every_builtin_space(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
         assert f"({sp.builtin_dir() / name}.yaml)" in result.output.splitlines()[0]
         if name == "gradclip":  # a relative constraint reads as one, not as an absolute bound
             assert "final_loss <= 1.05 x baseline" in result.output, result.output
-            assert "batch 16 (micro-batch = batch / accum_steps)" in result.output
+            assert "batch 64 (micro-batch = batch / accum_steps)" in result.output
             assert "target     750 steps: the best promoted through rungs" in result.output
             assert "stopping early on 2 agreeing rung pair(s) in a row" in result.output
 
