@@ -54,6 +54,9 @@ def ddp_config(**kw: Any) -> ProbeConfig:
         "knobs": KNOBS,
         "env": ENV,
         "world_size": 2,
+        # the study's held-out chunks, not the micro-batch: one reference for 2 x 40 and 1 x 80
+        "reference_batch": 20,
+        "reference_samples": 320,
     }
     return ProbeConfig(**{**base, **kw})
 
@@ -83,6 +86,9 @@ def test_ddp_matches_one_process_with_the_same_effective_batch(
     assert r["series"]["clipped"] == single["series"]["clipped"]
     assert any(r["series"]["clipped"])  # clipping acted, on the all-reduced gradients
     assert r["samples_per_step"] == 160
+    ref = r["initial_reference"]
+    assert ref["source"] == "held_out" and (ref["chunk"], ref["samples"]) == (20, 320)
+    assert ref["loss"] == pytest.approx(single["initial_reference"]["loss"], rel=1e-6)
 
 
 def test_summary_fields_and_rank_zero_relay(

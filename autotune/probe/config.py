@@ -17,6 +17,10 @@ if TYPE_CHECKING:
 
 Report = Callable[[dict[str, Any]], None]
 
+#: Held-out chunks of the initial-loss reference a probe reads by default: `reference_samples`
+#: is this many of probe.batch in a space, of the chunk in a `ProbeConfig` made by hand.
+REFERENCE_CHUNKS = 16
+
 
 def steps_at_batch(length: int, reference: int, batch: int) -> int:
     """Optimizer steps that see the samples of `length` steps at the `reference` batch, at
@@ -55,6 +59,12 @@ class ProbeConfig:
     # `save_state`; start from the state at `resume_from` (a shorter probe of this config).
     save_state: str | None = None
     resume_from: str | None = None
+    # The initial-loss reference (`autotune.probe.reference`): the untrained model's mean loss
+    # over `reference_samples` held-out samples read in chunks of `reference_batch`. Fixed for a
+    # whole study (space and recipe), so every trial of a seed is judged against one number
+    # whatever its micro-batch. None: the micro-batch, and REFERENCE_CHUNKS chunks of it.
+    reference_batch: int | None = None
+    reference_samples: int | None = None
 
     @classmethod
     def from_space(
@@ -69,7 +79,10 @@ class ProbeConfig:
         """The probe of `space` with the given knob values (default: the space's defaults), at
         `steps` (default: probe.steps), a length at the reference batch probe.batch. A trial
         sees `knobs.batch` samples per optimizer step (default probe.batch), its micro-batch is
-        batch / accum_steps, and it runs the steps that see the length's samples.
+        batch / accum_steps, and it runs the steps that see the length's samples. Its
+        initial-loss reference is the space's, the same for every trial: `probe.reference_batch`
+        (default: the smallest micro-batch of the space) and `probe.reference_samples` (default
+        REFERENCE_CHUNKS x probe.batch).
 
         Its LR schedule runs over `schedule_steps` (default: budget.target_steps, else the
         probe's own steps), also a length at probe.batch: every probe of a study is then the
@@ -101,7 +114,19 @@ class ProbeConfig:
             measure_scaling=p.measure_scaling,
             script=space.workload.script,
             args=list(space.workload.args),
+            reference_batch=p.reference_batch or space.smallest_micro_batch(),
+            reference_samples=p.reference_samples or REFERENCE_CHUNKS * p.samples_per_step,
         )
+
+    @property
+    def reference_chunk(self) -> int:
+        """Samples per held-out chunk of the initial-loss reference."""
+        return self.reference_batch or self.micro_batch
+
+    @property
+    def reference_total(self) -> int:
+        """Held-out samples of the initial-loss reference (at most: the set may be smaller)."""
+        return self.reference_samples or REFERENCE_CHUNKS * self.reference_chunk
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

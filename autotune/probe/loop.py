@@ -85,7 +85,8 @@ def run_probe(
     model = workload.build_model().to(device)
     model.train()
     # The initial loss of every loss metric and of the explosion test: the untrained model on the
-    # held-out set (the same batches whatever the seed), the run left as it was (buffers, RNGs).
+    # held-out set (the same samples in the same chunks whatever the seed and the micro-batch),
+    # the run left as it was (buffers, RNGs).
     ref = _reference(model, workload, cfg, device, amp_dtype, rank)
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     params = [p for _, p in named]
@@ -270,16 +271,19 @@ def _reference(
     amp_dtype: torch.dtype | None,
     rank: Rank | None,
 ) -> reference.Reference:
-    """The held-out reference (`autotune.probe.reference`); the ranks of a DDP probe take their
-    mean, so that each judges its steps against the same number (a rank without one, all of
-    them step 0's)."""
-    ref = reference.held_out(model, workload, cfg.micro_batch, device, amp_dtype)
+    """The held-out reference (`autotune.probe.reference`), read in the study's chunks
+    (`cfg.reference_chunk`), not the trial's micro-batch; the ranks of a DDP probe (each reads
+    the same held-out set in the same chunks) take their mean, so that each judges its steps
+    against the same number (a rank without one, all of them step 0's)."""
+    chunk, samples = cfg.reference_chunk, cfg.reference_total
+    ref = reference.held_out(model, workload, chunk, device, amp_dtype, samples)
     if rank is None or rank.world_size == 1:
         return ref
     mean = float(rank.mean(np.array([math.nan if ref.loss is None else ref.loss]))[0])
     if not math.isfinite(mean):
-        return reference.Reference(None, "step0", ref.batches, ref.why or "another rank's is not")
-    return reference.Reference(mean, "held_out", ref.batches)
+        why = ref.why or "another rank's is not"
+        return reference.Reference(None, "step0", ref.batches, why, ref.samples, chunk)
+    return reference.Reference(mean, "held_out", ref.batches, None, ref.samples, chunk)
 
 
 def _continuation(

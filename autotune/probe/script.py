@@ -79,9 +79,8 @@ class ScriptSession:
         self.cfg, self.in_study, self.clock = cfg, in_study, clock
         self.emit: Report = report or (lambda _msg: None)
         self.device = pick_device(cfg.device)
-        self.monitor = divergence.DivergenceMonitor(
-            cfg.precision, thresholds=thresholds(cfg.divergence)
-        )
+        self.reference = reference.STEP0
+        self.monitor = self._monitor()
         self.stop_early = bool(cfg.divergence.get("stop_early", True))
         self.check_each_step_until = metrics.throughput_warmup_steps(cfg.steps)
         self.series: dict[str, list[np.ndarray]] = {}
@@ -128,6 +127,43 @@ class ScriptSession:
         )
         self.t_last = self.clock()
         return self.knobs
+
+    def _monitor(self) -> divergence.DivergenceMonitor:
+        cfg = self.cfg
+        return divergence.DivergenceMonitor(
+            cfg.precision, initial_loss=self.reference.loss, thresholds=thresholds(cfg.divergence)
+        )
+
+    def set_reference(
+        self, model: Any, held_out: Any = None, loss: Any = None, evaluate: Any = None
+    ) -> float | None:
+        """The script's initial-loss reference (`trial.reference`), before its first report:
+        the untrained `model` on `held_out` (read in the study's chunks), or `evaluate()`.
+        Returns it (None: step 0's loss stays the reference, and the summary says why)."""
+        import torch
+
+        if self.reports or self.knobs is None:
+            when = "after its first report" if self.reports else "before autotune.trial()"
+            self.failure = BadReport(
+                f"trial.reference() {when}: call it once the model is built, before training"
+            )
+            raise self.failure
+        reference.check_given(model, held_out, loss, evaluate)
+        amp = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(self.cfg.precision)
+        self.reference = reference.given(
+            model,
+            held_out,
+            loss,
+            evaluate,
+            self.cfg.reference_chunk,
+            self.cfg.reference_total,
+            self.device,
+            amp,
+        )
+        if self.reference.why:
+            print(f"autotune: trial.reference(): {self.reference.why}; step 0's loss is used")
+        self.monitor = self._monitor()
+        return self.reference.loss
 
     # ----- reports -----
     def report(
@@ -302,9 +338,14 @@ class ScriptSession:
             "divergence_cause": self.cause if status == "diverged" else None,
             "diverged_at_step": self.diverged_at if status == "diverged" else None,
             "metrics": summary_metrics(
-                cfg, data, self.samples_per_step, self.tokens_per_step, self.device
+                cfg,
+                data,
+                self.samples_per_step,
+                self.tokens_per_step,
+                self.device,
+                self.reference.loss,
             ),
-            "initial_reference": reference.STEP0.record(),
+            "initial_reference": self.reference.record(),
             "anomaly": None,
             "series": series,
             "knobs": k,

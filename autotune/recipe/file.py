@@ -38,7 +38,7 @@ import yaml
 from autotune import __version__
 from autotune import space as sp
 from autotune.errors import RecipeError, did_you_mean
-from autotune.probe.config import steps_at_batch
+from autotune.probe.config import REFERENCE_CHUNKS, steps_at_batch
 from autotune.recipe.runtime import RecipeRuntime
 from autotune.space import yaml_reader
 
@@ -107,6 +107,16 @@ class Recipe(RecipeRuntime):
             return None
         batch = int(self.knobs["batch"])
         return steps_at_batch(int(length), int(p.get("batch") or batch), batch)
+
+    @property
+    def reference_layout(self) -> tuple[int, int]:
+        """The initial-loss reference its study measured every trial against: held-out samples
+        per chunk and in all (probe.reference_batch, probe.reference_samples). A recipe without
+        that record: chunks of its micro-batch, REFERENCE_CHUNKS x its study's batch."""
+        p = self.probe
+        chunk = int(p.get("reference_batch") or self.micro_batch)
+        batch = int(p.get("batch") or self.knobs["batch"])
+        return chunk, int(p.get("reference_samples") or REFERENCE_CHUNKS * batch)
 
     @property
     def fingerprint_hash(self) -> str | None:
@@ -383,7 +393,8 @@ _COMMENTS: dict[str, str] = {
     "probe": "How the probe measured it: steps, seed, device. schedule_steps: the LR schedule's\n"
     "length, the run the study measured (budget.target_steps): schedule your training over it.\n"
     "With a batch knob, `batch` is the study's reference: steps count at it (knobs.batch ran\n"
-    "steps x batch / knobs.batch steps).",
+    "steps x batch / knobs.batch steps). reference_samples / reference_batch: the held-out\n"
+    "samples (and samples per chunk) of the initial loss every trial was judged against.",
     "knobs": "Every knob, resolved (PyTorch's default where the study did not set it):\n"
     "AdamW lr/beta1/beta2/adam_eps/weight_decay; clip_norm (0 = off) and clip_mode;\n"
     "warmup_steps, schedule and min_lr_ratio; the GradScaler's init_scale, growth_factor,\n"

@@ -16,6 +16,7 @@ import atexit
 import json
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -77,6 +78,25 @@ class Trial:
             tokens=tokens,
             **metrics,
         )
+
+    def reference(
+        self,
+        model: torch.nn.Module,
+        held_out: Any = None,
+        loss: Callable[[torch.nn.Module, Any], Any] | None = None,
+        *,
+        evaluate: Callable[[], Any] | None = None,
+    ) -> float | None:
+        """Give the probe the untrained model's held-out loss as its initial-loss reference
+        (`loss_drop`, `noise_per_drop`, the loss-explosion test): call it once the model is
+        built, before training. `held_out`: a tensor or a tuple of tensors, samples first (e.g.
+        `(x_val, y_val)`); the probe reads it in the study's chunks (one size for every trial,
+        whatever its micro-batch) with `loss(model, batch)`, a chunk being a tuple like
+        `held_out`, under `torch.no_grad()` in train mode, and puts back the model's buffers and
+        the RNGs. Or `evaluate=fn`: `fn()` returns the loss (a number or a 0-d tensor). Returns
+        the reference; None when it could not be had (step 0's loss then, the summary says why).
+        Without a call the reference is step 0's loss."""
+        return self._session.set_reference(model, held_out, loss, evaluate)
 
     @property
     def batch(self) -> int:
@@ -183,6 +203,8 @@ def _standalone(steps: int | None, micro_batch: int | None, seed: int) -> Script
             knobs=dict(recipe.knobs),
             env=dict(recipe.env),
             script=script,
+            reference_batch=recipe.reference_layout[0],
+            reference_samples=recipe.reference_layout[1],
         )
     else:
         for name, value in (("steps", steps), ("micro_batch", micro_batch)):

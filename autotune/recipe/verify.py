@@ -73,6 +73,7 @@ def probe_config(
     reference = int(p.get("batch") or recipe.knobs["batch"])
     length = int(p.get("steps", 200)) if steps is None else steps
     schedule = max(length, int(p.get("schedule_steps") or length))
+    chunk, samples = recipe.reference_layout  # the study's: the recipe and the baseline alike
     return ProbeConfig(
         workload=f"script:{Path(script).name}" if script else recipe.workload["name"],
         size=recipe.workload.get("size", "tiny"),
@@ -91,6 +92,8 @@ def probe_config(
         world_size=recipe.world_size,
         script=script,
         args=[str(a) for a in recipe.workload.get("args") or ()],
+        reference_batch=chunk,
+        reference_samples=samples,
     )
 
 

@@ -210,6 +210,9 @@ class ProbeSettings(_Section):
     measure_scaling: bool = Field(
         False, description="also time one process: metric scaling_efficiency (world_size > 1)"
     )
+    # The initial loss's held-out samples and chunk (null: 16 x batch, the smallest micro-batch)
+    reference_batch: int | None = Field(None, ge=1, description="held-out samples per chunk")
+    reference_samples: int | None = Field(None, ge=1, description="held-out samples read")
 
     @property
     def samples_per_step(self) -> int:
@@ -219,6 +222,12 @@ class ProbeSettings(_Section):
     def micro_for(self, accum_steps: int) -> int:
         """The micro-batch of a trial with `accum_steps`: equal samples per step for all."""
         return max(1, self.samples_per_step // max(1, accum_steps))
+
+    @model_serializer(mode="wrap")
+    def _plain(self, handler: Any) -> dict[str, Any]:
+        # The reference keys only when given: dumps (and study fingerprints) stay as they were.
+        out: dict[str, Any] = handler(self)
+        return {k: v for k, v in out.items() if v is not None or not k.startswith("reference_")}
 
     @field_validator("device")
     @classmethod
@@ -424,6 +433,18 @@ class Space:
     def fixed_knobs(self) -> dict[str, Scalar | None]:
         """All KNOBS at their non-searched values (fixed, domain default or PyTorch default)."""
         return {name: self.default_value(name) for name in KNOBS}
+
+    def smallest_micro_batch(self) -> int:
+        """The smallest batch (probe.batch included) over the largest accum_steps: no trial's
+        micro-batch is smaller. The held-out reference is read in chunks of it."""
+
+        def ends(name: str) -> list[int]:
+            v = self.knobs.get(name)
+            values = (v.choices or (v.low, v.high)) if isinstance(v, Domain) else (v,)
+            return [int(x) for x in values if isinstance(x, int | float)]
+
+        batch = min([*ends("batch"), self.probe.samples_per_step])
+        return max(1, batch // max([*ends("accum_steps"), 1]))
 
     def fixed_env(self) -> dict[str, str]:
         return {k: str(self.default_value(k)) for k in self.env}

@@ -145,6 +145,11 @@ def _probe_settings(space: Any, fp: dict[str, Any] | None, steps: int | None) ->
     probe["schedule_steps"] = space.budget.target_steps or space.probe.steps
     if "batch" in space.knobs:  # steps count at this reference batch (equal samples)
         probe["batch"] = space.probe.samples_per_step
+    # The initial-loss reference every trial was judged against: verify uses the same.
+    from autotune.probe import ProbeConfig
+
+    ref = ProbeConfig.from_space(space)
+    probe["reference_batch"], probe["reference_samples"] = ref.reference_chunk, ref.reference_total
     if probe.get("threads") is None and fp and fp.get("platform") == "cpu":
         # On a CPU the threads are part of the measurement: verify with the same number.
         probe["threads"] = (fp.get("env") or {}).get("torch_threads")
