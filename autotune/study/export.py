@@ -26,7 +26,8 @@ def recipe_from_study(ref: str, how: str = "balanced", storage: str | None = Non
         )
     decision = verdict.decide(study, cands, objectives, how)
     chosen = decision.chosen
-    vs = {"steps": decision.first.steps, **decision.verdict}
+    steps = decision.first.steps or (decision.first.verified or {}).get("steps")
+    vs = {"steps": steps, **decision.verdict}
     vs.update(pick=verdict.standing(decision.first))
     base = verdict.baseline_choice(study, cands, decision.first.steps)
     vs["baseline"] = verdict.standing(base) if base is not None else None

@@ -284,7 +284,8 @@ def _pick_lines(summary: Mapping[str, Any]) -> list[str]:
     vs = summary.get("vs_baseline") or {}
     if vs:
         lines.append(format_line(vs, label=f"trial {pick.get('first_choice')}"))
-        for who in ("pick", "baseline"):
+        same = (vs.get("pick") or {}).get("number") == (vs.get("baseline") or {}).get("number")
+        for who in ("baseline",) if same else ("pick", "baseline"):
             row = vs.get(who) or {}
             if row:
                 share = row.get("diverged_share")
