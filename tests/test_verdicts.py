@@ -106,7 +106,9 @@ def test_a_difference_inside_the_seed_noise_is_no_detectable_difference() -> Non
     assert worse["verdict"] == "worse" and worse["worse_on"] == ["final_loss"]
     # lower final loss but a worse stability objective: a trade-off, said so
     mixed = pd.compare(result([1.50, 1.61, 1.42], cv=0.3), result([2.0, 2.1, 1.9], cv=0.1), mets)
-    assert mixed["verdict"] == "worse" or mixed["verdict"] == "mixed"
+    assert mixed["verdict"] == "mixed", mixed
+    assert (mixed["better_on"], mixed["worse_on"]) == (["final_loss"], ["loss_cv"])
+    assert mixed["why"] == "better on final_loss, worse on loss_cv"
 
 
 def test_diverging_on_more_seeds_than_the_baseline_is_never_better() -> None:
@@ -367,3 +369,35 @@ def test_a_recipe_that_diverged_on_every_seed_is_not_as_promised() -> None:
     assert div["verdict"] == "DIVERGED on every seed"
     assert not vf.is_baseline(recipe)
     assert vf.is_baseline(Recipe.from_dict({**recipe.to_dict(), "source": {"defaults": True}}))
+
+
+def test_the_direction_of_a_metric_decides_better_or_worse() -> None:
+    up = {"mean": 5.0, "low": 1.0, "high": 9.0, "n": 3}
+    down = {"mean": -5.0, "low": -9.0, "high": -1.0, "n": 3}
+    across = {"mean": 1.0, "low": -1.0, "high": 3.0, "n": 3}
+    assert pd.metric_verdict(up, "maximize") == "better"
+    assert pd.metric_verdict(up, "minimize") == "worse"
+    assert pd.metric_verdict(down, "minimize") == "better"
+    assert pd.metric_verdict(down, "maximize") == "worse"
+    assert pd.metric_verdict(across, "minimize") == "no detectable difference"
+    assert pd.metric_verdict({"mean": 5.0, "low": None, "high": None}, "minimize") == (
+        "no detectable difference"
+    )
+    assert set(pd.PREFER_DEFAULTS) == {"no detectable difference", "worse"}
+
+
+def test_a_pick_worse_than_the_defaults_gives_way_to_them(tmp_path: Path) -> None:
+    space = space_of()
+    study, study_dir = recorded(tmp_path, space, [2.0] * N)
+    best = N - 1
+    base = result([2.0, 2.1, 1.9], cvs=[0.3, 0.25, 0.33])
+    study.set_user_attr("autotune.verified.0", verified(base))
+    # a little lower loss_cv on average (within the noise), a final loss 0.3 higher on each seed
+    mine = result([2.3, 2.41, 2.19], cvs=[0.27, 0.28, 0.31])
+    study.set_user_attr(f"autotune.verified.{best}", verified(mine))
+    summary = st.summarize(study, space, study_dir)
+    pick = summary["pick"]
+    assert (pick["number"], pick["first_choice"], pick["verdict"]) == (0, best, "worse")
+    assert pick["defaults_preferred"] is True
+    assert summary["vs_baseline"]["worse_on"] == ["final_loss"]
+    assert summary["vs_baseline"]["why"] == "worse than the baseline on final_loss"
