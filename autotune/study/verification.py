@@ -64,8 +64,8 @@ def baseline_candidate(study: Any, space: sp.Space) -> Any | None:
         number=t.number,
         values=[float(v) for v in (t.values or [])],
         metrics=dict(t.user_attrs.get("autotune.metrics") or {}),
-        knobs=dict(t.user_attrs.get("autotune.knobs") or {}),
-        env=dict(t.user_attrs.get("autotune.env") or {}),
+        knobs=dict(t.user_attrs.get("autotune.knobs") or space.baseline_knobs()),
+        env=dict(t.user_attrs.get("autotune.env") or space.baseline_env()),
         params=dict(t.params),
         baseline=True,
         steps=steps,
@@ -126,8 +126,9 @@ def verify_phase(
     conc, resources, threads = plan_resources(space, ray.cluster_resources())
     seeds = vf.seeds_for(space.probe.seed, space.verify.seeds)
     metrics = list(dict.fromkeys([*(o.metric for o in space.objectives), *vf.REPORTED]))
+    with_base = " beside the baseline" if any(c.baseline for c in todo) else ""
     say(
-        f"verifying the best {len(todo)} candidate(s) (trials "
+        f"verifying {len(todo)} configuration(s){with_base} (trials "
         f"{', '.join(str(c.number) for c in todo)}) with seeds {seeds} at {steps} steps"
     )
     remote = ray.remote(num_cpus=resources.get("cpu", 1.0), num_gpus=resources.get("gpu", 0.0))(
