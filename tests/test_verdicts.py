@@ -401,3 +401,9 @@ def test_a_pick_worse_than_the_defaults_gives_way_to_them(tmp_path: Path) -> Non
     assert pick["defaults_preferred"] is True
     assert summary["vs_baseline"]["worse_on"] == ["final_loss"]
     assert summary["vs_baseline"]["why"] == "worse than the baseline on final_loss"
+
+
+def test_verify_names_the_causes_of_the_seeds_that_diverged() -> None:
+    gone = result([1.0, 9.0, 9.0], ["complete", "diverged", "diverged"])
+    assert pd.causes_text(gone) == " (loss_explosion on seeds 2, 3)"
+    assert pd.causes_text(result([1.0])) == ""

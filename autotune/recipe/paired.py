@@ -194,3 +194,14 @@ def verify_problems(report: Mapping[str, Any]) -> list[str]:
     elif lost:
         out.append(f"it loses to the baseline over the same seeds on {', '.join(lost)}")
     return out
+
+
+def causes_text(result: Mapping[str, Any]) -> str:
+    """` (loss_explosion on seeds 2, 3)`: the causes of the seeds that diverged; '' if none."""
+    by: dict[str, list[str]] = {}
+    for r in result.get("runs") or []:
+        if r.get("outcome") == "diverged":
+            by.setdefault(str(r.get("cause") or "unknown cause"), []).append(str(r.get("seed")))
+    if not by:
+        return ""
+    return " (" + "; ".join(f"{c} on seeds {', '.join(s)}" for c, s in by.items()) + ")"

@@ -357,10 +357,10 @@ def format_report(report: Mapping[str, Any]) -> str:
     base = report.get("baseline_result")
     lines = [
         f"recipe {report['recipe']}: {rec['n']} seed(s) {report['seeds']}, {report['steps']} "
-        f"steps; diverged {rec['diverged_share']:.0%} of seeds"
+        f"steps; diverged {rec['diverged_share']:.0%} of seeds{paired.causes_text(rec)}"
         + (f", {rec['failed']} failed" if rec["failed"] else "")
         + (
-            f"; baseline diverged {base['diverged_share']:.0%}"
+            f"; baseline diverged {base['diverged_share']:.0%}{paired.causes_text(base)}"
             + (f", {base['failed']} failed" if base["failed"] else "")
             if base
             else ""
