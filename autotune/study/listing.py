@@ -196,4 +196,7 @@ def _pick_text(pick: dict[str, Any] | None) -> str:
     if pick is None:
         return "none yet"
     values = ", ".join(f"{k} {v:.3g}" for k, v in pick["values"].items())
-    return f"trial {pick['number']}{' (verified)' if pick['verified'] else ''}: {values}"
+    text = f"trial {pick['number']}{' (verified)' if pick['verified'] else ''}: {values}"
+    if pick.get("defaults_preferred"):
+        text += f" (the defaults: {pick.get('verdict')} against them)"
+    return text
