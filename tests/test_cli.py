@@ -530,6 +530,9 @@ def test_studies_lists_the_studies_here_and_in_a_storage(
     assert gradclip["pick"] == {
         "number": 2,
         "verified": False,
+        # Not verified over seeds: no paired comparison with the baseline, said so.
+        "verdict": "not compared",
+        "defaults_preferred": False,
         "values": {"loss_cv": pytest.approx(0.1 / 3), "throughput": 102.0},
     }
     db = here.resolve() / "autotune-studies/gradclip/optuna.db"

@@ -44,27 +44,40 @@ def verification_runs(uri: str, experiment: str) -> list[Any]:
 
 def test_the_study_verifies_its_best_candidate(shared: h.FinishedStudy) -> None:
     study = optuna_study(shared)
-    verified = {k: v for k, v in study.user_attrs.items() if k.startswith("autotune.verified.")}
-    assert len(verified) == 1, verified.keys()
-    ((key, result),) = verified.items()
-    number = int(key.rsplit(".", 1)[1])
-    assert result["seeds"] == [1, 2] and result["n"] == 2
-    assert result["metrics"]["loss_cv"]["n"] + round(result["diverged_share"] * 2) <= 2
+    verified = {
+        int(k.rsplit(".", 1)[1]): v
+        for k, v in study.user_attrs.items()
+        if k.startswith("autotune.verified.")
+    }
+    summary = shared.summary
+    first = summary["pick"]["first_choice"]  # the balanced pick before the paired verdict
+    # The best candidate, and the baseline beside it: the yardstick of the paired verdict.
+    assert sorted(verified) == sorted({first, 0}), verified.keys()
+    for result in verified.values():
+        assert result["seeds"] == [1, 2] and result["n"] == 2
+        assert result["metrics"]["loss_cv"]["n"] + round(result["diverged_share"] * 2) <= 2
     # The per-seed records are on disk (a resumed study does not run them again).
-    assert sorted(p.name for p in (shared.study_dir / "verify").glob("*.json")) == [
-        f"{number:04d}-s{shared.steps}-seed1.json",
-        f"{number:04d}-s{shared.steps}-seed2.json",
-    ]
+    assert sorted(p.name for p in (shared.study_dir / "verify").glob("*.json")) == sorted(
+        f"{n:04d}-s{shared.steps}-seed{s}.json" for n in verified for s in (1, 2)
+    )
     runs = verification_runs(shared.tracking_uri, shared.name)
-    assert len(runs) == 1
-    run = runs[0]
-    assert run.info.run_id == result["run_id"]
-    assert run.data.tags["autotune.verified_trial"] == str(number)
+    assert len(runs) == len(verified)
+    by_trial = {int(r.data.tags["autotune.verified_trial"]): r for r in runs}
+    assert by_trial[first].info.run_id == verified[first]["run_id"]
+    run = by_trial[first]
     assert run.data.tags["autotune.fp.hash"]
     assert "loss_cv.mean" in run.data.metrics and "diverged_share" in run.data.metrics
-    summary = shared.summary
-    assert [v["number"] for v in summary["verified"]] == [number]
-    assert summary["pick"]["number"] == number and summary["pick"]["verified"]
+    assert first in [v["number"] for v in summary["verified"]]
+    # The pick: the first choice when it is better than the defaults over the same seeds (or
+    # a trade-off), else the defaults, said so.
+    pick, vs = summary["pick"], summary["vs_baseline"]
+    if first == 0:
+        assert pick["number"] == 0 and vs["verdict"] == "not compared"
+    elif vs["verdict"] in ("no detectable difference", "worse"):
+        assert pick["number"] == 0 and pick["defaults_preferred"], summary
+    else:
+        assert pick["number"] == first and not pick["defaults_preferred"], summary
+    assert pick["verified"] and pick["verdict"] == vs["verdict"]
 
 
 def test_export_writes_a_recipe_with_the_verified_numbers(shared: h.FinishedStudy) -> None:
@@ -101,16 +114,27 @@ def test_export_writes_a_recipe_with_the_verified_numbers(shared: h.FinishedStud
     assert r.returncode == 2 and "trial 99 is not a candidate" in r.stderr, h.explain(r)
 
 
+def first_choice(shared: h.FinishedStudy) -> str:
+    """--pick for the balanced pick before the paired verdict (it may have given way to the
+    defaults): a recipe to verify beside the baseline, unless it is the baseline itself."""
+    return f"trial {shared.summary['pick']['first_choice']}"
+
+
 def test_verify_a_recipe_on_this_machine(shared: h.FinishedStudy) -> None:
     path = shared.folder / "recipe-verify.yaml"
-    r = h.autotune(["export", shared.name, "-o", str(path)], shared.folder)
+    pick = ["--pick", first_choice(shared)]
+    r = h.autotune(["export", shared.name, *pick, "-o", str(path)], shared.folder)
     assert r.returncode == 0, h.explain(r)
     r = h.autotune(
         ["verify", str(path), "--seeds", "2", "--tracking-uri", shared.tracking_uri],
         shared.folder,
     )
     assert r.returncode == 0, h.explain(r)
+    if shared.summary["pick"]["first_choice"] == 0:  # the defaults: nothing to compare with
+        assert "recipe vs baseline: NOT COMPARED: it is the baseline" in r.stdout, r.stdout
+        return
     assert "baseline: mean [95% interval]" in r.stdout
+    assert "recipe vs baseline (paired over seeds [1, 2]): " in r.stdout
     assert "against the recipe's promise" in r.stdout
     assert "same hardware as the recipe" in r.stdout  # tuned here: no drift
     runs = [
@@ -126,7 +150,8 @@ def test_verify_a_recipe_on_this_machine(shared: h.FinishedStudy) -> None:
 
 def test_verify_at_another_length_runs_both_sides_that_long(shared: h.FinishedStudy) -> None:
     path = shared.folder / "recipe-verify-long.yaml"
-    r = h.autotune(["export", shared.name, "-o", str(path)], shared.folder)
+    pick = ["--pick", first_choice(shared)]
+    r = h.autotune(["export", shared.name, *pick, "-o", str(path)], shared.folder)
     assert r.returncode == 0, h.explain(r)
     longer = 2 * shared.steps
     args = ["verify", str(path), "--seeds", "1", "--steps", str(longer), "--json"]
@@ -134,8 +159,11 @@ def test_verify_at_another_length_runs_both_sides_that_long(shared: h.FinishedSt
     assert r.returncode == 0, h.explain(r)
     report = json.loads(r.stdout)
     assert (report["steps"], report["promised_steps"]) == (longer, shared.steps)
-    for side in ("recipe_result", "baseline_result"):
+    sides = ["recipe_result"] + (["baseline_result"] if "baseline_result" in report else [])
+    assert len(sides) == 2 or shared.summary["pick"]["first_choice"] == 0
+    for side in sides:
         assert [run["steps_run"] for run in report[side]["runs"]] == [longer], side
+    assert report["vs_baseline"]["verdict"] != "worse", report["vs_baseline"]
     assert report["promise"] == [], "a promise made at the probe length is not compared"
     from autotune.recipe import verify as vf
 
@@ -158,7 +186,7 @@ def test_warm_start_enqueues_the_source_configs_first(shared: h.FinishedStudy) -
         storage=f"sqlite:///{shared.folder / 'autotune-studies' / 'warm' / 'optuna.db'}",
     )
     first = warm.trials[1]  # trial 0 is the baseline
-    picked = optuna_study(shared).trials[shared.summary["pick"]["number"]]
+    picked = optuna_study(shared).trials[shared.summary["pick"]["first_choice"]]
     knobs = picked.user_attrs["autotune.knobs"]
     # The source's values, clamped into this space's domains (clip_norm 0 = off lies below 0.1).
     assert first.params["clip_norm"] == pytest.approx(min(max(knobs["clip_norm"], 0.1), 5.0))

@@ -167,7 +167,7 @@ def test_a_diverged_baseline_is_reported_as_such_not_as_a_percentage(tmp_path: P
     summary = st.summarize(study, space, study_dir)
     imp = summary["improvement"]["loss_cv"]
     assert imp["change_pct"] is None and imp["baseline"] is None
-    assert imp["baseline_diverged"] == {"step": 37, "cause": "loss_explosion"}
+    assert imp["baseline_diverged"] == {"step": 37, "cause": "loss_explosion", "ran_whole": False}
     text = st.format_summary(summary)
     assert "baseline diverged at step 37 (loss_explosion)" in text
     assert "%" not in next(ln for ln in text.splitlines() if ln.strip().startswith("loss_cv"))
@@ -293,7 +293,7 @@ def test_a_verification_seed_is_judged_against_the_baselines_run_at_that_seed(
     for seed, final in ((1, 2.0), (2, 3.0)):
         out = {"outcome": "complete", "seed": seed, "number": 0}
         out["summary"] = {"metrics": with_loss(0.3, final)}
-        ve._save_seed(study_dir, 0, seed, out, steps)
+        ve.save_seed(study_dir, 0, seed, out, steps)
     runs = [
         {"seed": s, "outcome": "complete", "summary": {"metrics": with_loss(0.1, f)}}
         for s, f in ((1, 2.2), (2, 2.9))
@@ -332,7 +332,7 @@ def test_improvement_at_the_decided_rung_says_the_baseline_diverged_there(tmp_pa
     )
     summary = st.summarize(study, space, study_dir)
     imp = summary["improvement"]["loss_cv"]
-    assert imp["baseline_diverged"] == {"step": 61, "cause": "loss_explosion"}
+    assert imp["baseline_diverged"] == {"step": 61, "cause": "loss_explosion", "ran_whole": False}
     assert imp["change_pct"] is None and imp["steps"] == steps
     assert summary["vacuous"] == {"steps": 90, "constraints": ["final_loss <= 1.05 x baseline"]}
     text = st.format_summary(summary)

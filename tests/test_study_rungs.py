@@ -108,13 +108,17 @@ def test_a_study_promotes_through_two_rungs_and_picks_at_the_top(tmp_path: Path)
     for name in ("loss", "grad_norm", "lr", "clipped"):
         assert top["summary"]["series"][name] == alone["series"][name], name
     assert not (study_dir / "state").exists(), "the states outlived the decision"
+    # The best candidate, and the baseline beside it (the yardstick of the paired verdict).
+    verified = sorted({pick["first_choice"], 0})
+    assert sorted(v["number"] for v in summary["verified"]) == verified
+    assert pick["number"] in verified and summary["vs_baseline"]["steps"] == 120
     assert sorted(p.name for p in (study_dir / "verify").iterdir()) == [
-        f"{pick['number']:04d}-s120-seed{s}.json" for s in (1, 2)
+        f"{n:04d}-s120-seed{s}.json" for n in verified for s in (1, 2)
     ]
     # The compute reported is the samples each record's process ran (continued: its own steps).
     records = [*(study_dir / "trials").glob("*.json"), *(study_dir / "verify").glob("*.json")]
     ran = [ran_samples(json.loads(p.read_text())["summary"] or {}) for p in records]
-    assert len(ran) == 6 + 3 + 3 + 2 and summary["compute"]["total"] == sum(ran)
+    assert len(ran) == 6 + 3 + 3 + 2 * len(verified) and summary["compute"]["total"] == sum(ran)
     assert summary["compute"]["rungs"] == 32 * (3 * 30 + 3 * 60)
     # Every probe (screen, rungs, verification) ran the LR schedule of the target's length.
     for p in records:

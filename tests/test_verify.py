@@ -52,6 +52,12 @@ def test_a_real_verification_runs_both_sides_on_the_same_seeds() -> None:
     # The promise (loss_cv 0.05 from the study) is compared at the probe length.
     assert [p["metric"] for p in report["promise"]] == ["loss_cv"]
     assert "recipe t" in vf.format_report(report)
+    # Paired with the baseline over the same seeds, per compared metric and on divergence.
+    vs = report["vs_baseline"]
+    assert vs["seeds"] == [1, 2] and vs["diverged"]["n"] == 2
+    assert set(vs["metrics"]) == {"final_loss", "loss_cv"}
+    assert vs["verdict"] in ("better", "no detectable difference", "mixed"), vs
+    assert "recipe vs baseline (paired over seeds [1, 2]): " in vf.format_report(report)
 
 
 def test_positive_quantities_get_intervals_that_cannot_go_below_zero() -> None:

@@ -54,9 +54,9 @@ def export(
         raise AutotuneError(f"--format {fmt}: choose one of {', '.join(formats.FORMATS)}")
     recipe = ex.recipe_from_study(study_ref, pick, storage)
     text = ex.write(recipe, fmt, output)
-    note = ex.oom_note(recipe)
-    if note:
-        typer.echo(f"autotune: warning: {note}", err=True)
+    for note in (ex.oom_note(recipe), ex.verdict_note(recipe)):
+        if note:
+            typer.echo(f"autotune: warning: {note}", err=True)
     if output and output != "-":
         typer.echo(f"wrote {output} ({fmt}): {recipe.describe()}", err=True)
     else:
@@ -94,8 +94,9 @@ def verify(
 ) -> None:
     """Re-run a recipe with other seeds on this machine and check what it promised.
 
-    Exit status 1 when every seed of the recipe failed (the causes are printed)."""
-    from autotune.recipe import Recipe
+    Exit status 1 when every seed of the recipe failed (the causes are printed), when it
+    diverged on every seed, broke its promise, or loses to the baseline over the same seeds."""
+    from autotune.recipe import Recipe, paired
     from autotune.recipe import verify as vf
 
     recipe = Recipe.load(recipe_path)
@@ -111,5 +112,11 @@ def verify(
     if vf.all_failed(report):
         typer.echo(
             f"autotune: every seed of recipe {recipe.name} failed: nothing was verified", err=True
+        )
+        raise typer.Exit(1)
+    problems = paired.verify_problems(report)
+    if problems:
+        typer.echo(
+            f"autotune: recipe {recipe.name} is NOT as promised: {'; '.join(problems)}", err=True
         )
         raise typer.Exit(1)

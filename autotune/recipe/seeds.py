@@ -104,6 +104,29 @@ def interval(values: Sequence[float | None], scale: str = "linear") -> dict[str,
     return {"mean": mean, "std": std, "low": mean - half, "high": mean + half, "n": n}
 
 
+def paired(xs: Sequence[float | None], ys: Sequence[float | None]) -> dict[str, Any]:
+    """The paired comparison of x against y over the same seeds: per seed the difference
+    x - y (seeds where either is missing or non-finite are left out), its mean and the 95%
+    interval of that mean (`interval`, Student's t with n - 1 degrees of freedom), and the
+    differences themselves. With one pair there is no interval (low and high are None)."""
+    diffs = []
+    for x, y in zip(xs, ys, strict=True):
+        if x is None or y is None:
+            continue
+        a, b = float(x), float(y)
+        if math.isfinite(a) and math.isfinite(b):
+            diffs.append(a - b)
+    return {**interval(diffs), "differences": diffs}
+
+
+def ran_whole(run: Mapping[str, Any] | None) -> bool:
+    """Whether a run (a probe summary, a verified seed's row, a slim rung record: anything with
+    `steps_run` and `steps_planned`) ran every step it was planned for."""
+    run = run or {}
+    done, planned = run.get("steps_run"), run.get("steps_planned")
+    return done is not None and planned is not None and 0 < int(planned) <= int(done)
+
+
 def seeds_for(base_seed: int, n: int) -> list[int]:
     """The `n` other seeds a configuration is verified with."""
     return [base_seed + 1 + i for i in range(n)]
@@ -141,6 +164,7 @@ def summarize_seeds(
                 "cause": r.get("cause"),
                 "error": r.get("error"),
                 "steps_run": (r.get("summary") or {}).get("steps_run"),
+                "steps_planned": (r.get("summary") or {}).get("steps_planned"),
                 "metrics": {
                     m: ((r.get("summary") or {}).get("metrics") or {}).get(m) for m in names
                 },

@@ -23,6 +23,7 @@ from typing import Any
 from autotune import space as sp
 from autotune.knobs import HARDWARE_METRICS
 from autotune.probe import ProbeConfig, steps_at_batch
+from autotune.recipe import paired
 from autotune.recipe.file import Recipe
 from autotune.recipe.seeds import (
     POSITIVE_METRICS,
@@ -200,7 +201,9 @@ def _divergence_promise(recipe: Recipe, measured: Mapping[str, Any]) -> dict[str
     got = measured.get("diverged_share")
     if promised is None or got is None:
         return None
-    if got > promised:
+    if got >= 1.0:
+        verdict = "DIVERGED on every seed"  # never "as promised", whatever was promised
+    elif got > promised:
         verdict = "WORSE than promised"
     else:
         verdict = "as promised" if got == promised else "better than promised"
@@ -290,7 +293,10 @@ def verify_recipe(
         "steps": length,
         "recipe_result": summarize_seeds(runs, _metrics_of(recipe)),
     }
-    if baseline:
+    is_defaults = is_baseline(recipe)
+    if baseline and is_defaults:
+        say("the recipe is the baseline (PyTorch's defaults): no baseline run beside it")
+    if baseline and not is_defaults:
         base_cfg = probe_config(recipe, knobs=baseline_knobs(recipe), steps=length)
         base_runs = run_local(
             base_cfg,
@@ -303,10 +309,29 @@ def verify_recipe(
         )
         report["baseline_result"] = summarize_seeds(base_runs, _metrics_of(recipe))
     report["promised_steps"] = promised_steps
+    # The recipe against the baseline, paired over the same seeds at this length.
+    metrics = paired.compared_metrics(
+        [
+            {"metric": m, "direction": p.get("direction", "minimize")}
+            for m, p in recipe.achieved.items()
+        ]
+    )
+    report["vs_baseline"] = paired.compare(
+        report["recipe_result"], report.get("baseline_result"), metrics, same=is_defaults
+    )
     report["promise"] = (
         compare_promise(recipe, report["recipe_result"], same) if length == promised_steps else []
     )
     return report
+
+
+def is_baseline(recipe: Recipe) -> bool:
+    """The recipe is the baseline: exported as the defaults, or its knobs are PyTorch's
+    defaults for every knob its study searched."""
+    if (recipe.source or {}).get("defaults"):
+        return True
+    base = baseline_knobs(recipe)
+    return all(recipe.knobs.get(k) == v for k, v in base.items())
 
 
 def _metrics_of(recipe: Recipe) -> list[str]:
@@ -335,10 +360,10 @@ def format_report(report: Mapping[str, Any]) -> str:
     base = report.get("baseline_result")
     lines = [
         f"recipe {report['recipe']}: {rec['n']} seed(s) {report['seeds']}, {report['steps']} "
-        f"steps; diverged {rec['diverged_share']:.0%} of seeds"
+        f"steps; diverged {rec['diverged_share']:.0%} of seeds{paired.causes_text(rec)}"
         + (f", {rec['failed']} failed" if rec["failed"] else "")
         + (
-            f"; baseline diverged {base['diverged_share']:.0%}"
+            f"; baseline diverged {base['diverged_share']:.0%}{paired.causes_text(base)}"
             + (f", {base['failed']} failed" if base["failed"] else "")
             if base
             else ""
@@ -378,6 +403,8 @@ def format_report(report: Mapping[str, Any]) -> str:
                 f"  {p['metric']:<14} promised {format_interval(pr)}  measured "
                 f"{format_interval(p['measured'])}  -> {p['verdict']}"
             )
+    if report.get("vs_baseline"):
+        lines.append(paired.format_line(report["vs_baseline"], label="recipe"))
     if report["drift"]:
         lines.append(
             "WARNING: this machine differs from the one the recipe was tuned on "

@@ -22,6 +22,7 @@ from autotune.study.summary import summarize
 from autotune.study.verification import to_verify, verify_phase
 from autotune.study.warmstart import warm_params
 from autotune.study.writer import MlflowWriter
+from autotune.study.yardstick import yardstick_phase
 from autotune.tracking.connection import redact
 
 
@@ -66,6 +67,8 @@ def run(opts: StudyOptions) -> StudyResult:
                     interrupted = run_trials(
                         opts, study, cond.searched, planned, rerun, logger, study_dir, finished, ray
                     )
+                if not interrupted:  # the baseline's other seeds: the screen's yardstick
+                    interrupted = yardstick_phase(opts, study, study_dir, ray)
                 if not interrupted:  # the sampler learnt from the screen; the rungs decide
                     rejudge_screen(study, space)
                     logger.screen_verdicts(study)

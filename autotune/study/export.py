@@ -13,7 +13,7 @@ from autotune.recipe import Recipe, now_iso
 def recipe_from_study(ref: str, how: str = "balanced", storage: str | None = None) -> Recipe:
     """The recipe of the candidate `how` picks in study `ref` (folder, name or --storage)."""
     from autotune import study as st
-    from autotune.study import pick
+    from autotune.study import pick, verdict
 
     study, space, study_dir, meta = st.find_study(ref, storage)
     objectives = [o.model_dump() for o in space.objectives]
@@ -24,7 +24,13 @@ def recipe_from_study(ref: str, how: str = "balanced", storage: str | None = Non
             f"or broke a constraint). Closest: {pick.why_none(study)}. Widen the space, lower "
             "the learning rate, or run more trials"
         )
-    chosen = pick.pick(cands, objectives, how)
+    decision = verdict.decide(study, cands, objectives, how)
+    chosen = decision.chosen
+    steps = decision.first.steps or (decision.first.verified or {}).get("steps")
+    vs = {"steps": steps, **decision.verdict}
+    vs.update(pick=verdict.standing(decision.first))
+    base = verdict.baseline_choice(study, cands, decision.first.steps)
+    vs["baseline"] = verdict.standing(base) if base is not None else None
     outcome = st.read_outcome(study_dir, chosen.number) if study_dir else None
     fp = (outcome or {}).get("fingerprint")
     summary = (outcome or {}).get("summary") or {}
@@ -53,6 +59,11 @@ def recipe_from_study(ref: str, how: str = "balanced", storage: str | None = Non
             "study_dir": str(study_dir) if study_dir else None,
             "trial": chosen.number,
             "pick": "trial" if kind == "trial" else kind,
+            # The paired verdict of the named pick (or trial N) against the baseline over the
+            # verification seeds; `defaults`: the pick gave way to PyTorch's defaults.
+            "defaults": decision.defaults_preferred,
+            "first_choice": decision.first.number,
+            "vs_baseline": vs,
             "searched": sorted(n for n in space.searched()),
             "fp_hash": chosen.fp_hash,
             **({"oom_retry": retried} if retried else {}),
@@ -94,6 +105,25 @@ def _oom_retried(outcome: dict[str, Any], space: Any) -> dict[str, Any] | None:
     ran = {"micro_batch": int(summary["micro_batch"])}
     ran["accum_steps"] = int(summary.get("accum_steps") or accum)
     return None if ran == asked else {"asked": asked, "ran": ran}
+
+
+def verdict_note(recipe: Recipe) -> str | None:
+    """One line on the paired verdict: why the defaults were exported, or a warning that the
+    trial asked for is not better than the defaults (or diverged on some seeds)."""
+    src = recipe.source or {}
+    vs = src.get("vs_baseline") or {}
+    v, why = vs.get("verdict"), vs.get("why") or ""
+    if src.get("defaults"):
+        return (
+            f"exporting PyTorch's defaults (trial {src.get('trial')}): the pick, trial "
+            f"{src.get('first_choice')}, showed {v} against them over the same seeds ({why})"
+        )
+    share = (vs.get("pick") or {}).get("diverged_share")
+    if src.get("pick") == "trial" and v not in (None, "better", "not compared"):
+        return f"trial {src.get('trial')} is {v} against the defaults over the same seeds: {why}"
+    if share:
+        return f"trial {src.get('trial')} diverged on {share:.0%} of its verification seeds"
+    return None
 
 
 def oom_note(recipe: Recipe) -> str | None:

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from autotune import space as sp
+from autotune.recipe.seeds import ran_whole
 from autotune.study.objectives import constraint_names, constraints_of, reference
 
 
@@ -54,12 +55,19 @@ def improvement(baseline: Any, base: float | None, best: float) -> dict[str, Any
     if baseline is None:
         return out
     state = _baseline_at_screen(baseline) if hasattr(baseline, "user_attrs") else baseline
+    whole = ran_whole(state)
     if state.get("outcome") == "diverged":
-        out["baseline"] = None
+        # Labelled diverged: a yardstick still when it ran its whole length (its final loss is
+        # real), else no value to compare with.
         out["baseline_diverged"] = {
             "step": state.get("diverged_at_step"),
             "cause": state.get("cause"),
+            "ran_whole": whole,
         }
+        if not whole:
+            out["baseline"] = None
+        elif base is not None and base != 0 and math.isfinite(base):
+            out["change_pct"] = 100.0 * (best - base) / abs(base)
     elif not state.get("feasible"):
         out["baseline_infeasible"] = True
     elif base is not None and base != 0 and math.isfinite(base):
@@ -75,6 +83,8 @@ def _baseline_at_screen(t: Any) -> dict[str, Any]:
         "diverged_at_step": a.get("autotune.diverged_at_step"),
         "metrics": a.get("autotune.metrics") or {},
         "feasible": bool(a.get("autotune.feasible")),
+        "steps_run": a.get("autotune.steps_run"),
+        "steps_planned": a.get("autotune.steps_planned"),
     }
 
 
@@ -120,7 +130,7 @@ def improvement_at(
             mine = dict((pk.rung_rows(study, steps).get(number) or {}).get("metrics") or {})
         theirs = dict(state["metrics"] or {})
     own = dict(state.get("metrics") or {})
-    breaks = broken(space, own, reference(state.get("outcome"), own))
+    breaks = broken(space, own, reference(state.get("outcome"), own, ran_whole(state)))
     out = {}
     for o in space.objectives:
         v = mine.get(o.metric)

@@ -139,12 +139,22 @@ def _read(found: Found) -> dict[str, Any]:
         total = max(total, space.budget.trials)
     objectives = study.user_attrs.get("autotune.objectives") or []
     pick = None
+    decision = None
     cands = pk.candidates(study) if objectives else []
     if cands:
-        chosen = pk.pick(cands, objectives, "balanced")
+        from autotune.study.verdict import decide
+
+        try:
+            decision = decide(study, cands, objectives, "balanced")
+        except pk.NoCandidateHolds:
+            decision = None
+    if cands and decision is not None:
+        chosen = decision.chosen
         pick = {
             "number": chosen.number,
             "verified": chosen.verified is not None,
+            "verdict": decision.verdict["verdict"],
+            "defaults_preferred": decision.defaults_preferred,
             "values": {o["metric"]: chosen.value(o["metric"], i) for i, o in enumerate(objectives)},
         }
     times = [t.datetime_complete or t.datetime_start for t in trials]
@@ -186,4 +196,7 @@ def _pick_text(pick: dict[str, Any] | None) -> str:
     if pick is None:
         return "none yet"
     values = ", ".join(f"{k} {v:.3g}" for k, v in pick["values"].items())
-    return f"trial {pick['number']}{' (verified)' if pick['verified'] else ''}: {values}"
+    text = f"trial {pick['number']}{' (verified)' if pick['verified'] else ''}: {values}"
+    if pick.get("defaults_preferred"):
+        text += f" (the defaults: {pick.get('verdict')} against them)"
+    return text

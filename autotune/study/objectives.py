@@ -78,11 +78,17 @@ def vacuous(space: sp.Space, baseline: Mapping[str, Any] | None) -> list[str]:
     return [c.label for c in space.constraints if c.relative_to and _bound(c, baseline) is None]
 
 
-def reference(outcome: Any, metrics: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """The baseline's metrics as the reference of relative constraints: only from a run that
-    completed (a diverged or failed baseline is no reference: its relative constraints are
-    vacuous)."""
-    return dict(metrics or {}) if outcome == "complete" else None
+def reference(
+    outcome: Any, metrics: Mapping[str, Any] | None, whole: bool = False
+) -> dict[str, Any] | None:
+    """The baseline's metrics as the reference of relative constraints: from a run that
+    completed, or from one labelled diverged that still ran its whole length (`whole`, see
+    `ran_whole`: the baseline runs on unless its loss is non-finite, so a spike it recovered
+    from leaves a real final loss to compare with). A baseline stopped early or failed is no
+    reference: its relative constraints are vacuous (`vacuous` says which)."""
+    if outcome == "complete" or (outcome == "diverged" and whole):
+        return dict(metrics or {})
+    return None
 
 
 def feasible(

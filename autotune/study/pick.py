@@ -250,10 +250,13 @@ def pick(
         pool = [c for c in verified if c.holds]
         if not pool:
             at = verified[0].steps
+            best = ranked(verified, objectives)[0]
+            share = float((best.verified or {}).get("diverged_share") or 0.0)
+            warn = f" (it diverged on {share:.0%} of its seeds)" if share else ""
             raise NoCandidateHolds(
                 f"no candidate held on every seed{f' at {at} steps' if at else ''}: "
                 f"{why_not_held(verified)}; choose one explicitly with --pick "
-                f"'trial {ranked(verified, objectives)[0].number}'"
+                f"'trial {best.number}'{warn}"
             )
     if kind == "balanced":
         members = front(pool, objectives)

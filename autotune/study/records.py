@@ -12,7 +12,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autotune import space as sp
-from autotune.study.objectives import constraint_names, constraints_of, reference, values_of
+from autotune.recipe.seeds import ran_whole
+from autotune.study.objectives import (
+    constraint_names,
+    constraints_of,
+    reference,
+    values_of,
+)
 
 if TYPE_CHECKING:
     from autotune.study.writer import MlflowWriter
@@ -36,7 +42,7 @@ def complete_outcome(
     outcome["number"] = frozen.number
     outcome["baseline"] = bool(frozen.user_attrs.get("autotune.baseline"))
     if outcome["baseline"]:
-        baseline = reference(outcome["outcome"], metrics)
+        baseline = reference(outcome["outcome"], metrics, ran_whole(summary))
     # The probe's knobs have every default resolved (the workload's learning rate included).
     outcome["knobs"] = (summary or {}).get("knobs") or frozen.user_attrs.get("autotune.knobs", {})
     outcome["env"] = frozen.user_attrs.get("autotune.env", {})
@@ -80,13 +86,25 @@ def screen_feasible(study: Any) -> Callable[[Any], bool]:
 
 
 def screen_reference(study: Any) -> dict[str, Any] | None:
-    """The baseline trial's screen metrics when it completed (else None: no reference yet)."""
+    """The baseline trial's screen metrics when it completed (else None: no reference yet);
+    once the screen is over and the baseline ran its other seeds there, the metrics of its
+    relative constraints are the kind ends of their intervals (`yardstick`)."""
     import optuna
 
     t = baseline_trial(study)
     if t is None or t.state != optuna.trial.TrialState.COMPLETE:
         return None
-    return reference(t.user_attrs.get("autotune.outcome"), t.user_attrs.get("autotune.metrics"))
+    yardstick = study.user_attrs.get("autotune.screen_yardstick")
+    if yardstick is not None:  # the baseline's screen over the verification seeds too
+        ref = dict(t.user_attrs.get("autotune.metrics") or {})
+        for metric in yardstick.get("metrics") or {}:  # None: no whole run there, vacuous
+            ref[metric] = (yardstick.get("reference") or {}).get(metric)
+        return ref
+    a = t.user_attrs
+    whole = ran_whole(
+        {"steps_run": a.get("autotune.steps_run"), "steps_planned": a.get("autotune.steps_planned")}
+    )
+    return reference(a.get("autotune.outcome"), a.get("autotune.metrics"), whole)
 
 
 def write_outcome(study_dir: Path, outcome: Mapping[str, Any]) -> Path:
@@ -128,6 +146,8 @@ def tell(study: Any, frozen: Any, outcome: Mapping[str, Any]) -> None:
         "autotune.effective_batch": summary.get("effective_batch"),
         "autotune.diverged_at_step": summary.get("diverged_at_step"),
         "autotune.samples_seen": summary.get("samples_seen"),
+        "autotune.steps_run": summary.get("steps_run"),
+        "autotune.steps_planned": summary.get("steps_planned"),
     }
     if outcome.get("knobs"):
         attrs["autotune.knobs"] = outcome["knobs"]

@@ -24,6 +24,7 @@ from typing import Any
 
 from autotune import space as sp
 from autotune.probe import ProbeConfig
+from autotune.recipe.seeds import ran_whole
 from autotune.study import rungs as rg
 from autotune.study.objectives import constraints_of, feasible, reference, values_of
 from autotune.study.options import StudyOptions
@@ -90,7 +91,8 @@ def rung_reference(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | Non
     base = next((r for r in records if r.get("baseline")), None)
     if base is None:
         return None
-    return reference(base.get("outcome"), (base.get("summary") or {}).get("metrics"))
+    summary = base.get("summary") or {}
+    return reference(base.get("outcome"), summary.get("metrics"), ran_whole(summary))
 
 
 def slim(record: Mapping[str, Any]) -> dict[str, Any]:
@@ -108,6 +110,8 @@ def slim(record: Mapping[str, Any]) -> dict[str, Any]:
         "samples_seen": summary.get("samples_seen"),
         "resumed_from_step": summary.get("resumed_from_step"),
         "samples_run": summary.get("samples_run"),
+        "steps_run": summary.get("steps_run"),
+        "steps_planned": summary.get("steps_planned"),
         "values": record.get("values"),
         "feasible": bool(record.get("feasible")),
     }
@@ -317,7 +321,7 @@ def record_rung(
     summary = out.get("summary") or {}
     baseline = bool(trial.user_attrs.get("autotune.baseline"))
     if baseline:
-        ref = reference(out.get("outcome"), summary.get("metrics"))
+        ref = reference(out.get("outcome"), summary.get("metrics"), ran_whole(summary))
     else:
         base = baseline_trial(study)
         saved = read_rung_record(study_dir, base.number if base else 0, rung, steps)

@@ -10,12 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from autotune import space as sp
+from autotune.recipe.seeds import ran_whole
 from autotune.study import improvement as im
 from autotune.study.compute import format_line as compute_line
 from autotune.study.compute import study_compute
 from autotune.study.objectives import directions, reference, vacuous
 from autotune.study.pick import dominates
 from autotune.study.records import screen_feasible
+from autotune.study.yardstick import format_line as yardstick_line
 from autotune.tracking.connection import redact
 
 
@@ -38,7 +40,7 @@ def summarize(
     picked, rungs = _verified_and_pick(study, objectives), _rungs(study, space, counts)
     steps = int(rungs["decided"]["steps"])
     state = im.baseline_at(study, space, baseline, steps)
-    ref = reference(state["outcome"], state["metrics"]) if state else None
+    ref = reference(state["outcome"], state["metrics"], ran_whole(state)) if state else None
     at_rung = _decided_candidates(study, rungs["decided"])
     points = [(n, c.values) for n, c in at_rung.items()] if at_rung is not None else feasible
     values = dict(points)
@@ -51,6 +53,7 @@ def summarize(
         **rungs,
         "study": space.name,
         "objectives": objectives,
+        "constraints": [c.model_dump() for c in space.constraints],
         "trials": space.budget.trials,
         "baseline": _row(space, baseline, ref) if baseline is not None else None,
         # The front of the candidates at the decided length (their values there), so that the
@@ -64,6 +67,7 @@ def summarize(
         "screen_improvement": at_screen if steps != space.probe.steps else None,
         # Relative constraints with no baseline value at the decided length: not judged there.
         "vacuous": {"steps": steps, "constraints": vacuous(space, ref)} if baseline else None,
+        "screen_yardstick": study.user_attrs.get("autotune.screen_yardstick"),
         "counts": counts,
         "dropped_knobs": dict(dropped or {}),
         "study_dir": str(study_dir) if study_dir else None,
@@ -165,52 +169,15 @@ def _rungs(study: Any, space: sp.Space, counts: Mapping[str, int]) -> dict[str, 
 
 
 def _verified_and_pick(study: Any, objectives: list[dict[str, Any]]) -> dict[str, Any]:
-    """The summary's `verified`, `pick` and `warm_start` parts."""
+    """The summary's `verified`, `pick`, `vs_baseline` (`verdict.pick_part`) and `warm_start`
+    parts."""
     import optuna
 
     from autotune.study import pick as pk
+    from autotune.study.verdict import pick_part
 
-    cands = pk.candidates(study)
-    verified = [
-        {
-            "number": c.number,
-            "diverged_share": c.verified.get("diverged_share"),
-            "seeds": c.verified.get("seeds"),
-            "metrics": {
-                o["metric"]: (c.verified.get("metrics") or {}).get(o["metric"]) for o in objectives
-            },
-            "run_id": c.verified.get("run_id"),
-            "steps": c.verified.get("steps"),
-        }
-        for c in pk.ranked(cands, objectives)
-        if c.verified
-    ]
-    out: dict[str, Any] = {"verified": verified, "pick": None, "warm_start": None}
-    if cands:
-        try:
-            chosen = pk.pick(cands, objectives, "balanced")
-        except pk.NoCandidateHolds as e:
-            tried = [c for c in cands if c.verified is not None]
-            out["pick"] = {
-                "how": "balanced",
-                "number": None,
-                "holds": False,
-                "best": pk.ranked(tried, objectives)[0].number,
-                "steps": tried[0].steps,
-                "why": pk.why_not_held(tried),
-                "message": str(e),
-            }
-        else:
-            out["pick"] = {
-                "how": "balanced",
-                "number": chosen.number,
-                "verified": chosen.verified is not None,
-                "holds": chosen.holds if chosen.verified is not None else None,
-                "steps": chosen.steps,
-                "values": [chosen.value(o["metric"], i) for i, o in enumerate(objectives)],
-                "params": chosen.params,
-                "knobs": chosen.knobs,
-            }
+    out = pick_part(study, objectives)
+    out["warm_start"] = None
     warm = study.user_attrs.get("autotune.warm_start")
     if warm:
         judged = screen_feasible(study)
@@ -281,22 +248,7 @@ def format_summary(summary: Mapping[str, Any], *, tracking_uri: str | None = Non
     spent = compute_line(summary.get("compute"))
     if spent:
         lines.append(spent)
-    if pick and pick.get("number") is None:
-        lines.append(
-            f"{pick.get('message')} (best found: trial {pick.get('best')}); "
-            "`autotune export` needs an explicit --pick"
-        )
-    elif pick:
-        lines.append(
-            f"pick (balanced: the knee of the front{', verified' if pick['verified'] else ''}): "
-            f"trial {pick['number']}  "
-            + (
-                "(the baseline: PyTorch's defaults did best) "
-                if summary.get("baseline") and pick["number"] == summary["baseline"]["number"]
-                else ""
-            )
-            + ", ".join(f"{k}={_short(v)}" for k, v in (pick.get("params") or {}).items())
-        )
+    lines += _pick_lines(summary)
     if summary.get("warm_start"):
         lines.append(_warm_start_line(summary["warm_start"]))
     for name, why in (summary.get("dropped_knobs") or {}).items():
@@ -312,6 +264,62 @@ def format_summary(summary: Mapping[str, Any], *, tracking_uri: str | None = Non
         )
     )
     return "\n".join(lines)
+
+
+def _pick_lines(summary: Mapping[str, Any]) -> list[str]:
+    """The pick, its paired verdict against the baseline, and the advice when there is none
+    (which says how the trial it names fared: it may have diverged)."""
+    from autotune.recipe.paired import format_line
+    from autotune.recipe.verify import format_interval
+
+    pick = summary.get("pick")
+    if not pick:
+        return []
+    if pick.get("number") is None:
+        return [  # the message says how far the trial it names diverged
+            f"{pick.get('message')} (best found: trial {pick.get('best')}); "
+            "`autotune export` needs an explicit --pick"
+        ]
+    lines = []
+    vs = summary.get("vs_baseline") or {}
+    if vs:
+        lines.append(format_line(vs, label=f"trial {pick.get('first_choice')}"))
+        same = (vs.get("pick") or {}).get("number") == (vs.get("baseline") or {}).get("number")
+        for who in ("baseline",) if same else ("pick", "baseline"):
+            row = vs.get(who) or {}
+            if row:
+                share = row.get("diverged_share")
+                lines.append(
+                    f"  {who:<8} trial {row['number']}: final_loss "
+                    f"{format_interval(row.get('final_loss'))} at {vs.get('steps')} steps"
+                    + (f"; diverged on {share:.0%} of seeds" if share is not None else "")
+                    + (f" ({_causes_text(row.get('causes'))})" if row.get("causes") else "")
+                )
+    base = summary.get("baseline") or {}
+    if pick.get("defaults_preferred"):
+        head = (
+            f"pick: the defaults (trial {pick['number']}): trial {pick.get('first_choice')} "
+            f"showed {pick.get('verdict')} against them over the same seeds; the simpler "
+            "configuration is kept"
+        )
+    else:
+        head = (
+            f"pick (balanced: the knee of the front{', verified' if pick['verified'] else ''}): "
+            f"trial {pick['number']}  "
+            + (
+                "(the baseline: PyTorch's defaults did best) "
+                if base and pick["number"] == base.get("number")
+                else ""
+            )
+        )
+    lines.append(
+        head + ", ".join(f"{k}={_short(v)}" for k, v in (pick.get("params") or {}).items())
+    )
+    return lines
+
+
+def _causes_text(causes: Mapping[str, int] | None) -> str:
+    return ", ".join(f"{k} x{v}" for k, v in (causes or {}).items())
 
 
 def _decided_line(summary: Mapping[str, Any]) -> str | None:
@@ -381,8 +389,12 @@ def _baseline_lines(summary: Mapping[str, Any]) -> list[str]:
     for label in vac.get("constraints") or []:
         lines.append(
             f"  {label}: vacuous at {vac['steps']} steps (no baseline value there: it diverged, "
-            "failed or did not run): not judged"
+            "failed or did not run): not judged; the pick is judged on its own (its absolute "
+            "constraints and divergence)"
         )
+    relative = any(c.get("relative_to") for c in summary.get("constraints") or [])
+    yard = yardstick_line(summary.get("screen_yardstick"), relative)
+    lines += [yard] if yard else []
     screen = summary.get("screen_improvement") or {}
     if screen:
         steps = (summary.get("rungs") or [{}])[0].get("steps")
@@ -396,13 +408,15 @@ def _baseline_lines(summary: Mapping[str, Any]) -> list[str]:
 
 def _vs_baseline(row: Mapping[str, Any], short: bool = False) -> str:
     """`  baseline 0.06  (-16.7%)`, or why there is no percentage."""
-    if row.get("baseline_diverged"):
-        d = row["baseline_diverged"]
+    d = row.get("baseline_diverged")
+    if d and not d.get("ran_whole"):
         return f"  vs baseline: baseline diverged at step {d.get('step')} ({d.get('cause')})"
     b = row.get("baseline")
     if b is None:
         return ""
     text = f" vs baseline {b:.4g}" if short else f"  baseline {b:.4g}"
+    if d:  # labelled diverged, but it ran its whole length: its value is real
+        text += f" (labelled diverged at step {d.get('step')}, {d.get('cause')}; ran on)"
     if row.get("change_pct") is not None:
         text += f" ({row['change_pct']:+.1f}%)" if short else f"  ({row['change_pct']:+.1f}%)"
     elif row.get("baseline_infeasible"):
@@ -449,7 +463,12 @@ def _verified_lines(summary: Mapping[str, Any]) -> list[str]:
         vals = "  ".join(
             f"{o['metric']} {format_interval(v['metrics'].get(o['metric']))}" for o in objs
         )
-        lines.append(f"  trial {v['number']:>4}  {vals}  diverged {v['diverged_share'] or 0:.0%}")
+        causes = _causes_text(v.get("causes"))
+        lines.append(
+            f"  trial {v['number']:>4}  {vals}  diverged {v['diverged_share'] or 0:.0%}"
+            + (f" ({causes})" if causes else "")
+            + (f"  [not picked: {v['why_not_picked']}]" if v.get("why_not_picked") else "")
+        )
     return lines
 
 

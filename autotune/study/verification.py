@@ -17,6 +17,7 @@ from typing import Any
 from autotune import space as sp
 from autotune.probe import ProbeConfig
 from autotune.process.launcher import run_trial_process
+from autotune.recipe.seeds import ran_whole
 from autotune.study.options import StudyOptions
 from autotune.study.progress import fmt_s
 from autotune.study.rungs import target_of
@@ -25,7 +26,10 @@ from autotune.study.writer import MlflowWriter
 
 
 def to_verify(study: Any, space: sp.Space) -> list[Any]:
-    """The best `verify.top_k` candidates (by their own values) not yet verified."""
+    """The best `verify.top_k` candidates (by their own values) not yet verified, and the
+    baseline beside them whenever it is not verified at that length: it is the yardstick the
+    candidates are compared with, seed by seed (a baseline that is no candidate, e.g. labelled
+    diverged at the screen, is verified all the same)."""
     from autotune.study import pick
 
     if space.verify.top_k <= 0:
@@ -34,7 +38,38 @@ def to_verify(study: Any, space: sp.Space) -> list[Any]:
     cands = pick.candidates(study)
     plain = [dataclasses.replace(c, verified=None) for c in cands]
     top = {c.number for c in pick.ranked(plain, objectives)[: space.verify.top_k]}
-    return [c for c in cands if c.number in top and c.verified is None]
+    out = [c for c in cands if c.number in top and c.verified is None]
+    if not top:
+        return out
+    base = baseline_candidate(study, space)
+    if base is not None and not any(c.number == base.number for c in out):
+        out.insert(0, base)
+    return out
+
+
+def baseline_candidate(study: Any, space: sp.Space) -> Any | None:
+    """The baseline as a configuration to verify at the decided length (None: there is no
+    baseline, or it was verified there already)."""
+    from autotune.study import pick
+    from autotune.study.records import baseline_trial
+
+    t = baseline_trial(study)
+    if t is None:
+        return None
+    steps = decided_steps(study, space)
+    done = pick.verified_results(study).get(t.number)
+    if done is not None and done.get("steps") == steps:
+        return None
+    return pick.Candidate(
+        number=t.number,
+        values=[float(v) for v in (t.values or [])],
+        metrics=dict(t.user_attrs.get("autotune.metrics") or {}),
+        knobs=dict(t.user_attrs.get("autotune.knobs") or space.baseline_knobs()),
+        env=dict(t.user_attrs.get("autotune.env") or space.baseline_env()),
+        params=dict(t.params),
+        baseline=True,
+        steps=steps,
+    )
 
 
 def verify_task(
@@ -55,15 +90,15 @@ def decided_steps(study: Any, space: sp.Space) -> int:
     return int(decided.get("steps") or space.probe.steps)
 
 
-def _verify_path(study_dir: Path, number: int, seed: int, steps: int) -> Path:
+def verify_path(study_dir: Path, number: int, seed: int, steps: int) -> Path:
     return study_dir / "verify" / f"{number:04d}-s{steps}-seed{seed}.json"
 
 
-def _save_seed(
+def save_seed(
     study_dir: Path, number: int, seed: int, out: dict[str, Any], steps: int
 ) -> dict[str, Any]:
     """Write one seed's outcome (without its step series) atomically; return what was written."""
-    path = _verify_path(study_dir, number, seed, steps)
+    path = verify_path(study_dir, number, seed, steps)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     slim = dict(out)
@@ -91,8 +126,9 @@ def verify_phase(
     conc, resources, threads = plan_resources(space, ray.cluster_resources())
     seeds = vf.seeds_for(space.probe.seed, space.verify.seeds)
     metrics = list(dict.fromkeys([*(o.metric for o in space.objectives), *vf.REPORTED]))
+    with_base = " beside the baseline" if any(c.baseline for c in todo) else ""
     say(
-        f"verifying the best {len(todo)} candidate(s) (trials "
+        f"verifying {len(todo)} configuration(s){with_base} (trials "
         f"{', '.join(str(c.number) for c in todo)}) with seeds {seeds} at {steps} steps"
     )
     remote = ray.remote(num_cpus=resources.get("cpu", 1.0), num_gpus=resources.get("gpu", 0.0))(
@@ -135,7 +171,7 @@ def verify_phase(
                 c, seed = inflight.pop(ref)
                 out = _seed_outcome(ray, ref)
                 out.update(seed=seed, number=c.number, schedule_steps=target_of(space))
-                results[c.number].append(_save_seed(study_dir, c.number, seed, out, steps))
+                results[c.number].append(save_seed(study_dir, c.number, seed, out, steps))
                 done = sum(len(v) for v in results.values())
                 say(
                     f"  [{done}/{total}] trial {c.number} seed {seed}: {out['outcome']}"
@@ -158,7 +194,7 @@ def _saved_seeds(
     pending: list[tuple[Any, int]] = []
     for c in todo:
         for seed in seeds:
-            path = _verify_path(study_dir, c.number, seed, steps)
+            path = verify_path(study_dir, c.number, seed, steps)
             if path.is_file():
                 results[c.number].append(json.loads(path.read_text()))
             else:
@@ -239,13 +275,13 @@ def baseline_references(
     if base is None:
         return [None] * len(seeds)
     state = baseline_at(study, space, base, steps)
-    at_length = reference(state["outcome"], state["metrics"]) if state else None
+    at_length = reference(state["outcome"], state["metrics"], ran_whole(state)) if state else None
     out = []
     for seed in seeds:
-        path = _verify_path(study_dir, base.number, seed, steps)
+        path = verify_path(study_dir, base.number, seed, steps)
         if path.is_file():
             run = json.loads(path.read_text())
-            out.append(reference(run.get("outcome"), _metrics(run)))
+            out.append(reference(run.get("outcome"), _metrics(run), ran_whole(run.get("summary"))))
         else:
             out.append(at_length)
     return out

@@ -1,0 +1,207 @@
+"""A configuration against the baseline over the same seeds (same data order): the paired
+verdict.
+
+Both ran at the same seeds and length. Per compared metric (the final loss, and the study's
+objectives), the per-seed difference configuration - baseline over the seeds where both ran
+their whole length with a finite value (`seeds.paired`: mean and 95% t interval of the mean
+difference); and the share of seeds each diverged on. A metric's verdict is `better` or `worse`
+when the interval excludes 0 (by the metric's direction), else `no detectable difference`
+(also with a single pair: one seed shows no noise). The overall verdict:
+
+- `worse`: it diverged on more seeds than the baseline, or is worse on a metric and better on
+  none (a configuration that diverges more often is never better);
+- `better`: no metric worse, and better on one, or it diverged on fewer seeds;
+- `mixed`: better on one metric, worse on another (a trade-off: the per-metric rows say which);
+- `no detectable difference`: none of these; the simpler configuration (the defaults) is then
+  preferred;
+- `not compared`: nothing to compare with (no baseline run at these seeds, or the
+  configuration is the baseline itself).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from autotune.knobs import HARDWARE_METRICS
+from autotune.recipe.seeds import interval, paired, ran_whole
+
+VERDICTS = ("better", "no detectable difference", "worse", "mixed", "not compared")
+PREFER_DEFAULTS = ("no detectable difference", "worse")  # the named picks then take the defaults
+
+
+def _by_seed(result: Mapping[str, Any]) -> dict[Any, Mapping[str, Any]]:
+    return {r.get("seed"): r for r in result.get("runs") or []}
+
+
+def _whole(row: Mapping[str, Any]) -> bool:
+    """A seed whose final numbers are real: complete, or labelled diverged but run whole."""
+    if row.get("outcome") == "complete":
+        return True
+    return row.get("outcome") == "diverged" and ran_whole(row)
+
+
+def _value(row: Mapping[str, Any] | None, metric: str) -> float | None:
+    if row is None or not _whole(row):
+        return None
+    v = (row.get("metrics") or {}).get(metric)
+    return None if v is None else float(v)
+
+
+def metric_verdict(diff: Mapping[str, Any], direction: str) -> str:
+    """`better`, `worse` or `no detectable difference` from a paired difference's interval."""
+    low, high = diff.get("low"), diff.get("high")
+    if low is None or high is None:
+        return "no detectable difference"
+    lower_is_better = direction == "minimize"
+    if high < 0:
+        return "better" if lower_is_better else "worse"
+    if low > 0:
+        return "worse" if lower_is_better else "better"
+    return "no detectable difference"
+
+
+def diverged_count(result: Mapping[str, Any], seeds: Sequence[Any]) -> int:
+    rows = _by_seed(result)
+    return sum(1 for s in seeds if (rows.get(s) or {}).get("outcome") == "diverged")
+
+
+def compare(
+    mine: Mapping[str, Any] | None,
+    base: Mapping[str, Any] | None,
+    metrics: Sequence[tuple[str, str]],
+    *,
+    same: bool = False,
+) -> dict[str, Any]:
+    """The paired verdict of `mine` against `base` (both `seeds.summarize_seeds` results at the
+    same length); `metrics`: (metric, direction) pairs to compare; `same`: `mine` is the
+    baseline itself."""
+    out: dict[str, Any] = {"verdict": "not compared", "seeds": [], "metrics": {}, "diverged": None}
+    if same:
+        out["why"] = "it is the baseline (PyTorch's defaults): nothing to compare with"
+        return out
+    if not mine or not base:
+        out["why"] = "the baseline was not run at these seeds and this length"
+        return out
+    a, b = _by_seed(mine), _by_seed(base)
+    seeds = [s for s in a if s in b]
+    out["seeds"] = seeds
+    if not seeds:
+        out["why"] = "the baseline was run at other seeds: no pair to compare"
+        return out
+    n_mine, n_base = diverged_count(mine, seeds), diverged_count(base, seeds)
+    out["diverged"] = {
+        "n": len(seeds),
+        "pick": n_mine / len(seeds),
+        "baseline": n_base / len(seeds),
+        "pick_seeds": n_mine,
+        "baseline_seeds": n_base,
+    }
+    better: list[str] = []
+    worse: list[str] = []
+    for metric, direction in metrics:
+        xs = [_value(a[s], metric) for s in seeds]
+        ys = [_value(b[s], metric) for s in seeds]
+        diff = paired(xs, ys)
+        v = metric_verdict(diff, direction)
+        out["metrics"][metric] = {
+            "direction": direction,
+            "difference": {k: diff.get(k) for k in ("mean", "low", "high", "n")},
+            "pick": interval(xs),
+            "baseline": interval(ys),
+            "verdict": v,
+        }
+        (better if v == "better" else worse if v == "worse" else []).append(metric)
+    out["better_on"], out["worse_on"] = better, worse
+    if n_mine > n_base:
+        out["verdict"] = "worse"
+        out["why"] = f"diverged on {n_mine} of {len(seeds)} seeds, the baseline on {n_base}"
+    elif worse and not better and n_mine == n_base:
+        out["verdict"] = "worse"
+        out["why"] = f"worse than the baseline on {', '.join(worse)}"
+    elif worse and (better or n_mine < n_base):
+        out["verdict"] = "mixed"
+        gains = [*better, *(["divergence"] if n_mine < n_base else [])]
+        out["why"] = f"better on {', '.join(gains)}, worse on {', '.join(worse)}"
+    elif better or n_mine < n_base:
+        out["verdict"] = "better"
+        gains = [*better, *([f"diverged on {n_mine} vs {n_base} seeds"] if n_mine < n_base else [])]
+        out["why"] = f"better than the baseline: {', '.join(gains)}"
+    else:
+        out["verdict"] = "no detectable difference"
+        out["why"] = (
+            f"no difference beyond the seed noise over {len(seeds)} paired seeds "
+            f"({', '.join(m for m, _ in metrics)})"
+        )
+    return out
+
+
+def compared_metrics(objectives: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
+    """What the paired verdict compares: the final loss, then every objective."""
+    out = [("final_loss", "minimize")]
+    for o in objectives:
+        if o["metric"] != "final_loss":
+            out.append((str(o["metric"]), str(o.get("direction", "minimize"))))
+    return out
+
+
+def format_line(verdict: Mapping[str, Any] | None, label: str = "pick") -> str:
+    """`pick vs baseline (paired over N seeds): VERDICT: why` and the final loss difference."""
+    if not verdict:
+        return f"{label} vs baseline: not compared"
+    text = f"{label} vs baseline"
+    seeds = verdict.get("seeds") or []
+    if seeds:
+        text += f" (paired over seeds {seeds})"
+    text += f": {verdict['verdict'].upper()}"
+    if verdict.get("why"):
+        text += f": {verdict['why']}"
+    fl = (verdict.get("metrics") or {}).get("final_loss")
+    d = (fl or {}).get("difference") or {}
+    if d.get("mean") is not None:
+        if d.get("low") is not None:
+            text += f"; final_loss difference {d['mean']:+.4g} [{d['low']:+.4g}, {d['high']:+.4g}]"
+        else:
+            text += f"; final_loss difference {d['mean']:+.4g} (1 pair: no interval)"
+    return text
+
+
+def verify_problems(report: Mapping[str, Any]) -> list[str]:
+    """Why `autotune verify` says a recipe is not as promised (exit 1); empty when it is.
+    A recipe that diverged on every seed, broke its promise on a metric or on divergence, or
+    loses to the baseline by the paired comparison (diverged on more seeds, or worse on the
+    final loss or a stability objective) is not as promised. Hardware metrics (throughput,
+    memory) are the machine's and its load's: printed, never a reason here."""
+    out = []
+    rec = report.get("recipe_result") or {}
+    if rec.get("n") and rec.get("diverged_share") == 1.0:
+        out.append(f"it diverged on every seed ({rec['n']} of {rec['n']})")
+    for p in report.get("promise") or []:
+        # A hardware metric (throughput, memory) is the machine's and its load's: printed,
+        # not a broken promise of the configuration.
+        if p["metric"] not in HARDWARE_METRICS and str(p.get("verdict")).startswith(
+            ("WORSE", "DIVERGED")
+        ):
+            out.append(f"{p['metric']}: {p['verdict']}")
+    vs = report.get("vs_baseline") or {}
+    div = vs.get("diverged") or {}
+    lost = [m for m in vs.get("worse_on") or [] if m not in HARDWARE_METRICS]
+    if div and div["pick_seeds"] > div["baseline_seeds"]:
+        out.append(
+            f"it diverged on more seeds than the baseline ({div['pick_seeds']} vs "
+            f"{div['baseline_seeds']} of {div['n']})"
+        )
+    elif lost:
+        out.append(f"it loses to the baseline over the same seeds on {', '.join(lost)}")
+    return out
+
+
+def causes_text(result: Mapping[str, Any]) -> str:
+    """` (loss_explosion on seeds 2, 3)`: the causes of the seeds that diverged; '' if none."""
+    by: dict[str, list[str]] = {}
+    for r in result.get("runs") or []:
+        if r.get("outcome") == "diverged":
+            by.setdefault(str(r.get("cause") or "unknown cause"), []).append(str(r.get("seed")))
+    if not by:
+        return ""
+    return " (" + "; ".join(f"{c} on seeds {', '.join(s)}" for c, s in by.items()) + ")"

@@ -1,0 +1,243 @@
+"""The pick against the baseline: the paired verdict over the verification seeds
+(`autotune.recipe.paired`), and the preference for the simpler configuration.
+
+A named pick (balanced, fastest, stablest) that shows no detectable difference from the
+baseline over the same seeds, or that is worse, gives way to the baseline: PyTorch's defaults
+are the pick, said so (`defaults_preferred`), and `autotune export` exports them without
+`--pick`. An explicit `trial N` is kept whatever its verdict (the export warns)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from autotune.recipe import paired as pd
+
+
+@dataclass
+class Decision:
+    """The chosen configuration, the one the named pick chose first (`first`: the same unless
+    the defaults were preferred), and the paired verdict of `first` against the baseline."""
+
+    chosen: Any
+    first: Any
+    verdict: dict[str, Any]
+    defaults_preferred: bool = False
+
+
+def baseline_verified(study: Any, steps: int | None) -> tuple[int | None, dict[str, Any] | None]:
+    """The baseline's number and its verified result at `steps` (None: not verified there)."""
+    from autotune.study import pick as pk
+    from autotune.study.records import baseline_trial
+
+    base = baseline_trial(study)
+    if base is None:
+        return None, None
+    ver = pk.verified_results(study).get(base.number)
+    if ver is None or (steps is not None and ver.get("steps") != steps):
+        return base.number, None
+    return base.number, ver
+
+
+def against_baseline(
+    study: Any, cand: Any, objectives: Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
+    """The paired verdict of candidate `cand` against the baseline at its length."""
+    number, base = baseline_verified(study, cand.steps)
+    metrics = pd.compared_metrics(objectives)
+    if cand.baseline or cand.number == number:
+        return pd.compare(None, None, metrics, same=True)
+    if cand.verified is None:
+        out = pd.compare(None, None, metrics)
+        out["why"] = "not verified over seeds: no paired comparison"
+        return out
+    return pd.compare(cand.verified, base, metrics)
+
+
+def baseline_choice(study: Any, cands: Sequence[Any], steps: int | None) -> Any | None:
+    """The baseline as a configuration to pick: its candidate when it is one, else built from
+    its trial with its verified numbers at `steps` (it ran, but was no candidate: e.g. labelled
+    diverged at the screen seed, and ran whole on every verification seed)."""
+    from autotune.study import pick as pk
+    from autotune.study.records import baseline_trial
+
+    for c in cands:
+        if c.baseline:
+            return c
+    t = baseline_trial(study)
+    if t is None:
+        return None
+    _, ver = baseline_verified(study, steps)
+    return pk.Candidate(
+        number=t.number,
+        values=[float(v) for v in (t.values or [])],
+        metrics=dict(t.user_attrs.get("autotune.metrics") or {}),
+        knobs=dict(t.user_attrs.get("autotune.knobs") or {}),
+        env=dict(t.user_attrs.get("autotune.env") or {}),
+        params=dict(t.params),
+        fp_hash=t.user_attrs.get("autotune.fp_hash"),
+        baseline=True,
+        verified=ver,
+        steps=steps,
+    )
+
+
+def decide(
+    study: Any, cands: Sequence[Any], objectives: Sequence[Mapping[str, Any]], how: str
+) -> Decision:
+    """`pick.pick`, then the paired verdict; a named pick that is not better than the defaults
+    (`paired.PREFER_DEFAULTS`) and a baseline that held on every seed give the defaults."""
+    from autotune.study import pick as pk
+
+    first = pk.pick(cands, objectives, how)
+    verdict = against_baseline(study, first, objectives)
+    kind, _ = pk.parse_pick(how)
+    if kind == "trial" or verdict["verdict"] not in pd.PREFER_DEFAULTS:
+        return Decision(first, first, verdict)
+    base = baseline_choice(study, cands, first.steps)
+    if base is None or not base.holds:
+        verdict["defaults_not_taken"] = "the baseline did not hold on every seed"
+        return Decision(first, first, verdict)
+    return Decision(base, first, verdict, defaults_preferred=True)
+
+
+def _single(value: Any) -> dict[str, Any]:
+    """One run's value as an interval row (no interval: one seed)."""
+    v = None if value is None else float(value)
+    return {"mean": v, "low": None, "high": None, "n": 0 if v is None else 1}
+
+
+def _causes(ver: Mapping[str, Any] | None) -> dict[str, int]:
+    """Per cause, the seeds that did not complete (diverged or failed)."""
+    out: dict[str, int] = {}
+    for r in (ver or {}).get("runs") or []:
+        if r.get("outcome") != "complete":
+            key = str(r.get("cause") or r.get("outcome"))
+            out[key] = out.get(key, 0) + 1
+    return out
+
+
+def standing(c: Any) -> dict[str, Any]:
+    """A configuration at the decided length: its final loss (verified interval, else its one
+    run), its diverged share and the causes (verified), and where the numbers come from."""
+    ver = c.verified
+    if ver is not None:
+        fl = dict((ver.get("metrics") or {}).get("final_loss") or _single(None))
+        return {
+            "number": c.number,
+            "source": "verified",
+            "final_loss": fl,
+            "diverged_share": ver.get("diverged_share"),
+            "causes": _causes(ver),
+        }
+    return {
+        "number": c.number,
+        "source": "run",
+        "final_loss": _single(c.metrics.get("final_loss")),
+        "diverged_share": None,
+        "causes": {},
+    }
+
+
+def why_not_picked(c: Any, decision: Decision | None) -> str | None:
+    """Why a verified candidate is not the pick (None: it is)."""
+    from autotune.study import pick as pk
+
+    if decision is not None and c.number == decision.chosen.number:
+        return None
+    if not c.holds:
+        return pk.why_not_held([c])
+    if decision is None:
+        return "no pick"
+    if c.number == decision.first.number:
+        return (
+            f"{decision.verdict['verdict']} against the defaults over the same seeds: "
+            "the defaults are preferred"
+        )
+    return f"held, but the balanced pick (the knee of the front) is trial {decision.first.number}"
+
+
+def pick_part(study: Any, objectives: list[dict[str, Any]]) -> dict[str, Any]:
+    """The summary's `verified`, `pick` and `vs_baseline` parts (see the README, `show --json`)."""
+    from autotune.study import pick as pk
+
+    cands = pk.candidates(study)
+    out: dict[str, Any] = {"verified": [], "pick": None, "vs_baseline": None}
+    decision = None
+    if cands:
+        try:
+            decision = decide(study, cands, objectives, "balanced")
+        except pk.NoCandidateHolds as e:
+            tried = [c for c in cands if c.verified is not None]
+            best = pk.ranked(tried, objectives)[0]
+            out["pick"] = {
+                "how": "balanced",
+                "number": None,
+                "holds": False,
+                "best": best.number,
+                "best_diverged_share": (best.verified or {}).get("diverged_share"),
+                "steps": tried[0].steps,
+                "why": pk.why_not_held(tried),
+                "message": str(e),
+            }
+    steps = decision.chosen.steps if decision else next((c.steps for c in cands), None)
+    base_number, base_ver = baseline_verified(study, steps)
+    for c in pk.ranked(cands, objectives):
+        if c.verified:
+            out["verified"].append(_verified_row(c, objectives, why_not_picked(c, decision)))
+    if base_ver is not None and not any(c.baseline for c in cands):
+        base = baseline_choice(study, cands, steps)
+        if base is not None:
+            why = "the baseline (no candidate at the decided length: see its seeds)"
+            out["verified"].append(_verified_row(base, objectives, why))
+    if decision is None:
+        return out
+    chosen, first = decision.chosen, decision.first
+    out["pick"] = {
+        "how": "balanced",
+        "number": chosen.number,
+        "verified": chosen.verified is not None,
+        "holds": chosen.holds if chosen.verified is not None else None,
+        "steps": chosen.steps,
+        "values": [chosen.value(o["metric"], i) for i, o in enumerate(objectives)],
+        "params": chosen.params,
+        "knobs": chosen.knobs,
+        "baseline": bool(chosen.baseline),
+        "verdict": decision.verdict["verdict"],
+        "defaults_preferred": decision.defaults_preferred,
+        "first_choice": first.number,
+    }
+    base_row = None
+    if base_number is not None:
+        base = baseline_choice(study, cands, steps)
+        base_row = standing(base) if base is not None else None
+    out["vs_baseline"] = {
+        "steps": steps or (first.verified or {}).get("steps"),
+        "pick": standing(first),
+        "baseline": base_row,
+        **decision.verdict,
+    }
+    return out
+
+
+def _verified_row(c: Any, objectives: list[dict[str, Any]], why_not: str | None) -> dict[str, Any]:
+    ver = c.verified or {}
+    return {
+        "number": c.number,
+        "baseline": bool(c.baseline),
+        "diverged_share": ver.get("diverged_share"),
+        "causes": _causes(ver),
+        "held": c.holds,
+        "why_not_picked": why_not,
+        "seeds": ver.get("seeds"),
+        "final_loss": (ver.get("metrics") or {}).get("final_loss"),
+        "metrics": {o["metric"]: (ver.get("metrics") or {}).get(o["metric"]) for o in objectives},
+        "runs": [
+            {k: r.get(k) for k in ("seed", "outcome", "cause", "feasible", "steps_run")}
+            for r in ver.get("runs") or []
+        ],
+        "vacuous": ver.get("vacuous") or [],
+        "run_id": ver.get("run_id"),
+        "steps": ver.get("steps"),
+    }

@@ -1,0 +1,137 @@
+"""The baseline as the yardstick of the screen: its screen run over the verification seeds too.
+
+Every screened trial runs one seed (the probe's), and so does the baseline; a relative
+constraint judged against that one baseline run is decided by how lucky the baseline's seed
+was (a good seed for the defaults rules out configurations that are as good on average). So
+once the screen is over, and before anything is promoted, the baseline's screen probe runs
+again at the verification seeds (`verify.seeds`; their files are the verification's, so a
+study decided at the screen verifies the baseline from them), and each relative constraint is
+taken against the end of the 95% interval of the baseline's mean over all its screen seeds
+that is kindest to the trial (`<=`: its high end; `>=`: its low end). A trial is ruled out at
+the screen only when it misses the bound the baseline's own seed noise allows.
+
+With `verify.top_k: 0` (no verification) the baseline runs no other seed, and the screen is
+judged against its one run, as the summary says (`screen_yardstick.seeds` has one seed).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from autotune import space as sp
+from autotune.recipe.seeds import interval, ran_whole, seeds_for
+from autotune.study.options import StudyOptions
+
+ATTR = "autotune.screen_yardstick"
+
+
+def wanted(space: sp.Space) -> bool:
+    """A relative constraint to judge, and verification seeds to run."""
+    return space.verify.top_k > 0 and any(c.relative_to for c in space.constraints)
+
+
+def yardstick_phase(opts: StudyOptions, study: Any, study_dir: Path, ray: Any) -> bool:
+    """Run the baseline's screen probe at the verification seeds it lacks; store the screen's
+    reference (`ATTR`). Returns True when interrupted."""
+    from autotune.probe import ProbeConfig
+    from autotune.study.records import baseline_trial
+    from autotune.study.rung_phase import run_probe_jobs
+    from autotune.study.rungs import target_of
+    from autotune.study.verification import save_seed, verify_path
+
+    space = opts.space
+    base = baseline_trial(study)
+    if not wanted(space) or base is None or base.user_attrs.get("autotune.outcome") is None:
+        return False
+    steps = space.probe.steps
+    seeds = seeds_for(space.probe.seed, space.verify.seeds)
+    knobs = dict(base.user_attrs.get("autotune.knobs") or space.baseline_knobs())
+    env = dict(base.user_attrs.get("autotune.env") or space.baseline_env())
+    todo = [s for s in seeds if not verify_path(study_dir, base.number, s, steps).is_file()]
+    if todo and not opts.quiet:
+        print(f"the baseline's screen at seeds {todo} too: the yardstick of relative constraints")
+
+    jobs = [(base.number, knobs, env) for _ in todo]  # one object per seed: `done` maps back
+    seed_of = {id(job): s for job, s in zip(jobs, todo, strict=True)}
+
+    def done(job: Any, out: dict[str, Any]) -> None:
+        seed = seed_of[id(job)]
+        out.update(seed=seed, number=base.number, schedule_steps=target_of(space))
+        save_seed(study_dir, base.number, seed, out, steps)
+
+    configs = [
+        (job, ProbeConfig.from_space(space, knobs=knobs, env=env, seed=s))
+        for job, s in zip(jobs, todo, strict=True)
+    ]
+    if not run_probe_jobs(space, ray, configs, space.budget.trial_timeout_s, done):
+        return True
+    runs = [_base_run(base, space.probe.seed)]
+    for s in seeds:
+        path = verify_path(study_dir, base.number, s, steps)
+        if path.is_file():
+            runs.append(json.loads(path.read_text()))
+    study.set_user_attr(ATTR, reference_over_seeds(space, runs))
+    return False
+
+
+def _base_run(t: Any, seed: int) -> dict[str, Any]:
+    a = t.user_attrs
+    return {
+        "seed": seed,
+        "outcome": a.get("autotune.outcome"),
+        "summary": {
+            "metrics": a.get("autotune.metrics") or {},
+            "steps_run": a.get("autotune.steps_run"),
+            "steps_planned": a.get("autotune.steps_planned"),
+        },
+    }
+
+
+def reference_over_seeds(space: sp.Space, runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The screen's reference from the baseline's screen runs: per metric of a relative
+    constraint, the interval of its mean over the runs that ran their whole length (complete,
+    or labelled diverged and run on), and the reference value, the end of that interval kindest
+    to a trial (one run: its value; none: no reference, the constraint is vacuous)."""
+    usable = [
+        r
+        for r in runs
+        if r.get("outcome") == "complete"
+        or (r.get("outcome") == "diverged" and ran_whole(r.get("summary")))
+    ]
+    metrics: dict[str, Any] = {}
+    ref: dict[str, float] = {}
+    for c in space.constraints:
+        if not c.relative_to or c.metric in metrics:
+            continue
+        iv = interval(
+            [((r.get("summary") or {}).get("metrics") or {}).get(c.metric) for r in usable]
+        )
+        metrics[c.metric] = iv
+        end = iv["high"] if c.op == "<=" else iv["low"]
+        value = end if end is not None else iv["mean"]
+        if value is not None:
+            ref[c.metric] = float(value)
+    return {
+        "seeds": [r.get("seed") for r in runs],
+        "runs": len(runs),
+        "usable": len(usable),
+        "metrics": metrics,
+        "reference": ref,
+    }
+
+
+def format_line(yard: Mapping[str, Any] | None, relative: bool) -> str | None:
+    """How the screen judged the relative constraints: over how many baseline seeds."""
+    if not relative:
+        return None
+    if not yard:
+        return "relative constraints at the screen: against the baseline's one screen run"
+    refs = ", ".join(f"{m} {v:.4g}" for m, v in (yard.get("reference") or {}).items())
+    return (
+        f"relative constraints at the screen: against the baseline's screen over seeds "
+        f"{yard.get('seeds')} ({yard.get('usable')} ran their whole length), at the kind end "
+        f"of its 95% interval: {refs or 'no value (vacuous)'}"
+    )
