@@ -186,6 +186,7 @@ def _verified_and_pick(study: Any, objectives: list[dict[str, Any]]) -> dict[str
         if c.verified
     ]
     out: dict[str, Any] = {"verified": verified, "pick": None, "warm_start": None}
+    out["throughput_noise"] = pk.noise_note(cands, objectives)  # noise.note: ties on throughput
     if cands:
         try:
             chosen = pk.pick(cands, objectives, "balanced")
@@ -281,6 +282,8 @@ def format_summary(summary: Mapping[str, Any], *, tracking_uri: str | None = Non
     spent = compute_line(summary.get("compute"))
     if spent:
         lines.append(spent)
+    if (summary.get("throughput_noise") or {}).get("message"):
+        lines.append(summary["throughput_noise"]["message"])
     if pick and pick.get("number") is None:
         lines.append(
             f"{pick.get('message')} (best found: trial {pick.get('best')}); "
@@ -324,9 +327,10 @@ def _decided_line(summary: Mapping[str, Any]) -> str | None:
     taus = []
     for r in rows[1:]:
         ag = r.get("agreement") or {}
-        tau = ag.get("tau")
-        shown = "n/a" if tau is None else f"{tau:+.2f}"
-        taus.append(f"{ag.get('vs_steps')}->{r['steps']} tau {shown} ({ag.get('n')} configs)")
+        tau, p = ag.get("tau"), ag.get("p")
+        shown = "tau n/a" if tau is None else f"tau {tau:+.2f}"
+        shown += f" ({ag.get('n')} configs" + (f", chance p {p:.2g})" if p is not None else ")")
+        taus.append(f"{ag.get('vs_steps')}->{r['steps']} {ag.get('note') or shown}")
     agreed = f": rankings {', '.join(taus)}" if taus else ""
     if len(rows) > 1:
         ran = sum(int(r.get("trials") or 0) for r in rows[1:])

@@ -1,0 +1,203 @@
+"""When a difference between two trials beats its noise, and the order that follows from it.
+
+A value measured with an interval (throughput and tokens_per_s carry one from each probe's own
+step timings, `autotune.probe.metrics.throughput_interval`; a verified candidate's is its
+interval over the seeds, `autotune.recipe.seeds`) differs from another only when their intervals
+do not overlap: overlapping intervals are a tie. A value without an interval (loss_cv,
+noise_per_drop, ... from one run) is compared as it is.
+
+Promotion (`autotune.study.rungs.promote`), the rungs' agreement and the picks
+(`autotune.study.pick`) all order trials through this module:
+
+* `better`: one trial beats another on one objective (beyond noise);
+* `dominates` and `front`: Pareto dominance where a tie on an objective is "no worse";
+* `order`: Pareto layer by layer; within a layer, the knee distance (each objective scaled to
+  [0, 1] over the layer) over the objectives on which some member beats another beyond noise,
+  then `Scored.tiebreak` (stability, then final loss), then the trial number. An objective on
+  which the whole layer is tied does not decide: on a machine whose throughput noise exceeds
+  the differences, the layer is ordered on stability and final loss;
+* `fastest`: among the trials no other beats on the objective, the stablest;
+* `note`: what the summary says of it.
+
+Pure: no Optuna, no Ray.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from autotune.knobs import HARDWARE_METRICS
+
+Bounds = tuple[float, float]
+
+STABILITY_FALLBACK = "noise_per_drop"
+"""The stability metric of the tie-break in a space whose objectives are all hardware numbers."""
+
+WITHIN_NOISE = "throughput differences are within timing noise: decided on stability and final loss"
+
+
+@dataclass(frozen=True)
+class Scored:
+    """One trial as the orderings see it: its objective values, the interval of each (None: a
+    value without one), and its tie-break key (smaller is better)."""
+
+    number: int
+    values: tuple[float, ...]
+    bounds: tuple[Bounds | None, ...]
+    tiebreak: tuple[float, ...] = ()
+
+
+def bounds_of(
+    metrics: Mapping[str, Any], metric: str, verified: Mapping[str, Any] | None = None
+) -> Bounds | None:
+    """The interval of `metric`: the verified one over seeds when `verified` has it (see
+    `autotune.recipe.seeds.summarize_seeds`), else the run's own (`<metric>_low`,
+    `<metric>_high` in its metrics); None when there is none or it is not finite."""
+    iv = ((verified or {}).get("metrics") or {}).get(metric) if verified else None
+    if verified is not None and iv and iv.get("mean") is not None:
+        pair = (iv.get("low"), iv.get("high"))
+    else:
+        pair = (metrics.get(f"{metric}_low"), metrics.get(f"{metric}_high"))
+    try:
+        lo, hi = float(pair[0]), float(pair[1])
+    except (TypeError, ValueError):
+        return None
+    return (lo, hi) if math.isfinite(lo) and math.isfinite(hi) and lo <= hi else None
+
+
+def stability_index(objectives: Sequence[Mapping[str, Any]]) -> int | None:
+    """The first objective that is not a hardware number (`HARDWARE_METRICS`); None when all
+    are (a speed space)."""
+    return next((i for i, o in enumerate(objectives) if o["metric"] not in HARDWARE_METRICS), None)
+
+
+def tiebreak(
+    objectives: Sequence[Mapping[str, Any]], value: Callable[[str, int | None], float]
+) -> tuple[float, float]:
+    """`(stability, final_loss)`, both smaller-is-better, NaN as +inf: the stability objective's
+    value in its direction (`STABILITY_FALLBACK` when no objective measures stability), then the
+    final loss. `value(metric, index)`: a trial's value of a metric (the objective's index, or
+    None)."""
+    i = stability_index(objectives)
+    if i is None:
+        stab = value(STABILITY_FALLBACK, None)
+    else:
+        stab = value(objectives[i]["metric"], i)
+        stab = stab if objectives[i]["direction"] == "minimize" else -stab
+    loss = value("final_loss", None)
+    return (_inf(stab), _inf(loss))
+
+
+def _inf(x: float) -> float:
+    return x if math.isfinite(x) else math.inf
+
+
+def overlap(a: Bounds | None, b: Bounds | None) -> bool:
+    """Both intervals exist and share a point."""
+    return a is not None and b is not None and a[0] <= b[1] and b[0] <= a[1]
+
+
+def better(a: Scored, b: Scored, i: int, direction: str) -> bool:
+    """`a` beats `b` on objective `i` beyond noise: a better value, and their intervals (when
+    both have one) do not overlap. A NaN is beaten by any number and beats none."""
+    x, y = a.values[i], b.values[i]
+    if math.isnan(x) or math.isnan(y):
+        return math.isnan(y) and not math.isnan(x)
+    if overlap(a.bounds[i], b.bounds[i]):
+        return False
+    return x < y if direction == "minimize" else x > y
+
+
+def dominates(a: Scored, b: Scored, dirs: Sequence[str]) -> bool:
+    """`a` beats `b` on one objective and `b` beats `a` on none (beyond noise, `better`)."""
+    wins = False
+    for i, d in enumerate(dirs):
+        if better(b, a, i, d):
+            return False
+        wins = wins or better(a, b, i, d)
+    return wins
+
+
+def front(rows: Sequence[Scored], dirs: Sequence[str]) -> list[Scored]:
+    """The rows no other row dominates (`dominates`)."""
+    out = [r for r in rows if not any(dominates(o, r, dirs) for o in rows if o is not r)]
+    return out or list(rows)
+
+
+def decides(rows: Sequence[Scored], i: int, direction: str) -> bool:
+    """Whether objective `i` separates any two of `rows` beyond noise."""
+    return any(better(a, b, i, direction) for a in rows for b in rows if a is not b)
+
+
+def knee(rows: Sequence[Scored], dirs: Sequence[str], use: Sequence[int]) -> dict[int, float]:
+    """Each row's distance to the ideal point over the objectives `use`, each scaled to [0, 1]
+    over `rows` (0 = the best value among them; a non-finite value scales to 1, a column whose
+    finite values are equal to 0)."""
+    out = {r.number: 0.0 for r in rows}
+    for i in use:
+        col = [r.values[i] for r in rows if math.isfinite(r.values[i])]
+        if not col:
+            continue
+        lo, hi = min(col), max(col)
+        for r in rows:
+            x = r.values[i]
+            if not math.isfinite(x):
+                scaled = 1.0
+            elif hi == lo:
+                scaled = 0.0
+            else:
+                scaled = (x - lo) / (hi - lo) if dirs[i] == "minimize" else (hi - x) / (hi - lo)
+            out[r.number] += scaled * scaled
+    return {n: math.sqrt(d) for n, d in out.items()}
+
+
+def order(rows: Sequence[Scored], dirs: Sequence[str]) -> list[int]:
+    """Trial numbers in the order to consider them (see the module docstring)."""
+    left = list(rows)
+    out: list[int] = []
+    while left:
+        layer = front(left, dirs)
+        use = [i for i, d in enumerate(dirs) if decides(layer, i, d)]
+        dist = knee(layer, dirs, use)
+        layer.sort(key=lambda r: (dist[r.number], r.tiebreak, r.number))
+        out.extend(r.number for r in layer)
+        taken = {r.number for r in layer}
+        left = [r for r in left if r.number not in taken]
+    return out
+
+
+def tied_best(rows: Sequence[Scored], i: int, direction: str) -> list[Scored]:
+    """The rows no other row beats on objective `i` (beyond noise): those tied for the best."""
+    return [r for r in rows if not any(better(o, r, i, direction) for o in rows if o is not r)]
+
+
+def fastest(rows: Sequence[Scored], i: int) -> int:
+    """The trial with the highest objective `i` (throughput), among those tied for it the one
+    first by `Scored.tiebreak` (then the lowest number)."""
+    tied = tied_best(rows, i, "maximize")
+    return min(tied, key=lambda r: (r.tiebreak, r.number)).number
+
+
+def note(rows: Sequence[Scored], objectives: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The summary's `throughput_noise`: for the first hardware objective every row has an
+    interval of, whether its differences among `rows` are all within noise (no row beats another
+    beyond its interval), with `candidates`, the `range` of its values and the `message` to show
+    when they are (else None). None when no such objective or fewer than two rows."""
+    if len(rows) < 2:
+        return None
+    for i, o in enumerate(objectives):
+        if o["metric"] not in HARDWARE_METRICS or any(r.bounds[i] is None for r in rows):
+            continue
+        within = not decides(rows, i, o["direction"])
+        vals = [r.values[i] for r in rows]
+        return {
+            "metric": o["metric"],
+            "within_noise": within,
+            "candidates": len(rows),
+            "range": [min(vals), max(vals)],
+            "message": WITHIN_NOISE.replace("throughput", o["metric"], 1) if within else None,
+        }
+    return None
