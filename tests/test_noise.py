@@ -159,3 +159,45 @@ def test_tiebreak_is_stability_in_its_direction_then_final_loss(
         return 0.3 if (metric, i) == ("noise_per_drop", 0) else values[metric]
 
     assert noise.tiebreak(objectives, value) == expected
+
+
+# One configuration (gradclip.yaml's defaults, tiny_gpt, 150 steps) probed 5 times in a row on
+# this project's shared 2-core machine: throughput and its timing interval, samples/s.
+SAME_CONFIG = [
+    (385.9, 340.9, 438.3),
+    (432.0, 379.3, 523.9),
+    (489.4, 434.0, 595.4),
+    (513.6, 430.7, 576.2),
+    (496.2, 448.2, 547.4),
+]
+
+
+def test_identical_configurations_on_a_busy_machine_are_within_noise() -> None:
+    # 33% apart on their point values; the slowest and the 5th miss each other's interval, but
+    # every run's interval overlaps the fastest run's: throughput decides nothing among them
+    rows = [
+        noise.Scored(n, (0.2, tp), (None, (lo, hi)), (0.2, 1.0 - 0.01 * n))
+        for n, (tp, lo, hi) in enumerate(SAME_CONFIG)
+    ]
+    assert noise.better(rows[4], rows[0], 1, "maximize")  # one pair apart beyond its noise
+    assert noise.within_noise(rows, 1, "maximize")
+    assert not noise.within_noise(rows[:1], 1, "maximize")
+    # the fastest point value (3) is not the pick: all are tied with it, final loss decides
+    assert noise.fastest(rows, 1) == 4
+    # nor does throughput order them: same stability, the final loss does
+    assert noise.order(rows, DIRS) == [4, 3, 2, 1, 0]
+    note = noise.note(rows, OBJ)
+    assert note is not None and note["within_noise"] and note["range"] == [385.9, 513.6]
+
+
+def test_within_noise_is_judged_against_the_best() -> None:
+    a, b, c = row(1, 0.1, 100.0, 10.0), row(2, 0.1, 118.0, 10.0), row(3, 0.1, 136.0, 10.0)
+    # a and c overlap b but not each other; the best is c: a misses it, not within noise
+    assert not noise.within_noise([a, b, c], 1, "maximize")
+    assert noise.within_noise([a, b], 1, "maximize") and noise.within_noise([b, c], 1, "maximize")
+    # minimised: the best is the lowest
+    lo = [noise.Scored(1, (1.0,), ((0.9, 1.1),)), noise.Scored(2, (1.15,), ((1.05, 1.25),))]
+    assert noise.within_noise(lo, 0, "minimize")
+    # a row without an interval is tied only when equal to the best
+    assert not noise.within_noise([a, row(4, 0.1, 105.0, None)], 1, "maximize")
+    assert noise.within_noise([row(5, 0.1, 105.0, 10.0), row(4, 0.1, 105.0, None)], 1, "maximize")

@@ -11,12 +11,14 @@ Promotion (`autotune.study.rungs.promote`), the rungs' agreement and the picks
 
 * `better`: one trial beats another on one objective (beyond noise);
 * `dominates` and `front`: Pareto dominance where a tie on an objective is "no worse";
-* `order`: Pareto layer by layer; within a layer, the knee distance (each objective scaled to
-  [0, 1] over the layer) over the objectives on which some member beats another beyond noise,
-  then `Scored.tiebreak` (stability, then final loss), then the trial number. An objective on
-  which the whole layer is tied does not decide: on a machine whose throughput noise exceeds
-  the differences, the layer is ordered on stability and final loss;
-* `fastest`: among the trials no other beats on the objective, the stablest;
+* `within_noise`: an objective on which every trial's interval overlaps the best one's decides
+  nothing among them (all tied): on a machine whose throughput noise exceeds the differences,
+  the order is decided on stability and final loss;
+* `order`: Pareto layer by layer (objectives within noise left out); within a layer, the knee
+  distance (each objective scaled to [0, 1] over the layer) over the objectives on which some
+  member beats another beyond noise, then `Scored.tiebreak` (stability, then final loss), then
+  the trial number;
+* `fastest`: among the trials tied with the fastest, the stablest;
 * `note`: what the summary says of it.
 
 Pure: no Optuna, no Ray.
@@ -25,7 +27,7 @@ Pure: no Optuna, no Ray.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -111,20 +113,48 @@ def better(a: Scored, b: Scored, i: int, direction: str) -> bool:
     return x < y if direction == "minimize" else x > y
 
 
-def dominates(a: Scored, b: Scored, dirs: Sequence[str]) -> bool:
-    """`a` beats `b` on one objective and `b` beats `a` on none (beyond noise, `better`)."""
+def dominates(a: Scored, b: Scored, dirs: Sequence[str], ignore: Collection[int] = ()) -> bool:
+    """`a` beats `b` on one objective and `b` beats `a` on none (beyond noise, `better`); the
+    objectives `ignore` (within noise over the whole set, `within_noise`) are ties."""
     wins = False
     for i, d in enumerate(dirs):
+        if i in ignore:
+            continue
         if better(b, a, i, d):
             return False
         wins = wins or better(a, b, i, d)
     return wins
 
 
-def front(rows: Sequence[Scored], dirs: Sequence[str]) -> list[Scored]:
+def front(
+    rows: Sequence[Scored], dirs: Sequence[str], ignore: Collection[int] = ()
+) -> list[Scored]:
     """The rows no other row dominates (`dominates`)."""
-    out = [r for r in rows if not any(dominates(o, r, dirs) for o in rows if o is not r)]
+    out = [r for r in rows if not any(dominates(o, r, dirs, ignore) for o in rows if o is not r)]
     return out or list(rows)
+
+
+def within_noise(rows: Sequence[Scored], i: int, direction: str) -> bool:
+    """Whether objective `i` is within noise over `rows` as a whole: at least two rows, and
+    every row's interval overlaps the interval of the best value's row (a row without an
+    interval only when its value equals the best). Judged against the best, not pair by pair:
+    of many identical configurations timed on a busy machine the slowest and the fastest run
+    can miss each other's interval while both overlap the best's."""
+    if len(rows) < 2:
+        return False
+    best = max(rows, key=lambda r: _signed(r.values[i], direction))
+    return all(r is best or tied(r, best, i) for r in rows)
+
+
+def tied(a: Scored, b: Scored, i: int) -> bool:
+    """Equal on objective `i`, or within each other's interval."""
+    return a.values[i] == b.values[i] or overlap(a.bounds[i], b.bounds[i])
+
+
+def _signed(x: float, direction: str) -> float:
+    if math.isnan(x):
+        return -math.inf
+    return -x if direction == "minimize" else x
 
 
 def decides(rows: Sequence[Scored], i: int, direction: str) -> bool:
@@ -156,11 +186,12 @@ def knee(rows: Sequence[Scored], dirs: Sequence[str], use: Sequence[int]) -> dic
 
 def order(rows: Sequence[Scored], dirs: Sequence[str]) -> list[int]:
     """Trial numbers in the order to consider them (see the module docstring)."""
+    ignore = {i for i, d in enumerate(dirs) if within_noise(rows, i, d)}
     left = list(rows)
     out: list[int] = []
     while left:
-        layer = front(left, dirs)
-        use = [i for i, d in enumerate(dirs) if decides(layer, i, d)]
+        layer = front(left, dirs, ignore)
+        use = [i for i, d in enumerate(dirs) if i not in ignore and decides(layer, i, d)]
         dist = knee(layer, dirs, use)
         layer.sort(key=lambda r: (dist[r.number], r.tiebreak, r.number))
         out.extend(r.number for r in layer)
@@ -169,29 +200,24 @@ def order(rows: Sequence[Scored], dirs: Sequence[str]) -> list[int]:
     return out
 
 
-def tied_best(rows: Sequence[Scored], i: int, direction: str) -> list[Scored]:
-    """The rows no other row beats on objective `i` (beyond noise): those tied for the best."""
-    return [r for r in rows if not any(better(o, r, i, direction) for o in rows if o is not r)]
-
-
 def fastest(rows: Sequence[Scored], i: int) -> int:
-    """The trial with the highest objective `i` (throughput), among those tied for it the one
-    first by `Scored.tiebreak` (then the lowest number)."""
-    tied = tied_best(rows, i, "maximize")
-    return min(tied, key=lambda r: (r.tiebreak, r.number)).number
+    """The trial with the highest objective `i` (throughput); among those tied with it (`tied`)
+    the one first by `Scored.tiebreak` (then the lowest number)."""
+    best = max(rows, key=lambda r: (_signed(r.values[i], "maximize"), -r.number))
+    return min((r for r in rows if tied(r, best, i)), key=lambda r: (r.tiebreak, r.number)).number
 
 
 def note(rows: Sequence[Scored], objectives: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
     """The summary's `throughput_noise`: for the first hardware objective every row has an
-    interval of, whether its differences among `rows` are all within noise (no row beats another
-    beyond its interval), with `candidates`, the `range` of its values and the `message` to show
-    when they are (else None). None when no such objective or fewer than two rows."""
+    interval of, whether it is within noise over `rows` (`within_noise`), with `candidates`,
+    the `range` of its values and the `message` to show when it is (else None). None when no
+    such objective or fewer than two rows."""
     if len(rows) < 2:
         return None
     for i, o in enumerate(objectives):
         if o["metric"] not in HARDWARE_METRICS or any(r.bounds[i] is None for r in rows):
             continue
-        within = not decides(rows, i, o["direction"])
+        within = within_noise(rows, i, o["direction"])
         vals = [r.values[i] for r in rows]
         return {
             "metric": o["metric"],

@@ -19,7 +19,8 @@ Values within each other's noise are ties (`autotune.study.noise`): throughput c
 interval from each probe's step timings (over seeds when verified), and two candidates whose
 intervals overlap are tied on it, in the front (no worse), in the knee (an objective that
 separates no two front members beyond noise is left out) and in `fastest` (the stablest of those
-tied for the highest); ties go to stability, then final loss, then the lower trial number.
+whose interval overlaps the fastest's); when every candidate's interval overlaps the best one's
+the objective decides nothing. Ties go to stability, then final loss, then the lower number.
 - `stablest`: the lowest value of the study's first minimised objective (loss_cv by default).
 - `trial N`: that trial, if it is a candidate.
 """
@@ -198,9 +199,12 @@ def scored(c: Candidate, objectives: Sequence[Mapping[str, Any]]) -> noise.Score
 
 def front(cands: Sequence[Candidate], objectives: Sequence[Mapping[str, Any]]) -> list[Candidate]:
     """The candidates no other candidate beats on every objective (verified values first;
-    values within each other's noise are ties, `noise.dominates`)."""
+    values within each other's noise are ties, `noise.dominates`; an objective within noise
+    over all of them, `noise.within_noise`, decides nothing)."""
     rows = [scored(c, objectives) for c in cands]
-    kept = {r.number for r in noise.front(rows, [o["direction"] for o in objectives])}
+    dirs = [o["direction"] for o in objectives]
+    ignore = {i for i, d in enumerate(dirs) if noise.within_noise(rows, i, d)}
+    kept = {r.number for r in noise.front(rows, dirs, ignore)}
     return [c for c in cands if c.number in kept]
 
 
