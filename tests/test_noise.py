@@ -74,9 +74,11 @@ def test_order_is_a_permutation_and_never_puts_a_row_after_one_it_dominates(
     got = noise.order(rows, DIRS)
     assert sorted(got) == list(range(len(rows)))
     pos = {n: i for i, n in enumerate(got)}
+    # an objective within noise over all of them decides nothing: ties there
+    ignore = {i for i, d in enumerate(DIRS) if noise.within_noise(rows, i, d)}
     for a in rows:
         for b in rows:
-            if noise.dominates(a, b, DIRS):
+            if noise.dominates(a, b, DIRS, ignore):
                 assert pos[a.number] < pos[b.number]
 
 
@@ -201,3 +203,35 @@ def test_within_noise_is_judged_against_the_best() -> None:
     # a row without an interval is tied only when equal to the best
     assert not noise.within_noise([a, row(4, 0.1, 105.0, None)], 1, "maximize")
     assert noise.within_noise([row(5, 0.1, 105.0, 10.0), row(4, 0.1, 105.0, None)], 1, "maximize")
+
+
+def test_an_objective_within_noise_leaves_the_front_and_the_order_to_the_others() -> None:
+    # the same 5 runs, the slowest (0) the stablest: throughput is within noise as a whole, so
+    # 0 dominates every other run (stabler, tied on speed) even though run 4's interval misses
+    # its own; pair by pair, 4 would share the front with 0 and come second
+    rows = [
+        noise.Scored(n, (0.1 if n == 0 else 0.2, tp), (None, (lo, hi)), (0.2, 1.0 + 0.01 * n))
+        for n, (tp, lo, hi) in enumerate(SAME_CONFIG)
+    ]
+    assert {r.number for r in noise.front(rows, DIRS)} == {0, 4}  # pair by pair
+    assert noise.order(rows, DIRS) == [0, 1, 2, 3, 4]
+    cands = [
+        cand(n, 0.1 if n == 0 else 0.2, tp, None, final=1.0 + 0.01 * n)
+        for n, (tp, _, _) in enumerate(SAME_CONFIG)
+    ]
+    for c, (_, lo, hi) in zip(cands, SAME_CONFIG, strict=True):
+        c.metrics.update(throughput_low=lo, throughput_high=hi)
+    assert [c.number for c in pk.front(cands, OBJ)] == [0]
+    assert pk.pick(cands, OBJ, "balanced").number == 0
+
+
+def test_the_note_is_over_the_candidates_the_pick_chooses_among() -> None:
+    def ver(tp: float, diverged: float) -> dict[str, Any]:
+        iv = {"mean": tp, "low": tp - 10.0, "high": tp + 10.0}
+        return {"diverged_share": diverged, "metrics": {"throughput": iv}}
+
+    a = cand(1, 0.1, 100.0, 10.0, verified=ver(100.0, 0.0))
+    b = cand(2, 0.2, 105.0, 10.0, verified=ver(105.0, 0.0))
+    c = cand(3, 0.3, 300.0, 10.0, verified=ver(300.0, 0.5))  # fast, diverged on a seed
+    note = pk.noise_note([a, b, c], OBJ)
+    assert note is not None and note["within_noise"] and note["candidates"] == 2

@@ -136,14 +136,15 @@ def front(
 
 def within_noise(rows: Sequence[Scored], i: int, direction: str) -> bool:
     """Whether objective `i` is within noise over `rows` as a whole: at least two rows, and
-    every row's interval overlaps the interval of the best value's row (a row without an
-    interval only when its value equals the best). Judged against the best, not pair by pair:
-    of many identical configurations timed on a busy machine the slowest and the fastest run
+    every row's interval overlaps the interval of the best value's row (of each, when several
+    share it; a row without an interval only when its value equals the best). Judged against
+    the best, not pair by pair: of identical configurations timed on a busy machine two runs
     can miss each other's interval while both overlap the best's."""
     if len(rows) < 2:
         return False
-    best = max(rows, key=lambda r: _signed(r.values[i], direction))
-    return all(r is best or tied(r, best, i) for r in rows)
+    top = max(_signed(r.values[i], direction) for r in rows)
+    best = [r for r in rows if _signed(r.values[i], direction) == top]  # each, when equal
+    return all(tied(r, b, i) for r in rows for b in best)
 
 
 def tied(a: Scored, b: Scored, i: int) -> bool:
