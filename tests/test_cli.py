@@ -333,6 +333,9 @@ def test_probe_text_summary(write_space: Callable[..., Path]) -> None:
     assert "status        ok" in result.stdout
     assert "steps         20/20" in result.stdout
     assert "lr=0.003" in result.stdout
+    # throughput with its 95% interval from the step timings (17 steady steps)
+    line = next(x for x in result.stdout.splitlines() if x.startswith("throughput "))
+    assert line.endswith("(95%, step timings)") and " [" in line
 
 
 SEARCHED = """\

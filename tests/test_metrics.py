@@ -415,7 +415,11 @@ def test_summarize_values_and_types() -> None:
         "clip_fraction",
         "skipped_steps",
         "throughput",
+        "throughput_low",
+        "throughput_high",
         "tokens_per_s",
+        "tokens_per_s_low",
+        "tokens_per_s_high",
         "final_scale",
     }
     for key in ("steps_run", "spike_count", "skipped_steps"):
@@ -435,6 +439,9 @@ def test_summarize_values_and_types() -> None:
     assert out["skipped_steps"] == 3
     assert out["throughput"] == pytest.approx(128.0)
     assert out["tokens_per_s"] == pytest.approx(128.0 * 128)
+    # every steady step took 0.25 s: no timing noise, the interval is the point
+    assert out["throughput_low"] == out["throughput_high"] == pytest.approx(128.0)
+    assert out["tokens_per_s_low"] == pytest.approx(128.0 * 128)
     assert out["final_scale"] == 65536.0 / 8
 
 
@@ -442,6 +449,7 @@ def test_summarize_optional_keys() -> None:
     s = probe_series()
     out = m.summarize(s, samples_per_step=32)
     assert "tokens_per_s" not in out and "final_scale" not in out
+    assert "tokens_per_s_low" not in out and "throughput_low" in out
     minimal = {k: s[k] for k in ("loss", "grad_norm", "step_time")}
     out = m.summarize(minimal, samples_per_step=32, precision="fp16")
     assert out["clip_fraction"] == 0.0
@@ -470,6 +478,7 @@ def test_summarize_empty_series() -> None:
     assert out["steps_run"] == 0 and out["spike_count"] == 0
     for key in ("initial_loss", "final_loss", "loss_drop", "loss_cv", "throughput"):
         assert math.isnan(out[key])
+    assert math.isnan(out["throughput_low"]) and math.isnan(out["throughput_high"])
 
 
 def test_summarize_rejects_bad_input() -> None:

@@ -17,6 +17,7 @@ from autotune.probe.checkpoint import identity, room_for, unsupported
 
 SERIES = ("loss", "grad_norm", "lr", "scale", "clipped", "skipped")
 HARDWARE = {"throughput", "tokens_per_s", "peak_mem_mb"}  # timings: not the same run twice
+HARDWARE |= {f"{m}_{end}" for m in ("throughput", "tokens_per_s") for end in ("low", "high")}
 
 
 def same_run(a: dict[str, Any], b: dict[str, Any]) -> None:

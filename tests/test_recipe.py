@@ -239,6 +239,29 @@ def test_summarize_seeds_counts_divergence() -> None:
     assert s["metrics"]["loss_cv"]["n"] == 2
 
 
+def test_throughput_over_seeds_keeps_each_runs_timing_noise() -> None:
+    def run(seed: int, tp: float, lo: float, hi: float) -> dict[str, Any]:
+        m = {"throughput": tp, "throughput_low": lo, "throughput_high": hi}
+        return {"seed": seed, "outcome": "complete", "summary": {"metrics": m}}
+
+    # three seeds that agree to 1%, each measured +-20% by its own step timings: the interval
+    # over the seeds alone would be ~+-2%; the combined one keeps the runs' own noise
+    runs = [run(1, 100.0, 80.0, 120.0), run(2, 101.0, 81.0, 121.0), run(3, 99.0, 79.0, 119.0)]
+    tp = verify.summarize_seeds(runs, ["throughput"])["metrics"]["throughput"]
+    alone = verify.interval([100.0, 101.0, 99.0], scale="log")
+    assert tp["mean"] == pytest.approx(alone["mean"]) and tp["timing"] is True
+    assert tp["low"] == pytest.approx((80.0 * 81.0 * 79.0) ** (1 / 3))
+    assert tp["high"] == pytest.approx((120.0 * 121.0 * 119.0) ** (1 / 3))
+    assert tp["low"] < alone["low"] and tp["high"] > alone["high"]
+    # seeds that disagree more than each run's noise: the interval over the seeds stands
+    spread = [run(1, 50.0, 49.0, 51.0), run(2, 100.0, 99.0, 101.0), run(3, 150.0, 149.0, 151.0)]
+    wide = verify.summarize_seeds(spread, ["throughput"])["metrics"]["throughput"]
+    assert "timing" not in wide and wide["low"] < 49.0 and wide["high"] > 151.0
+    # one seed: its own interval, where the t interval has none
+    one = verify.summarize_seeds(runs[:1], ["throughput"])["metrics"]["throughput"]
+    assert (one["mean"], one["low"], one["high"]) == pytest.approx((100.0, 80.0, 120.0))
+
+
 # ---------------------------------------------------------------------------------------------
 # Picks
 # ---------------------------------------------------------------------------------------------

@@ -432,3 +432,49 @@ def test_at_the_screen_the_screens_feasibility_decides() -> None:
     # decided at the screen: the screen's feasibility
     assert pk.is_candidate(True, None, above_screen=False)
     assert not pk.is_candidate(False, None, above_screen=False, every=True)
+
+
+def test_a_study_whose_throughput_is_within_noise_decides_on_stability(tmp_path: Path) -> None:
+    # Screened trials whose throughputs (100-140) all overlap within their timing intervals
+    # (+-25 each): on point values the knee of loss_cv against throughput is trial 6 (middling
+    # on both); within noise the stablest, trial 2, dominates every other and is the pick, and
+    # the summary says why.
+    cvs = [0.5, 0.3, 0.1, 0.4, 0.35, 0.45, 0.15, 0.2, 0.6]
+    tps = [100.0, 105.0, 100.0, 120.0, 125.0, 130.0, 135.0, 110.0, 140.0]
+
+    def metrics(half: float | None) -> list[dict[str, float]]:
+        out = []
+        for cv, tp in zip(cvs, tps, strict=True):
+            m = made_up(cv, tp)
+            if half is not None:
+                m.update(throughput_low=tp - half, throughput_high=tp + half)
+            out.append(m)
+        return out
+
+    study, space, _ = open_recorded(tmp_path / "noisy", metrics(25.0))
+    objectives = [o.model_dump() for o in space.objectives]
+    space = sp.loads(h.mlp_space("r", trials=N), source="r")  # decided at the screen
+    summary = st.summarize(study, space)
+    assert summary["pick"]["number"] == 2
+    noisy = summary["throughput_noise"]
+    assert noisy["within_noise"] is True and noisy["metric"] == "throughput"
+    assert noisy["candidates"] == N and noisy["range"] == [100.0, 140.0]
+    assert noise_line(st.format_summary(summary))
+    # the same values measured without timing noise: the knee decides, and nothing is said
+    study, _, _ = open_recorded(tmp_path / "bare", metrics(None))
+    bare = st.summarize(study, space)
+    assert bare["throughput_noise"] is None and not noise_line(st.format_summary(bare))
+    cands = pk.candidates(study)
+    assert bare["pick"]["number"] == pk.ranked(cands, objectives)[0].number != 2
+    # a quiet machine (+-1): throughput separates them again, nothing is said either
+    study, _, _ = open_recorded(tmp_path / "quiet", metrics(1.0))
+    quiet = st.summarize(study, space)
+    assert quiet["throughput_noise"]["within_noise"] is False
+    assert not noise_line(st.format_summary(quiet))
+
+
+def noise_line(text: str) -> bool:
+    return (
+        "throughput differences are within timing noise: decided on stability and final loss"
+        in text.splitlines()
+    )

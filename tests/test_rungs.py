@@ -171,6 +171,131 @@ def test_agreement_in_a_speed_space_ranks_on_its_first_objective() -> None:
     assert rg.agreement(prev, reversed_, speed)["tau"] == pytest.approx(-1.0)
 
 
+def timed(number: int, cv: float, tp: float, half: float, **kw: bool) -> rg.RungResult:
+    """A rung result whose throughput was measured +-`half` (its probe's timing interval)."""
+    r = res(number, cv, tp, **kw)
+    return rg.RungResult(
+        **{**r.__dict__, "metrics": {"throughput_low": tp - half, "throughput_high": tp + half}}
+    )
+
+
+def test_promotion_does_not_follow_throughput_within_its_noise() -> None:
+    # 1 is the stablest; 2, 3 and 6 are up to 15% faster, but each probe's throughput is +-15%
+    # from its own step timings: all of them tied on throughput. On the point values the knee
+    # of the front {1, 2, 3, 6} takes 3 and 2 (fast, middling stability); within noise 1
+    # dominates 2, 3 and 6 (stabler, tied on speed): the promotion goes by stability.
+    results = [
+        timed(0, 0.9, 100.0, 15.0, baseline=True),
+        timed(1, 0.10, 100.0, 15.0),
+        timed(2, 0.12, 112.0, 15.0),
+        timed(3, 0.13, 114.0, 15.0),
+        timed(4, 0.40, 90.0, 15.0),
+        timed(5, 0.50, 95.0, 15.0),
+        timed(6, 0.30, 115.0, 15.0),
+    ]
+    # q = max(2, ceil(7 / 4)) = 2, plus the baseline
+    assert rg.promote(results, OBJ, eta=4, min_promote=2) == [0, 1, 2]
+    points = [res(r.number, r.values[0], r.values[1], baseline=r.baseline) for r in results]
+    assert rg.promote(points, OBJ, eta=4, min_promote=2) == [0, 2, 3]
+    # a difference beyond the noise still counts: 3 at 200 +-15 beats every other's speed
+    faster = [*results[:3], timed(3, 0.13, 200.0, 15.0), *results[4:]]
+    assert rg.promote(faster, OBJ, eta=4, min_promote=2) == [0, 1, 3]
+
+
+def test_the_minimum_n_of_agreement_comes_from_the_permutation_distribution() -> None:
+    assert rg.ALPHA == 0.05 and rg.MIN_AGREEMENT_N == 4  # 1/3! = 17%, 1/4! = 4.2%
+    assert rg.min_agreement_n(0.01) == 5  # 1/5! = 0.83%
+    # perfect agreement of n distinct configurations happens by chance with probability 1/n!
+    for n in range(2, 8):
+        ranks = [float(k) for k in range(n)]
+        assert rg.chance(ranks, ranks) == pytest.approx(1 / math.factorial(n))
+    assert rg.chance(list(range(8)), list(range(8))) < 0.001  # normal approximation beyond 7
+
+
+def test_agreement_from_too_few_configurations_is_not_reported() -> None:
+    # three configurations ranked alike at both rungs: "tau +1.00 (3 configs)" says nothing
+    prev = [res(1, 0.1), res(2, 0.2), res(3, 0.3)]
+    cur = [res(1, 0.01), res(2, 0.02), res(3, 0.03)]
+    ag = rg.agreement(prev, cur, OBJ)
+    assert ag["tau"] is None and ag["p"] is None and ag["n"] == 3
+    assert ag["note"] == "too few configurations to tell (n=3, at least 4)"
+    grow, why = rg.should_grow(
+        [ag, ag], threshold=0.7, min_n=4, grow="pasha", at_target=False, pairs=1
+    )
+    assert grow and "too few configurations to tell (n=3" in why
+    # four: reported, with its chance
+    prev.append(res(4, 0.4))
+    cur.append(res(4, 0.04))
+    ag = rg.agreement(prev, cur, OBJ)
+    assert ag["tau"] == pytest.approx(1.0) and ag["p"] == pytest.approx(1 / 24)
+    assert ag["note"] is None
+    grow, why = rg.should_grow([ag], threshold=0.7, min_n=4, grow="pasha", at_target=False)
+    assert not grow and "4 configurations, chance p 0.042" in why
+    # a space asking for more than the minimum gets it
+    assert rg.agreement(prev, cur, OBJ, min_n=5)["tau"] is None
+
+
+def test_infeasible_configurations_tie_last_in_the_agreement_not_first() -> None:
+    # 4 is infeasible at the screen (it diverged with the best loss_cv so far) and feasible but
+    # the least stable at the next rung: last in both rankings. Ranked first where it was
+    # infeasible, it would turn an agreement (+1) into a disagreement.
+    prev = [res(1, 0.1), res(2, 0.2), res(3, 0.3), res(5, 0.5), res(4, 0.001, feasible=False)]
+    cur = [res(1, 0.01), res(2, 0.02), res(3, 0.03), res(5, 0.05), res(4, 0.09)]
+    ranks = rg.stability_ranks(prev, OBJ[0], 0)
+    assert ranks[4] == 5.0 and max(v for n, v in ranks.items() if n != 4) == 3.0
+    ag = rg.agreement(prev, cur, OBJ)
+    assert ag["n"] == 5 and ag["tau"] == pytest.approx(1.0)
+    # a maximised objective: infeasible still last, whatever its value
+    speed = [{"metric": "throughput", "direction": "maximize"}]
+    fast = [
+        rg.RungResult(n, 150, False, "complete", [tp], n != 9)
+        for n, tp in [(1, 30.0), (2, 20.0), (9, 1000.0)]
+    ]
+    assert rg.stability_ranks(fast, speed[0], 0) == {1: 0.0, 2: 1.0, 9: 3.0}
+
+
+def test_infeasible_ties_that_leave_too_few_distinct_ranks_cannot_show_agreement() -> None:
+    # 4 configurations, two infeasible at both rungs (tied last): at best the two feasible
+    # ones agree, which a random dealing matches 2 times in 24 (8% > 5%)
+    prev = [res(1, 0.1), res(2, 0.2), res(3, 0.3, feasible=False), res(4, 0.4, feasible=False)]
+    cur = [res(1, 0.01), res(2, 0.02), res(3, 0.03, feasible=False), res(4, 0.04, feasible=False)]
+    ag = rg.agreement(prev, cur, OBJ)
+    assert ag["n"] == 4 and ag["tau"] is None
+    assert ag["note"] == "too few configurations to tell (n=4, too many tied)"
+    assert rg.best_chance([0.0, 1.0, 2.0, 2.0], [0.0, 1.0, 2.0, 2.0]) == pytest.approx(2 / 24)
+
+
+def test_agreement_on_throughput_treats_differences_within_noise_as_ties() -> None:
+    # a speed space: 5 configurations whose throughputs overlap pairwise at the second rung
+    speed = [{"metric": "throughput", "direction": "maximize"}]
+
+    def run(n: int, tp: float, half: float, steps: int) -> rg.RungResult:
+        m = {"throughput_low": tp - half, "throughput_high": tp + half}
+        return rg.RungResult(n, steps, False, "complete", [tp], True, m)
+
+    prev = [run(n, 100.0 * n, 5.0, 150) for n in range(1, 6)]  # far apart: 1 < 2 < ... < 5
+    cur = [run(n, 100.0 + n, 5.0, 340) for n in range(1, 6)]  # 101..105 +-5: all tied
+    ranks = rg.stability_ranks(cur, speed[0], 0)
+    assert set(ranks.values()) == {0.0}
+    ag = rg.agreement(prev, cur, speed)
+    assert ag["tau"] is None and "too many tied" in ag["note"]
+    # measured without noise, the same points would agree perfectly
+    bare = [rg.RungResult(r.number, 340, False, "complete", r.values, True) for r in cur]
+    assert rg.agreement(prev, bare, speed)["tau"] == pytest.approx(1.0)
+
+
+@given(st.permutations(list(range(6))), st.integers(6, 10))
+@settings(max_examples=40, deadline=None)
+def test_chance_matches_scipys_exact_test_without_ties(perm: list[int], n: int) -> None:
+    scipy_stats = pytest.importorskip("scipy.stats")
+    y = [float(v) for v in perm] + [float(v) for v in range(6, n)]
+    x = [float(v) for v in range(n)]
+    theirs = scipy_stats.kendalltau(x, y, alternative="greater", method="exact").pvalue
+    ours = rg.chance(x, y)
+    # exact up to 7 configurations; the normal approximation beyond
+    assert ours == pytest.approx(theirs, abs=1e-9 if n <= 7 else 0.03)
+
+
 @pytest.mark.parametrize(
     ("ag", "grow", "at_target", "expected"),
     [
@@ -226,6 +351,7 @@ BASE = "name: x\nworkload: mlp\n"
         ("rungs: {eta: 1}\n", "rungs.eta"),
         ("rungs: {agreement: 1.5}\n", "rungs.agreement"),
         ("rungs: {min_agreement_n: 2}\n", "rungs.min_agreement_n"),
+        ("rungs: {min_agreement_n: 3}\n", "rungs.min_agreement_n"),  # 1/3! = 17% by chance
         ("rungs: {agree_rungs: 0}\n", "rungs.agree_rungs"),
         ("rungs: {grow: sometimes}\n", "rungs.grow"),
         ("rungs: {typo: 1}\n", "rungs"),

@@ -154,3 +154,33 @@ def test_a_study_promotes_through_two_rungs_and_picks_at_the_top(tmp_path: Path)
     redo = json.loads((study_dir / "trials" / lost).read_text())["summary"]
     assert redo["resumed_from_step"] == 0 and redo["samples_run"] == 32 * 120
     assert "no state at" in redo["continuation"]["why"]
+
+
+def test_a_study_ends_early_when_the_rankings_agree(tmp_path: Path) -> None:
+    # The PASHA stop below the target, in a real study: 6 trials screened at 30 steps, 5 of
+    # them and the baseline promoted to 60 (min_promote 5); the agreement of those 6 rankings
+    # (at least the 4 that can show one) is measured, and with `rungs.agreement=-1` any
+    # measured tau agrees: the study decides at 60 of 120 steps and never runs the target.
+    space = h.write(tmp_path, SPACE)
+    uri = h.sqlite_uri(tmp_path)
+    sets = ["rungs.grow=pasha", "rungs.agreement=-1", "rungs.agree_rungs=1"]
+    sets += ["rungs.eta=2", "rungs.min_promote=5", "verify.top_k=0"]
+    cmd = ["study", "--space", str(space), "--tracking-uri", uri]
+    for s in sets:
+        cmd += ["--set", s]
+    run = h.autotune(cmd, tmp_path, token=h.new_token(), timeout=590)
+    assert run.returncode == 0, h.explain(run)
+    assert "decided at 60 of 120 steps (rankings agree" in run.stdout, h.explain(run)
+
+    show = h.autotune(["show", "rungs", "--json"], tmp_path, timeout=120)
+    assert show.returncode == 0, h.explain(show)
+    summary = json.loads(show.stdout)
+    assert [r["steps"] for r in summary["rungs"]] == [30, 60]  # the target never ran
+    ag = summary["rungs"][1]["agreement"]
+    assert ag["n"] == 6 and ag["note"] is None and ag["tau"] is not None
+    assert 0 < ag["p"] <= 1 and ag["metric"] == "noise_per_drop"  # the default stability
+    decided = summary["decided"]
+    assert decided["steps"] == 60 and decided["reason"].startswith("rankings agree")
+    assert summary["pick"]["steps"] == 60
+    study_dir = tmp_path / "autotune-studies" / "rungs"
+    assert not list((study_dir / "trials").glob("*-r2.json"))

@@ -4,6 +4,7 @@ and this machine's fingerprint."""
 from __future__ import annotations
 
 import json
+import math
 import sys
 from collections.abc import Callable
 from typing import Annotated, Any
@@ -228,7 +229,11 @@ def format_probe(r: dict[str, Any]) -> str:
     for key in order:
         if key in m:
             v = m[key]
-            lines.append(f"{key:<13} {'n/a' if v is None else format(v, '.4g')}")
+            lo, hi = m.get(f"{key}_low"), m.get(f"{key}_high")
+            bounds = [lo, hi]
+            timed = v is not None and all(isinstance(x, float) and math.isfinite(x) for x in bounds)
+            span = f" [{lo:.4g}, {hi:.4g}] (95%, step timings)" if timed else ""
+            lines.append(f"{key:<13} {'n/a' if v is None else format(v, '.4g')}{span}")
     if r.get("anomaly"):
         a = r["anomaly"]
         lines.append(f"anomaly at step {a['step']}: largest layer gradient norms")

@@ -29,6 +29,8 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
+from autotune.probe import timing
+
 FloatArray = npt.NDArray[np.float64]
 
 # --------------------------------------------------------------------------------------------
@@ -359,6 +361,14 @@ def throughput_warmup_steps(n: int) -> int:
     return max(THROUGHPUT_MIN_WARMUP_STEPS, _window_len(n, THROUGHPUT_WARMUP_FRACTION))
 
 
+def _steady_times(step_time_s: npt.ArrayLike) -> FloatArray:
+    """The step times ``throughput`` reads: after the warm-up, the finite, positive ones, in
+    order."""
+    t = as_1d(step_time_s, "step_time_s")
+    steady = t[throughput_warmup_steps(len(t)) :]
+    return steady[np.isfinite(steady) & (steady > 0)]
+
+
 def throughput(step_time_s: npt.ArrayLike, per_step: float) -> float:
     """Steady-state rate: ``per_step / median(step_time_s[w:])``.
 
@@ -367,12 +377,24 @@ def throughput(step_time_s: npt.ArrayLike, per_step: float) -> float:
     ``per_step`` = samples per optimizer step this is samples/s, with tokens per step tokens/s.
     NaN when no steady step time is left (e.g. a probe of 3 steps or fewer).
     """
-    t = as_1d(step_time_s, "step_time_s")
-    steady = t[throughput_warmup_steps(len(t)) :]
-    steady = steady[np.isfinite(steady) & (steady > 0)]
+    steady = _steady_times(step_time_s)
     if not steady.size:
         return math.nan
     return float(per_step / np.median(steady))
+
+
+def throughput_interval(step_time_s: npt.ArrayLike, per_step: float) -> tuple[float, float]:
+    """``(low, high)``: the 95% interval of ``throughput`` from the probe's own step timings.
+
+    ``per_step / (high, low)`` of ``autotune.probe.timing.median_interval`` over the same steady
+    step times ``throughput`` reads: the order-statistic interval of the median over the medians
+    of 10 contiguous batches of steps (so a burst of load on a shared machine widens it), which
+    contains ``throughput``. NaNs when fewer than 6 steady step times are left.
+    """
+    lo, hi = timing.median_interval(_steady_times(step_time_s))
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return math.nan, math.nan
+    return float(per_step / hi), float(per_step / lo)
 
 
 # --------------------------------------------------------------------------------------------
@@ -402,8 +424,10 @@ def summarize(
     * ``grad_norm_p50``, ``grad_norm_p99``, ``grad_norm_max``: ``grad_norm_stats(grad_norm)``
     * ``clip_fraction``: ``clip_fraction(clipped)``; 0.0 when ``clipped`` is absent
     * ``skipped_steps`` (int): number of steps with ``skipped != 0``; 0 when absent
-    * ``throughput``: ``throughput(step_time, samples_per_step)`` in samples/s
-    * ``tokens_per_s``: ``throughput(step_time, tokens_per_step)``, only if ``tokens_per_step > 0``
+    * ``throughput``: ``throughput(step_time, samples_per_step)`` in samples/s, and
+      ``throughput_low``, ``throughput_high``: its 95% interval (`throughput_interval`)
+    * ``tokens_per_s`` (with ``tokens_per_s_low``, ``tokens_per_s_high``): the same in tokens/s,
+      only if ``tokens_per_step > 0``
     * ``final_scale``: the last finite ``scale`` value, only if ``precision == "fp16"`` (NaN when
       ``scale`` is absent or has no finite value)
 
@@ -437,10 +461,13 @@ def summarize(
         "skipped_steps": (
             int(np.count_nonzero(finite_values(arrays["skipped"]))) if "skipped" in arrays else 0
         ),
-        "throughput": throughput(arrays["step_time"], samples_per_step),
     }
-    if tokens_per_step > 0:
-        out["tokens_per_s"] = throughput(arrays["step_time"], tokens_per_step)
+    for name, per_step in (("throughput", samples_per_step), ("tokens_per_s", tokens_per_step)):
+        if name == "throughput" or per_step > 0:
+            out[name] = throughput(arrays["step_time"], per_step)
+            out[f"{name}_low"], out[f"{name}_high"] = throughput_interval(
+                arrays["step_time"], per_step
+            )
     if precision == "fp16":
         scale = finite_values(arrays["scale"]) if "scale" in arrays else np.empty(0)
         out["final_scale"] = float(scale[-1]) if scale.size else math.nan

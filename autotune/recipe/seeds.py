@@ -1,7 +1,9 @@
 """What a configuration achieves over seeds: per metric the mean and the 95% interval of the mean
 (Student's t with n - 1 degrees of freedom: mean ± t(0.975, n-1) · s / √n, s the sample standard
 deviation; on the log scale for quantities that cannot be zero or negative), over the seeds that
-neither diverged nor failed, and the share of seeds that diverged.
+neither diverged nor failed, and the share of seeds that diverged. Throughput (and tokens/s),
+which each run measures with an interval from its own step timings, gets the wider of that
+interval over seeds and the runs' own (`with_timing`).
 """
 
 from __future__ import annotations
@@ -127,6 +129,34 @@ def ran_whole(run: Mapping[str, Any] | None) -> bool:
     return done is not None and planned is not None and 0 < int(planned) <= int(done)
 
 
+# Metrics each run measures with an interval of its own (`<metric>_low`, `<metric>_high`: the
+# probe's step timings, `autotune.probe.metrics.throughput_interval`).
+TIMED = ("throughput", "tokens_per_s")
+
+
+def with_timing(
+    iv: dict[str, Any], runs: Sequence[Mapping[str, Any]], metric: str
+) -> dict[str, Any]:
+    """`iv` (over seeds) of a `TIMED` metric, never narrower than the geometric means of the
+    runs' own timing bounds: a few seeds that happen to agree do not make the timing noise of
+    each go away; with one seed, that seed's own interval. `timing` says it was widened."""
+    bounds = []
+    for r in runs:
+        m = (r.get("summary") or {}).get("metrics") or {}
+        lo, hi = m.get(f"{metric}_low"), m.get(f"{metric}_high")
+        if lo is not None and hi is not None and math.isfinite(lo) and math.isfinite(hi) and lo > 0:
+            bounds.append((float(lo), float(hi)))
+    if iv.get("mean") is None or not bounds:
+        return iv
+    lo = math.exp(statistics.fmean(math.log(b[0]) for b in bounds))
+    hi = math.exp(statistics.fmean(math.log(b[1]) for b in bounds))
+    low = lo if iv.get("low") is None else min(iv["low"], lo)
+    high = hi if iv.get("high") is None else max(iv["high"], hi)
+    if (low, high) == (iv.get("low"), iv.get("high")):
+        return iv
+    return {**iv, "low": min(low, iv["mean"]), "high": max(high, iv["mean"]), "timing": True}
+
+
 def seeds_for(base_seed: int, n: int) -> list[int]:
     """The `n` other seeds a configuration is verified with."""
     return [base_seed + 1 + i for i in range(n)]
@@ -150,6 +180,9 @@ def summarize_seeds(
         )
         for m in names
     }
+    for m in TIMED:
+        if m in out_metrics:
+            out_metrics[m] = with_timing(out_metrics[m], ok, m)
     n = len(runs)
     return {
         "n": n,

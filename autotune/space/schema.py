@@ -328,7 +328,9 @@ class RungSettings(_Section):
     eta: int = Field(3, ge=2, le=10, description="rung ratio; the best 1/eta are promoted")
     min_promote: int = Field(2, ge=1, description="at least this many configs promoted a rung")
     agreement: float = Field(0.7, ge=-1.0, le=1.0, description="stop at this Kendall tau-b")
-    min_agreement_n: int = Field(4, ge=3, description="configs tau-b is measured on, at least")
+    min_agreement_n: int = Field(
+        4, ge=4, description="configs tau-b is measured on, at least (4: 1/4! < 5% by chance)"
+    )
     agree_rungs: int = Field(
         2, ge=1, le=8, description="rung pairs in a row that must agree to stop below the target"
     )

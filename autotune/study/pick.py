@@ -14,6 +14,13 @@ Picks:
   to 0), and the knee is the front member closest (Euclidean) to the ideal point (0, ..., 0): the
   configuration that gives up least, in relative terms, on every objective at once.
 - `fastest`: the highest throughput among the candidates.
+
+Values within each other's noise are ties (`autotune.study.noise`): throughput carries an
+interval from each probe's step timings (over seeds when verified), and two candidates whose
+intervals overlap are tied on it, in the front (no worse), in the knee (an objective that
+separates no two front members beyond noise is left out) and in `fastest` (the stablest of those
+whose interval overlaps the fastest's); when every candidate's interval overlaps the best one's
+the objective decides nothing. Ties go to stability, then final loss, then the lower number.
 - `stablest`: the lowest value of the study's first minimised objective (loss_cv by default).
 - `trial N`: that trial, if it is a candidate.
 """
@@ -29,6 +36,7 @@ from typing import Any
 from autotune.errors import RecipeError
 from autotune.knobs import HARDWARE_METRICS
 from autotune.numbers import finite
+from autotune.study import noise
 
 PICKS = ("balanced", "fastest", "stablest")
 
@@ -178,52 +186,54 @@ def dominates(a: Sequence[float], b: Sequence[float], dirs: Sequence[str]) -> bo
     return better
 
 
+def scored(c: Candidate, objectives: Sequence[Mapping[str, Any]]) -> noise.Scored:
+    """`c` as `autotune.study.noise` orders it: its values (verified means first), their
+    intervals (verified over seeds, else its run's own timing interval), its tie-break."""
+    return noise.Scored(
+        number=c.number,
+        values=tuple(_vector(c, objectives)),
+        bounds=tuple(noise.bounds_of(c.metrics, o["metric"], c.verified) for o in objectives),
+        tiebreak=noise.tiebreak(objectives, c.value),
+    )
+
+
 def front(cands: Sequence[Candidate], objectives: Sequence[Mapping[str, Any]]) -> list[Candidate]:
-    """The candidates no other candidate beats on every objective (verified values first)."""
+    """The candidates no other candidate beats on every objective (verified values first;
+    values within each other's noise are ties, `noise.dominates`; an objective within noise
+    over all of them, `noise.within_noise`, decides nothing)."""
+    rows = [scored(c, objectives) for c in cands]
     dirs = [o["direction"] for o in objectives]
-    vecs = {c.number: _vector(c, objectives) for c in cands}
-    return [
-        c
-        for c in cands
-        if not any(dominates(vecs[o.number], vecs[c.number], dirs) for o in cands if o is not c)
-    ]
+    ignore = {i for i, d in enumerate(dirs) if noise.within_noise(rows, i, d)}
+    kept = {r.number for r in noise.front(rows, dirs, ignore)}
+    return [c for c in cands if c.number in kept]
 
 
 def knee_distances(
     members: Sequence[Candidate], objectives: Sequence[Mapping[str, Any]]
 ) -> dict[int, float]:
     """Distance of each member to the ideal point, objectives scaled to [0, 1] over `members`."""
-    vecs = {c.number: _vector(c, objectives) for c in members}
-    out = {c.number: 0.0 for c in members}
-    for i, o in enumerate(objectives):
-        col = [v[i] for v in vecs.values() if math.isfinite(v[i])]
-        if not col:
-            continue
-        lo, hi = min(col), max(col)
-        span = hi - lo
-        for n, v in vecs.items():
-            x = v[i]
-            if not math.isfinite(x):
-                scaled = 1.0
-            elif span == 0:
-                scaled = 0.0
-            else:
-                scaled = (x - lo) / span if o["direction"] == "minimize" else (hi - x) / span
-            out[n] += scaled * scaled
-    return {n: math.sqrt(d) for n, d in out.items()}
+    rows = [scored(c, objectives) for c in members]
+    dirs = [o["direction"] for o in objectives]
+    return noise.knee(rows, dirs, range(len(objectives)))
 
 
 def ranked(cands: Sequence[Candidate], objectives: Sequence[Mapping[str, Any]]) -> list[Candidate]:
-    """Candidates in the order to consider them: Pareto layer by layer, each by knee distance."""
-    left = list(cands)
-    out: list[Candidate] = []
-    while left:
-        layer = front(left, objectives)
-        dist = knee_distances(layer, objectives)
-        out.extend(sorted(layer, key=lambda c: (dist[c.number], c.number)))
-        numbers = {c.number for c in layer}
-        left = [c for c in left if c.number not in numbers]
-    return out
+    """Candidates in the order to consider them: Pareto layer by layer, each by knee distance
+    over the objectives that separate its members beyond noise, then stability and final loss
+    (`noise.order`)."""
+    by_number = {c.number: c for c in cands}
+    rows = [scored(c, objectives) for c in cands]
+    return [by_number[n] for n in noise.order(rows, [o["direction"] for o in objectives])]
+
+
+def noise_note(
+    cands: Sequence[Candidate], objectives: Sequence[Mapping[str, Any]]
+) -> dict[str, Any] | None:
+    """The summary's `throughput_noise` (`noise.note`) over the candidates a named pick chooses
+    among (the verified ones that held, when any was verified)."""
+    verified = [c for c in cands if c.verified is not None]
+    pool = [c for c in verified if c.holds] if verified else list(cands)
+    return noise.note([scored(c, objectives) for c in pool], objectives)
 
 
 def pick(
@@ -259,12 +269,19 @@ def pick(
                 f"'trial {best.number}'{warn}"
             )
     if kind == "balanced":
-        members = front(pool, objectives)
-        dist = knee_distances(members, objectives)
-        return min(members, key=lambda c: (dist[c.number], c.number))
+        return ranked(pool, objectives)[0]
     if kind == "fastest":
         i = _index(objectives, "throughput")
-        return max(pool, key=lambda c: (finite(c.value("throughput", i), -math.inf), -c.number))
+        rows = [
+            noise.Scored(
+                number=c.number,
+                values=(c.value("throughput", i),),
+                bounds=(noise.bounds_of(c.metrics, "throughput", c.verified),),
+                tiebreak=noise.tiebreak(objectives, c.value),
+            )
+            for c in pool
+        ]
+        return next(c for c in pool if c.number == noise.fastest(rows, 0))
     minimised = [o["metric"] for o in objectives if o["direction"] == "minimize"]
     metric = minimised[0] if minimised else "loss_cv"
     i = _index(objectives, metric)

@@ -206,7 +206,7 @@ def rung_phase(
             return True
         remove_everywhere(ray, study_dir, steps=[steps_plan[k - 1]])  # all continued from them
         cur = [as_result(slim(r)) for r in records]
-        ag = rg.agreement(prev, cur, objectives)
+        ag = rg.agreement(prev, cur, objectives, min_n=space.rungs.min_agreement_n)
         table.append({"rung": k, "steps": steps, "numbers": numbers, "agreement": ag})
         study.set_user_attr("autotune.rungs", table)
         grow, why = rg.should_grow(

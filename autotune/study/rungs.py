@@ -5,17 +5,24 @@ rungs' rankings (Kendall tau-b) and the growth rule. `autotune.study.rung_phase`
 
 Synchronous successive halving (Li et al.), grown PASHA-style (Bohdal et al. 2023): a higher
 rung is run only while the rankings of the two top rungs on the stability objective disagree
-(tau-b below `rungs.agreement`), or while too few configurations were compared to tell.
+(tau-b below `rungs.agreement`), or while too few configurations were compared to tell: two
+random rankings of n configurations agree perfectly with probability 1/n!, so below
+`MIN_AGREEMENT_N` = 4 (1/24 = 4.2% <= `ALPHA` = 0.05) no agreement is reported nor stopped on,
+nor where ties (within noise, or infeasible, tied last) leave too few distinct ranks
+(`best_chance`). Promotion and the rankings treat values within each other's noise as ties
+(`autotune.study.noise`).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from autotune.knobs import HARDWARE_METRICS
+from autotune.study import noise
 
 if TYPE_CHECKING:
     from autotune import space as sp
@@ -95,31 +102,73 @@ def promote(
     return sorted(set(best) | set(base))
 
 
+ALPHA = 0.05
+"""The chance the agreement rule accepts of two rungs ranking alike by luck alone."""
+
+
+def min_agreement_n(alpha: float = ALPHA) -> int:
+    """The fewest configurations whose rankings can agree beyond chance at `alpha`: the least
+    `n` with `1 / n! <= alpha` (two random rankings of `n` configurations agree perfectly with
+    probability `1 / n!`: 1/2, 1/6, 1/24 for 2, 3, 4; 4 at 0.05)."""
+    n = 1
+    while 1.0 / math.factorial(n) > alpha:
+        n += 1
+    return n
+
+
+MIN_AGREEMENT_N = min_agreement_n()
+"""4: below it no agreement is reported, nor stopped on (`rungs.min_agreement_n` >= 4)."""
+
+EXACT_MAX_N = 7
+"""Up to this many configurations the permutation distribution is enumerated (7! = 5040)."""
+
+
 def stability_objective(objectives: Sequence[Mapping[str, Any]]) -> int:
     """The index of the objective two rungs' rankings are compared on: the first one that is
     not a hardware number (`HARDWARE_METRICS`: throughput and the like measure the machine,
     per step, and are noise on a shared CPU; loss_cv by default). A space whose objectives are
     all hardware numbers (a speed space such as nccl: throughput only) uses its first."""
-    return next((i for i, o in enumerate(objectives) if o["metric"] not in HARDWARE_METRICS), 0)
+    i = noise.stability_index(objectives)
+    return 0 if i is None else i
 
 
 def stability_ranks(
     results: Sequence[RungResult], objective: Mapping[str, Any], i: int
 ) -> dict[int, float]:
-    """A rank per configuration (0 = best) by objective `i` in its direction; equal values tie,
-    and every infeasible one (or one without a finite value) ties last."""
+    """A rank per configuration (0 = best) by objective `i` in its direction: how many others
+    beat it beyond noise (`noise.better`: a value with an interval, such as throughput, is tied
+    with every value its interval overlaps; others tie when equal); every infeasible one (or one
+    without a finite value) ties last, behind every feasible one."""
+    rows = {
+        r.number: noise.Scored(
+            r.number,
+            (float(r.values[i]),),
+            (noise.bounds_of(r.metrics, objective["metric"]),),
+        )
+        for r in results
+        if r.feasible and r.values is not None and math.isfinite(float(r.values[i]))
+    }
+    d = objective["direction"]
+    last = float(len(results))
+    return {
+        r.number: (
+            float(sum(noise.better(o, rows[r.number], 0, d) for o in rows.values()))
+            if r.number in rows
+            else last
+        )
+        for r in results
+    }
 
-    def key(r: RungResult) -> float | None:
-        if not r.feasible or r.values is None or not math.isfinite(float(r.values[i])):
-            return None
-        v = float(r.values[i])
-        return v if objective["direction"] == "minimize" else -v
 
-    keys = {r.number: key(r) for r in results}
-    distinct = sorted({k for k in keys.values() if k is not None})
-    rank = {k: float(j) for j, k in enumerate(distinct)}
-    last = float(len(distinct))
-    return {n: last if k is None else rank[k] for n, k in keys.items()}
+def concordance(x: Sequence[float], y: Sequence[float]) -> int:
+    """S = concordant - discordant pairs (pairs tied in either are neither)."""
+    n = len(x)
+    s = 0
+    for a in range(n):
+        for b in range(a + 1, n):
+            p = (x[a] - x[b]) * (y[a] - y[b])
+            s += (p > 0) - (p < 0)
+    return s
 
 
 def kendall_tau_b(x: Sequence[float], y: Sequence[float]) -> float | None:
@@ -128,43 +177,90 @@ def kendall_tau_b(x: Sequence[float], y: Sequence[float]) -> float | None:
     if len(x) != len(y):
         raise ValueError("kendall_tau_b: x and y differ in length")
     n = len(x)
-    concordant = discordant = ties_x = ties_y = 0
-    for i in range(n):
-        for j in range(i + 1, n):
-            dx, dy = x[i] - x[j], y[i] - y[j]
-            if dx == 0 and dy == 0:
-                continue
-            if dx == 0:
-                ties_x += 1
-            elif dy == 0:
-                ties_y += 1
-            elif (dx > 0) == (dy > 0):
-                concordant += 1
-            else:
-                discordant += 1
-    denom = math.sqrt((concordant + discordant + ties_x) * (concordant + discordant + ties_y))
+    pairs = n * (n - 1) // 2
+    tied_x = sum(x[a] == x[b] for a in range(n) for b in range(a + 1, n))
+    tied_y = sum(y[a] == y[b] for a in range(n) for b in range(a + 1, n))
+    denom = math.sqrt((pairs - tied_x) * (pairs - tied_y))
     if denom == 0:
         return None
-    return (concordant - discordant) / denom
+    return concordance(x, y) / denom
+
+
+def chance(x: Sequence[float], y: Sequence[float]) -> float:
+    """The one-sided permutation p-value of the agreement of `x` and `y`: the probability that
+    `y`'s values, dealt to `x`'s configurations at random, agree at least as well (S at least
+    the observed; ties as they are). Exact up to `EXACT_MAX_N` configurations, beyond them the
+    normal approximation of S with Kendall's tie-corrected variance (continuity-corrected)."""
+    n = len(x)
+    observed = concordance(x, y)
+    if n <= EXACT_MAX_N:
+        hits = sum(concordance(x, perm) >= observed for perm in itertools.permutations(y))
+        return hits / math.factorial(n)
+    tx = list(Counter(x).values())
+    ty = list(Counter(y).values())
+
+    def sums(t: list[int], f: Callable[[int], int]) -> int:
+        return sum(f(k) for k in t)
+
+    var = (
+        n * (n - 1) * (2 * n + 5)
+        - sums(tx, lambda k: k * (k - 1) * (2 * k + 5))
+        - sums(ty, lambda k: k * (k - 1) * (2 * k + 5))
+    ) / 18
+    var += (
+        sums(tx, lambda k: k * (k - 1) * (k - 2))
+        * sums(ty, lambda k: k * (k - 1) * (k - 2))
+        / (9 * n * (n - 1) * (n - 2))
+    )
+    var += sums(tx, lambda k: k * (k - 1)) * sums(ty, lambda k: k * (k - 1)) / (2 * n * (n - 1))
+    if var <= 0:
+        return 1.0
+    return 0.5 * math.erfc((observed - 1) / math.sqrt(2 * var))
+
+
+def best_chance(x: Sequence[float], y: Sequence[float]) -> float:
+    """`chance` of the best agreement the ties allow: `y`'s values sorted into `x`'s order.
+    Above `ALPHA`, these configurations cannot show agreement, whatever their order."""
+    order = sorted(range(len(x)), key=lambda k: x[k])
+    aligned = [0.0] * len(x)
+    for k, v in zip(order, sorted(y), strict=True):
+        aligned[k] = v
+    return chance(x, aligned)
 
 
 def agreement(
     prev: Sequence[RungResult],
     cur: Sequence[RungResult],
     objectives: Sequence[Mapping[str, Any]],
+    *,
+    min_n: int = MIN_AGREEMENT_N,
 ) -> dict[str, Any]:
     """tau-b between two rungs' rankings of the configurations that ran both, each ranked
-    within its own rung on the stability objective (`stability_objective`), infeasible tied
-    last. Not the promotion's Pareto order: that mixes in throughput, whose noise alone could
-    turn the growth decision. `metric` names the objective ranked on."""
+    within its own rung on the stability objective (`stability_objective`; `stability_ranks`:
+    ties within noise, infeasible tied last). Not the promotion's Pareto order: that mixes in
+    throughput, whose noise alone could turn the growth decision. `metric` names the objective
+    ranked on; `p` is the chance of agreeing at least as well at random (`chance`).
+
+    Fewer than `max(min_n, MIN_AGREEMENT_N)` configurations, or ties that leave too few distinct
+    ranks for even a perfect agreement to reach `ALPHA` (`best_chance`), cannot show agreement:
+    then `tau` and `p` are None and `note` says "too few configurations to tell (n=...)"."""
     i = stability_objective(objectives)
     common = sorted({r.number for r in prev} & {r.number for r in cur})
     a = stability_ranks([r for r in prev if r.number in common], objectives[i], i)
     b = stability_ranks([r for r in cur if r.number in common], objectives[i], i)
-    tau = kendall_tau_b([a[n] for n in common], [b[n] for n in common]) if common else None
+    x, y = [a[n] for n in common], [b[n] for n in common]
+    need = max(min_n, MIN_AGREEMENT_N)
+    note = None
+    if len(common) < need:
+        note = f"too few configurations to tell (n={len(common)}, at least {need})"
+    elif best_chance(x, y) > ALPHA:
+        note = f"too few configurations to tell (n={len(common)}, too many tied)"
+    tau = kendall_tau_b(x, y) if note is None else None
     return {
         "tau": tau,
         "n": len(common),
+        "p": chance(x, y) if tau is not None else None,
+        "note": note,
         "metric": objectives[i]["metric"],
         "vs_steps": prev[0].steps if prev else None,
     }
@@ -199,7 +295,10 @@ def should_grow(
         )
     taus = ", ".join(f"{float(a['tau']):+.2f}" for a in recent if a is not None)
     over = f" over {pairs} rung pairs" if pairs > 1 else ""
-    return False, f"rankings agree{over} (tau {taus} >= {threshold:g}, {last['n']} configurations)"
+    p = f", chance p {last['p']:.2g}" if last.get("p") is not None else ""
+    return False, (
+        f"rankings agree{over} (tau {taus} >= {threshold:g}, {last['n']} configurations{p})"
+    )
 
 
 def _disagrees(agreed: Mapping[str, Any] | None, threshold: float, min_n: int) -> str | None:
@@ -207,8 +306,11 @@ def _disagrees(agreed: Mapping[str, Any] | None, threshold: float, min_n: int) -
     if agreed is None:
         return "no agreement measured yet"
     n, tau = int(agreed.get("n") or 0), agreed.get("tau")
-    if n < min_n:
-        return f"too few configurations to judge ({n} < {min_n})"
+    need = max(min_n, MIN_AGREEMENT_N)
+    if n < need:
+        return f"too few configurations to tell (n={n}, at least {need})"
+    if agreed.get("note"):
+        return str(agreed["note"])
     if tau is None or tau < threshold:
         shown = "undefined" if tau is None else f"{tau:+.2f}"
         return f"rankings disagree (tau {shown} < {threshold:g})"

@@ -178,6 +178,7 @@ def _verified_and_pick(study: Any, objectives: list[dict[str, Any]]) -> dict[str
 
     out = pick_part(study, objectives)
     out["warm_start"] = None
+    out["throughput_noise"] = pk.noise_note(pk.candidates(study), objectives)  # ties on throughput
     warm = study.user_attrs.get("autotune.warm_start")
     if warm:
         judged = screen_feasible(study)
@@ -248,6 +249,8 @@ def format_summary(summary: Mapping[str, Any], *, tracking_uri: str | None = Non
     spent = compute_line(summary.get("compute"))
     if spent:
         lines.append(spent)
+    if (summary.get("throughput_noise") or {}).get("message"):
+        lines.append(summary["throughput_noise"]["message"])
     lines += _pick_lines(summary)
     if summary.get("warm_start"):
         lines.append(_warm_start_line(summary["warm_start"]))
@@ -332,9 +335,10 @@ def _decided_line(summary: Mapping[str, Any]) -> str | None:
     taus = []
     for r in rows[1:]:
         ag = r.get("agreement") or {}
-        tau = ag.get("tau")
-        shown = "n/a" if tau is None else f"{tau:+.2f}"
-        taus.append(f"{ag.get('vs_steps')}->{r['steps']} tau {shown} ({ag.get('n')} configs)")
+        tau, p = ag.get("tau"), ag.get("p")
+        shown = "tau n/a" if tau is None else f"tau {tau:+.2f}"
+        shown += f" ({ag.get('n')} configs" + (f", chance p {p:.2g})" if p is not None else ")")
+        taus.append(f"{ag.get('vs_steps')}->{r['steps']} {ag.get('note') or shown}")
     agreed = f": rankings {', '.join(taus)}" if taus else ""
     if len(rows) > 1:
         ran = sum(int(r.get("trials") or 0) for r in rows[1:])
