@@ -20,10 +20,11 @@ table gives:
 * labelled diverged: runs the monitor labels diverged;
 * false: of those, the ones whose final loss (mean of the last 10% of steps, as the probe's
   `final_loss`; infinite if one of those steps is not finite) is within 10% of the best final
-  loss of their group: `seed best` = the runs of that workload at the same seed (one study:
-  the same initialisation and data order for every configuration), `workload best` = every
-  run of that workload. Issue 23's goal: under 5%;
-* truly divergent: labelled and not false (by the seed group); steps saved: their mean share of
+  loss of their group: `study best` = the runs of that workload at the same seed and learning
+  rate (what one study compares: the configurations at unstable_lr, with one initialisation
+  and data order; the defaults at default_lr are a group of their own), `workload best` = every
+  run of that workload (any seed, any rate; the stricter yardstick). Issue 23's goal: under 5%;
+* truly divergent: labelled and not false (by the study group); steps saved: their mean share of
   the target that stopping at the verdict step saves, (target - step) / target. Goal: >= 35%;
 * missed: runs NOT labelled whose final loss is still >= 90% of their initial (held-out) loss.
 
@@ -221,25 +222,23 @@ def label(meta: dict[str, Any], arrays: dict[str, np.ndarray], thresholds: Any) 
 
 
 def judge(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per workload: labelled diverged, false divergences (by seed group and by workload) and
+    """Per workload: labelled diverged, false divergences (by study group and by workload) and
     the steps saved on the truly divergent ones."""
-    best_seed: dict[tuple[str, int], float] = {}
+    best_study: dict[tuple[str, int, float], float] = {}
     best_all: dict[str, float] = {}
     for r in runs:
-        key = (r["workload"], r["seed"])
-        best_seed[key] = min(best_seed.get(key, math.inf), r["final_loss"])
+        key = study_of(r)
+        best_study[key] = min(best_study.get(key, math.inf), r["final_loss"])
         best_all[r["workload"]] = min(best_all.get(r["workload"], math.inf), r["final_loss"])
     for r in runs:
-        f = r["final_loss"]
-        r["false_seed"] = (
-            r["cause"] is not None and f <= (1 + WITHIN) * best_seed[(r["workload"], r["seed"])]
-        )
-        r["false_all"] = r["cause"] is not None and f <= (1 + WITHIN) * best_all[r["workload"]]
+        f, labelled = r["final_loss"], r["cause"] is not None
+        r["false_study"] = labelled and f <= (1 + WITHIN) * best_study[study_of(r)]
+        r["false_all"] = labelled and f <= (1 + WITHIN) * best_all[r["workload"]]
     table: dict[str, Any] = {}
     for name in [*dict.fromkeys(r["workload"] for r in runs), "all"]:
         rs = [r for r in runs if name in ("all", r["workload"])]
         div = [r for r in rs if r["cause"] is not None]
-        true = [r for r in div if not r["false_seed"]]
+        true = [r for r in div if not r["false_study"]]
         saved = [(r["target"] - r["step"]) / r["target"] for r in true]
         # not labelled, yet at the target hardly better than the untrained model
         missed = [
@@ -252,7 +251,7 @@ def judge(runs: list[dict[str, Any]]) -> dict[str, Any]:
         table[name] = {
             "runs": len(rs),
             "diverged": len(div),
-            "false_seed": sum(r["false_seed"] for r in div),
+            "false_study": sum(r["false_study"] for r in div),
             "false_all": sum(r["false_all"] for r in div),
             "truly": len(true),
             "saved": float(np.mean(saved)) if saved else None,
@@ -266,6 +265,11 @@ def judge(runs: list[dict[str, Any]]) -> dict[str, Any]:
             },
         }
     return table
+
+
+def study_of(run: dict[str, Any]) -> tuple[str, int, float]:
+    """The runs one study would compare: one workload, seed and learning rate."""
+    return run["workload"], run["seed"], float(run["knobs"]["lr"])
 
 
 def _count(items: Any) -> dict[str, int]:
@@ -284,7 +288,7 @@ def render(table: dict[str, Any]) -> str:
         "workload",
         "runs",
         "labelled diverged",
-        "false (seed best)",
+        "false (study best)",
         "false (workload best)",
         "truly divergent",
         "steps saved (truly)",
@@ -300,7 +304,7 @@ def render(table: dict[str, Any]) -> str:
                 f"**{name}**" if name == "all" else name,
                 t["runs"],
                 t["diverged"],
-                share(t["false_seed"], t["diverged"]),
+                share(t["false_study"], t["diverged"]),
                 share(t["false_all"], t["diverged"]),
                 t["truly"],
                 saved,

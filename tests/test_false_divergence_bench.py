@@ -28,7 +28,7 @@ def bench() -> Iterator[ModuleType]:
         sys.path.remove(str(BENCH))
 
 
-def save(path: Path, config: str, loss: np.ndarray) -> None:
+def save(path: Path, config: str, loss: np.ndarray, lr: float = 0.1) -> None:
     meta = {
         "workload": "mlp",
         "config": config,
@@ -38,7 +38,7 @@ def save(path: Path, config: str, loss: np.ndarray) -> None:
         "precision": "fp32",
         "initial_loss": 2.0,
         "clipping": False,
-        "knobs": {"lr": 0.1},
+        "knobs": {"lr": lr},
         "probe_cause": None,
         "probe_step": None,
         "wall_s": 0.0,
@@ -70,16 +70,20 @@ def test_from_cache_labels_and_judges(bench: ModuleType, tmp_path: Path) -> None
         ("warmup50", worse),
     ]:
         save(tmp_path, config, loss)
+    # at another learning rate: a study of its own, whose best it is, but 60% above the workload's
+    other = clean + 0.3
+    other[7] = math.nan
+    save(tmp_path, "clip0.3_warmup50", other, lr=0.003)
     out = tmp_path / "result.json"
     argv = ["--from-cache", "--series-dir", str(tmp_path), "--workloads", "mlp"]
     assert bench.main([*argv, "--seeds", "1", "--json", str(out)]) == 0
     record = json.loads(out.read_text())
     row = record["table"]["mlp"]
-    assert (row["runs"], row["diverged"], row["truly"]) == (4, 2, 1)
-    assert (row["false_seed"], row["false_all"]) == (1, 1)
+    assert (row["runs"], row["diverged"], row["truly"]) == (5, 3, 1)
+    assert (row["false_study"], row["false_all"]) == (2, 1)
     assert row["saved"] == pytest.approx((TARGET - 20) / TARGET)
     by_config = {r["config"]: r for r in record["runs"]}
-    assert by_config["defaults"]["step"] == 5 and by_config["defaults"]["false_seed"]
+    assert by_config["defaults"]["step"] == 5 and by_config["defaults"]["false_study"]
     assert by_config["clip1"]["final_loss"] is None  # ends non-finite: not within 10% of anything
     assert by_config["warmup50"]["cause"] is None
 
