@@ -109,7 +109,7 @@ def run_probe(
         thresholds=thresholds(cfg.divergence),
         clipping=float(k["clip_norm"]) > 0,
     )
-    stop_early = bool(cfg.divergence.get("stop_early", True))
+    stop_early = divergence.stop_mode(cfg.divergence.get("stop_early", True))
     # Most divergent runs blow up within their first steps: the telemetry is fetched (and the
     # monitor fed) at every step while the throughput metric still ignores the step times, then
     # every `telemetry_every` steps. A run that diverges at step 3 stops at step 3, not 10.
@@ -170,12 +170,12 @@ def run_probe(
                 first = step + 1 - len(chunk)
                 hit = flush(chunk, first, rank, monitor, fp16, series, emit)
                 if hit is not None and cause is None:
-                    cause, idx = hit
-                    diverged_at = first + idx
-                    if cause == "grad_explosion":
-                        found = anomaly(named, chunk.layer_norms[idx], diverged_at)
+                    cause, diverged_at = hit[0], first + hit[1]
+                g = monitor.grad_event_step  # the first gradient spike: where the layers are
+                if found is None and g is not None and first <= g < first + len(chunk):
+                    found = anomaly(named, chunk.layer_norms[g - first], g)
                 chunk = Chunk()
-                if cause is not None and stop_early:
+                if monitor.should_stop(stop_early):
                     break
     except torch.OutOfMemoryError as e:
         status, cause = "oom", "oom"
@@ -208,6 +208,7 @@ def run_probe(
         "diverged": status == "diverged",
         "divergence_cause": cause if status == "diverged" else None,
         "diverged_at_step": diverged_at,
+        **monitor.record(),
         "metrics": summary_metrics(
             cfg,
             _own_timing(data_series, start.step),

@@ -288,7 +288,7 @@ def verify_recipe(
         "recipe_result": summarize_seeds(runs, _metrics_of(recipe)),
     }
     if baseline:
-        base_cfg = probe_config(recipe, knobs=baseline_knobs(recipe), steps=length)
+        base_cfg = probe_config(recipe, knobs=baseline_knobs(recipe), steps=length).for_baseline()
         base_runs = run_local(
             base_cfg,
             recipe.env,
