@@ -258,3 +258,17 @@ def test_space_keys_reach_the_monitor() -> None:
 def test_space_rejects_bad_divergence_keys(text: str, key: str) -> None:
     with pytest.raises(SpaceError, match=rf"probe\.divergence\.{key} "):
         sp.loads(SPACE.format(divergence=text), source="d.yaml")
+
+
+def test_the_studys_baseline_probes_stop_only_on_a_nonfinite_loss(tmp_path: Path) -> None:
+    from autotune.study import states as ss
+
+    space = sp.loads(SPACE.format(divergence=""), overrides=["budget.target_steps=120"])
+    base = ss.screen_probe(space, tmp_path, 0, {}, {}, rungs_above=True, baseline=True)
+    other = ss.screen_probe(space, tmp_path, 1, {}, {}, rungs_above=True)
+    assert base.divergence["stop_early"] == "nonfinite" and other.divergence["stop_early"] is True
+    assert base.save_state is not None  # the rest of the probe is unchanged
+    rung = ss.rung_probe(space, tmp_path, 0, {}, {}, steps=80, below=40, top=False, baseline=True)
+    assert rung.divergence["stop_early"] == "nonfinite" and rung.resume_from is not None
+    plain = ss.rung_probe(space, tmp_path, 1, {}, {}, steps=80, below=40, top=False)
+    assert plain.divergence["stop_early"] is True
