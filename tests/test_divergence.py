@@ -272,3 +272,17 @@ def test_the_studys_baseline_probes_stop_only_on_a_nonfinite_loss(tmp_path: Path
     assert rung.divergence["stop_early"] == "nonfinite" and rung.resume_from is not None
     plain = ss.rung_probe(space, tmp_path, 1, {}, {}, steps=80, below=40, top=False)
     assert plain.divergence["stop_early"] is True
+
+
+def test_a_continued_probe_judges_its_inherited_steps_as_a_fresh_one(tmp_path: Path) -> None:
+    # continuation feeds the shorter probe's steps to the monitor again, in one chunk
+    state = str(tmp_path / "s40.pt")
+    cfg = student_t(steps=80, schedule_steps=80, divergence={"persist_steps": 3})
+    fresh = run_probe(cfg)
+    run_probe(replace(cfg, steps=40, save_state=state))
+    continued = run_probe(replace(cfg, resume_from=state))
+    assert continued["resumed_from_step"] == 40
+    keys = ("status", "divergence_cause", "diverged_at_step", "divergence_onset_step")
+    keys += ("divergence_spike_count", "divergence_spikes", "divergence_max_loss_ratio")
+    assert {k: continued[k] for k in keys} == {k: fresh[k] for k in keys}
+    assert fresh["divergence_spike_count"] >= 1
