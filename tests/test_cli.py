@@ -397,7 +397,9 @@ def test_probe_high_lr_without_clipping_diverges(write_space: Callable[..., Path
     assert result["knobs"]["clip_norm"] == 0.0  # type: ignore[index]
     assert result["status"] == "diverged", result
     assert result["divergence_cause"] in {"loss_explosion", "grad_explosion", "nonfinite_loss"}
-    assert isinstance(result["diverged_at_step"], int) and result["diverged_at_step"] < 10
+    # the explosion begins in the first steps and is a verdict once it persisted (or went NaN)
+    assert isinstance(result["divergence_onset_step"], int) and result["divergence_onset_step"] < 10
+    assert isinstance(result["diverged_at_step"], int) and result["diverged_at_step"] < 60
     assert result["steps_planned"] == 60
     steps_run = result["steps_run"]
     assert isinstance(steps_run, int) and steps_run < 60

@@ -56,6 +56,11 @@ def test_constants() -> None:
     assert (t.loss_explosion_factor, t.grad_explosion_factor) == (10.0, 1e3)
     assert (t.scale_floor, t.skipped_fraction) == (1e-4, 0.5)
     assert (t.grad_history_min, t.skipped_min_steps) == (5, 20)
+    assert (t.persist_steps, t.recovery_window, t.recovery_factor) == (
+        d.PERSIST_STEPS,
+        d.RECOVERY_WINDOW,
+        d.RECOVERY_FACTOR,
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -530,19 +535,29 @@ def test_nonfinite_loss(bad: float) -> None:
     assert mon.diverged and mon.cause == "nonfinite_loss" and mon.step == 5
 
 
+ONE_STEP = d.DivergenceThresholds(persist_steps=1, recovery_window=10**6)
+"""The one-step rule the monitor had before spikes had to persist: every spike is a verdict."""
+
+
 def test_loss_explosion_fires_at_the_right_step() -> None:
     loss = np.full(40, 2.0)  # initial loss = step 0's = 2.0
     loss[13] = 20.0  # exactly 10x: not above
     loss[19] = 20.01
-    mon = d.DivergenceMonitor("bf16")
+    mon = d.DivergenceMonitor("bf16", thresholds=ONE_STEP)
     assert feed(mon, 8, loss=loss) == [(2, ("loss_explosion", 3))]
     assert mon.step == 19 and mon.initial_loss == 2.0
+    # with the default thresholds the same step is a spike, not a verdict
+    mon = d.DivergenceMonitor("bf16")
+    assert feed(mon, 8, loss=loss) == []
+    assert mon.spike_count == 1 and mon.spikes == [
+        {"step": 19, "cause": "loss_explosion", "loss_ratio": 10.005}
+    ]
 
 
 def test_loss_explosion_uses_first_finite_loss_and_explicit_initial() -> None:
     loss = np.r_[[1.0, 3.0, 2.0, 2.0, 2.0], np.full(10, 19.0), 25.0]
     # L0 = the first loss (1.0) -> 19 > 10 already at step 5
-    mon = d.DivergenceMonitor("fp32")
+    mon = d.DivergenceMonitor("fp32", thresholds=ONE_STEP)
     assert mon.update(loss) == ("loss_explosion", 5)
     assert mon.initial_loss == m.initial_loss(loss) == 1.0
     # a non-finite first loss is the nonfinite_loss divergence; L0 is the next finite one
@@ -550,7 +565,7 @@ def test_loss_explosion_uses_first_finite_loss_and_explicit_initial() -> None:
     assert mon.update([np.nan, 2.0, 19.0, 20.5]) == ("nonfinite_loss", 0)
     assert mon.initial_loss == 2.0
     # an explicit initial loss is used from step 0
-    mon = d.DivergenceMonitor("fp32", initial_loss=0.2)
+    mon = d.DivergenceMonitor("fp32", initial_loss=0.2, thresholds=ONE_STEP)
     assert mon.update(loss) == ("loss_explosion", 1)
 
 
@@ -560,7 +575,7 @@ def test_grad_explosion_by_ratio() -> None:
     grad[2] = 1e9  # only 2 norms seen before: not tested
     grad[12] = 1000.0  # exactly 1e3 x median: not above
     grad[21] = 1000.5
-    mon = d.DivergenceMonitor("fp16")
+    mon = d.DivergenceMonitor("fp16", thresholds=ONE_STEP)
     assert feed(mon, 7, loss=np.full(n, 2.0), grad_norm=grad) == [(3, ("grad_explosion", 0))]
     assert mon.step == 21
     assert mon.grad_norm_median == 1.0
@@ -568,9 +583,10 @@ def test_grad_explosion_by_ratio() -> None:
 
 def test_grad_explosion_needs_five_prior_norms() -> None:
     grad = np.array([1.0, 1.0, 1.0, 1.0, 1e9, 1e9])
-    mon = d.DivergenceMonitor("fp32")
+    mon = d.DivergenceMonitor("fp32", thresholds=ONE_STEP)
     # step 4 has 4 prior norms; step 5 has 5 (median 1.0) -> fires at 5
     assert mon.update(np.ones(6), grad_norm=grad) == ("grad_explosion", 5)
+    assert mon.spike_count == 1
 
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
@@ -648,23 +664,27 @@ def test_cause_priority_and_first_step() -> None:
     # step 1: NaN loss and collapsed scale -> nonfinite_loss wins; step 0 is clean
     res = mon.update([1.0, np.nan, 50.0], grad_norm=[1.0, 1.0, 1.0], scale=[1.0, 1e-9, 1e-9])
     assert res == ("nonfinite_loss", 1)
+    # a non-finite gradient (fp32) is a verdict at once; the loss spike beside it only a spike
     mon = d.DivergenceMonitor("fp32", initial_loss=1.0)
-    assert mon.update([1.0, 50.0], grad_norm=[1.0, np.inf]) == ("loss_explosion", 1)
+    assert mon.update([1.0, 50.0], grad_norm=[1.0, np.inf]) == ("grad_explosion", 1)
+    assert mon.spike_count == 1 and mon.spikes[0]["cause"] == "loss_explosion"
     # the monitor keeps the first divergence ever reported
     assert mon.update([np.nan]) == ("nonfinite_loss", 0)
-    assert (mon.cause, mon.step) == ("loss_explosion", 1)
+    assert (mon.cause, mon.step) == ("grad_explosion", 1)
+    assert mon.nonfinite_step == 2
     assert set(d.DIVERGENCE_CAUSES) == {
         "nonfinite_loss",
         "loss_explosion",
         "grad_explosion",
         "scaler_collapse",
+        "no_recovery",
     }
 
 
 def test_step_0_is_never_a_loss_explosion() -> None:
     # Step 0 runs before any update: a first batch far above the held-out reference is the
     # data, not a divergence. The same loss one step later is.
-    mon = d.DivergenceMonitor("fp32", initial_loss=1.0)
+    mon = d.DivergenceMonitor("fp32", initial_loss=1.0, thresholds=ONE_STEP)
     assert mon.update([50.0, 2.0], grad_norm=[1.0, 1.0]) is None
     assert mon.update([50.0], grad_norm=[1.0]) == ("loss_explosion", 0)
     assert mon.step == 2
@@ -679,17 +699,18 @@ def test_monitor_rejects_bad_input() -> None:
         d.DivergenceMonitor().update([1.0, 2.0], grad_norm=[1.0])
     with pytest.raises(ValueError):
         d.DivergenceThresholds(skipped_fraction=1.5)
-    thresholds = d.DivergenceThresholds(loss_explosion_factor=2.0)
+    thresholds = d.DivergenceThresholds(loss_explosion_factor=2.0, persist_steps=1)
     mon = d.DivergenceMonitor(initial_loss=1.0, thresholds=thresholds)
     assert mon.update([1.5, 2.5]) == ("loss_explosion", 1)
 
 
 def test_a_clipped_run_is_not_a_grad_explosion_but_a_nonfinite_gradient_still_is() -> None:
     grads = [1.0] * 6 + [1e6]
-    assert d.DivergenceMonitor("fp32").update([1.0] * 7, grad_norm=grads) == (
+    assert d.DivergenceMonitor("fp32", thresholds=ONE_STEP).update([1.0] * 7, grad_norm=grads) == (
         "grad_explosion",
         6,
     )
-    clipped = d.DivergenceMonitor("fp32", clipping=True)
+    clipped = d.DivergenceMonitor("fp32", clipping=True, thresholds=ONE_STEP)
     assert clipped.update([1.0] * 7, grad_norm=grads) is None
+    assert clipped.spike_count == 0
     assert clipped.update([1.0], grad_norm=[np.inf]) == ("grad_explosion", 0)

@@ -172,12 +172,22 @@ SPIKE = textwrap.dedent(
 )
 
 
-def test_a_gradient_spike_is_a_divergence_only_without_clipping(tmp_path: Path) -> None:
+def test_a_gradient_spike_is_a_spike_only_without_clipping(tmp_path: Path) -> None:
+    # One huge gradient norm is a spike (recorded), not a divergence: it must persist
+    # (probe.divergence.persist_steps) or the loss must not recover. Under the one-step rule
+    # (persist_steps 1) it is the verdict.
     path = tmp_path / "spike.py"
     path.write_text(SPIKE)
     base = ProbeConfig(workload=f"{path}:make", steps=20, micro_batch=16, knobs={"lr": 1e-3})
     plain = run_probe(base)
-    assert plain["divergence_cause"] == "grad_explosion" and plain["diverged_at_step"] == 8
+    assert plain["status"] == "ok" and plain["steps_run"] == 20
+    assert plain["divergence_spike_count"] == 1
+    assert plain["divergence_spikes"][0]["step"] == 8
+    assert plain["divergence_spikes"][0]["cause"] == "grad_explosion"
+    one_step = run_probe(replace(base, divergence={"persist_steps": 1}))
+    assert one_step["divergence_cause"] == "grad_explosion" and one_step["diverged_at_step"] == 8
+    assert one_step["divergence_onset_step"] == 8 and one_step["steps_run"] < 20
     clipped = run_probe(replace(base, knobs={"lr": 1e-3, "clip_norm": 1.0}))
     assert clipped["status"] == "ok" and clipped["steps_run"] == 20
+    assert clipped["divergence_spike_count"] == 0
     assert clipped["metrics"]["grad_norm_max"] > 1000 * clipped["metrics"]["grad_norm_p50"]

@@ -58,13 +58,20 @@ def test_metrics_equal_summarize_on_the_same_series(run: Callable[..., Any]) -> 
 
 
 def test_a_loss_explosion_stops_the_script_as_a_divergence(run: Callable[..., Any]) -> None:
-    # Judged at the telemetry fetch, as in the built-in loop: every step during the first ones,
-    # then every telemetry_every (10) steps.
-    body = losses_loop([1.0, 1.0, 1.0, 50.0] + [1.0] * 14) + "raise SystemExit('not reached')\n"
-    summary, _ = run(body)
+    # One step past 10x the first loss is a spike: recorded, the script goes on.
+    summary, _ = run(losses_loop([1.0, 1.0, 1.0, 50.0] + [1.0] * 16))
+    assert summary["status"] == "ok" and summary["steps_run"] == 20
+    assert summary["divergence_spike_count"] == 1
+    assert summary["divergence_spikes"][0]["step"] == 3
+    # Spikes on persist_steps (here 3) consecutive steps are a divergence, judged at the
+    # telemetry fetch as in the built-in loop: every step during the first ones, then every
+    # telemetry_every (10) steps.
+    body = losses_loop([1.0, 1.0, 1.0] + [50.0] * 15) + "raise SystemExit('not reached')\n"
+    summary, _ = run(body, divergence={"persist_steps": 3})
     assert summary["status"] == "diverged"
     assert summary["divergence_cause"] == "loss_explosion"
-    assert summary["diverged_at_step"] == 3 and summary["steps_run"] < 18
+    assert summary["diverged_at_step"] == 5 and summary["divergence_onset_step"] == 3
+    assert summary["steps_run"] < 18
     # like the built-in loop's: the samples of the steps it ran (the compute accounting's unit)
     assert summary["samples_seen"] == summary["samples_per_step"] * summary["steps_run"] > 0
 
@@ -94,14 +101,29 @@ def test_should_stop_is_the_polite_path(run: Callable[..., Any]) -> None:
                 assert trial.should_stop and trial.stop_reason == "loss_explosion"
                 break
         """)
-    summary, _ = run(body)
-    assert summary["status"] == "diverged" and summary["steps_run"] == 3
+    # spikes at steps 2, 3, 4: the verdict at 4, fetched at once (telemetry_every 1)
+    summary, _ = run(body, divergence={"persist_steps": 3}, telemetry_every=1)
+    assert summary["status"] == "diverged" and summary["steps_run"] == 5
 
 
 def test_without_stop_early_the_script_runs_on(run: Callable[..., Any]) -> None:
-    body = losses_loop([1.0, 1.0, 50.0, 1.0, 1.0])
-    summary, _ = run(body, divergence={"stop_early": False})
-    assert summary["status"] == "diverged" and summary["steps_run"] == 5
+    body = losses_loop([1.0, 1.0, 50.0, 50.0, 50.0, 1.0, 1.0])
+    summary, _ = run(body, divergence={"stop_early": False, "persist_steps": 3})
+    assert summary["status"] == "diverged" and summary["steps_run"] == 7
+    assert summary["diverged_at_step"] == 4 and summary["divergence_spike_count"] == 3
+
+
+def test_stop_early_nonfinite_runs_on_past_an_explosion_and_stops_at_a_nan(
+    run: Callable[..., Any],
+) -> None:
+    # the baseline's mode: a persisting explosion is the verdict, but only a NaN loss stops
+    losses = "[1.0, 1.0, 50.0, 50.0, 50.0, 1.0, 1.0, float('nan'), 1.0, 1.0]"
+    body = HEAD + f"for i, v in enumerate({losses}):\n    trial.report(i, loss=v)\n"
+    body += "raise SystemExit('not reached')\n"
+    divergence = {"stop_early": "nonfinite", "persist_steps": 3}
+    summary, _ = run(body, divergence=divergence, telemetry_every=1)
+    assert summary["status"] == "diverged" and summary["divergence_cause"] == "loss_explosion"
+    assert summary["diverged_at_step"] == 4 and summary["steps_run"] == 8
 
 
 def test_a_script_that_never_reports_fails_with_no_reports(run: Callable[..., Any]) -> None:
@@ -219,7 +241,7 @@ def test_standalone_uses_pytorchs_defaults() -> None:
     assert autotune.trial() is t
     with pytest.raises(autotune.Diverged):
         for i in range(3):
-            t.report(i, loss=[1.0, 1.0, 1e9][i])
+            t.report(i, loss=[1.0, 1.0, float("nan")][i])
 
 
 @pytest.mark.usefixtures("fresh_trial")

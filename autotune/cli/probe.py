@@ -199,7 +199,17 @@ def format_probe(r: dict[str, Any]) -> str:
     m = r.get("metrics", {})
     status = r["status"]
     if status == "diverged":
-        status += f" ({r['divergence_cause']} at step {r['diverged_at_step']})"
+        onset = r.get("divergence_onset_step")
+        later = onset is not None and onset != r["diverged_at_step"]
+        since = f", since step {onset}" if later else ""
+        status += f" ({r['divergence_cause']} at step {r['diverged_at_step']}{since})"
+    spikes = r.get("divergence_spike_count") or 0
+    if spikes:  # steps past a threshold that were no verdict by themselves
+        shown = [str(s["step"]) for s in (r.get("divergence_spikes") or [])[:5]]
+        first = ", ".join(shown) + (", ..." if spikes > len(shown) else "")
+        ratio = r.get("divergence_max_loss_ratio")
+        tail = f"; loss up to {ratio:.3g}x the initial" if ratio is not None else ""
+        status += f"; {spikes} spike{'s' if spikes > 1 else ''} (step {first}{tail})"
     lines = [
         f"status        {status}",
         f"workload      {r['workload']} ({r['size']}) on {r['device']}, {r['precision']}, "

@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -130,6 +130,14 @@ class ProbeConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def for_baseline(self, baseline: bool = True) -> ProbeConfig:
+        """This probe as the baseline's (when `baseline`): the yardstick runs the whole length
+        it is compared at, stopping early only on a non-finite loss (`divergence.stop_early:
+        nonfinite`; a probe told never to stop keeps that). Its summary still says diverged."""
+        if not baseline or self.divergence.get("stop_early", True) is False:
+            return self
+        return replace(self, divergence={**self.divergence, "stop_early": "nonfinite"})
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ProbeConfig:

@@ -2,6 +2,13 @@
 per-step series (see ``autotune.probe.metrics`` for their conventions) chunk by chunk, so that
 the probe can stop as soon as a trial diverges. A divergence is a result, not an error.
 
+A step past a threshold is a *spike*: counted and recorded, never a verdict by itself. A run
+is *diverged* when its loss is non-finite, its gradient is non-finite outside fp16, the fp16
+scaler collapses, spikes persist for ``persist_steps`` consecutive steps, or the loss does not
+recover after a spike (the median over the window after it stays above a multiple of the
+median before it). The parameters were chosen from measurement:
+``benchmarks/divergence_calibration.py`` and ``docs/design/divergence.md``.
+
 Pure numpy: this module must not import torch, ray, mlflow or optuna.
 """
 
@@ -9,35 +16,77 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections import deque
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
+import numpy as np
 import numpy.typing as npt
 
 from autotune.probe.metrics import FloatArray, as_1d, check_precision
 
 GRAD_HISTORY_MIN: Final[int] = 5
-"""``grad_explosion`` by ratio needs at least this many finite grad norms seen before."""
+"""A ``grad_explosion`` spike by ratio needs at least this many finite grad norms seen before."""
 
 SKIPPED_MIN_STEPS: Final[int] = 20
 """The skipped-fraction test of ``scaler_collapse`` needs at least this many steps seen."""
+
+PERSIST_STEPS: Final[int] = 20
+"""k: spikes on this many consecutive steps are a divergence (docs/design/divergence.md)."""
+
+RECOVERY_WINDOW: Final[int] = 100
+"""W: the steps after a spike over which the loss's median must come back."""
+
+RECOVERY_FACTOR: Final[float] = 3.0
+"""F: the median after a spike above F x the median before it is no recovery."""
+
+SPIKES_KEPT: Final[int] = 10
+"""The monitor records the first this many spikes (step, cause, loss over the reference)."""
+
+RECOVERY_SIGMA: Final[float] = 6.0
+"""The no-recovery level is at least the pre-spike median plus this many robust standard
+deviations (1.4826 MAD) of the pre-spike losses: a noisy loss is not held to its median."""
 
 DIVERGENCE_CAUSES: Final[tuple[str, ...]] = (
     "nonfinite_loss",
     "loss_explosion",
     "grad_explosion",
     "scaler_collapse",
+    "no_recovery",
 )
-"""The causes ``DivergenceMonitor`` reports, in the order they are tested at one step."""
+"""The causes ``DivergenceMonitor`` reports. ``loss_explosion`` and ``grad_explosion`` are
+also the causes of spikes; as a verdict they mean the spikes persisted (``grad_explosion`` is
+also a non-finite gradient norm outside fp16)."""
+
+SPIKE_CAUSES: Final[tuple[str, ...]] = ("loss_explosion", "grad_explosion")
+
+STOP_MODES: Final[tuple[object, ...]] = (True, False, "nonfinite")
+"""``divergence.stop_early``: stop at the verdict (True), never (False), or only when the loss
+is non-finite ("nonfinite": the baseline, which runs the whole length it is compared at)."""
+
+
+def stop_mode(value: Any) -> bool | str:
+    """``divergence.stop_early`` checked: True, False or "nonfinite" (ValueError otherwise)."""
+    if value is None:
+        return True
+    if isinstance(value, bool) or value == "nonfinite":
+        return value
+    raise ValueError(
+        f"probe.divergence.stop_early must be true, false or 'nonfinite', not {value!r}"
+    )
 
 
 @dataclass(frozen=True)
 class DivergenceThresholds:
-    """When ``DivergenceMonitor`` calls a step divergent (see its docstring for the exact tests).
+    """When ``DivergenceMonitor`` calls a step a spike, and a run diverged (see its docstring).
 
-    * ``loss_explosion_factor``: loss > factor × initial loss (10).
-    * ``grad_explosion_factor``: grad norm > factor × median of the finite grad norms seen
-      before (1e3), once ``grad_history_min`` (5) of them have been seen.
+    * ``loss_explosion_factor``: a loss spike is a loss > factor × initial loss (10).
+    * ``grad_explosion_factor``: a grad spike is a grad norm > factor × median of the finite
+      grad norms seen before (1e3), once ``grad_history_min`` (5) of them have been seen.
+    * ``persist_steps``: spikes on this many consecutive steps are a divergence (k).
+    * ``recovery_window``: the steps after a spike whose median loss must come back (W).
+    * ``recovery_factor``: ... to at most this multiple of the median loss of the W steps
+      before the spike (F; and at least 6 robust sigmas above it).
     * ``scale_floor``: fp16 GradScaler scale below it (1e-4).
     * ``skipped_fraction``: more than this fraction of the steps seen were skipped (0.5), once
       ``skipped_min_steps`` (20) steps have been seen.
@@ -45,6 +94,9 @@ class DivergenceThresholds:
 
     loss_explosion_factor: float = 10.0
     grad_explosion_factor: float = 1e3
+    persist_steps: int = PERSIST_STEPS
+    recovery_window: int = RECOVERY_WINDOW
+    recovery_factor: float = RECOVERY_FACTOR
     scale_floor: float = 1e-4
     skipped_fraction: float = 0.5
     grad_history_min: int = GRAD_HISTORY_MIN
@@ -57,42 +109,65 @@ class DivergenceThresholds:
             raise ValueError("skipped_fraction must be in [0, 1)")
         if self.grad_history_min < 1 or self.skipped_min_steps < 1:
             raise ValueError("grad_history_min and skipped_min_steps must be at least 1")
+        if self.persist_steps < 1 or self.recovery_window < 1:
+            raise ValueError("persist_steps and recovery_window must be at least 1")
+        if not self.recovery_factor > 1:
+            raise ValueError("recovery_factor must be above 1")
+
+
+def _median(values: list[float]) -> float:
+    return float(np.median(values))
 
 
 class DivergenceMonitor:
     """Online divergence detection over chunks of per-step telemetry.
 
     The probe fetches its telemetry from the device every few steps and passes each chunk to
-    :meth:`update`, which returns ``(cause, index_in_chunk)`` for the first divergent step of the
-    chunk, or None. Steps are numbered globally from 0 (``g``) in the order they are fed.
+    :meth:`update`, which returns ``(cause, index_in_chunk)`` for the first step of the chunk
+    where a divergence verdict holds, or None. Steps are numbered globally from 0 (``g``) in
+    the order they are fed. Every test is per step, so a series fed in chunks of any size
+    leaves the monitor in the same state.
 
-    State kept across chunks: the initial loss, the sorted finite grad norms seen so far, the
-    number of steps and of skipped steps seen, and the first divergence (``cause``, ``step``).
+    **Spikes.** Step ``g`` is a spike when
 
-    At step ``g`` the causes are tested in this order; the first that holds is reported:
+    * ``loss_explosion``: ``g >= 1`` (no update precedes step 0) and ``loss[g] >
+      loss_explosion_factor × L0``, ``L0`` the initial loss: the ``initial_loss`` argument if
+      given (the probe's held-out reference), else the first finite loss fed; or
+    * ``grad_explosion``: ``grad_norm[g]`` is finite and ``> grad_explosion_factor × median``
+      of the finite grad norms of steps ``< g``, once ``grad_history_min`` (5) exist, unless
+      ``clipping`` (the run clips: a huge norm before clipping is what clipping bounds).
+
+    Spikes are counted (``spike_count``), the first ``SPIKES_KEPT`` recorded (``spikes``),
+    and ``max_loss_ratio`` is the largest ``loss[g] / L0`` over steps ``g >= 1``.
+
+    **Verdicts**, tested at each step in this order (the first that holds is reported):
 
     1. ``nonfinite_loss``: ``loss[g]`` is NaN or ±inf (every precision).
-    2. ``loss_explosion``: ``loss[g] > loss_explosion_factor × L0``, where ``L0`` is the initial
-       loss: the ``initial_loss`` argument if given (the probe's held-out reference), else the
-       first finite loss fed (the same ``initial_loss`` as the summary). Tested from step 1 (no
-       update precedes step 0: an unusual first batch is not an explosion) and only if ``L0``
-       is finite and positive.
-    3. ``grad_explosion``: ``grad_norm[g]`` is finite and ``> grad_explosion_factor × median``
-       of the finite grad norms of steps ``< g``, once at least ``grad_history_min`` (5) such
-       norms exist, unless ``clipping`` (the run clips its gradients: a huge norm before
-       clipping is what clipping bounds, and the loss tests judge whether the run suffered);
-       or ``grad_norm[g]`` is non-finite and precision is fp32 or bf16. In fp16 a
-       non-finite grad norm is the GradScaler's normal overflow (the step is skipped and the
-       scale backs off) and is neither divergence nor part of the history; a skipped fp16 step
-       (finite loss, inf grad norm) is therefore never a divergence by itself.
-    4. ``scaler_collapse``: fp16 only, ``scale[g]`` is finite and ``< scale_floor`` (1e-4);
-       or, in any precision, with ``N = g + 1`` steps and ``S`` skipped steps seen up to and
-       including ``g``: ``N >= skipped_min_steps`` (20) and ``S / N > skipped_fraction`` (0.5).
+    2. ``grad_explosion``: ``grad_norm[g]`` is non-finite and precision is fp32 or bf16. In
+       fp16 a non-finite grad norm is the GradScaler's normal overflow (the step is skipped,
+       the scale backs off) and neither a spike, a verdict nor part of the history.
+    3. ``scaler_collapse``: fp16 only, ``scale[g]`` finite and ``< scale_floor``; or, in any
+       precision, ``N = g + 1 >= skipped_min_steps`` and ``S / N > skipped_fraction`` (``S``
+       the skipped steps up to and including ``g``).
+    4. ``loss_explosion`` / ``grad_explosion`` (the cause of step ``g``'s spike): steps
+       ``g - persist_steps + 1 .. g`` are all spikes.
+    5. ``no_recovery``: a spike at step ``s`` opened a recovery check (when none was open);
+       at ``g = s + recovery_window`` the median ``m_post`` of the finite losses of steps
+       ``s+1 .. g`` is compared with ``m_pre``, the median of the finite losses of the
+       ``recovery_window`` steps before ``s`` (``L0`` if there are none), and their MAD:
+       diverged when ``m_post > max(recovery_factor × m_pre, m_pre + 6 × 1.4826 × MAD)``.
+       Either way the check closes; a later spike opens the next one.
+
+    ``step`` (``diverged_at_step`` in a probe's summary) is the step where the verdict was
+    reached; ``onset`` is the step where what led to it began (the first of the persisting
+    spikes, the spike that did not recover; the step itself for 1-3).
 
     ``grad_norm``, ``scale`` and ``skipped`` may be omitted (None): their tests are then not run
     for that chunk (omitted ``skipped`` counts as not skipped). The whole chunk is always
-    consumed, so the state stays consistent if the caller keeps going after a divergence; the
-    attributes ``cause`` and ``step`` keep the first divergence ever reported.
+    consumed, so the state stays consistent if the caller keeps going after a verdict; ``cause``,
+    ``step`` and ``onset`` keep the first verdict ever reported; ``nonfinite_step`` is the first
+    step with a non-finite loss (``stop_early: nonfinite`` stops there); ``grad_event_step`` the
+    first gradient spike or non-finite gradient outside fp16 (the probe's anomaly report).
     """
 
     def __init__(
@@ -106,17 +181,27 @@ class DivergenceMonitor:
         check_precision(precision)
         self.precision = precision
         self.clipping = clipping
-        self.thresholds = thresholds if thresholds is not None else DivergenceThresholds()
+        self.thresholds = t = thresholds if thresholds is not None else DivergenceThresholds()
         self._initial: float | None = initial_loss
         self._grad_history: list[float] = []  # sorted
         self._steps = 0
         self._skipped = 0
+        self._streak = 0  # consecutive spikes up to the last step fed
+        self._recent: deque[float] = deque(maxlen=t.recovery_window)  # finite losses, last W
+        self._check: tuple[int, float, float] | None = None  # (spike step, m_pre, level)
+        self._post: list[float] = []  # finite losses since the open check's spike
+        self.spike_count = 0
+        self.spikes: list[dict[str, Any]] = []
+        self.max_loss_ratio: float | None = None
         self.cause: str | None = None
         self.step: int | None = None
+        self.onset: int | None = None
+        self.nonfinite_step: int | None = None
+        self.grad_event_step: int | None = None  # first grad spike or non-finite grad (not fp16)
 
     @property
     def diverged(self) -> bool:
-        """Whether any divergence has been reported."""
+        """Whether any divergence verdict has been reached."""
         return self.cause is not None
 
     @property
@@ -143,6 +228,23 @@ class DivergenceMonitor:
         mid = len(h) // 2
         return h[mid] if len(h) % 2 else 0.5 * (h[mid - 1] + h[mid])
 
+    def should_stop(self, mode: bool | str) -> bool:
+        """Whether a probe with ``divergence.stop_early`` = `mode` stops now."""
+        if mode == "nonfinite":
+            return self.nonfinite_step is not None
+        return bool(mode) and self.cause is not None
+
+    def record(self) -> dict[str, Any]:
+        """The spikes for a probe's summary (keys ``divergence_spike_count``,
+        ``divergence_max_loss_ratio``, ``divergence_spikes``, ``divergence_onset_step``)."""
+        ratio = self.max_loss_ratio
+        return {
+            "divergence_spike_count": self.spike_count,
+            "divergence_max_loss_ratio": ratio if ratio is None else round(ratio, 6),
+            "divergence_spikes": [dict(s) for s in self.spikes],
+            "divergence_onset_step": self.onset,
+        }
+
     def update(
         self,
         loss: npt.ArrayLike,
@@ -150,7 +252,8 @@ class DivergenceMonitor:
         scale: npt.ArrayLike | None = None,
         skipped: npt.ArrayLike | None = None,
     ) -> tuple[str, int] | None:
-        """Feed one chunk of steps; ``(cause, index_in_chunk)`` of its first divergent step.
+        """Feed one chunk of steps; ``(cause, index_in_chunk)`` of its first step where a
+        divergence verdict holds (a spike alone is none).
 
         All given arrays must have the length of ``loss`` (ValueError otherwise).
         """
@@ -167,12 +270,11 @@ class DivergenceMonitor:
                 self._skipped += 1
             grad = None if grads is None else float(grads[i])
             sc = None if scales is None else float(scales[i])
-            cause = self._test(g, float(losses[i]), grad, sc, skips is not None)
-            if cause is not None and first is None:
-                first = (cause, i)
+            verdict = self._step(g, float(losses[i]), grad, sc, skips is not None)
+            if verdict is not None and first is None:
+                first = (verdict[0], i)
                 if self.cause is None:
-                    self.cause, self.step = cause, g
-            self._record(g, float(losses[i]), grad)
+                    self.cause, self.step, self.onset = verdict[0], g, verdict[1]
         return first
 
     @staticmethod
@@ -184,50 +286,102 @@ class DivergenceMonitor:
             raise ValueError(f"{name} has {len(arr)} steps, loss has {m}")
         return arr
 
-    def _test(
+    def _step(
         self, g: int, loss: float, grad: float | None, scale: float | None, has_skips: bool
-    ) -> str | None:
+    ) -> tuple[str, int] | None:
+        """Step `g`: record its spike, update the state; (cause, onset) of a verdict."""
+        spike = self._spike(g, loss, grad)
+        self._streak = self._streak + 1 if spike is not None else 0
+        verdict = self._immediate(g, loss, grad, scale, has_skips)
+        if verdict is None and spike is not None and self._streak >= self.thresholds.persist_steps:
+            verdict = (spike, g - self._streak + 1)
+        late = self._recovery(g, loss, spike)
+        if verdict is None and late is not None:
+            verdict = late
+        if not math.isfinite(loss) and self.nonfinite_step is None:
+            self.nonfinite_step = g
+        nonfinite_grad = verdict is not None and verdict[0] == "grad_explosion"
+        if (spike == "grad_explosion" or nonfinite_grad) and self.grad_event_step is None:
+            self.grad_event_step = g
+        if self._initial is None and math.isfinite(loss):
+            self._initial = loss
+        if grad is not None and math.isfinite(grad):
+            bisect.insort(self._grad_history, grad)
+        return verdict
+
+    def _spike(self, g: int, loss: float, grad: float | None) -> str | None:
+        thr, l0 = self.thresholds, self._initial
+        ratio = None
+        if g > 0 and l0 is not None and math.isfinite(l0) and l0 > 0 and math.isfinite(loss):
+            ratio = loss / l0
+            if self.max_loss_ratio is None or ratio > self.max_loss_ratio:
+                self.max_loss_ratio = ratio
+        cause = None
+        if ratio is not None and ratio > thr.loss_explosion_factor:
+            cause = "loss_explosion"
+        elif grad is not None and math.isfinite(grad) and not self.clipping:
+            median = self.grad_norm_median
+            if (
+                median is not None
+                and len(self._grad_history) >= thr.grad_history_min
+                and grad > thr.grad_explosion_factor * median
+            ):
+                cause = "grad_explosion"
+        if cause is not None:
+            self.spike_count += 1
+            if len(self.spikes) < SPIKES_KEPT:
+                r = None if ratio is None else round(ratio, 6)
+                self.spikes.append({"step": g, "cause": cause, "loss_ratio": r})
+        return cause
+
+    def _immediate(
+        self, g: int, loss: float, grad: float | None, scale: float | None, has_skips: bool
+    ) -> tuple[str, int] | None:
         thr = self.thresholds
         if not math.isfinite(loss):
-            return "nonfinite_loss"
-        l0 = self._initial
-        if (
-            g > 0  # step 0 runs before any update
-            and l0 is not None  # known after the first finite loss (before step 0 when given)
-            and math.isfinite(l0)
-            and l0 > 0
-            and loss > thr.loss_explosion_factor * l0
-        ):
-            return "loss_explosion"
-        if grad is not None:
-            if math.isfinite(grad):
-                median = self.grad_norm_median
-                if (
-                    not self.clipping
-                    and median is not None
-                    and len(self._grad_history) >= thr.grad_history_min
-                    and grad > thr.grad_explosion_factor * median
-                ):
-                    return "grad_explosion"
-            elif self.precision != "fp16":
-                return "grad_explosion"
+            return ("nonfinite_loss", g)
+        if grad is not None and not math.isfinite(grad) and self.precision != "fp16":
+            return ("grad_explosion", g)
         if (
             self.precision == "fp16"
             and scale is not None
             and math.isfinite(scale)
             and scale < thr.scale_floor
         ):
-            return "scaler_collapse"
+            return ("scaler_collapse", g)
         if (
             has_skips
             and self._steps >= thr.skipped_min_steps
             and self._skipped / self._steps > thr.skipped_fraction
         ):
-            return "scaler_collapse"
+            return ("scaler_collapse", g)
         return None
 
-    def _record(self, g: int, loss: float, grad: float | None) -> None:
-        if self._initial is None and math.isfinite(loss):
-            self._initial = loss
-        if grad is not None and math.isfinite(grad):
-            bisect.insort(self._grad_history, grad)
+    def _recovery(self, g: int, loss: float, spike: str | None) -> tuple[str, int] | None:
+        """Open a check at a spike, feed it, judge it at its window's end; keep the last W."""
+        out = None
+        if self._check is not None:
+            s, _, level = self._check
+            if math.isfinite(loss):
+                self._post.append(loss)
+            if g - s >= self.thresholds.recovery_window:
+                self._check, post, self._post = None, self._post, []
+                if post and _median(post) > level:
+                    out = ("no_recovery", s)
+        elif spike is not None:
+            self._open(g)
+        if math.isfinite(loss):
+            self._recent.append(loss)
+        return out
+
+    def _open(self, s: int) -> None:
+        pre = list(self._recent)
+        if not pre:
+            l0 = self._initial
+            if l0 is None or not math.isfinite(l0):
+                return  # nothing to compare with
+            pre = [l0]
+        m_pre = _median(pre)
+        mad = _median([abs(x - m_pre) for x in pre])
+        level = max(self.thresholds.recovery_factor * m_pre, m_pre + RECOVERY_SIGMA * 1.4826 * mad)
+        self._check, self._post = (s, m_pre, level), []

@@ -110,7 +110,7 @@ def run_probe(
         thresholds=thresholds(cfg.divergence),
         clipping=float(k["clip_norm"]) > 0,
     )
-    stop_early = bool(cfg.divergence.get("stop_early", True))
+    stop_early = divergence.stop_mode(cfg.divergence.get("stop_early", True))
     # Most divergent runs blow up within their first steps: the telemetry is fetched (and the
     # monitor fed) at every step while the throughput metric still ignores the step times, then
     # every `telemetry_every` steps. A run that diverges at step 3 stops at step 3, not 10.
@@ -171,12 +171,12 @@ def run_probe(
                 first = step + 1 - len(chunk)
                 hit = flush(chunk, first, rank, monitor, fp16, series, emit)
                 if hit is not None and cause is None:
-                    cause, idx = hit
-                    diverged_at = first + idx
-                    if cause == "grad_explosion":
-                        found = anomaly(named, chunk.layer_norms[idx], diverged_at)
+                    cause, diverged_at = hit[0], first + hit[1]
+                g = monitor.grad_event_step  # the first gradient spike: where the layers are
+                if found is None and g is not None and first <= g < first + len(chunk):
+                    found = anomaly(named, chunk.layer_norms[g - first], g)
                 chunk = Chunk()
-                if cause is not None and stop_early:
+                if monitor.should_stop(stop_early):
                     break
     except torch.OutOfMemoryError as e:
         status, cause = "oom", "oom"
@@ -198,7 +198,8 @@ def run_probe(
     data_series = {name: np.concatenate(parts) for name, parts in series.items()}
     steps_run = len(data_series.get("loss", ()))
     saved = None
-    if cfg.save_state and status == "ok" and steps_run == cfg.steps:
+    # a diverged run that ran on (the baseline) is continued too: it is the yardstick above
+    if cfg.save_state and status in ("ok", "diverged") and steps_run == cfg.steps:
         path = checkpoint.rank_path(cfg.save_state, _rank_index(rank))
         per_step = (samples_per_step, tokens_per_step)
         run = (model, optimizer, scaler, data_series, per_step)
@@ -209,6 +210,7 @@ def run_probe(
         "diverged": status == "diverged",
         "divergence_cause": cause if status == "diverged" else None,
         "diverged_at_step": diverged_at,
+        **monitor.record(),
         "metrics": summary_metrics(
             cfg,
             _own_timing(data_series, start.step),

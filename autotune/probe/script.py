@@ -81,7 +81,7 @@ class ScriptSession:
         self.device = pick_device(cfg.device)
         self.reference = reference.STEP0
         self.monitor = self._monitor()
-        self.stop_early = bool(cfg.divergence.get("stop_early", True))
+        self.stop_early = divergence.stop_mode(cfg.divergence.get("stop_early", True))
         self.check_each_step_until = metrics.throughput_warmup_steps(cfg.steps)
         self.series: dict[str, list[np.ndarray]] = {}
         self.extra: dict[str, list[float]] = {}
@@ -183,8 +183,8 @@ class ScriptSession:
         now = self.clock()
         if self.failure is not None:
             raise self.failure
-        if self.cause is not None and self.stop_early:
-            raise Diverged(self.cause, self.diverged_at or 0)
+        if self.should_stop:
+            raise Diverged(self.cause or "diverged", self.diverged_at or 0)
         if self.reports == 0:
             self.grad_reported = grad_norm is not None
         try:
@@ -221,12 +221,12 @@ class ScriptSession:
             or index == self.cfg.steps - 1
         ):
             self._flush()
-        if self.cause is not None and self.stop_early:
-            raise Diverged(self.cause, self.diverged_at or 0)
+        if self.should_stop:
+            raise Diverged(self.cause or "diverged", self.diverged_at or 0)
 
     @property
     def should_stop(self) -> bool:
-        return self.cause is not None and self.stop_early
+        return self.cause is not None and self.monitor.should_stop(self.stop_early)
 
     def _check(self, step: Any, loss: Any) -> None:
         if self.knobs is None:
@@ -337,6 +337,7 @@ class ScriptSession:
             "diverged": status == "diverged",
             "divergence_cause": self.cause if status == "diverged" else None,
             "diverged_at_step": self.diverged_at if status == "diverged" else None,
+            **self.monitor.record(),
             "metrics": summary_metrics(
                 cfg,
                 data,

@@ -297,7 +297,7 @@ def verify_recipe(
     if baseline and is_defaults:
         say("the recipe is the baseline (PyTorch's defaults): no baseline run beside it")
     if baseline and not is_defaults:
-        base_cfg = probe_config(recipe, knobs=baseline_knobs(recipe), steps=length)
+        base_cfg = probe_config(recipe, knobs=baseline_knobs(recipe), steps=length).for_baseline()
         base_runs = run_local(
             base_cfg,
             recipe.env,

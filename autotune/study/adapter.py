@@ -207,6 +207,7 @@ class Driver:
                 knobs,
                 env,
                 rungs_above=self.rungs_ahead,
+                baseline=baseline,
             )
             self.progress.started(trial.number)
             return {

@@ -271,7 +271,13 @@ def _run_rung(
     configs = [
         (
             job,
-            rung_probe(space, study_dir, job[0], job[1], job[2], steps=steps, below=below, top=top),
+            rung_probe(
+                *(space, study_dir, job[0], job[1], job[2]),
+                steps=steps,
+                below=below,
+                top=top,
+                baseline=bool(trials[job[0]].user_attrs.get("autotune.baseline")),
+            ),
         )
         for job in todo
     ]

@@ -163,7 +163,7 @@ def verify_phase(
                 c, seed = pending.pop(0)
                 cfg = ProbeConfig.from_space(
                     space, knobs=c.knobs, env=c.env, seed=seed, steps=steps
-                )
+                ).for_baseline(c.baseline)
                 ref = remote.remote(cfg.to_dict(), c.env, timeout, threads)
                 inflight[ref] = (c, seed)
             ready, _ = ray.wait(list(inflight), num_returns=1)

@@ -63,7 +63,7 @@ def yardstick_phase(opts: StudyOptions, study: Any, study_dir: Path, ray: Any) -
         save_seed(study_dir, base.number, seed, out, steps)
 
     configs = [
-        (job, ProbeConfig.from_space(space, knobs=knobs, env=env, seed=s))
+        (job, ProbeConfig.from_space(space, knobs=knobs, env=env, seed=s).for_baseline())
         for job, s in zip(jobs, todo, strict=True)
     ]
     if not run_probe_jobs(space, ray, configs, space.budget.trial_timeout_s, done):

@@ -334,6 +334,8 @@ def _trial_tags(
         "autotune.device": summary.get("device"),
         "autotune.diverged_at_step": summary.get("diverged_at_step"),
         "autotune.divergence_cause": summary.get("divergence_cause"),
+        "autotune.divergence_onset_step": summary.get("divergence_onset_step"),
+        "autotune.divergence_spike_count": summary.get("divergence_spike_count"),
         "autotune.source": outcome.get("source"),
     }
     tags.update({k: str(v) for k, v in optional.items() if v is not None and v != ""})
