@@ -17,8 +17,6 @@ from typing import Any, Literal
 
 import yaml
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     ValidationInfo,
     field_validator,
@@ -28,7 +26,9 @@ from pydantic import (
 
 from autotune.errors import did_you_mean
 from autotune.knobs import KNOBS, Scalar
+from autotune.space.divergence import DivergenceSettings
 from autotune.space.metric_names import METRICS, POSITIVE_METRICS
+from autotune.space.section import Section
 from autotune.space.seeds import MAX_VERIFY_SEEDS, Seed
 
 #: Site settings (fabric, interface, PCIe) belong to the cluster and are never searched.
@@ -117,15 +117,10 @@ KnobValue = Scalar | Domain
 # --------------------------------------------------------------------------------------------
 
 
-class _Section(BaseModel):
-    # No field means anything at infinity or NaN (a trial timeout of .inf overflows).
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-
-
 _MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 
-class WorkloadRef(_Section):
+class WorkloadRef(Section):
     name: str = Field("", description="built-in name, path/file.py:attr or pkg.mod:attr")
     size: str = "tiny"
     script: str | None = Field(None, description="a training script calling autotune.trial()")
@@ -180,33 +175,7 @@ class WorkloadRef(_Section):
         return f"script:{Path(self.script).name}" if self.script else self.name
 
 
-class DivergenceSettings(_Section):
-    stop_early: Any = Field(
-        True, description="stop at a divergence (true), never (false), or on a non-finite loss"
-    )
-    loss_explosion_factor: float = Field(10.0, gt=1.0, description="loss spike: x initial loss")
-    grad_explosion_factor: float = Field(1e3, gt=1.0, description="grad spike: x median norm")
-    persist_steps: int = Field(
-        20, ge=1, le=100_000, description="consecutive spikes that are a divergence"
-    )
-    recovery_window: int = Field(
-        100, ge=1, le=1_000_000, description="steps after a spike whose median loss must recover"
-    )
-    recovery_factor: float = Field(
-        3.0, gt=1.0, le=1e6, description="no recovery: median after > factor x median before"
-    )
-    scale_floor: float = Field(1e-4, gt=0.0)
-    skipped_fraction: float = Field(0.5, gt=0.0, le=1.0)
-
-    @field_validator("stop_early")
-    @classmethod
-    def _stop_early(cls, v: Any) -> bool | str:
-        if isinstance(v, bool) or v == "nonfinite":
-            return v
-        raise ValueError(f"must be true, false or nonfinite (stop only on a NaN/inf loss): {v!r}")
-
-
-class ProbeSettings(_Section):
+class ProbeSettings(Section):
     steps: int = Field(200, ge=10, le=10_000_000)
     micro_batch: int = Field(16, ge=1)
     batch: int | None = Field(
@@ -255,7 +224,7 @@ class ProbeSettings(_Section):
         return v
 
 
-class Objective(_Section):
+class Objective(Section):
     metric: str
     direction: Literal["minimize", "maximize"]
 
@@ -265,7 +234,7 @@ class Objective(_Section):
         return _check_metric(v)
 
 
-class Constraint(_Section):
+class Constraint(Section):
     """`metric op value`; with `relative_to: baseline`, `metric op value x the baseline's metric`
     measured at the same number of steps (`value` is then a factor)."""
 
@@ -311,7 +280,7 @@ class Constraint(_Section):
         return out
 
 
-class Budget(_Section):
+class Budget(Section):
     trials: int = Field(20, ge=1, le=100_000)
     concurrency: int | None = Field(None, ge=1, description="parallel trials; null: auto")
     trial_timeout_s: float = Field(600.0, gt=0)
@@ -322,7 +291,7 @@ class Budget(_Section):
     gpus_per_trial: float = Field(1.0, ge=0)
 
 
-class SamplerSettings(_Section):
+class SamplerSettings(Section):
     name: Literal["tpe", "nsga2", "random", "grid"] = "tpe"
     seed: Seed = 0
     # benchmarks/sample_efficiency.py compares 6 (the baseline counts as one) with 3 side by
@@ -331,7 +300,7 @@ class SamplerSettings(_Section):
     grid_points: int = Field(3, ge=1, description="grid: points per continuous domain")
 
 
-class VerifySettings(_Section):
+class VerifySettings(Section):
     top_k: int = Field(
         3, ge=0, le=50, description="best candidates re-run at the end of a study (0: none)"
     )
@@ -340,7 +309,7 @@ class VerifySettings(_Section):
     )
 
 
-class RungSettings(_Section):
+class RungSettings(Section):
     """Promotion of the best screened configurations through longer probes (study/rungs.py)."""
 
     eta: int = Field(3, ge=2, le=10, description="rung ratio; the best 1/eta are promoted")
