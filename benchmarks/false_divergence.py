@@ -49,7 +49,7 @@ import _common as c  # this folder's helpers (the script's folder is on sys.path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-SERIES_DIR = Path("/work/wt/_data/series")
+SERIES_DIR = Path(__file__).resolve().parent / "results" / "false_divergence_series"
 RESULTS = HERE / "results" / "false_divergence.json"
 SEEDS = (1, 2, 3, 4, 5)
 WITHIN = 0.10  # "ends well": final loss within 10% of its group's best
