@@ -1,6 +1,7 @@
-"""The rung phase's branches that end a study below the target, each driven by a real study
-(real local Ray, SQLite Optuna, SQLite MLflow; nothing mocked): no configuration but the baseline
-is feasible at the screen, so there is nothing to promote."""
+"""The rung phase's branch where nothing searched can be promoted, driven by a real study (real
+local Ray, SQLite Optuna, SQLite MLflow; nothing mocked): no configuration but the baseline is
+feasible at the screen, so no rung compares configurations, and the baseline alone goes on to
+the target, where the study decides (the yardstick at the length the user trains)."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ knobs:
 """
 
 
-def test_a_screen_with_nothing_feasible_promotes_nothing_and_says_so(tmp_path: Path) -> None:
+def test_with_nothing_feasible_the_baseline_alone_goes_to_the_target(tmp_path: Path) -> None:
     space = h.write(tmp_path, NOTHING_FEASIBLE)
     uri = h.sqlite_uri(tmp_path)
     run = h.autotune(
@@ -44,12 +45,21 @@ def test_a_screen_with_nothing_feasible_promotes_nothing_and_says_so(tmp_path: P
     )
     assert run.returncode == 0, h.explain(run)
     assert "no feasible configuration to promote" in run.stdout, h.explain(run)
-    assert "rung 1:" not in run.stdout, "a rung ran with nothing feasible to promote"
+    assert "rung 1:" not in run.stdout, "a rung compared configurations with nothing feasible"
+    assert "rung 2: 120 steps for the baseline alone (trial 0)" in run.stdout, h.explain(run)
+    assert "the baseline alone at 120 (nothing searched was feasible)" in run.stdout
 
     show = h.autotune(["show", "branches", "--json"], tmp_path, timeout=120)
     assert show.returncode == 0, h.explain(show)
     summary = json.loads(show.stdout)
-    assert summary["decided"]["steps"] == 30, summary["decided"]
-    assert summary["decided"]["reason"] == "no feasible configuration to promote"
+    assert summary["decided"]["steps"] == 120, summary["decided"]
+    assert summary["decided"]["reason"].startswith("no feasible configuration to promote")
+    assert [(r["steps"], r["numbers"]) for r in summary["rungs"][1:]] == [(120, [0])]
     study_dir = tmp_path / "autotune-studies" / "branches"
-    assert not list((study_dir / "trials").glob("*-r1.json")), "no rung record may exist"
+    records = sorted(p.name for p in (study_dir / "trials").glob("*-r*.json"))
+    assert records == ["0000-r2.json"], records
+    top = json.loads((study_dir / "trials" / "0000-r2.json").read_text())
+    assert top["summary"]["steps_run"] == 120
+    assert top["summary"]["resumed_from_step"] == 30, top["summary"]["continuation"]
+    # Infeasible there too (no run sheds 99.9% of its loss): no pick, and the summary says so.
+    assert (summary["pick"] or {}).get("number") is None, summary["pick"]

@@ -188,7 +188,13 @@ def rung_phase(
             prev, objectives, eta=space.rungs.eta, min_promote=space.rungs.min_promote
         )
         if not [n for n in numbers if not trials[n].user_attrs.get("autotune.baseline")]:
-            decided["reason"] = "no feasible configuration to promote"
+            # Nothing searched is feasible: the defaults are the answer, judged where the user
+            # trains. The baseline alone goes on to the target (the yardstick at every length).
+            alone = _baseline_to_target(opts, study, logger, study_dir, ray, numbers, k, say)
+            if alone is None:
+                return True
+            decided, row = alone
+            table += [row] if row else []
             break
         jobs: list[Job] = [
             (
@@ -228,6 +234,42 @@ def rung_phase(
     return False
 
 
+def _baseline_to_target(
+    opts: StudyOptions,
+    study: Any,
+    logger: MlflowWriter,
+    study_dir: Path,
+    ray: Any,
+    numbers: Sequence[int],
+    k: int,
+    say: Callable[[str], None],
+) -> tuple[dict[str, Any], dict[str, Any] | None] | None:
+    """No configuration but the baseline is feasible at rung `k - 1`: the baseline (when it ran
+    there) continues to the target as the top rung, and the study decides there (at rung
+    `k - 1` when there is no baseline to carry on): the decision and the rung's row (None:
+    interrupted)."""
+    steps_plan = plan(opts.space)
+    reason = "no feasible configuration to promote"
+    below, target = steps_plan[k - 1], steps_plan[-1]
+    base = baseline_trial(study)
+    if base is None or base.number not in numbers:
+        return {"steps": below, "rung": k - 1, "reason": reason, "tau": None}, None
+    top = len(steps_plan) - 1
+    job: Job = (
+        base.number,
+        dict(base.user_attrs.get("autotune.knobs") or {}),
+        dict(base.user_attrs.get("autotune.env") or {}),
+    )
+    say(f"rung {top}: {target} steps for the baseline alone (trial {base.number}): {reason}")
+    lengths = (below, target, True)
+    records = _run_rung(opts, study, logger, study_dir, ray, top, lengths, [job], say, k - 1)
+    if records is None:
+        return None
+    row = {"rung": top, "steps": target, "numbers": [base.number], "agreement": None}
+    decided = {"steps": target, "rung": top, "reason": f"{reason}; the baseline alone", "tau": None}
+    return decided, row
+
+
 def _run_rung(
     opts: StudyOptions,
     study: Any,
@@ -238,6 +280,7 @@ def _run_rung(
     lengths: tuple[int, int, bool],
     jobs: Sequence[Job],
     say: Callable[[str], None],
+    below_rung: int | None = None,
 ) -> list[dict[str, Any]] | None:
     """Run the rung's probes not yet recorded, each continuing its trial's probe at the rung
     below (`lengths`: its steps, this rung's, whether this is the top rung, which keeps no
@@ -281,7 +324,8 @@ def _run_rung(
         )
         for job in todo
     ]
-    nodes = {job[0]: _node_below(study_dir, trials[job[0]], rung - 1, below) for job in todo}
+    under = rung - 1 if below_rung is None else below_rung  # the rung whose state it continues
+    nodes = {job[0]: _node_below(study_dir, trials[job[0]], under, below) for job in todo}
     if not run_probe_jobs(space, ray, configs, timeout, done, nodes):
         return None
     judge_rung(space, study, study_dir, list(records.values()))

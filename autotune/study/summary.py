@@ -335,6 +335,9 @@ def _decided_line(summary: Mapping[str, Any]) -> str | None:
     taus = []
     for r in rows[1:]:
         ag = r.get("agreement") or {}
+        if not ag:  # a rung of the baseline alone: nothing searched was feasible to promote
+            taus.append(f"the baseline alone at {r['steps']} (nothing searched was feasible)")
+            continue
         tau, p = ag.get("tau"), ag.get("p")
         shown = "tau n/a" if tau is None else f"tau {tau:+.2f}"
         shown += f" ({ag.get('n')} configs" + (f", chance p {p:.2g})" if p is not None else ")")
