@@ -35,7 +35,8 @@ VERDICT_MODULES = (
     "autotune/study/rungs.py",
     "autotune/study/noise.py",
     "autotune/study/pick.py",
-    "autotune/study/paired.py",
+    "autotune/study/verdict.py",
+    "autotune/recipe/paired.py",
     "autotune/recipe/verify.py",
 )
 """The modules whose decisions the tool prints as verdicts (those present are mutated)."""
