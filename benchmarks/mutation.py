@@ -41,6 +41,8 @@ VERDICT_MODULES = (
 )
 """The modules whose decisions the tool prints as verdicts (those present are mutated)."""
 
+ALSO_COPY = ("benchmarks/", "workloads/", "search_spaces/", "examples/", "docs/", "README.md")
+
 
 def copy_checkout(dest: Path) -> None:
     """The working tree as git sees it (tracked and untracked-not-ignored files) into `dest`."""
@@ -67,8 +69,13 @@ def write_config(dest: Path, modules: list[str], timeout_multiplier: float) -> N
         "[mutmut]",
         "source_paths=autotune/",
         "only_mutate=" + "\n    ".join(modules),
-        "pytest_add_cli_args=-m\n    not integration\n    -x\n    -q\n    -p\n    no:cacheprovider",
+        # test_layers reads the sources (their length, their imports): mutmut's rewritten copies
+        # are not the code under test there
+        "pytest_add_cli_args=-m\n    not integration\n    -x\n    -q\n    -p\n    no:cacheprovider"
+        "\n    --ignore=tests/test_layers.py",
         "pytest_add_cli_args_test_selection=tests/",
+        # what the tests read besides the package and tests/ (mutmut copies only those)
+        "also_copy=" + "\n    ".join(ALSO_COPY),
         f"timeout_multiplier={timeout_multiplier}",
     ]
     (dest / "setup.cfg").write_text("\n".join(lines) + "\n")
