@@ -1,6 +1,6 @@
 """Mutation score of the verdict modules: would the suite notice if a verdict were wrong?
 
-Runs mutmut (https://pypi.org/project/mutmut/, `pip install mutmut`) over the modules that
+Runs mutmut (`pip install -e ".[mutation]"`, or `pip install mutmut`) over the modules that
 decide what the tool concludes (diverged, promoted, picked, as promised), in a throw-away copy
 of this checkout, against the unit suite (`-m "not integration"`; mutmut runs, for each mutant,
 only the tests that reach the mutated function). Not part of CI: it takes tens of minutes on 2
