@@ -407,3 +407,54 @@ def test_verify_names_the_causes_of_the_seeds_that_diverged() -> None:
     gone = result([1.0, 9.0, 9.0], ["complete", "diverged", "diverged"])
     assert pd.causes_text(gone) == " (loss_explosion on seeds 2, 3)"
     assert pd.causes_text(result([1.0])) == ""
+
+
+def test_only_seeds_whose_runs_are_whole_are_paired() -> None:
+    """A seed labelled diverged that ran its whole length has real final numbers and is paired;
+    one that stopped early has none; a seed without the metric is left out, not a crash."""
+    names = ["loss_cv", "throughput", "final_loss", "loss_drop"]
+    base = summarize_seeds(
+        [
+            run(1, 2.0, "diverged", whole=True),
+            run(2, 9.0, "diverged", whole=False),
+            run(3, 2.1),
+            run(4, 2.2),
+        ],
+        names,
+    )
+    lost = run(4, 1.0)
+    lost["summary"]["metrics"]["final_loss"] = None
+    mine = summarize_seeds([run(1, 1.5), run(2, 1.6), run(3, 1.4), lost], names)
+    out = pd.compare(mine, base, [("final_loss", "minimize")])
+    diff = out["metrics"]["final_loss"]["difference"]
+    assert diff["n"] == 2, diff  # seeds 1 and 3
+    assert diff["mean"] == pytest.approx(((1.5 - 2.0) + (1.4 - 2.1)) / 2)
+    assert out["diverged"]["baseline_seeds"] == 2 and out["diverged"]["pick_seeds"] == 0
+
+
+def test_an_interval_with_a_missing_end_decides_nothing() -> None:
+    for low, high in ((None, -1.0), (1.0, None), (None, None)):
+        got = pd.metric_verdict({"low": low, "high": high}, "minimize")
+        assert got == "no detectable difference", (low, high)
+
+
+def test_verify_says_which_promise_broke_and_what_it_lost_on() -> None:
+    diverged = {"metric": "diverged", "verdict": "DIVERGED more often than promised"}
+    assert pd.verify_problems({"promise": [diverged]}) == [
+        "diverged: DIVERGED more often than promised"
+    ]
+    vs = {
+        "diverged": {"n": 3, "pick_seeds": 0, "baseline_seeds": 0},
+        "worse_on": ["final_loss", "throughput", "loss_cv"],
+    }
+    assert pd.verify_problems({"vs_baseline": vs}) == [
+        "it loses to the baseline over the same seeds on final_loss, loss_cv"
+    ]
+
+
+def test_the_causes_of_divergence_are_grouped_by_cause() -> None:
+    runs = [run(1, 2.0, "diverged"), run(2, 2.0, "diverged"), run(3, 2.0, "diverged")]
+    runs[1]["cause"] = "no_recovery"
+    runs[2]["cause"] = None
+    got = pd.causes_text({"runs": summarize_seeds(runs)["runs"]})
+    assert got == " (loss_explosion on seeds 1; no_recovery on seeds 2; unknown cause on seeds 3)"
