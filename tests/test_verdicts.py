@@ -458,3 +458,24 @@ def test_the_causes_of_divergence_are_grouped_by_cause() -> None:
     runs[2]["cause"] = None
     got = pd.causes_text({"runs": summarize_seeds(runs)["runs"]})
     assert got == " (loss_explosion on seeds 1; no_recovery on seeds 2; unknown cause on seeds 3)"
+
+
+def test_the_verdict_line_reads_as_documented() -> None:
+    mets = pd.compared_metrics(
+        [{"metric": "final_loss", "direction": "minimize"}, {"metric": "throughput"}]
+    )
+    assert mets == [("final_loss", "minimize"), ("throughput", "minimize")]
+    better = pd.compare(result([1.50, 1.61, 1.42]), result([2.0, 2.1, 1.9]), mets[:1])
+    assert pd.format_line(better, "trial 3") == (
+        "trial 3 vs baseline (paired over seeds [1, 2, 3]): BETTER: better than the baseline: "
+        "final_loss; final_loss difference -0.49 [-0.5148, -0.4652]"  # t(2) 4.303 x 0.01 / sqrt(3)
+    )
+    one = pd.compare(result([1.5]), result([2.0]), mets[:1])
+    assert pd.format_line(one) == (
+        "pick vs baseline (paired over seeds [1]): NO DETECTABLE DIFFERENCE: no difference "
+        "beyond the seed noise over 1 paired seeds (final_loss); final_loss difference -0.5 "
+        "(1 pair: no interval)"
+    )
+    assert pd.format_line(None, "recipe") == "recipe vs baseline: not compared"
+    alone = {"verdict": "not compared", "why": "it is the baseline"}
+    assert pd.format_line(alone) == "pick vs baseline: NOT COMPARED: it is the baseline"
