@@ -479,3 +479,24 @@ def test_the_verdict_line_reads_as_documented() -> None:
     assert pd.format_line(None, "recipe") == "recipe vs baseline: not compared"
     alone = {"verdict": "not compared", "why": "it is the baseline"}
     assert pd.format_line(alone) == "pick vs baseline: NOT COMPARED: it is the baseline"
+
+
+def test_not_compared_says_why_in_the_documented_shape() -> None:
+    same = pd.compare(result([1.0]), result([1.0]), [("final_loss", "minimize")], same=True)
+    assert same == {
+        "verdict": "not compared",
+        "seeds": [],
+        "metrics": {},
+        "diverged": None,
+        "why": "it is the baseline (PyTorch's defaults): nothing to compare with",
+    }
+    alone = pd.compare(result([1.0]), None, [("final_loss", "minimize")])
+    assert alone == {
+        "verdict": "not compared",
+        "seeds": [],
+        "metrics": {},
+        "diverged": None,
+        "why": "the baseline was not run at these seeds and this length",
+    }
+    mets = pd.compared_metrics([{"metric": "throughput", "direction": "maximize"}])
+    assert mets == [("final_loss", "minimize"), ("throughput", "maximize")]
