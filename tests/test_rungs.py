@@ -434,3 +434,47 @@ def test_screen_rung_and_verification_probes_schedule_over_the_target(tmp_path: 
     assert probe_config(s, "defaults").schedule_steps == 120  # `autotune probe --space`
     no_target = sp.loads(TARGET_SPACE.replace(", target_steps: 120", ""))
     assert ProbeConfig.from_space(no_target).schedule_steps is None  # its own steps
+
+
+def test_the_growth_rule_says_why_in_so_many_words() -> None:
+    """The reason the study prints (and stores in `decided.reason`) for each branch."""
+
+    def ag(tau: float | None, n: int = 5, p: float | None = 0.01, note: str | None = None):
+        return {"tau": tau, "n": n, "p": p, "note": note}
+
+    kw = {"threshold": 0.7, "min_n": 4, "grow": "auto"}
+    assert rg.should_grow([ag(1.0)], at_target=True, **kw) == (False, "target")
+    assert rg.should_grow([], at_target=False, threshold=0.7, min_n=4, grow="always") == (
+        True,
+        "grow: always",
+    )
+    assert rg.should_grow([], at_target=False, **kw) == (True, "no agreement measured yet")
+    assert rg.should_grow([None], at_target=False, **kw) == (True, "no agreement measured yet")
+    assert rg.should_grow([ag(1.0, n=3)], at_target=False, **kw) == (
+        True,
+        "too few configurations to tell (n=3, at least 4)",
+    )
+    tied = ag(None, note="too few configurations to tell (n=5, too many tied)")
+    assert rg.should_grow([tied], at_target=False, **kw) == (True, tied["note"])
+    assert rg.should_grow([ag(0.2)], at_target=False, **kw) == (
+        True,
+        "rankings disagree (tau +0.20 < 0.7)",
+    )
+    assert rg.should_grow([ag(None, p=None)], at_target=False, **kw) == (
+        True,
+        "rankings disagree (tau undefined < 0.7)",
+    )
+    assert rg.should_grow([ag(0.2), ag(0.8)], at_target=False, pairs=2, **kw) == (
+        True,
+        "rankings agree (tau +0.80 >= 0.7) at this rung only; 2 rung pairs in a row must "
+        "(rungs.agree_rungs)",
+    )
+    assert rg.should_grow([ag(0.9), ag(0.8)], at_target=False, pairs=2, **kw) == (
+        False,
+        "rankings agree over 2 rung pairs (tau +0.90, +0.80 >= 0.7, 5 configurations, "
+        "chance p 0.01)",
+    )
+    assert rg.should_grow([ag(0.8, p=None)], at_target=False, **kw) == (
+        False,
+        "rankings agree (tau +0.80 >= 0.7, 5 configurations)",
+    )
