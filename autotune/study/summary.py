@@ -169,8 +169,8 @@ def _rungs(study: Any, space: sp.Space, counts: Mapping[str, int]) -> dict[str, 
 
 
 def _verified_and_pick(study: Any, objectives: list[dict[str, Any]]) -> dict[str, Any]:
-    """The summary's `verified`, `pick`, `vs_baseline` (`verdict.pick_part`) and `warm_start`
-    parts."""
+    """The summary's `verified`, `pick`, `vs_baseline`, `throughput_noise` (`verdict.pick_part`)
+    and `warm_start` parts."""
     import optuna
 
     from autotune.study import pick as pk
@@ -178,7 +178,6 @@ def _verified_and_pick(study: Any, objectives: list[dict[str, Any]]) -> dict[str
 
     out = pick_part(study, objectives)
     out["warm_start"] = None
-    out["throughput_noise"] = pk.noise_note(pk.candidates(study), objectives)  # ties on throughput
     warm = study.user_attrs.get("autotune.warm_start")
     if warm:
         judged = screen_feasible(study)

@@ -159,11 +159,13 @@ def why_not_picked(c: Any, decision: Decision | None) -> str | None:
 
 
 def pick_part(study: Any, objectives: list[dict[str, Any]]) -> dict[str, Any]:
-    """The summary's `verified`, `pick` and `vs_baseline` parts (see the README, `show --json`)."""
+    """The summary's `verified`, `pick`, `vs_baseline` and `throughput_noise` parts (see the
+    README, `show --json`)."""
     from autotune.study import pick as pk
 
     cands = pk.candidates(study)
     out: dict[str, Any] = {"verified": [], "pick": None, "vs_baseline": None}
+    out["throughput_noise"] = pk.noise_note(cands, objectives)  # ties on throughput
     decision = None
     if cands:
         try:
