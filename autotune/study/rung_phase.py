@@ -196,14 +196,7 @@ def rung_phase(
             decided, row = alone
             table += [row] if row else []
             break
-        jobs: list[Job] = [
-            (
-                n,
-                dict(trials[n].user_attrs.get("autotune.knobs") or {}),
-                dict(trials[n].user_attrs.get("autotune.env") or {}),
-            )
-            for n in numbers
-        ]
+        jobs = [job_of(trials[n]) for n in numbers]
         remove_everywhere(ray, study_dir, steps=[steps_plan[k - 1]], keep=numbers)  # not promoted
         say(f"rung {k}: {steps} steps for trials {', '.join(map(str, numbers))}")
         lengths = (steps_plan[k - 1], steps, k == len(steps_plan) - 1)  # from, to, top rung
@@ -234,6 +227,12 @@ def rung_phase(
     return False
 
 
+def job_of(trial: Any) -> Job:
+    """A trial's rung job: its number, knobs and environment knobs as its screen recorded them."""
+    knobs = dict(trial.user_attrs.get("autotune.knobs") or {})
+    return trial.number, knobs, dict(trial.user_attrs.get("autotune.env") or {})
+
+
 def _baseline_to_target(
     opts: StudyOptions,
     study: Any,
@@ -255,11 +254,7 @@ def _baseline_to_target(
     if base is None or base.number not in numbers:
         return {"steps": below, "rung": k - 1, "reason": reason, "tau": None}, None
     top = len(steps_plan) - 1
-    job: Job = (
-        base.number,
-        dict(base.user_attrs.get("autotune.knobs") or {}),
-        dict(base.user_attrs.get("autotune.env") or {}),
-    )
+    job = job_of(base)
     say(f"rung {top}: {target} steps for the baseline alone (trial {base.number}): {reason}")
     lengths = (below, target, True)
     records = _run_rung(opts, study, logger, study_dir, ray, top, lengths, [job], say, k - 1)
