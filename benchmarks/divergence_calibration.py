@@ -6,9 +6,9 @@ regression of `benchmarks/workloads/student_t.py`, each at its default_lr, its u
 3x and 10x that, with clip_norm 0 (PyTorch's default) or 1, in fp32 and fp16, over seeds, all
 with `probe.divergence.stop_early: false` (every run goes to the end). PyTorch's other defaults
 (no warm-up, constant rate). Each run's step series (loss, grad_norm, scale, skipped) is kept.
-Long-run series another measurement carried to its target length without stopping
-(/work/wt/_data/series*/*.npz: mlp, tiny_gpt, resnet, a heavy-tailed regression and a GRU
-language model, 200-1000 steps) are added when present.
+Long-run series carried to their target length without stopping (`results/false_divergence_series/`
+and `results/divergence_series_extra/`, committed: mlp, tiny_gpt, resnet, a heavy-tailed
+regression and a GRU language model, 200-1000 steps) are added.
 
 Truth (a run's label, from its whole series): *diverged* when its loss went non-finite, or its
 final loss (median of the last 10% of steps) is above 1.5x the best final loss of its group
@@ -51,10 +51,14 @@ from autotune.probe.workload import resolve
 HERE = Path(__file__).resolve().parent
 STUDENT_T = f"{HERE / 'workloads' / 'student_t.py'}:make"
 WORKLOADS = ("mlp", "tiny_gpt", "resnet", STUDENT_T)
-SERIES_DIRS = (Path("/work/wt/_data/series"), Path("/work/wt/_data/series_extra"))
-GRID_K = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 15, 20, 25, 30, 40)
-GRID_W = (10, 20, 30, 50, 100, 200)
-GRID_F = (1.5, 2.0, 3.0, 5.0)
+SERIES_DIRS = (
+    HERE / "results" / "false_divergence_series",
+    HERE / "results" / "divergence_series_extra",
+)
+GRID_K = (1, 5, 10, 15, 20, 30, 50, 75, 100, 150, 200, 300)
+GRID_W = (30, 50, 100, 150, 200, 300)
+GRID_F = (2.0, 3.0, 5.0)
+GRID_R = (0.0, 1.5, 2.0, 3.0)  # recovery_descent; 0: a loss coming back is not deferred
 SERIES = ("loss", "grad_norm", "scale", "skipped")
 WORSE = 1.5  # final loss above this multiple of its group's best: diverged
 NEVER_LEARNED = 0.9  # final loss at least this multiple of the initial reference: diverged
@@ -193,6 +197,13 @@ def label(runs: list[dict[str, Any]]) -> None:
         r["truth"] = bool(r["nonfinite"] or worse or never)
 
 
+def thresholds(k: int, w: int, f: float, d: float) -> DivergenceThresholds:
+    """The monitor's thresholds at one grid point (the others at their defaults)."""
+    return DivergenceThresholds(
+        persist_steps=k, recovery_window=w, recovery_factor=f, recovery_descent=d
+    )
+
+
 def verdict(r: dict[str, Any], thr: DivergenceThresholds) -> tuple[str | None, int | None]:
     mon = DivergenceMonitor(
         r["precision"], initial_loss=r["initial_loss"], thresholds=thr, clipping=r["clip"] > 0
@@ -231,7 +242,7 @@ def robust(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     either: k - 1 and k - 2 (same W, F), the next smaller W and the next smaller F (same k);
     a point without them (the grid's edge) is not one. A margin: a point next to the false
     divergences is one unlucky run from them."""
-    at = {(r["k"], r["W"], r["F"]): r for r in rows}
+    at = {(r["k"], r["W"], r["F"], r["R"]): r for r in rows}
 
     def prev(grid: tuple[Any, ...], v: Any, n: int = 1) -> Any:
         i = grid.index(v) - n
@@ -239,9 +250,9 @@ def robust(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
     out = []
     for r in rows:
-        k, w, f = r["k"], r["W"], r["F"]
-        near = [(prev(GRID_K, k), w, f), (prev(GRID_K, k, 2), w, f)]
-        near += [(k, prev(GRID_W, w), f), (k, w, prev(GRID_F, f))]
+        k, w, f, d = r["k"], r["W"], r["F"], r["R"]
+        near = [(prev(GRID_K, k), w, f, d), (prev(GRID_K, k, 2), w, f, d)]
+        near += [(k, prev(GRID_W, w), f, d), (k, w, prev(GRID_F, f), d), (k, w, f, prev(GRID_R, d))]
         if r["false"] == 0 and all(n in at and at[n]["false"] == 0 for n in near):
             out.append(r)
     return out
@@ -250,14 +261,22 @@ def robust(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def calibrate(runs: list[dict[str, Any]]) -> dict[str, Any]:
     label(runs)
     rows = []
-    for k, w, f in itertools.product(GRID_K, GRID_W, GRID_F):
-        thr = DivergenceThresholds(persist_steps=k, recovery_window=w, recovery_factor=f)
-        rows.append({"k": k, "W": w, "F": f, **judge(runs, thr)})
+    for k, w, f, d in itertools.product(GRID_K, GRID_W, GRID_F, GRID_R):
+        thr = thresholds(k, w, f, d)
+        rows.append({"k": k, "W": w, "F": f, "R": d, **judge(runs, thr)})
     # the old rule: one spike was a verdict (k = 1); recovery never judged (W beyond any run)
     old = judge(runs, DivergenceThresholds(persist_steps=1, recovery_window=10**6))
     chosen = min(
         robust(rows) or rows,
-        key=lambda r: (r["false"], -r["caught"], -r["saved_share"], -r["k"], -r["W"], -r["F"]),
+        key=lambda r: (
+            r["false"],
+            -r["caught"],
+            -r["saved_share"],
+            -r["k"],
+            -r["W"],
+            -r["F"],
+            -r["R"],
+        ),
     )
     diverged = [r for r in runs if r["truth"]]
     return {
@@ -279,9 +298,7 @@ def calibrate(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 def by_workload(runs: list[dict[str, Any]], chosen: dict[str, Any]) -> dict[str, str]:
     old = DivergenceThresholds(persist_steps=1, recovery_window=10**6)
-    new = DivergenceThresholds(
-        persist_steps=chosen["k"], recovery_window=chosen["W"], recovery_factor=chosen["F"]
-    )
+    new = thresholds(chosen["k"], chosen["W"], chosen["F"], chosen["R"])
     out = {}
     for wl in sorted({r["workload"] for r in runs}):
         rs = [r for r in runs if r["workload"] == wl]
@@ -327,13 +344,13 @@ def main(argv: list[str] | None = None) -> int:
         f"missed {o['missed']}, steps saved {o['saved_share']:.0%}"
     )
     print(
-        f"chosen k={c['k']} W={c['W']} F={c['F']}: false divergences {c['false']}, caught "
-        f"{c['caught']}, missed {c['missed']}, steps saved {c['saved_share']:.0%}"
+        f"chosen k={c['k']} W={c['W']} F={c['F']} R={c['R']}: false divergences {c['false']}, "
+        f"caught {c['caught']}, missed {c['missed']}, steps saved {c['saved_share']:.0%}"
     )
     print("no false divergence, nor at the less tolerant neighbours (the best 12):")
     for r in sorted(out["robust"], key=lambda r: (-r["caught"], -r["saved_share"]))[:12]:
         print(
-            f"  k={r['k']:<3} W={r['W']:<4} F={r['F']:<4} caught {r['caught']} "
+            f"  k={r['k']:<3} W={r['W']:<4} F={r['F']:<4} R={r['R']:<4} caught {r['caught']} "
             f"saved {r['saved_share']:.0%}"
         )
     print("per workload (runs, truly diverged; one-step rule and chosen: false / caught):")

@@ -151,9 +151,7 @@ def test_another_configuration_a_missing_or_broken_state_restarts(tmp_path: Path
 
 
 def test_a_diverged_probe_leaves_no_state(tmp_path: Path) -> None:
-    cfg = ProbeConfig(
-        workload="mlp", steps=40, micro_batch=8, threads=1, knobs={"lr": 50.0}, seed=0
-    )
+    cfg = ProbeConfig(workload="mlp", steps=40, micro_batch=8, threads=1, knobs={"lr": 1e4}, seed=0)
     out = run_probe(replace(cfg, save_state=str(tmp_path / "s.pt")))
     assert out["status"] == "diverged"
     assert out["state_saved"] is None and not (tmp_path / "s.pt").exists()

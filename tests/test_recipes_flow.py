@@ -219,7 +219,9 @@ def test_warm_start_from_a_recipe_file(shared: h.FinishedStudy, tmp_path: Path) 
 def test_export_of_a_study_without_a_feasible_trial(tmp_path: Path) -> None:
     text = h.mlp_space("doomed", trials=1).replace("knobs:\n", "knobs:\n  lr: 5.0\n")
     space = h.write(tmp_path, text)
-    r = h.autotune(["study", "--space", str(space), "--quiet"], tmp_path)
+    # mlp at lr 5: 30-50x its reference for ~30 steps, a divergence once 20 spikes persisted
+    k20 = ["--set", "probe.divergence.persist_steps=20"]
+    r = h.autotune(["study", "--space", str(space), "--quiet", *k20], tmp_path)
     assert r.returncode == 0, h.explain(r)
     r = h.autotune(["export", "doomed", "-o", "recipe.yaml"], tmp_path)
     assert r.returncode == 2

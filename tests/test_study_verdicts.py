@@ -95,7 +95,8 @@ def test_show_json_carries_the_paired_verdict_and_verify_refuses_a_diverging_rec
     assert data["source"]["vs_baseline"]["verdict"] == pick["verdict"]
     assert data["source"]["trial"] == pick["number"]
     assert data["source"]["defaults"] == pick["defaults_preferred"]
-    data["knobs"]["lr"] = 5.0
+    data["knobs"]["lr"] = 5.0  # 30-50x its reference for ~30 steps: diverged once 20 persist
+    data["probe"]["divergence"] = {**(data["probe"].get("divergence") or {}), "persist_steps": 20}
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump(data))
     args = ["verify", str(bad), "--seeds", "1", "--no-baseline", "--tracking-uri", uri]

@@ -6,7 +6,7 @@ A step past a threshold is a *spike*: counted and recorded, never a verdict by i
 is *diverged* when its loss is non-finite, its gradient is non-finite outside fp16, the fp16
 scaler collapses, spikes persist for ``persist_steps`` consecutive steps, or the loss does not
 recover after a spike (the median over the window after it stays above a multiple of the
-median before it). The parameters were chosen from measurement:
+median before it, and the loss is not coming down). The parameters were chosen from measurement:
 ``benchmarks/divergence_calibration.py`` and ``docs/design/divergence.md``.
 
 Pure numpy: this module must not import torch, ray, mlflow or optuna.
@@ -31,13 +31,17 @@ GRAD_HISTORY_MIN: Final[int] = 5
 SKIPPED_MIN_STEPS: Final[int] = 20
 """The skipped-fraction test of ``scaler_collapse`` needs at least this many steps seen."""
 
-PERSIST_STEPS: Final[int] = 20
+PERSIST_STEPS: Final[int] = 75
 """k: spikes on this many consecutive steps are a divergence (docs/design/divergence.md)."""
 
-RECOVERY_WINDOW: Final[int] = 100
+RECOVERY_WINDOW: Final[int] = 300
 """W: the steps after a spike over which the loss's median must come back."""
 
-RECOVERY_FACTOR: Final[float] = 3.0
+RECOVERY_DESCENT: Final[float] = 2.0
+"""R: a loss whose median over the last fifth of the window is at most 1/R of the highest
+median of a fifth of it is coming back: judged again one window later, not called diverged."""
+
+RECOVERY_FACTOR: Final[float] = 5.0
 """F: the median after a spike above F x the median before it is no recovery."""
 
 SPIKES_KEPT: Final[int] = 10
@@ -87,6 +91,8 @@ class DivergenceThresholds:
     * ``recovery_window``: the steps after a spike whose median loss must come back (W).
     * ``recovery_factor``: ... to at most this multiple of the median loss of the W steps
       before the spike (F; and at least 6 robust sigmas above it).
+    * ``recovery_descent``: a loss still above that level but coming down by this factor from
+      its worst since the spike is judged again a window later (R; at most 1: never).
     * ``scale_floor``: fp16 GradScaler scale below it (1e-4).
     * ``skipped_fraction``: more than this fraction of the steps seen were skipped (0.5), once
       ``skipped_min_steps`` (20) steps have been seen.
@@ -97,6 +103,7 @@ class DivergenceThresholds:
     persist_steps: int = PERSIST_STEPS
     recovery_window: int = RECOVERY_WINDOW
     recovery_factor: float = RECOVERY_FACTOR
+    recovery_descent: float = RECOVERY_DESCENT
     scale_floor: float = 1e-4
     skipped_fraction: float = 0.5
     grad_history_min: int = GRAD_HISTORY_MIN
@@ -113,6 +120,8 @@ class DivergenceThresholds:
             raise ValueError("persist_steps and recovery_window must be at least 1")
         if not self.recovery_factor > 1:
             raise ValueError("recovery_factor must be above 1")
+        if not self.recovery_descent >= 0:
+            raise ValueError("recovery_descent must be at least 0 (at most 1: never deferred)")
 
 
 def _median(values: list[float]) -> float:
@@ -155,8 +164,12 @@ class DivergenceMonitor:
        at ``g = s + recovery_window`` the median ``m_post`` of the finite losses of steps
        ``s+1 .. g`` is compared with ``m_pre``, the median of the finite losses of the
        ``recovery_window`` steps before ``s`` (``L0`` if there are none), and their MAD:
-       diverged when ``m_post > max(recovery_factor × m_pre, m_pre + 6 × 1.4826 × MAD)``.
-       Either way the check closes; a later spike opens the next one.
+       diverged when ``m_post > max(recovery_factor × m_pre, m_pre + 6 × 1.4826 × MAD)``,
+       unless the loss is coming back: the window cut in fifths (``q = W // 5`` steps, at
+       least 1), the median of its last ``q`` losses times ``recovery_descent`` is at most the
+       highest median of its consecutive ``q``-step chunks. Then the same check (same spike,
+       same level) is judged again over the next ``recovery_window`` steps. Otherwise the
+       check closes; a later spike opens the next one.
 
     ``step`` (``diverged_at_step`` in a probe's summary) is the step where the verdict was
     reached; ``onset`` is the step where what led to it began (the first of the persisting
@@ -188,7 +201,7 @@ class DivergenceMonitor:
         self._skipped = 0
         self._streak = 0  # consecutive spikes up to the last step fed
         self._recent: deque[float] = deque(maxlen=t.recovery_window)  # finite losses, last W
-        self._check: tuple[int, float, float] | None = None  # (spike step, m_pre, level)
+        self._check: tuple[int, int, float] | None = None  # (spike, window start, level)
         self._post: list[float] = []  # finite losses since the open check's spike
         self.spike_count = 0
         self.spikes: list[dict[str, Any]] = []
@@ -361,18 +374,30 @@ class DivergenceMonitor:
         """Open a check at a spike, feed it, judge it at its window's end; keep the last W."""
         out = None
         if self._check is not None:
-            s, _, level = self._check
+            s, start, level = self._check
             if math.isfinite(loss):
                 self._post.append(loss)
-            if g - s >= self.thresholds.recovery_window:
+            if g - start >= self.thresholds.recovery_window:
                 self._check, post, self._post = None, self._post, []
                 if post and _median(post) > level:
-                    out = ("no_recovery", s)
+                    if self._descending(post):
+                        self._check = (s, g, level)
+                    else:
+                        out = ("no_recovery", s)
         elif spike is not None:
             self._open(g)
         if math.isfinite(loss):
             self._recent.append(loss)
         return out
+
+    def _descending(self, post: list[float]) -> bool:
+        """Whether the loss of a failed recovery window is coming back (see ``update``)."""
+        r = self.thresholds.recovery_descent
+        if not r > 1:
+            return False
+        q = max(1, len(post) // 5)
+        chunks = [_median(post[i : i + q]) for i in range(0, len(post) - q + 1, q)]
+        return _median(post[-q:]) * r <= max(chunks)
 
     def _open(self, s: int) -> None:
         pre = list(self._recent)
@@ -384,4 +409,4 @@ class DivergenceMonitor:
         m_pre = _median(pre)
         mad = _median([abs(x - m_pre) for x in pre])
         level = max(self.thresholds.recovery_factor * m_pre, m_pre + RECOVERY_SIGMA * 1.4826 * mad)
-        self._check, self._post = (s, m_pre, level), []
+        self._check, self._post = (s, s, level), []

@@ -17,13 +17,19 @@ class DivergenceSettings(Section):
     loss_explosion_factor: float = Field(10.0, gt=1.0, description="loss spike: x initial loss")
     grad_explosion_factor: float = Field(1e3, gt=1.0, description="grad spike: x median norm")
     persist_steps: int = Field(
-        20, ge=1, le=100_000, description="consecutive spikes that are a divergence"
+        75, ge=1, le=100_000, description="consecutive spikes that are a divergence"
     )
     recovery_window: int = Field(
-        100, ge=1, le=1_000_000, description="steps after a spike whose median loss must recover"
+        300, ge=1, le=1_000_000, description="steps after a spike whose median loss must recover"
     )
     recovery_factor: float = Field(
-        3.0, gt=1.0, le=1e6, description="no recovery: median after > factor x median before"
+        5.0, gt=1.0, le=1e6, description="no recovery: median after > factor x median before"
+    )
+    recovery_descent: float = Field(
+        2.0,
+        ge=0.0,
+        le=1e6,
+        description="a loss come down by this factor from its worst is judged a window later",
     )
     scale_floor: float = Field(1e-4, gt=0.0)
     skipped_fraction: float = Field(0.5, gt=0.0, le=1.0)
