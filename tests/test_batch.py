@@ -233,12 +233,12 @@ def test_a_recipe_whose_batch_disagrees_with_its_layout_is_refused() -> None:
 
 def test_verify_runs_the_recipe_and_its_baseline_at_equal_samples() -> None:
     r = Recipe.loads(RECIPE)
-    cfg = vf.probe_config(r)
+    cfg = r.probe_config()
     assert (cfg.steps, cfg.micro_batch) == (50, 8)  # 100 steps at 16 = 50 at 32
-    base = vf.probe_config(r, knobs=vf.baseline_knobs(r), steps=300)
+    base = r.probe_config(knobs=vf.baseline_knobs(r), steps=300)
     assert base.knobs["batch"] == 16 and base.knobs["accum_steps"] == 1
     assert (base.steps, base.micro_batch) == (300, 16)
-    assert vf.probe_config(r, steps=300).steps == 150
+    assert r.probe_config(steps=300).steps == 150
 
 
 # ----- a training script -----------------------------------------------------------------------

@@ -16,7 +16,6 @@ from assets import studies as h
 from autotune.errors import RecipeError
 from autotune.probe.loop import schedule_length
 from autotune.recipe import Recipe
-from autotune.recipe import verify as vf
 from autotune.study import export as ex
 
 # Trial 0 is the baseline. Trial 1 is the stablest, trial 3 the fastest, trial 2 in between
@@ -93,9 +92,9 @@ def test_the_recipe_schedules_over_the_target_the_study_scheduled_every_probe_ov
     ex.write(r, "yaml", str(out))
     back = Recipe.load(out)
     assert back.probe["schedule_steps"] == 400 and back.schedule_steps == 400
-    cfg = vf.probe_config(back)
+    cfg = back.probe_config()
     assert cfg.steps == r.probe["steps"] and schedule_length(cfg) == 400
-    assert schedule_length(vf.probe_config(back, steps=600)) == 600  # a longer run: over it
+    assert schedule_length(back.probe_config(steps=600)) == 600  # a longer run: over it
     assert "SCHEDULE_STEPS = 400 " in ex.write(back, "python", None)
     hf = json.loads(ex.write(back, "hf", None))
     assert hf["training_arguments"]["max_steps"] == 400
@@ -112,8 +111,8 @@ def test_a_recipe_without_the_schedule_length_schedules_over_its_probe_steps(
     probe = {k: v for k, v in r.probe.items() if k != "schedule_steps"}  # as older autotune wrote
     old = Recipe.loads(replace(r, probe=probe).dump())
     assert "schedule_steps" not in old.probe and old.schedule_steps == old.probe["steps"]
-    assert schedule_length(vf.probe_config(old)) == old.probe["steps"]
-    assert schedule_length(vf.probe_config(old, steps=30)) == 30  # as before: over --steps
+    assert schedule_length(old.probe_config()) == old.probe["steps"]
+    assert schedule_length(old.probe_config(steps=30)) == 30  # as before: over --steps
     assert f"SCHEDULE_STEPS = {old.probe['steps']} " in ex.write(old, "python", None)
 
 

@@ -236,11 +236,11 @@ def test_a_recipes_verification_uses_its_studys_reference(tmp_path: Path) -> Non
     study_trial = ProbeConfig.from_space(space, knobs={**recipe.knobs}, seed=seed)
     want = first_step(study_trial)["initial_reference"]
     for knobs in (None, vf.baseline_knobs(back)):  # the recipe and the baseline beside it
-        cfg = replace(vf.probe_config(back, knobs=knobs), seed=seed, threads=1)
+        cfg = replace(back.probe_config(knobs=knobs), seed=seed, threads=1)
         assert first_step(cfg)["initial_reference"] == want
     # a recipe written before the record: chunks of its micro-batch, 16 x its study's batch
     old = replace(back, probe={k: v for k, v in back.probe.items() if "reference" not in k})
-    cfg = vf.probe_config(Recipe.loads(old.dump()))
+    cfg = Recipe.loads(old.dump()).probe_config()
     assert (cfg.reference_batch, cfg.reference_samples) == (
         old.micro_batch,
         16 * old.knobs["batch"],

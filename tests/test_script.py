@@ -266,6 +266,38 @@ def test_standalone_with_a_recipe(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert t.recipe.knobs["clip_norm"] == 0.3 and t.recipe.lr == 0.01
 
 
+@pytest.mark.usefixtures("fresh_trial")
+def test_standalone_with_a_recipe_measures_as_the_recipes_probe(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    recipe = autotune.Recipe(
+        name="r",
+        workload={"script": "train.py", "args": ["--big"]},
+        precision="bf16",
+        micro_batch=4,
+        knobs={**{k: i.default for k, i in KNOBS.items()}, "lr": 0.01, "accum_steps": 2},
+        probe={
+            "steps": 12,
+            "seed": 4,
+            "threads": 1,
+            "divergence": {"persist_steps": 2},
+            "reference_batch": 2,
+            "reference_samples": 32,
+        },
+    )
+    monkeypatch.setenv("AUTOTUNE_RECIPE", str(recipe.save(tmp_path / "r.yaml")))
+    cfg = autotune.trial(steps=None, micro_batch=2)._session.cfg
+    measured = autotune.Recipe.load(tmp_path / "r.yaml").probe_config()
+    # what the measurement depends on is the recipe's probe's (`Recipe.probe_config`) ...
+    same = ["precision", "threads", "divergence", "knobs", "env", "steps", "schedule_steps"]
+    same += ["micro_batch", "seed", "reference_batch", "reference_samples"]
+    assert {f: getattr(cfg, f) for f in same} == {f: getattr(measured, f) for f in same}
+    assert cfg.divergence["persist_steps"] == 2 and cfg.reference_samples == 32
+    # ... run as this script, on its own: its own path and arguments, one process
+    assert cfg.script == str(Path(sys.argv[0]).resolve()) and cfg.args == []
+    assert cfg.world_size == 1 and measured.args == ["--big"]
+
+
 def test_autotune_trial_is_a_function_after_importing_the_api() -> None:
     import autotune.recipe.trial
 

@@ -25,11 +25,11 @@ def test_format_interval() -> None:
 
 def test_the_probe_config_is_the_recipes() -> None:
     r = make_recipe(clip_norm=0.7, warmup_steps=20, accum_steps=2)
-    cfg = vf.probe_config(r)
+    cfg = r.probe_config()
     assert (cfg.workload, cfg.size, cfg.steps, cfg.micro_batch) == ("mlp", "tiny", 50, 16)
     assert cfg.knobs["clip_norm"] == 0.7 and cfg.knobs["accum_steps"] == 2
     assert cfg.env == r.env
-    assert vf.probe_config(r, knobs={"lr": 0.5}).knobs == {"lr": 0.5}
+    assert r.probe_config(knobs={"lr": 0.5}).knobs == {"lr": 0.5}
 
 
 def test_the_baseline_resets_the_searched_knobs_and_keeps_the_rest() -> None:

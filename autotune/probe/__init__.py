@@ -2,7 +2,8 @@
 
 `config` (what a probe needs, how it reports), `loop` (the training loop), `steps` (the pieces
 of an optimizer step), `telemetry`, `metrics` (summary metrics of the step series) and
-`divergence` (the online divergence monitor). Nothing here imports Ray, Optuna, MLflow, or any
+`divergence` (the online divergence monitor), `summary` (the typed `ProbeSummary` a run reports,
+with its `ProbeStatus`). Nothing here imports Ray, Optuna, MLflow, or any
 layer of autotune above it.
 """
 
@@ -22,11 +23,14 @@ from autotune.probe.steps import (
     seed_everything,
     set_deterministic,
 )
+from autotune.probe.summary import ProbeStatus, ProbeSummary
 
 __all__ = [
     "NoGradient",
     "NonFiniteLoss",
     "ProbeConfig",
+    "ProbeStatus",
+    "ProbeSummary",
     "Rank",
     "Report",
     "build_optimizer",

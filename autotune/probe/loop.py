@@ -1,11 +1,12 @@
 """The training probe: a short, instrumented training run that applies every knob honestly.
 
-One readable loop (`run_probe`) in the manner of nanoGPT's train.py; the pieces of a step are in
-`autotune.probe.steps`, the telemetry in `autotune.probe.telemetry`. It reports through one
-callable, `report(dict)`, so the same code runs in a unit test, in a trial process under Ray,
-and in `autotune verify`. It imports neither Ray, Optuna nor MLflow, and runs in the process it
-is called in: the probe process's entry (`autotune.process.entry`) is what runs a DDP probe (or
-one with `oom_retry` or `measure_scaling`) as several processes, each back in here as one rank.
+One readable loop (`run_probe`: set up, train, summarise) in the manner of nanoGPT's train.py;
+the pieces of a step are in `autotune.probe.steps`, the telemetry in `autotune.probe.telemetry`,
+the summary's type in `autotune.probe.summary`. It reports through one callable,
+`report(dict)`, so the same code runs in a unit test, in a trial process under Ray, and in
+`autotune verify`. It imports neither Ray, Optuna nor MLflow, and runs in the process it is
+called in: the probe process's entry (`autotune.process.entry`) is what runs a DDP probe (or one
+with `oom_retry` or `measure_scaling`) as several processes, each back in here as one rank.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -27,7 +29,6 @@ from autotune.probe.steps import (
     clip_gradients,
     forward_backward,
     lr_at,
-    peak_memory_mb,
     pick_device,
     resolve_knobs,
     seed_everything,
@@ -36,7 +37,14 @@ from autotune.probe.steps import (
     stop_timer,
     to_device,
 )
-from autotune.probe.telemetry import Chunk, anomaly, finite_or_none, flush, thresholds
+from autotune.probe.summary import (
+    Continued,
+    DivergenceRecord,
+    ProbeStatus,
+    ProbeSummary,
+    summary_metrics,
+)
+from autotune.probe.telemetry import Chunk, anomaly, flush, thresholds
 
 if TYPE_CHECKING:
     import torch
@@ -49,26 +57,94 @@ def run_probe(
 
     Reports `{"event": "start"}`, then `{"event": "telemetry", ...}` at each of the first
     `metrics.throughput_warmup_steps(steps)` steps and every `telemetry_every` steps after,
-    then `{"event": "summary", ...}` (also the return value). A diverged run is a result
-    (`status: diverged`), not an exception; an out-of-memory is `status: oom`.
-    Exceptions from the workload propagate.
+    then `{"event": "summary", ...}` (a `ProbeSummary`'s dict, also the return value). A
+    diverged run is a result (`status: diverged`), not an exception; an out-of-memory is
+    `status: oom`. Exceptions from the workload propagate.
 
     Runs in this process, as one `rank` of a DDP probe if given. A config that needs several
     processes (`world_size > 1`, `oom_retry`, `measure_scaling`) is refused without a rank:
     `autotune.process.entry.run` runs those.
     """
-    import torch
-
-    from autotune.probe.workload import resolve
-
     if rank is None and needs_processes(cfg):
         raise ValueError(
             "run_probe runs one process: a probe with world_size > 1, oom_retry or "
             "measure_scaling is run by autotune.process.entry.run"
         )
     emit: Report = report or (lambda _msg: None)
-    world = rank.world_size if rank is not None else 1
     t_start = time.perf_counter()
+    run = _prepare(cfg, rank)
+    emit(_start_event(cfg, run.device, run.workload, run.k, run.world, run.start.step))
+    progress = _Progress(per_step=run.start.per_step)
+    _train(run, progress, emit)
+    result = _summary(run, progress, t_start).to_dict()
+    if rank is not None:
+        result = rank.finish(result, run.model, run.workload)  # evaluation, world size, env
+    emit(result)
+    return result
+
+
+@dataclass
+class _Run:
+    """What a probe trains with, set up by `_prepare`: the model, its optimizer and data, the
+    divergence monitor, and where it starts (step 0, or a shorter probe's state)."""
+
+    cfg: ProbeConfig
+    rank: Rank | None
+    device: torch.device
+    workload: Any
+    k: dict[str, Any]  # the knobs, resolved
+    amp_dtype: torch.dtype | None
+    ref: reference.Reference
+    model: torch.nn.Module
+    named: list[tuple[str, torch.nn.Parameter]]  # the trained parameters, by name
+    params: list[torch.nn.Parameter]
+    optimizer: torch.optim.Optimizer
+    scaler: Any
+    data: Iterator[tuple[torch.Tensor, ...]]
+    one: torch.Tensor
+    monitor: divergence.DivergenceMonitor
+    stop_early: bool | str
+    ident: str  # the state's identity (`checkpoint.identity`)
+    start: checkpoint.Continuation
+    series: dict[str, list[np.ndarray]]  # the recorded steps, chunk by chunk
+    determinism: dict[str, Any]
+
+    @property
+    def world(self) -> int:
+        return self.rank.world_size if self.rank is not None else 1
+
+    @property
+    def accum(self) -> int:
+        return int(self.k["accum_steps"])
+
+    @property
+    def fp16(self) -> bool:
+        return self.cfg.precision == "fp16"
+
+
+@dataclass
+class _Progress:
+    """What the steps change: the step, its LR and timer, the chunk not fetched yet, the first
+    divergence (cause, step) and gradient spike's layers, an OOM, the batch per step."""
+
+    per_step: tuple[int, int]  # samples and tokens per optimizer step (all ranks)
+    step: int = 0
+    lr: float = 0.0
+    timer: Any = None
+    chunk: Chunk = field(default_factory=Chunk)
+    cause: str | None = None
+    diverged_at: int | None = None
+    found: dict[str, Any] | None = None
+    oom: bool = False
+
+
+def _prepare(cfg: ProbeConfig, rank: Rank | None) -> _Run:
+    """Seed, build the model, its reference loss, optimizer, scaler and data, and continue a
+    shorter probe's state when asked to: what `_train` needs."""
+    import torch
+
+    from autotune.probe.workload import resolve
+
     determinism = set_deterministic() if cfg.deterministic else {}
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
@@ -76,8 +152,6 @@ def run_probe(
     device = pick_device(cfg.device)
     workload = resolve(cfg.workload, cfg.size)
     k = resolve_knobs(cfg.knobs, workload.default_lr, cfg.micro_batch)
-    accum = int(k["accum_steps"])
-    fp16 = cfg.precision == "fp16"
     amp_dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(cfg.precision)
 
     # Same seed, same init and same data order in every trial: the knobs are the only difference.
@@ -93,8 +167,7 @@ def run_probe(
     if rank is not None:
         model = rank.wrap(model, k)  # DistributedDataParallel with the DDP knobs
     optimizer = build_optimizer(params, k, device)
-    scaler = build_scaler(k, device, enabled=fp16)
-    clip, per_layer = float(k["clip_norm"]), k["clip_mode"] == "per_layer"
+    scaler = build_scaler(k, device, enabled=cfg.precision == "fp16")
     data: Iterator[tuple[torch.Tensor, ...]] = (
         workload.batches(cfg.micro_batch, cfg.seed)
         if rank is None
@@ -111,135 +184,176 @@ def run_probe(
         clipping=float(k["clip_norm"]) > 0,
     )
     stop_early = divergence.stop_mode(cfg.divergence.get("stop_early", True))
-    # Most divergent runs blow up within their first steps: the telemetry is fetched (and the
-    # monitor fed) at every step while the throughput metric still ignores the step times, then
-    # every `telemetry_every` steps. A run that diverges at step 3 stops at step 3, not 10.
-    check_each_step_until = metrics.throughput_warmup_steps(cfg.steps)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     ident = checkpoint.identity(cfg, k, device, schedule_length(cfg), model)
-    start = _continuation(cfg, rank, ident, (model, optimizer, scaler, data, accum))
+    run = (model, optimizer, scaler, data, int(k["accum_steps"]))
+    start = _continuation(cfg, rank, ident, run)
     series: dict[str, list[np.ndarray]] = {}
-    # as the shorter probe ran them: what a probe that fails on its first own step reports
-    samples_per_step, tokens_per_step = start.per_step
     if start.step:  # the steps a shorter probe ran: recorded, and seen by the monitor again
         s = start.series
         monitor.update(s["loss"], s["grad_norm"], s["scale"], s["skipped"])
         series = {name: [arr] for name, arr in s.items()}
+    return _Run(
+        cfg=cfg, rank=rank, device=device, workload=workload, k=k, amp_dtype=amp_dtype, ref=ref,
+        model=model, named=named, params=params, optimizer=optimizer, scaler=scaler, data=data,
+        one=one, monitor=monitor, stop_early=stop_early, ident=ident, start=start, series=series,
+        determinism=determinism,
+    )  # fmt: skip
 
-    emit(_start_event(cfg, device, workload, k, world, start.step))
-    chunk = Chunk()
-    cause: str | None = None
-    diverged_at: int | None = None
-    found: dict[str, Any] | None = None
-    status = "ok"
-    step = 0
+
+def _train(run: _Run, p: _Progress, emit: Report) -> None:
+    """Run the optimizer steps from `run.start.step` on, fetching the telemetry in chunks and
+    stopping at a divergence (as `divergence.stop_early` says); an OOM or a NaN loss without a
+    graph ends the steps, with what they ran recorded."""
+    import torch
+
+    cfg = run.cfg
+    # Most divergent runs blow up within their first steps: the telemetry is fetched (and the
+    # monitor fed) at every step while the throughput metric still ignores the step times, then
+    # every `telemetry_every` steps. A run that diverges at step 3 stops at step 3, not 10.
+    check_each_step_until = metrics.throughput_warmup_steps(cfg.steps)
     try:
-        for step in range(start.step, cfg.steps):
-            lr = _lr(step, k, schedule_length(cfg))
-            for group in optimizer.param_groups:
-                group["lr"] = lr
-            timer = start_timer(device)
-
-            batches = [to_device(next(data), device) for _ in range(accum)]
-            loss_sum, samples, tokens = forward_backward(
-                model, workload, batches, scaler, amp_dtype
-            )
-            # Clip on the unscaled gradients (unscale_ divides them by the current scale).
-            scaler.unscale_(optimizer)
-            try:
-                grad_norm, layer_norms, clipped = clip_gradients(params, clip, per_layer)
-            except NoGradient:  # a loss on no parameter: NaN is a divergence, else a bug
-                if not bool(torch.isfinite(loss_sum).all()):
-                    raise NonFiniteLoss(loss_sum) from None
-                raise
-            scale = scaler._scale.detach().clone() if fp16 and scaler._scale is not None else one
-            scaler.step(optimizer)  # skipped by the scaler when the gradients hold inf/NaN
-            scaler.update()
-            optimizer.zero_grad(set_to_none=True)
-
-            chunk.step_time.append(stop_timer(device, timer))
-            chunk.add(loss_sum, grad_norm, layer_norms, clipped, scale, lr)
-            samples_per_step, tokens_per_step = samples * world, tokens * world
-
+        for step in range(run.start.step, cfg.steps):
+            p.step = step
+            _step(run, p)
             # Chunks end at the same steps whether the probe started at 0 or continued.
             if (
                 step < check_each_step_until
                 or (step + 1 - check_each_step_until) % cfg.telemetry_every == 0
                 or step == cfg.steps - 1
             ):
-                first = step + 1 - len(chunk)
-                hit = flush(chunk, first, rank, monitor, fp16, series, emit)
-                if hit is not None and cause is None:
-                    cause, diverged_at = hit[0], first + hit[1]
-                g = monitor.grad_event_step  # the first gradient spike: where the layers are
-                if found is None and g is not None and first <= g < first + len(chunk):
-                    found = anomaly(named, chunk.layer_norms[g - first], g)
-                chunk = Chunk()
-                if monitor.should_stop(stop_early):
+                first = _flush(run, p, emit, run.rank)
+                g = run.monitor.grad_event_step  # the first gradient spike: where the layers are
+                if p.found is None and g is not None and first <= g < first + len(p.chunk):
+                    p.found = anomaly(run.named, p.chunk.layer_norms[g - first], g)
+                p.chunk = Chunk()
+                if run.monitor.should_stop(run.stop_early):
                     break
     except torch.OutOfMemoryError as e:
-        status, cause = "oom", "oom"
-        emit({"event": "oom", "step": step, "message": str(e).splitlines()[0]})
+        p.oom, p.cause = True, "oom"
+        emit({"event": "oom", "step": p.step, "message": str(e).splitlines()[0]})
     except NonFiniteLoss as e:
         # A NaN/inf loss detached from the graph: no gradient to clip or step with. The step
         # is recorded as it was (its loss, no gradient norm) and judged like any other; not
         # averaged over DDP ranks, whose peers may be waiting in their backward.
-        nan, no = torch.full((), math.nan, device=device), torch.zeros((), dtype=torch.bool)
-        chunk.add(e.loss, nan, torch.zeros(0), no.to(device), one, lr)
-        chunk.step_time.append(stop_timer(device, timer))
-        first = step + 1 - len(chunk)
-        hit = flush(chunk, first, None, monitor, fp16, series, emit)
-        if hit is not None and cause is None:
-            cause, diverged_at = hit[0], first + hit[1]
-    if cause is not None and status != "oom":
-        status = "diverged"
+        nan, no = torch.full((), math.nan, device=run.device), torch.zeros((), dtype=torch.bool)
+        p.chunk.add(e.loss, nan, torch.zeros(0), no.to(run.device), run.one, p.lr)
+        p.chunk.step_time.append(stop_timer(run.device, p.timer))
+        _flush(run, p, emit, None)
 
-    data_series = {name: np.concatenate(parts) for name, parts in series.items()}
+
+def _step(run: _Run, p: _Progress) -> None:
+    """One optimizer step (its micro-batches accumulated, the gradients clipped), its values
+    left on the device in the chunk."""
+    import torch
+
+    k = run.k
+    p.lr = _lr(p.step, k, schedule_length(run.cfg))
+    for group in run.optimizer.param_groups:
+        group["lr"] = p.lr
+    p.timer = start_timer(run.device)
+
+    batches = [to_device(next(run.data), run.device) for _ in range(run.accum)]
+    loss_sum, samples, tokens = forward_backward(
+        run.model, run.workload, batches, run.scaler, run.amp_dtype
+    )
+    # Clip on the unscaled gradients (unscale_ divides them by the current scale).
+    scaler = run.scaler
+    scaler.unscale_(run.optimizer)
+    try:
+        grad_norm, layer_norms, clipped = clip_gradients(
+            run.params, float(k["clip_norm"]), k["clip_mode"] == "per_layer"
+        )
+    except NoGradient:  # a loss on no parameter: NaN is a divergence, else a bug
+        if not bool(torch.isfinite(loss_sum).all()):
+            raise NonFiniteLoss(loss_sum) from None
+        raise
+    scale = scaler._scale.detach().clone() if run.fp16 and scaler._scale is not None else run.one
+    scaler.step(run.optimizer)  # skipped by the scaler when the gradients hold inf/NaN
+    scaler.update()
+    run.optimizer.zero_grad(set_to_none=True)
+
+    p.chunk.step_time.append(stop_timer(run.device, p.timer))
+    p.chunk.add(loss_sum, grad_norm, layer_norms, clipped, scale, p.lr)
+    p.per_step = (samples * run.world, tokens * run.world)
+
+
+def _flush(run: _Run, p: _Progress, emit: Report, rank: Rank | None) -> int:
+    """Fetch, judge and report the chunk of steps up to `p.step` (the ranks' mean with a
+    `rank`); note the first divergence. Returns the chunk's first step."""
+    first = p.step + 1 - len(p.chunk)
+    hit = flush(p.chunk, first, rank, run.monitor, run.fp16, run.series, emit)
+    if hit is not None and p.cause is None:
+        p.cause, p.diverged_at = hit[0], first + hit[1]
+    return first
+
+
+def _summary(run: _Run, p: _Progress, t_start: float) -> ProbeSummary:
+    """The run's summary (with the state saved for a longer probe, when asked to)."""
+    cfg, start = run.cfg, run.start
+    status = ProbeStatus.of(p.oom, p.cause)
+    data_series = {name: np.concatenate(parts) for name, parts in run.series.items()}
     steps_run = len(data_series.get("loss", ()))
-    saved = None
-    # a diverged run that ran on (the baseline) is continued too: it is the yardstick above
-    if cfg.save_state and status in ("ok", "diverged") and steps_run == cfg.steps:
-        path = checkpoint.rank_path(cfg.save_state, _rank_index(rank))
-        per_step = (samples_per_step, tokens_per_step)
-        run = (model, optimizer, scaler, data_series, per_step)
-        saved = _save(path, ident, cfg.steps, *run, copies=world)
-    result = {
-        "event": "summary",
-        "status": status,
-        "diverged": status == "diverged",
-        "divergence_cause": cause if status == "diverged" else None,
-        "diverged_at_step": diverged_at,
-        **monitor.record(),
-        "metrics": summary_metrics(
-            cfg,
-            _own_timing(data_series, start.step),
-            samples_per_step,
-            tokens_per_step,
-            device,
-            ref.loss,
+    samples_per_step, tokens_per_step = p.per_step
+    saved = _save_for_longer(run, p, status, data_series, steps_run)
+    own = _own_timing(data_series, start.step)
+    return ProbeSummary(
+        status=status,
+        divergence_cause=p.cause if status is ProbeStatus.DIVERGED else None,
+        diverged_at_step=p.diverged_at,
+        divergence=DivergenceRecord.from_dict(run.monitor.record()),
+        metrics=summary_metrics(
+            cfg, own, samples_per_step, tokens_per_step, run.device, run.ref.loss
         ),
-        "initial_reference": ref.record(),
-        "anomaly": found,
-        "series": {name: arr.tolist() for name, arr in data_series.items()},
-        "knobs": k,
-        **_run_facts(cfg, workload, device, accum, world, steps_run),
-        "samples_per_step": samples_per_step,
-        "tokens_per_step": tokens_per_step,
-        "samples_seen": samples_per_step * steps_run,
-        "tokens_seen": tokens_per_step * steps_run,
+        initial_reference=run.ref.record(),
+        anomaly=p.found,
+        series={name: arr.tolist() for name, arr in data_series.items()},
+        knobs=run.k,
+        env=dict(cfg.env),
+        workload=run.workload.name,
+        size=run.workload.size,
+        device=str(run.device),
+        precision=cfg.precision,
+        seed=cfg.seed,
+        steps_planned=cfg.steps,
+        schedule_steps=schedule_length(cfg),
+        steps_run=steps_run,
+        micro_batch=cfg.micro_batch,
+        accum_steps=run.accum,
+        effective_batch=cfg.micro_batch * run.accum * run.world,
+        samples_per_step=samples_per_step,
+        tokens_per_step=tokens_per_step,
+        samples_seen=samples_per_step * steps_run,
+        tokens_seen=tokens_per_step * steps_run,
         # Continuation: the steps inherited from a shorter probe, and what this process ran.
-        "resumed_from_step": start.step,
-        "samples_run": samples_per_step * (steps_run - start.step),
-        "continuation": start.record(cfg.resume_from),
-        "state_saved": saved,
-        "determinism": determinism,
-        "wall_s": time.perf_counter() - t_start,
-    }
-    if rank is not None:
-        result = rank.finish(result, model, workload)  # evaluation, world size, env read back
-    emit(result)
-    return result
+        continued=Continued(
+            resumed_from_step=start.step,
+            samples_run=samples_per_step * (steps_run - start.step),
+            continuation=start.record(cfg.resume_from),
+            state_saved=saved,
+        ),
+        determinism=run.determinism,
+        wall_s=time.perf_counter() - t_start,
+    )
+
+
+def _save_for_longer(
+    run: _Run,
+    p: _Progress,
+    status: ProbeStatus,
+    data_series: dict[str, np.ndarray],
+    steps_run: int,
+) -> dict[str, Any] | None:
+    """Save the state for a longer probe to continue, when asked to and the run finished its
+    steps; what became of it (None: not saved)."""
+    cfg = run.cfg
+    # a diverged run that ran on (the baseline) is continued too: it is the yardstick above
+    if not cfg.save_state or status is ProbeStatus.OOM or steps_run != cfg.steps:
+        return None
+    path = checkpoint.rank_path(cfg.save_state, _rank_index(run.rank))
+    state = (run.model, run.optimizer, run.scaler, data_series, p.per_step)
+    return _save(path, run.ident, cfg.steps, *state, copies=run.world)
 
 
 def needs_processes(cfg: ProbeConfig) -> bool:
@@ -356,49 +470,4 @@ def _start_event(
         "resumed_from_step": resumed,
         "precision": cfg.precision,
         "effective_batch": cfg.micro_batch * int(k["accum_steps"]) * world,
-    }
-
-
-def summary_metrics(
-    cfg: ProbeConfig,
-    data_series: dict[str, np.ndarray],
-    samples_per_step: int,
-    tokens_per_step: int,
-    device: torch.device,
-    initial: float | None = None,
-) -> dict[str, Any]:
-    """The summary metrics of the recorded series (`initial`: the reference loss), and the peak
-    memory (JSON: no NaN)."""
-    summary = (
-        metrics.summarize(
-            data_series,
-            samples_per_step=samples_per_step,
-            tokens_per_step=tokens_per_step,
-            precision=cfg.precision,
-            reference=initial,
-        )
-        if data_series
-        else {}
-    )
-    summary["peak_mem_mb"] = peak_memory_mb(device)
-    return finite_or_none(summary)
-
-
-def _run_facts(
-    cfg: ProbeConfig, workload: Any, device: torch.device, accum: int, world: int, steps_run: int
-) -> dict[str, Any]:
-    """How the probe ran, as the summary records it."""
-    return {
-        "env": dict(cfg.env),
-        "workload": workload.name,
-        "size": workload.size,
-        "device": str(device),
-        "precision": cfg.precision,
-        "seed": cfg.seed,
-        "steps_planned": cfg.steps,
-        "schedule_steps": schedule_length(cfg),
-        "steps_run": steps_run,
-        "micro_batch": cfg.micro_batch,
-        "accum_steps": accum,
-        "effective_batch": cfg.micro_batch * accum * world,
     }

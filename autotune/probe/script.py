@@ -28,8 +28,15 @@ import numpy as np
 from autotune.errors import AutotuneError
 from autotune.probe import divergence, metrics, reference, telemetry
 from autotune.probe.config import ProbeConfig, Report
-from autotune.probe.loop import schedule_length, summary_metrics
+from autotune.probe.loop import schedule_length
 from autotune.probe.steps import pick_device, resolve_knobs, seed_everything, set_deterministic
+from autotune.probe.summary import (
+    DivergenceRecord,
+    ProbeStatus,
+    ProbeSummary,
+    ScriptRun,
+    summary_metrics,
+)
 from autotune.probe.telemetry import Chunk, flush, thresholds
 
 GUIDE = "see README: Your own training job"
@@ -95,7 +102,7 @@ class ScriptSession:
         self.cause: str | None = None
         self.diverged_at: int | None = None
         self.failure: BadReport | None = None
-        self.status = "ok"
+        self.status = ProbeStatus.OK
         self.samples_per_step = self.tokens_per_step = 0
         self.t_start = clock()
         self.t_last = self.t_start
@@ -314,31 +321,29 @@ class ScriptSession:
 
     # ----- the end -----
     def oom(self, e: BaseException) -> None:
-        self.status = "oom"
+        self.status = ProbeStatus.OOM
         self.emit({"event": "oom", "step": self.reports, "message": str(e).splitlines()[0]})
 
     def finish(self) -> dict[str, Any]:
-        """The summary (emitted once): the same fields and metrics as `run_probe`'s."""
+        """The summary (emitted once): a `ProbeSummary`, as `run_probe`'s."""
         if self.summary is not None:
             return self.summary
         self._flush()
-        status = self.status
-        if self.cause is not None and status != "oom":
-            status = "diverged"
+        status = ProbeStatus.of(self.status is ProbeStatus.OOM, self.cause)
+        diverged = status is ProbeStatus.DIVERGED
         data = {name: np.concatenate(parts) for name, parts in self.series.items()}
         series = {name: arr.tolist() for name, arr in data.items()}
         series.update({f"metric.{n}": vals for n, vals in self.extra.items()})
         k = self.knobs or {}
         accum = int(k.get("accum_steps", 1))
         cfg = self.cfg
-        self.summary = {
-            "event": "summary",
-            "status": status,
-            "diverged": status == "diverged",
-            "divergence_cause": self.cause if status == "diverged" else None,
-            "diverged_at_step": self.diverged_at if status == "diverged" else None,
-            **self.monitor.record(),
-            "metrics": summary_metrics(
+        steps_run = len(data.get("loss", ()))
+        self.summary = ProbeSummary(
+            status=status,
+            divergence_cause=self.cause if diverged else None,
+            diverged_at_step=self.diverged_at if diverged else None,
+            divergence=DivergenceRecord.from_dict(self.monitor.record()),
+            metrics=summary_metrics(
                 cfg,
                 data,
                 self.samples_per_step,
@@ -346,31 +351,30 @@ class ScriptSession:
                 self.device,
                 self.reference.loss,
             ),
-            "initial_reference": self.reference.record(),
-            "anomaly": None,
-            "series": series,
-            "knobs": k,
-            "env": dict(cfg.env),
-            "workload": cfg.workload,
-            "size": cfg.size,
-            "script": cfg.script,
-            "args": list(cfg.args),
-            "device": str(self.device),
-            "precision": cfg.precision,
-            "seed": cfg.seed,
-            "steps_planned": cfg.steps,
-            "schedule_steps": schedule_length(cfg),
-            "steps_run": len(data.get("loss", ())),
-            "micro_batch": cfg.micro_batch,
-            "accum_steps": accum,
-            "effective_batch": cfg.micro_batch * accum,
-            "samples_per_step": self.samples_per_step,
-            "tokens_per_step": self.tokens_per_step,
-            "samples_seen": self.samples_per_step * len(data.get("loss", ())),
-            "tokens_seen": self.tokens_per_step * len(data.get("loss", ())),
-            "determinism": self.determinism,
-            "wall_s": self.clock() - self.t_start,
-        }
+            initial_reference=self.reference.record(),
+            anomaly=None,
+            series=series,
+            knobs=k,
+            env=dict(cfg.env),
+            workload=cfg.workload,
+            size=cfg.size,
+            script=ScriptRun(cfg.script, list(cfg.args)),
+            device=str(self.device),
+            precision=cfg.precision,
+            seed=cfg.seed,
+            steps_planned=cfg.steps,
+            schedule_steps=schedule_length(cfg),
+            steps_run=steps_run,
+            micro_batch=cfg.micro_batch,
+            accum_steps=accum,
+            effective_batch=cfg.micro_batch * accum,
+            samples_per_step=self.samples_per_step,
+            tokens_per_step=self.tokens_per_step,
+            samples_seen=self.samples_per_step * steps_run,
+            tokens_seen=self.tokens_per_step * steps_run,
+            determinism=self.determinism,
+            wall_s=self.clock() - self.t_start,
+        ).to_dict()
         self.emit(self.summary)
         return self.summary
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,7 +38,7 @@ import yaml
 from autotune import __version__
 from autotune import space as sp
 from autotune.errors import RecipeError, did_you_mean
-from autotune.probe.config import REFERENCE_CHUNKS, steps_at_batch
+from autotune.probe.config import REFERENCE_CHUNKS, ProbeConfig, steps_at_batch
 from autotune.recipe.runtime import RecipeRuntime
 from autotune.space import yaml_reader
 
@@ -117,6 +117,47 @@ class Recipe(RecipeRuntime):
         chunk = int(p.get("reference_batch") or self.micro_batch)
         batch = int(p.get("batch") or self.knobs["batch"])
         return chunk, int(p.get("reference_samples") or REFERENCE_CHUNKS * batch)
+
+    def probe_config(
+        self, *, knobs: Mapping[str, Any] | None = None, steps: int | None = None
+    ) -> ProbeConfig:
+        """The probe this recipe was measured with (its knobs unless others are given), `steps`
+        long (default: its probe.steps). A recipe whose study searched the batch counts steps
+        at its probe.batch: a probe at another batch runs the steps that see the same samples.
+
+        Its LR schedule runs over the recipe's probe.schedule_steps (the study's target), or
+        over `steps` where that is longer; a recipe without that record schedules over the
+        probe's own length, as before. `autotune verify` runs it; a script run on its own under
+        the recipe (`autotune.trial()`) starts from it."""
+        p = self.probe
+        script = self.workload.get("script")
+        knobs = dict(self.knobs if knobs is None else knobs)
+        batch = int(knobs.get("batch") or self.knobs["batch"])
+        reference = int(p.get("batch") or self.knobs["batch"])
+        length = int(p.get("steps", 200)) if steps is None else steps
+        schedule = max(length, int(p.get("schedule_steps") or length))
+        chunk, samples = self.reference_layout  # the study's: the recipe and the baseline alike
+        return ProbeConfig(
+            workload=f"script:{Path(script).name}" if script else self.workload["name"],
+            size=self.workload.get("size", "tiny"),
+            steps=steps_at_batch(length, reference, batch),
+            schedule_steps=steps_at_batch(schedule, reference, batch),
+            micro_batch=max(1, batch // max(1, int(knobs.get("accum_steps") or 1))),
+            precision=self.precision,
+            seed=int(p.get("seed", 0)),
+            device=str(p.get("device", "auto")),
+            deterministic=bool(p.get("deterministic", False)),
+            telemetry_every=int(p.get("telemetry_every", 10)),
+            threads=p.get("threads"),
+            divergence=dict(p.get("divergence") or {}),
+            knobs=knobs,
+            env=dict(self.env),
+            world_size=self.world_size,
+            script=script,
+            args=[str(a) for a in self.workload.get("args") or ()],
+            reference_batch=chunk,
+            reference_samples=samples,
+        )
 
     @property
     def fingerprint_hash(self) -> str | None:

@@ -13,6 +13,7 @@ Never name a module `autotune/trial.py`: `autotune.trial` is this function (expo
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import json
 import os
 import sys
@@ -188,23 +189,23 @@ def _standalone(steps: int | None, micro_batch: int | None, seed: int) -> Script
         if steps is None:  # the recipe's steps count at its study's batch: equal samples
             batch = int(recipe.knobs["batch"])
             n = steps_at_batch(int(n), int(p.get("batch") or batch), batch)
-        cfg = ProbeConfig(
+        # The recipe's probe (`Recipe.probe_config`: its knobs, environment, precision,
+        # divergence checks and initial-loss reference), as this script runs it on its own: by
+        # its own path and arguments, at the recipe's micro-batch, in one process, telemetry
+        # checked every 10 steps, `steps` if the script sets them.
+        cfg = dataclasses.replace(
+            recipe.probe_config(),
             workload=recipe.workload.get("script") or recipe.workload.get("name") or "script",
+            size="tiny",
             steps=int(n),
             # The recipe's schedule, as its study measured it (unless the script sets steps).
             schedule_steps=recipe.schedule_steps if steps is None else None,
             micro_batch=recipe.micro_batch,
-            precision=recipe.precision,
             seed=int(p.get("seed", seed)),
-            device=str(p.get("device", "auto")),
-            deterministic=bool(p.get("deterministic", False)),
-            threads=p.get("threads"),
-            divergence=dict(p.get("divergence") or {}),
-            knobs=dict(recipe.knobs),
-            env=dict(recipe.env),
+            telemetry_every=10,
+            world_size=1,
             script=script,
-            reference_batch=recipe.reference_layout[0],
-            reference_samples=recipe.reference_layout[1],
+            args=[],
         )
     else:
         for name, value in (("steps", steps), ("micro_batch", micro_batch)):

@@ -22,7 +22,7 @@ from typing import Any
 
 from autotune import space as sp
 from autotune.knobs import HARDWARE_METRICS
-from autotune.probe import ProbeConfig, steps_at_batch
+from autotune.probe import ProbeConfig
 from autotune.recipe import paired
 from autotune.recipe.file import Recipe
 from autotune.recipe.seeds import (
@@ -44,7 +44,6 @@ __all__ = [
     "format_report",
     "interval",
     "log_report",
-    "probe_config",
     "run_local",
     "seeds_for",
     "summarize_seeds",
@@ -55,47 +54,6 @@ __all__ = [
 # ---------------------------------------------------------------------------------------------
 # A recipe on this machine
 # ---------------------------------------------------------------------------------------------
-
-
-def probe_config(
-    recipe: Recipe, *, knobs: Mapping[str, Any] | None = None, steps: int | None = None
-) -> ProbeConfig:
-    """The probe a recipe was measured with (its knobs unless others are given), `steps` long
-    (default: the recipe's probe.steps). A recipe whose study searched the batch counts steps at
-    its probe.batch: a probe at another batch runs the steps that see the same samples.
-
-    Its LR schedule runs over the recipe's probe.schedule_steps (the study's target), or over
-    `steps` where that is longer; a recipe without that record schedules over the probe's own
-    length, as before."""
-    p = recipe.probe
-    script = recipe.workload.get("script")
-    knobs = dict(recipe.knobs if knobs is None else knobs)
-    batch = int(knobs.get("batch") or recipe.knobs["batch"])
-    reference = int(p.get("batch") or recipe.knobs["batch"])
-    length = int(p.get("steps", 200)) if steps is None else steps
-    schedule = max(length, int(p.get("schedule_steps") or length))
-    chunk, samples = recipe.reference_layout  # the study's: the recipe and the baseline alike
-    return ProbeConfig(
-        workload=f"script:{Path(script).name}" if script else recipe.workload["name"],
-        size=recipe.workload.get("size", "tiny"),
-        steps=steps_at_batch(length, reference, batch),
-        schedule_steps=steps_at_batch(schedule, reference, batch),
-        micro_batch=max(1, batch // max(1, int(knobs.get("accum_steps") or 1))),
-        precision=recipe.precision,
-        seed=int(p.get("seed", 0)),
-        device=str(p.get("device", "auto")),
-        deterministic=bool(p.get("deterministic", False)),
-        telemetry_every=int(p.get("telemetry_every", 10)),
-        threads=p.get("threads"),
-        divergence=dict(p.get("divergence") or {}),
-        knobs=knobs,
-        env=dict(recipe.env),
-        world_size=recipe.world_size,
-        script=script,
-        args=[str(a) for a in recipe.workload.get("args") or ()],
-        reference_batch=chunk,
-        reference_samples=samples,
-    )
 
 
 def baseline_knobs(recipe: Recipe) -> dict[str, Any]:
@@ -260,7 +218,7 @@ def verify_recipe(
     here = fingerprint.collect()
     promised_steps = int(recipe.probe.get("steps", 200))
     length = promised_steps if steps is None else steps  # at the reference batch
-    cfg = probe_config(recipe, steps=length)
+    cfg = recipe.probe_config(steps=length)
     seed_list = seeds_for(cfg.seed, seeds)
     say(
         f"verifying recipe {recipe.name} on this machine ({here.get('hash')}): "
@@ -297,7 +255,7 @@ def verify_recipe(
     if baseline and is_defaults:
         say("the recipe is the baseline (PyTorch's defaults): no baseline run beside it")
     if baseline and not is_defaults:
-        base_cfg = probe_config(recipe, knobs=baseline_knobs(recipe), steps=length).for_baseline()
+        base_cfg = recipe.probe_config(knobs=baseline_knobs(recipe), steps=length).for_baseline()
         base_runs = run_local(
             base_cfg,
             recipe.env,
