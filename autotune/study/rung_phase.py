@@ -113,6 +113,7 @@ def slim(record: Mapping[str, Any]) -> dict[str, Any]:
         "steps_run": summary.get("steps_run"),
         "steps_planned": summary.get("steps_planned"),
         "values": record.get("values"),
+        "constraints": record.get("constraints"),
         "feasible": bool(record.get("feasible")),
     }
 
@@ -126,6 +127,7 @@ def as_result(row: Mapping[str, Any]) -> rg.RungResult:
         values=list(row["values"]) if row.get("values") else None,
         feasible=bool(row.get("feasible")),
         metrics=dict(row.get("metrics") or {}),
+        violation=rg.violation(row.get("constraints")),
     )
 
 
@@ -141,6 +143,8 @@ def screen_results(study: Any, space: sp.Space) -> list[rg.RungResult]:
     for t in study.get_trials(deepcopy=False, states=done):
         outcome = str(t.user_attrs.get("autotune.outcome", "failed"))
         metrics = dict(t.user_attrs.get("autotune.metrics") or {})
+        measured = outcome != "failed" and bool(t.values)
+        cons = constraints_of(space, outcome, metrics, ref) if measured else None
         out.append(
             rg.RungResult(
                 number=t.number,
@@ -150,6 +154,7 @@ def screen_results(study: Any, space: sp.Space) -> list[rg.RungResult]:
                 values=list(t.values) if t.values else None,
                 feasible=bool(t.values) and feasible(space, outcome, metrics, ref),
                 metrics=metrics,
+                violation=rg.violation(cons),
             )
         )
     return out
@@ -187,6 +192,14 @@ def rung_phase(
         numbers = rg.promote(
             prev, objectives, eta=space.rungs.eta, min_promote=space.rungs.min_promote
         )
+        near = rg.closest(prev, eta=space.rungs.eta, min_promote=space.rungs.min_promote)
+        if near:
+            numbers = sorted(set(numbers) | set(near))
+            say(
+                f"nothing is feasible at {steps_plan[k - 1]} steps, not even the defaults: the "
+                f"{len(near)} closest to feasible go on (least constraint violation): trials "
+                f"{', '.join(map(str, near))}"
+            )
         if not [n for n in numbers if not trials[n].user_attrs.get("autotune.baseline")]:
             # Nothing searched is feasible: the defaults are the answer, judged where the user
             # trains. The baseline alone goes on to the target (the yardstick at every length).

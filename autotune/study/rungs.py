@@ -39,6 +39,8 @@ class RungResult:
     values: list[float] | None
     feasible: bool
     metrics: dict[str, Any] = field(default_factory=dict)
+    violation: float | None = None
+    """How far from feasible: the sum of its constraints' positive parts (None: not measured)."""
 
 
 def _round10(x: float) -> int:
@@ -100,6 +102,33 @@ def promote(
     best = [c.number for c in pick.ranked(cands, objectives)[:q]]
     base = [r.number for r in results if r.baseline]
     return sorted(set(best) | set(base))
+
+
+def closest(results: Sequence[RungResult], *, eta: int, min_promote: int) -> list[int]:
+    """When nothing at a rung is feasible, not even the baseline: the trial numbers of the
+    `max(min_promote, ceil(n / eta))` searched configurations closest to feasible (the least
+    constraint violation, then the lowest number), among those that completed there (a
+    diverged or failed run never goes on). A screen can be too short for anything to learn yet
+    (a recurrent model that starts late): the nearest go on and are judged at longer lengths."""
+    if any(r.feasible for r in results):
+        return []
+    near = [
+        r
+        for r in results
+        if not r.baseline
+        and r.outcome == "complete"
+        and r.violation is not None
+        and math.isfinite(r.violation)
+    ]
+    q = min(len(near), max(min_promote, math.ceil(len(results) / eta)))
+    return [r.number for r in sorted(near, key=lambda r: (r.violation, r.number))[:q]]
+
+
+def violation(constraints: Sequence[float] | None) -> float | None:
+    """The sum of the positive parts of Optuna constraint values (<= 0 is met); None: none."""
+    if constraints is None:
+        return None
+    return float(sum(max(0.0, float(c)) for c in constraints))
 
 
 ALPHA = 0.05
