@@ -8,17 +8,21 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from autotune import fingerprint as fpm
 from autotune import space as sp
-from autotune.errors import StudyError
+from autotune import tracking
+from autotune.errors import SpaceError, StudyError, WorkloadError
+from autotune.probe.workload import resolve
 from autotune.study.adapter import run_trials
 from autotune.study.objectives import directions, make_sampler, name_metrics
 from autotune.study.options import StudyOptions, StudyResult, study_dir_for
-from autotune.study.records import count_finished, reconcile, stale_trials
+from autotune.study.records import count_finished
+from autotune.study.resume import reconcile, stale_trials
 from autotune.study.rung_phase import pending as rungs_pending
 from autotune.study.rung_phase import rejudge_screen, rung_phase
 from autotune.study.session import check_ray_address, driver_lock, ray_session
 from autotune.study.storage import check_tcp, open_storage, storage_url
-from autotune.study.summary import summarize
+from autotune.study.summary import importances, summarize
 from autotune.study.verification import to_verify, verify_phase
 from autotune.study.warmstart import warm_params
 from autotune.study.writer import MlflowWriter
@@ -29,9 +33,6 @@ from autotune.tracking.connection import redact
 def run(opts: StudyOptions) -> StudyResult:
     """Run (or continue) the study described by `opts.space`; return its summary."""
     import optuna
-
-    from autotune import fingerprint as fpm
-    from autotune import tracking
 
     space = opts.space
     study_dir = (opts.study_dir or study_dir_for(space.name)).resolve()
@@ -56,7 +57,7 @@ def run(opts: StudyOptions) -> StudyResult:
         reconcile(study, study_dir, logger)
         _write_study_json(study_dir, space.name, url, uri, logger)
 
-        rerun = stale_trials(study, study_dir, space, logger)
+        rerun = stale_trials(study, study_dir, logger)
         finished = count_finished(study)
         planned = max(0, space.budget.trials - finished)
         _announce(say, space, finished, planned, len(rerun), url, uri)
@@ -76,7 +77,7 @@ def run(opts: StudyOptions) -> StudyResult:
                 if not interrupted:
                     interrupted = verify_phase(opts, study, logger, study_dir, ray)
         summary = summarize(study, space, study_dir, cond.dropped)
-        logger.summary(summary, study)
+        logger.summary(summary, study, importances(study, summary))
     return StudyResult(
         name=space.name,
         study_dir=study_dir,
@@ -109,8 +110,6 @@ def _study_run(
 ) -> MlflowWriter:
     """The study's MLflow experiment and parent run (made or found), noted in the study; the
     writer that logs to them."""
-    from autotune import tracking
-
     space = opts.space
     experiment_id = tracking.ensure_experiment(client, space.name)
     parent = tracking.ensure_study_run(
@@ -170,9 +169,6 @@ def _announce(
 
 def check_workload(space: sp.Space) -> None:
     """Resolve the space's workload once on the driver: a wrong name fails before any trial."""
-    from autotune.errors import WorkloadError
-    from autotune.probe.workload import resolve
-
     if space.workload.script is not None:
         check_script(space)
         return
@@ -185,8 +181,6 @@ def check_workload(space: sp.Space) -> None:
 def check_script(space: sp.Space) -> None:
     """A training script is compiled here, never run: a syntax error fails before any trial;
     what a script cannot do yet (DDP, an OOM retry, a scaling measurement) is refused."""
-    from autotune.errors import SpaceError, WorkloadError
-
     p, path = space.probe, str(space.workload.script)
     for key, on in (
         ("world_size", p.world_size > 1),

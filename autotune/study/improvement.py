@@ -12,7 +12,9 @@ from typing import Any
 
 from autotune import space as sp
 from autotune.recipe.seeds import ran_whole
+from autotune.study import pick as pk
 from autotune.study.objectives import constraint_names, constraints_of, reference
+from autotune.study.pick import rung_rows
 
 
 def broken(space: sp.Space, metrics: Mapping[str, Any], ref: Mapping[str, Any] | None) -> list[str]:
@@ -91,8 +93,6 @@ def _baseline_at_screen(t: Any) -> dict[str, Any]:
 def baseline_at(study: Any, space: sp.Space, baseline: Any, steps: int) -> dict[str, Any] | None:
     """The baseline's run at `steps`: its screen, or its record at that rung (None: the
     baseline did not run there, or there is no baseline)."""
-    from autotune.study.pick import rung_rows
-
     if baseline is None:
         return None
     if steps == space.probe.steps:
@@ -111,8 +111,6 @@ def improvement_at(
 ) -> dict[str, Any]:
     """Per objective, the pick's value against the baseline's at the decided length `steps`:
     both verified means when both were verified there, else their runs at that length."""
-    from autotune.study import pick as pk
-
     number = (pick or {}).get("number")
     if state is None or number is None:
         return {}

@@ -16,11 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from autotune import space as sp
 from autotune.errors import AutotuneError, did_you_mean
 from autotune.study import pick as pk
 from autotune.study.options import STUDIES_DIR
 from autotune.study.records import count_finished
 from autotune.study.storage import open_storage
+from autotune.study.verdict import decide
 from autotune.tracking import redact
 
 
@@ -125,8 +127,6 @@ def describe(found: Found) -> dict[str, Any]:
 def _read(found: Found) -> dict[str, Any]:
     import optuna
 
-    from autotune import space as sp
-
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:
         study = optuna.load_study(study_name=found.name, storage=open_existing(found.storage))
@@ -142,8 +142,6 @@ def _read(found: Found) -> dict[str, Any]:
     decision = None
     cands = pk.candidates(study) if objectives else []
     if cands:
-        from autotune.study.verdict import decide
-
         try:
             decision = decide(study, cands, objectives, "balanced")
         except pk.NoCandidateHolds:

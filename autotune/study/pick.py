@@ -37,6 +37,7 @@ from autotune.errors import RecipeError
 from autotune.knobs import HARDWARE_METRICS
 from autotune.numbers import finite
 from autotune.study import noise
+from autotune.study.records import screen_feasible
 
 PICKS = ("balanced", "fastest", "stablest")
 
@@ -119,8 +120,6 @@ def candidates(study: Any, every: bool = False) -> list[Candidate]:
     and their verification results at that length when they have one. `every`: also the
     feasible screened trials that were not run at that length (for an explicit `trial N`)."""
     import optuna
-
-    from autotune.study.records import screen_feasible
 
     verified = verified_results(study)
     decided = study.user_attrs.get("autotune.decided") or {}

@@ -1,6 +1,5 @@
 """A trial's record: completed from what its process returned, written to trials/NNNN.json,
-told to Optuna; on resume, trials left running are told or run again, and finished trials
-without an MLflow run are logged again.
+told to Optuna. What a resumed study does with the records is `resume`'s.
 """
 
 from __future__ import annotations
@@ -9,7 +8,7 @@ import json
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from autotune import space as sp
 from autotune.recipe.seeds import ran_whole
@@ -19,9 +18,6 @@ from autotune.study.objectives import (
     reference,
     values_of,
 )
-
-if TYPE_CHECKING:
-    from autotune.study.writer import MlflowWriter
 
 
 def complete_outcome(
@@ -183,33 +179,3 @@ def count_finished(study: Any) -> int:
 
     done = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL)
     return len(study.get_trials(deepcopy=False, states=done))
-
-
-def stale_trials(study: Any, study_dir: Path, space: sp.Space, logger: MlflowWriter) -> list[Any]:
-    """Trials left RUNNING by a driver that died: tell the ones whose record was written,
-    return the others to be run again under the same number."""
-    import optuna
-
-    rerun = []
-    for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
-        saved = read_outcome(study_dir, t.number)
-        if saved is not None:
-            tell(study, t, saved)
-            logger.log(saved)
-        else:
-            rerun.append(t)
-    return rerun
-
-
-def reconcile(study: Any, study_dir: Path, logger: MlflowWriter) -> None:
-    """Log to MLflow every finished trial that has no complete child run yet."""
-    import optuna
-
-    logged = logger.logged()
-    done = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL)
-    for t in study.get_trials(deepcopy=False, states=done):
-        if t.number in logged:
-            continue
-        saved = read_outcome(study_dir, t.number)
-        if saved is not None:
-            logger.log(saved)

@@ -33,6 +33,7 @@ from autotune.study.records import SCREEN_FEASIBLE, baseline_trial, screen_refer
 from autotune.study.rungs import plan, target_of
 from autotune.study.session import plan_resources
 from autotune.study.states import remove_everywhere, rung_probe
+from autotune.study.verification import verify_task
 from autotune.study.writer import MlflowWriter
 
 Job = tuple[int, dict[str, Any], dict[str, str]]  # trial number, knobs, env
@@ -403,8 +404,6 @@ def run_probe_jobs(
     """Run probes as Ray tasks (fresh processes, `plan_resources` at once); call `done` with
     each result as it finishes. False when interrupted (in-flight tasks are cancelled).
     `nodes`: per trial number, the Ray node to prefer (soft affinity: where its state is)."""
-    from autotune.study.verification import verify_task
-
     if not configs:
         return True
     conc, resources, threads = plan_resources(space, ray.cluster_resources())

@@ -53,7 +53,7 @@ def screen_probe(
     baseline: bool = False,
 ) -> ProbeConfig:
     """Trial `number`'s screen probe; it keeps its state when a rung may continue it."""
-    cfg = ProbeConfig.from_space(space, knobs=knobs, env=env).for_baseline(baseline)
+    cfg = sp.probe_config(space, knobs=knobs, env=env).for_baseline(baseline)
     if not (rungs_above and space.rungs.continuation):
         return cfg
     return with_states(cfg, study_dir, number, steps=space.probe.steps, save=True)
@@ -73,7 +73,7 @@ def rung_probe(
 ) -> ProbeConfig:
     """Trial `number`'s probe at a rung of `steps`: it continues its state at the rung `below`
     and keeps its own unless it is the `top` rung (`rungs.continuation: false`: neither)."""
-    cfg = ProbeConfig.from_space(space, knobs=knobs, env=env, steps=steps).for_baseline(baseline)
+    cfg = sp.probe_config(space, knobs=knobs, env=env, steps=steps).for_baseline(baseline)
     if not space.rungs.continuation:
         return cfg
     return with_states(cfg, study_dir, number, steps=steps, save=not top, resume_steps=below)

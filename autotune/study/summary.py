@@ -10,13 +10,17 @@ from pathlib import Path
 from typing import Any
 
 from autotune import space as sp
+from autotune.recipe.paired import format_line
 from autotune.recipe.seeds import ran_whole
+from autotune.recipe.verify import format_interval
 from autotune.study import improvement as im
+from autotune.study import pick as pk
 from autotune.study.compute import format_line as compute_line
 from autotune.study.compute import study_compute
 from autotune.study.objectives import directions, reference, vacuous
 from autotune.study.pick import dominates
 from autotune.study.records import screen_feasible
+from autotune.study.verdict import pick_part
 from autotune.study.yardstick import format_line as yardstick_line
 from autotune.tracking.connection import redact
 
@@ -102,8 +106,6 @@ def _tally(
 def _decided_candidates(study: Any, decided: Mapping[str, Any]) -> dict[int, Any] | None:
     """The candidates at the decided rung by number (`pick.candidates`: feasible in their
     record there, values of that length); None when decided at the screen."""
-    from autotune.study import pick as pk
-
     if not decided.get("rung"):
         return None
     return {c.number: c for c in pk.candidates(study)}
@@ -172,9 +174,6 @@ def _verified_and_pick(study: Any, objectives: list[dict[str, Any]]) -> dict[str
     """The summary's `verified`, `pick`, `vs_baseline`, `throughput_noise` (`verdict.pick_part`)
     and `warm_start` parts."""
     import optuna
-
-    from autotune.study import pick as pk
-    from autotune.study.verdict import pick_part
 
     out = pick_part(study, objectives)
     out["warm_start"] = None
@@ -271,9 +270,6 @@ def format_summary(summary: Mapping[str, Any], *, tracking_uri: str | None = Non
 def _pick_lines(summary: Mapping[str, Any]) -> list[str]:
     """The pick, its paired verdict against the baseline, and the advice when there is none
     (which says how the trial it names fared: it may have diverged)."""
-    from autotune.recipe.paired import format_line
-    from autotune.recipe.verify import format_interval
-
     pick = summary.get("pick")
     if not pick:
         return []
@@ -457,7 +453,6 @@ def _pareto_lines(summary: Mapping[str, Any]) -> list[str]:
 def _verified_lines(summary: Mapping[str, Any]) -> list[str]:
     if not summary.get("verified"):
         return []
-    from autotune.recipe.verify import format_interval
 
     objs = summary["objectives"]
     first = summary["verified"][0]

@@ -15,11 +15,15 @@ from pathlib import Path
 from typing import Any
 
 from autotune import space as sp
-from autotune.probe import ProbeConfig
 from autotune.process.launcher import run_trial_process
+from autotune.recipe import verify as vf
 from autotune.recipe.seeds import ran_whole
+from autotune.study import pick
+from autotune.study.improvement import baseline_at
+from autotune.study.objectives import feasible, reference, vacuous
 from autotune.study.options import StudyOptions
 from autotune.study.progress import fmt_s
+from autotune.study.records import baseline_trial
 from autotune.study.rungs import target_of
 from autotune.study.session import plan_resources
 from autotune.study.writer import MlflowWriter
@@ -30,8 +34,6 @@ def to_verify(study: Any, space: sp.Space) -> list[Any]:
     baseline beside them whenever it is not verified at that length: it is the yardstick the
     candidates are compared with, seed by seed (a baseline that is no candidate, e.g. labelled
     diverged at the screen, is verified all the same)."""
-    from autotune.study import pick
-
     if space.verify.top_k <= 0:
         return []
     objectives = [o.model_dump() for o in space.objectives]
@@ -50,9 +52,6 @@ def to_verify(study: Any, space: sp.Space) -> list[Any]:
 def baseline_candidate(study: Any, space: sp.Space) -> Any | None:
     """The baseline as a configuration to verify at the decided length (None: there is no
     baseline, or it was verified there already)."""
-    from autotune.study import pick
-    from autotune.study.records import baseline_trial
-
     t = baseline_trial(study)
     if t is None:
         return None
@@ -114,8 +113,6 @@ def verify_phase(
 ) -> bool:
     """Re-run the best candidates with other seeds; store the verified numbers in the study and
     MLflow. Returns True when interrupted (what finished is kept: the next run continues)."""
-    from autotune.recipe import verify as vf
-
     space = opts.space
     todo = to_verify(study, space)
     if not todo:
@@ -161,7 +158,7 @@ def verify_phase(
         while pending or inflight:
             while pending and len(inflight) < conc:
                 c, seed = pending.pop(0)
-                cfg = ProbeConfig.from_space(
+                cfg = sp.probe_config(
                     space, knobs=c.knobs, env=c.env, seed=seed, steps=steps
                 ).for_baseline(c.baseline)
                 ref = remote.remote(cfg.to_dict(), c.env, timeout, threads)
@@ -228,8 +225,6 @@ def _record_verified(
     study_dir: Path,
 ) -> None:
     """A candidate's seeds summarised, logged to MLflow, stored in the study and announced."""
-    from autotune.recipe import verify as vf
-
     runs = sorted(runs, key=lambda r: r["seed"])
     res = vf.summarize_seeds(runs, metrics)
     res["steps"] = steps
@@ -248,8 +243,6 @@ def judge_seeds(
     """Per seed `feasible` (complete, and within every constraint: not only "not diverged"),
     the relative ones against the baseline's run at that seed and length; `all_feasible`;
     `vacuous`: the relative constraints some seed had no baseline value for."""
-    from autotune.study.objectives import feasible, vacuous
-
     steps = int(res["steps"])
     refs = baseline_references(study, space, study_dir, steps, [int(r["seed"]) for r in runs])
     for row, r, ref in zip(res["runs"], runs, refs, strict=True):
@@ -267,10 +260,6 @@ def baseline_references(
     run at the same seed and steps when the baseline was verified, else its run at that length
     (`improvement.baseline_at`: its record at the decided rung, or its screen when that is the
     decided length). None: no reference (vacuous)."""
-    from autotune.study.improvement import baseline_at
-    from autotune.study.objectives import reference
-    from autotune.study.records import baseline_trial
-
     base = baseline_trial(study)
     if base is None:
         return [None] * len(seeds)

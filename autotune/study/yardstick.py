@@ -24,6 +24,10 @@ from typing import Any
 from autotune import space as sp
 from autotune.recipe.seeds import interval, ran_whole, seeds_for
 from autotune.study.options import StudyOptions
+from autotune.study.records import baseline_trial
+from autotune.study.rung_phase import run_probe_jobs
+from autotune.study.rungs import target_of
+from autotune.study.verification import save_seed, verify_path
 
 ATTR = "autotune.screen_yardstick"
 
@@ -36,12 +40,6 @@ def wanted(space: sp.Space) -> bool:
 def yardstick_phase(opts: StudyOptions, study: Any, study_dir: Path, ray: Any) -> bool:
     """Run the baseline's screen probe at the verification seeds it lacks; store the screen's
     reference (`ATTR`). Returns True when interrupted."""
-    from autotune.probe import ProbeConfig
-    from autotune.study.records import baseline_trial
-    from autotune.study.rung_phase import run_probe_jobs
-    from autotune.study.rungs import target_of
-    from autotune.study.verification import save_seed, verify_path
-
     space = opts.space
     base = baseline_trial(study)
     if not wanted(space) or base is None or base.user_attrs.get("autotune.outcome") is None:
@@ -63,7 +61,7 @@ def yardstick_phase(opts: StudyOptions, study: Any, study_dir: Path, ray: Any) -
         save_seed(study_dir, base.number, seed, out, steps)
 
     configs = [
-        (job, ProbeConfig.from_space(space, knobs=knobs, env=env, seed=s).for_baseline())
+        (job, sp.probe_config(space, knobs=knobs, env=env, seed=s).for_baseline())
         for job, s in zip(jobs, todo, strict=True)
     ]
     if not run_probe_jobs(space, ray, configs, space.budget.trial_timeout_s, done):
