@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune import space as sp
+from autotune.study import attrs as ua
 from autotune.study import rungs as rg
 
 _RUNG_FILE = re.compile(r"\d{4,}-r\d+\.json")
@@ -121,7 +122,7 @@ def screen_samples(study: Any, study_dir: Path) -> list[int]:
     done = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL)
     out = []
     for t in study.get_trials(deepcopy=False, states=done):
-        seen = t.user_attrs.get("autotune.samples_seen")
+        seen = t.user_attrs.get(ua.SAMPLES_SEEN)
         if seen is None:
             seen = samples_of(_read(study_dir / "trials" / f"{t.number:04d}.json") or {})
         out.append(int(seen))

@@ -13,6 +13,7 @@ from autotune import space as sp
 from autotune import tracking
 from autotune.errors import SpaceError, StudyError, WorkloadError
 from autotune.probe.workload import resolve
+from autotune.study import attrs as ua
 from autotune.study.adapter import run_trials
 from autotune.study.objectives import directions, make_sampler, name_metrics
 from autotune.study.options import StudyOptions, StudyResult, study_dir_for
@@ -118,10 +119,10 @@ def _study_run(
         space.name,
         space_yaml=sp.dump(space),
         params=_study_params(space, cond, url),
-        tags={"autotune.fp.driver_hash": str(fp.get("hash")), **opts.extra_tags},
+        tags={tracking.TAG_DRIVER_FP: str(fp.get("hash")), **opts.extra_tags},
     )
     study.set_user_attr(
-        "autotune.mlflow", {"uri": uri, "experiment_id": experiment_id, "parent_run_id": parent}
+        ua.MLFLOW, {"uri": uri, "experiment_id": experiment_id, "parent_run_id": parent}
     )
     return MlflowWriter(client, experiment_id, parent, space.name, study_dir)
 
@@ -251,7 +252,7 @@ def open_study(opts: StudyOptions, storage: Any, cond: sp.Conditioned) -> Any:
         )
     if exists:
         study = optuna.load_study(study_name=space.name, storage=storage)
-        before = study.user_attrs.get("autotune.space")
+        before = study.user_attrs.get(ua.SPACE)
         if before is not None and before != fingerprint_space:
             raise StudyError(
                 f"study '{space.name}' already exists in {redact(storage.url)} with a different "
@@ -269,15 +270,15 @@ def open_study(opts: StudyOptions, storage: Any, cond: sp.Conditioned) -> Any:
         directions=list(directions(space)),  # type: ignore[arg-type]
     )
     name_metrics(study, space)
-    study.set_user_attr("autotune.space", fingerprint_space)
-    study.set_user_attr("autotune.space_yaml", sp.dump(space))
-    study.set_user_attr("autotune.objectives", [o.model_dump() for o in space.objectives])
+    study.set_user_attr(ua.SPACE, fingerprint_space)
+    study.set_user_attr(ua.SPACE_YAML, sp.dump(space))
+    study.set_user_attr(ua.OBJECTIVES, [o.model_dump() for o in space.objectives])
     # Trial 0 is always the baseline: PyTorch's defaults for the searched knobs.
-    study.enqueue_trial({}, user_attrs={"autotune.baseline": True})
+    study.enqueue_trial({}, user_attrs={ua.BASELINE: True})
     if opts.warm_start is not None:
         ws = opts.warm_start
         study.set_user_attr(
-            "autotune.warm_start",
+            ua.WARM_START,
             {"ref": ws.ref, "fp_hash": ws.fp_hash, "objectives": ws.objectives, "best": ws.best},
         )
         for config in ws.configs:
@@ -285,8 +286,8 @@ def open_study(opts: StudyOptions, storage: Any, cond: sp.Conditioned) -> Any:
             study.enqueue_trial(
                 params,
                 user_attrs={
-                    "autotune.source": f"warm start: {config.get('label', ws.ref)}",
-                    "autotune.source_fp": ws.fp_hash,
+                    ua.SOURCE: f"warm start: {config.get('label', ws.ref)}",
+                    ua.SOURCE_FP: ws.fp_hash,
                 },
             )
     return study

@@ -9,6 +9,7 @@ from autotune import __version__, tracking
 from autotune import space as sp
 from autotune.errors import RecipeError
 from autotune.recipe import Recipe, exporters, now_iso
+from autotune.study import attrs as ua
 from autotune.study import pick, verdict
 from autotune.study.find import find_study
 from autotune.study.objectives import trial_setup
@@ -37,7 +38,7 @@ def recipe_from_study(ref: str, how: str = "balanced", storage: str | None = Non
     outcome = read_outcome(study_dir, chosen.number) if study_dir else None
     fp = (outcome or {}).get("fingerprint")
     summary = (outcome or {}).get("summary") or {}
-    mlflow_meta = dict(study.user_attrs.get("autotune.mlflow") or {})
+    mlflow_meta = dict(study.user_attrs.get(ua.MLFLOW) or {})
     run_ids = _trial_run_ids(mlflow_meta)
     probe = _probe_settings(space, fp, chosen.steps)
     knobs = {**space.fixed_knobs(), **chosen.knobs}

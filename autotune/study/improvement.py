@@ -12,6 +12,7 @@ from typing import Any
 
 from autotune import space as sp
 from autotune.recipe.seeds import ran_whole
+from autotune.study import attrs as ua
 from autotune.study import pick as pk
 from autotune.study.objectives import constraint_names, constraints_of, reference
 from autotune.study.pick import rung_rows
@@ -42,9 +43,7 @@ def best_and_improvement(
             continue
         b = min(vals) if o.direction == "minimize" else max(vals)
         best[o.metric] = b
-        base = (
-            (baseline.user_attrs.get("autotune.metrics") or {}).get(o.metric) if baseline else None
-        )
+        base = (baseline.user_attrs.get(ua.METRICS) or {}).get(o.metric) if baseline else None
         out[o.metric] = improvement(baseline, base, b)
     return best, out
 
@@ -80,13 +79,13 @@ def improvement(baseline: Any, base: float | None, best: float) -> dict[str, Any
 def _baseline_at_screen(t: Any) -> dict[str, Any]:
     a = t.user_attrs
     return {
-        "outcome": a.get("autotune.outcome"),
-        "cause": a.get("autotune.cause"),
-        "diverged_at_step": a.get("autotune.diverged_at_step"),
-        "metrics": a.get("autotune.metrics") or {},
-        "feasible": bool(a.get("autotune.feasible")),
-        "steps_run": a.get("autotune.steps_run"),
-        "steps_planned": a.get("autotune.steps_planned"),
+        "outcome": a.get(ua.OUTCOME),
+        "cause": a.get(ua.CAUSE),
+        "diverged_at_step": a.get(ua.DIVERGED_AT_STEP),
+        "metrics": a.get(ua.METRICS) or {},
+        "feasible": bool(a.get(ua.FEASIBLE)),
+        "steps_run": a.get(ua.STEPS_RUN),
+        "steps_planned": a.get(ua.STEPS_PLANNED),
     }
 
 
@@ -123,7 +122,7 @@ def improvement_at(
         source = "screen" if steps == space.probe.steps else "rung"
         if source == "screen":
             t = next(t for t in study.get_trials(deepcopy=False) if t.number == number)
-            mine = dict(t.user_attrs.get("autotune.metrics") or {})
+            mine = ua.metrics(t)
         else:
             mine = dict((pk.rung_rows(study, steps).get(number) or {}).get("metrics") or {})
         theirs = dict(state["metrics"] or {})

@@ -18,6 +18,7 @@ from typing import Any
 
 from autotune import space as sp
 from autotune.errors import AutotuneError, did_you_mean
+from autotune.study import attrs as ua
 from autotune.study import pick as pk
 from autotune.study.options import STUDIES_DIR
 from autotune.study.records import count_finished
@@ -135,9 +136,9 @@ def _read(found: Found) -> dict[str, Any]:
     trials = study.get_trials(deepcopy=False)
     total = len(trials)
     with contextlib.suppress(AutotuneError, KeyError):
-        space = sp.loads(study.user_attrs["autotune.space_yaml"], source=found.name)
+        space = sp.loads(study.user_attrs[ua.SPACE_YAML], source=found.name)
         total = max(total, space.budget.trials)
-    objectives = study.user_attrs.get("autotune.objectives") or []
+    objectives = study.user_attrs.get(ua.OBJECTIVES) or []
     pick = None
     decision = None
     cands = pk.candidates(study) if objectives else []

@@ -25,11 +25,12 @@ from typing import Any
 from autotune import space as sp
 from autotune.probe import ProbeConfig
 from autotune.recipe.seeds import ran_whole
+from autotune.study import attrs as ua
 from autotune.study import rungs as rg
 from autotune.study.objectives import constraints_of, feasible, reference, values_of
 from autotune.study.options import StudyOptions
 from autotune.study.progress import fmt_s
-from autotune.study.records import SCREEN_FEASIBLE, baseline_trial, screen_reference
+from autotune.study.records import baseline_trial, screen_reference
 from autotune.study.rungs import plan, target_of
 from autotune.study.session import plan_resources
 from autotune.study.states import remove_everywhere, rung_probe
@@ -43,7 +44,7 @@ def pending(study: Any, space: sp.Space) -> bool:
     """Whether the rung phase has yet to decide for this space's target."""
     if len(plan(space)) < 2:
         return False
-    decided = study.user_attrs.get("autotune.decided") or {}
+    decided = ua.decided(study)
     return decided.get("target_steps") != target_of(space)
 
 
@@ -140,13 +141,13 @@ def screen_results(study: Any, space: sp.Space) -> list[rg.RungResult]:
     done = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL)
     out = []
     for t in study.get_trials(deepcopy=False, states=done):
-        outcome = str(t.user_attrs.get("autotune.outcome", "failed"))
-        metrics = dict(t.user_attrs.get("autotune.metrics") or {})
+        outcome = str(t.user_attrs.get(ua.OUTCOME, "failed"))
+        metrics = ua.metrics(t)
         out.append(
             rg.RungResult(
                 number=t.number,
                 steps=space.probe.steps,
-                baseline=bool(t.user_attrs.get("autotune.baseline")),
+                baseline=ua.is_baseline(t),
                 outcome=outcome,
                 values=list(t.values) if t.values else None,
                 feasible=bool(t.values) and feasible(space, outcome, metrics, ref),
@@ -158,10 +159,10 @@ def screen_results(study: Any, space: sp.Space) -> list[rg.RungResult]:
 
 def rejudge_screen(study: Any, space: sp.Space) -> None:
     """Store every screened trial's feasibility judged against the baseline's screen
-    (`records.SCREEN_FEASIBLE`), once the screen is over."""
+    (`attrs.SCREEN_FEASIBLE`), once the screen is over."""
     verdicts = {str(r.number): r.feasible for r in screen_results(study, space)}
-    if verdicts != (study.user_attrs.get(SCREEN_FEASIBLE) or {}):
-        study.set_user_attr(SCREEN_FEASIBLE, verdicts)
+    if verdicts != (study.user_attrs.get(ua.SCREEN_FEASIBLE) or {}):
+        study.set_user_attr(ua.SCREEN_FEASIBLE, verdicts)
 
 
 def rung_phase(
@@ -188,7 +189,7 @@ def rung_phase(
         numbers = rg.promote(
             prev, objectives, eta=space.rungs.eta, min_promote=space.rungs.min_promote
         )
-        if not [n for n in numbers if not trials[n].user_attrs.get("autotune.baseline")]:
+        if not [n for n in numbers if not trials[n].user_attrs.get(ua.BASELINE)]:
             # Nothing searched is feasible: the defaults are the answer, judged where the user
             # trains. The baseline alone goes on to the target (the yardstick at every length).
             alone = _baseline_to_target(opts, study, logger, study_dir, ray, numbers, k, say)
@@ -208,7 +209,7 @@ def rung_phase(
         cur = [as_result(slim(r)) for r in records]
         ag = rg.agreement(prev, cur, objectives, min_n=space.rungs.min_agreement_n)
         table.append({"rung": k, "steps": steps, "numbers": numbers, "agreement": ag})
-        study.set_user_attr("autotune.rungs", table)
+        study.set_user_attr(ua.RUNGS, table)
         grow, why = rg.should_grow(
             [row["agreement"] for row in table],
             threshold=space.rungs.agreement,
@@ -221,8 +222,8 @@ def rung_phase(
         if not grow:
             break
         prev = cur
-    study.set_user_attr("autotune.rungs", table)
-    study.set_user_attr("autotune.decided", {**decided, "target_steps": target_of(space)})
+    study.set_user_attr(ua.RUNGS, table)
+    study.set_user_attr(ua.DECIDED, {**decided, "target_steps": target_of(space)})
     remove_everywhere(ray, study_dir)
     say(f"decided at {decided['steps']} of {target_of(space)} steps ({decided['reason']})")
     return False
@@ -230,8 +231,8 @@ def rung_phase(
 
 def job_of(trial: Any) -> Job:
     """A trial's rung job: its number, knobs and environment knobs as its screen recorded them."""
-    knobs = dict(trial.user_attrs.get("autotune.knobs") or {})
-    return trial.number, knobs, dict(trial.user_attrs.get("autotune.env") or {})
+    knobs = ua.knobs(trial)
+    return trial.number, knobs, ua.env(trial)
 
 
 def _baseline_to_target(
@@ -315,7 +316,7 @@ def _run_rung(
                 steps=steps,
                 below=below,
                 top=top,
-                baseline=bool(trials[job[0]].user_attrs.get("autotune.baseline")),
+                baseline=ua.is_baseline(trials[job[0]]),
             ),
         )
         for job in todo
@@ -331,7 +332,7 @@ def _run_rung(
 def _node_below(study_dir: Path, trial: Any, rung: int, steps: int) -> str | None:
     """The Ray node that ran `trial` at the rung below (where its state was written)."""
     if rung == 0:
-        node = trial.user_attrs.get("autotune.ray_node")
+        node = trial.user_attrs.get(ua.RAY_NODE)
     else:
         node = (read_rung_record(study_dir, trial.number, rung, steps) or {}).get("ray_node")
     return str(node) if node else None
@@ -349,7 +350,7 @@ def judge_rung(
         judge(space, rec, ref)
         if rec.get("constraints") != before:
             write_rung_record(study_dir, rec)
-        study.set_user_attr(f"autotune.rung.{rec['number']}.{rec['steps']}", slim(rec))
+        study.set_user_attr(ua.rung_key(rec["number"], rec["steps"]), slim(rec))
 
 
 def record_rung(
@@ -365,7 +366,7 @@ def record_rung(
     baseline's record at this rung when it is written already: the baseline runs first),
     written to trials/NNNN-rK.json, stored slim in the study; the record."""
     summary = out.get("summary") or {}
-    baseline = bool(trial.user_attrs.get("autotune.baseline"))
+    baseline = ua.is_baseline(trial)
     if baseline:
         ref = reference(out.get("outcome"), summary.get("metrics"), ran_whole(summary))
     else:
@@ -382,14 +383,14 @@ def record_rung(
             "schedule_steps": target_of(space),  # the LR schedule's length (at probe.batch)
             "seed": space.probe.seed,
             "baseline": baseline,
-            "knobs": summary.get("knobs") or trial.user_attrs.get("autotune.knobs") or {},
-            "env": trial.user_attrs.get("autotune.env") or {},
+            "knobs": summary.get("knobs") or trial.user_attrs.get(ua.KNOBS) or {},
+            "env": trial.user_attrs.get(ua.ENV) or {},
             "params": dict(trial.params),
         },
         ref,
     )
     write_rung_record(study_dir, record)
-    study.set_user_attr(f"autotune.rung.{trial.number}.{steps}", slim(record))
+    study.set_user_attr(ua.rung_key(trial.number, steps), slim(record))
     return record
 
 

@@ -13,6 +13,7 @@ from autotune import space as sp
 from autotune.recipe.paired import format_line
 from autotune.recipe.seeds import ran_whole
 from autotune.recipe.verify import format_interval
+from autotune.study import attrs as ua
 from autotune.study import improvement as im
 from autotune.study import pick as pk
 from autotune.study.compute import format_line as compute_line
@@ -71,7 +72,7 @@ def summarize(
         "screen_improvement": at_screen if steps != space.probe.steps else None,
         # Relative constraints with no baseline value at the decided length: not judged there.
         "vacuous": {"steps": steps, "constraints": vacuous(space, ref)} if baseline else None,
-        "screen_yardstick": study.user_attrs.get("autotune.screen_yardstick"),
+        "screen_yardstick": study.user_attrs.get(ua.SCREEN_YARDSTICK),
         "counts": counts,
         "dropped_knobs": dict(dropped or {}),
         "study_dir": str(study_dir) if study_dir else None,
@@ -93,10 +94,10 @@ def _tally(
         if t.state == optuna.trial.TrialState.RUNNING:
             counts["running"] += 1
             continue
-        outcome = t.user_attrs.get("autotune.outcome", "failed")
+        outcome = t.user_attrs.get(ua.OUTCOME, "failed")
         counts[outcome] = counts.get(outcome, 0) + 1
         info[t.number] = t
-        if t.user_attrs.get("autotune.baseline"):
+        if t.user_attrs.get(ua.BASELINE):
             baseline = t
         if t.state == optuna.trial.TrialState.COMPLETE and judged(t):
             feasible.append((t.number, list(t.values)))
@@ -124,20 +125,18 @@ def _front_row(
 
 
 def _row(space: sp.Space, t: Any, ref: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    complete = t.user_attrs.get("autotune.outcome") == "complete"
+    complete = t.user_attrs.get(ua.OUTCOME) == "complete"
     return {
         "number": t.number,
         "values": list(t.values) if t.values else None,
-        "metrics": t.user_attrs.get("autotune.metrics", {}),
-        "knobs": t.user_attrs.get("autotune.knobs", {}),
+        "metrics": t.user_attrs.get(ua.METRICS, {}),
+        "knobs": t.user_attrs.get(ua.KNOBS, {}),
         "params": dict(t.params),
-        "outcome": t.user_attrs.get("autotune.outcome"),
-        "cause": t.user_attrs.get("autotune.cause"),
-        "feasible": bool(t.user_attrs.get("autotune.feasible")),
-        "baseline": bool(t.user_attrs.get("autotune.baseline")),
-        "broken": im.broken(space, t.user_attrs.get("autotune.metrics") or {}, ref)
-        if complete
-        else [],
+        "outcome": t.user_attrs.get(ua.OUTCOME),
+        "cause": t.user_attrs.get(ua.CAUSE),
+        "feasible": bool(t.user_attrs.get(ua.FEASIBLE)),
+        "baseline": ua.is_baseline(t),
+        "broken": im.broken(space, t.user_attrs.get(ua.METRICS) or {}, ref) if complete else [],
     }
 
 
@@ -154,11 +153,11 @@ def _rungs(study: Any, space: sp.Space, counts: Mapping[str, int]) -> dict[str, 
         }
     ]
     attrs = study.user_attrs
-    for r in attrs.get("autotune.rungs") or []:
-        slims = [attrs.get(f"autotune.rung.{n}.{r['steps']}") or {} for n in r.get("numbers") or []]
+    for r in attrs.get(ua.RUNGS) or []:
+        slims = [attrs.get(ua.rung_key(n, r["steps"])) or {} for n in r.get("numbers") or []]
         continued = sum(bool(x.get("resumed_from_step")) for x in slims)  # else started over
         rows.append({**r, "trials": len(r.get("numbers") or []), "continued": continued})
-    decided = study.user_attrs.get("autotune.decided")
+    decided = study.user_attrs.get(ua.DECIDED)
     if not decided or decided.get("target_steps") != target:
         decided = {
             "steps": screen,
@@ -177,7 +176,7 @@ def _verified_and_pick(study: Any, objectives: list[dict[str, Any]]) -> dict[str
 
     out = pick_part(study, objectives)
     out["warm_start"] = None
-    warm = study.user_attrs.get("autotune.warm_start")
+    warm = study.user_attrs.get(ua.WARM_START)
     if warm:
         judged = screen_feasible(study)
         feasible = [

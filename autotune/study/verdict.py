@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from autotune.recipe import paired as pd
+from autotune.study import attrs as ua
 from autotune.study import pick as pk
 from autotune.study.records import baseline_trial
 
@@ -68,11 +69,11 @@ def baseline_choice(study: Any, cands: Sequence[Any], steps: int | None) -> Any 
     return pk.Candidate(
         number=t.number,
         values=[float(v) for v in (t.values or [])],
-        metrics=dict(t.user_attrs.get("autotune.metrics") or {}),
-        knobs=dict(t.user_attrs.get("autotune.knobs") or {}),
-        env=dict(t.user_attrs.get("autotune.env") or {}),
+        metrics=ua.metrics(t),
+        knobs=ua.knobs(t),
+        env=ua.env(t),
         params=dict(t.params),
-        fp_hash=t.user_attrs.get("autotune.fp_hash"),
+        fp_hash=t.user_attrs.get(ua.FP_HASH),
         baseline=True,
         verified=ver,
         steps=steps,

@@ -18,6 +18,7 @@ from autotune import space as sp
 from autotune.process.launcher import run_trial_process
 from autotune.recipe import verify as vf
 from autotune.recipe.seeds import ran_whole
+from autotune.study import attrs as ua
 from autotune.study import pick
 from autotune.study.improvement import baseline_at
 from autotune.study.objectives import feasible, reference, vacuous
@@ -62,9 +63,9 @@ def baseline_candidate(study: Any, space: sp.Space) -> Any | None:
     return pick.Candidate(
         number=t.number,
         values=[float(v) for v in (t.values or [])],
-        metrics=dict(t.user_attrs.get("autotune.metrics") or {}),
-        knobs=dict(t.user_attrs.get("autotune.knobs") or space.baseline_knobs()),
-        env=dict(t.user_attrs.get("autotune.env") or space.baseline_env()),
+        metrics=ua.metrics(t),
+        knobs=ua.knobs(t) or space.baseline_knobs(),
+        env=ua.env(t) or space.baseline_env(),
         params=dict(t.params),
         baseline=True,
         steps=steps,
@@ -85,7 +86,7 @@ def verify_task(
 
 def decided_steps(study: Any, space: sp.Space) -> int:
     """The length the study's answer is decided at: the top rung reached (else the screen)."""
-    decided = study.user_attrs.get("autotune.decided") or {}
+    decided = ua.decided(study)
     return int(decided.get("steps") or space.probe.steps)
 
 
@@ -232,7 +233,7 @@ def _record_verified(
     judge_seeds(study, space, study_dir, res, runs)
     fp = next((r.get("fingerprint") for r in runs if r.get("fingerprint")), None)
     res["run_id"] = logger.verification(c.number, res, fp)
-    study.set_user_attr(f"autotune.verified.{c.number}", res)
+    study.set_user_attr(ua.verified_key(c.number), res)
     shown = "  ".join(f"{m} {vf.format_interval(res['metrics'].get(m))}" for m in metrics[:2])
     say(f"  verified trial {c.number}: {shown}  diverged {res['diverged_share']:.0%} of seeds")
 

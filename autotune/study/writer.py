@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from autotune import tracking
-from autotune.study.records import SCREEN_FEASIBLE, read_outcome
+from autotune.study import attrs as ua
+from autotune.study.records import read_outcome
 from autotune.tracking.runs import log_rung
 from autotune.tracking.verdicts import set_feasible
 
@@ -121,7 +122,7 @@ class MlflowWriter:
 
     def screen_verdicts(self, study: Any) -> None:
         """Bring the trial runs' `autotune.feasible` tags in line with the screen's verdicts
-        judged again (`records.SCREEN_FEASIBLE`)."""
+        judged again (`attrs.SCREEN_FEASIBLE`)."""
         verdicts = _verdicts(study)
         if not verdicts:
             return
@@ -161,4 +162,4 @@ class MlflowWriter:
 
 def _verdicts(study: Any) -> dict[int, bool]:
     """{trial number: feasible} as judged again after the screen (empty while it screens)."""
-    return {int(k): bool(v) for k, v in (study.user_attrs.get(SCREEN_FEASIBLE) or {}).items()}
+    return {int(k): bool(v) for k, v in (study.user_attrs.get(ua.SCREEN_FEASIBLE) or {}).items()}
