@@ -20,6 +20,7 @@ from autotune import space as sp
 from autotune.process.launcher import run_trial_process
 from autotune.process.zygote import PRELOAD_ENV
 from autotune.study import attrs as ua
+from autotune.study.folder import tune_dir
 from autotune.study.objectives import suggest, trial_setup
 from autotune.study.options import StudyOptions
 from autotune.study.progress import Progress
@@ -285,7 +286,7 @@ def run_trials(
         ),
         run_config=tune.RunConfig(
             name=f"{space.name}-{time.strftime('%Y%m%d-%H%M%S')}",
-            storage_path=str(study_dir / "tune"),
+            storage_path=str(tune_dir(study_dir)),
             verbose=0,
             failure_config=tune.FailureConfig(max_failures=0),
             checkpoint_config=tune.CheckpointConfig(checkpoint_at_end=False),

@@ -14,6 +14,7 @@ from autotune import tracking
 from autotune.errors import SpaceError, StudyError, WorkloadError
 from autotune.probe.workload import resolve
 from autotune.study import attrs as ua
+from autotune.study import folder
 from autotune.study.adapter import run_trials
 from autotune.study.objectives import directions, make_sampler, name_metrics
 from autotune.study.options import StudyOptions, StudyResult, study_dir_for
@@ -129,17 +130,16 @@ def _study_run(
 
 def _write_study_json(study_dir: Path, name: str, url: str, uri: str, logger: MlflowWriter) -> None:
     """study.json: where the study's stores are (how `find_study` finds it by its folder)."""
-    (study_dir / "study.json").write_text(
-        json.dumps(
-            {
-                "name": name,
-                "storage": url,
-                "tracking_uri": uri,
-                "experiment_id": logger.experiment_id,
-                "parent_run_id": logger.parent,
-            },
-            indent=2,
-        )
+    folder.write_json(
+        folder.study_json(study_dir),
+        {
+            "name": name,
+            "storage": url,
+            "tracking_uri": uri,
+            "experiment_id": logger.experiment_id,
+            "parent_run_id": logger.parent,
+        },
+        indent=2,
     )
 
 

@@ -4,8 +4,6 @@ told to Optuna. What a resumed study does with the records is `resume`'s.
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -13,6 +11,7 @@ from typing import Any
 from autotune import space as sp
 from autotune.recipe.seeds import ran_whole
 from autotune.study import attrs as ua
+from autotune.study import folder
 from autotune.study.objectives import (
     constraint_names,
     constraints_of,
@@ -98,22 +97,14 @@ def screen_reference(study: Any) -> dict[str, Any] | None:
 
 def write_outcome(study_dir: Path, outcome: Mapping[str, Any]) -> Path:
     """trials/NNNN.json, written atomically: the record MLflow is (re)logged from."""
-    folder = study_dir / "trials"
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{outcome['number']:04d}.json"
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(outcome, default=str))
-    os.replace(tmp, path)
+    path = folder.trial_path(study_dir, int(outcome["number"]))
+    folder.write_json(path, outcome)
     return path
 
 
 def read_outcome(study_dir: Path, number: int) -> dict[str, Any] | None:
-    path = study_dir / "trials" / f"{number:04d}.json"
-    try:
-        data: dict[str, Any] = json.loads(path.read_text())
-        return data
-    except (OSError, json.JSONDecodeError):
-        return None
+    """Trial `number`'s record; None when it has none (or none that can be read)."""
+    return folder.read_json(folder.trial_path(study_dir, number))
 
 
 def tell(study: Any, frozen: Any, outcome: Mapping[str, Any]) -> None:

@@ -14,8 +14,6 @@ without re-running the rung probes that finished.
 from __future__ import annotations
 
 import contextlib
-import json
-import os
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -27,6 +25,7 @@ from autotune.probe import ProbeConfig
 from autotune.recipe.seeds import ran_whole
 from autotune.study import attrs as ua
 from autotune.study import rungs as rg
+from autotune.study.folder import read_json, rung_path, write_json
 from autotune.study.objectives import constraints_of, feasible, reference, values_of
 from autotune.study.options import StudyOptions
 from autotune.study.progress import fmt_s
@@ -48,26 +47,15 @@ def pending(study: Any, space: sp.Space) -> bool:
     return decided.get("target_steps") != target_of(space)
 
 
-def rung_path(study_dir: Path, number: int, rung: int) -> Path:
-    return study_dir / "trials" / f"{number:04d}-r{rung}.json"
-
-
 def write_rung_record(study_dir: Path, record: Mapping[str, Any]) -> None:
-    path = rung_path(study_dir, int(record["number"]), int(record["rung"]))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(record, default=str))
-    os.replace(tmp, path)
+    write_json(rung_path(study_dir, int(record["number"]), int(record["rung"])), record)
 
 
 def read_rung_record(study_dir: Path, number: int, rung: int, steps: int) -> dict[str, Any] | None:
     """The record of trial `number` at rung `rung`, if it was run at `steps` (a record of
     another length, from before the target changed, does not count)."""
-    try:
-        data: dict[str, Any] = json.loads(rung_path(study_dir, number, rung).read_text())
-    except (OSError, json.JSONDecodeError):
-        return None
-    return data if data.get("steps") == steps else None
+    data = read_json(rung_path(study_dir, number, rung))
+    return data if data is not None and data.get("steps") == steps else None
 
 
 def judge(

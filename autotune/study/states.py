@@ -29,17 +29,9 @@ from typing import Any
 from autotune import space as sp
 from autotune.probe import ProbeConfig
 from autotune.probe.checkpoint import unsupported
+from autotune.study.folder import state_dir, state_path
 
 _STATE = re.compile(r"(\d{4,})-s(\d+)\.pt(\.rank\d+)?")  # a DDP rank's: .pt.rankR
-
-
-def state_dir(study_dir: Path) -> Path:
-    return study_dir / "state"
-
-
-def state_path(study_dir: Path, number: int, steps: int) -> Path:
-    """Absolute: the probe process may run in another working directory."""
-    return state_dir(study_dir).resolve() / f"{number:04d}-s{steps}.pt"
 
 
 def screen_probe(

@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -20,6 +19,7 @@ from autotune.recipe import verify as vf
 from autotune.recipe.seeds import ran_whole
 from autotune.study import attrs as ua
 from autotune.study import pick
+from autotune.study.folder import verify_path, write_json
 from autotune.study.improvement import baseline_at
 from autotune.study.objectives import feasible, reference, vacuous
 from autotune.study.options import StudyOptions
@@ -90,22 +90,14 @@ def decided_steps(study: Any, space: sp.Space) -> int:
     return int(decided.get("steps") or space.probe.steps)
 
 
-def verify_path(study_dir: Path, number: int, seed: int, steps: int) -> Path:
-    return study_dir / "verify" / f"{number:04d}-s{steps}-seed{seed}.json"
-
-
 def save_seed(
     study_dir: Path, number: int, seed: int, out: dict[str, Any], steps: int
 ) -> dict[str, Any]:
     """Write one seed's outcome (without its step series) atomically; return what was written."""
-    path = verify_path(study_dir, number, seed, steps)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
     slim = dict(out)
     if slim.get("summary"):
         slim["summary"] = {k: v for k, v in slim["summary"].items() if k != "series"}
-    tmp.write_text(json.dumps(slim, default=str))
-    os.replace(tmp, path)
+    write_json(verify_path(study_dir, number, seed, steps), slim)
     return slim
 
 

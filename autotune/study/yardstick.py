@@ -24,11 +24,12 @@ from typing import Any
 from autotune import space as sp
 from autotune.recipe.seeds import interval, ran_whole, seeds_for
 from autotune.study import attrs as ua
+from autotune.study.folder import verify_path
 from autotune.study.options import StudyOptions
 from autotune.study.records import baseline_trial
 from autotune.study.rung_phase import run_probe_jobs
 from autotune.study.rungs import target_of
-from autotune.study.verification import save_seed, verify_path
+from autotune.study.verification import save_seed
 
 
 def wanted(space: sp.Space) -> bool:
