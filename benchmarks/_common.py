@@ -22,7 +22,7 @@ from typing import Any
 
 from autotune import space as sp
 from autotune import study as st
-from autotune.probe import ProbeConfig, metrics, run_probe
+from autotune.probe import metrics, run_probe
 
 PLOTS = Path(__file__).resolve().parent / "plots"
 OBJECTIVE_METRICS = ("loss_cv", "final_loss", "spike_count", "throughput")
@@ -58,7 +58,7 @@ def probe(
     stop_early: bool | None = None,
 ) -> dict[str, Any]:
     """One probe of `space` with `knobs`, in this process on one thread; a compact record."""
-    cfg = ProbeConfig.from_space(space, knobs=knobs, env=env or {}, seed=seed)
+    cfg = sp.probe_config(space, knobs=knobs, env=env or {}, seed=seed)
     changes: dict[str, Any] = {"threads": 1}
     if steps is not None:
         changes["steps"] = steps
@@ -91,7 +91,7 @@ def long_probe(
     seed: int | None = None,
 ) -> dict[str, Any]:
     """The probe's whole summary, step series included (`probe` drops them): one thread."""
-    cfg = ProbeConfig.from_space(space, knobs=knobs, env=env or {}, seed=seed)
+    cfg = sp.probe_config(space, knobs=knobs, env=env or {}, seed=seed)
     return run_probe(dataclasses.replace(cfg, threads=1, steps=steps))
 
 

@@ -35,7 +35,7 @@ import _common as c  # this folder's helpers (the script's folder is on sys.path
 import numpy as np
 
 from autotune import space as sp
-from autotune.probe import ProbeConfig, run_probe
+from autotune.probe import run_probe
 
 # Configurations from gradclip's range (clip_norm 0.05-5, warm-up 0-100, eps 1e-10-1e-5,
 # accumulation 1/2/4), next to the baseline. Knobs not named keep the baseline's values.
@@ -61,7 +61,7 @@ def run_arm(
 ) -> list[dict[str, Any]]:
     runs = []
     for seed in seeds:
-        cfg = ProbeConfig.from_space(space, knobs=knobs, seed=seed, steps=steps)
+        cfg = sp.probe_config(space, knobs=knobs, seed=seed, steps=steps)
         divergence = {**cfg.divergence, "stop_early": False}
         cfg = dataclasses.replace(cfg, threads=1, divergence=divergence)
         t0 = time.perf_counter()

@@ -26,7 +26,7 @@ from pathlib import Path
 import yaml
 
 from autotune import space as sp
-from autotune.probe import ProbeConfig, run_probe
+from autotune.probe import run_probe
 
 
 def make_space(trials: int, workload: str, size: str, steps: int) -> dict:
@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         direct_probe_s = 0.0
         for i, knobs in enumerate(knob_sets):
-            r = run_probe(ProbeConfig.from_space(space, knobs=knobs))
+            r = run_probe(sp.probe_config(space, knobs=knobs))
             direct_probe_s += r["wall_s"]
             print(
                 f"  direct {i + 1}/{len(knob_sets)}: {r['status']}, {r['wall_s']:.1f} s",

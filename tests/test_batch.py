@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from autotune import space as sp
 from autotune.cli import app
 from autotune.errors import RecipeError, SpaceError
-from autotune.probe import ProbeConfig, run_probe, steps_at_batch
+from autotune.probe import run_probe, steps_at_batch
 from autotune.recipe import Recipe
 from autotune.recipe import exporters as formats
 from autotune.recipe import verify as vf
@@ -60,7 +60,7 @@ def test_a_valid_batch_domain_loads_and_round_trips() -> None:
     assert sp.loads(sp.dump(s)) == s
     # The domain's default (the `midpoint` config) is the reference batch; the baseline runs it.
     assert s.default_value("batch") == 16
-    assert ProbeConfig.from_space(s, knobs=s.baseline_knobs()).steps == 20
+    assert sp.probe_config(s, knobs=s.baseline_knobs()).steps == 20
 
 
 def test_check_refuses_a_bad_batch_with_exit_2_and_one_line(tmp_path: Path) -> None:
@@ -80,7 +80,7 @@ def test_a_searched_batch_leaves_probe_batch_a_reference_run_only_by_the_baselin
     # default): accum_steps 8 never splits it, so the space is valid.
     knobs = "  batch: {choices: [16, 32]}\n  accum_steps: {choices: [1, 8]}\n"
     s = space(knobs, "steps: 40, batch: 12, device: cpu")
-    base = ProbeConfig.from_space(s, knobs=s.baseline_knobs())
+    base = sp.probe_config(s, knobs=s.baseline_knobs())
     assert (base.micro_batch, base.knobs["accum_steps"], base.steps) == (12, 1, 40)
     # A fixed batch knob: probe.batch never runs at all.
     space("  batch: 16\n  accum_steps: {choices: [1, 8]}\n", "steps: 40, batch: 12, device: cpu")
@@ -139,7 +139,7 @@ def test_a_space_loads_exactly_when_every_batch_that_runs_splits_into_its_accum_
         assert "not divisible" in str(e)
         return
     assert valid, "a space accepted that splits a batch unevenly"
-    ran = [ProbeConfig.from_space(s, knobs=s.baseline_knobs()), ProbeConfig.from_space(s)]
+    ran = [sp.probe_config(s, knobs=s.baseline_knobs()), sp.probe_config(s)]
     assert [(c.micro_batch * int(c.knobs["accum_steps"] or 1)) for c in ran] == [
         b for b, _ in _runs(reference, batch, accum)[:2]
     ]  # the hand-worked baseline and defaults are what the study runs
@@ -163,12 +163,12 @@ def test_steps_at_batch_see_the_reference_samples_within_one_batch(
     assert steps_at_batch(length, reference, reference) == length
 
 
-def test_every_probe_length_converts_in_from_space() -> None:
+def test_every_probe_length_converts_in_probe_config() -> None:
     s = space("  batch: {choices: [8, 16, 32]}\n", probe="steps: 40, batch: 16, device: cpu")
     knobs = {**s.fixed_knobs(), "batch": 32, "accum_steps": 2}
-    cfg = ProbeConfig.from_space(s, knobs=knobs, steps=300)  # a rung, the target, verification
+    cfg = sp.probe_config(s, knobs=knobs, steps=300)  # a rung, the target, verification
     assert (cfg.steps, cfg.micro_batch) == (150, 16)
-    assert ProbeConfig.from_space(s, knobs={**knobs, "batch": 8}).steps == 80  # the screen
+    assert sp.probe_config(s, knobs={**knobs, "batch": 8}).steps == 80  # the screen
 
 
 # ----- real probes -----------------------------------------------------------------------------
@@ -179,10 +179,8 @@ def test_probes_at_batch_8_and_32_see_equal_samples() -> None:
         "  lr: 0.003\n  batch: {choices: [8, 32]}\n  accum_steps: {choices: [1, 2]}\n",
         probe="steps: 40, batch: 16, device: cpu",
     )
-    small = run_probe(ProbeConfig.from_space(s, knobs={**s.fixed_knobs(), "batch": 8}))
-    large = run_probe(
-        ProbeConfig.from_space(s, knobs={**s.fixed_knobs(), "batch": 32, "accum_steps": 2})
-    )
+    small = run_probe(sp.probe_config(s, knobs={**s.fixed_knobs(), "batch": 8}))
+    large = run_probe(sp.probe_config(s, knobs={**s.fixed_knobs(), "batch": 32, "accum_steps": 2}))
     assert (small["steps_run"], large["steps_run"]) == (80, 20)
     assert small["samples_seen"] == large["samples_seen"] == 16 * 40
     assert (large["micro_batch"], large["accum_steps"], large["knobs"]["batch"]) == (16, 2, 32)
@@ -258,7 +256,7 @@ def test_a_script_trial_gets_its_batch_and_the_converted_steps(tmp_path: Path) -
 
     (tmp_path / "train.py").write_text(SCRIPT)
     s = space("  batch: {choices: [8, 32]}\n  accum_steps: {choices: [1, 2]}\n", "steps: 40")
-    cfg = ProbeConfig.from_space(s, knobs={**s.fixed_knobs(), "batch": 32, "accum_steps": 2})
+    cfg = sp.probe_config(s, knobs={**s.fixed_knobs(), "batch": 32, "accum_steps": 2})
     cfg = replace(cfg, workload="script:train.py", script=str(tmp_path / "train.py"))
     summary = run_script(cfg, lambda _msg: None)
     assert summary["status"] == "ok" and summary["samples_seen"] == 16 * 40

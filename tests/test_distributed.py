@@ -245,7 +245,7 @@ def test_probe_settings_validate_world_size() -> None:
     s = sp.loads("name: x\nworkload: mlp\nprobe: {world_size: 4, oom_retry: true}\n")
     assert s.probe.world_size == 4 and s.probe.oom_retry and not s.probe.measure_scaling
     assert sp.loads(sp.dump(s)) == s
-    cfg = ProbeConfig.from_space(s)
+    cfg = sp.probe_config(s)
     assert (cfg.world_size, cfg.oom_retry) == (4, True)
     with pytest.raises(sp.SpaceError, match="world_size"):
         sp.loads("name: x\nworkload: mlp\nprobe: {world_size: 0}\n")

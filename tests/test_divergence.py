@@ -245,13 +245,13 @@ knobs:
 def test_space_keys_reach_the_monitor() -> None:
     text = "stop_early: nonfinite, persist_steps: 4, recovery_window: 25, recovery_factor: 2.5"
     space = sp.loads(SPACE.format(divergence=text), source="d.yaml")
-    cfg = ProbeConfig.from_space(space)
+    cfg = sp.probe_config(space)
     assert cfg.divergence["stop_early"] == "nonfinite"
     thr = thresholds(ProbeConfig.from_dict(cfg.to_dict()).divergence)
     assert (thr.persist_steps, thr.recovery_window, thr.recovery_factor) == (4, 25, 2.5)
-    default = thresholds(ProbeConfig.from_space(sp.loads(SPACE.format(divergence=""))).divergence)
+    default = thresholds(sp.probe_config(sp.loads(SPACE.format(divergence=""))).divergence)
     assert default == d.DivergenceThresholds()
-    assert ProbeConfig.from_space(space).divergence["stop_early"] == "nonfinite"
+    assert sp.probe_config(space).divergence["stop_early"] == "nonfinite"
 
 
 @pytest.mark.parametrize(

@@ -149,7 +149,6 @@ def test_an_oom_retried_trial_exports_the_layout_it_ran_with_and_says_so(
     from autotune import space as sp
     from autotune import study as st
     from autotune.cli import app
-    from autotune.probe import ProbeConfig
     from autotune.process.launcher import run_trial_process
     from autotune.process.ranks import OOM_ENV
 
@@ -164,7 +163,7 @@ def test_an_oom_retried_trial_exports_the_layout_it_ran_with_and_says_so(
     study = st.open_study(opts, st.open_storage(url), sp.condition(space, platform="cpu"))
     trial = study.ask()  # the baseline, run as a real probe process, recorded as a study does
     knobs, env = st.trial_setup(space, {}, True)
-    cfg = ProbeConfig.from_space(space, knobs=knobs, env=env)
+    cfg = sp.probe_config(space, knobs=knobs, env=env)
     result = run_trial_process(cfg.to_dict(), env, timeout_s=300, threads=1)
     assert result["outcome"] == "complete", result.get("error")
     summary = result["summary"]

@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 
 from autotune import space as sp
-from autotune.probe import ProbeConfig
 from autotune.process import launcher
 from autotune.process import zygote as zygote_mod
 from autotune.process.zygote import discard_zygote
@@ -71,7 +70,7 @@ def no_zygote_left(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[
 
 def _probe(steps: int = 20, workload: str | None = None) -> dict[str, Any]:
     space = sp.load("amp", [f"probe.steps={steps}", "probe.precision=fp32"])
-    cfg = ProbeConfig.from_space(space).to_dict()
+    cfg = sp.probe_config(space).to_dict()
     return {**cfg, "workload": workload} if workload else cfg
 
 

@@ -1,11 +1,16 @@
-"""The package's house rules: each layer imports only the layers below it and the probe imports
-none of Ray, Optuna or MLflow (pyproject's import-linter contracts); no module over 500 lines;
-no function over 100 lines (about a screen; the few older ones listed, and only shrinking); no
-private (underscore) name reached from another module."""
+"""The package's house rules: each layer imports only the layers below it, the probe imports
+none of Ray, Optuna or MLflow, tracking, space and process none of each other, the study's
+modules only those below them, and no package's modules or subpackages go round in a circle
+(pyproject's import-linter contracts, which see type-only imports too); no module over 500
+lines; no function over 100 lines (about a screen; the few older ones listed, and only
+shrinking); no private (underscore) name reached from another module."""
 
 from __future__ import annotations
 
 import ast
+import importlib.util
+import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -28,6 +33,79 @@ def test_layers_import_only_downwards(monkeypatch: pytest.MonkeyPatch) -> None:
         config_filename=str(ROOT / "pyproject.toml"), no_cache=True, no_logo=True
     )
     assert rc == importlinter_cli.EXIT_STATUS_SUCCESS
+
+
+LAYERS = "Layers: each imports only the layers below it"
+INDEPENDENT = "Tracking, space and process know nothing of each other"
+STUDY = "Study: each module imports only the modules below it"
+ACYCLIC = "No circle between the modules or subpackages of one package"
+TYPE_ONLY = "\nfrom typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    import {module}\n"
+
+
+def lint_copy(
+    tmp_path: Path,
+    changes: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> str:
+    """lint-imports' report on a copy of the package with `changes` (path: text appended, the
+    file made when new), under the project's own contracts. In this process (a unit test
+    starts none): the copy is found first on the path, with the package imported here hidden."""
+    shutil.copytree(PACKAGE, tmp_path / "autotune", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    for rel, text in changes.items():
+        with (tmp_path / "autotune" / rel).open("a", encoding="utf-8") as f:
+            f.write(text)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "autotune", raising=False)
+    assert importlib.util.find_spec("autotune").origin == str(tmp_path / "autotune/__init__.py")
+    capsys.readouterr()
+    importlinter_cli.lint_imports(
+        config_filename=str(tmp_path / "pyproject.toml"), no_cache=True, no_logo=True
+    )
+    report: str = capsys.readouterr().out
+    return report
+
+
+@pytest.mark.parametrize(
+    ("changes", "broken"),
+    [
+        # A type-only import upward (the probe's config once named the Space for `from_space`):
+        # a circle with the space, which imports the probe, and the process (which imports the
+        # probe) would reach the space through it.
+        (
+            {"probe/config.py": TYPE_ONLY.format(module="autotune.space")},
+            {LAYERS, INDEPENDENT, ACYCLIC},
+        ),
+        # A type-only circle in the study (records once named the writer for resume).
+        ({"study/records.py": TYPE_ONLY.format(module="autotune.study.writer")}, {STUDY, ACYCLIC}),
+        # A study module left out of the study's layers.
+        ({"study/extra.py": "X = 1\n"}, {STUDY}),
+        # Tracking above space is a layer downward, yet tracking and space are independent.
+        ({"tracking/values.py": TYPE_ONLY.format(module="autotune.space")}, {INDEPENDENT}),
+        # A circle inside one package: runs imports values.
+        ({"tracking/values.py": TYPE_ONLY.format(module="autotune.tracking.runs")}, {ACYCLIC}),
+    ],
+    ids=["upward", "study-circle", "study-unlisted", "independence", "package-circle"],
+)
+def test_the_contracts_catch_a_type_only_breach(
+    tmp_path: Path,
+    changes: dict[str, str],
+    broken: set[str],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    report = lint_copy(tmp_path, changes, monkeypatch, capsys)
+    for name in (LAYERS, INDEPENDENT, STUDY, ACYCLIC):
+        assert f"{name} {'BROKEN' if name in broken else 'KEPT'}" in report, report
+
+
+def test_the_contracts_keep_the_copy_as_it_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = lint_copy(tmp_path, {}, monkeypatch, capsys)
+    assert "Contracts: 5 kept, 0 broken." in report, report
 
 
 def long_modules(package: Path, limit: int = MAX_LINES) -> list[str]:

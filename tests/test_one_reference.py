@@ -80,7 +80,7 @@ def test_every_accumulation_of_a_seed_is_judged_against_one_reference(
         refs, micro = [], []
         for accum in (1, 2, 4):
             knobs = {**space.fixed_knobs(), "accum_steps": accum}
-            cfg = ProbeConfig.from_space(space, knobs=knobs, seed=seed)
+            cfg = sp.probe_config(space, knobs=knobs, seed=seed)
             micro.append(cfg.micro_batch)
             r = first_step(cfg)
             refs.append(r["initial_reference"])
@@ -114,13 +114,13 @@ def test_the_space_sets_the_chunk_and_the_samples_and_dumps_as_before() -> None:
         "knobs:\n  batch: {choices: [8, 16, 32]}\n  accum_steps: {choices: [1, 2]}\n"
     )
     assert space.smallest_micro_batch() == 4  # batch 8 at accum 2
-    cfg = ProbeConfig.from_space(space, knobs={**space.fixed_knobs(), "batch": 32})
+    cfg = sp.probe_config(space, knobs={**space.fixed_knobs(), "batch": 32})
     assert (cfg.micro_batch, cfg.reference_batch, cfg.reference_samples) == (32, 4, 256)
     assert ProbeConfig.from_dict(json.loads(json.dumps(cfg.to_dict()))) == cfg
     assert "reference" not in sp.dump(space)  # unset: a study's identity is as it was
     fixed = sp.loads(sp.dump(space), overrides=["probe.reference_batch=2"])
     fixed = sp.loads(sp.dump(fixed), overrides=["probe.reference_samples=100"])
-    cfg = ProbeConfig.from_space(fixed)
+    cfg = sp.probe_config(fixed)
     assert (cfg.reference_batch, cfg.reference_samples) == (2, 100)
     plain = ProbeConfig(workload="mlp", micro_batch=8)  # by hand: its micro-batch, 16 chunks
     assert (plain.reference_chunk, plain.reference_total) == (8, 128)
@@ -233,7 +233,7 @@ def test_a_recipes_verification_uses_its_studys_reference(tmp_path: Path) -> Non
     back = Recipe.loads(recipe.dump())
     assert back.reference_layout == (8, 512)
     seed = 3
-    study_trial = ProbeConfig.from_space(space, knobs={**recipe.knobs}, seed=seed)
+    study_trial = sp.probe_config(space, knobs={**recipe.knobs}, seed=seed)
     want = first_step(study_trial)["initial_reference"]
     for knobs in (None, vf.baseline_knobs(back)):  # the recipe and the baseline beside it
         cfg = replace(back.probe_config(knobs=knobs), seed=seed, threads=1)

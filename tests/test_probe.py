@@ -426,7 +426,7 @@ def test_accumulation_splits_the_batch_it_does_not_grow_it(accum: int) -> None:
     runs = []
     for a in (1, accum):
         knobs = {**space.fixed_knobs(), "accum_steps": a}
-        cfg = ProbeConfig.from_space(space, knobs=knobs)
+        cfg = sp.probe_config(space, knobs=knobs)
         assert cfg.micro_batch == 16 // a
         runs.append(run_probe(cfg))
     one, split = runs

@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 
 from autotune import space as sp
 from autotune.errors import SpaceError
-from autotune.probe import ProbeConfig
 from autotune.study import rungs as rg
 
 OBJ = [
@@ -425,15 +424,15 @@ def test_screen_rung_and_verification_probes_schedule_over_the_target(tmp_path: 
     batch = screen["probe"]["knobs"]["batch"]
     assert screen["probe"]["schedule_steps"] == 120 * 16 // batch  # the screen, as Ray runs it
     knobs = {**s.fixed_knobs(), "batch": 16}
-    rung = ProbeConfig.from_space(s, knobs=knobs, steps=60)  # as rung_phase builds it
-    verify = ProbeConfig.from_space(s, knobs=knobs, seed=3, steps=60)  # as verification does
+    rung = sp.probe_config(s, knobs=knobs, steps=60)  # as rung_phase builds it
+    verify = sp.probe_config(s, knobs=knobs, seed=3, steps=60)  # as verification does
     assert (rung.steps, rung.schedule_steps) == (60, 120)
     assert (verify.steps, verify.schedule_steps) == (60, 120)
-    at_32 = ProbeConfig.from_space(s, knobs={**knobs, "batch": 32}, steps=60)
+    at_32 = sp.probe_config(s, knobs={**knobs, "batch": 32}, steps=60)
     assert (at_32.steps, at_32.schedule_steps) == (30, 60)  # equal samples, same curve
     assert probe_config(s, "defaults").schedule_steps == 120  # `autotune probe --space`
     no_target = sp.loads(TARGET_SPACE.replace(", target_steps: 120", ""))
-    assert ProbeConfig.from_space(no_target).schedule_steps is None  # its own steps
+    assert sp.probe_config(no_target).schedule_steps is None  # its own steps
 
 
 def test_the_growth_rule_says_why_in_so_many_words() -> None:

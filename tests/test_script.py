@@ -315,7 +315,7 @@ def test_a_script_space_anchors_and_round_trips(write_space: Callable[..., Path]
     s = sp.load(path)
     assert s.workload.script == str(path.parent / "train.py") and s.workload.args == ("--x", "1")
     assert sp.loads(sp.dump(s)) == s
-    assert ProbeConfig.from_space(s).workload == "script:train.py"
+    assert sp.probe_config(s).workload == "script:train.py"
 
 
 @pytest.mark.parametrize(

@@ -55,10 +55,10 @@ def ran_samples(summary: dict[str, Any]) -> int:
 def fresh_probe(space_file: Path, knobs: dict[str, Any], steps: int) -> dict[str, Any]:
     """The trial's probe run from step 0 in this process, as the study configures it."""
     from autotune import space as sp
-    from autotune.probe import ProbeConfig, run_probe
+    from autotune.probe import run_probe
 
     space = sp.load(space_file)
-    return run_probe(ProbeConfig.from_space(space, knobs=knobs, steps=steps))
+    return run_probe(sp.probe_config(space, knobs=knobs, steps=steps))
 
 
 def test_a_study_promotes_through_two_rungs_and_picks_at_the_top(tmp_path: Path) -> None:

@@ -436,7 +436,7 @@ def test_the_screens_verdicts_judged_again_replace_the_told_ones_on_the_trial_ru
 ) -> None:
     import optuna
 
-    from autotune.study.records import SCREEN_FEASIBLE
+    from autotune.study.attrs import SCREEN_FEASIBLE
     from autotune.study.writer import MlflowWriter
 
     client, experiment_id, parent, name = study

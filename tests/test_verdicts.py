@@ -21,6 +21,7 @@ from autotune.study import pick as pk
 from autotune.study import rung_phase as rp
 from autotune.study import verification as ve
 from autotune.study import yardstick as yd
+from autotune.study.attrs import SCREEN_YARDSTICK
 from autotune.study.objectives import reference, vacuous
 
 N = 6
@@ -202,7 +203,7 @@ def test_the_screen_bound_is_the_kind_end_of_the_baselines_interval(tmp_path: Pa
     screen = {r.number: r.feasible for r in rp.screen_results(study, space)}
     # against the one screen run (1.8 x 1.05 = 1.89) all but the baseline and trial 5 are out
     assert [n for n, ok in screen.items() if ok] == [0, 5]
-    study.set_user_attr(yd.ATTR, yard)
+    study.set_user_attr(SCREEN_YARDSTICK, yard)
     screen = {r.number: r.feasible for r in rp.screen_results(study, space)}
     bound = 1.05 * yard["reference"]["final_loss"]
     assert bound > 2.3
@@ -212,7 +213,7 @@ def test_the_screen_bound_is_the_kind_end_of_the_baselines_interval(tmp_path: Pa
     assert yd.wanted(space) and not yd.wanted(space_of(verify_top_k=0))
     # no whole run of the baseline: no reference, vacuous (not the stopped run's value)
     none = yd.reference_over_seeds(space, [run(0, 1.0, "diverged", whole=False)])
-    study.set_user_attr(yd.ATTR, none)
+    study.set_user_attr(SCREEN_YARDSTICK, none)
     assert st.records.screen_reference(study)["final_loss"] is None
 
 

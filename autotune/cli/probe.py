@@ -154,7 +154,7 @@ def probe_config(s: Any, config: str) -> Any:
     import dataclasses
     import os
 
-    from autotune.probe import ProbeConfig
+    from autotune import space as sp
     from autotune.study import plan_resources, trial_setup
 
     if config == "baseline":
@@ -167,7 +167,7 @@ def probe_config(s: Any, config: str) -> Any:
 
         gpus = torch.cuda.device_count()
     _, _, threads = plan_resources(s, {"CPU": float(os.cpu_count() or 1), "GPU": float(gpus)})
-    cfg = ProbeConfig.from_space(s, knobs=knobs, env=env)
+    cfg = sp.probe_config(s, knobs=knobs, env=env)
     return dataclasses.replace(cfg, threads=threads)
 
 

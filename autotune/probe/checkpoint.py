@@ -24,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import random
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from autotune.probe import rng
 from autotune.probe.config import ProbeConfig
 
 if TYPE_CHECKING:
@@ -136,7 +136,6 @@ def save(
     unless the disk has room for `copies` of it: the ranks of a DDP probe write theirs at once)."""
     import torch
 
-    np_state: tuple[Any, ...] = tuple(np.random.get_state())
     state = {
         "identity": ident,
         "step": step,
@@ -144,12 +143,7 @@ def save(
         "model": model.state_dict(),
         "optimizer": optimizer.state_dict(),
         "scaler": scaler.state_dict(),
-        "rng": {
-            "python": random.getstate(),
-            "numpy": [np_state[0], np_state[1].tolist(), *np_state[2:]],
-            "torch": torch.get_rng_state(),
-            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
-        },
+        "rng": rng.capture(),
         "series": {name: torch.from_numpy(np.asarray(arr)) for name, arr in series.items()},
     }
     target = Path(path)
@@ -194,7 +188,6 @@ def restore(
 ) -> Continuation:
     """Load `state` into the run (the data iterator is advanced past the micro-batches already
     trained on; the RNGs are restored last, after anything that draws from them)."""
-    import torch
 
     step = int(state["step"])
     model.load_state_dict(state["model"])
@@ -203,14 +196,7 @@ def restore(
         scaler.load_state_dict(state["scaler"])
     for _ in range(step * accum):
         next(data)
-    rng = state["rng"]
-    random.setstate(_tuples(rng["python"]))
-    name, keys, *rest = rng["numpy"]
-    np.random.set_state((name, np.asarray(keys, dtype=np.uint32), *rest))
-    torch.set_rng_state(rng["torch"])
-    if rng["cuda"] and torch.cuda.is_available():  # as many GPUs as this process sees
-        for index, gpu_state in enumerate(rng["cuda"][: torch.cuda.device_count()]):
-            torch.cuda.set_rng_state(gpu_state, index)
+    rng.restore(state["rng"])
     series = {name: t.numpy() for name, t in state["series"].items()}
     samples, tokens = (int(x) for x in state.get("per_step") or (0, 0))
     return Continuation(step=step, series=series, per_step=(samples, tokens))
@@ -227,10 +213,3 @@ def _nbytes(value: Any) -> int:
     if isinstance(value, list | tuple):
         return sum(_nbytes(v) for v in value)
     return 0
-
-
-def _tuples(value: Any) -> Any:
-    """`random.setstate` wants the tuples `random.getstate` gave (a loader may give lists)."""
-    if isinstance(value, list | tuple):
-        return tuple(_tuples(v) for v in value)
-    return value

@@ -12,13 +12,12 @@ if TYPE_CHECKING:
     import numpy as np
     import torch
 
-    from autotune.space import Space
-
 
 Report = Callable[[dict[str, Any]], None]
 
 #: Held-out chunks of the initial-loss reference a probe reads by default: `reference_samples`
-#: is this many of probe.batch in a space, of the chunk in a `ProbeConfig` made by hand.
+#: is this many of probe.batch in a space (`autotune.space.probe_config`), of the chunk in a
+#: `ProbeConfig` made by hand.
 REFERENCE_CHUNKS = 16
 
 
@@ -65,58 +64,6 @@ class ProbeConfig:
     # whatever its micro-batch. None: the micro-batch, and REFERENCE_CHUNKS chunks of it.
     reference_batch: int | None = None
     reference_samples: int | None = None
-
-    @classmethod
-    def from_space(
-        cls,
-        space: Space,
-        knobs: Mapping[str, Any] | None = None,
-        env: Mapping[str, Any] | None = None,
-        seed: int | None = None,
-        steps: int | None = None,
-        schedule_steps: int | None = None,
-    ) -> ProbeConfig:
-        """The probe of `space` with the given knob values (default: the space's defaults), at
-        `steps` (default: probe.steps), a length at the reference batch probe.batch. A trial
-        sees `knobs.batch` samples per optimizer step (default probe.batch), its micro-batch is
-        batch / accum_steps, and it runs the steps that see the length's samples. Its
-        initial-loss reference is the space's, the same for every trial: `probe.reference_batch`
-        (default: the smallest micro-batch of the space) and `probe.reference_samples` (default
-        REFERENCE_CHUNKS x probe.batch).
-
-        Its LR schedule runs over `schedule_steps` (default: budget.target_steps, else the
-        probe's own steps), also a length at probe.batch: every probe of a study is then the
-        first steps of the run the user trains."""
-        p = space.probe
-        knobs = dict(space.fixed_knobs() if knobs is None else knobs)
-        batch = int(knobs.get("batch") or p.samples_per_step)
-        length = p.steps if steps is None else steps
-        schedule = space.budget.target_steps if schedule_steps is None else schedule_steps
-        return cls(
-            workload=space.workload.display,
-            size=space.workload.size,
-            steps=steps_at_batch(length, p.samples_per_step, batch),
-            schedule_steps=(
-                None if schedule is None else steps_at_batch(schedule, p.samples_per_step, batch)
-            ),
-            micro_batch=max(1, batch // max(1, int(knobs.get("accum_steps") or 1))),
-            precision=p.precision,
-            seed=p.seed if seed is None else seed,
-            device=p.device,
-            deterministic=p.deterministic,
-            telemetry_every=p.telemetry_every,
-            threads=p.threads,
-            divergence=p.divergence.model_dump(),
-            knobs=knobs,
-            env={k: str(v) for k, v in (space.fixed_env() if env is None else env).items()},
-            world_size=p.world_size,
-            oom_retry=p.oom_retry,
-            measure_scaling=p.measure_scaling,
-            script=space.workload.script,
-            args=list(space.workload.args),
-            reference_batch=p.reference_batch or space.smallest_micro_batch(),
-            reference_samples=p.reference_samples or REFERENCE_CHUNKS * p.samples_per_step,
-        )
 
     @property
     def reference_chunk(self) -> int:

@@ -29,13 +29,11 @@ from __future__ import annotations
 import contextlib
 import itertools
 import math
-import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
+from autotune.probe import rng
 from autotune.probe.config import REFERENCE_CHUNKS
 from autotune.probe.steps import to_device
 
@@ -280,8 +278,7 @@ def _untouched(model: torch.nn.Module) -> Iterator[None]:
 
     buffers = [(b, b.detach().clone()) for b in model.buffers()]
     modes = [(m, m.training) for m in model.modules()]
-    py, np_state, cpu = random.getstate(), np.random.get_state(), torch.get_rng_state()
-    gpus = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []
+    rngs = rng.capture()
     try:
         yield
     finally:
@@ -290,8 +287,4 @@ def _untouched(model: torch.nn.Module) -> Iterator[None]:
                 live.copy_(saved)
         for m, training in modes:
             m.training = training
-        random.setstate(py)
-        np.random.set_state(np_state)
-        torch.set_rng_state(cpu)
-        if gpus:
-            torch.cuda.set_rng_state_all(gpus)
+        rng.restore(rngs)

@@ -126,11 +126,10 @@ def run_repro(
         if problem:
             raise ReproError(f"{flag}: {problem}")
     space, kind = load_space(space_or_recipe_path, [*set_, "probe.deterministic=true"])
-    from autotune.probe import ProbeConfig
 
     base = seed_override if seed_override is not None else space.probe.seed
     seed_list = seed_list if seeds is not None else [base] * runs
-    configs = [ProbeConfig.from_space(space, seed=s) for s in seed_list]
+    configs = [sp.probe_config(space, seed=s) for s in seed_list]
     timeout = float(space.budget.trial_timeout_s)
     results = [_run_fresh(cfg, timeout) if fresh_process else _run_here(cfg) for cfg in configs]
     series = {

@@ -2,8 +2,9 @@
 
 Callers import the package (`from autotune import space as sp; sp.load(...)`); the modules are
 schema (the model and `dump`), load (reading and validation), values (one knob's value or
-domain), overrides (`--set`), conditioning (knobs that cannot act on this setup), builtin (the
-shipped spaces) and yaml_reader (the bounded YAML reader, shared with recipe files).
+domain), overrides (`--set`), conditioning (knobs that cannot act on this setup), probe
+(`probe_config`: the `ProbeConfig` one trial of a space runs), builtin (the shipped spaces) and
+yaml_reader (the bounded YAML reader, shared with recipe files).
 
 The package imports no torch, ray or mlflow.
 """
@@ -22,6 +23,7 @@ from autotune.space.load import (
     loads,
     validate_section,
 )
+from autotune.space.probe import probe_config
 from autotune.space.schema import (
     DEFAULT_CONSTRAINTS,
     DEFAULT_OBJECTIVES,
@@ -95,6 +97,7 @@ __all__ = [
     "find",
     "load",
     "loads",
+    "probe_config",
     "seed_problem",
     "validate_section",
 ]

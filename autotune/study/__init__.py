@@ -2,7 +2,7 @@
 
 `run(options)` (`driver`) is the whole job. Optuna owns the search state in an RDB storage
 (`storage`; an SQLite file in the study folder by default), so a study survives the driver and
-resumes (`records`): trials that were running when the driver died are run again under the same
+resumes (`resume`): trials that were running when the driver died are run again under the same
 Optuna trial number, and a trial that finished is never run twice. Ray Tune schedules the trials
 (`adapter`, `session`); each trial's probe is a process of its own (`autotune.process.launcher`:
 forked by the worker's zygote, or a fresh `python -m autotune.process.entry`) whose environment
@@ -14,10 +14,11 @@ result the sampler learns from), `oom` (infeasible: tells the sampler that regio
 fit), `failed` (an exception, a timeout, a crash, a killed process: recorded with its cause and
 the tail of its log; Optuna state FAIL).
 
-The other modules: `options`, `objectives` (directions, values, constraints, the sampler),
-`progress`, `verification` (the best candidates re-run over seeds), `summary`, `improvement`
-(against the baseline at the decided length), `pick`,
-`warmstart`, `find` (an existing study).
+The other modules: `records` (a trial's record), `attrs` (the keys autotune keeps in Optuna),
+`folder` (the study folder's files), `options`, `objectives` (directions, values, constraints,
+the sampler), `progress`, `verification` (the best candidates re-run over seeds), `summary`,
+`improvement` (against the baseline at the decided length), `pick`, `warmstart`, `find` (an
+existing study).
 """
 
 from autotune.study.driver import check_workload, open_study, run

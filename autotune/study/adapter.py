@@ -19,6 +19,8 @@ from typing import Any
 from autotune import space as sp
 from autotune.process.launcher import run_trial_process
 from autotune.process.zygote import PRELOAD_ENV
+from autotune.study import attrs as ua
+from autotune.study.folder import tune_dir
 from autotune.study.objectives import suggest, trial_setup
 from autotune.study.options import StudyOptions
 from autotune.study.progress import Progress
@@ -192,14 +194,14 @@ class Driver:
                 frozen = self.rerun.popleft()
                 trial = optuna.trial.Trial(self.study, frozen._trial_id)
                 params = dict(frozen.params)
-                baseline = bool(frozen.user_attrs.get("autotune.baseline"))
+                baseline = ua.is_baseline(frozen)
             else:
                 trial = self.study.ask()
-                baseline = bool(trial.user_attrs.get("autotune.baseline"))
+                baseline = ua.is_baseline(trial)
                 params = {} if baseline else suggest(trial, self.space, self.searched)
             knobs, env = trial_setup(self.space, params, baseline)
-            trial.set_user_attr("autotune.knobs", knobs)
-            trial.set_user_attr("autotune.env", env)
+            trial.set_user_attr(ua.KNOBS, knobs)
+            trial.set_user_attr(ua.ENV, env)
             probe = screen_probe(
                 self.space,
                 self.study_dir,
@@ -284,7 +286,7 @@ def run_trials(
         ),
         run_config=tune.RunConfig(
             name=f"{space.name}-{time.strftime('%Y%m%d-%H%M%S')}",
-            storage_path=str(study_dir / "tune"),
+            storage_path=str(tune_dir(study_dir)),
             verbose=0,
             failure_config=tune.FailureConfig(max_failures=0),
             checkpoint_config=tune.CheckpointConfig(checkpoint_at_end=False),

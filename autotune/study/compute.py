@@ -24,7 +24,6 @@ b x probe.steps x (N + V), the flow without rungs. `vs_today` = total / today, `
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -32,6 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from autotune import space as sp
+from autotune.study import attrs as ua
+from autotune.study import folder
 from autotune.study import rungs as rg
 
 _RUNG_FILE = re.compile(r"\d{4,}-r\d+\.json")
@@ -102,8 +103,12 @@ def study_compute(study: Any, space: sp.Space, study_dir: Path | None) -> dict[s
     lengths = rg.plan(space)
     return account(
         screen_samples(study, study_dir),
-        (samples_of(r) for r in _records(study_dir / "trials", _RUNG_FILE) if _current(r, lengths)),
-        (samples_of(r) for r in _records(study_dir / "verify", _VERIFY_FILE)),
+        (
+            samples_of(r)
+            for r in _records(folder.trials_dir(study_dir), _RUNG_FILE)
+            if _current(r, lengths)
+        ),
+        (samples_of(r) for r in _records(folder.verify_dir(study_dir), _VERIFY_FILE)),
         Plan.of(space),
     )
 
@@ -121,28 +126,20 @@ def screen_samples(study: Any, study_dir: Path) -> list[int]:
     done = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL)
     out = []
     for t in study.get_trials(deepcopy=False, states=done):
-        seen = t.user_attrs.get("autotune.samples_seen")
+        seen = t.user_attrs.get(ua.SAMPLES_SEEN)
         if seen is None:
-            seen = samples_of(_read(study_dir / "trials" / f"{t.number:04d}.json") or {})
+            seen = samples_of(folder.read_json(folder.trial_path(study_dir, t.number)) or {})
         out.append(int(seen))
     return out
 
 
-def _records(folder: Path, name: re.Pattern[str]) -> list[dict[str, Any]]:
-    """The JSON records in `folder` whose file name matches `name`."""
-    if not folder.is_dir():
+def _records(where: Path, name: re.Pattern[str]) -> list[dict[str, Any]]:
+    """The JSON records in `where` whose file name matches `name`."""
+    if not where.is_dir():
         return []
-    paths = sorted(folder.glob("*.json"))
-    found = (_read(p) for p in paths if name.fullmatch(p.name))
+    paths = sorted(where.glob("*.json"))
+    found = (folder.read_json(p) for p in paths if name.fullmatch(p.name))
     return [r for r in found if r is not None]
-
-
-def _read(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
-        return None
-    return data if isinstance(data, dict) else None
 
 
 def format_line(compute: Mapping[str, Any] | None) -> str | None:

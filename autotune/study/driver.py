@@ -8,17 +8,23 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from autotune import fingerprint as fpm
 from autotune import space as sp
-from autotune.errors import StudyError
+from autotune import tracking
+from autotune.errors import SpaceError, StudyError, WorkloadError
+from autotune.probe.workload import resolve
+from autotune.study import attrs as ua
+from autotune.study import folder
 from autotune.study.adapter import run_trials
 from autotune.study.objectives import directions, make_sampler, name_metrics
 from autotune.study.options import StudyOptions, StudyResult, study_dir_for
-from autotune.study.records import count_finished, reconcile, stale_trials
+from autotune.study.records import count_finished
+from autotune.study.resume import reconcile, stale_trials
 from autotune.study.rung_phase import pending as rungs_pending
 from autotune.study.rung_phase import rejudge_screen, rung_phase
 from autotune.study.session import check_ray_address, driver_lock, ray_session
 from autotune.study.storage import check_tcp, open_storage, storage_url
-from autotune.study.summary import summarize
+from autotune.study.summary import importances, summarize
 from autotune.study.verification import to_verify, verify_phase
 from autotune.study.warmstart import warm_params
 from autotune.study.writer import MlflowWriter
@@ -29,9 +35,6 @@ from autotune.tracking.connection import redact
 def run(opts: StudyOptions) -> StudyResult:
     """Run (or continue) the study described by `opts.space`; return its summary."""
     import optuna
-
-    from autotune import fingerprint as fpm
-    from autotune import tracking
 
     space = opts.space
     study_dir = (opts.study_dir or study_dir_for(space.name)).resolve()
@@ -56,7 +59,7 @@ def run(opts: StudyOptions) -> StudyResult:
         reconcile(study, study_dir, logger)
         _write_study_json(study_dir, space.name, url, uri, logger)
 
-        rerun = stale_trials(study, study_dir, space, logger)
+        rerun = stale_trials(study, study_dir, logger)
         finished = count_finished(study)
         planned = max(0, space.budget.trials - finished)
         _announce(say, space, finished, planned, len(rerun), url, uri)
@@ -76,7 +79,7 @@ def run(opts: StudyOptions) -> StudyResult:
                 if not interrupted:
                     interrupted = verify_phase(opts, study, logger, study_dir, ray)
         summary = summarize(study, space, study_dir, cond.dropped)
-        logger.summary(summary, study)
+        logger.summary(summary, study, importances(study, summary))
     return StudyResult(
         name=space.name,
         study_dir=study_dir,
@@ -109,8 +112,6 @@ def _study_run(
 ) -> MlflowWriter:
     """The study's MLflow experiment and parent run (made or found), noted in the study; the
     writer that logs to them."""
-    from autotune import tracking
-
     space = opts.space
     experiment_id = tracking.ensure_experiment(client, space.name)
     parent = tracking.ensure_study_run(
@@ -119,27 +120,26 @@ def _study_run(
         space.name,
         space_yaml=sp.dump(space),
         params=_study_params(space, cond, url),
-        tags={"autotune.fp.driver_hash": str(fp.get("hash")), **opts.extra_tags},
+        tags={tracking.TAG_DRIVER_FP: str(fp.get("hash")), **opts.extra_tags},
     )
     study.set_user_attr(
-        "autotune.mlflow", {"uri": uri, "experiment_id": experiment_id, "parent_run_id": parent}
+        ua.MLFLOW, {"uri": uri, "experiment_id": experiment_id, "parent_run_id": parent}
     )
     return MlflowWriter(client, experiment_id, parent, space.name, study_dir)
 
 
 def _write_study_json(study_dir: Path, name: str, url: str, uri: str, logger: MlflowWriter) -> None:
     """study.json: where the study's stores are (how `find_study` finds it by its folder)."""
-    (study_dir / "study.json").write_text(
-        json.dumps(
-            {
-                "name": name,
-                "storage": url,
-                "tracking_uri": uri,
-                "experiment_id": logger.experiment_id,
-                "parent_run_id": logger.parent,
-            },
-            indent=2,
-        )
+    folder.write_json(
+        folder.study_json(study_dir),
+        {
+            "name": name,
+            "storage": url,
+            "tracking_uri": uri,
+            "experiment_id": logger.experiment_id,
+            "parent_run_id": logger.parent,
+        },
+        indent=2,
     )
 
 
@@ -170,9 +170,6 @@ def _announce(
 
 def check_workload(space: sp.Space) -> None:
     """Resolve the space's workload once on the driver: a wrong name fails before any trial."""
-    from autotune.errors import WorkloadError
-    from autotune.probe.workload import resolve
-
     if space.workload.script is not None:
         check_script(space)
         return
@@ -185,8 +182,6 @@ def check_workload(space: sp.Space) -> None:
 def check_script(space: sp.Space) -> None:
     """A training script is compiled here, never run: a syntax error fails before any trial;
     what a script cannot do yet (DDP, an OOM retry, a scaling measurement) is refused."""
-    from autotune.errors import SpaceError, WorkloadError
-
     p, path = space.probe, str(space.workload.script)
     for key, on in (
         ("world_size", p.world_size > 1),
@@ -257,7 +252,7 @@ def open_study(opts: StudyOptions, storage: Any, cond: sp.Conditioned) -> Any:
         )
     if exists:
         study = optuna.load_study(study_name=space.name, storage=storage)
-        before = study.user_attrs.get("autotune.space")
+        before = study.user_attrs.get(ua.SPACE)
         if before is not None and before != fingerprint_space:
             raise StudyError(
                 f"study '{space.name}' already exists in {redact(storage.url)} with a different "
@@ -275,15 +270,15 @@ def open_study(opts: StudyOptions, storage: Any, cond: sp.Conditioned) -> Any:
         directions=list(directions(space)),  # type: ignore[arg-type]
     )
     name_metrics(study, space)
-    study.set_user_attr("autotune.space", fingerprint_space)
-    study.set_user_attr("autotune.space_yaml", sp.dump(space))
-    study.set_user_attr("autotune.objectives", [o.model_dump() for o in space.objectives])
+    study.set_user_attr(ua.SPACE, fingerprint_space)
+    study.set_user_attr(ua.SPACE_YAML, sp.dump(space))
+    study.set_user_attr(ua.OBJECTIVES, [o.model_dump() for o in space.objectives])
     # Trial 0 is always the baseline: PyTorch's defaults for the searched knobs.
-    study.enqueue_trial({}, user_attrs={"autotune.baseline": True})
+    study.enqueue_trial({}, user_attrs={ua.BASELINE: True})
     if opts.warm_start is not None:
         ws = opts.warm_start
         study.set_user_attr(
-            "autotune.warm_start",
+            ua.WARM_START,
             {"ref": ws.ref, "fp_hash": ws.fp_hash, "objectives": ws.objectives, "best": ws.best},
         )
         for config in ws.configs:
@@ -291,8 +286,8 @@ def open_study(opts: StudyOptions, storage: Any, cond: sp.Conditioned) -> Any:
             study.enqueue_trial(
                 params,
                 user_attrs={
-                    "autotune.source": f"warm start: {config.get('label', ws.ref)}",
-                    "autotune.source_fp": ws.fp_hash,
+                    ua.SOURCE: f"warm start: {config.get('label', ws.ref)}",
+                    ua.SOURCE_FP: ws.fp_hash,
                 },
             )
     return study

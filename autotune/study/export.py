@@ -5,17 +5,21 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from autotune import __version__
+from autotune import __version__, tracking
+from autotune import space as sp
 from autotune.errors import RecipeError
-from autotune.recipe import Recipe, now_iso
+from autotune.recipe import Recipe, exporters, now_iso
+from autotune.study import attrs as ua
+from autotune.study import pick, verdict
+from autotune.study.find import find_study
+from autotune.study.objectives import trial_setup
+from autotune.study.records import read_outcome
+from autotune.tracking import redact
 
 
 def recipe_from_study(ref: str, how: str = "balanced", storage: str | None = None) -> Recipe:
     """The recipe of the candidate `how` picks in study `ref` (folder, name or --storage)."""
-    from autotune import study as st
-    from autotune.study import pick, verdict
-
-    study, space, study_dir, meta = st.find_study(ref, storage)
+    study, space, study_dir, meta = find_study(ref, storage)
     objectives = [o.model_dump() for o in space.objectives]
     cands = pick.candidates(study, every=pick.parse_pick(how)[0] == "trial")
     if not cands:
@@ -31,10 +35,10 @@ def recipe_from_study(ref: str, how: str = "balanced", storage: str | None = Non
     vs.update(pick=verdict.standing(decision.first))
     base = verdict.baseline_choice(study, cands, decision.first.steps)
     vs["baseline"] = verdict.standing(base) if base is not None else None
-    outcome = st.read_outcome(study_dir, chosen.number) if study_dir else None
+    outcome = read_outcome(study_dir, chosen.number) if study_dir else None
     fp = (outcome or {}).get("fingerprint")
     summary = (outcome or {}).get("summary") or {}
-    mlflow_meta = dict(study.user_attrs.get("autotune.mlflow") or {})
+    mlflow_meta = dict(study.user_attrs.get(ua.MLFLOW) or {})
     run_ids = _trial_run_ids(mlflow_meta)
     probe = _probe_settings(space, fp, chosen.steps)
     knobs = {**space.fixed_knobs(), **chosen.knobs}
@@ -92,15 +96,12 @@ def _oom_retried(outcome: dict[str, Any], space: Any) -> dict[str, Any] | None:
     """When the trial ran out of memory and was retried (probe.oom_retry) at another layout:
     the layout it was asked for and the one it ran with (its record's knobs, which the recipe
     takes, are the latter); else None."""
-    from autotune.probe import ProbeConfig
-    from autotune.study.objectives import trial_setup
-
     summary = outcome.get("summary") or {}
     if not summary.get("oom_retried") or summary.get("micro_batch") is None:
         return None
     knobs, _ = trial_setup(space, outcome.get("params") or {}, bool(outcome.get("baseline")))
     accum = int(knobs.get("accum_steps") or 1)
-    asked = {"micro_batch": ProbeConfig.from_space(space, knobs=knobs).micro_batch}
+    asked = {"micro_batch": sp.probe_config(space, knobs=knobs).micro_batch}
     asked["accum_steps"] = accum
     ran = {"micro_batch": int(summary["micro_batch"])}
     ran["accum_steps"] = int(summary.get("accum_steps") or accum)
@@ -171,14 +172,12 @@ def _probe_settings(space: Any, fp: dict[str, Any] | None, steps: int | None) ->
         probe.pop(key, None)
     if steps:  # measured (and verified) at the length the study decided at
         probe["steps"] = steps
-    # Every probe scheduled its LR over the target (ProbeConfig.from_space): the run it measured.
+    # Every probe scheduled its LR over the target (`sp.probe_config`): the run it measured.
     probe["schedule_steps"] = space.budget.target_steps or space.probe.steps
     if "batch" in space.knobs:  # steps count at this reference batch (equal samples)
         probe["batch"] = space.probe.samples_per_step
     # The initial-loss reference every trial was judged against: verify uses the same.
-    from autotune.probe import ProbeConfig
-
-    ref = ProbeConfig.from_space(space)
+    ref = sp.probe_config(space)
     probe["reference_batch"], probe["reference_samples"] = ref.reference_chunk, ref.reference_total
     if probe.get("threads") is None and fp and fp.get("platform") == "cpu":
         # On a CPU the threads are part of the measurement: verify with the same number.
@@ -190,8 +189,6 @@ def _trial_run_ids(meta: dict[str, Any]) -> dict[int, str]:
     if not meta.get("uri") or not meta.get("experiment_id") or not meta.get("parent_run_id"):
         return {}
     try:
-        from autotune import tracking
-
         client = tracking.connect(meta["uri"])
         return tracking.trial_run_ids(client, meta["experiment_id"], meta["parent_run_id"])
     except Exception:  # the ids are for the record; an unreachable store must not stop export
@@ -201,15 +198,12 @@ def _trial_run_ids(meta: dict[str, Any]) -> dict[int, str]:
 def _redact(url: Any) -> Any:
     if not isinstance(url, str):
         return url
-    from autotune.tracking import redact
 
     return redact(url)
 
 
 def write(recipe: Recipe, fmt: str, out: str | None) -> str:
     """Render `recipe` as `fmt`; write it to `out` atomically (or return it for stdout)."""
-    from autotune.recipe import exporters
-
     text = exporters.render(recipe, fmt)
     if out is not None and out != "-":
         path = Path(out)

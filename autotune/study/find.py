@@ -8,6 +8,8 @@ from typing import Any
 
 from autotune import space as sp
 from autotune.errors import StudyError
+from autotune.study import attrs as ua
+from autotune.study import folder
 from autotune.study.listing import offer
 from autotune.study.options import STUDIES_DIR, study_dir_for
 from autotune.study.storage import open_storage
@@ -23,9 +25,9 @@ def find_study(ref: str, storage: str | None = None) -> tuple[Any, sp.Space, Pat
     meta: dict[str, Any] = {}
     study_dir: Path | None = None
     for candidate in (path, study_dir_for(ref)):
-        if (candidate / "study.json").is_file():
+        if folder.study_json(candidate).is_file():
             study_dir = candidate.resolve()
-            meta = json.loads((candidate / "study.json").read_text())
+            meta = json.loads(folder.study_json(candidate).read_text())
             break
     url = storage or meta.get("storage")
     if url is None:
@@ -41,6 +43,6 @@ def find_study(ref: str, storage: str | None = None) -> tuple[Any, sp.Space, Pat
         known = [s.study_name for s in optuna.get_all_study_summaries(st)]
         where = redact(url)
         raise StudyError(f"no study '{name}' in {where}{offer(name, known, 'there')}") from None
-    space = sp.loads(study.user_attrs["autotune.space_yaml"], source=f"study {name}")
+    space = sp.loads(study.user_attrs[ua.SPACE_YAML], source=f"study {name}")
     meta.setdefault("storage", url)
     return study, space, study_dir, meta

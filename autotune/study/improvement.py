@@ -12,7 +12,10 @@ from typing import Any
 
 from autotune import space as sp
 from autotune.recipe.seeds import ran_whole
+from autotune.study import attrs as ua
+from autotune.study import pick as pk
 from autotune.study.objectives import constraint_names, constraints_of, reference
+from autotune.study.pick import rung_rows
 
 
 def broken(space: sp.Space, metrics: Mapping[str, Any], ref: Mapping[str, Any] | None) -> list[str]:
@@ -40,9 +43,7 @@ def best_and_improvement(
             continue
         b = min(vals) if o.direction == "minimize" else max(vals)
         best[o.metric] = b
-        base = (
-            (baseline.user_attrs.get("autotune.metrics") or {}).get(o.metric) if baseline else None
-        )
+        base = (baseline.user_attrs.get(ua.METRICS) or {}).get(o.metric) if baseline else None
         out[o.metric] = improvement(baseline, base, b)
     return best, out
 
@@ -78,21 +79,19 @@ def improvement(baseline: Any, base: float | None, best: float) -> dict[str, Any
 def _baseline_at_screen(t: Any) -> dict[str, Any]:
     a = t.user_attrs
     return {
-        "outcome": a.get("autotune.outcome"),
-        "cause": a.get("autotune.cause"),
-        "diverged_at_step": a.get("autotune.diverged_at_step"),
-        "metrics": a.get("autotune.metrics") or {},
-        "feasible": bool(a.get("autotune.feasible")),
-        "steps_run": a.get("autotune.steps_run"),
-        "steps_planned": a.get("autotune.steps_planned"),
+        "outcome": a.get(ua.OUTCOME),
+        "cause": a.get(ua.CAUSE),
+        "diverged_at_step": a.get(ua.DIVERGED_AT_STEP),
+        "metrics": a.get(ua.METRICS) or {},
+        "feasible": bool(a.get(ua.FEASIBLE)),
+        "steps_run": a.get(ua.STEPS_RUN),
+        "steps_planned": a.get(ua.STEPS_PLANNED),
     }
 
 
 def baseline_at(study: Any, space: sp.Space, baseline: Any, steps: int) -> dict[str, Any] | None:
     """The baseline's run at `steps`: its screen, or its record at that rung (None: the
     baseline did not run there, or there is no baseline)."""
-    from autotune.study.pick import rung_rows
-
     if baseline is None:
         return None
     if steps == space.probe.steps:
@@ -111,8 +110,6 @@ def improvement_at(
 ) -> dict[str, Any]:
     """Per objective, the pick's value against the baseline's at the decided length `steps`:
     both verified means when both were verified there, else their runs at that length."""
-    from autotune.study import pick as pk
-
     number = (pick or {}).get("number")
     if state is None or number is None:
         return {}
@@ -125,7 +122,7 @@ def improvement_at(
         source = "screen" if steps == space.probe.steps else "rung"
         if source == "screen":
             t = next(t for t in study.get_trials(deepcopy=False) if t.number == number)
-            mine = dict(t.user_attrs.get("autotune.metrics") or {})
+            mine = ua.metrics(t)
         else:
             mine = dict((pk.rung_rows(study, steps).get(number) or {}).get("metrics") or {})
         theirs = dict(state["metrics"] or {})

@@ -16,11 +16,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from autotune import space as sp
 from autotune.errors import AutotuneError, did_you_mean
+from autotune.study import attrs as ua
+from autotune.study import folder
 from autotune.study import pick as pk
 from autotune.study.options import STUDIES_DIR
 from autotune.study.records import count_finished
 from autotune.study.storage import open_storage
+from autotune.study.verdict import decide
 from autotune.tracking import redact
 
 
@@ -39,23 +43,23 @@ def default_root() -> Path:
 
 def study_folders(root: Path) -> Iterator[Path]:
     """`root` when it is a study folder, else the study folders in it."""
-    if (root / "study.json").is_file():
+    if folder.study_json(root).is_file():
         yield root
     elif root.is_dir():
-        yield from sorted(p for p in root.iterdir() if (p / "study.json").is_file())
+        yield from sorted(p for p in root.iterdir() if folder.study_json(p).is_file())
 
 
 def find_all(root: Path | None = None, storage: str | None = None) -> list[Found]:
     """The studies in the study folders under `root` (default ./autotune-studies) and in the
     Optuna storage `storage`, sorted by name."""
     found: dict[tuple[str, str], Found] = {}
-    for folder in study_folders(root or default_root()):
+    for where in study_folders(root or default_root()):
         try:
-            meta = json.loads((folder / "study.json").read_text())
+            meta = json.loads(folder.study_json(where).read_text())
             key = (str(meta["name"]), str(meta["storage"]))
         except (OSError, ValueError, KeyError, TypeError):
             continue  # not a study folder after all
-        found[key] = Found(key[0], key[1], folder.resolve())
+        found[key] = Found(key[0], key[1], where.resolve())
     if storage:
         for name in names_in(storage):
             found.setdefault((name, storage), Found(name, storage))
@@ -125,8 +129,6 @@ def describe(found: Found) -> dict[str, Any]:
 def _read(found: Found) -> dict[str, Any]:
     import optuna
 
-    from autotune import space as sp
-
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:
         study = optuna.load_study(study_name=found.name, storage=open_existing(found.storage))
@@ -135,15 +137,13 @@ def _read(found: Found) -> dict[str, Any]:
     trials = study.get_trials(deepcopy=False)
     total = len(trials)
     with contextlib.suppress(AutotuneError, KeyError):
-        space = sp.loads(study.user_attrs["autotune.space_yaml"], source=found.name)
+        space = sp.loads(study.user_attrs[ua.SPACE_YAML], source=found.name)
         total = max(total, space.budget.trials)
-    objectives = study.user_attrs.get("autotune.objectives") or []
+    objectives = study.user_attrs.get(ua.OBJECTIVES) or []
     pick = None
     decision = None
     cands = pk.candidates(study) if objectives else []
     if cands:
-        from autotune.study.verdict import decide
-
         try:
             decision = decide(study, cands, objectives, "balanced")
         except pk.NoCandidateHolds:
@@ -160,7 +160,7 @@ def _read(found: Found) -> dict[str, Any]:
     times = [t.datetime_complete or t.datetime_start for t in trials]
     last = max((t for t in times if t is not None), default=None)
     if last is None and found.study_dir is not None:
-        last = dt.datetime.fromtimestamp((found.study_dir / "study.json").stat().st_mtime)
+        last = dt.datetime.fromtimestamp(folder.study_json(found.study_dir).stat().st_mtime)
     return {
         "finished": count_finished(study),
         "total": total,

@@ -36,7 +36,9 @@ from typing import Any
 from autotune.errors import RecipeError
 from autotune.knobs import HARDWARE_METRICS
 from autotune.numbers import finite
+from autotune.study import attrs as ua
 from autotune.study import noise
+from autotune.study.records import screen_feasible
 
 PICKS = ("balanced", "fastest", "stablest")
 
@@ -120,10 +122,8 @@ def candidates(study: Any, every: bool = False) -> list[Candidate]:
     feasible screened trials that were not run at that length (for an explicit `trial N`)."""
     import optuna
 
-    from autotune.study.records import screen_feasible
-
     verified = verified_results(study)
-    decided = study.user_attrs.get("autotune.decided") or {}
+    decided = ua.decided(study)
     steps = decided.get("steps")
     at_rung = rung_rows(study, int(steps)) if steps and decided.get("rung") else None
     out = []
@@ -141,12 +141,12 @@ def candidates(study: Any, every: bool = False) -> list[Candidate]:
             Candidate(
                 number=t.number,
                 values=[float(v) for v in (row["values"] if row else t.values)],
-                metrics=dict(row["metrics"] if row else t.user_attrs.get("autotune.metrics") or {}),
-                knobs=dict(t.user_attrs.get("autotune.knobs") or {}),
-                env=dict(t.user_attrs.get("autotune.env") or {}),
+                metrics=dict(row["metrics"] if row else t.user_attrs.get(ua.METRICS) or {}),
+                knobs=ua.knobs(t),
+                env=ua.env(t),
                 params=dict(t.params),
-                fp_hash=t.user_attrs.get("autotune.fp_hash"),
-                baseline=bool(t.user_attrs.get("autotune.baseline")),
+                fp_hash=t.user_attrs.get(ua.FP_HASH),
+                baseline=ua.is_baseline(t),
                 verified=ver if (row is not None or at_rung is None) else None,
                 steps=int(row["steps"]) if row else (steps if at_rung is None else None),
             )
@@ -158,7 +158,7 @@ def rung_rows(study: Any, steps: int) -> dict[int, dict[str, Any]]:
     """The study's slim rung records at `steps` (`autotune.rung.N.STEPS`), by trial number."""
     out: dict[int, dict[str, Any]] = {}
     for key, value in study.user_attrs.items():
-        if key.startswith("autotune.rung.") and key.endswith(f".{steps}"):
+        if key.startswith(ua.RUNG_PREFIX) and key.endswith(f".{steps}"):
             out[int(value["number"])] = value
     return out
 
@@ -166,7 +166,7 @@ def rung_rows(study: Any, steps: int) -> dict[int, dict[str, Any]]:
 def verified_results(study: Any) -> dict[int, dict[str, Any]]:
     out: dict[int, dict[str, Any]] = {}
     for key, value in study.user_attrs.items():
-        if key.startswith("autotune.verified."):
+        if key.startswith(ua.VERIFIED_PREFIX):
             out[int(key.rsplit(".", 1)[1])] = value
     return out
 
@@ -323,9 +323,9 @@ def why_none(study: Any, limit: int = 3) -> str:
     for t in study.get_trials(deepcopy=False):
         if t.state == optuna.trial.TrialState.RUNNING:
             continue
-        outcome = t.user_attrs.get("autotune.outcome", "failed")
-        cons = t.user_attrs.get("autotune.constraints") or []
-        names = t.user_attrs.get("autotune.constraint_names") or []
+        outcome = t.user_attrs.get(ua.OUTCOME, "failed")
+        cons = t.user_attrs.get(ua.CONSTRAINTS) or []
+        names = t.user_attrs.get(ua.CONSTRAINT_NAMES) or []
         if outcome == "complete":
             broken = [
                 f"{names[i] if i < len(names) else f'constraint {i}'} (by {c:.3g})"
@@ -335,7 +335,7 @@ def why_none(study: Any, limit: int = 3) -> str:
             why = "broke " + ", ".join(broken) if broken else "infeasible"
             closeness = sum(c for c in cons if c > 0)
         else:
-            cause = t.user_attrs.get("autotune.cause")
+            cause = t.user_attrs.get(ua.CAUSE)
             why = outcome + (f" ({cause})" if cause else "")
             closeness = math.inf
         rows.append((closeness, t.number, why))

@@ -1,27 +1,23 @@
 """A trial's record: completed from what its process returned, written to trials/NNNN.json,
-told to Optuna; on resume, trials left running are told or run again, and finished trials
-without an MLflow run are logged again.
+told to Optuna. What a resumed study does with the records is `resume`'s.
 """
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from autotune import space as sp
 from autotune.recipe.seeds import ran_whole
+from autotune.study import attrs as ua
+from autotune.study import folder
 from autotune.study.objectives import (
     constraint_names,
     constraints_of,
     reference,
     values_of,
 )
-
-if TYPE_CHECKING:
-    from autotune.study.writer import MlflowWriter
 
 
 def complete_outcome(
@@ -40,14 +36,14 @@ def complete_outcome(
     metrics = dict((summary or {}).get("metrics") or {})
     outcome = dict(result)
     outcome["number"] = frozen.number
-    outcome["baseline"] = bool(frozen.user_attrs.get("autotune.baseline"))
+    outcome["baseline"] = ua.is_baseline(frozen)
     if outcome["baseline"]:
         baseline = reference(outcome["outcome"], metrics, ran_whole(summary))
     # The probe's knobs have every default resolved (the workload's learning rate included).
-    outcome["knobs"] = (summary or {}).get("knobs") or frozen.user_attrs.get("autotune.knobs", {})
-    outcome["env"] = frozen.user_attrs.get("autotune.env", {})
+    outcome["knobs"] = (summary or {}).get("knobs") or frozen.user_attrs.get(ua.KNOBS, {})
+    outcome["env"] = frozen.user_attrs.get(ua.ENV, {})
     outcome["params"] = dict(frozen.params)
-    outcome["source"] = frozen.user_attrs.get("autotune.source")
+    outcome["source"] = frozen.user_attrs.get(ua.SOURCE)
     if outcome["outcome"] == "failed":
         outcome["values"] = outcome["constraints"] = None
         outcome["feasible"] = False
@@ -63,24 +59,18 @@ def baseline_trial(study: Any) -> Any | None:
     """The study's baseline trial (trial 0 as the driver creates it), in whatever state; None
     in a study without one."""
     return next(
-        (t for t in study.get_trials(deepcopy=False) if t.user_attrs.get("autotune.baseline")),
+        (t for t in study.get_trials(deepcopy=False) if t.user_attrs.get(ua.BASELINE)),
         None,
     )
-
-
-SCREEN_FEASIBLE = "autotune.screen_feasible"
-"""Study attribute: {trial number: feasible}, every screened trial judged again once the screen
-was over (`rung_phase.rejudge_screen`): a trial told before the baseline had finished (several
-at once) was told its constraints relative to the baseline vacuously."""
 
 
 def screen_feasible(study: Any) -> Callable[[Any], bool]:
     """Whether a screened trial is feasible: as judged again after the screen, else (a study
     still screening, or from before this was kept) as Optuna was told."""
-    again = {int(k): bool(v) for k, v in (study.user_attrs.get(SCREEN_FEASIBLE) or {}).items()}
+    again = {int(k): bool(v) for k, v in (study.user_attrs.get(ua.SCREEN_FEASIBLE) or {}).items()}
 
     def judged(t: Any) -> bool:
-        return again.get(t.number, bool(t.user_attrs.get("autotune.feasible"))) and bool(t.values)
+        return again.get(t.number, bool(t.user_attrs.get(ua.FEASIBLE))) and bool(t.values)
 
     return judged
 
@@ -94,37 +84,27 @@ def screen_reference(study: Any) -> dict[str, Any] | None:
     t = baseline_trial(study)
     if t is None or t.state != optuna.trial.TrialState.COMPLETE:
         return None
-    yardstick = study.user_attrs.get("autotune.screen_yardstick")
+    yardstick = study.user_attrs.get(ua.SCREEN_YARDSTICK)
     if yardstick is not None:  # the baseline's screen over the verification seeds too
-        ref = dict(t.user_attrs.get("autotune.metrics") or {})
+        ref = ua.metrics(t)
         for metric in yardstick.get("metrics") or {}:  # None: no whole run there, vacuous
             ref[metric] = (yardstick.get("reference") or {}).get(metric)
         return ref
     a = t.user_attrs
-    whole = ran_whole(
-        {"steps_run": a.get("autotune.steps_run"), "steps_planned": a.get("autotune.steps_planned")}
-    )
-    return reference(a.get("autotune.outcome"), a.get("autotune.metrics"), whole)
+    whole = ran_whole({"steps_run": a.get(ua.STEPS_RUN), "steps_planned": a.get(ua.STEPS_PLANNED)})
+    return reference(a.get(ua.OUTCOME), a.get(ua.METRICS), whole)
 
 
 def write_outcome(study_dir: Path, outcome: Mapping[str, Any]) -> Path:
     """trials/NNNN.json, written atomically: the record MLflow is (re)logged from."""
-    folder = study_dir / "trials"
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{outcome['number']:04d}.json"
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(outcome, default=str))
-    os.replace(tmp, path)
+    path = folder.trial_path(study_dir, int(outcome["number"]))
+    folder.write_json(path, outcome)
     return path
 
 
 def read_outcome(study_dir: Path, number: int) -> dict[str, Any] | None:
-    path = study_dir / "trials" / f"{number:04d}.json"
-    try:
-        data: dict[str, Any] = json.loads(path.read_text())
-        return data
-    except (OSError, json.JSONDecodeError):
-        return None
+    """Trial `number`'s record; None when it has none (or none that can be read)."""
+    return folder.read_json(folder.trial_path(study_dir, number))
 
 
 def tell(study: Any, frozen: Any, outcome: Mapping[str, Any]) -> None:
@@ -134,26 +114,26 @@ def tell(study: Any, frozen: Any, outcome: Mapping[str, Any]) -> None:
     storage, tid = study._storage, frozen._trial_id
     summary = outcome.get("summary") or {}
     attrs = {
-        "autotune.outcome": outcome["outcome"],
-        "autotune.cause": outcome.get("cause"),
-        "autotune.error": (outcome.get("error") or "")[:2000] or None,
-        "autotune.metrics": summary.get("metrics") or {},
-        "autotune.feasible": bool(outcome.get("feasible")),
-        "autotune.fp_hash": (outcome.get("fingerprint") or {}).get("hash"),
-        "autotune.node": outcome.get("node"),
-        "autotune.ray_node": outcome.get("ray_node"),
-        "autotune.wall_s": outcome.get("wall_s"),
-        "autotune.effective_batch": summary.get("effective_batch"),
-        "autotune.diverged_at_step": summary.get("diverged_at_step"),
-        "autotune.samples_seen": summary.get("samples_seen"),
-        "autotune.steps_run": summary.get("steps_run"),
-        "autotune.steps_planned": summary.get("steps_planned"),
+        ua.OUTCOME: outcome["outcome"],
+        ua.CAUSE: outcome.get("cause"),
+        ua.ERROR: (outcome.get("error") or "")[:2000] or None,
+        ua.METRICS: summary.get("metrics") or {},
+        ua.FEASIBLE: bool(outcome.get("feasible")),
+        ua.FP_HASH: (outcome.get("fingerprint") or {}).get("hash"),
+        ua.NODE: outcome.get("node"),
+        ua.RAY_NODE: outcome.get("ray_node"),
+        ua.WALL_S: outcome.get("wall_s"),
+        ua.EFFECTIVE_BATCH: summary.get("effective_batch"),
+        ua.DIVERGED_AT_STEP: summary.get("diverged_at_step"),
+        ua.SAMPLES_SEEN: summary.get("samples_seen"),
+        ua.STEPS_RUN: summary.get("steps_run"),
+        ua.STEPS_PLANNED: summary.get("steps_planned"),
     }
     if outcome.get("knobs"):
-        attrs["autotune.knobs"] = outcome["knobs"]
+        attrs[ua.KNOBS] = outcome["knobs"]
     if outcome.get("constraints") is not None:
-        attrs["autotune.constraints"] = outcome["constraints"]
-        attrs["autotune.constraint_names"] = outcome.get("constraint_names")  # for why_none
+        attrs[ua.CONSTRAINTS] = outcome["constraints"]
+        attrs[ua.CONSTRAINT_NAMES] = outcome.get("constraint_names")  # for why_none
     for key, value in attrs.items():
         storage.set_trial_user_attr(tid, key, value)
     if outcome.get("constraints") is not None:
@@ -183,33 +163,3 @@ def count_finished(study: Any) -> int:
 
     done = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL)
     return len(study.get_trials(deepcopy=False, states=done))
-
-
-def stale_trials(study: Any, study_dir: Path, space: sp.Space, logger: MlflowWriter) -> list[Any]:
-    """Trials left RUNNING by a driver that died: tell the ones whose record was written,
-    return the others to be run again under the same number."""
-    import optuna
-
-    rerun = []
-    for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
-        saved = read_outcome(study_dir, t.number)
-        if saved is not None:
-            tell(study, t, saved)
-            logger.log(saved)
-        else:
-            rerun.append(t)
-    return rerun
-
-
-def reconcile(study: Any, study_dir: Path, logger: MlflowWriter) -> None:
-    """Log to MLflow every finished trial that has no complete child run yet."""
-    import optuna
-
-    logged = logger.logged()
-    done = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL)
-    for t in study.get_trials(deepcopy=False, states=done):
-        if t.number in logged:
-            continue
-        saved = read_outcome(study_dir, t.number)
-        if saved is not None:
-            logger.log(saved)

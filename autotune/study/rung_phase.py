@@ -14,8 +14,6 @@ without re-running the rung probes that finished.
 from __future__ import annotations
 
 import contextlib
-import json
-import os
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -25,14 +23,17 @@ from typing import Any
 from autotune import space as sp
 from autotune.probe import ProbeConfig
 from autotune.recipe.seeds import ran_whole
+from autotune.study import attrs as ua
 from autotune.study import rungs as rg
+from autotune.study.folder import read_json, rung_path, write_json
 from autotune.study.objectives import constraints_of, feasible, reference, values_of
 from autotune.study.options import StudyOptions
 from autotune.study.progress import fmt_s
-from autotune.study.records import SCREEN_FEASIBLE, baseline_trial, screen_reference
+from autotune.study.records import baseline_trial, screen_reference
 from autotune.study.rungs import plan, target_of
 from autotune.study.session import plan_resources
 from autotune.study.states import remove_everywhere, rung_probe
+from autotune.study.verification import verify_task
 from autotune.study.writer import MlflowWriter
 
 Job = tuple[int, dict[str, Any], dict[str, str]]  # trial number, knobs, env
@@ -42,30 +43,19 @@ def pending(study: Any, space: sp.Space) -> bool:
     """Whether the rung phase has yet to decide for this space's target."""
     if len(plan(space)) < 2:
         return False
-    decided = study.user_attrs.get("autotune.decided") or {}
+    decided = ua.decided(study)
     return decided.get("target_steps") != target_of(space)
 
 
-def rung_path(study_dir: Path, number: int, rung: int) -> Path:
-    return study_dir / "trials" / f"{number:04d}-r{rung}.json"
-
-
 def write_rung_record(study_dir: Path, record: Mapping[str, Any]) -> None:
-    path = rung_path(study_dir, int(record["number"]), int(record["rung"]))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(record, default=str))
-    os.replace(tmp, path)
+    write_json(rung_path(study_dir, int(record["number"]), int(record["rung"])), record)
 
 
 def read_rung_record(study_dir: Path, number: int, rung: int, steps: int) -> dict[str, Any] | None:
     """The record of trial `number` at rung `rung`, if it was run at `steps` (a record of
     another length, from before the target changed, does not count)."""
-    try:
-        data: dict[str, Any] = json.loads(rung_path(study_dir, number, rung).read_text())
-    except (OSError, json.JSONDecodeError):
-        return None
-    return data if data.get("steps") == steps else None
+    data = read_json(rung_path(study_dir, number, rung))
+    return data if data is not None and data.get("steps") == steps else None
 
 
 def judge(
@@ -141,15 +131,15 @@ def screen_results(study: Any, space: sp.Space) -> list[rg.RungResult]:
     done = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL)
     out = []
     for t in study.get_trials(deepcopy=False, states=done):
-        outcome = str(t.user_attrs.get("autotune.outcome", "failed"))
-        metrics = dict(t.user_attrs.get("autotune.metrics") or {})
+        outcome = str(t.user_attrs.get(ua.OUTCOME, "failed"))
+        metrics = ua.metrics(t)
         measured = outcome != "failed" and bool(t.values)
         cons = constraints_of(space, outcome, metrics, ref) if measured else None
         out.append(
             rg.RungResult(
                 number=t.number,
                 steps=space.probe.steps,
-                baseline=bool(t.user_attrs.get("autotune.baseline")),
+                baseline=ua.is_baseline(t),
                 outcome=outcome,
                 values=list(t.values) if t.values else None,
                 feasible=bool(t.values) and feasible(space, outcome, metrics, ref),
@@ -162,10 +152,10 @@ def screen_results(study: Any, space: sp.Space) -> list[rg.RungResult]:
 
 def rejudge_screen(study: Any, space: sp.Space) -> None:
     """Store every screened trial's feasibility judged against the baseline's screen
-    (`records.SCREEN_FEASIBLE`), once the screen is over."""
+    (`attrs.SCREEN_FEASIBLE`), once the screen is over."""
     verdicts = {str(r.number): r.feasible for r in screen_results(study, space)}
-    if verdicts != (study.user_attrs.get(SCREEN_FEASIBLE) or {}):
-        study.set_user_attr(SCREEN_FEASIBLE, verdicts)
+    if verdicts != (study.user_attrs.get(ua.SCREEN_FEASIBLE) or {}):
+        study.set_user_attr(ua.SCREEN_FEASIBLE, verdicts)
 
 
 def rung_phase(
@@ -200,7 +190,7 @@ def rung_phase(
                 f"{len(near)} closest to feasible go on (least constraint violation): trials "
                 f"{', '.join(map(str, near))}"
             )
-        if not [n for n in numbers if not trials[n].user_attrs.get("autotune.baseline")]:
+        if not [n for n in numbers if not trials[n].user_attrs.get(ua.BASELINE)]:
             # Nothing searched is feasible: the defaults are the answer, judged where the user
             # trains. The baseline alone goes on to the target (the yardstick at every length).
             alone = _baseline_to_target(opts, study, logger, study_dir, ray, numbers, k, say)
@@ -220,7 +210,7 @@ def rung_phase(
         cur = [as_result(slim(r)) for r in records]
         ag = rg.agreement(prev, cur, objectives, min_n=space.rungs.min_agreement_n)
         table.append({"rung": k, "steps": steps, "numbers": numbers, "agreement": ag})
-        study.set_user_attr("autotune.rungs", table)
+        study.set_user_attr(ua.RUNGS, table)
         grow, why = rg.should_grow(
             [row["agreement"] for row in table],
             threshold=space.rungs.agreement,
@@ -233,8 +223,8 @@ def rung_phase(
         if not grow:
             break
         prev = cur
-    study.set_user_attr("autotune.rungs", table)
-    study.set_user_attr("autotune.decided", {**decided, "target_steps": target_of(space)})
+    study.set_user_attr(ua.RUNGS, table)
+    study.set_user_attr(ua.DECIDED, {**decided, "target_steps": target_of(space)})
     remove_everywhere(ray, study_dir)
     say(f"decided at {decided['steps']} of {target_of(space)} steps ({decided['reason']})")
     return False
@@ -242,8 +232,8 @@ def rung_phase(
 
 def job_of(trial: Any) -> Job:
     """A trial's rung job: its number, knobs and environment knobs as its screen recorded them."""
-    knobs = dict(trial.user_attrs.get("autotune.knobs") or {})
-    return trial.number, knobs, dict(trial.user_attrs.get("autotune.env") or {})
+    knobs = ua.knobs(trial)
+    return trial.number, knobs, ua.env(trial)
 
 
 def _baseline_to_target(
@@ -327,7 +317,7 @@ def _run_rung(
                 steps=steps,
                 below=below,
                 top=top,
-                baseline=bool(trials[job[0]].user_attrs.get("autotune.baseline")),
+                baseline=ua.is_baseline(trials[job[0]]),
             ),
         )
         for job in todo
@@ -343,7 +333,7 @@ def _run_rung(
 def _node_below(study_dir: Path, trial: Any, rung: int, steps: int) -> str | None:
     """The Ray node that ran `trial` at the rung below (where its state was written)."""
     if rung == 0:
-        node = trial.user_attrs.get("autotune.ray_node")
+        node = trial.user_attrs.get(ua.RAY_NODE)
     else:
         node = (read_rung_record(study_dir, trial.number, rung, steps) or {}).get("ray_node")
     return str(node) if node else None
@@ -361,7 +351,7 @@ def judge_rung(
         judge(space, rec, ref)
         if rec.get("constraints") != before:
             write_rung_record(study_dir, rec)
-        study.set_user_attr(f"autotune.rung.{rec['number']}.{rec['steps']}", slim(rec))
+        study.set_user_attr(ua.rung_key(rec["number"], rec["steps"]), slim(rec))
 
 
 def record_rung(
@@ -377,7 +367,7 @@ def record_rung(
     baseline's record at this rung when it is written already: the baseline runs first),
     written to trials/NNNN-rK.json, stored slim in the study; the record."""
     summary = out.get("summary") or {}
-    baseline = bool(trial.user_attrs.get("autotune.baseline"))
+    baseline = ua.is_baseline(trial)
     if baseline:
         ref = reference(out.get("outcome"), summary.get("metrics"), ran_whole(summary))
     else:
@@ -394,14 +384,14 @@ def record_rung(
             "schedule_steps": target_of(space),  # the LR schedule's length (at probe.batch)
             "seed": space.probe.seed,
             "baseline": baseline,
-            "knobs": summary.get("knobs") or trial.user_attrs.get("autotune.knobs") or {},
-            "env": trial.user_attrs.get("autotune.env") or {},
+            "knobs": summary.get("knobs") or trial.user_attrs.get(ua.KNOBS) or {},
+            "env": trial.user_attrs.get(ua.ENV) or {},
             "params": dict(trial.params),
         },
         ref,
     )
     write_rung_record(study_dir, record)
-    study.set_user_attr(f"autotune.rung.{trial.number}.{steps}", slim(record))
+    study.set_user_attr(ua.rung_key(trial.number, steps), slim(record))
     return record
 
 
@@ -416,8 +406,6 @@ def run_probe_jobs(
     """Run probes as Ray tasks (fresh processes, `plan_resources` at once); call `done` with
     each result as it finishes. False when interrupted (in-flight tasks are cancelled).
     `nodes`: per trial number, the Ray node to prefer (soft affinity: where its state is)."""
-    from autotune.study.verification import verify_task
-
     if not configs:
         return True
     conc, resources, threads = plan_resources(space, ray.cluster_resources())

@@ -20,12 +20,10 @@ import math
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from autotune.study import noise
-
-if TYPE_CHECKING:
-    from autotune import space as sp
+from autotune import space as sp
+from autotune.study import noise, pick
 
 
 @dataclass(frozen=True)
@@ -83,8 +81,6 @@ def promote(
     """The trial numbers to run at the next rung: the best `max(min_promote, ceil(n / eta))`
     feasible non-baseline configurations (Pareto layer by layer, each by knee distance: the
     pick's own order), plus the baseline whenever it ran this rung. Infeasible ones never."""
-    from autotune.study import pick
-
     n_rung = len(results)
     feasible = [r for r in results if r.feasible and not r.baseline and r.values is not None]
     q = min(len(feasible), max(min_promote, math.ceil(n_rung / eta)))

@@ -16,6 +16,7 @@ from typing import Any
 
 from autotune import space as sp
 from autotune.errors import ClusterError, StudyError
+from autotune.study.folder import lock_file, ray_dir
 from autotune.study.storage import check_tcp
 
 
@@ -62,7 +63,7 @@ def ray_session(address: str | None, study_dir: Path, cpus: int | None = None) -
         # A local Ray without a token prompt, with its files inside the study folder when the
         # path is short enough for its unix sockets (107 bytes), else in a short temp folder.
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-        temp = study_dir / "ray"
+        temp = ray_dir(study_dir)
         if len(str(temp.resolve())) > 40:  # Ray appends up to 64 bytes to it
             temp = Path(tempfile.gettempdir()) / f"autotune-ray-{os.getuid()}"
         temp.mkdir(parents=True, exist_ok=True)
@@ -118,7 +119,7 @@ def driver_lock(study_dir: Path) -> Iterator[None]:
     writing anything else in them."""
     made = [d for d in (study_dir, *study_dir.parents) if not d.exists()]
     study_dir.mkdir(parents=True, exist_ok=True)
-    path = study_dir / "driver.lock"
+    path = lock_file(study_dir)
     with open(path, "a+") as f:
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -29,17 +29,9 @@ from typing import Any
 from autotune import space as sp
 from autotune.probe import ProbeConfig
 from autotune.probe.checkpoint import unsupported
+from autotune.study.folder import state_dir, state_path
 
 _STATE = re.compile(r"(\d{4,})-s(\d+)\.pt(\.rank\d+)?")  # a DDP rank's: .pt.rankR
-
-
-def state_dir(study_dir: Path) -> Path:
-    return study_dir / "state"
-
-
-def state_path(study_dir: Path, number: int, steps: int) -> Path:
-    """Absolute: the probe process may run in another working directory."""
-    return state_dir(study_dir).resolve() / f"{number:04d}-s{steps}.pt"
 
 
 def screen_probe(
@@ -53,7 +45,7 @@ def screen_probe(
     baseline: bool = False,
 ) -> ProbeConfig:
     """Trial `number`'s screen probe; it keeps its state when a rung may continue it."""
-    cfg = ProbeConfig.from_space(space, knobs=knobs, env=env).for_baseline(baseline)
+    cfg = sp.probe_config(space, knobs=knobs, env=env).for_baseline(baseline)
     if not (rungs_above and space.rungs.continuation):
         return cfg
     return with_states(cfg, study_dir, number, steps=space.probe.steps, save=True)
@@ -73,7 +65,7 @@ def rung_probe(
 ) -> ProbeConfig:
     """Trial `number`'s probe at a rung of `steps`: it continues its state at the rung `below`
     and keeps its own unless it is the `top` rung (`rungs.continuation: false`: neither)."""
-    cfg = ProbeConfig.from_space(space, knobs=knobs, env=env, steps=steps).for_baseline(baseline)
+    cfg = sp.probe_config(space, knobs=knobs, env=env, steps=steps).for_baseline(baseline)
     if not space.rungs.continuation:
         return cfg
     return with_states(cfg, study_dir, number, steps=steps, save=not top, resume_steps=below)

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune.errors import ClusterError, StudyError
+from autotune.study.folder import optuna_db
 from autotune.study.options import StudyOptions
 from autotune.tracking.connection import redact
 
@@ -16,7 +17,7 @@ from autotune.tracking.connection import redact
 def storage_url(opts: StudyOptions, study_dir: Path) -> str:
     if opts.storage:
         return opts.storage
-    return f"sqlite:///{(study_dir / 'optuna.db').resolve()}"
+    return f"sqlite:///{optuna_db(study_dir).resolve()}"
 
 
 def open_storage(url: str) -> Any:

@@ -10,13 +10,18 @@ from pathlib import Path
 from typing import Any
 
 from autotune import space as sp
+from autotune.recipe.paired import format_line
 from autotune.recipe.seeds import ran_whole
+from autotune.recipe.verify import format_interval
+from autotune.study import attrs as ua
 from autotune.study import improvement as im
+from autotune.study import pick as pk
 from autotune.study.compute import format_line as compute_line
 from autotune.study.compute import study_compute
 from autotune.study.objectives import directions, reference, vacuous
 from autotune.study.pick import dominates
 from autotune.study.records import screen_feasible
+from autotune.study.verdict import pick_part
 from autotune.study.yardstick import format_line as yardstick_line
 from autotune.tracking.connection import redact
 
@@ -67,7 +72,7 @@ def summarize(
         "screen_improvement": at_screen if steps != space.probe.steps else None,
         # Relative constraints with no baseline value at the decided length: not judged there.
         "vacuous": {"steps": steps, "constraints": vacuous(space, ref)} if baseline else None,
-        "screen_yardstick": study.user_attrs.get("autotune.screen_yardstick"),
+        "screen_yardstick": study.user_attrs.get(ua.SCREEN_YARDSTICK),
         "counts": counts,
         "dropped_knobs": dict(dropped or {}),
         "study_dir": str(study_dir) if study_dir else None,
@@ -89,10 +94,10 @@ def _tally(
         if t.state == optuna.trial.TrialState.RUNNING:
             counts["running"] += 1
             continue
-        outcome = t.user_attrs.get("autotune.outcome", "failed")
+        outcome = t.user_attrs.get(ua.OUTCOME, "failed")
         counts[outcome] = counts.get(outcome, 0) + 1
         info[t.number] = t
-        if t.user_attrs.get("autotune.baseline"):
+        if t.user_attrs.get(ua.BASELINE):
             baseline = t
         if t.state == optuna.trial.TrialState.COMPLETE and judged(t):
             feasible.append((t.number, list(t.values)))
@@ -102,8 +107,6 @@ def _tally(
 def _decided_candidates(study: Any, decided: Mapping[str, Any]) -> dict[int, Any] | None:
     """The candidates at the decided rung by number (`pick.candidates`: feasible in their
     record there, values of that length); None when decided at the screen."""
-    from autotune.study import pick as pk
-
     if not decided.get("rung"):
         return None
     return {c.number: c for c in pk.candidates(study)}
@@ -122,20 +125,18 @@ def _front_row(
 
 
 def _row(space: sp.Space, t: Any, ref: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    complete = t.user_attrs.get("autotune.outcome") == "complete"
+    complete = t.user_attrs.get(ua.OUTCOME) == "complete"
     return {
         "number": t.number,
         "values": list(t.values) if t.values else None,
-        "metrics": t.user_attrs.get("autotune.metrics", {}),
-        "knobs": t.user_attrs.get("autotune.knobs", {}),
+        "metrics": t.user_attrs.get(ua.METRICS, {}),
+        "knobs": t.user_attrs.get(ua.KNOBS, {}),
         "params": dict(t.params),
-        "outcome": t.user_attrs.get("autotune.outcome"),
-        "cause": t.user_attrs.get("autotune.cause"),
-        "feasible": bool(t.user_attrs.get("autotune.feasible")),
-        "baseline": bool(t.user_attrs.get("autotune.baseline")),
-        "broken": im.broken(space, t.user_attrs.get("autotune.metrics") or {}, ref)
-        if complete
-        else [],
+        "outcome": t.user_attrs.get(ua.OUTCOME),
+        "cause": t.user_attrs.get(ua.CAUSE),
+        "feasible": bool(t.user_attrs.get(ua.FEASIBLE)),
+        "baseline": ua.is_baseline(t),
+        "broken": im.broken(space, t.user_attrs.get(ua.METRICS) or {}, ref) if complete else [],
     }
 
 
@@ -152,11 +153,11 @@ def _rungs(study: Any, space: sp.Space, counts: Mapping[str, int]) -> dict[str, 
         }
     ]
     attrs = study.user_attrs
-    for r in attrs.get("autotune.rungs") or []:
-        slims = [attrs.get(f"autotune.rung.{n}.{r['steps']}") or {} for n in r.get("numbers") or []]
+    for r in attrs.get(ua.RUNGS) or []:
+        slims = [attrs.get(ua.rung_key(n, r["steps"])) or {} for n in r.get("numbers") or []]
         continued = sum(bool(x.get("resumed_from_step")) for x in slims)  # else started over
         rows.append({**r, "trials": len(r.get("numbers") or []), "continued": continued})
-    decided = study.user_attrs.get("autotune.decided")
+    decided = study.user_attrs.get(ua.DECIDED)
     if not decided or decided.get("target_steps") != target:
         decided = {
             "steps": screen,
@@ -173,12 +174,9 @@ def _verified_and_pick(study: Any, objectives: list[dict[str, Any]]) -> dict[str
     and `warm_start` parts."""
     import optuna
 
-    from autotune.study import pick as pk
-    from autotune.study.verdict import pick_part
-
     out = pick_part(study, objectives)
     out["warm_start"] = None
-    warm = study.user_attrs.get("autotune.warm_start")
+    warm = study.user_attrs.get(ua.WARM_START)
     if warm:
         judged = screen_feasible(study)
         feasible = [
@@ -271,9 +269,6 @@ def format_summary(summary: Mapping[str, Any], *, tracking_uri: str | None = Non
 def _pick_lines(summary: Mapping[str, Any]) -> list[str]:
     """The pick, its paired verdict against the baseline, and the advice when there is none
     (which says how the trial it names fared: it may have diverged)."""
-    from autotune.recipe.paired import format_line
-    from autotune.recipe.verify import format_interval
-
     pick = summary.get("pick")
     if not pick:
         return []
@@ -457,7 +452,6 @@ def _pareto_lines(summary: Mapping[str, Any]) -> list[str]:
 def _verified_lines(summary: Mapping[str, Any]) -> list[str]:
     if not summary.get("verified"):
         return []
-    from autotune.recipe.verify import format_interval
 
     objs = summary["objectives"]
     first = summary["verified"][0]

@@ -13,6 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from autotune.recipe import paired as pd
+from autotune.study import attrs as ua
+from autotune.study import pick as pk
+from autotune.study.records import baseline_trial
 
 
 @dataclass
@@ -28,9 +31,6 @@ class Decision:
 
 def baseline_verified(study: Any, steps: int | None) -> tuple[int | None, dict[str, Any] | None]:
     """The baseline's number and its verified result at `steps` (None: not verified there)."""
-    from autotune.study import pick as pk
-    from autotune.study.records import baseline_trial
-
     base = baseline_trial(study)
     if base is None:
         return None, None
@@ -59,9 +59,6 @@ def baseline_choice(study: Any, cands: Sequence[Any], steps: int | None) -> Any 
     """The baseline as a configuration to pick: its candidate when it is one, else built from
     its trial with its verified numbers at `steps` (it ran, but was no candidate: e.g. labelled
     diverged at the screen seed, and ran whole on every verification seed)."""
-    from autotune.study import pick as pk
-    from autotune.study.records import baseline_trial
-
     for c in cands:
         if c.baseline:
             return c
@@ -72,11 +69,11 @@ def baseline_choice(study: Any, cands: Sequence[Any], steps: int | None) -> Any 
     return pk.Candidate(
         number=t.number,
         values=[float(v) for v in (t.values or [])],
-        metrics=dict(t.user_attrs.get("autotune.metrics") or {}),
-        knobs=dict(t.user_attrs.get("autotune.knobs") or {}),
-        env=dict(t.user_attrs.get("autotune.env") or {}),
+        metrics=ua.metrics(t),
+        knobs=ua.knobs(t),
+        env=ua.env(t),
         params=dict(t.params),
-        fp_hash=t.user_attrs.get("autotune.fp_hash"),
+        fp_hash=t.user_attrs.get(ua.FP_HASH),
         baseline=True,
         verified=ver,
         steps=steps,
@@ -88,8 +85,6 @@ def decide(
 ) -> Decision:
     """`pick.pick`, then the paired verdict; a named pick that is not better than the defaults
     (`paired.PREFER_DEFAULTS`) and a baseline that held on every seed give the defaults."""
-    from autotune.study import pick as pk
-
     first = pk.pick(cands, objectives, how)
     verdict = against_baseline(study, first, objectives)
     kind, _ = pk.parse_pick(how)
@@ -142,8 +137,6 @@ def standing(c: Any) -> dict[str, Any]:
 
 def why_not_picked(c: Any, decision: Decision | None) -> str | None:
     """Why a verified candidate is not the pick (None: it is)."""
-    from autotune.study import pick as pk
-
     if decision is not None and c.number == decision.chosen.number:
         return None
     if not c.holds:
@@ -161,8 +154,6 @@ def why_not_picked(c: Any, decision: Decision | None) -> str | None:
 def pick_part(study: Any, objectives: list[dict[str, Any]]) -> dict[str, Any]:
     """The summary's `verified`, `pick`, `vs_baseline` and `throughput_noise` parts (see the
     README, `show --json`)."""
-    from autotune.study import pick as pk
-
     cands = pk.candidates(study)
     out: dict[str, Any] = {"verified": [], "pick": None, "vs_baseline": None}
     out["throughput_noise"] = pk.noise_note(cands, objectives)  # ties on throughput

@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -15,11 +14,17 @@ from pathlib import Path
 from typing import Any
 
 from autotune import space as sp
-from autotune.probe import ProbeConfig
 from autotune.process.launcher import run_trial_process
+from autotune.recipe import verify as vf
 from autotune.recipe.seeds import ran_whole
+from autotune.study import attrs as ua
+from autotune.study import pick
+from autotune.study.folder import verify_path, write_json
+from autotune.study.improvement import baseline_at
+from autotune.study.objectives import feasible, reference, vacuous
 from autotune.study.options import StudyOptions
 from autotune.study.progress import fmt_s
+from autotune.study.records import baseline_trial
 from autotune.study.rungs import target_of
 from autotune.study.session import plan_resources
 from autotune.study.writer import MlflowWriter
@@ -30,8 +35,6 @@ def to_verify(study: Any, space: sp.Space) -> list[Any]:
     baseline beside them whenever it is not verified at that length: it is the yardstick the
     candidates are compared with, seed by seed (a baseline that is no candidate, e.g. labelled
     diverged at the screen, is verified all the same)."""
-    from autotune.study import pick
-
     if space.verify.top_k <= 0:
         return []
     objectives = [o.model_dump() for o in space.objectives]
@@ -50,9 +53,6 @@ def to_verify(study: Any, space: sp.Space) -> list[Any]:
 def baseline_candidate(study: Any, space: sp.Space) -> Any | None:
     """The baseline as a configuration to verify at the decided length (None: there is no
     baseline, or it was verified there already)."""
-    from autotune.study import pick
-    from autotune.study.records import baseline_trial
-
     t = baseline_trial(study)
     if t is None:
         return None
@@ -63,9 +63,9 @@ def baseline_candidate(study: Any, space: sp.Space) -> Any | None:
     return pick.Candidate(
         number=t.number,
         values=[float(v) for v in (t.values or [])],
-        metrics=dict(t.user_attrs.get("autotune.metrics") or {}),
-        knobs=dict(t.user_attrs.get("autotune.knobs") or space.baseline_knobs()),
-        env=dict(t.user_attrs.get("autotune.env") or space.baseline_env()),
+        metrics=ua.metrics(t),
+        knobs=ua.knobs(t) or space.baseline_knobs(),
+        env=ua.env(t) or space.baseline_env(),
         params=dict(t.params),
         baseline=True,
         steps=steps,
@@ -86,26 +86,18 @@ def verify_task(
 
 def decided_steps(study: Any, space: sp.Space) -> int:
     """The length the study's answer is decided at: the top rung reached (else the screen)."""
-    decided = study.user_attrs.get("autotune.decided") or {}
+    decided = ua.decided(study)
     return int(decided.get("steps") or space.probe.steps)
-
-
-def verify_path(study_dir: Path, number: int, seed: int, steps: int) -> Path:
-    return study_dir / "verify" / f"{number:04d}-s{steps}-seed{seed}.json"
 
 
 def save_seed(
     study_dir: Path, number: int, seed: int, out: dict[str, Any], steps: int
 ) -> dict[str, Any]:
     """Write one seed's outcome (without its step series) atomically; return what was written."""
-    path = verify_path(study_dir, number, seed, steps)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
     slim = dict(out)
     if slim.get("summary"):
         slim["summary"] = {k: v for k, v in slim["summary"].items() if k != "series"}
-    tmp.write_text(json.dumps(slim, default=str))
-    os.replace(tmp, path)
+    write_json(verify_path(study_dir, number, seed, steps), slim)
     return slim
 
 
@@ -114,8 +106,6 @@ def verify_phase(
 ) -> bool:
     """Re-run the best candidates with other seeds; store the verified numbers in the study and
     MLflow. Returns True when interrupted (what finished is kept: the next run continues)."""
-    from autotune.recipe import verify as vf
-
     space = opts.space
     todo = to_verify(study, space)
     if not todo:
@@ -161,7 +151,7 @@ def verify_phase(
         while pending or inflight:
             while pending and len(inflight) < conc:
                 c, seed = pending.pop(0)
-                cfg = ProbeConfig.from_space(
+                cfg = sp.probe_config(
                     space, knobs=c.knobs, env=c.env, seed=seed, steps=steps
                 ).for_baseline(c.baseline)
                 ref = remote.remote(cfg.to_dict(), c.env, timeout, threads)
@@ -228,8 +218,6 @@ def _record_verified(
     study_dir: Path,
 ) -> None:
     """A candidate's seeds summarised, logged to MLflow, stored in the study and announced."""
-    from autotune.recipe import verify as vf
-
     runs = sorted(runs, key=lambda r: r["seed"])
     res = vf.summarize_seeds(runs, metrics)
     res["steps"] = steps
@@ -237,7 +225,7 @@ def _record_verified(
     judge_seeds(study, space, study_dir, res, runs)
     fp = next((r.get("fingerprint") for r in runs if r.get("fingerprint")), None)
     res["run_id"] = logger.verification(c.number, res, fp)
-    study.set_user_attr(f"autotune.verified.{c.number}", res)
+    study.set_user_attr(ua.verified_key(c.number), res)
     shown = "  ".join(f"{m} {vf.format_interval(res['metrics'].get(m))}" for m in metrics[:2])
     say(f"  verified trial {c.number}: {shown}  diverged {res['diverged_share']:.0%} of seeds")
 
@@ -248,8 +236,6 @@ def judge_seeds(
     """Per seed `feasible` (complete, and within every constraint: not only "not diverged"),
     the relative ones against the baseline's run at that seed and length; `all_feasible`;
     `vacuous`: the relative constraints some seed had no baseline value for."""
-    from autotune.study.objectives import feasible, vacuous
-
     steps = int(res["steps"])
     refs = baseline_references(study, space, study_dir, steps, [int(r["seed"]) for r in runs])
     for row, r, ref in zip(res["runs"], runs, refs, strict=True):
@@ -267,10 +253,6 @@ def baseline_references(
     run at the same seed and steps when the baseline was verified, else its run at that length
     (`improvement.baseline_at`: its record at the decided rung, or its screen when that is the
     decided length). None: no reference (vacuous)."""
-    from autotune.study.improvement import baseline_at
-    from autotune.study.objectives import reference
-    from autotune.study.records import baseline_trial
-
     base = baseline_trial(study)
     if base is None:
         return [None] * len(seeds)

@@ -9,6 +9,8 @@ from typing import Any
 
 from autotune import space as sp
 from autotune.errors import StudyError
+from autotune.recipe import Recipe
+from autotune.study import pick
 from autotune.study.find import find_study
 from autotune.study.options import WarmStart
 
@@ -42,9 +44,6 @@ def warm_params(config: Mapping[str, Any], searched: Mapping[str, sp.Domain]) ->
 def load_warm_start(ref: str, storage: str | None = None, top: int = 3) -> WarmStart:
     """The configurations to warm-start from: a recipe file's, or an earlier study's best
     `top` candidates (verified ones first, in pick order)."""
-    from autotune.recipe import Recipe
-    from autotune.study import pick
-
     path = Path(ref)
     if path.is_file():
         r = Recipe.load(path)

@@ -9,8 +9,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from autotune.study.records import SCREEN_FEASIBLE, read_outcome
-from autotune.study.summary import importances
+from autotune import tracking
+from autotune.study import attrs as ua
+from autotune.study.records import read_outcome
+from autotune.tracking.runs import log_rung
+from autotune.tracking.verdicts import set_feasible
 
 
 class MlflowWriter:
@@ -19,10 +22,10 @@ class MlflowWriter:
     Trials are logged by one background thread, in the order they finished, so that logging
     a trial (~1 s for a 1000-step probe's series on SQLite) runs beside the next trial instead
     of before it. Nothing is lost if the driver dies with trials still queued: a trial's record
-    is on disk (trials/NNNN.json) and in Optuna before it is queued, and `reconcile` logs every
-    finished trial without a complete MLflow run when the study resumes. Every other use of the
-    client first waits for the queue to be empty (`drain`), so the client is never used by two
-    threads at once.
+    is on disk (trials/NNNN.json) and in Optuna before it is queued, and `resume.reconcile`
+    logs every finished trial without a complete MLflow run when the study resumes. Every other
+    use of the client first waits for the queue to be empty (`drain`), so the client is never
+    used by two threads at once.
     """
 
     def __init__(
@@ -34,8 +37,6 @@ class MlflowWriter:
         self._writer: threading.Thread | None = None
 
     def logged(self) -> set[int]:
-        from autotune import tracking
-
         self.drain()
         return tracking.logged_trials(self.client, self.experiment_id, self.parent)
 
@@ -66,9 +67,6 @@ class MlflowWriter:
         self.log({**record, "_rung_record": True})
 
     def _log_rung_now(self, record: dict[str, Any]) -> None:
-        from autotune import tracking
-        from autotune.tracking.runs import log_rung
-
         try:
             trial_run = tracking.trial_run_ids(self.client, self.experiment_id, self.parent).get(
                 int(record["number"])
@@ -85,8 +83,6 @@ class MlflowWriter:
             )
 
     def _log_now(self, outcome: Mapping[str, Any]) -> None:
-        from autotune import tracking
-
         if outcome.get("_rung_record"):
             self._log_rung_now({k: v for k, v in outcome.items() if k != "_rung_record"})
             return
@@ -102,8 +98,6 @@ class MlflowWriter:
             )
 
     def verification(self, number: int, result: Mapping[str, Any], fp: Any) -> str | None:
-        from autotune import tracking
-
         self.drain()
         try:
             return tracking.log_verification(
@@ -128,9 +122,7 @@ class MlflowWriter:
 
     def screen_verdicts(self, study: Any) -> None:
         """Bring the trial runs' `autotune.feasible` tags in line with the screen's verdicts
-        judged again (`records.SCREEN_FEASIBLE`)."""
-        from autotune.tracking.verdicts import set_feasible
-
+        judged again (`attrs.SCREEN_FEASIBLE`)."""
         verdicts = _verdicts(study)
         if not verdicts:
             return
@@ -144,9 +136,14 @@ class MlflowWriter:
                 file=sys.stderr,
             )
 
-    def summary(self, summary: dict[str, Any], study: Any) -> None:
-        from autotune import tracking
-
+    def summary(
+        self,
+        summary: dict[str, Any],
+        study: Any,
+        importances: dict[str, dict[str, float]] | None,
+    ) -> None:
+        """Log the study's summary, its trials' records, the parameter `importances` (the
+        driver's, `summary.importances`) and the plots on the study's run."""
         self.drain()
         verdicts = _verdicts(study)
         outcomes = []
@@ -155,9 +152,7 @@ class MlflowWriter:
             if o is not None:  # the plots show the verdict judged again, as `show` does
                 outcomes.append({**o, "feasible": verdicts.get(t.number, o.get("feasible"))})
         try:
-            tracking.log_study_summary(
-                self.client, self.parent, summary, outcomes, importances(study, summary)
-            )
+            tracking.log_study_summary(self.client, self.parent, summary, outcomes, importances)
         except Exception as e:
             print(
                 f"warning: could not log the study summary to MLflow ({type(e).__name__}: {e})",
@@ -167,4 +162,4 @@ class MlflowWriter:
 
 def _verdicts(study: Any) -> dict[int, bool]:
     """{trial number: feasible} as judged again after the screen (empty while it screens)."""
-    return {int(k): bool(v) for k, v in (study.user_attrs.get(SCREEN_FEASIBLE) or {}).items()}
+    return {int(k): bool(v) for k, v in (study.user_attrs.get(ua.SCREEN_FEASIBLE) or {}).items()}

@@ -23,9 +23,13 @@ from typing import Any
 
 from autotune import space as sp
 from autotune.recipe.seeds import interval, ran_whole, seeds_for
+from autotune.study import attrs as ua
+from autotune.study.folder import verify_path
 from autotune.study.options import StudyOptions
-
-ATTR = "autotune.screen_yardstick"
+from autotune.study.records import baseline_trial
+from autotune.study.rung_phase import run_probe_jobs
+from autotune.study.rungs import target_of
+from autotune.study.verification import save_seed
 
 
 def wanted(space: sp.Space) -> bool:
@@ -35,21 +39,15 @@ def wanted(space: sp.Space) -> bool:
 
 def yardstick_phase(opts: StudyOptions, study: Any, study_dir: Path, ray: Any) -> bool:
     """Run the baseline's screen probe at the verification seeds it lacks; store the screen's
-    reference (`ATTR`). Returns True when interrupted."""
-    from autotune.probe import ProbeConfig
-    from autotune.study.records import baseline_trial
-    from autotune.study.rung_phase import run_probe_jobs
-    from autotune.study.rungs import target_of
-    from autotune.study.verification import save_seed, verify_path
-
+    reference (`attrs.SCREEN_YARDSTICK`). Returns True when interrupted."""
     space = opts.space
     base = baseline_trial(study)
-    if not wanted(space) or base is None or base.user_attrs.get("autotune.outcome") is None:
+    if not wanted(space) or base is None or base.user_attrs.get(ua.OUTCOME) is None:
         return False
     steps = space.probe.steps
     seeds = seeds_for(space.probe.seed, space.verify.seeds)
-    knobs = dict(base.user_attrs.get("autotune.knobs") or space.baseline_knobs())
-    env = dict(base.user_attrs.get("autotune.env") or space.baseline_env())
+    knobs = ua.knobs(base) or space.baseline_knobs()
+    env = ua.env(base) or space.baseline_env()
     todo = [s for s in seeds if not verify_path(study_dir, base.number, s, steps).is_file()]
     if todo and not opts.quiet:
         print(f"the baseline's screen at seeds {todo} too: the yardstick of relative constraints")
@@ -63,7 +61,7 @@ def yardstick_phase(opts: StudyOptions, study: Any, study_dir: Path, ray: Any) -
         save_seed(study_dir, base.number, seed, out, steps)
 
     configs = [
-        (job, ProbeConfig.from_space(space, knobs=knobs, env=env, seed=s).for_baseline())
+        (job, sp.probe_config(space, knobs=knobs, env=env, seed=s).for_baseline())
         for job, s in zip(jobs, todo, strict=True)
     ]
     if not run_probe_jobs(space, ray, configs, space.budget.trial_timeout_s, done):
@@ -73,7 +71,7 @@ def yardstick_phase(opts: StudyOptions, study: Any, study_dir: Path, ray: Any) -
         path = verify_path(study_dir, base.number, s, steps)
         if path.is_file():
             runs.append(json.loads(path.read_text()))
-    study.set_user_attr(ATTR, reference_over_seeds(space, runs))
+    study.set_user_attr(ua.SCREEN_YARDSTICK, reference_over_seeds(space, runs))
     return False
 
 
@@ -81,11 +79,11 @@ def _base_run(t: Any, seed: int) -> dict[str, Any]:
     a = t.user_attrs
     return {
         "seed": seed,
-        "outcome": a.get("autotune.outcome"),
+        "outcome": a.get(ua.OUTCOME),
         "summary": {
-            "metrics": a.get("autotune.metrics") or {},
-            "steps_run": a.get("autotune.steps_run"),
-            "steps_planned": a.get("autotune.steps_planned"),
+            "metrics": a.get(ua.METRICS) or {},
+            "steps_run": a.get(ua.STEPS_RUN),
+            "steps_planned": a.get(ua.STEPS_PLANNED),
         },
     }
 

@@ -13,6 +13,7 @@ verification runs), `summary` (the study's summary artifacts), `values` (MLflow'
 from autotune.tracking.connection import DEFAULT_URI, connect, redact, resolve_uri
 from autotune.tracking.runs import (
     ROLE_VERIFICATION,
+    TAG_DRIVER_FP,
     TAG_LOGGED,
     TAG_PARENT,
     TAG_ROLE,
@@ -35,6 +36,7 @@ from autotune.tracking.verification_runs import log_verification
 __all__ = [
     "DEFAULT_URI",
     "ROLE_VERIFICATION",
+    "TAG_DRIVER_FP",
     "TAG_LOGGED",
     "TAG_PARENT",
     "TAG_ROLE",

@@ -54,6 +54,10 @@ TAG_PARENT = "mlflow.parentRunId"
 TAG_VERIFIED_TRIAL = "autotune.verified_trial"
 
 
+TAG_DRIVER_FP = "autotune.fp.driver_hash"
+"""On the study's run: the fingerprint hash of the node the driver ran on."""
+
+
 ROLE_VERIFICATION = "verification"
 
 

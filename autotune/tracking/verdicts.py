@@ -3,7 +3,7 @@
 A trial run is logged when the trial finishes, with the feasibility Optuna was told then
 (`autotune.feasible`). With several trials at once, a trial may finish before the baseline, and
 its constraints relative to the baseline were then judged vacuously. Once the screen is over the
-study judges every screened trial again (`autotune.study.records.SCREEN_FEASIBLE`); this module
+study judges every screened trial again (`autotune.study.attrs.SCREEN_FEASIBLE`); this module
 brings the runs' tags in line with that verdict, so the MLflow UI and `autotune show` agree.
 """
 
