@@ -12,6 +12,10 @@ at step 0 (the probe's from 1/warmup), its linear decay ends at 0 (not at `min_l
 exempts biases and norms from weight decay, and it does not step the scheduler on a step the
 GradScaler skipped; per-layer clipping is done by the callback (HF clips globally only); fp16 on
 a CPU is refused (accelerate would silently train in fp32).
+
+Under gradient accumulation `attach` makes the step's reported loss and clipped gradient the mean
+of its micro-batches' losses whatever the model's `forward` (`hf_accum`), and checks it on the
+first step.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from typing import Any
 
 from transformers import Trainer, TrainerCallback, TrainingArguments
 
+from autotune.integrations.hf_accum import AccumulationCheck, per_step_mean
 from autotune.probe import clip_gradients
 from autotune.recipe import Recipe
 from autotune.recipe.trial import Diverged, Trial
@@ -127,8 +132,12 @@ class Callback(TrainerCallback):
 
 
 def attach(trainer: Trainer, trial: Trial) -> Trainer:
-    """Add the reporting callback, and give the Trainer's GradScaler (fp16 on a GPU) the
-    trial's scaler knobs. Call after `Trainer(...)`, before `train()`."""
+    """Add the reporting callback, make each step's loss and gradient the mean of its
+    micro-batches' losses (the Trainer divides them; the model gets no `num_items_in_batch`),
+    checked on the first step, and give the Trainer's GradScaler (fp16 on a GPU) the trial's
+    scaler knobs. Call after `Trainer(...)`, before `train()`."""
+    per_step_mean(trainer)
+    trainer.add_callback(AccumulationCheck(trainer))
     trainer.add_callback(Callback(trial))
     acc = getattr(trainer, "accelerator", None)
     if acc is not None and getattr(acc, "scaler", None) is not None:
