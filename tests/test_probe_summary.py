@@ -69,7 +69,7 @@ def test_a_summary_read_back_is_the_same_dict_in_the_same_order(
 
 def test_a_diverged_run_reads_back_with_its_cause() -> None:
     d = run_probe(
-        ProbeConfig(workload="mlp", steps=60, micro_batch=16, threads=1, knobs={"lr": 5.0})
+        ProbeConfig(workload="mlp", steps=60, micro_batch=16, threads=1, knobs={"lr": 1e4})
     )
     s = ProbeSummary.from_dict(d)
     assert s.status is ProbeStatus.DIVERGED and s.diverged and d["diverged"] is True
