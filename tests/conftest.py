@@ -47,14 +47,25 @@ sys.addaudithook(_audit)
 platform.processor()
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    """Watch a unit test from before its fixtures are set up, the module- and session-scoped
+    ones too (a fixture that starts a process for a unit test is the unit test's)."""
+    global _watching
+    if item.get_closest_marker("integration") is None:
+        _started.clear()
+        _watching = True
+    yield
+
+
 @pytest.fixture(autouse=True)
 def _unit_tests_start_no_process(request: pytest.FixtureRequest) -> Iterator[None]:
     global _watching
     if request.node.get_closest_marker("integration") is not None:
+        _watching = False
         yield
         return
-    _started.clear()
-    _watching = True
+    _watching = True  # already on since the setup began (pytest_runtest_setup)
     try:
         yield
     finally:

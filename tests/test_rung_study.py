@@ -478,3 +478,38 @@ def noise_line(text: str) -> bool:
         "throughput differences are within timing noise: decided on stability and final loss"
         in text.splitlines()
     )
+
+
+def test_when_nothing_searched_held_and_the_defaults_did_the_defaults_are_the_pick(
+    tmp_path: Path,
+) -> None:
+    from autotune.study import export as ex
+
+    # the baseline (trial 0) is no candidate (it did not learn at the screen seed), but it ran
+    # whole and held on every verification seed; trial 8, the only other verified, did not
+    metrics = [made_up(0.5, drop=0.0)] + [made_up(0.5 - 0.05 * i) for i in range(1, N)]
+    study, space, study_dir = open_recorded(tmp_path, metrics)
+    study.set_user_attr("autotune.verified.8", verified(diverged_seed=2))
+    study.set_user_attr("autotune.verified.0", verified(diverged_seed=None))
+    assert 0 not in {c.number for c in pk.candidates(study)}
+    summary = st.summarize(study, space, study_dir)
+    pick = summary["pick"]
+    assert (pick["number"], pick["first_choice"], pick["defaults_preferred"]) == (0, 0, True)
+    assert pick["baseline"] is True and pick["verdict"] == "not compared"
+    why = summary["vs_baseline"]["why"]
+    assert why.startswith("no searched configuration held on every seed (trial 8 diverged on seed")
+    assert why.endswith("PyTorch's defaults did")
+    rows = {r["number"]: r for r in summary["verified"]}
+    assert rows[0]["why_not_picked"] is None and "diverged on seed 2" in rows[8]["why_not_picked"]
+    text = st.format_summary(summary)
+    assert "pick: the defaults (trial 0): no searched configuration held on every seed" in text
+    recipe = ex.recipe_from_study(str(study_dir))  # no --pick needed
+    assert recipe.source["trial"] == 0 and recipe.source["defaults"] is True
+    # an explicit pick is still the user's
+    assert ex.recipe_from_study(str(study_dir), "trial 8").source["trial"] == 8
+    # the defaults failing a seed too: nothing held, no pick, export refuses without one
+    study.set_user_attr("autotune.verified.0", verified(diverged_seed=1))
+    summary = st.summarize(study, space, study_dir)
+    assert summary["pick"]["number"] is None and summary["pick"]["holds"] is False
+    with pytest.raises(RecipeError, match=r"--pick 'trial 8'"):
+        ex.recipe_from_study(str(study_dir))

@@ -843,7 +843,6 @@ def test_min_lr_ratio_kept_with_a_decaying_or_searched_schedule(schedule: str) -
 GRADCLIP = sp.builtin_dir() / "gradclip.yaml"
 
 
-@pytest.mark.skipif(not GRADCLIP.is_file(), reason=f"{GRADCLIP} is not written yet")
 def test_find_gradclip_by_bare_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)  # no local file of that name
     assert sp.find("gradclip") == GRADCLIP

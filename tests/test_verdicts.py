@@ -304,7 +304,10 @@ def test_a_pick_better_than_the_baseline_is_kept_and_a_diverging_one_is_not(
     named = summary["pick"]["best"]
     assert summary["pick"]["best_diverged_share"] == pytest.approx(1 / 3)
     text = st.format_summary(summary)
-    assert f"--pick 'trial {named}' (it diverged on 33% of its seeds)" in text
+    assert (
+        f"--pick 'trial {named}' (the best of those verified; it diverged on 33% of its seeds)"
+        in text
+    )
 
 
 # ---------------------------------------------------------------------------------------------

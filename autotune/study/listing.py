@@ -197,6 +197,8 @@ def _pick_text(pick: dict[str, Any] | None) -> str:
         return "none yet"
     values = ", ".join(f"{k} {v:.3g}" for k, v in pick["values"].items())
     text = f"trial {pick['number']}{' (verified)' if pick['verified'] else ''}: {values}"
-    if pick.get("defaults_preferred"):
+    if pick.get("defaults_preferred") and pick.get("verdict") == "not compared":
+        text += " (the defaults: nothing searched held on every seed)"
+    elif pick.get("defaults_preferred"):
         text += f" (the defaults: {pick.get('verdict')} against them)"
     return text

@@ -262,11 +262,13 @@ def pick(
             at = verified[0].steps
             best = ranked(verified, objectives)[0]
             share = float((best.verified or {}).get("diverged_share") or 0.0)
-            warn = f" (it diverged on {share:.0%} of its seeds)" if share else ""
+            detail = "PyTorch's defaults, " if best.baseline else ""
+            detail += "the best of those verified"
+            detail += f"; it diverged on {share:.0%} of its seeds" if share else ""
             raise NoCandidateHolds(
                 f"no candidate held on every seed{f' at {at} steps' if at else ''}: "
                 f"{why_not_held(verified)}; choose one explicitly with --pick "
-                f"'trial {best.number}'{warn}"
+                f"'trial {best.number}' ({detail})"
             )
     if kind == "balanced":
         return ranked(pool, objectives)[0]

@@ -293,7 +293,12 @@ def _pick_lines(summary: Mapping[str, Any]) -> list[str]:
                     + (f" ({_causes_text(row.get('causes'))})" if row.get("causes") else "")
                 )
     base = summary.get("baseline") or {}
-    if pick.get("defaults_preferred"):
+    if pick.get("defaults_preferred") and pick.get("first_choice") == pick["number"]:
+        head = (
+            f"pick: the defaults (trial {pick['number']}): "
+            f"{(summary.get('vs_baseline') or {}).get('why')}"
+        )
+    elif pick.get("defaults_preferred"):
         head = (
             f"pick: the defaults (trial {pick['number']}): trial {pick.get('first_choice')} "
             f"showed {pick.get('verdict')} against them over the same seeds; the simpler "

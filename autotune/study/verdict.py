@@ -84,8 +84,13 @@ def decide(
     study: Any, cands: Sequence[Any], objectives: Sequence[Mapping[str, Any]], how: str
 ) -> Decision:
     """`pick.pick`, then the paired verdict; a named pick that is not better than the defaults
-    (`paired.PREFER_DEFAULTS`) and a baseline that held on every seed give the defaults."""
-    first = pk.pick(cands, objectives, how)
+    (`paired.PREFER_DEFAULTS`) and a baseline that held on every seed give the defaults. When
+    no searched candidate held on every seed and the baseline did, the defaults are the pick
+    too; when neither held, `pick.NoCandidateHolds` (the user chooses with an explicit pick)."""
+    try:
+        first = pk.pick(cands, objectives, how)
+    except pk.NoCandidateHolds as e:
+        return _defaults_alone(study, cands, objectives, how, e)
     verdict = against_baseline(study, first, objectives)
     kind, _ = pk.parse_pick(how)
     if kind == "trial" or verdict["verdict"] not in pd.PREFER_DEFAULTS:
@@ -95,6 +100,29 @@ def decide(
         verdict["defaults_not_taken"] = "the baseline did not hold on every seed"
         return Decision(first, first, verdict)
     return Decision(base, first, verdict, defaults_preferred=True)
+
+
+def _defaults_alone(
+    study: Any,
+    cands: Sequence[Any],
+    objectives: Sequence[Mapping[str, Any]],
+    how: str,
+    none_held: pk.NoCandidateHolds,
+) -> Decision:
+    """No searched candidate held on every seed: the defaults, when they did (verified at the
+    same length), else `none_held` again."""
+    kind, _ = pk.parse_pick(how)
+    tried = [c for c in cands if c.verified is not None and not c.baseline]
+    steps = tried[0].steps if tried else None
+    base = None if kind == "trial" else baseline_choice(study, cands, steps)
+    if base is None or base.verified is None or not base.holds:
+        raise none_held
+    verdict = pd.compare(None, None, pd.compared_metrics(objectives), same=True)
+    verdict["why"] = (
+        f"no searched configuration held on every seed ({pk.why_not_held(tried)}); "
+        "PyTorch's defaults did"
+    )
+    return Decision(base, base, verdict, defaults_preferred=True)
 
 
 def _single(value: Any) -> dict[str, Any]:
@@ -182,7 +210,12 @@ def pick_part(study: Any, objectives: list[dict[str, Any]]) -> dict[str, Any]:
     if base_ver is not None and not any(c.baseline for c in cands):
         base = baseline_choice(study, cands, steps)
         if base is not None:
-            why = "the baseline (no candidate at the decided length: see its seeds)"
+            picked = decision is not None and decision.chosen.number == base.number
+            why = (
+                None
+                if picked
+                else "the baseline (no candidate at the decided length: see its seeds)"
+            )
             out["verified"].append(_verified_row(base, objectives, why))
     if decision is None:
         return out
