@@ -75,6 +75,7 @@ def single() -> dict[str, Any]:
     return run_probe(ddp_config(world_size=1, micro_batch=80, threads=1, env={}))
 
 
+@pytest.mark.integration  # the ddp fixture starts the ranks' processes
 def test_ddp_matches_one_process_with_the_same_effective_batch(
     ddp: tuple[dict[str, Any], list[dict[str, Any]]], single: dict[str, Any]
 ) -> None:
@@ -91,6 +92,7 @@ def test_ddp_matches_one_process_with_the_same_effective_batch(
     assert ref["loss"] == pytest.approx(single["initial_reference"]["loss"], rel=1e-6)
 
 
+@pytest.mark.integration  # the ddp fixture starts the ranks' processes
 def test_summary_fields_and_rank_zero_relay(
     ddp: tuple[dict[str, Any], list[dict[str, Any]]],
 ) -> None:
@@ -113,6 +115,7 @@ def test_summary_fields_and_rank_zero_relay(
     assert "scaling_efficiency" in sp.METRICS
 
 
+@pytest.mark.integration  # the ddp fixture starts the ranks' processes
 def test_each_rank_sees_the_trial_env_knobs(
     ddp: tuple[dict[str, Any], list[dict[str, Any]]],
 ) -> None:
@@ -120,6 +123,7 @@ def test_each_rank_sees_the_trial_env_knobs(
     assert r["rank_env"] == [{**ENV, **INHERITED}] * 2
 
 
+@pytest.mark.integration  # the ddp fixture starts the ranks' processes
 def test_eval_loss_is_the_same_for_one_and_two_processes(
     ddp: tuple[dict[str, Any], list[dict[str, Any]]],
 ) -> None:
@@ -334,6 +338,7 @@ def test_cli_probe_runs_ddp_amp_on_cpu() -> None:
     assert math.isfinite(r["metrics"]["final_scale"])
 
 
+@pytest.mark.integration  # the ddp fixture starts the ranks' processes
 def test_tracking_logs_world_size_and_each_rank_env(
     ddp: tuple[dict[str, Any], list[dict[str, Any]]],
 ) -> None:
