@@ -1,15 +1,16 @@
 """Does the study's pick match or beat PyTorch's defaults at the length you train, on workloads
 other than the quick start's, and does that hold on seeds the study never saw?
 
-For each case (a workload at a learning rate where it is fragile, searched with the shipped
-`gradclip.yaml` space's knobs), in a fresh folder, with the embedded defaults (local Ray,
+For each case (a built-in or benchmark workload at a learning rate where it is fragile,
+searched with the shipped `gradclip.yaml` space's knobs; and the three examples' training
+scripts with their own spaces), in a fresh folder, with the embedded defaults (local Ray,
 SQLite, files), exactly as a user would:
 
-1. `autotune study --space gradclip --set ...` (the case's overrides; `--quiet`);
-2. `autotune show gradclip --json`: the study's own paired verdict of the pick against the
+1. `autotune study --space SPACE --set ...` (the case's overrides; `--quiet`);
+2. `autotune show NAME --json`: the study's own paired verdict of the pick against the
    baseline at the decided length over its verification seeds (`vs_baseline`), and whether it
    preferred the defaults (`pick.defaults_preferred`);
-3. `autotune export gradclip -o recipe.yaml` (with no `--pick`);
+3. `autotune export NAME -o recipe.yaml` (with no `--pick`);
 4. the sceptical re-check: the recipe's `probe.seed` moved to 100 (so its seeds are 101-105,
    none the study used) and `autotune verify recipe.yaml --seeds 5 --json`: the recipe and the
    defaults on the same five fresh seeds at the recipe's length, paired.
@@ -39,12 +40,27 @@ import yaml
 
 HERE = Path(__file__).resolve().parent
 SHORT = ("probe.steps=100", "probe.batch=16", "budget.target_steps=500", "budget.trials=8")
-CASES: dict[str, tuple[str, ...]] = {
-    "mlp": (),  # the quick start as shipped: lr 0.3, batch 64, 150 -> 750 steps, 12 trials
-    "tiny_gpt": ("workload.name=tiny_gpt", "knobs.lr=0.5", *SHORT),
-    "resnet": ("workload.name=resnet", "knobs.lr=0.1", *SHORT),
-    "heavy_tail": (f"workload.name={HERE / 'workloads' / 'heavy_tail.py'}:make", "knobs.lr=0.3"),
-    "gru_lm": (f"workload.name={HERE / 'workloads' / 'gru_lm.py'}:make", "knobs.lr=0.6", *SHORT),
+EXAMPLES = HERE.parent / "examples"
+CASES: dict[str, tuple[str, str, tuple[str, ...]]] = {  # name: (space, study name, --set ...)
+    # the quick start as shipped: lr 0.3, batch 64, 150 -> 750 steps, 12 trials
+    "mlp": ("gradclip", "gradclip", ()),
+    "tiny_gpt": ("gradclip", "gradclip", ("workload.name=tiny_gpt", "knobs.lr=0.5", *SHORT)),
+    "resnet": ("gradclip", "gradclip", ("workload.name=resnet", "knobs.lr=0.1", *SHORT)),
+    "heavy_tail": (
+        "gradclip",
+        "gradclip",
+        (f"workload.name={HERE / 'workloads' / 'heavy_tail.py'}:make", "knobs.lr=0.3"),
+    ),
+    "gru_lm": (
+        "gradclip",
+        "gradclip",
+        (f"workload.name={HERE / 'workloads' / 'gru_lm.py'}:make", "knobs.lr=0.6", *SHORT),
+    ),
+    # the examples as shipped (training scripts through autotune.trial(); lr 0.003, 100 -> 300)
+    **{
+        ex: (str(EXAMPLES / ex / "space.yaml"), ex, ())
+        for ex in ("plain_loop", "lightning", "hf_trainer")
+    },
 }
 FRESH_SEED = 100  # the recipe's probe seed for the re-check: verification seeds 101-105
 
@@ -71,15 +87,17 @@ def folder(name: str, keep: str | None) -> contextlib.AbstractContextManager[str
 
 
 def run_case(
-    name: str, overrides: tuple[str, ...], timeout: float, keep: str | None = None
+    name: str, case: tuple[str, str, tuple[str, ...]], timeout: float, keep: str | None = None
 ) -> dict[str, Any]:
+    space, study_name, overrides = case
     with folder(name, keep) as tmp:
         cwd = Path(tmp)
         sets = [a for o in overrides for a in ("--set", o)]
         t0 = time.perf_counter()
-        study = autotune(["study", "--space", "gradclip", *sets, "--quiet"], cwd, timeout)
+        study = autotune(["study", "--space", space, *sets, "--quiet"], cwd, timeout)
         out: dict[str, Any] = {
             "case": name,
+            "space": space,
             "overrides": list(overrides),
             "study_rc": study.returncode,
             "study_s": round(time.perf_counter() - t0, 1),
@@ -87,7 +105,7 @@ def run_case(
         if study.returncode != 0:
             out["study_error"] = study.stderr[-1500:]
             return out
-        shown = autotune(["show", "gradclip", "--json"], cwd, 120)
+        shown = autotune(["show", study_name, "--json"], cwd, 120)
         data = json.loads(shown.stdout) if shown.returncode == 0 else {}
         pick = data.get("pick") or {}
         out["study"] = {
@@ -96,7 +114,7 @@ def run_case(
             "first_choice": pick.get("first_choice"),
             "vs_baseline": data.get("vs_baseline"),
         }
-        exported = autotune(["export", "gradclip", "-o", "recipe.yaml"], cwd, 120)
+        exported = autotune(["export", study_name, "-o", "recipe.yaml"], cwd, 120)
         out["export_rc"] = exported.returncode
         if exported.returncode != 0:
             out["export_error"] = exported.stderr[-800:]
