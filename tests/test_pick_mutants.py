@@ -1,0 +1,331 @@
+"""`autotune.study.pick` at its edges: when a verified candidate holds, which value a candidate
+shows, the pick's spellings, who is a candidate at a rung, the picks' refusals and their
+messages, `fastest` and `stablest` on their own, why none held, why there is nothing to pick,
+and a warm start's match. Each case is worked by hand from the inputs; a wrong branch, bound
+or message fails here."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import optuna
+import pytest
+
+from autotune.errors import RecipeError
+from autotune.study import pick as pk
+
+OBJ = [
+    {"metric": "loss_cv", "direction": "minimize"},
+    {"metric": "throughput", "direction": "maximize"},
+]
+
+
+def cand(
+    number: int,
+    cv: float,
+    tp: float,
+    ver: dict[str, Any] | None = None,
+    *,
+    steps: int | None = None,
+    metrics: dict[str, Any] | None = None,
+) -> pk.Candidate:
+    return pk.Candidate(
+        number=number,
+        values=[cv, tp],
+        metrics={"loss_cv": cv, "throughput": tp} if metrics is None else metrics,
+        knobs={},
+        env={},
+        params={},
+        verified=ver,
+        steps=steps,
+    )
+
+
+def ver(
+    cv: float | None = 0.1,
+    tp: float | None = 100.0,
+    *,
+    diverged: float | None = 0.0,
+    runs: list[dict[str, Any]] | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    m: dict[str, Any] = {}
+    if cv is not None:
+        m["loss_cv"] = {"mean": cv, "low": cv, "high": cv, "n": 3}
+    if tp is not None:
+        m["throughput"] = {"mean": tp, "low": tp, "high": tp, "n": 3}
+    return {"diverged_share": diverged, "metrics": m, "runs": runs or [], **extra}
+
+
+def test_holds_only_when_verified_with_no_divergence_failure_or_broken_constraint() -> None:
+    assert not cand(1, 0.1, 1.0).holds  # not verified
+    assert cand(1, 0.1, 1.0, ver()).holds
+    assert cand(1, 0.1, 1.0, ver(diverged=None)).holds  # no share recorded: none diverged
+    assert not cand(1, 0.1, 1.0, ver(diverged=0.25)).holds
+    assert not cand(1, 0.1, 1.0, ver(failed=1)).holds
+    assert cand(1, 0.1, 1.0, ver(failed=0)).holds
+    assert not cand(1, 0.1, 1.0, ver(all_feasible=False)).holds
+    assert cand(1, 0.1, 1.0, ver(all_feasible=True)).holds
+
+
+def test_stable_when_verified() -> None:
+    assert cand(1, 0.1, 1.0).stable_when_verified  # not verified: nothing says otherwise
+    assert cand(1, 0.1, 1.0, ver()).stable_when_verified
+    assert not cand(1, 0.1, 1.0, ver(diverged=0.5)).stable_when_verified
+    assert cand(1, 0.1, 1.0, {"metrics": {}}).stable_when_verified  # no share: 0
+
+
+def test_a_candidates_value_is_its_verified_mean_else_its_own() -> None:
+    c = cand(1, 0.1, 50.0, metrics={"loss_cv": 0.2, "final_loss": 2.5})
+    assert c.value("loss_cv", 0) == 0.1  # by index: its objective value
+    assert c.value("loss_cv") == 0.2  # by name: its metrics
+    assert c.value("final_loss") == 2.5
+    assert math.isnan(c.value("grad_norm"))  # not measured
+    c.verified = ver(cv=0.3, tp=None)
+    assert c.value("loss_cv", 0) == 0.3 and c.value("loss_cv") == 0.3
+    assert c.value("throughput", 1) == 50.0  # not verified: its own
+    c.verified["metrics"]["throughput"] = {"mean": None, "low": None, "high": None, "n": 0}
+    assert c.value("throughput", 1) == 50.0  # verified without a mean: its own
+    c.verified = {"diverged_share": 0.0}  # no metrics recorded at all
+    assert c.value("loss_cv", 0) == 0.1
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("fastest", ("fastest", None)),
+        ("  Stablest ", ("stablest", None)),
+        ("BALANCED", ("balanced", None)),
+        ("12", ("trial", 12)),
+        ("trial=4", ("trial", 4)),
+        ("trial #5", ("trial", 5)),
+        ("trial  06", ("trial", 6)),
+    ],
+)
+def test_every_spelling_of_a_pick(text: str, expected: tuple[str, int | None]) -> None:
+    assert pk.parse_pick(text) == expected
+
+
+@pytest.mark.parametrize("text", ["trial", "trial x", "7 trial", "best", "trial 3 4", "-1"])
+def test_a_pick_that_is_none_of_them_says_what_to_choose(text: str) -> None:
+    with pytest.raises(RecipeError) as e:
+        pk.parse_pick(text)
+    assert str(e.value) == (
+        f"--pick {text!r}: choose balanced, fastest, stablest or 'trial N' (e.g. --pick 'trial 7')"
+    )
+
+
+def test_who_is_a_candidate_at_the_screen_and_at_a_rung() -> None:
+    ok = {"feasible": True, "values": [0.1, 100.0]}
+    # decided at the screen: the screen's feasibility, whatever the row
+    assert pk.is_candidate(True, None, above_screen=False)
+    assert not pk.is_candidate(False, ok, above_screen=False)
+    # at a rung: its record there, whatever the screen said
+    assert pk.is_candidate(False, ok, above_screen=True)
+    assert not pk.is_candidate(True, None, above_screen=True)
+    assert not pk.is_candidate(True, {"feasible": False, "values": [0.1]}, above_screen=True)
+    assert not pk.is_candidate(True, {"feasible": True, "values": []}, above_screen=True)
+    assert not pk.is_candidate(True, {"feasible": True}, above_screen=True)
+    # an explicit trial N: one not run at the rung counts by its screen
+    assert pk.is_candidate(True, None, above_screen=True, every=True)
+    assert not pk.is_candidate(False, None, above_screen=True, every=True)
+    assert not pk.is_candidate(
+        True, {"feasible": False, "values": [1]}, above_screen=True, every=True
+    )
+
+
+def study_with(attrs: dict[str, Any]) -> optuna.Study:
+    study = optuna.create_study(directions=["minimize", "maximize"])
+    for k, v in attrs.items():
+        study.set_user_attr(k, v)
+    return study
+
+
+def test_rung_rows_and_verified_results_are_read_by_their_keys() -> None:
+    study = study_with(
+        {
+            "autotune.rung.3.340": {"number": 3, "steps": 340},
+            "autotune.rung.12.340": {"number": 12, "steps": 340},
+            "autotune.rung.3.1340": {"number": 3, "steps": 1340},  # ends in 340, another rung
+            "autotune.rung.4.750": {"number": 4, "steps": 750},
+            "autotune.verified.3": {"steps": 340},
+            "autotune.verified.12": {"steps": 750},
+            "autotune.decided": {"steps": 340},
+        }
+    )
+    assert pk.rung_rows(study, 340) == {
+        3: {"number": 3, "steps": 340},
+        12: {"number": 12, "steps": 340},
+    }
+    assert pk.rung_rows(study, 750) == {4: {"number": 4, "steps": 750}}
+    assert pk.rung_rows(study, 150) == {}
+    assert pk.verified_results(study) == {3: {"steps": 340}, 12: {"steps": 750}}
+
+
+def test_dominance_by_direction() -> None:
+    dirs = ["minimize", "maximize"]
+    assert pk.dominates([0.1, 10.0], [0.2, 10.0], dirs)
+    assert pk.dominates([0.1, 11.0], [0.1, 10.0], dirs)
+    assert not pk.dominates([0.1, 10.0], [0.1, 10.0], dirs)  # equal: neither
+    assert not pk.dominates([0.1, 9.0], [0.2, 10.0], dirs)  # a trade-off
+    assert not pk.dominates([0.3, 10.0], [0.2, 10.0], dirs)
+    with pytest.raises(ValueError):
+        pk.dominates([0.1], [0.2, 1.0], dirs)
+
+
+def test_a_trial_that_is_not_a_candidate_names_the_decided_length() -> None:
+    cands = [cand(1, 0.1, 10.0), cand(2, 0.2, 20.0, steps=340)]
+    with pytest.raises(RecipeError) as e:
+        pk.pick(cands, OBJ, "trial 9")
+    assert str(e.value) == (
+        "trial 9 is not a candidate (not a feasible, complete trial at 340 steps, the length "
+        "the study decided at)"
+    )
+    with pytest.raises(RecipeError) as e:
+        pk.pick([cand(1, 0.1, 10.0)], OBJ, "trial 9")
+    assert str(e.value) == "trial 9 is not a candidate (not a feasible, complete trial)"
+    assert pk.pick(cands, OBJ, "trial 2") is cands[1]
+    with pytest.raises(RecipeError) as e:
+        pk.pick([], OBJ, "fastest")
+    assert str(e.value) == "the study has no feasible trial to pick from"
+
+
+def diverged_run(seed: int, cause: str | None = "loss_explosion") -> dict[str, Any]:
+    return {"seed": seed, "outcome": "diverged", "cause": cause}
+
+
+def test_when_none_held_the_message_names_the_best_and_how_far_it_diverged() -> None:
+    runs = [{"seed": 1, "outcome": "complete"}, diverged_run(2)]
+    a = cand(1, 0.1, 10.0, ver(0.1, 10.0, diverged=0.5, runs=runs), steps=340)
+    b = cand(2, 0.2, 10.0, ver(0.2, 10.0, diverged=0.5, runs=runs), steps=340)
+    c = cand(3, 0.05, 10.0)  # not verified: not among those tried
+    with pytest.raises(pk.NoCandidateHolds) as e:
+        pk.pick([b, a, c], OBJ, "balanced")
+    assert isinstance(e.value, RecipeError)
+    assert str(e.value) == (
+        "no candidate held on every seed at 340 steps: trial 1 diverged on seed 2 "
+        "(loss_explosion); trial 2 diverged on seed 2 (loss_explosion); choose one explicitly "
+        "with --pick 'trial 1' (it diverged on 50% of its seeds)"
+    )
+    # broke a constraint only, at the screen's length: no share, no length
+    broke = [{"seed": 1, "outcome": "complete", "feasible": True}]
+    broke.append({"seed": 2, "outcome": "complete", "feasible": False})
+    d = cand(4, 0.1, 10.0, ver(all_feasible=False, runs=broke))
+    with pytest.raises(pk.NoCandidateHolds) as e:
+        pk.pick([d], OBJ, "stablest")
+    assert str(e.value) == (
+        "no candidate held on every seed: trial 4 broke a constraint on seed 2; choose one "
+        "explicitly with --pick 'trial 4'"
+    )
+
+
+def test_why_not_held_each_way() -> None:
+    failed = {"seed": 3, "outcome": "failed", "cause": None}
+    cands = [
+        cand(5, 0.1, 1.0, ver(runs=[{"seed": 1, "outcome": "complete"}, failed], failed=1)),
+        cand(2, 0.1, 1.0, ver(diverged=0.5, runs=[diverged_run(7)])),
+        cand(9, 0.1, 1.0, ver(all_feasible=False, runs=[{"seed": 1, "outcome": "complete"}])),
+        cand(1, 0.1, 1.0, ver()),  # held: says nothing
+    ]
+    assert pk.why_not_held(cands) == (
+        "trial 2 diverged on seed 7 (loss_explosion); trial 5 failed on seed 3; "
+        "trial 9 broke a constraint on a seed"
+    )
+    assert pk.why_not_held([cands[3]]) == "no verified candidate"
+    assert pk.why_not_held([]) == "no verified candidate"
+
+
+def test_fastest_is_the_highest_throughput_verified_first() -> None:
+    cands = [cand(1, 0.1, 100.0), cand(2, 0.3, 300.0), cand(3, 0.2, 200.0)]
+    assert pk.pick(cands, OBJ, "fastest").number == 2
+    # verified means count first: 3 is verified at 400
+    cands[2].verified = ver(0.2, 400.0)
+    cands[1].verified = ver(0.3, 300.0)
+    cands[0].verified = ver(0.1, 100.0)
+    assert pk.pick(cands, OBJ, "fastest").number == 3
+    # throughput not an objective: its metric, by name
+    only_cv = [{"metric": "loss_cv", "direction": "minimize"}]
+    plain = [cand(1, 0.1, 100.0), cand(2, 0.3, 300.0)]
+    assert pk.pick(plain, only_cv, "fastest").number == 2
+
+
+def test_stablest_is_the_lowest_of_the_first_minimised_objective() -> None:
+    objs = [
+        {"metric": "throughput", "direction": "maximize"},
+        {"metric": "final_loss", "direction": "minimize"},
+        {"metric": "loss_cv", "direction": "minimize"},
+    ]
+
+    def c(n: int, tp: float, fl: float, cv: float) -> pk.Candidate:
+        return pk.Candidate(
+            n, [tp, fl, cv], {"throughput": tp, "final_loss": fl, "loss_cv": cv}, {}, {}, {}
+        )
+
+    cands = [c(1, 100.0, 2.0, 0.1), c(2, 200.0, 1.5, 0.3), c(3, 50.0, 1.9, 0.05)]
+    assert pk.pick(cands, objs, "stablest").number == 2  # final_loss, the first minimised
+    # no minimised objective: loss_cv by name
+    speed = [{"metric": "throughput", "direction": "maximize"}]
+    assert pk.pick(cands, speed, "stablest").number == 3
+    # a NaN is never the stablest; equal values go to the lower number
+    nan = [c(4, 1.0, math.nan, 0.1), c(6, 1.0, 1.7, 0.1), c(5, 1.0, 1.7, 0.1)]
+    assert pk.pick(nan, objs, "stablest").number == 5
+
+
+def finished(study: optuna.Study, outcome: str, cons: list[float], **attrs: Any) -> None:
+    state = (
+        optuna.trial.TrialState.COMPLETE if outcome == "complete" else optuna.trial.TrialState.FAIL
+    )
+    study.add_trial(
+        optuna.trial.create_trial(
+            state=state,
+            values=[0.1, 10.0] if outcome == "complete" else None,
+            user_attrs={"autotune.outcome": outcome, "autotune.constraints": cons, **attrs},
+        )
+    )
+
+
+def test_why_none_in_full() -> None:
+    study = optuna.create_study(directions=["minimize", "maximize"])
+    names = {"autotune.constraint_names": ["not diverged"]}  # shorter than the constraints
+    finished(study, "complete", [0.0, 0.5], **names)  # 0: the unnamed second, by 0.5
+    finished(study, "complete", [0.0, 0.0])  # 1: infeasible, no constraint broken
+    finished(study, "diverged", [], **{"autotune.cause": "nan_loss"})  # 2
+    finished(study, "complete", [0.25, 0.125], **names)  # 3: both, by 0.375 in all
+    study.add_trial(optuna.trial.create_trial(state=optuna.trial.TrialState.FAIL))  # 4
+    assert pk.why_none(study, limit=10) == (
+        "trial 1: infeasible; trial 3: broke not diverged (by 0.25), constraint 1 (by 0.125); "
+        "trial 0: broke constraint 1 (by 0.5); trial 2: diverged (nan_loss); trial 4: failed"
+    )
+    assert pk.why_none(study) == (
+        "trial 1: infeasible; trial 3: broke not diverged (by 0.25), constraint 1 (by 0.125); "
+        "trial 0: broke constraint 1 (by 0.5)"
+    )
+    running = optuna.create_study(directions=["minimize", "maximize"])
+    running.add_trial(optuna.trial.create_trial(state=optuna.trial.TrialState.WAITING))
+    running.ask()  # RUNNING: not finished, not listed
+    assert pk.why_none(running) == "no finished trial"
+
+
+def test_a_warm_starts_match_within_tolerance_or_better() -> None:
+    objs = [
+        {"metric": "loss_cv", "direction": "minimize"},
+        {"metric": "final_loss", "direction": "maximize"},
+        {"metric": "throughput", "direction": "maximize"},
+    ]
+    src = [0.1, 2.0, 900.0]
+    trials = [
+        (0, None),  # not finished
+        (1, [0.106, 2.0, 1.0]),  # loss_cv 6% worse
+        (2, [0.1, 1.89, 1.0]),  # final_loss 5.5% worse (maximised)
+        (3, [math.nan, 2.0, 1.0]),  # no value
+        (4, [0.105, 1.9, 1.0]),  # both exactly at the 5% edge: a match
+        (5, [0.01, 3.0, 1.0]),
+    ]
+    assert pk.matched_at(trials, src, objs) == 4
+    assert pk.matched_at(trials[:4], src, objs) is None
+    assert pk.matched_at(trials[:3], src, objs, tolerance=0.06) == 1
+    assert pk.matched_at([(7, [0.1, 2.0, 1.0])], [0.1, math.inf, 1.0], objs) is None
+    # a speed space: throughput counts when it is the only objective
+    speed = [{"metric": "throughput", "direction": "maximize"}]
+    assert pk.matched_at([(1, [800.0]), (2, [860.0])], [900.0], speed) == 2

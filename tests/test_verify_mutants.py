@@ -1,0 +1,383 @@
+"""`autotune verify`'s verdicts without running a probe: the promise per metric (as promised,
+better, WORSE, not measured, other hardware), the divergence promise, the report's text line by
+line, the failed seeds, the baseline's knobs, the probe a recipe runs and a workload that cannot
+be found. Each expected value is worked by hand from the inputs."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_recipe import make_recipe
+
+from autotune import space as sp
+from autotune.errors import WorkloadError
+from autotune.recipe import verify as vf
+
+
+def promised(
+    direction: str = "minimize",
+    value: float | None = 0.5,
+    low: float | None = None,
+    high: float | None = None,
+    mean: float | None = None,
+    share: float | None = None,
+) -> dict[str, Any]:
+    verified = None
+    if low is not None or high is not None or mean is not None or share is not None:
+        verified = {"mean": mean, "low": low, "high": high, "n": 3, "diverged_share": share}
+        verified = {k: v for k, v in verified.items() if v is not None}
+    return {"direction": direction, "value": value, "verified": verified}
+
+
+def measured(**metrics: tuple[float | None, float | None, float | None]) -> dict[str, Any]:
+    return {
+        "metrics": {m: {"mean": a, "low": b, "high": c, "n": 3} for m, (a, b, c) in metrics.items()}
+    }
+
+
+def verdict_of(p: dict[str, Any], got: tuple[Any, Any, Any], same: bool = True) -> str:
+    r = replace(make_recipe(), achieved={"loss_cv": p})
+    rows = vf.compare_promise(r, measured(loss_cv=got), same)
+    assert len(rows) == 1
+    return rows[0]["verdict"]
+
+
+@pytest.mark.parametrize(
+    ("p", "got", "expected"),
+    [
+        # intervals overlap, or touch at one end: as promised
+        (promised(mean=0.5, low=0.4, high=0.6), (0.55, 0.5, 0.7), "as promised"),
+        (promised(mean=0.5, low=0.4, high=0.6), (0.65, 0.6, 0.7), "as promised"),
+        (promised(mean=0.5, low=0.4, high=0.6), (0.35, 0.3, 0.4), "as promised"),
+        # apart: by the direction
+        (promised(mean=0.5, low=0.4, high=0.6), (0.3, 0.2, 0.39), "better than promised"),
+        (promised(mean=0.5, low=0.4, high=0.6), (0.7, 0.61, 0.8), "WORSE than promised"),
+        (
+            promised("maximize", mean=0.5, low=0.4, high=0.6),
+            (0.7, 0.61, 0.8),
+            "better than promised",
+        ),
+        (
+            promised("maximize", mean=0.5, low=0.4, high=0.6),
+            (0.3, 0.2, 0.39),
+            "WORSE than promised",
+        ),
+        # a promise of one value (no verified interval): its value, a point
+        (promised(value=0.5), (0.45, 0.4, 0.5), "as promised"),
+        (promised(value=0.5), (0.45, 0.4, 0.49), "better than promised"),
+        (promised(value=0.5), (0.55, 0.5, 0.6), "as promised"),
+        # verified, its mean first; one end missing: the mean stands in for it
+        (promised(value=9.0, mean=0.5, low=0.4), (0.55, 0.5, 0.6), "as promised"),
+        (promised(value=9.0, mean=0.5, low=0.4), (0.6, 0.51, 0.7), "WORSE than promised"),
+        (promised(value=9.0, mean=0.5, high=0.6), (0.39, 0.3, 0.4), "better than promised"),
+        # measured on one seed: its mean is both ends
+        (promised(mean=0.5, low=0.4, high=0.6), (0.6, None, None), "as promised"),
+        (promised(mean=0.5, low=0.4, high=0.6), (0.4, None, None), "as promised"),
+        (promised(mean=0.5, low=0.4, high=0.6), (0.61, None, None), "WORSE than promised"),
+        (promised(mean=0.5, low=0.4, high=0.6), (0.39, None, None), "better than promised"),
+        (promised(mean=0.5, low=0.4, high=0.6), (0.45, 0.42, None), "as promised"),
+        (promised(mean=0.5, low=0.4, high=0.6), (0.38, None, 0.39), "better than promised"),
+        # nothing measured, or nothing promised
+        (promised(mean=0.5, low=0.4, high=0.6), (None, None, None), "not measured"),
+        (promised(value=None), (0.5, 0.4, 0.6), "not measured"),
+    ],
+)
+def test_the_promise_per_metric(
+    p: dict[str, Any], got: tuple[Any, Any, Any], expected: str
+) -> None:
+    assert verdict_of(p, got) == expected
+
+
+def test_a_promise_row_in_full_and_a_metric_not_measured() -> None:
+    r = replace(
+        make_recipe(),
+        achieved={
+            "loss_cv": promised(mean=0.5, low=0.4, high=0.6),
+            "throughput": promised("maximize", value=100.0),
+        },
+    )
+    got = measured(loss_cv=(0.55, 0.5, 0.7))
+    rows = vf.compare_promise(r, got, same_hardware=True)
+    assert rows == [
+        {
+            "metric": "loss_cv",
+            "direction": "minimize",
+            "promised": {"mean": 0.5, "low": 0.4, "high": 0.6},
+            "measured": {"mean": 0.55, "low": 0.5, "high": 0.7, "n": 3},
+            "verdict": "as promised",
+        },
+        {
+            "metric": "throughput",
+            "direction": "maximize",
+            "promised": {"mean": 100.0, "low": None, "high": None},
+            "measured": vf.interval([]),
+            "verdict": "not measured",
+        },
+    ]
+    assert rows[1]["measured"]["mean"] is None
+    assert vf.compare_promise(r, {}, True)[0]["verdict"] == "not measured"
+
+
+def test_a_hardware_number_on_other_hardware_is_not_comparable() -> None:
+    r = replace(make_recipe(), achieved={"throughput": promised("maximize", value=100.0)})
+    got = measured(throughput=(50.0, 45.0, 55.0))
+    assert vf.compare_promise(r, got, same_hardware=True)[0]["verdict"] == "WORSE than promised"
+    assert vf.compare_promise(r, got, same_hardware=False)[0]["verdict"] == (
+        "WORSE than promised (other hardware: not comparable)"
+    )
+    # loss_cv measures the configuration, not the machine: compared on any hardware
+    r = replace(make_recipe(), achieved={"loss_cv": promised(value=0.5)})
+    assert vf.compare_promise(r, measured(loss_cv=(0.5, 0.4, 0.6)), False)[0]["verdict"] == (
+        "as promised"
+    )
+    # not measured stays not measured, whatever the hardware
+    r = replace(make_recipe(), achieved={"throughput": promised("maximize", value=100.0)})
+    assert vf.compare_promise(r, {"metrics": {}}, False)[0]["verdict"] == "not measured"
+
+
+@pytest.mark.parametrize(
+    ("share", "got", "expected"),
+    [
+        (0.0, 1.0, "DIVERGED on every seed"),
+        (1.0, 1.0, "DIVERGED on every seed"),  # never "as promised"
+        (0.0, 1 / 3, "WORSE than promised"),
+        (1 / 3, 1 / 3, "as promised"),
+        (2 / 3, 1 / 3, "better than promised"),
+        (0.0, 0.0, "as promised"),
+    ],
+)
+def test_the_divergence_promise(share: float, got: float, expected: str) -> None:
+    r = replace(
+        make_recipe(),
+        achieved={
+            "throughput": promised("maximize", value=100.0),  # no verified share: skipped
+            "loss_cv": promised(mean=0.5, low=0.4, high=0.6, share=share),
+        },
+    )
+    rows = vf.compare_promise(r, {"metrics": {}, "diverged_share": got}, True)
+    assert [row["metric"] for row in rows] == ["throughput", "loss_cv", "diverged"]
+    assert rows[-1] == {
+        "metric": "diverged",
+        "direction": "minimize",
+        "promised": {"mean": share, "low": None, "high": None},
+        "measured": {"mean": got, "low": None, "high": None},
+        "verdict": expected,
+    }
+
+
+def test_no_divergence_row_without_a_recorded_share_or_a_measured_one() -> None:
+    r = replace(make_recipe(), achieved={"loss_cv": promised(mean=0.5, low=0.4, high=0.6)})
+    assert len(vf.compare_promise(r, {"metrics": {}, "diverged_share": 1.0}, True)) == 1
+    r = replace(make_recipe(), achieved={"loss_cv": promised(mean=0.5, share=0.0)})
+    assert len(vf.compare_promise(r, {"metrics": {}}, True)) == 1
+    assert len(vf.compare_promise(r, {"metrics": {}, "diverged_share": 0.0}, True)) == 2
+
+
+def seed_run(seed: int, outcome: str, cause: str | None = None, error: str | None = None):
+    cv = 0.1 * seed
+    return {
+        "seed": seed,
+        "outcome": outcome,
+        "cause": cause,
+        "error": error,
+        "summary": {"metrics": {"loss_cv": cv, "final_loss": 2.0}, "steps_run": 50},
+    }
+
+
+def test_failed_seeds_and_all_failed() -> None:
+    runs = [
+        seed_run(1, "complete"),
+        seed_run(2, "diverged", "nan_loss"),
+        seed_run(3, "failed", "timeout", "ran past 600 s"),
+        seed_run(4, "failed"),
+    ]
+    res = vf.summarize_seeds(runs, ["loss_cv"])
+    assert vf.failure_lines(res, "recipe  ") == [
+        "  recipe   seed 3: failed (timeout): ran past 600 s",
+        "  recipe   seed 4: failed (unknown cause)",
+    ]
+    assert not vf.all_failed({"recipe_result": res})
+    gone = vf.summarize_seeds([seed_run(1, "failed"), seed_run(2, "failed")], ["loss_cv"])
+    assert vf.all_failed({"recipe_result": gone})
+    assert not vf.all_failed({"recipe_result": vf.summarize_seeds([], ["loss_cv"])})
+
+
+def test_the_report_line_by_line() -> None:
+    rec = vf.summarize_seeds(
+        [
+            seed_run(1, "complete"),
+            seed_run(2, "diverged", "nan_loss"),
+            seed_run(3, "failed", "timeout"),
+        ],
+        ["loss_cv"],
+    )
+    base = vf.summarize_seeds(
+        [seed_run(1, "complete"), seed_run(2, "complete"), seed_run(3, "failed", "crash", "boom")],
+        ["loss_cv"],
+    )
+    drift = [{"field": f"f{i}", "recipe": i, "here": i + 1} for i in range(14)]
+    report = {
+        "recipe": "t",
+        "seeds": [1, 2, 3],
+        "steps": 100,
+        "promised_steps": 50,
+        "recipe_result": rec,
+        "baseline_result": base,
+        "promise": [
+            {
+                "metric": "loss_cv",
+                "promised": {"mean": 0.5, "low": 0.4, "high": 0.6},
+                "measured": {"mean": 0.1, "low": None, "high": None},
+                "verdict": "better than promised",
+            },
+            {
+                "metric": "diverged",
+                "promised": {"mean": 0.0, "low": None, "high": None},
+                "measured": {"mean": 1 / 3, "low": None, "high": None},
+                "verdict": "WORSE than promised",
+            },
+        ],
+        "vs_baseline": {"verdict": "worse", "seeds": [1, 2], "why": "it diverged more"},
+        "drift": drift,
+        "recipe_fingerprint_hash": "abc",
+        "fingerprint": {"hash": "def"},
+    }
+    cv = vf.format_interval(rec["metrics"]["loss_cv"])
+    base_cv = vf.format_interval(base["metrics"]["loss_cv"])
+    assert vf.format_report(report).splitlines() == [
+        "recipe t: 3 seed(s) [1, 2, 3], 100 steps; diverged 33% of seeds (nan_loss on seeds 2), "
+        "1 failed; baseline diverged 0%, 1 failed",
+        "failed seeds:",
+        "  recipe   seed 3: failed (timeout)",
+        "  baseline seed 3: failed (crash): boom",
+        f"  {'metric':<14} {'recipe: mean [95% interval]':<34} "
+        f"{'baseline: mean [95% interval]':<34}",
+        f"  {'loss_cv':<14} {cv:<34} {base_cv:<34}",
+        "the recipe's promise was measured at 50 steps: not compared at 100 (the recipe "
+        "against the baseline above is the check here)",
+        "against the recipe's promise:",
+        f"  {'loss_cv':<14} promised 0.5 [0.4, 0.6]  measured 0.1 (1 seed)  -> better than "
+        "promised",
+        f"  {'diverged':<14} promised 0% of seeds  measured 33%  -> WORSE than promised",
+        "recipe vs baseline (paired over seeds [1, 2]): WORSE: it diverged more",
+        "WARNING: this machine differs from the one the recipe was tuned on (abc -> def):",
+        *[f"  f{i}: {i!r} -> {i + 1!r}" for i in range(12)],
+        "  ... and 2 more fields",
+    ]
+
+
+def test_the_report_without_a_baseline_failures_or_drift() -> None:
+    rec = vf.summarize_seeds([seed_run(1, "complete"), seed_run(2, "complete")], ["loss_cv"])
+    report = {
+        "recipe": "t",
+        "seeds": [1, 2],
+        "steps": 50,
+        "recipe_result": rec,
+        "drift": [],
+        "recipe_fingerprint_hash": "abc",
+        "fingerprint": {"hash": "abc"},
+    }
+    cv = vf.format_interval(rec["metrics"]["loss_cv"])
+    lines = [
+        "recipe t: 2 seed(s) [1, 2], 50 steps; diverged 0% of seeds",
+        f"  {'metric':<14} {'recipe: mean [95% interval]':<34}",
+        f"  {'loss_cv':<14} {cv:<34}",
+        "same hardware as the recipe (abc)",
+    ]
+    assert vf.format_report(report).splitlines() == lines
+    # exactly 12 drifted fields: all listed, no "more"
+    drift = [{"field": f"f{i}", "recipe": "a", "here": "b"} for i in range(12)]
+    text = vf.format_report({**report, "drift": drift, "fingerprint": {"hash": "x"}})
+    assert text.splitlines()[-13:] == [
+        "WARNING: this machine differs from the one the recipe was tuned on (abc -> x):",
+        *[f"  f{i}: 'a' -> 'b'" for i in range(12)],
+    ]
+    none = vf.format_report({**report, "recipe_fingerprint_hash": None})
+    assert none.splitlines()[-1] == (
+        "the recipe records no fingerprint: hardware drift cannot be checked"
+    )
+
+
+def test_the_baseline_knobs_without_a_searched_record() -> None:
+    r = make_recipe(clip_norm=0.7, warmup_steps=20, adam_eps=1e-6, accum_steps=2, batch=64)
+    r = replace(r, source={"study": "s"})
+    base = vf.baseline_knobs(r)
+    # every knob back to PyTorch's default but lr and the batch layout
+    assert base["clip_norm"] == sp.KNOBS["clip_norm"].default
+    assert base["adam_eps"] == sp.KNOBS["adam_eps"].default
+    assert base["lr"] == 0.01 and base["accum_steps"] == 2 and base["batch"] == 64
+    assert not vf.is_baseline(r)
+    # a searched record naming lr or an unknown name: lr stays, the unknown is ignored
+    r2 = replace(r, source={"searched": ["lr", "clip_norm", "no_such_knob"]})
+    base2 = vf.baseline_knobs(r2)
+    assert base2["lr"] == 0.01 and base2["clip_norm"] == sp.KNOBS["clip_norm"].default
+    assert "no_such_knob" not in base2 and base2["adam_eps"] == 1e-6
+    # the defaults for every searched knob: the recipe is the baseline
+    defaults = make_recipe()
+    assert vf.is_baseline(defaults)
+    assert vf.is_baseline(replace(r, source={"defaults": True}))  # exported as the defaults
+
+
+def test_the_baseline_batch_is_the_studys_reference_batch() -> None:
+    # a study that searched the batch: its baseline ran at the study's reference batch
+    r = replace(make_recipe(batch=64), source={"searched": ["batch", "clip_norm"]})
+    assert vf.baseline_knobs(replace(r, probe={**r.probe, "batch": 48}))["batch"] == 48
+    assert vf.baseline_knobs(r)["batch"] == 64  # no reference recorded: the recipe's
+
+
+def test_the_probe_a_recipe_runs_in_full() -> None:
+    r = make_recipe(accum_steps=4, batch=32)
+    r = replace(
+        r,
+        probe={
+            "steps": 50,
+            "seed": 7,
+            "device": "cpu",
+            "deterministic": True,
+            "telemetry_every": 5,
+            "threads": 2,
+            "divergence": {"spike_factor": 8.0},
+            "batch": 16,
+            "schedule_steps": 200,
+        },
+        workload={"name": "mlp", "size": "small", "args": [1, "x"]},
+    )
+    cfg = vf.probe_config(r)
+    # 50 steps at batch 16 see the samples of 25 at batch 32; the schedule likewise
+    assert (cfg.steps, cfg.schedule_steps, cfg.micro_batch) == (25, 100, 8)
+    assert (cfg.seed, cfg.device, cfg.deterministic, cfg.telemetry_every) == (7, "cpu", True, 5)
+    assert cfg.threads == 2 and cfg.divergence == {"spike_factor": 8.0}
+    assert (cfg.workload, cfg.size, cfg.args, cfg.script) == ("mlp", "small", ["1", "x"], None)
+    assert cfg.precision == r.precision and cfg.env == r.env
+    # a longer run than the schedule: over the run
+    assert vf.probe_config(r, steps=600).schedule_steps == 300
+    # the probe's defaults
+    bare = replace(make_recipe(), probe={})
+    cfg = vf.probe_config(bare)
+    assert (cfg.steps, cfg.seed, cfg.device, cfg.deterministic) == (200, 0, "auto", False)
+    assert (cfg.telemetry_every, cfg.threads, cfg.divergence) == (10, None, {})
+    assert cfg.schedule_steps == 200 and cfg.args == []
+
+
+def test_a_script_workload_runs_by_its_file_name(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    r = replace(make_recipe(), workload={"script": str(script)})
+    assert vf.probe_config(r).workload == "script:train.py"
+    assert vf.probe_config(r).script == str(script)
+    with pytest.raises(WorkloadError) as e:
+        vf.check_workload(r, "r.yaml")
+    assert str(e.value) == f"r.yaml: workload.script: {script}: no such file"
+    script.write_text("")
+    vf.check_workload(r, "r.yaml")  # found: nothing raised
+
+
+def test_an_unknown_workload_is_named_with_its_recipe() -> None:
+    vf.check_workload(make_recipe(), "r.yaml")  # mlp resolves
+    r = replace(make_recipe(), workload={"name": "no_such_workload"})
+    with pytest.raises(WorkloadError) as e:
+        vf.check_workload(r, "r.yaml")
+    assert str(e.value).startswith("r.yaml: workload: ")
+    assert "no_such_workload" in str(e.value)
