@@ -326,6 +326,11 @@ def test_a_warm_starts_match_within_tolerance_or_better() -> None:
     assert pk.matched_at(trials[:4], src, objs) is None
     assert pk.matched_at(trials[:3], src, objs, tolerance=0.06) == 1
     assert pk.matched_at([(7, [0.1, 2.0, 1.0])], [0.1, math.inf, 1.0], objs) is None
+    # exactly at the edge (binary fractions: no rounding), each way
+    edge = [(8, [2.5, 2.0, 1.0]), (9, [2.0, 1.5, 1.0])]
+    assert pk.matched_at(edge, [2.0, 2.0, 1.0], objs, tolerance=0.25) == 8
+    assert pk.matched_at(edge[1:], [2.0, 2.0, 1.0], objs, tolerance=0.25) == 9
+    assert pk.matched_at(edge, [2.0, 2.0, 1.0], objs, tolerance=0.125) is None
     # a speed space: throughput counts when it is the only objective
     speed = [{"metric": "throughput", "direction": "maximize"}]
     assert pk.matched_at([(1, [800.0]), (2, [860.0])], [900.0], speed) == 2
