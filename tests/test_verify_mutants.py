@@ -381,3 +381,221 @@ def test_an_unknown_workload_is_named_with_its_recipe() -> None:
         vf.check_workload(r, "r.yaml")
     assert str(e.value).startswith("r.yaml: workload: ")
     assert "no_such_workload" in str(e.value)
+
+
+# ---------------------------------------------------------------------------------------------
+# verify_recipe's orchestration. The probe processes are replaced by recorded outcomes (a stand-in
+# for `launcher.run_trial_process`, the process boundary: a unit test may start no process; the
+# real processes are the integration test in tests/test_verify.py). Everything else is real:
+# the workload check, the fingerprint, the seeds, the summaries, the paired verdict, the promise.
+# ---------------------------------------------------------------------------------------------
+
+
+class Launcher:
+    """Records each probe asked for and answers with an outcome made up from its seed and knobs:
+    the baseline (clip_norm at its default) diverges on seed 2 and has a higher loss_cv."""
+
+    def __init__(self, fingerprint: dict[str, Any]) -> None:
+        self.calls: list[dict[str, Any]] = []
+        self.fingerprint = fingerprint
+
+    def __call__(
+        self, probe: dict[str, Any], env: dict[str, str], *, timeout_s: float, threads: Any
+    ) -> dict[str, Any]:
+        self.calls.append(
+            {"probe": probe, "env": dict(env), "timeout_s": timeout_s, "threads": threads}
+        )
+        return self.outcome(probe)
+
+    def outcome(self, probe: dict[str, Any]) -> dict[str, Any]:
+        seed = probe["seed"]
+        base = probe["knobs"]["clip_norm"] == sp.KNOBS["clip_norm"].default
+        diverged = base and seed == 2
+        cv = (0.3 if base else 0.1) + 0.01 * seed
+        return {
+            "outcome": "diverged" if diverged else "complete",
+            "cause": "loss_explosion" if diverged else None,
+            "summary": {
+                "metrics": {"loss_cv": cv, "throughput": 100.0 + seed, "final_loss": 2.0 + cv},
+                "steps_run": probe["steps"],
+                "steps_planned": probe["steps"],
+            },
+            "fingerprint": self.fingerprint,
+        }
+
+
+@pytest.fixture
+def launcher(monkeypatch: pytest.MonkeyPatch) -> Launcher:
+    from autotune import fingerprint
+    from autotune.process import launcher as ln
+
+    fake = Launcher({**fingerprint.collect(), "hash": "here1"})
+    monkeypatch.setattr(ln, "run_trial_process", fake)
+    return fake
+
+
+def test_verify_recipe_runs_the_recipe_and_the_baseline_on_the_same_seeds(
+    launcher: Launcher, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from autotune import fingerprint
+
+    r = replace(
+        make_recipe(clip_norm=0.7, warmup_steps=20),
+        achieved={"loss_cv": promised(mean=0.12, low=0.1, high=0.14, share=0.0)},
+        probe={"steps": 50, "seed": 0, "threads": 2},
+    )
+    report = vf.verify_recipe(r, source="r.yaml", seeds=3, timeout_s=77.0, threads=None)
+    # the recipe on seeds 1..3, then the baseline (its searched knobs at their defaults) on them
+    assert [c["probe"]["seed"] for c in launcher.calls] == [1, 2, 3, 1, 2, 3]
+    recipe_cfg = vf.probe_config(r, steps=50)
+    base_cfg = vf.probe_config(r, knobs=vf.baseline_knobs(r), steps=50).for_baseline()
+    cfgs = [recipe_cfg] * 3 + [base_cfg] * 3
+    for call, cfg, seed in zip(launcher.calls, cfgs, [1, 2, 3] * 2, strict=True):
+        assert call["probe"] == replace(cfg, seed=seed).to_dict()
+        assert call["env"] == r.env and call["timeout_s"] == 77.0
+        assert call["threads"] == 2  # the recipe's probe.threads: as the study ran it
+    runs = [{**launcher.outcome(c["probe"]), "seed": c["probe"]["seed"]} for c in launcher.calls]
+    metrics = list(dict.fromkeys(["loss_cv", *vf.REPORTED]))
+    rec, base = vf.summarize_seeds(runs[:3], metrics), vf.summarize_seeds(runs[3:], metrics)
+    here = launcher.fingerprint
+    drift = fingerprint.diff(r.fingerprint, here)
+    assert drift  # the recipe's made-up fingerprint is not this machine's
+    assert report == {
+        "recipe": "t",
+        "source": r.source,
+        "fingerprint": here,
+        "recipe_fingerprint_hash": r.fingerprint_hash,
+        "drift": [{"field": f, "recipe": a, "here": b} for f, a, b in drift],
+        "same_hardware": False,
+        "seeds": [1, 2, 3],
+        "steps": 50,
+        "recipe_result": rec,
+        "baseline_result": base,
+        "promised_steps": 50,
+        "vs_baseline": vf.paired.compare(
+            rec, base, [("final_loss", "minimize"), ("loss_cv", "minimize")]
+        ),
+        "promise": vf.compare_promise(r, rec, False),
+    }
+    assert report["vs_baseline"]["verdict"] == "better"
+    assert [p["verdict"] for p in report["promise"]] == ["as promised", "as promised"]
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        # the driver's own fingerprint; the report keeps the probes'
+        f"verifying recipe t on this machine ({fingerprint.collect()['hash']}): 3 seed(s), 50 "
+        "steps each, beside "
+        "the baseline",
+        "  recipe   seed 1 (1/3): complete  loss_cv 0.11  throughput 101",
+        "  recipe   seed 2 (2/3): complete  loss_cv 0.12  throughput 102",
+        "  recipe   seed 3 (3/3): complete  loss_cv 0.13  throughput 103",
+        "  baseline seed 1 (1/3): complete  loss_cv 0.31  throughput 101",
+        "  baseline seed 2 (2/3): diverged (loss_explosion)",
+        "  baseline seed 3 (3/3): complete  loss_cv 0.33  throughput 103",
+    ]
+
+
+def test_verify_recipe_at_another_length_compares_no_promise(
+    launcher: Launcher, capsys: pytest.CaptureFixture[str]
+) -> None:
+    r = replace(
+        make_recipe(clip_norm=0.7, warmup_steps=20, batch=32),
+        probe={"steps": 50, "seed": 4, "batch": 16, "schedule_steps": 400},
+    )
+    report = vf.verify_recipe(r, seeds=2, baseline=False, threads=3, steps=100)
+    assert [c["probe"]["seed"] for c in launcher.calls] == [5, 6]  # no baseline
+    assert all(c["threads"] == 3 for c in launcher.calls)
+    assert [c["probe"]["steps"] for c in launcher.calls] == [50, 50]  # 100 at batch 16
+    assert report["steps"] == 100 and report["promised_steps"] == 50
+    assert report["promise"] == [] and "baseline_result" not in report
+    assert report["vs_baseline"] == vf.paired.compare(
+        report["recipe_result"], None, [("final_loss", "minimize"), ("loss_cv", "minimize")]
+    )
+    head = capsys.readouterr().err.splitlines()[0]
+    assert head.endswith(
+        ": 2 seed(s), 50 steps each (100 at the study's batch), LR scheduled over 200"
+    )
+    # quiet: nothing said
+    vf.verify_recipe(r, seeds=1, baseline=False, quiet=True)
+    assert capsys.readouterr().err == ""
+
+
+def test_verify_recipe_of_the_defaults_runs_no_baseline_beside_them(
+    launcher: Launcher, capsys: pytest.CaptureFixture[str]
+) -> None:
+    r = replace(make_recipe(), fingerprint=None)  # every searched knob at its default
+    report = vf.verify_recipe(r, seeds=2)
+    assert len(launcher.calls) == 2 and "baseline_result" not in report
+    assert report["vs_baseline"]["verdict"] == "not compared"
+    assert report["drift"] == [] and report["same_hardware"] is False
+    err = capsys.readouterr().err.splitlines()
+    assert err[-1] == "the recipe is the baseline (PyTorch's defaults): no baseline run beside it"
+    assert err[0].endswith("2 seed(s), 50 steps each, beside the baseline")
+    # the same hardware: no drift
+    same = replace(make_recipe(clip_norm=0.7), fingerprint=launcher.fingerprint)
+    report = vf.verify_recipe(same, seeds=1, baseline=False, quiet=True)
+    assert report["drift"] == [] and report["same_hardware"] is True
+
+
+def test_the_probe_takes_the_knobs_batch_layout_and_the_recipes_setup() -> None:
+    r = replace(make_recipe(batch=32, precision="bf16"), world_size=2, probe={"steps": 40})
+    cfg = vf.probe_config(r)
+    assert (cfg.precision, cfg.world_size) == ("bf16", 2)
+    assert (cfg.reference_batch, cfg.reference_samples) == r.reference_layout
+    assert cfg.reference_batch is not None and cfg.reference_samples is not None
+    # accumulation 1: the micro-batch is the batch; an integer
+    assert cfg.micro_batch == 32 and isinstance(cfg.micro_batch, int)
+    # knobs given: their batch and accumulation, not the recipe's
+    other = vf.probe_config(r, knobs={"lr": 0.1, "batch": 64, "accum_steps": 4})
+    assert other.micro_batch == 16 and other.steps == 20  # 40 steps at 32 = 20 at 64
+    # no accumulation recorded: 1
+    assert vf.probe_config(r, knobs={"lr": 0.1, "batch": 48}).micro_batch == 48
+    # a batch of 1 with accumulation: at least one sample a micro-batch
+    one = vf.probe_config(r, knobs={"lr": 0.1, "batch": 3, "accum_steps": 4})
+    assert one.micro_batch == 1
+    # a workload without a size: tiny
+    assert vf.probe_config(replace(r, workload={"name": "mlp"})).size == "tiny"
+
+
+def test_a_workload_without_a_size_is_tiny_and_a_bad_size_is_named() -> None:
+    vf.check_workload(replace(make_recipe(), workload={"name": "mlp"}), "r.yaml")  # tiny
+    bad = replace(make_recipe(), workload={"name": "mlp", "size": "huge"})
+    with pytest.raises(WorkloadError) as e:
+        vf.check_workload(bad, "r.yaml")
+    assert str(e.value).startswith("r.yaml: workload: workload 'mlp' has no size 'huge'")
+
+
+def test_the_baseline_keeps_the_batch_the_study_did_not_search() -> None:
+    # the recipe ran at 64, its study's reference batch was 16: the batch was not searched, so
+    # the baseline runs at the recipe's 64
+    r = replace(make_recipe(batch=64), probe={"steps": 50, "batch": 16})
+    assert vf.baseline_knobs(r)["batch"] == 64
+    assert vf.baseline_knobs(replace(r, source={"study": "s"}))["batch"] == 64  # no record
+
+
+def test_the_report_with_a_clean_baseline_and_without_one() -> None:
+    ok = vf.summarize_seeds([seed_run(1, "complete"), seed_run(2, "complete")], ["loss_cv"])
+    failing = vf.summarize_seeds([seed_run(1, "complete"), seed_run(2, "failed")], ["loss_cv"])
+    report = {
+        "recipe": "t",
+        "seeds": [1, 2],
+        "steps": 50,
+        "recipe_result": failing,
+        "baseline_result": ok,
+        "drift": [{"field": f"f{i}", "recipe": 0, "here": 1} for i in range(13)],
+        "recipe_fingerprint_hash": "abc",
+        "fingerprint": {"hash": "x"},
+    }
+    lines = vf.format_report(report).splitlines()
+    assert lines[0] == (
+        "recipe t: 2 seed(s) [1, 2], 50 steps; diverged 0% of seeds, 1 failed; baseline diverged 0%"
+    )
+    assert lines[1:3] == ["failed seeds:", "  recipe   seed 2: failed (unknown cause)"]
+    assert lines[-1] == "  ... and 1 more fields" and lines[-2] == "  f11: 0 -> 1"
+    # no baseline beside it: its failed seeds alone
+    alone = vf.format_report({**report, "baseline_result": None}).splitlines()
+    assert alone[0] == "recipe t: 2 seed(s) [1, 2], 50 steps; diverged 0% of seeds, 1 failed"
+    assert alone[1:4] == [
+        "failed seeds:",
+        "  recipe   seed 2: failed (unknown cause)",
+        f"  {'metric':<14} {'recipe: mean [95% interval]':<34}",
+    ]
