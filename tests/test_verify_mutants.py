@@ -599,3 +599,91 @@ def test_the_report_with_a_clean_baseline_and_without_one() -> None:
         "  recipe   seed 2: failed (unknown cause)",
         f"  {'metric':<14} {'recipe: mean [95% interval]':<34}",
     ]
+
+
+# ---------------------------------------------------------------------------------------------
+# The verification in MLflow: which store, which experiment, which parent, which tags
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """One SQLite tracking store for the module (creating its tables takes seconds)."""
+    return f"sqlite:///{tmp_path_factory.mktemp('mlflow') / 'mlflow.db'}"
+
+
+def logged_report() -> dict[str, Any]:
+    rec = vf.summarize_seeds([seed_run(1, "complete"), seed_run(2, "complete")], ["loss_cv"])
+    return {"recipe_result": rec, "drift": [], "fingerprint": None}
+
+
+def test_log_report_to_a_given_store_in_the_verify_experiment(
+    store: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mlflow.tracking import MlflowClient
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    r = make_recipe()
+    drift = [{"field": "versions.torch"}, {"field": "host.cpu"}]
+    run_id = vf.log_report(r, {**logged_report(), "drift": drift}, store)
+    client = MlflowClient(store)
+    run = client.get_run(run_id)
+    assert client.get_experiment(run.info.experiment_id).name == "autotune-verify"
+    assert run.info.run_name == "verify-t"
+    tags = run.data.tags
+    assert tags["autotune.study"] == "s" and tags["autotune.verified_trial"] == "4"
+    assert tags["autotune.recipe"] == "t" and tags["autotune.recipe.fp_hash"] == r.fingerprint_hash
+    assert tags["autotune.fp_drift"] == "versions.torch, host.cpu"
+    assert "mlflow.parentRunId" not in tags
+    # no drift, no source: "none" and empty tags; the store from $MLFLOW_TRACKING_URI
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", store)
+    bare = replace(make_recipe(), source={}, fingerprint=None)
+    tags = client.get_run(vf.log_report(bare, logged_report(), None)).data.tags
+    assert tags["autotune.fp_drift"] == "none"
+    assert tags.get("autotune.study", "") == "" and tags.get("autotune.verified_trial", "") == ""
+    assert tags.get("autotune.recipe.fp_hash", "") == ""
+
+
+def test_log_report_in_the_studys_own_store_is_a_child_of_its_run(
+    store: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mlflow.tracking import MlflowClient
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    client = MlflowClient(store)
+    exp = client.create_experiment("the-study")
+    parent = client.create_run(exp).info.run_id
+    mlflow_src = {"tracking_uri": store, "experiment_id": exp, "study_run_id": parent}
+    r = replace(make_recipe(), source={**make_recipe().source, "mlflow": mlflow_src})
+    run = client.get_run(vf.log_report(r, logged_report(), None))
+    assert run.info.experiment_id == exp
+    assert run.data.tags["mlflow.parentRunId"] == parent
+    # the study's experiment is gone from that store: the verify experiment, no parent
+    gone = {**mlflow_src, "experiment_id": "987654"}
+    r = replace(make_recipe(), source={**make_recipe().source, "mlflow": gone})
+    run = client.get_run(vf.log_report(r, logged_report(), store))
+    assert client.get_experiment(run.info.experiment_id).name == "autotune-verify"
+    assert "mlflow.parentRunId" not in run.data.tags
+
+
+@pytest.mark.parametrize(
+    ("uri", "expected"),
+    [
+        (None, False),
+        ("", False),
+        (7, False),
+        ("sqlite:///no/such/file.db", False),
+        ("file:///tmp/mlruns", False),
+        ("mlruns", False),
+        ("http://tracking:5000", True),
+        ("https://user:***@tracking", False),  # a masked secret: not a URI to connect to
+    ],
+)
+def test_which_recorded_stores_are_reachable(uri: Any, expected: bool) -> None:
+    assert vf._reachable(uri) is expected
+
+
+def test_a_sqlite_store_that_exists_here_is_reachable(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    db.write_text("")
+    assert vf._reachable(f"sqlite:///{db}")
