@@ -416,11 +416,17 @@ class Launcher:
             "outcome": "diverged" if diverged else "complete",
             "cause": "loss_explosion" if diverged else None,
             "summary": {
-                "metrics": {"loss_cv": cv, "throughput": 100.0 + seed, "final_loss": 2.0 + cv},
+                "metrics": {
+                    "loss_cv": cv,
+                    "throughput": 100.0 + seed,
+                    "final_loss": 2.0 + cv,
+                    "loss_drop": (0.3 if base else 0.5) + 0.01 * seed,
+                    "grad_norm": (1.5 if base else 1.0) + 0.1 * seed,  # not in REPORTED
+                },
                 "steps_run": probe["steps"],
                 "steps_planned": probe["steps"],
             },
-            "fingerprint": self.fingerprint,
+            **({"fingerprint": self.fingerprint} if self.fingerprint else {}),
         }
 
 
@@ -687,3 +693,70 @@ def test_a_sqlite_store_that_exists_here_is_reachable(tmp_path: Path) -> None:
     db = tmp_path / "m.db"
     db.write_text("")
     assert vf._reachable(f"sqlite:///{db}")
+
+
+def test_verify_recipe_defaults_and_what_it_compares(
+    launcher: Launcher, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from autotune import fingerprint
+
+    r = replace(
+        make_recipe(clip_norm=0.7, warmup_steps=20),
+        achieved={
+            "loss_drop": {"direction": "maximize", "value": 0.5, "verified": None},
+            "grad_norm": {"value": 1.0, "verified": None},  # no direction: minimised
+            "throughput": {"direction": "maximize", "value": 102.0, "verified": None},
+        },
+        probe={"threads": 2},  # no steps recorded: 200
+        fingerprint=launcher.fingerprint,
+    )
+    report = vf.verify_recipe(r, quiet=True)
+    assert [c["probe"]["seed"] for c in launcher.calls] == [1, 2, 3, 1, 2, 3]  # 3 seeds
+    assert all(c["timeout_s"] == 600.0 for c in launcher.calls)
+    assert report["steps"] == report["promised_steps"] == 200
+    assert [c["probe"]["steps"] for c in launcher.calls] == [200] * 6
+    # the recipe's own metrics are summarised too, not only the reported ones
+    assert report["recipe_result"]["metrics"]["grad_norm"]["n"] == 3
+    assert report["baseline_result"]["metrics"]["grad_norm"]["n"] == 2  # seed 2 diverged
+    compared = [
+        ("final_loss", "minimize"),
+        ("loss_drop", "maximize"),
+        ("grad_norm", "minimize"),
+        ("throughput", "maximize"),
+    ]
+    vs = report["vs_baseline"]
+    assert vs == vf.paired.compare(report["recipe_result"], report["baseline_result"], compared)
+    assert "loss_drop" in vs["better_on"] and "grad_norm" in vs["better_on"]
+    # the same hardware: throughput's promise is compared, without a note
+    rows = {p["metric"]: p["verdict"] for p in report["promise"]}
+    assert rows["throughput"] == "as promised" and report["same_hardware"] is True
+    # an unknown workload is named by the default source
+    with pytest.raises(WorkloadError) as e:
+        vf.verify_recipe(replace(r, workload={"name": "no_such_workload"}), quiet=True)
+    assert str(e.value).startswith("<recipe>: workload: ")
+    # probes that report no fingerprint: the driver's own
+    launcher.fingerprint = {}
+    here = vf.verify_recipe(r, seeds=1, baseline=False, quiet=True)["fingerprint"]
+    assert here["hash"] == fingerprint.collect()["hash"]
+
+
+def test_verify_recipe_of_the_defaults_is_not_compared_with_itself(launcher: Launcher) -> None:
+    r = make_recipe()
+    report = vf.verify_recipe(r, seeds=2, quiet=True)
+    metrics = [("final_loss", "minimize"), ("loss_cv", "minimize")]
+    assert report["vs_baseline"] == vf.paired.compare(
+        report["recipe_result"], None, metrics, same=True
+    )
+    assert "it is the baseline" in report["vs_baseline"]["why"]
+
+
+def test_verify_recipe_runs_the_baseline_at_the_asked_length_and_threads(
+    launcher: Launcher,
+) -> None:
+    r = replace(
+        make_recipe(clip_norm=0.7, warmup_steps=20),
+        probe={"steps": 50, "seed": 0, "threads": 2},
+    )
+    vf.verify_recipe(r, seeds=1, threads=3, steps=80, quiet=True)
+    assert [c["probe"]["steps"] for c in launcher.calls] == [80, 80]
+    assert [c["threads"] for c in launcher.calls] == [3, 3]
