@@ -40,8 +40,8 @@ def expected_row(ver: dict[str, Any], number: int, baseline: bool, why: str | No
             {"seed": s, "outcome": "complete", "cause": None, "feasible": True, "steps_run": 30}
             for s in (1, 2, 3)
         ],
-        "vacuous": [],
-        "run_id": None,
+        "vacuous": ver.get("vacuous", []),
+        "run_id": ver.get("run_id"),
         "steps": 30,
     }
 
@@ -50,6 +50,8 @@ def test_the_summary_of_a_better_pick_field_by_field(tmp_path: Path) -> None:
     study, _ = recorded(tmp_path, space_of(), [2.0] * N)
     base = verified(result([2.0, 2.1, 1.9]))
     mine = verified(result([1.50, 1.61, 1.42], cvs=[0.05, 0.06, 0.055]))
+    # its verification's MLflow run, and a relative constraint it could not be held to
+    mine.update(run_id="run5", vacuous=["final_loss <= 1.05 x baseline"])
     study.set_user_attr("autotune.verified.0", base)
     study.set_user_attr(f"autotune.verified.{BEST}", mine)
     out = vd.pick_part(study, OBJ)
