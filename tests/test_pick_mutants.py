@@ -334,3 +334,112 @@ def test_a_warm_starts_match_within_tolerance_or_better() -> None:
     # a speed space: throughput counts when it is the only objective
     speed = [{"metric": "throughput", "direction": "maximize"}]
     assert pk.matched_at([(1, [800.0]), (2, [860.0])], [900.0], speed) == 2
+
+
+def screened(study: optuna.Study, values: list[float] | None, feasible: bool, **attrs: Any) -> None:
+    state = optuna.trial.TrialState.COMPLETE if values else optuna.trial.TrialState.FAIL
+    study.add_trial(
+        optuna.trial.create_trial(
+            state=state,
+            values=values,
+            params={"clip_norm": 1.0},
+            distributions={"clip_norm": optuna.distributions.FloatDistribution(0.1, 10.0)},
+            user_attrs={"autotune.feasible": feasible, **attrs},
+        )
+    )
+
+
+def screened_study() -> optuna.Study:
+    study = optuna.create_study(directions=["minimize", "maximize"])
+    screened(study, [0.3, 90.0], True, **{"autotune.baseline": True})  # 0: the baseline
+    screened(
+        study,
+        [0.1, 100.0],
+        True,
+        **{
+            "autotune.metrics": {"loss_cv": 0.1, "final_loss": 2.0},
+            "autotune.knobs": {"clip_norm": 1.0},
+            "autotune.env": {"NCCL_ALGO": "Ring"},
+            "autotune.fp_hash": "fp1",
+        },
+    )  # 1
+    screened(study, [0.05, 120.0], False)  # 2: infeasible at the screen
+    screened(study, None, True)  # 3: failed, no values
+    return study
+
+
+def test_the_candidates_of_a_study_decided_at_its_screen() -> None:
+    study = screened_study()
+    study.set_user_attr("autotune.decided", {"steps": 30})
+    study.set_user_attr("autotune.verified.1", {"steps": 30, "diverged_share": 0.0})
+    study.set_user_attr("autotune.verified.0", {"steps": 90, "diverged_share": 0.0})
+    cands = pk.candidates(study)
+    assert [c.number for c in cands] == [0, 1]
+    base, one = cands
+    assert base.baseline and not one.baseline
+    assert base.verified is None  # verified at 90 steps: no evidence at 30
+    assert one.verified == {"steps": 30, "diverged_share": 0.0}
+    assert (one.values, one.steps, one.fp_hash) == ([0.1, 100.0], 30, "fp1")
+    assert one.metrics == {"loss_cv": 0.1, "final_loss": 2.0}
+    assert (one.knobs, one.env, one.params) == (
+        {"clip_norm": 1.0},
+        {"NCCL_ALGO": "Ring"},
+        {"clip_norm": 1.0},
+    )
+    assert (base.metrics, base.knobs, base.env, base.fp_hash) == ({}, {}, {}, None)
+    # the screen re-judged after the screen: 2 is feasible after all, 1 is not
+    study.set_user_attr("autotune.screen_feasible", {"1": False, "2": True})
+    assert [c.number for c in pk.candidates(study)] == [0, 2]
+    # no decision recorded: the screen, any verification length
+    fresh = screened_study()
+    fresh.set_user_attr("autotune.verified.0", {"steps": 90})
+    got = pk.candidates(fresh)
+    assert [c.number for c in got] == [0, 1] and got[0].verified == {"steps": 90}
+    assert got[0].steps is None
+
+
+def test_the_candidates_of_a_study_decided_at_a_rung() -> None:
+    study = screened_study()
+    study.set_user_attr("autotune.decided", {"steps": 90, "rung": 1})
+    row = {"number": 2, "steps": 90, "feasible": True, "values": [0.04, 110.0]}
+    study.set_user_attr("autotune.rung.2.90", {**row, "metrics": {"loss_cv": 0.04}})
+    base_row = {"number": 0, "steps": 90, "feasible": False, "values": [0.5, 80.0]}
+    study.set_user_attr("autotune.rung.0.90", {**base_row, "metrics": {}})
+    study.set_user_attr("autotune.verified.2", {"steps": 90})
+    study.set_user_attr("autotune.verified.1", {"steps": 30})
+    cands = pk.candidates(study)
+    # 2 was infeasible at the screen, feasible at the rung; 0 is not feasible there; 1 never ran
+    assert [c.number for c in cands] == [2]
+    assert cands[0].values == [0.04, 110.0] and cands[0].metrics == {"loss_cv": 0.04}
+    assert cands[0].steps == 90 and cands[0].verified == {"steps": 90}
+    # every: 1, not run at the rung, counts by its screen, without a length or a verification
+    every = {c.number: c for c in pk.candidates(study, every=True)}
+    assert sorted(every) == [1, 2]
+    assert every[1].steps is None and every[1].verified is None
+    assert every[1].values == [0.1, 100.0]
+
+
+def test_the_throughput_noise_note_is_over_the_candidates_a_named_pick_chooses_among() -> None:
+    def timed(n: int, tp: float, v: dict[str, Any] | None = None) -> pk.Candidate:
+        m = {
+            "loss_cv": 0.1 * n,
+            "throughput": tp,
+            "throughput_low": tp - 1,
+            "throughput_high": tp + 1,
+        }
+        return cand(n, 0.1 * n, tp, v, metrics=m)
+
+    def tp_ver(tp: float, **extra: Any) -> dict[str, Any]:
+        iv = {"mean": tp, "low": tp - 1, "high": tp + 1, "n": 3}
+        return {"diverged_share": 0.0, "metrics": {"throughput": iv}, **extra}
+
+    held, gone = timed(1, 100.0, tp_ver(100.0)), timed(2, 300.0, tp_ver(300.0, failed=1))
+    plain = timed(3, 200.0)
+    # verified ones exist: the note is over those that held (one: nothing to compare)
+    assert pk.noise_note([held, gone, plain], OBJ) is None
+    other = timed(4, 150.0, tp_ver(150.0))
+    note = pk.noise_note([held, gone, plain, other], OBJ)
+    assert note is not None and note["candidates"] == 2 and note["range"] == [100.0, 150.0]
+    # none verified: all of them
+    note = pk.noise_note([timed(1, 100.0), timed(3, 200.0), timed(5, 100.5)], OBJ)
+    assert note is not None and note["candidates"] == 3 and note["range"] == [100.0, 200.0]
