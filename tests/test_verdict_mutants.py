@@ -306,3 +306,35 @@ def test_standing_from_the_seeds_or_from_the_one_run() -> None:
     no_loss = candidate(4, None)
     no_loss.metrics = {}
     assert vd.standing(no_loss)["final_loss"] == {"mean": None, "low": None, "high": None, "n": 0}
+
+
+def test_the_baseline_as_a_configuration_from_its_trial_records() -> None:
+    study = optuna.create_study(directions=["minimize", "maximize"])
+    study.add_trial(
+        optuna.trial.create_trial(
+            values=[0.3, 90.0],
+            params={"clip_norm": 1.0},
+            distributions={"clip_norm": optuna.distributions.FloatDistribution(0.1, 10.0)},
+            user_attrs={
+                "autotune.baseline": True,
+                "autotune.metrics": {"loss_cv": 0.3},
+                "autotune.knobs": {"clip_norm": None},
+                "autotune.env": {"NCCL_ALGO": "Ring"},
+                "autotune.fp_hash": "fp0",
+            },
+        )
+    )
+    choice = vd.baseline_choice(study, [], 30)
+    assert choice is not None
+    assert (choice.env, choice.fp_hash, choice.knobs) == (
+        {"NCCL_ALGO": "Ring"},
+        "fp0",
+        {"clip_norm": None},
+    )
+    assert choice.values == [0.3, 90.0] and choice.verified is None and choice.baseline
+    # a candidate that is the baseline is taken as it is
+    mine = candidate(0, None, baseline=True)
+    assert vd.baseline_choice(study, [candidate(3, None), mine], 30) is mine
+    # no baseline in the study: none
+    assert vd.baseline_choice(optuna.create_study(), [candidate(3, None)], 30) is None
+    assert vd.baseline_verified(optuna.create_study(), 30) == (None, None)
