@@ -167,7 +167,7 @@ def test_dominance_by_direction() -> None:
     dirs = ["minimize", "maximize"]
     assert pk.dominates([0.1, 10.0], [0.2, 10.0], dirs)
     assert pk.dominates([0.1, 11.0], [0.1, 10.0], dirs)
-    assert not pk.dominates([0.1, 10.0], [0.1, 10.0], dirs)  # equal: neither
+    assert pk.dominates([0.1, 10.0], [0.1, 10.0], dirs) is False  # equal: neither
     assert not pk.dominates([0.1, 9.0], [0.2, 10.0], dirs)  # a trade-off
     assert not pk.dominates([0.3, 10.0], [0.2, 10.0], dirs)
     with pytest.raises(ValueError):
@@ -305,6 +305,8 @@ def test_why_none_in_full() -> None:
     running.add_trial(optuna.trial.create_trial(state=optuna.trial.TrialState.WAITING))
     running.ask()  # RUNNING: not finished, not listed
     assert pk.why_none(running) == "no finished trial"
+    finished(running, "diverged", [])  # after the running one: listed
+    assert pk.why_none(running) == "trial 1: diverged"
 
 
 def test_a_warm_starts_match_within_tolerance_or_better() -> None:
@@ -387,6 +389,9 @@ def test_the_candidates_of_a_study_decided_at_its_screen() -> None:
         {"clip_norm": 1.0},
     )
     assert (base.metrics, base.knobs, base.env, base.fp_hash) == ({}, {}, {}, None)
+    # a verification that records no length counts at the decided one
+    study.set_user_attr("autotune.verified.0", {"diverged_share": 0.0})
+    assert pk.candidates(study)[0].verified == {"diverged_share": 0.0}
     # the screen re-judged after the screen: 2 is feasible after all, 1 is not
     study.set_user_attr("autotune.screen_feasible", {"1": False, "2": True})
     assert [c.number for c in pk.candidates(study)] == [0, 2]
@@ -406,7 +411,11 @@ def test_the_candidates_of_a_study_decided_at_a_rung() -> None:
     base_row = {"number": 0, "steps": 90, "feasible": False, "values": [0.5, 80.0]}
     study.set_user_attr("autotune.rung.0.90", {**base_row, "metrics": {}})
     study.set_user_attr("autotune.verified.2", {"steps": 90})
-    study.set_user_attr("autotune.verified.1", {"steps": 30})
+    study.set_user_attr("autotune.verified.1", {"diverged_share": 0.0})  # no length
+    # a trial still waiting (a study stopped mid-rung) is no candidate, whatever its row says
+    study.add_trial(optuna.trial.create_trial(state=optuna.trial.TrialState.WAITING))
+    row4 = {"number": 4, "steps": 90, "feasible": True, "values": [0.01, 200.0], "metrics": {}}
+    study.set_user_attr("autotune.rung.4.90", row4)
     cands = pk.candidates(study)
     # 2 was infeasible at the screen, feasible at the rung; 0 is not feasible there; 1 never ran
     assert [c.number for c in cands] == [2]
@@ -443,3 +452,33 @@ def test_the_throughput_noise_note_is_over_the_candidates_a_named_pick_chooses_a
     # none verified: all of them
     note = pk.noise_note([timed(1, 100.0), timed(3, 200.0), timed(5, 100.5)], OBJ)
     assert note is not None and note["candidates"] == 3 and note["range"] == [100.0, 200.0]
+
+
+def test_fastest_and_stablest_read_the_objectives_values_and_intervals() -> None:
+    # each candidate's objective values are its own (at the length decided at); its metrics
+    # hold the screen's: the picks read the objective's
+    a = cand(1, 0.2, 300.0, metrics={"loss_cv": 0.01, "throughput": 10.0})
+    b = cand(2, 0.1, 200.0, metrics={"loss_cv": 0.02, "throughput": 900.0})
+    assert pk.pick([a, b], OBJ, "fastest").number == 1
+    assert pk.pick([a, b], OBJ, "stablest").number == 2
+
+
+def test_fastest_among_throughputs_within_noise_is_the_stablest() -> None:
+    def timed(n: int, cv: float, tp: float, half: float) -> pk.Candidate:
+        m = {
+            "loss_cv": cv,
+            "throughput": tp,
+            "throughput_low": tp - half,
+            "throughput_high": tp + half,
+        }
+        return cand(n, cv, tp, metrics=m)
+
+    fast, steady = timed(1, 0.3, 210.0, 10.0), timed(2, 0.1, 200.0, 10.0)
+    assert pk.pick([fast, steady], OBJ, "fastest").number == 2  # overlapping: the stabler
+    apart = timed(3, 0.1, 150.0, 10.0)
+    assert pk.pick([fast, apart], OBJ, "fastest").number == 1  # beyond noise: the faster
+    # verified: the interval over its seeds, not its one run's
+    fast.verified = ver(0.3, 210.0)
+    fast.verified["metrics"]["throughput"].update(low=140.0, high=280.0)
+    apart.verified = ver(0.1, 150.0)
+    assert pk.pick([fast, apart], OBJ, "fastest").number == 3
