@@ -482,3 +482,45 @@ def test_fastest_among_throughputs_within_noise_is_the_stablest() -> None:
     fast.verified["metrics"]["throughput"].update(low=140.0, high=280.0)
     apart.verified = ver(0.1, 150.0)
     assert pk.pick([fast, apart], OBJ, "fastest").number == 3
+
+
+def timed_cand(
+    n: int, cv: float, tp: float, low: float, high: float, **metrics: float
+) -> pk.Candidate:
+    m = {"loss_cv": cv, "throughput": tp, "throughput_low": low, "throughput_high": high, **metrics}
+    return cand(n, cv, tp, metrics=m)
+
+
+def test_the_front_leaves_out_an_objective_within_noise_over_all_of_them() -> None:
+    # throughput: a and b miss each other's interval, but both overlap the best's (c): within
+    # noise as a whole, it decides nothing, and a (the stablest) alone is the front. Judged
+    # pair by pair, b's speed would keep it beside a.
+    a = timed_cand(1, 0.1, 95.0, 92.0, 108.0)
+    b = timed_cand(2, 0.2, 118.0, 110.0, 125.0)
+    c = timed_cand(3, 0.3, 120.0, 105.0, 135.0)
+    assert [x.number for x in pk.front([a, b, c], OBJ)] == [1]
+    # c faster, apart from both: throughput decides again, each is best at something
+    c2 = timed_cand(3, 0.3, 140.0, 130.0, 150.0)
+    assert [x.number for x in pk.front([a, b, c2], OBJ)] == [1, 2, 3]
+
+
+def test_the_ranking_reads_verified_means_and_intervals_and_breaks_ties() -> None:
+    # the balanced pick reads the verified means: b's probe looked worse, its seeds better
+    a, b = cand(1, 0.1, 100.0), cand(2, 0.3, 100.0)
+    a.verified, b.verified = ver(0.2, 100.0), ver(0.05, 100.0)
+    assert [c.number for c in pk.ranked([a, b], OBJ)] == [2, 1]
+    # ...and the objective's own value, not the screen's metric, when not verified
+    x = cand(1, 0.1, 100.0, metrics={"loss_cv": 0.9, "throughput": 100.0})
+    y = cand(2, 0.2, 100.0, metrics={"loss_cv": 0.01, "throughput": 100.0})
+    assert [c.number for c in pk.ranked([x, y], OBJ)] == [1, 2]
+    # identical values: the lower final loss first, whatever the number
+    p = cand(1, 0.1, 100.0, metrics={"loss_cv": 0.1, "throughput": 100.0, "final_loss": 2.0})
+    q = cand(2, 0.1, 100.0, metrics={"loss_cv": 0.1, "throughput": 100.0, "final_loss": 1.5})
+    assert [c.number for c in pk.ranked([p, q], OBJ)] == [2, 1]
+    # throughput intervals over the seeds: overlapping there, a tie left to stability
+    s = timed_cand(1, 0.2, 200.0, 195.0, 205.0)
+    t = timed_cand(2, 0.1, 150.0, 145.0, 155.0)
+    s.verified, t.verified = ver(0.2, 200.0), ver(0.1, 150.0)
+    s.verified["metrics"]["throughput"].update(low=140.0, high=260.0)
+    assert pk.ranked([s, t], OBJ)[0].number == 2  # within noise: the stabler
+    assert len(pk.front([s, t], OBJ)) == 1
