@@ -524,3 +524,18 @@ def test_the_ranking_reads_verified_means_and_intervals_and_breaks_ties() -> Non
     s.verified["metrics"]["throughput"].update(low=140.0, high=260.0)
     assert pk.ranked([s, t], OBJ)[0].number == 2  # within noise: the stabler
     assert len(pk.front([s, t], OBJ)) == 1
+
+
+def test_a_minimised_objective_within_noise_is_judged_against_its_lowest() -> None:
+    # loss_cv over seeds: every interval overlaps the lowest's (a), so it decides nothing and
+    # the fastest alone is the front; judged against the highest (c), b would miss it and its
+    # stability would keep it on the front
+    def seeded(n: int, cv: float, low: float, high: float, tp: float) -> pk.Candidate:
+        v = ver(cv, tp)
+        v["metrics"]["loss_cv"].update(low=low, high=high)
+        return cand(n, cv, tp, v)
+
+    a = seeded(1, 0.10, 0.08, 0.15, 100.0)
+    b = seeded(2, 0.105, 0.09, 0.11, 110.0)
+    c = seeded(3, 0.2, 0.13, 0.4, 120.0)
+    assert [x.number for x in pk.front([a, b, c], OBJ)] == [3]
