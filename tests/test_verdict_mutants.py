@@ -183,9 +183,10 @@ def test_a_baseline_that_is_no_candidate_is_still_shown_and_can_be_preferred(
     assert vd.baseline_choice(study2, cands, 90).verified is None  # type: ignore[union-attr]
 
 
-def with_infeasible_baseline(folder: Path) -> Any:
+def with_infeasible_baseline(folder: Path, how_many: int = 1) -> Any:
     ms = [metrics(0.5 - 0.05 * i, 2.0) for i in range(N)]
-    ms[0]["loss_drop"] = 0.0  # the defaults did not learn by the screen
+    for m in ms[:how_many]:
+        m["loss_drop"] = 0.0  # did not learn by the screen
     study_dir = h.recorded_study(folder, "v", trials=N, finished=N, metrics=ms)
     return optuna.load_study(study_name="v", storage=f"sqlite:///{study_dir / 'optuna.db'}")
 
@@ -338,3 +339,48 @@ def test_the_baseline_as_a_configuration_from_its_trial_records() -> None:
     # no baseline in the study: none
     assert vd.baseline_choice(optuna.create_study(), [candidate(3, None)], 30) is None
     assert vd.baseline_verified(optuna.create_study(), 30) == (None, None)
+
+
+def test_a_study_decided_at_a_length_reads_the_baseline_at_that_length(tmp_path: Path) -> None:
+    study = with_infeasible_baseline(tmp_path)
+    study.set_user_attr("autotune.decided", {"steps": 30})
+    study.set_user_attr("autotune.verified.0", verified(result([2.0, 2.1, 1.9]), steps=90))
+    mine = verified(result([1.5, 1.6, 1.4]), steps=30)
+    study.set_user_attr(f"autotune.verified.{BEST}", mine)
+    out = vd.pick_part(study, OBJ)
+    # the baseline was verified at 90 steps only: no row, and no verified numbers at 30
+    assert [r["number"] for r in out["verified"]] == [BEST]
+    assert out["pick"]["steps"] == 30 and out["vs_baseline"]["steps"] == 30
+    assert out["vs_baseline"]["baseline"]["source"] == "run"
+    assert out["vs_baseline"]["verdict"] == "not compared"
+    # verified at 30 too: its row, its seeds
+    study.set_user_attr("autotune.verified.0", verified(result([2.0, 2.1, 1.9]), steps=30))
+    out = vd.pick_part(study, OBJ)
+    assert [r["number"] for r in out["verified"]] == [BEST, 0]
+    assert out["vs_baseline"]["baseline"]["source"] == "verified"
+    assert out["vs_baseline"]["verdict"] == "better"
+
+
+def test_when_the_one_verified_candidate_did_not_hold(tmp_path: Path) -> None:
+    study, _ = recorded(tmp_path, space_of(), [2.0] * N)
+    study.set_user_attr("autotune.decided", {"steps": 30})
+    gone = verified(result([1.5, 9.0, 1.4], ["complete", "diverged", "complete"]), steps=30)
+    study.set_user_attr(f"autotune.verified.{BEST}", gone)
+    pick = vd.pick_part(study, OBJ)["pick"]
+    assert (pick["number"], pick["best"], pick["steps"]) == (None, BEST, 30)
+
+
+def test_an_unverified_pick_holds_nothing_either_way(tmp_path: Path) -> None:
+    study, _ = recorded(tmp_path, space_of(), [2.0] * N)
+    out = vd.pick_part(study, OBJ)
+    pick = out["pick"]
+    assert (pick["number"], pick["verified"], pick["holds"]) == (BEST, False, None)
+    assert pick["verdict"] == "not compared" and out["verified"] == []
+    assert out["vs_baseline"]["pick"]["source"] == "run"
+
+
+def test_a_study_without_a_candidate_has_no_pick(tmp_path: Path) -> None:
+    study = with_infeasible_baseline(tmp_path, how_many=N)
+    assert pk.candidates(study) == []
+    out = vd.pick_part(study, OBJ)
+    assert out == {"verified": [], "pick": None, "vs_baseline": None, "throughput_noise": None}
