@@ -304,3 +304,38 @@ def test_fastest_ties_with_the_lowest_numbered_of_equally_fast_rows() -> None:
         scored_row(3, (95.0,), ((92.0, 98.0),), (0.1,)),
     ]
     assert noise.fastest(rows, 0) == 3
+
+
+def test_nan_and_touching_intervals() -> None:
+    nan_a = scored_row(1, (math.nan,), (None,))
+    nan_b = scored_row(2, (math.nan,), (None,))
+    num = scored_row(3, (1.0,), (None,))
+    assert noise.better(num, nan_a, 0, "minimize") is True  # any number beats a NaN
+    assert noise.better(nan_a, num, 0, "minimize") is False
+    assert noise.better(nan_a, nan_b, 0, "minimize") is False  # two NaNs: neither
+    assert noise.dominates(nan_a, nan_b, ["minimize"]) is False
+    assert noise.dominates(num, num, ["minimize"]) is False  # no objective decides: False
+    # a NaN is the slowest, never the fastest
+    assert noise.fastest([nan_a, scored_row(4, (10.0,), (None,))], 0) == 4
+    # intervals that touch share a point: they overlap, either way round
+    assert noise.overlap((1.0, 2.0), (2.0, 3.0)) and noise.overlap((2.0, 3.0), (1.0, 2.0))
+    assert not noise.overlap((1.0, 2.0), (2.5, 3.0))
+    # a NaN stability or final loss sorts last in the tie-break
+    assert noise.tiebreak(SPEED_MEM[:1], lambda _m, _i: math.nan) == (math.inf, math.inf)
+
+
+def test_knee_scales_a_missing_value_to_the_worst_and_reads_every_column() -> None:
+    dirs = ["minimize", "minimize"]
+    rows = [
+        scored_row(1, (math.nan, 1.0), (None, None)),
+        scored_row(2, (math.nan, 3.0), (None, None)),
+    ]
+    # column 0 has no finite value: it adds nothing; column 1 still counts
+    assert noise.knee(rows, dirs, [0, 1]) == {1: 0.0, 2: 1.0}
+    mixed = [
+        scored_row(1, (math.inf, 1.0), (None, None)),
+        scored_row(2, (1.0, 1.0), (None, None)),
+        scored_row(3, (3.0, 1.0), (None, None)),
+    ]
+    # a non-finite value scales to 1, as the worst finite one
+    assert noise.knee(mixed, dirs, [0, 1]) == {1: 1.0, 2: 0.0, 3: 1.0}
