@@ -315,6 +315,7 @@ def test_nan_and_touching_intervals() -> None:
     assert noise.better(nan_a, nan_b, 0, "minimize") is False  # two NaNs: neither
     assert noise.dominates(nan_a, nan_b, ["minimize"]) is False
     assert noise.dominates(num, num, ["minimize"]) is False  # no objective decides: False
+    assert noise.dominates(num, nan_a, ["minimize"], ignore={0}) is False  # all ignored
     # a NaN is the slowest, never the fastest
     assert noise.fastest([nan_a, scored_row(4, (10.0,), (None,))], 0) == 4
     # intervals that touch share a point: they overlap, either way round
