@@ -243,6 +243,8 @@ def test_decide_keeps_an_explicit_trial_and_a_baseline_that_did_not_hold(tmp_pat
     assert (named.chosen.number, named.first.number, named.defaults_preferred) == (0, BEST, True)
     assert named.verdict["verdict"] == "no detectable difference"
     assert "defaults_not_taken" not in named.verdict
+    other = vd.decide(study, cands, OBJ, "trial 2")  # an explicit trial: that one
+    assert (other.chosen.number, other.first.number) == (2, 2)
     explicit = vd.decide(study, cands, OBJ, f"trial {BEST}")
     assert (explicit.chosen.number, explicit.first.number) == (BEST, BEST)
     assert explicit.defaults_preferred is False
@@ -359,6 +361,12 @@ def test_a_study_decided_at_a_length_reads_the_baseline_at_that_length(tmp_path:
     assert [r["number"] for r in out["verified"]] == [BEST, 0]
     assert out["vs_baseline"]["baseline"]["source"] == "verified"
     assert out["vs_baseline"]["verdict"] == "better"
+    # within the noise of the defaults: they are the pick, at the decided length
+    near = verified(result([2.1, 2.2, 1.9], cvs=[0.1, 0.1, 0.1]), steps=30)
+    study.set_user_attr(f"autotune.verified.{BEST}", near)
+    study.set_user_attr("autotune.verified.0", verified(result([2.0, 2.4, 1.8]), steps=30))
+    pick = vd.pick_part(study, OBJ)["pick"]
+    assert (pick["number"], pick["defaults_preferred"], pick["steps"]) == (0, True, 30)
 
 
 def test_when_the_one_verified_candidate_did_not_hold(tmp_path: Path) -> None:
@@ -384,3 +392,17 @@ def test_a_study_without_a_candidate_has_no_pick(tmp_path: Path) -> None:
     assert pk.candidates(study) == []
     out = vd.pick_part(study, OBJ)
     assert out == {"verified": [], "pick": None, "vs_baseline": None, "throughput_noise": None}
+
+
+def test_a_study_without_a_baseline_has_no_baseline_row() -> None:
+    study = optuna.create_study(directions=["minimize", "maximize"])
+    for cv, tp in [(0.2, 100.0), (0.1, 90.0)]:
+        study.add_trial(
+            optuna.trial.create_trial(
+                values=[cv, tp],
+                user_attrs={"autotune.feasible": True, "autotune.metrics": {"final_loss": 2.0}},
+            )
+        )
+    out = vd.pick_part(study, OBJ)
+    assert out["pick"]["number"] in (0, 1) and out["pick"]["verdict"] == "not compared"
+    assert out["vs_baseline"]["baseline"] is None
