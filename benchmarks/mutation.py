@@ -8,6 +8,12 @@ cores.
 
     python benchmarks/mutation.py                      # the verdict modules, all their mutants
     python benchmarks/mutation.py --module autotune/study/rungs.py --children 2
+    python benchmarks/mutation.py --module autotune/study/rungs.py \
+        --tests tests/test_rungs.py --tests tests/test_rungs_chance.py
+
+`--tests` runs each mutant against those test files only (those of them that reach its
+function) instead of the whole unit suite: minutes instead of an hour on a busy 2-core machine.
+A mutant those tests kill the suite kills too, so the score is a lower bound of the suite's.
 
 A mutant is *killed* when a test fails, *timeout* when the tests ran past mutmut's limit (an
 endless loop the mutant made: counted as caught, and listed apart), *survived* when every test
@@ -63,8 +69,11 @@ def copy_checkout(dest: Path) -> None:
         shutil.copy2(src, dest / rel)
 
 
-def write_config(dest: Path, modules: list[str], timeout_multiplier: float) -> None:
-    """mutmut's settings in the copy's setup.cfg (the repository keeps none of its own)."""
+def write_config(
+    dest: Path, modules: list[str], timeout_multiplier: float, tests: list[str] | None = None
+) -> None:
+    """mutmut's settings in the copy's setup.cfg (the repository keeps none of its own);
+    `tests`: the test files mutants run against (default: all of tests/)."""
     lines = [
         "[mutmut]",
         "source_paths=autotune/",
@@ -73,7 +82,7 @@ def write_config(dest: Path, modules: list[str], timeout_multiplier: float) -> N
         # are not the code under test there
         "pytest_add_cli_args=-m\n    not integration\n    -x\n    -q\n    -p\n    no:cacheprovider"
         "\n    --ignore=tests/test_layers.py",
-        "pytest_add_cli_args_test_selection=tests/",
+        "pytest_add_cli_args_test_selection=" + "\n    ".join(tests or ["tests/"]),
         # what the tests read besides the package and tests/ (mutmut copies only those)
         "also_copy=" + "\n    ".join(ALSO_COPY),
         f"timeout_multiplier={timeout_multiplier}",
@@ -117,18 +126,25 @@ def score(statuses: dict[str, str]) -> dict[str, object]:
     return {"counts": counts, "score": caught / judged if judged else None, "judged": judged}
 
 
+def of_module(statuses: dict[str, str], module: str) -> dict[str, str]:
+    """The statuses of one module's mutants (named `pkg.mod.x_function__mutmut_N`)."""
+    prefix = module.removesuffix(".py").replace("/", ".") + "."
+    return {n: s for n, s in statuses.items() if n.startswith(prefix)}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--module", action="append", help="a module to mutate (repeatable)")
     ap.add_argument("--children", type=int, default=2, help="mutants tested at once")
+    ap.add_argument("--tests", action="append", help="a test file mutants run against (repeatable)")
     ap.add_argument("--timeout-multiplier", type=float, default=30.0)
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "mutation.json"))
     ap.add_argument("--keep", action="store_true", help="keep the throw-away copy")
     args = ap.parse_args(argv)
     modules = args.module or [m for m in VERDICT_MODULES if (ROOT / m).is_file()]
-    missing = [m for m in modules if not (ROOT / m).is_file()]
+    missing = [m for m in [*modules, *(args.tests or [])] if not (ROOT / m).is_file()]
     if missing:
-        print(f"no such module: {', '.join(missing)}", file=sys.stderr)
+        print(f"no such file: {', '.join(missing)}", file=sys.stderr)
         return 2
     if shutil.which("git") is None:
         print("git is needed to copy the checkout", file=sys.stderr)
@@ -137,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     try:
         copy_checkout(work)
-        write_config(work, modules, args.timeout_multiplier)
+        write_config(work, modules, args.timeout_multiplier, args.tests)
         print(f"mutating {', '.join(modules)} in {work}", flush=True)
         run = subprocess.run(
             [sys.executable, "-m", "mutmut", "run", "--max-children", str(args.children)],
@@ -153,7 +169,9 @@ def main(argv: list[str] | None = None) -> int:
         survivors = sorted(n for n, s in statuses.items() if s == "survived")
         record = {
             "modules": modules,
+            "tests": args.tests or ["tests/"],
             **score(statuses),
+            "by_module": {m: score(of_module(statuses, m)) for m in modules},
             "survived": {n: diff_of(work, n) for n in survivors},
             "timeout": sorted(n for n, s in statuses.items() if s == "timeout"),
             "wall_s": round(time.monotonic() - started, 1),
@@ -164,6 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(record, indent=2) + "\n")
     sc = record["score"]
+    for module, part in record["by_module"].items():  # type: ignore[union-attr]
+        print(f"{module}: {part['counts']}")
     print(f"counts: {record['counts']}")
     print(f"score: {'n/a' if sc is None else f'{sc:.1%}'} of {record['judged']} judged mutants")
     for name, diff in record["survived"].items():  # type: ignore[union-attr]

@@ -235,3 +235,108 @@ def test_the_note_is_over_the_candidates_the_pick_chooses_among() -> None:
     c = cand(3, 0.3, 300.0, 10.0, verified=ver(300.0, 0.5))  # fast, diverged on a seed
     note = pk.noise_note([a, b, c], OBJ)
     assert note is not None and note["within_noise"] and note["candidates"] == 2
+
+
+# ---------------------------------------------------------------------------------------------
+# At the edges: a minimised objective (peak memory, loss_cv over seeds) within noise is judged
+# against its lowest value, the note names the hardware objective it is about, and `fastest`
+# ties with the lowest-numbered of equally fast rows. Worked by hand from the rows.
+# ---------------------------------------------------------------------------------------------
+
+
+def scored_row(
+    n: int, values: tuple[float, ...], bounds: tuple, tiebreak: tuple[float, ...] = ()
+) -> noise.Scored:
+    return noise.Scored(n, values, bounds, tiebreak)
+
+
+SPEED_MEM = [
+    {"metric": "tokens_per_s", "direction": "maximize"},
+    {"metric": "peak_mem_mb", "direction": "minimize"},
+]
+
+
+def test_the_note_names_its_objective_and_says_so_in_its_terms() -> None:
+    rows = [
+        scored_row(1, (1000.0, 50.0), ((950.0, 1050.0), None)),
+        scored_row(2, (1020.0, 60.0), ((990.0, 1050.0), None)),
+    ]
+    assert noise.note(rows, SPEED_MEM) == {
+        "metric": "tokens_per_s",
+        "within_noise": True,
+        "candidates": 2,
+        "range": [1000.0, 1020.0],
+        "message": "tokens_per_s differences are within timing noise: decided on stability and "
+        "final loss",
+    }
+
+
+def test_a_minimised_hardware_objective_is_within_noise_against_its_lowest() -> None:
+    # peak memory: every interval overlaps the lowest's (a), though b misses the highest's (c)
+    mem = [{"metric": "peak_mem_mb", "direction": "minimize"}]
+    rows = [
+        scored_row(1, (100.0,), ((80.0, 150.0),)),
+        scored_row(2, (105.0,), ((90.0, 110.0),)),
+        scored_row(3, (200.0,), ((130.0, 400.0),)),
+    ]
+    note = noise.note(rows, mem)
+    assert note is not None and note["within_noise"] is True and note["range"] == [100.0, 200.0]
+
+
+def test_the_order_leaves_out_a_minimised_objective_within_noise() -> None:
+    # loss_cv over seeds within noise as a whole (judged against the lowest): the order is by
+    # throughput alone, the fastest first; judged against the highest, loss_cv would count
+    dirs = ["minimize", "maximize"]
+    rows = [
+        scored_row(1, (0.10, 100.0), ((0.08, 0.15), None), (0.10, 2.0)),
+        scored_row(2, (0.105, 110.0), ((0.09, 0.11), None), (0.105, 2.0)),
+        scored_row(3, (0.2, 120.0), ((0.13, 0.4), None), (0.2, 2.0)),
+    ]
+    assert noise.order(rows, dirs) == [3, 2, 1]
+
+
+def test_fastest_ties_with_the_lowest_numbered_of_equally_fast_rows() -> None:
+    # 1 and 2 are equally fast; 1's interval reaches 3, 2 has none. Tied with 1 (the first of
+    # the fastest), 3 is among the ties and the stablest of them.
+    rows = [
+        scored_row(1, (100.0,), ((90.0, 110.0),), (0.3,)),
+        scored_row(2, (100.0,), (None,), (0.2,)),
+        scored_row(3, (95.0,), ((92.0, 98.0),), (0.1,)),
+    ]
+    assert noise.fastest(rows, 0) == 3
+
+
+def test_nan_and_touching_intervals() -> None:
+    nan_a = scored_row(1, (math.nan,), (None,))
+    nan_b = scored_row(2, (math.nan,), (None,))
+    num = scored_row(3, (1.0,), (None,))
+    assert noise.better(num, nan_a, 0, "minimize") is True  # any number beats a NaN
+    assert noise.better(nan_a, num, 0, "minimize") is False
+    assert noise.better(nan_a, nan_b, 0, "minimize") is False  # two NaNs: neither
+    assert noise.dominates(nan_a, nan_b, ["minimize"]) is False
+    assert noise.dominates(num, num, ["minimize"]) is False  # no objective decides: False
+    assert noise.dominates(num, nan_a, ["minimize"], ignore={0}) is False  # all ignored
+    # a NaN is the slowest, never the fastest
+    assert noise.fastest([nan_a, scored_row(4, (10.0,), (None,))], 0) == 4
+    # intervals that touch share a point: they overlap, either way round
+    assert noise.overlap((1.0, 2.0), (2.0, 3.0)) and noise.overlap((2.0, 3.0), (1.0, 2.0))
+    assert not noise.overlap((1.0, 2.0), (2.5, 3.0))
+    # a NaN stability or final loss sorts last in the tie-break
+    assert noise.tiebreak(SPEED_MEM[:1], lambda _m, _i: math.nan) == (math.inf, math.inf)
+
+
+def test_knee_scales_a_missing_value_to_the_worst_and_reads_every_column() -> None:
+    dirs = ["minimize", "minimize"]
+    rows = [
+        scored_row(1, (math.nan, 1.0), (None, None)),
+        scored_row(2, (math.nan, 3.0), (None, None)),
+    ]
+    # column 0 has no finite value: it adds nothing; column 1 still counts
+    assert noise.knee(rows, dirs, [0, 1]) == {1: 0.0, 2: 1.0}
+    mixed = [
+        scored_row(1, (math.inf, 1.0), (None, None)),
+        scored_row(2, (1.0, 1.0), (None, None)),
+        scored_row(3, (3.0, 1.0), (None, None)),
+    ]
+    # a non-finite value scales to 1, as the worst finite one
+    assert noise.knee(mixed, dirs, [0, 1]) == {1: 1.0, 2: 0.0, 3: 1.0}

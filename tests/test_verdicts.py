@@ -504,3 +504,98 @@ def test_not_compared_says_why_in_the_documented_shape() -> None:
     }
     mets = pd.compared_metrics([{"metric": "throughput", "direction": "maximize"}])
     assert mets == [("final_loss", "minimize"), ("throughput", "maximize")]
+
+
+# ---------------------------------------------------------------------------------------------
+# The paired verdict's every branch, its reasons and its rows, worked by hand
+# ---------------------------------------------------------------------------------------------
+
+THREE = [("final_loss", "minimize"), ("loss_cv", "minimize"), ("throughput", "maximize")]
+
+
+def seeds_result(
+    finals: list[float],
+    cvs: list[float],
+    tps: list[float],
+    diverged: tuple[int, ...] = (),
+    first_seed: int = 1,
+) -> dict[str, Any]:
+    """Seeds first_seed, ... with these metrics; the seeds (1-based positions) in `diverged`
+    stopped early, diverged."""
+    runs = []
+    for k, (f, c, t) in enumerate(zip(finals, cvs, tps, strict=True), 1):
+        gone = k in diverged
+        runs.append(
+            {
+                "seed": first_seed + k - 1,
+                "outcome": "diverged" if gone else "complete",
+                "cause": "loss_explosion" if gone else None,
+                "summary": {
+                    "metrics": {"final_loss": f, "loss_cv": c, "throughput": t},
+                    "steps_run": 12 if gone else 30,
+                    "steps_planned": 30,
+                },
+            }
+        )
+    return summarize_seeds(runs, ["final_loss", "loss_cv", "throughput"])
+
+
+BASE4 = seeds_result(
+    [2.0, 2.01, 1.99, 9.0], [0.3, 0.31, 0.29, 0.3], [100.0, 101.0, 99.0, 100.0], diverged=(4,)
+)
+
+
+def test_the_paired_verdict_rows_and_reasons_branch_by_branch() -> None:
+    # better on loss_cv, worse on final_loss and throughput, diverged less: mixed
+    mine = seeds_result([2.5, 2.51, 2.49, 2.5], [0.1, 0.11, 0.09, 0.1], [90.0, 91.0, 89.0, 90.0])
+    out = pd.compare(mine, BASE4, THREE)
+    assert out["verdict"] == "mixed" and out["seeds"] == [1, 2, 3, 4]
+    assert out["why"] == "better on loss_cv, divergence, worse on final_loss, throughput"
+    assert out["diverged"] == {
+        "n": 4,
+        "pick": 0.0,
+        "baseline": 0.25,
+        "pick_seeds": 0,
+        "baseline_seeds": 1,
+    }
+    row = out["metrics"]["throughput"]
+    assert set(row) == {"direction", "difference", "pick", "baseline", "verdict"}
+    assert (row["direction"], row["verdict"]) == ("maximize", "worse")
+    assert row["pick"]["n"] == 4 and row["baseline"]["n"] == 3  # seed 4: the baseline stopped
+    assert row["pick"]["mean"] == pytest.approx(90.0) and row["baseline"]["mean"] == (
+        pytest.approx(100.0)
+    )
+    # worse on two, better on none, diverging alike: worse, both named
+    same_div = seeds_result(
+        [2.5, 2.51, 2.49, 9.5], [0.3, 0.31, 0.29, 0.3], [90.0, 91.0, 89.0, 90.0], diverged=(4,)
+    )
+    out = pd.compare(same_div, BASE4, THREE)
+    assert out["verdict"] == "worse"
+    assert out["why"] == "worse than the baseline on final_loss, throughput"
+    assert out["diverged"]["pick"] == 0.25
+    # as good on every metric, diverged less: better, by that alone; and with loss_cv too
+    alike = seeds_result(
+        [2.0, 2.01, 1.99, 2.0], [0.3, 0.31, 0.29, 0.3], [100.0, 101.0, 99.0, 100.0]
+    )
+    out = pd.compare(alike, BASE4, THREE)
+    assert (out["verdict"], out["why"]) == (
+        "better",
+        "better than the baseline: diverged on 0 vs 1 seeds",
+    )
+    calmer = seeds_result(
+        [2.0, 2.01, 1.99, 2.0], [0.1, 0.11, 0.09, 0.1], [100.0, 101.0, 99.0, 100.0]
+    )
+    out = pd.compare(calmer, BASE4, THREE)
+    assert out["why"] == "better than the baseline: loss_cv, diverged on 0 vs 1 seeds"
+    # nothing beyond the noise over the seeds both ran
+    base3 = seeds_result([2.0, 2.01, 1.99], [0.3, 0.31, 0.29], [100.0, 101.0, 99.0])
+    out = pd.compare(alike, base3, THREE)
+    assert out["verdict"] == "no detectable difference"
+    assert out["why"] == (
+        "no difference beyond the seed noise over 3 paired seeds (final_loss, loss_cv, throughput)"
+    )
+    # the baseline ran at other seeds
+    elsewhere = seeds_result([2.0], [0.3], [100.0], first_seed=7)
+    out = pd.compare(alike, elsewhere, THREE)
+    assert out["verdict"] == "not compared" and out["seeds"] == []
+    assert out["why"] == "the baseline was run at other seeds: no pair to compare"
