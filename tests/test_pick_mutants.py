@@ -7,6 +7,7 @@ or message fails here."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 import optuna
@@ -206,7 +207,7 @@ def test_when_none_held_the_message_names_the_best_and_how_far_it_diverged() -> 
     assert str(e.value) == (
         "no candidate held on every seed at 340 steps: trial 1 diverged on seed 2 "
         "(loss_explosion); trial 2 diverged on seed 2 (loss_explosion); choose one explicitly "
-        "with --pick 'trial 1' (it diverged on 50% of its seeds)"
+        "with --pick 'trial 1' (the best of those verified; it diverged on 50% of its seeds)"
     )
     # broke a constraint only, at the screen's length: no share, no length
     broke = [{"seed": 1, "outcome": "complete", "feasible": True}]
@@ -216,8 +217,12 @@ def test_when_none_held_the_message_names_the_best_and_how_far_it_diverged() -> 
         pk.pick([d], OBJ, "stablest")
     assert str(e.value) == (
         "no candidate held on every seed: trial 4 broke a constraint on seed 2; choose one "
-        "explicitly with --pick 'trial 4'"
+        "explicitly with --pick 'trial 4' (the best of those verified)"
     )
+    # the best verified is the baseline: the message says it is PyTorch's defaults
+    base = replace(d, baseline=True)
+    with pytest.raises(pk.NoCandidateHolds, match=r"--pick 'trial 4' \(PyTorch's defaults, the"):
+        pk.pick([base], OBJ, "stablest")
 
 
 def test_why_not_held_each_way() -> None:

@@ -511,5 +511,9 @@ def test_when_nothing_searched_held_and_the_defaults_did_the_defaults_are_the_pi
     study.set_user_attr("autotune.verified.0", verified(diverged_seed=1))
     summary = st.summarize(study, space, study_dir)
     assert summary["pick"]["number"] is None and summary["pick"]["holds"] is False
+    rows = {r["number"]: r for r in summary["verified"]}
+    assert rows[0]["why_not_picked"] == (
+        "the baseline (no candidate at the decided length: see its seeds)"
+    )
     with pytest.raises(RecipeError, match=r"--pick 'trial 8'"):
         ex.recipe_from_study(str(study_dir))

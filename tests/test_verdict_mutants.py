@@ -147,9 +147,7 @@ def test_a_baseline_that_is_no_candidate_is_still_shown_and_can_be_preferred(
     out = vd.pick_part(study2, OBJ)
     rows = out["verified"]
     assert [r["number"] for r in rows][-1] == 0
-    assert rows[-1]["why_not_picked"] == (
-        "the baseline (no candidate at the decided length: see its seeds)"
-    )
+    assert rows[-1]["why_not_picked"] is None  # it is the pick (below)
     assert rows[-1]["baseline"] is True and rows[-1]["seeds"] == [1, 2, 3]
     # no detectable difference: the defaults are the pick, built from the baseline's trial
     pick = out["pick"]

@@ -345,7 +345,7 @@ def test_the_probe_a_recipe_runs_in_full() -> None:
         },
         workload={"name": "mlp", "size": "small", "args": [1, "x"]},
     )
-    cfg = vf.probe_config(r)
+    cfg = r.probe_config()
     # 50 steps at batch 16 see the samples of 25 at batch 32; the schedule likewise
     assert (cfg.steps, cfg.schedule_steps, cfg.micro_batch) == (25, 100, 8)
     assert (cfg.seed, cfg.device, cfg.deterministic, cfg.telemetry_every) == (7, "cpu", True, 5)
@@ -353,10 +353,10 @@ def test_the_probe_a_recipe_runs_in_full() -> None:
     assert (cfg.workload, cfg.size, cfg.args, cfg.script) == ("mlp", "small", ["1", "x"], None)
     assert cfg.precision == r.precision and cfg.env == r.env
     # a longer run than the schedule: over the run
-    assert vf.probe_config(r, steps=600).schedule_steps == 300
+    assert r.probe_config(steps=600).schedule_steps == 300
     # the probe's defaults
     bare = replace(make_recipe(), probe={})
-    cfg = vf.probe_config(bare)
+    cfg = bare.probe_config()
     assert (cfg.steps, cfg.seed, cfg.device, cfg.deterministic) == (200, 0, "auto", False)
     assert (cfg.telemetry_every, cfg.threads, cfg.divergence) == (10, None, {})
     assert cfg.schedule_steps == 200 and cfg.args == []
@@ -365,8 +365,8 @@ def test_the_probe_a_recipe_runs_in_full() -> None:
 def test_a_script_workload_runs_by_its_file_name(tmp_path: Path) -> None:
     script = tmp_path / "train.py"
     r = replace(make_recipe(), workload={"script": str(script)})
-    assert vf.probe_config(r).workload == "script:train.py"
-    assert vf.probe_config(r).script == str(script)
+    assert r.probe_config().workload == "script:train.py"
+    assert r.probe_config().script == str(script)
     with pytest.raises(WorkloadError) as e:
         vf.check_workload(r, "r.yaml")
     assert str(e.value) == f"r.yaml: workload.script: {script}: no such file"
@@ -453,8 +453,8 @@ def test_verify_recipe_runs_the_recipe_and_the_baseline_on_the_same_seeds(
     report = vf.verify_recipe(r, source="r.yaml", seeds=3, timeout_s=77.0, threads=None)
     # the recipe on seeds 1..3, then the baseline (its searched knobs at their defaults) on them
     assert [c["probe"]["seed"] for c in launcher.calls] == [1, 2, 3, 1, 2, 3]
-    recipe_cfg = vf.probe_config(r, steps=50)
-    base_cfg = vf.probe_config(r, knobs=vf.baseline_knobs(r), steps=50).for_baseline()
+    recipe_cfg = r.probe_config(steps=50)
+    base_cfg = r.probe_config(knobs=vf.baseline_knobs(r), steps=50).for_baseline()
     cfgs = [recipe_cfg] * 3 + [base_cfg] * 3
     for call, cfg, seed in zip(launcher.calls, cfgs, [1, 2, 3] * 2, strict=True):
         assert call["probe"] == replace(cfg, seed=seed).to_dict()
@@ -544,22 +544,22 @@ def test_verify_recipe_of_the_defaults_runs_no_baseline_beside_them(
 
 def test_the_probe_takes_the_knobs_batch_layout_and_the_recipes_setup() -> None:
     r = replace(make_recipe(batch=32, precision="bf16"), world_size=2, probe={"steps": 40})
-    cfg = vf.probe_config(r)
+    cfg = r.probe_config()
     assert (cfg.precision, cfg.world_size) == ("bf16", 2)
     assert (cfg.reference_batch, cfg.reference_samples) == r.reference_layout
     assert cfg.reference_batch is not None and cfg.reference_samples is not None
     # accumulation 1: the micro-batch is the batch; an integer
     assert cfg.micro_batch == 32 and isinstance(cfg.micro_batch, int)
     # knobs given: their batch and accumulation, not the recipe's
-    other = vf.probe_config(r, knobs={"lr": 0.1, "batch": 64, "accum_steps": 4})
+    other = r.probe_config(knobs={"lr": 0.1, "batch": 64, "accum_steps": 4})
     assert other.micro_batch == 16 and other.steps == 20  # 40 steps at 32 = 20 at 64
     # no accumulation recorded: 1
-    assert vf.probe_config(r, knobs={"lr": 0.1, "batch": 48}).micro_batch == 48
+    assert r.probe_config(knobs={"lr": 0.1, "batch": 48}).micro_batch == 48
     # a batch of 1 with accumulation: at least one sample a micro-batch
-    one = vf.probe_config(r, knobs={"lr": 0.1, "batch": 3, "accum_steps": 4})
+    one = r.probe_config(knobs={"lr": 0.1, "batch": 3, "accum_steps": 4})
     assert one.micro_batch == 1
     # a workload without a size: tiny
-    assert vf.probe_config(replace(r, workload={"name": "mlp"})).size == "tiny"
+    assert replace(r, workload={"name": "mlp"}).probe_config().size == "tiny"
 
 
 def test_a_workload_without_a_size_is_tiny_and_a_bad_size_is_named() -> None:
