@@ -348,3 +348,36 @@ def test_recovery_descent_is_read_from_the_space_and_checked() -> None:
     with pytest.raises(ValueError, match="recovery_descent"):
         d.DivergenceThresholds(recovery_descent=-1.0)
     assert d.DivergenceThresholds().recovery_descent == d.RECOVERY_DESCENT == 2.0
+
+
+@pytest.mark.parametrize(
+    ("post", "descent", "expected"),
+    [
+        # q = 10 // 5 = 2, chunks [0:2] .. [8:10]; the last 2 at half the worst chunk: exactly R
+        ([10.0, 10, 1, 1, 1, 1, 1, 1, 5, 5], 2.0, True),
+        ([10.0, 10, 1, 1, 1, 1, 1, 1, 5.01, 5.01], 2.0, False),
+        # q = 1 for 4 losses (each loss a chunk): 2 x 2 <= 4
+        ([4.0, 1, 1, 2], 2.0, True),
+        # q = 2 for 10: chunk medians 6, 1, 1, 1, 3 and the last two 3: 6 <= 6 (with q = 1 the
+        # last loss 4 would be judged: 8 > 6)
+        ([6.0, 6, 1, 1, 1, 1, 1, 1, 2, 4], 2.0, True),
+        # the worst chunk in the middle counts
+        ([1.0, 1, 1, 1, 8, 8, 1, 1, 1, 1], 2.0, True),
+        # chunks are aligned: the [5, 5] across two chunks is no chunk (medians 3 and 3)
+        ([1.0, 5, 5, 1, 1, 1, 1, 1, 2, 2], 2.0, False),
+        # the first chunk counts
+        ([9.0, 9, 1, 1, 1, 1, 1, 1, 3, 3], 2.0, True),
+        # 13 losses, q = 2: chunks up to [10:12] (its median 10.5), the last two [11:13] are 1
+        ([1.0] * 10 + [20.0, 1, 1], 2.0, True),
+        # 11 losses, q = 2: the lone last loss is no chunk (chunks up to [8:10], all 1)
+        ([1.0] * 10 + [10.0], 1.5, False),
+        # the test off, or nothing to judge
+        ([10.0, 10, 1, 1, 1, 1, 1, 1, 1, 1], 1.0, False),
+        ([10.0, 10, 1, 1, 1, 1, 1, 1, 1, 1], 0.0, False),
+        ([], 2.0, False),
+    ],
+)
+def test_coming_back_cuts_the_window_in_aligned_fifths(
+    post: list[float], descent: float, expected: bool
+) -> None:
+    assert d.coming_back(post, descent) is expected

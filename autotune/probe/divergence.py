@@ -128,6 +128,18 @@ def _median(values: list[float]) -> float:
     return float(np.median(values))
 
 
+def coming_back(post: list[float], descent: float) -> bool:
+    """Whether the losses `post` (a recovery window's, in step order) are coming back: cut in
+    consecutive chunks of ``q = max(1, len(post) // 5)`` from the start (a shorter remainder
+    at the end is no chunk), the median of the last ``q`` losses times `descent` is at most the
+    highest chunk median. Never for ``descent <= 1`` (the test off) or an empty window."""
+    if not descent > 1 or not post:
+        return False
+    q = max(1, len(post) // 5)
+    chunks = [_median(post[i : i + q]) for i in range(0, len(post) - q + 1, q)]
+    return _median(post[-q:]) * descent <= max(chunks)
+
+
 class DivergenceMonitor:
     """Online divergence detection over chunks of per-step telemetry.
 
@@ -392,12 +404,7 @@ class DivergenceMonitor:
 
     def _descending(self, post: list[float]) -> bool:
         """Whether the loss of a failed recovery window is coming back (see ``update``)."""
-        r = self.thresholds.recovery_descent
-        if not r > 1:
-            return False
-        q = max(1, len(post) // 5)
-        chunks = [_median(post[i : i + q]) for i in range(0, len(post) - q + 1, q)]
-        return _median(post[-q:]) * r <= max(chunks)
+        return coming_back(post, self.thresholds.recovery_descent)
 
     def _open(self, s: int) -> None:
         pre = list(self._recent)
