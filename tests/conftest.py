@@ -65,8 +65,7 @@ def _unit_tests_start_no_process(request: pytest.FixtureRequest) -> Iterator[Non
         _watching = False
         yield
         return
-    _watching = True  # already on since the setup began (pytest_runtest_setup)
-    try:
+    try:  # watching since the setup began (pytest_runtest_setup)
         yield
     finally:
         _watching = False

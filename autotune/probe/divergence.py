@@ -392,7 +392,7 @@ class DivergenceMonitor:
             if g - start >= self.thresholds.recovery_window:
                 self._check, post, self._post = None, self._post, []
                 if post and _median(post) > level:
-                    if self._descending(post):
+                    if coming_back(post, self.thresholds.recovery_descent):
                         self._check = (s, g, level)
                     else:
                         out = ("no_recovery", s)
@@ -401,10 +401,6 @@ class DivergenceMonitor:
         if math.isfinite(loss):
             self._recent.append(loss)
         return out
-
-    def _descending(self, post: list[float]) -> bool:
-        """Whether the loss of a failed recovery window is coming back (see ``update``)."""
-        return coming_back(post, self.thresholds.recovery_descent)
 
     def _open(self, s: int) -> None:
         pre = list(self._recent)

@@ -26,7 +26,7 @@ from autotune.recipe.seeds import ran_whole
 from autotune.study import attrs as ua
 from autotune.study import rungs as rg
 from autotune.study.folder import read_json, rung_path, write_json
-from autotune.study.objectives import constraints_of, feasible, reference, values_of
+from autotune.study.objectives import constraints_of, reference, values_of
 from autotune.study.options import StudyOptions
 from autotune.study.progress import fmt_s
 from autotune.study.records import baseline_trial, screen_reference
@@ -142,7 +142,7 @@ def screen_results(study: Any, space: sp.Space) -> list[rg.RungResult]:
                 baseline=ua.is_baseline(t),
                 outcome=outcome,
                 values=list(t.values) if t.values else None,
-                feasible=bool(t.values) and feasible(space, outcome, metrics, ref),
+                feasible=cons is not None and all(c <= 0 for c in cons),
                 metrics=metrics,
                 violation=rg.violation(cons),
             )
