@@ -243,12 +243,16 @@ knobs:
 
 
 def test_space_keys_reach_the_monitor() -> None:
-    text = "stop_early: nonfinite, persist_steps: 4, recovery_window: 25, recovery_factor: 2.5"
+    text = (
+        "stop_early: nonfinite, persist_steps: 4, recovery_window: 25, recovery_factor: 2.5, "
+        "recovery_descent: 1.5"
+    )
     space = sp.loads(SPACE.format(divergence=text), source="d.yaml")
     cfg = sp.probe_config(space)
     assert cfg.divergence["stop_early"] == "nonfinite"
     thr = thresholds(ProbeConfig.from_dict(cfg.to_dict()).divergence)
     assert (thr.persist_steps, thr.recovery_window, thr.recovery_factor) == (4, 25, 2.5)
+    assert thr.recovery_descent == 1.5
     default = thresholds(sp.probe_config(sp.loads(SPACE.format(divergence=""))).divergence)
     assert default == d.DivergenceThresholds()
     assert sp.probe_config(space).divergence["stop_early"] == "nonfinite"
@@ -260,6 +264,7 @@ def test_space_keys_reach_the_monitor() -> None:
         ("persist_steps: 0", "persist_steps"),
         ("recovery_window: 0", "recovery_window"),
         ("recovery_factor: 1.0", "recovery_factor"),
+        ("recovery_descent: -1", "recovery_descent"),
         ("stop_early: sometimes", "stop_early"),
     ],
 )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from assets import studies as h
@@ -54,8 +55,9 @@ knobs:
 """
 
 
-def test_with_only_the_baseline_feasible_it_alone_goes_to_the_target(tmp_path: Path) -> None:
-    space = h.write(tmp_path, ONLY_THE_BASELINE)
+def study(tmp_path: Path, text: str) -> Any:
+    """`autotune study` on the space `text` (real Ray, SQLite stores); it must exit 0."""
+    space = h.write(tmp_path, text)
     uri = h.sqlite_uri(tmp_path)
     run = h.autotune(
         ["study", "--space", str(space), "--tracking-uri", uri],
@@ -64,6 +66,11 @@ def test_with_only_the_baseline_feasible_it_alone_goes_to_the_target(tmp_path: P
         timeout=400,
     )
     assert run.returncode == 0, h.explain(run)
+    return run
+
+
+def test_with_only_the_baseline_feasible_it_alone_goes_to_the_target(tmp_path: Path) -> None:
+    run = study(tmp_path, ONLY_THE_BASELINE)
     assert "no feasible configuration to promote" in run.stdout, h.explain(run)
     assert "closest to feasible" not in run.stdout, h.explain(run)
     assert "rung 1:" not in run.stdout, "a rung compared configurations with nothing feasible"
@@ -85,15 +92,7 @@ def test_with_only_the_baseline_feasible_it_alone_goes_to_the_target(tmp_path: P
 
 
 def test_with_nothing_feasible_the_closest_go_on_and_no_pick_is_made(tmp_path: Path) -> None:
-    space = h.write(tmp_path, NOTHING_FEASIBLE)
-    uri = h.sqlite_uri(tmp_path)
-    run = h.autotune(
-        ["study", "--space", str(space), "--tracking-uri", uri],
-        tmp_path,
-        token=h.new_token(),
-        timeout=400,
-    )
-    assert run.returncode == 0, h.explain(run)
+    run = study(tmp_path, NOTHING_FEASIBLE)
     # rungs 30 -> 60 -> 120; at each, ceil(4 / 2) = 2 searched configurations go on with the
     # baseline, the two with the largest loss_drop (the least violation of the constraint)
     assert "nothing is feasible at 30 steps, not even the defaults: the 2 closest" in run.stdout
