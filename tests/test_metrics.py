@@ -409,6 +409,7 @@ def test_summarize_values_and_types() -> None:
         "steps_run",
         "initial_loss",
         "final_loss",
+        "final_train_loss",
         "loss_drop",
         "loss_cv",
         "noise_per_drop",
@@ -433,7 +434,7 @@ def test_summarize_values_and_types() -> None:
         assert type(value) in (int, float), key
     assert out["steps_run"] == 200
     assert out["initial_loss"] == m.initial_loss(s["loss"])
-    assert out["final_loss"] == m.final_loss(s["loss"])
+    assert out["final_loss"] == out["final_train_loss"] == m.final_loss(s["loss"])
     assert out["loss_drop"] == m.loss_drop(s["loss"])
     assert out["loss_cv"] == m.loss_cv(s["loss"])
     assert out["loss_range"] == pytest.approx(0.01 * 99)
@@ -714,3 +715,21 @@ def test_a_clipped_run_is_not_a_grad_explosion_but_a_nonfinite_gradient_still_is
     assert clipped.update([1.0] * 7, grad_norm=grads) is None
     assert clipped.spike_count == 0
     assert clipped.update([1.0], grad_norm=[np.inf]) == ("grad_explosion", 0)
+
+
+def test_summarize_final_loss_is_the_held_out_one_when_measured() -> None:
+    # A training curve whose last window holds one outlier batch (heavy-tailed data): the mean
+    # of the window is moved by it, the held-out loss of the trained model is not.
+    loss = np.full(100, 1.0)
+    loss[0] = 2.0
+    loss[95] = 40.0
+    s = {"loss": loss, "grad_norm": np.ones(100), "step_time": np.full(100, 0.01)}
+    out = m.summarize(s, samples_per_step=8, reference=2.0, final_reference=0.9)
+    assert out["final_loss"] == 0.9
+    assert out["loss_drop"] == pytest.approx(1 - 0.9 / 2.0)
+    assert out["final_train_loss"] == pytest.approx((9 * 1.0 + 40.0) / 10)
+    # no held-out measure (None or non-finite): the training window's mean, as before
+    for missing in (None, math.nan):
+        out = m.summarize(s, samples_per_step=8, reference=2.0, final_reference=missing)
+        assert out["final_loss"] == out["final_train_loss"] == pytest.approx(4.9)
+        assert out["loss_drop"] == pytest.approx(1 - 4.9 / 2.0)

@@ -191,14 +191,27 @@ def test_a_script_that_gives_a_held_out_set_gets_one_reference_per_seed(tmp_path
     run(tmp_path, check, micro_batch=8, reference_batch=4, reference_samples=64)
 
 
+def test_a_scripts_final_loss_is_its_reference_measured_again(tmp_path: Path) -> None:
+    r = run(tmp_path, HELD_OUT, micro_batch=8, reference_batch=4, reference_samples=64)
+    first, last = r["initial_reference"], r["final_reference"]
+    assert last["source"] == "held_out" and (last["samples"], last["chunk"]) == (64, 4)
+    assert last["loss"] != first["loss"]  # four SGD steps moved the model
+    assert r["metrics"]["final_loss"] == pytest.approx(last["loss"])
+    assert r["metrics"]["final_train_loss"] == pytest.approx(r["series"]["loss"][-1])
+
+
 def test_a_script_may_give_its_own_loss_or_none(tmp_path: Path) -> None:
     own = run(tmp_path, "trial.reference(model, evaluate=lambda: torch.tensor(3.5))")
     assert own["initial_reference"]["source"] == "script"
     assert own["initial_reference"]["loss"] == own["metrics"]["initial_loss"] == 3.5
+    assert own["final_reference"]["source"] == "script"  # evaluate() is asked again at the end
+    assert own["metrics"]["final_loss"] == 3.5 and own["metrics"]["loss_drop"] == 0.0
     step0 = run(tmp_path, "")
     assert step0["initial_reference"]["source"] == "step0"
     assert "trial.reference" in step0["initial_reference"]["why"]
     assert step0["metrics"]["initial_loss"] == step0["series"]["loss"][0]
+    assert step0["final_reference"]["source"] == "train"
+    assert step0["metrics"]["final_loss"] == step0["metrics"]["final_train_loss"]
     broken = run(tmp_path, "trial.reference(model, (x, y), lambda m, b: 1 / 0)")
     assert broken["initial_reference"]["source"] == "step0"
     assert "ZeroDivisionError" in broken["initial_reference"]["why"]

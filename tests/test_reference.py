@@ -191,3 +191,35 @@ def test_a_gradient_spike_is_a_spike_only_without_clipping(tmp_path: Path) -> No
     assert clipped["status"] == "ok" and clipped["steps_run"] == 20
     assert clipped["divergence_spike_count"] == 0
     assert clipped["metrics"]["grad_norm_max"] > 1000 * clipped["metrics"]["grad_norm_p50"]
+
+
+# ----- the final loss: the trained model on the same held-out set -------------------------------
+
+
+def test_the_final_loss_is_the_trained_models_on_the_same_held_out_set() -> None:
+    cfg = ProbeConfig(workload="mlp", steps=40, micro_batch=16, knobs={"lr": 3e-3})
+    r = run_probe(cfg)
+    first, last, m = r["initial_reference"], r["final_reference"], r["metrics"]
+    assert last["source"] == "held_out" and last["why"] is None
+    assert (last["samples"], last["chunk"], last["batches"]) == (
+        first["samples"],
+        first["chunk"],
+        first["batches"],
+    )
+    assert m["final_loss"] == pytest.approx(last["loss"]) and last["loss"] < first["loss"]
+    assert m["loss_drop"] == pytest.approx(1 - last["loss"] / first["loss"])
+    tail = r["series"]["loss"][-4:]  # the last 10% of 40 steps
+    assert m["final_train_loss"] == pytest.approx(sum(tail) / 4)
+    # a model that never moved (lr 0) ends where it started: the same samples, the same chunks
+    still = run_probe(replace(cfg, knobs={"lr": 0.0}))
+    assert still["final_reference"]["loss"] == pytest.approx(
+        still["initial_reference"]["loss"], rel=1e-6
+    )
+    assert still["metrics"]["loss_drop"] == pytest.approx(0.0, abs=1e-6)
+
+
+def test_without_a_held_out_set_the_final_loss_is_the_last_training_losses(odd: Path) -> None:
+    r = run_probe(ProbeConfig(workload=f"{odd}:no_held_out", steps=20, micro_batch=16))
+    assert r["final_reference"]["source"] == "train" and r["final_reference"]["loss"] is None
+    assert r["metrics"]["final_loss"] == r["metrics"]["final_train_loss"]
+    assert r["metrics"]["final_loss"] == pytest.approx(sum(r["series"]["loss"][-2:]) / 2)

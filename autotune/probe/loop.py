@@ -298,15 +298,17 @@ def _summary(run: _Run, p: _Progress, t_start: float) -> ProbeSummary:
     samples_per_step, tokens_per_step = p.per_step
     saved = _save_for_longer(run, p, status, data_series, steps_run)
     own = _own_timing(data_series, start.step)
+    final = _final_reference(run, status)
     return ProbeSummary(
         status=status,
         divergence_cause=p.cause if status is ProbeStatus.DIVERGED else None,
         diverged_at_step=p.diverged_at,
         divergence=DivergenceRecord.from_dict(run.monitor.record()),
         metrics=summary_metrics(
-            cfg, own, samples_per_step, tokens_per_step, run.device, run.ref.loss
+            cfg, own, samples_per_step, tokens_per_step, run.device, run.ref.loss, final.loss
         ),
         initial_reference=run.ref.record(),
+        final_reference=final.record(),
         anomaly=p.found,
         series={name: arr.tolist() for name, arr in data_series.items()},
         knobs=run.k,
@@ -400,6 +402,21 @@ def _reference(
         why = ref.why or "another rank's is not"
         return reference.Reference(None, "step0", ref.batches, why, ref.samples, chunk)
     return reference.Reference(mean, "held_out", ref.batches, None, ref.samples, chunk)
+
+
+def _final_reference(run: _Run, status: ProbeStatus) -> reference.Reference:
+    """The trained model's loss on the held-out set the initial loss was measured on, in the
+    same chunks (the run left as it was: a longer probe continues from the same state): the
+    final loss of a probe whose initial loss is held-out. A run whose initial loss is step 0's,
+    or that ran out of memory, has none (its final loss is its last training losses')."""
+    if run.ref.source != "held_out" or status is ProbeStatus.OOM:
+        why = "no held-out initial loss" if status is not ProbeStatus.OOM else "out of memory"
+        return reference.Reference(None, "train", why=why)
+    model = getattr(run.model, "module", run.model)  # the module a DDP wrapper holds
+    final = _reference(model, run.workload, run.cfg, run.device, run.amp_dtype, run.rank)
+    if final.loss is None:
+        return reference.Reference(None, "train", final.batches, final.why, final.samples)
+    return final
 
 
 def _continuation(

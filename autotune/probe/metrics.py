@@ -161,6 +161,13 @@ def final_loss(loss: npt.ArrayLike) -> float:
     return _finite_mean(x[len(x) - _window_len(len(x), FINAL_FRACTION) :])
 
 
+def _drop(first: float, last: float) -> float:
+    """``1 - last / first``; NaN unless both are finite and ``first > 0``."""
+    if not (math.isfinite(first) and math.isfinite(last)) or first <= 0:
+        return math.nan
+    return 1.0 - last / first
+
+
 def loss_drop(loss: npt.ArrayLike, reference: float | None = None) -> float:
     """Relative loss decrease: ``loss_drop = 1 - final_loss / initial_loss`` (`initial_loss`
     of `loss` and `reference`).
@@ -169,11 +176,7 @@ def loss_drop(loss: npt.ArrayLike, reference: float | None = None) -> float:
     NaN when either term is NaN or ``initial_loss <= 0`` (the ratio is only meaningful for a
     positive loss).
     """
-    first = initial_loss(loss, reference)
-    last = final_loss(loss)
-    if not (math.isfinite(first) and math.isfinite(last)) or first <= 0:
-        return math.nan
-    return 1.0 - last / first
+    return _drop(initial_loss(loss, reference), final_loss(loss))
 
 
 # --------------------------------------------------------------------------------------------
@@ -411,8 +414,10 @@ def summarize(
     tokens_per_step: int = 0,
     precision: str = "fp32",
     reference: float | None = None,
+    final_reference: float | None = None,
 ) -> dict[str, float]:
-    """All summary metrics of one probe (`reference`: the initial loss, see `initial_loss`).
+    """All summary metrics of one probe (`reference`: the initial loss, see `initial_loss`;
+    `final_reference`: the trained model's loss on the same held-out set).
 
     ``series`` maps ``loss``, ``grad_norm``, ``step_time`` (required) and ``clipped``,
     ``scale``, ``skipped``, ``lr`` (optional) to per-step series of one common length ``n``
@@ -420,7 +425,12 @@ def summarize(
 
     * ``steps_run`` (int) = n
     * ``initial_loss``, ``final_loss``, ``loss_drop``, ``loss_cv``, ``noise_per_drop``,
-      ``loss_range``, ``spike_count`` (int): the functions of the same name on ``loss``
+      ``loss_range``, ``spike_count`` (int): the functions of the same name on ``loss``, except
+      that with a finite ``final_reference`` the final loss is that held-out loss (and
+      ``loss_drop`` ``1 - final_reference / initial_loss``): a mean of the last training losses
+      is decided by the few outlier batches of heavy-tailed data, a held-out set is the same for
+      every run
+    * ``final_train_loss``: ``final_loss(loss)``, the mean of the last 10% of training losses
     * ``grad_norm_p50``, ``grad_norm_p99``, ``grad_norm_max``: ``grad_norm_stats(grad_norm)``
     * ``clip_fraction``: ``clip_fraction(clipped)``; 0.0 when ``clipped`` is absent
     * ``skipped_steps`` (int): number of steps with ``skipped != 0``; 0 when absent
@@ -445,11 +455,15 @@ def summarize(
 
     loss = arrays["loss"]
     grads = grad_norm_stats(arrays["grad_norm"])
+    first, train_last = initial_loss(loss, reference), final_loss(loss)
+    held_out = final_reference is not None and math.isfinite(final_reference)
+    last = float(final_reference) if held_out else train_last  # type: ignore[arg-type]
     out: dict[str, float] = {
         "steps_run": len(loss),
-        "initial_loss": initial_loss(loss, reference),
-        "final_loss": final_loss(loss),
-        "loss_drop": loss_drop(loss, reference),
+        "initial_loss": first,
+        "final_loss": last,
+        "final_train_loss": train_last,
+        "loss_drop": _drop(first, last),
         "loss_cv": loss_cv(loss),
         "noise_per_drop": noise_per_drop(loss, reference),
         "loss_range": loss_range(loss),

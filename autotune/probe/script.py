@@ -87,6 +87,7 @@ class ScriptSession:
         self.emit: Report = report or (lambda _msg: None)
         self.device = pick_device(cfg.device)
         self.reference = reference.STEP0
+        self.measure_again: Callable[[], reference.Reference] | None = None  # the final loss
         self.monitor = self._monitor()
         self.stop_early = divergence.stop_mode(cfg.divergence.get("stop_early", True))
         self.check_each_step_until = metrics.throughput_warmup_steps(cfg.steps)
@@ -157,16 +158,10 @@ class ScriptSession:
             raise self.failure
         reference.check_given(model, held_out, loss, evaluate)
         amp = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(self.cfg.precision)
-        self.reference = reference.given(
-            model,
-            held_out,
-            loss,
-            evaluate,
-            self.cfg.reference_chunk,
-            self.cfg.reference_total,
-            self.device,
-            amp,
-        )
+        args = (self.cfg.reference_chunk, self.cfg.reference_total, self.device, amp)
+        self.reference = reference.given(model, held_out, loss, evaluate, *args)
+        if self.reference.loss is not None:  # the same measure of the trained model, at the end
+            self.measure_again = lambda: reference.given(model, held_out, loss, evaluate, *args)
         if self.reference.why:
             print(f"autotune: trial.reference(): {self.reference.why}; step 0's loss is used")
         self.monitor = self._monitor()
@@ -324,6 +319,17 @@ class ScriptSession:
         self.status = ProbeStatus.OOM
         self.emit({"event": "oom", "step": self.reports, "message": str(e).splitlines()[0]})
 
+    def _final_reference(self, status: ProbeStatus) -> reference.Reference:
+        """The script's reference measured again on the trained model (`trial.reference`): the
+        final loss. None when the script gave none or the run ran out of memory."""
+        if self.measure_again is None or status is ProbeStatus.OOM or not self.reports:
+            why = "out of memory" if status is ProbeStatus.OOM else "no trial.reference() loss"
+            return reference.Reference(None, "train", why=why)
+        final = self.measure_again()
+        if final.loss is None:
+            return reference.Reference(None, "train", why=final.why)
+        return final
+
     def finish(self) -> dict[str, Any]:
         """The summary (emitted once): a `ProbeSummary`, as `run_probe`'s."""
         if self.summary is not None:
@@ -338,6 +344,7 @@ class ScriptSession:
         accum = int(k.get("accum_steps", 1))
         cfg = self.cfg
         steps_run = len(data.get("loss", ()))
+        final = self._final_reference(status)
         self.summary = ProbeSummary(
             status=status,
             divergence_cause=self.cause if diverged else None,
@@ -350,8 +357,10 @@ class ScriptSession:
                 self.tokens_per_step,
                 self.device,
                 self.reference.loss,
+                final.loss,
             ),
             initial_reference=self.reference.record(),
+            final_reference=final.record(),
             anomaly=None,
             series=series,
             knobs=k,

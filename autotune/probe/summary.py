@@ -153,6 +153,9 @@ class ProbeSummary:
     script: ScriptRun | None = None  # only a script session's summary
     continued: Continued | None = None  # only the training loop's
     extra: dict[str, Any] = field(default_factory=dict)  # keys a later layer added, as read
+    # The trained model on the initial loss's held-out set (`Reference.record()`, source
+    # "train" when there is none); None: a script's or an older record.
+    final_reference: dict[str, Any] | None = None
 
     @property
     def diverged(self) -> bool:
@@ -172,6 +175,7 @@ class ProbeSummary:
         out["metrics"] = self.metrics
         if self.initial_reference is not None:
             out["initial_reference"] = self.initial_reference
+        _put(out, "final_reference", self.final_reference)
         out.update(
             anomaly=self.anomaly,
             series=self.series,
@@ -256,7 +260,13 @@ _ALWAYS = (
     "determinism",
     "wall_s",
 )
-_LATER = ("initial_reference", "schedule_steps", "samples_seen", "tokens_seen")
+_LATER = (
+    "initial_reference",
+    "final_reference",
+    "schedule_steps",
+    "samples_seen",
+    "tokens_seen",
+)
 _DIVERGENCE_KEYS = set(DivergenceRecord(0, None, [], None).to_dict())
 _KNOWN = {
     "event",
@@ -278,9 +288,10 @@ def summary_metrics(
     tokens_per_step: int,
     device: torch.device,
     initial: float | None = None,
+    final: float | None = None,
 ) -> dict[str, Any]:
-    """The summary metrics of the recorded series (`initial`: the reference loss), and the peak
-    memory (JSON: no NaN)."""
+    """The summary metrics of the recorded series (`initial`: the reference loss; `final`: the
+    trained model's on the same held-out set), and the peak memory (JSON: no NaN)."""
     summary = (
         metrics.summarize(
             data_series,
@@ -288,6 +299,7 @@ def summary_metrics(
             tokens_per_step=tokens_per_step,
             precision=cfg.precision,
             reference=initial,
+            final_reference=final,
         )
         if data_series
         else {}

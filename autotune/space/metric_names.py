@@ -11,7 +11,9 @@ METRICS: dict[str, str] = {
     "noise_per_drop": "the same fluctuation / the loss shed since step 0 (NaN: did not learn)",
     "loss_range": "max - min of the loss over the tail window",
     "spike_count": "loss spikes over the rolling median (robust sigma)",
-    "final_loss": "mean loss over the last 10% of steps",
+    "final_loss": "the trained model's mean loss on the held-out set of the initial loss "
+    "(no held-out set: the mean training loss over the last 10% of steps)",
+    "final_train_loss": "mean training loss over the last 10% of steps",
     "loss_drop": "1 - final_loss / initial_loss",
     "grad_norm_p50": "median total gradient norm before clipping",
     "grad_norm_p99": "99th percentile of the gradient norm",
@@ -36,6 +38,7 @@ POSITIVE_METRICS = frozenset(
         "loss_cv",
         "noise_per_drop",
         "final_loss",
+        "final_train_loss",
         "initial_loss",
         "loss_range",
         "grad_norm_p50",
