@@ -90,6 +90,11 @@ def test_ddp_matches_one_process_with_the_same_effective_batch(
     ref = r["initial_reference"]
     assert ref["source"] == "held_out" and (ref["chunk"], ref["samples"]) == (20, 320)
     assert ref["loss"] == pytest.approx(single["initial_reference"]["loss"], rel=1e-6)
+    # the trained model (the DDP wrapper's module) on the same held-out set: the final loss
+    last = r["final_reference"]
+    assert last["source"] == "held_out" and last["loss"] < ref["loss"]
+    assert last["loss"] == pytest.approx(single["final_reference"]["loss"], rel=1e-4)
+    assert r["metrics"]["final_loss"] == pytest.approx(last["loss"])
 
 
 @pytest.mark.integration  # the ddp fixture starts the ranks' processes

@@ -161,7 +161,7 @@ def _prepare(cfg: ProbeConfig, rank: Rank | None) -> _Run:
     # The initial loss of every loss metric and of the explosion test: the untrained model on the
     # held-out set (the same samples in the same chunks whatever the seed and the micro-batch),
     # the run left as it was (buffers, RNGs).
-    ref = _reference(model, workload, cfg, device, amp_dtype, rank)
+    ref = reference.of_probe(model, workload, cfg, device, amp_dtype, rank)
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     params = [p for _, p in named]
     if rank is not None:
@@ -381,29 +381,6 @@ def _lr(step: int, k: dict[str, Any], total: int) -> float:
     )
 
 
-def _reference(
-    model: torch.nn.Module,
-    workload: Any,
-    cfg: ProbeConfig,
-    device: torch.device,
-    amp_dtype: torch.dtype | None,
-    rank: Rank | None,
-) -> reference.Reference:
-    """The held-out reference (`autotune.probe.reference`), read in the study's chunks
-    (`cfg.reference_chunk`), not the trial's micro-batch; the ranks of a DDP probe (each reads
-    the same held-out set in the same chunks) take their mean, so that each judges its steps
-    against the same number (a rank without one, all of them step 0's)."""
-    chunk, samples = cfg.reference_chunk, cfg.reference_total
-    ref = reference.held_out(model, workload, chunk, device, amp_dtype, samples)
-    if rank is None or rank.world_size == 1:
-        return ref
-    mean = float(rank.mean(np.array([math.nan if ref.loss is None else ref.loss]))[0])
-    if not math.isfinite(mean):
-        why = ref.why or "another rank's is not"
-        return reference.Reference(None, "step0", ref.batches, why, ref.samples, chunk)
-    return reference.Reference(mean, "held_out", ref.batches, None, ref.samples, chunk)
-
-
 def _final_reference(run: _Run, status: ProbeStatus) -> reference.Reference:
     """The trained model's loss on the held-out set the initial loss was measured on, in the
     same chunks (the run left as it was: a longer probe continues from the same state): the
@@ -413,7 +390,7 @@ def _final_reference(run: _Run, status: ProbeStatus) -> reference.Reference:
         why = "no held-out initial loss" if status is not ProbeStatus.OOM else "out of memory"
         return reference.Reference(None, "train", why=why)
     model = getattr(run.model, "module", run.model)  # the module a DDP wrapper holds
-    final = _reference(model, run.workload, run.cfg, run.device, run.amp_dtype, run.rank)
+    final = reference.of_probe(model, run.workload, run.cfg, run.device, run.amp_dtype, run.rank)
     if final.loss is None:
         return reference.Reference(None, "train", final.batches, final.why, final.samples)
     return final

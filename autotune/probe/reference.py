@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from autotune.probe import rng
-from autotune.probe.config import REFERENCE_CHUNKS
+from autotune.probe.config import REFERENCE_CHUNKS, ProbeConfig, Rank
 from autotune.probe.steps import to_device
 
 if TYPE_CHECKING:
@@ -101,6 +101,31 @@ def held_out(
     except Exception as e:  # the workload's code: training will say what is wrong with it
         why = f"the held-out set could not be used: {type(e).__name__}: {str(e)[:200]}"
         return Reference(None, "step0", n, why, chunk=chunk)
+
+
+def of_probe(
+    model: torch.nn.Module,
+    workload: Any,
+    cfg: ProbeConfig,
+    device: torch.device,
+    amp_dtype: torch.dtype | None,
+    rank: Rank | None,
+) -> Reference:
+    """The training loop's held-out reference (`held_out`), read in the study's chunks
+    (`cfg.reference_chunk`), not the trial's micro-batch; the ranks of a DDP probe (each reads
+    the same held-out set in the same chunks) take their mean, so that each judges its steps
+    against the same number (a rank without one, all of them step 0's)."""
+    import numpy as np
+
+    chunk, samples = cfg.reference_chunk, cfg.reference_total
+    ref = held_out(model, workload, chunk, device, amp_dtype, samples)
+    if rank is None or rank.world_size == 1:
+        return ref
+    mean = float(rank.mean(np.array([math.nan if ref.loss is None else ref.loss]))[0])
+    if not math.isfinite(mean):
+        why = ref.why or "another rank's is not"
+        return Reference(None, "step0", ref.batches, why, ref.samples, chunk)
+    return Reference(mean, "held_out", ref.batches, None, ref.samples, chunk)
 
 
 def given(
