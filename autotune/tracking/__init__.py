@@ -12,8 +12,10 @@ verification runs), `summary` (the study's summary artifacts), `values` (MLflow'
 
 from autotune.tracking.connection import DEFAULT_URI, connect, redact, resolve_uri
 from autotune.tracking.runs import (
+    EXPERIMENT_KIND,
     ROLE_VERIFICATION,
     TAG_DRIVER_FP,
+    TAG_EXPERIMENT_KIND,
     TAG_LOGGED,
     TAG_PARENT,
     TAG_ROLE,
@@ -35,8 +37,10 @@ from autotune.tracking.verification_runs import log_verification
 
 __all__ = [
     "DEFAULT_URI",
+    "EXPERIMENT_KIND",
     "ROLE_VERIFICATION",
     "TAG_DRIVER_FP",
+    "TAG_EXPERIMENT_KIND",
     "TAG_LOGGED",
     "TAG_PARENT",
     "TAG_ROLE",
