@@ -11,18 +11,16 @@ verification runs), `summary` (the study's summary artifacts), `values` (MLflow'
 """
 
 from autotune.tracking.connection import DEFAULT_URI, connect, redact, resolve_uri
+from autotune.tracking.experiment import EXPERIMENT_KIND, TAG_EXPERIMENT_KIND, ensure_experiment
 from autotune.tracking.runs import (
-    EXPERIMENT_KIND,
     ROLE_VERIFICATION,
     TAG_DRIVER_FP,
-    TAG_EXPERIMENT_KIND,
     TAG_LOGGED,
     TAG_PARENT,
     TAG_ROLE,
     TAG_STUDY,
     TAG_TRIAL_NUMBER,
     TAG_VERIFIED_TRIAL,
-    ensure_experiment,
     ensure_study_run,
     find_study_run,
     fingerprint_tags,
