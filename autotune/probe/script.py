@@ -14,6 +14,7 @@ This module imports no recipe (the layer above): `autotune.recipe.trial` wraps t
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import runpy
@@ -84,6 +85,7 @@ class ScriptSession:
         in_study: bool = True,
     ) -> None:
         self.cfg, self.in_study, self.clock = cfg, in_study, clock
+        self.script_sha256 = file_sha256(cfg.script)
         self.emit: Report = report or (lambda _msg: None)
         self.device = pick_device(cfg.device)
         self.reference = reference.STEP0
@@ -358,7 +360,7 @@ class ScriptSession:
             env=dict(cfg.env),
             workload=cfg.workload,
             size=cfg.size,
-            script=ScriptRun(cfg.script, list(cfg.args)),
+            script=ScriptRun(cfg.script, list(cfg.args), self.script_sha256),
             device=str(self.device),
             precision=cfg.precision,
             seed=cfg.seed,
@@ -377,6 +379,16 @@ class ScriptSession:
         ).to_dict()
         self.emit(self.summary)
         return self.summary
+
+
+def file_sha256(path: str | None) -> str | None:
+    """The SHA-256 of the file at `path` (hex), or None when there is none to read."""
+    if not path:
+        return None
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return None
 
 
 def run_script(
