@@ -73,6 +73,18 @@ def current() -> ScriptSession | None:
     return _CURRENT
 
 
+#: What can apply a trial's knobs in a script, as `mark_applied` records it: the recipe's
+#: `optimizer`, its `scheduler` (or `lr_at`), the `hf` or `lightning` integration.
+APPLIERS = ("optimizer", "scheduler", "hf", "lightning")
+
+
+def mark_applied(what: str) -> None:
+    """Record that the running script applied the trial's knobs through `what` (APPLIERS): an
+    export says what the probe was from it (a script without the scheduler ran its own)."""
+    if _CURRENT is not None:
+        _CURRENT.applied.add(what)
+
+
 class ScriptSession:
     """The probe's side of one script run: its reports, their checks and its summary."""
 
@@ -86,6 +98,7 @@ class ScriptSession:
     ) -> None:
         self.cfg, self.in_study, self.clock = cfg, in_study, clock
         self.script_sha256 = file_sha256(cfg.script)
+        self.applied: set[str] = set()  # mark_applied
         self.emit: Report = report or (lambda _msg: None)
         self.device = pick_device(cfg.device)
         self.reference = reference.STEP0
@@ -360,7 +373,7 @@ class ScriptSession:
             env=dict(cfg.env),
             workload=cfg.workload,
             size=cfg.size,
-            script=ScriptRun(cfg.script, list(cfg.args), self.script_sha256),
+            script=ScriptRun(cfg.script, list(cfg.args), self.script_sha256, sorted(self.applied)),
             device=str(self.device),
             precision=cfg.precision,
             seed=cfg.seed,

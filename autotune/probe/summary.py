@@ -115,10 +115,12 @@ class ScriptRun:
     path: str | None
     args: list[str]
     sha256: str | None = None
+    applied: list[str] | None = None  # what applied the knobs (`probe.script.mark_applied`)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"script": self.path, "args": self.args}
         _put(out, "script_sha256", self.sha256)
+        _put(out, "script_applied", self.applied)
         return out
 
 
@@ -224,7 +226,12 @@ class ProbeSummary:
             status=status,
             divergence=DivergenceRecord.from_dict(d) if has & _DIVERGENCE_KEYS else None,
             script=(
-                ScriptRun(_need(d, "script"), _need(d, "args"), d.get("script_sha256"))
+                ScriptRun(
+                    _need(d, "script"),
+                    _need(d, "args"),
+                    d.get("script_sha256"),
+                    d.get("script_applied"),
+                )
                 if "script" in d
                 else None
             ),
@@ -277,6 +284,7 @@ _KNOWN = {
     "script",
     "args",
     "script_sha256",
+    "script_applied",
 }
 
 
