@@ -192,3 +192,108 @@ def test_ui_shows_the_study_and_its_trials(
     data = png.read_bytes()
     assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 20_000, len(data)
     shutil.copyfile(png, SCREENSHOT_COPY)
+
+
+SHOTS = {
+    "experiment": Path("/tmp/autotune-experiment.png"),
+    "dashboard": Path("/tmp/autotune-dashboard.png"),
+}
+
+
+def test_the_experiment_opens_on_its_runs(
+    browser: str, shared: h.FinishedStudy, ui: UI, tmp_path: Path
+) -> None:
+    """The study's experiment, opened at its plain address (no workflowType in the link),
+    shows the runs table: it is of MLflow 3's training kind. An experiment without a kind in
+    the same store does not (MLflow opens it on its GenAI overview)."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=shared.tracking_uri)
+    experiment = client.get_experiment_by_name(shared.name)
+    assert experiment is not None
+    assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
+    bare = client.create_experiment(f"no-kind-{h.new_token()[:6]}")
+    client.create_run(bare, run_name="a-run")
+    ui.link(timeout=120)
+    base = f"http://127.0.0.1:{ui.port}"
+    budget = "--virtual-time-budget=15000"
+    png = tmp_path / "experiment.png"
+    shot = [f"--screenshot={png}", "--window-size=1400,900"]
+    dom = browse(
+        browser,
+        tmp_path,
+        budget,
+        "--dump-dom",
+        *shot,
+        f"{base}/#/experiments/{experiment.experiment_id}",
+    )
+    runs = client.search_runs([experiment.experiment_id])
+    assert re.search(rf"\b{len(runs)}\D{{0,40}}matching runs", dom), "no runs table"
+    dom = browse(browser, tmp_path, budget, "--dump-dom", f"{base}/#/experiments/{bare}")
+    assert not re.search(r"matching runs", dom), "an experiment without a kind shows runs too"
+    assert png.read_bytes().startswith(b"\x89PNG")
+    shutil.copyfile(png, SHOTS["experiment"])
+
+    # The verification seeds' loss series are on the study's verification run.
+    verifications = [
+        r
+        for r in runs
+        if r.data.tags.get("autotune.role") == "verification"
+        and r.data.tags.get("autotune.study") == shared.name
+        and r.info.run_name.startswith("verify-0")
+    ]
+    assert verifications
+    for run in verifications:
+        keys = [k for k in run.data.metrics if k.startswith("loss/seed_")]
+        assert len(keys) >= 2, run.data.metrics.keys()
+        for key in keys:
+            assert len(client.get_metric_history(run.info.run_id, key)) >= 10, key
+
+
+def test_optuna_dashboard_plots_on_readable_axes(
+    browser: str, shared: h.FinishedStudy, tmp_path: Path
+) -> None:
+    """optuna-dashboard on the study's storage, in a real browser: its history plot's value
+    axis ends on the scale of the measured trials (no 1e12 from an infeasible one)."""
+    import sys
+
+    storage = f"sqlite:///{shared.study_dir / 'optuna.db'}"
+    port = h.free_port()
+    exe = Path(sys.executable).with_name("optuna-dashboard")
+    token = h.new_token()
+    server = subprocess.Popen(
+        [str(exe), "--host", "127.0.0.1", "--port", str(port), storage],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, h.TOKEN_VAR: token},
+        start_new_session=True,
+    )
+    try:
+        import urllib.request
+
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/studies", timeout=5):
+                    break
+            except OSError:
+                assert server.poll() is None and time.monotonic() < deadline, "no dashboard"
+                time.sleep(0.5)
+        png = tmp_path / "dashboard.png"
+        dom = browse(
+            browser,
+            tmp_path,
+            "--virtual-time-budget=20000",
+            "--dump-dom",
+            f"--screenshot={png}",
+            "--window-size=1400,1000",
+            f"http://127.0.0.1:{port}/dashboard/studies/1",
+        )
+    finally:
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait()
+        h.kill_tagged(token)
+    assert "noise_per_drop" in dom, "the dashboard did not draw the study"
+    assert "1e+12" not in dom and "1T" not in dom, "an axis runs to 1e12"
+    assert png.read_bytes().startswith(b"\x89PNG")
+    shutil.copyfile(png, SHOTS["dashboard"])
