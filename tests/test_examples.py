@@ -3,6 +3,7 @@ Optuna (SQLite) and MLflow (SQLite); the exported recipe applied back to the sam
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -13,6 +14,9 @@ from typing import Any
 
 import pytest
 from assets import studies as h
+
+from autotune import Recipe
+from autotune.recipe import exporters
 
 pytestmark = [
     pytest.mark.integration,
@@ -159,6 +163,10 @@ def test_hf_trainer_study_records_loss_and_reproduces_from_its_recipe(hf_study: 
     args = ["export", str(hf_study / "st"), "-o", str(recipe), "--pick", "trial 1"]
     result = h.autotune(args, hf_study)
     assert result.returncode == 0, h.explain(result)
+    script = EXAMPLES / "hf_trainer" / "train.py"
+    digest = hashlib.sha256(script.read_bytes()).hexdigest()
+    assert all(run.data.tags["autotune.script_sha256"] == digest for run, _ in found.values())
+    assert_describes_an_hf_trainer(Recipe.load(recipe))
     summary = hf_study / "s.json"
     env = {**os.environ, "AUTOTUNE_RECIPE": str(recipe), "AUTOTUNE_SUMMARY": str(summary)}
     env["OMP_NUM_THREADS"] = "1"
@@ -172,6 +180,15 @@ def test_hf_trainer_study_records_loss_and_reproduces_from_its_recipe(hf_study: 
     mine = json.loads(summary.read_text())["series"]["loss"][:5]
     _, trial_losses = found["trial-0001"]
     assert mine == pytest.approx(trial_losses[:5], rel=1e-6)
+
+
+def assert_describes_an_hf_trainer(r: Recipe) -> None:
+    """The exports of a recipe whose probe was the script's own HF Trainer say so."""
+    assert r.source["script_applied"] == ["hf"]
+    notes = " ".join(json.loads(exporters.render(r, "hf"))["notes"])
+    assert "own Hugging Face Trainer" in notes and "decays every parameter" not in notes
+    head = exporters.render(r, "python").split("\nimport ")[0]
+    assert "script train.py" in head and "None (None)" not in head
 
 
 def test_hf_trainer_divergent_baseline_is_diverged_with_its_cause(tmp_path: Path) -> None:

@@ -199,6 +199,22 @@ def test_ensure_experiment_is_idempotent_and_restores(store: Any) -> None:
     assert store.get_experiment(first).lifecycle_stage == "active"
 
 
+def test_experiment_is_of_the_training_kind(store: Any) -> None:
+    """MLflow 3's UI opens an experiment of kind custom_model_development on its runs table,
+    one without a kind on the GenAI overview: a new experiment has the kind, an old one
+    without it gets it, and a kind the user chose is kept."""
+    kind = store.get_experiment(tracking.ensure_experiment(store, "exp-kind")).tags
+    assert kind["mlflow.experimentKind"] == "custom_model_development"
+    old = store.create_experiment("exp-no-kind")
+    assert "mlflow.experimentKind" not in store.get_experiment(old).tags
+    assert tracking.ensure_experiment(store, "exp-no-kind") == old
+    assert store.get_experiment(old).tags["mlflow.experimentKind"] == "custom_model_development"
+    genai = {"mlflow.experimentKind": "genai_development"}
+    chosen = store.create_experiment("exp-genai", tags=genai)
+    tracking.ensure_experiment(store, "exp-genai")
+    assert store.get_experiment(chosen).tags["mlflow.experimentKind"] == "genai_development"
+
+
 def test_ensure_study_run_found_again(study: tuple[Any, str, str, str], tmp_path: Path) -> None:
     client, experiment_id, parent, name = study
     run = client.get_run(parent)

@@ -7,6 +7,7 @@ AUTOTUNE_REQUIRE_SERVICES=1 (CI), where a missing browser is a failure.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -192,3 +193,104 @@ def test_ui_shows_the_study_and_its_trials(
     data = png.read_bytes()
     assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 20_000, len(data)
     shutil.copyfile(png, SCREENSHOT_COPY)
+
+
+SHOTS = {
+    "experiment": Path("/tmp/autotune-experiment.png"),
+    "dashboard": Path("/tmp/autotune-dashboard.png"),
+}
+
+
+def test_the_experiment_is_of_the_training_kind_and_opens_on_its_runs(
+    browser: str, shared: h.FinishedStudy, ui: UI, tmp_path: Path
+) -> None:
+    """The study's experiment carries MLflow 3's kind tag for model training, and the link
+    `autotune ui` prints opens it on the runs table. (MLflow 3.17's UI takes the kind it shows
+    from its workflow switch, which that link sets; versions without the switch read the tag.)
+    The verification's run has each seed's loss series."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=shared.tracking_uri)
+    experiment = client.get_experiment_by_name(shared.name)
+    assert experiment is not None
+    assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
+    link = ui.link(timeout=120)
+    png = tmp_path / "experiment.png"
+    shot = [f"--screenshot={png}", "--window-size=1400,900"]
+    dom = browse(browser, tmp_path, "--virtual-time-budget=15000", "--dump-dom", *shot, link)
+    runs = client.search_runs([experiment.experiment_id])
+    assert re.search(rf"\b{len(runs)}\D{{0,40}}matching runs", dom), "no runs table"
+    assert "Token Usage" not in dom, "the GenAI overview, not the runs"
+    assert png.read_bytes().startswith(b"\x89PNG")
+    shutil.copyfile(png, SHOTS["experiment"])
+
+    # The verification seeds' loss series are on the study's verification run.
+    verifications = [
+        r
+        for r in runs
+        if r.data.tags.get("autotune.role") == "verification"
+        and r.data.tags.get("autotune.study") == shared.name
+        and r.info.run_name.startswith("verify-0")
+    ]
+    assert verifications
+    for run in verifications:
+        keys = [k for k in run.data.metrics if k.startswith("loss/seed_")]
+        assert len(keys) >= 2, run.data.metrics.keys()
+        for key in keys:
+            assert len(client.get_metric_history(run.info.run_id, key)) >= 10, key
+
+
+def test_optuna_dashboard_plots_on_readable_axes(
+    browser: str, shared: h.FinishedStudy, tmp_path: Path
+) -> None:
+    """optuna-dashboard on the study's storage, in a real browser: its history plot's value
+    axis ends on the scale of the measured trials (no 1e12 from an infeasible one)."""
+    import sys
+
+    storage = f"sqlite:///{shared.study_dir / 'optuna.db'}"
+    port = h.free_port()
+    exe = Path(sys.executable).with_name("optuna-dashboard")
+    token = h.new_token()
+    server = subprocess.Popen(
+        [str(exe), "--host", "127.0.0.1", "--port", str(port), storage],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, h.TOKEN_VAR: token},
+        start_new_session=True,
+    )
+    try:
+        import urllib.request
+
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                url = f"http://127.0.0.1:{port}/api/studies"
+                with urllib.request.urlopen(url, timeout=5) as answer:
+                    studies = json.loads(answer.read())["study_summaries"]
+                break
+            except OSError:
+                assert server.poll() is None and time.monotonic() < deadline, "no dashboard"
+                time.sleep(0.5)
+        (sid,) = [st["study_id"] for st in studies if st["study_name"] == shared.name]
+        png = tmp_path / "dashboard.png"
+        dom = browse(
+            browser,
+            tmp_path,
+            "--virtual-time-budget=40000",
+            "--dump-dom",
+            f"--screenshot={png}",
+            "--window-size=1400,1000",
+            f"http://127.0.0.1:{port}/dashboard/studies/{sid}",
+        )
+    finally:
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait()
+        h.kill_tagged(token)
+    text = " ".join(
+        re.sub(r"<[^>]+>", " ", re.sub(r"(?s)<(style|script).*?</\1>", "", dom)).split()
+    )
+    for objective in shared.summary["objectives"]:
+        assert objective["metric"] in text, f"the dashboard did not draw it: {text[:1500]}"
+    assert "1e+12" not in dom and "1T" not in dom, "an axis runs to 1e12"
+    assert png.read_bytes().startswith(b"\x89PNG")
+    shutil.copyfile(png, SHOTS["dashboard"])

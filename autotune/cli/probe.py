@@ -3,10 +3,13 @@ and this machine's fingerprint."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import os
+import shlex
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Annotated, Any
 
 import typer
@@ -38,11 +41,20 @@ def describe_space(s: Any) -> str:
     if s.description:
         lines.append(f"  {s.description.strip()}")
     p = s.probe
-    lines.append(f"workload   {s.workload.name} (size {s.workload.size})")
+    w = s.workload
+    if w.script is not None:
+        lines.append(
+            f"workload   script {w.script}"
+            + (f", args {shlex.join(w.args)}" if w.args else ", no args")
+            + (f", preloads {', '.join(w.preload)}" if w.preload else "")
+        )
+    else:
+        lines.append(f"workload   {w.name} (size {w.size})")
     lines.append(
         f"probe      {p.steps} steps, batch {p.samples_per_step} (micro-batch = batch / "
         f"accum_steps), {p.precision}, "
         f"seed {p.seed}, device {p.device}"
+        + f", {_threads_text(s)}"
         + (", deterministic" if p.deterministic else "")
         + (f", DDP world size {p.world_size}" if p.world_size > 1 else "")
         + (", measures scaling" if p.measure_scaling else "")
@@ -83,6 +95,29 @@ def describe_space(s: Any) -> str:
         if name not in searched:
             lines.append(f"  {name:<24} {value!r}  [env]")
     return "\n".join(lines)
+
+
+def _threads_text(s: Any) -> str:
+    """The CPU threads of one trial's probe: probe.threads, else what a study plans here."""
+    threads = planned_threads(s)
+    if s.probe.threads:
+        return f"{threads} CPU thread(s) per trial (probe.threads)"
+    if threads is None:
+        return "torch's CPU threads (probe.threads unset, on a GPU)"
+    return f"{threads} CPU thread(s) per trial (planned for this machine; probe.threads unset)"
+
+
+def planned_threads(s: Any) -> int | None:
+    """The CPU threads a study gives each trial's probe on this machine (None: torch's)."""
+    from autotune.study import plan_resources
+
+    gpus = 0
+    if s.probe.device != "cpu":
+        import torch
+
+        gpus = torch.cuda.device_count()
+    _, _, threads = plan_resources(s, {"CPU": float(os.cpu_count() or 1), "GPU": float(gpus)})
+    return threads
 
 
 def _domain_text(d: Any) -> str:
@@ -139,7 +174,10 @@ def probe(
             f"{config} config ({PROBE_CONFIGS[config]}), {threads} as a trial ...",
             err=True,
         )
-    result = _run_probe_cli(run_probe, cfg, progress=not as_json and sys.stderr.isatty())
+    # With --json, stdout is the JSON alone: what the workload prints (a script's own log
+    # lines, a Trainer's dicts) goes to stderr, from this process and any it starts.
+    with _stdout_to_stderr() if as_json else contextlib.nullcontext():
+        result = _run_probe_cli(run_probe, cfg, progress=not as_json and sys.stderr.isatty())
     result["config"] = config
     if as_json:
         if not series:
@@ -149,26 +187,35 @@ def probe(
         typer.echo(format_probe(result))
 
 
+@contextlib.contextmanager
+def _stdout_to_stderr() -> Iterator[None]:
+    """File descriptor 1 is stderr's meanwhile (Python's sys.stdout included), then itself."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 def probe_config(s: Any, config: str) -> Any:
     """The ProbeConfig that `autotune probe` runs: the study's own trial setup and thread plan."""
     import dataclasses
-    import os
 
     from autotune import space as sp
-    from autotune.study import plan_resources, trial_setup
+    from autotune.study import trial_setup
 
     if config == "baseline":
         knobs, env = trial_setup(s, {}, baseline=True)
     else:
         knobs, env = s.fixed_knobs(), s.fixed_env()
-    gpus = 0
-    if s.probe.device != "cpu":
-        import torch
-
-        gpus = torch.cuda.device_count()
-    _, _, threads = plan_resources(s, {"CPU": float(os.cpu_count() or 1), "GPU": float(gpus)})
     cfg = sp.probe_config(s, knobs=knobs, env=env)
-    return dataclasses.replace(cfg, threads=threads)
+    return dataclasses.replace(cfg, threads=planned_threads(s))
 
 
 def _run_probe_cli(

@@ -27,6 +27,7 @@ from transformers import Trainer, TrainerCallback, TrainingArguments
 
 from autotune.integrations.hf_accum import AccumulationCheck, per_step_mean
 from autotune.probe import clip_gradients
+from autotune.probe.script import mark_applied
 from autotune.recipe import Recipe
 from autotune.recipe.trial import Diverged, Trial
 
@@ -77,6 +78,7 @@ def training_args(trial_or_recipe: Trial | Recipe, **user: Any) -> TrainingArgum
         raise ValueError("training_args: fp16 on a CPU: the Trainer would silently train fp32")
     owned = recipe_fields(recipe, cpu=cpu)
     if trial is not None:
+        mark_applied("hf")  # the Trainer applies the knobs: its schedule, its weight decay
         # The Trainer schedules over max_steps: the trial's schedule_steps (in a study the
         # target's length); the callback of `attach` stops it at the trial's steps.
         owned.update(max_steps=trial.schedule_steps, seed=trial.seed, data_seed=trial.seed)
@@ -136,6 +138,7 @@ def attach(trainer: Trainer, trial: Trial) -> Trainer:
     micro-batches' losses (the Trainer divides them; the model gets no `num_items_in_batch`),
     checked on the first step, and give the Trainer's GradScaler (fp16 on a GPU) the trial's
     scaler knobs. Call after `Trainer(...)`, before `train()`."""
+    mark_applied("hf")
     per_step_mean(trainer)
     trainer.add_callback(AccumulationCheck(trainer))
     trainer.add_callback(Callback(trial))

@@ -31,6 +31,7 @@ import torch
 from lightning.pytorch.plugins.precision import MixedPrecision, Precision
 
 from autotune.probe import clip_gradients
+from autotune.probe.script import mark_applied
 from autotune.probe.steps import build_optimizer
 from autotune.recipe import Recipe
 from autotune.recipe.trial import Diverged, Trial
@@ -97,6 +98,7 @@ def trainer_kwargs(trial_or_recipe: Trial | Recipe, **user: Any) -> dict[str, An
     dev = _device_type(trial, user)
     owned = recipe_kwargs(recipe, dev)
     if trial is not None:
+        mark_applied("lightning")
         owned.update(max_steps=trial.steps, accelerator=dev, devices=1)
     plugins = list(user.pop("plugins", None) or [])
     if "plugins" in owned and any(isinstance(p, Precision) for p in plugins):
@@ -130,6 +132,7 @@ def configure_optimizers(
         raise ValueError("configure_optimizers: give total_steps (the schedule's length)")
     plist = list(params)
     if recipe.precision == "fp16":  # Lightning clips only with an optimizer it unscales
+        mark_applied("optimizer")
         opt = build_optimizer(plist, recipe.knobs, torch.device("cpu"))
     else:
         opt = recipe.optimizer(plist)

@@ -14,6 +14,7 @@ This module imports no recipe (the layer above): `autotune.recipe.trial` wraps t
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import runpy
@@ -72,6 +73,18 @@ def current() -> ScriptSession | None:
     return _CURRENT
 
 
+#: What can apply a trial's knobs in a script, as `mark_applied` records it: the recipe's
+#: `optimizer`, its `scheduler` (or `lr_at`), the `hf` or `lightning` integration.
+APPLIERS = ("optimizer", "scheduler", "hf", "lightning")
+
+
+def mark_applied(what: str) -> None:
+    """Record that the running script applied the trial's knobs through `what` (APPLIERS): an
+    export says what the probe was from it (a script without the scheduler ran its own)."""
+    if _CURRENT is not None:
+        _CURRENT.applied.add(what)
+
+
 class ScriptSession:
     """The probe's side of one script run: its reports, their checks and its summary."""
 
@@ -84,6 +97,8 @@ class ScriptSession:
         in_study: bool = True,
     ) -> None:
         self.cfg, self.in_study, self.clock = cfg, in_study, clock
+        self.script_sha256 = file_sha256(cfg.script)
+        self.applied: set[str] = set()  # mark_applied
         self.emit: Report = report or (lambda _msg: None)
         self.device = pick_device(cfg.device)
         self.reference = reference.STEP0
@@ -367,7 +382,7 @@ class ScriptSession:
             env=dict(cfg.env),
             workload=cfg.workload,
             size=cfg.size,
-            script=ScriptRun(cfg.script, list(cfg.args)),
+            script=ScriptRun(cfg.script, list(cfg.args), self.script_sha256, sorted(self.applied)),
             device=str(self.device),
             precision=cfg.precision,
             seed=cfg.seed,
@@ -386,6 +401,16 @@ class ScriptSession:
         ).to_dict()
         self.emit(self.summary)
         return self.summary
+
+
+def file_sha256(path: str | None) -> str | None:
+    """The SHA-256 of the file at `path` (hex), or None when there is none to read."""
+    if not path:
+        return None
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return None
 
 
 def run_script(

@@ -109,13 +109,19 @@ class Continued:
 @dataclass(frozen=True)
 class ScriptRun:
     """A user's training script run as the probe: its path (None: a script run on its own
-    whose path Python did not give) and its arguments."""
+    whose path Python did not give), its arguments and the SHA-256 of its file as it started
+    (None: not read)."""
 
     path: str | None
     args: list[str]
+    sha256: str | None = None
+    applied: list[str] | None = None  # what applied the knobs (`probe.script.mark_applied`)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"script": self.path, "args": self.args}
+        out: dict[str, Any] = {"script": self.path, "args": self.args}
+        _put(out, "script_sha256", self.sha256)
+        _put(out, "script_applied", self.applied)
+        return out
 
 
 @dataclass(frozen=True)
@@ -223,7 +229,16 @@ class ProbeSummary:
         return cls(
             status=status,
             divergence=DivergenceRecord.from_dict(d) if has & _DIVERGENCE_KEYS else None,
-            script=ScriptRun(_need(d, "script"), _need(d, "args")) if "script" in d else None,
+            script=(
+                ScriptRun(
+                    _need(d, "script"),
+                    _need(d, "args"),
+                    d.get("script_sha256"),
+                    d.get("script_applied"),
+                )
+                if "script" in d
+                else None
+            ),
             continued=Continued.from_dict(d) if has & set(Continued.KEYS) else None,
             extra={k: v for k, v in d.items() if k not in _KNOWN},
             **kw,
@@ -278,6 +293,8 @@ _KNOWN = {
     *Continued.KEYS,
     "script",
     "args",
+    "script_sha256",
+    "script_applied",
 }
 
 

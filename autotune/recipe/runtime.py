@@ -49,7 +49,9 @@ class RecipeRuntime:
         import torch
 
         from autotune.probe import build_optimizer
+        from autotune.probe.script import mark_applied
 
+        mark_applied("optimizer")
         plist = list(params)
         first = next(
             (p for p in plist if isinstance(p, torch.Tensor)),
@@ -78,7 +80,9 @@ class RecipeRuntime:
     def lr_at(self, step: int, total_steps: int) -> float:
         """The learning rate of optimizer step `step` (0-based) of `total_steps`."""
         from autotune.probe import lr_at
+        from autotune.probe.script import mark_applied
 
+        mark_applied("scheduler")
         k = self.knobs
         return lr_at(
             step,
@@ -95,6 +99,9 @@ class RecipeRuntime:
 
         if total_steps < 1:
             raise ValueError(f"total_steps must be >= 1, got {total_steps}")
+        from autotune.probe.script import mark_applied
+
+        mark_applied("scheduler")
         peak = self.lr
         return torch.optim.lr_scheduler.LambdaLR(
             optimizer, lambda step: self.lr_at(min(step, total_steps - 1), total_steps) / peak

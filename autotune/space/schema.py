@@ -27,6 +27,7 @@ from pydantic import (
 from autotune.errors import did_you_mean
 from autotune.knobs import KNOBS, Scalar
 from autotune.space.divergence import DivergenceSettings
+from autotune.space.limits import MAX_BATCH, MAX_STEPS, MAX_THREADS
 from autotune.space.metric_names import METRICS, POSITIVE_METRICS
 from autotune.space.section import Section
 from autotune.space.seeds import MAX_VERIFY_SEEDS, Seed
@@ -177,16 +178,16 @@ class WorkloadRef(Section):
 
 class ProbeSettings(Section):
     steps: int = Field(200, ge=10, le=10_000_000)
-    micro_batch: int = Field(16, ge=1)
+    micro_batch: int = Field(16, ge=1, le=MAX_BATCH)
     batch: int | None = Field(
-        None, ge=1, description="samples per optimizer step; micro-batch = batch / accum_steps"
+        None, ge=1, le=MAX_BATCH, description="samples per step; micro-batch = batch / accum"
     )
     precision: Literal["fp32", "fp16", "bf16"] = "fp32"
     seed: Seed = 0
     device: str = "auto"
     deterministic: bool = False
-    telemetry_every: int = Field(10, ge=1, description="steps between host fetches of telemetry")
-    threads: int | None = Field(None, ge=1, description="CPU threads per probe; null: auto")
+    telemetry_every: int = Field(10, ge=1, le=MAX_STEPS, description="steps between fetches")
+    threads: int | None = Field(None, ge=1, le=MAX_THREADS, description="CPU threads; null: auto")
     divergence: DivergenceSettings = DivergenceSettings()
     world_size: int = Field(
         1, ge=1, le=1024, description="processes of one DDP probe on this node (1: no DDP)"
@@ -198,8 +199,8 @@ class ProbeSettings(Section):
         False, description="also time one process: metric scaling_efficiency (world_size > 1)"
     )
     # The initial loss's held-out samples and chunk (null: 16 x batch, the smallest micro-batch)
-    reference_batch: int | None = Field(None, ge=1, description="held-out samples per chunk")
-    reference_samples: int | None = Field(None, ge=1, description="held-out samples read")
+    reference_batch: int | None = Field(None, ge=1, le=MAX_BATCH, description="per chunk")
+    reference_samples: int | None = Field(None, ge=1, le=16 * MAX_BATCH, description="read")
 
     @property
     def samples_per_step(self) -> int:
@@ -282,7 +283,7 @@ class Constraint(Section):
 
 class Budget(Section):
     trials: int = Field(20, ge=1, le=100_000)
-    concurrency: int | None = Field(None, ge=1, description="parallel trials; null: auto")
+    concurrency: int | None = Field(None, ge=1, le=MAX_THREADS, description="null: auto")
     trial_timeout_s: float = Field(600.0, gt=0)
     target_steps: int | None = Field(
         None, ge=10, le=10_000_000, description="the length you train; null: probe.steps"

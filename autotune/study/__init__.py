@@ -24,13 +24,14 @@ existing study).
 from autotune.study.driver import check_workload, open_study, run
 from autotune.study.find import find_study
 from autotune.study.objectives import (
-    PENALTY,
+    STAND_IN_MARGIN,
     constraint_names,
     constraints_of,
     directions,
     make_sampler,
     name_metrics,
     sampler_seed,
+    stand_ins,
     suggest,
     trial_setup,
     vacuous,
@@ -57,7 +58,7 @@ from autotune.study.summary import format_summary, importances, pareto_front, su
 from autotune.study.warmstart import load_warm_start, warm_params
 
 __all__ = [
-    "PENALTY",
+    "STAND_IN_MARGIN",
     "STUDIES_DIR",
     "Progress",
     "StudyOptions",
@@ -83,6 +84,7 @@ __all__ = [
     "read_outcome",
     "run",
     "sampler_seed",
+    "stand_ins",
     "storage_url",
     "study_dir_for",
     "suggest",

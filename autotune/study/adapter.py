@@ -21,12 +21,13 @@ from autotune.process.launcher import run_trial_process
 from autotune.process.zygote import PRELOAD_ENV
 from autotune.study import attrs as ua
 from autotune.study.folder import tune_dir
-from autotune.study.objectives import suggest, trial_setup
+from autotune.study.objectives import stand_ins, suggest, trial_setup
 from autotune.study.options import StudyOptions
 from autotune.study.progress import Progress
 from autotune.study.records import (
     complete_outcome,
     count_finished,
+    observed_metrics,
     screen_reference,
     tell,
     write_outcome,
@@ -234,7 +235,8 @@ class Driver:
             # Judged against the baseline's screen when trial 0 has finished (with one trial at a
             # time it always has); else its relative constraints are vacuous for Optuna.
             ref = screen_reference(self.study)
-            outcome = complete_outcome(self.space, frozen, result, ref)
+            fill = stand_ins(self.space, observed_metrics(self.study))
+            outcome = complete_outcome(self.space, frozen, result, ref, fill)
             write_outcome(self.study_dir, outcome)
             tell(self.study, frozen, outcome)
             self.tracking.log(outcome)

@@ -71,6 +71,11 @@ def recipe_from_study(ref: str, how: str = "balanced", storage: str | None = Non
             "searched": sorted(n for n in space.searched()),
             "fp_hash": chosen.fp_hash,
             **({"oom_retry": retried} if retried else {}),
+            # A script's trial: what applied its knobs (the recipe's optimizer or scheduler,
+            # the hf or lightning integration): what its probe was, for the exports.
+            **(
+                {"script_applied": summary["script_applied"]} if "script_applied" in summary else {}
+            ),
             "mlflow": {
                 "tracking_uri": _redact(mlflow_meta.get("uri")),
                 "experiment_id": mlflow_meta.get("experiment_id"),

@@ -7,26 +7,49 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from autotune import space as sp
 
-PENALTY = 1e12  # objective value told to Optuna for a non-finite metric of an infeasible trial
+#: How far past the worst finite value observed a stand-in lies: this share of the observed
+#: span, or of the worst value's size when that is larger (1.0 when both are 0).
+STAND_IN_MARGIN = 0.1
 
 
 def directions(space: sp.Space) -> list[str]:
     return [o.direction for o in space.objectives]
 
 
-def values_of(space: sp.Space, metrics: Mapping[str, Any]) -> list[float]:
-    """Objective values; a missing or non-finite metric becomes the worst value (PENALTY)."""
+def stand_ins(space: sp.Space, observed: Iterable[Mapping[str, Any]]) -> list[float]:
+    """For each objective, the finite value Optuna is told for a trial whose metric is missing
+    or non-finite (a probe that diverged or did not learn): the worst finite value of that
+    metric among `observed` (the metrics of the trials told so far) moved past it by a margin
+    of STAND_IN_MARGIN x the larger of the observed span and the worst value's size (1.0 when
+    both are 0); with nothing finite observed yet, 0 moved by 1.0. It keeps the dashboard's
+    axes on the measured trials (a sentinel like 1e12 flattened them onto the axis) and sorts
+    the trial behind every measured one of its time; its constraints mark it infeasible."""
+    rows = list(observed)
     out = []
     for o in space.objectives:
-        v = metrics.get(o.metric)
-        if v is None or not math.isfinite(float(v)):
-            v = PENALTY if o.direction == "minimize" else -PENALTY
-        out.append(float(v))
+        seen = [x for x in (_finite(m.get(o.metric)) for m in rows) if x is not None]
+        worst = (max(seen) if o.direction == "minimize" else min(seen)) if seen else 0.0
+        span = max(seen) - min(seen) if seen else 0.0
+        margin = STAND_IN_MARGIN * max(span, abs(worst)) or 1.0
+        out.append(worst + margin if o.direction == "minimize" else worst - margin)
+    return out
+
+
+def values_of(
+    space: sp.Space, metrics: Mapping[str, Any], stand_in: Sequence[float] | None = None
+) -> list[float]:
+    """Objective values; a missing or non-finite metric becomes its objective's `stand_in`
+    (`stand_ins`; without them, the stand-ins of a study with nothing observed)."""
+    fill = list(stand_in) if stand_in is not None else stand_ins(space, [])
+    out = []
+    for i, o in enumerate(space.objectives):
+        v = _finite(metrics.get(o.metric))
+        out.append(fill[i] if v is None else v)
     return out
 
 

@@ -4,7 +4,7 @@ told to Optuna. What a resumed study does with the records is `resume`'s.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,14 +19,21 @@ from autotune.study.objectives import (
     values_of,
 )
 
+#: The system attribute optuna-dashboard reads a trial's constraints from (a list).
+DASHBOARD_CONSTRAINTS = "constraints"
+
 
 def complete_outcome(
     space: sp.Space,
     frozen: Any,
     result: Mapping[str, Any],
     baseline: Mapping[str, Any] | None = None,
+    stand_in: Sequence[float] | None = None,
 ) -> dict[str, Any]:
     """A trial's full record: what the process returned plus knobs, values and constraints.
+
+    `stand_in`: the finite values told for a missing or non-finite objective metric
+    (`objectives.stand_ins` over `observed_metrics(study)`).
 
     `baseline`: the baseline's screen metrics (`screen_reference`), for the constraints relative
     to it; the baseline itself is its own reference. Without one (trial 0 still running when
@@ -48,11 +55,20 @@ def complete_outcome(
         outcome["values"] = outcome["constraints"] = None
         outcome["feasible"] = False
     else:
-        outcome["values"] = values_of(space, metrics)
+        outcome["values"] = values_of(space, metrics, stand_in)
         outcome["constraints"] = constraints_of(space, outcome["outcome"], metrics, baseline)
         outcome["constraint_names"] = constraint_names(space)
         outcome["feasible"] = all(c <= 0 for c in outcome["constraints"])
     return outcome
+
+
+def observed_metrics(study: Any) -> list[dict[str, Any]]:
+    """The metrics of the trials Optuna was told of (complete), as recorded: what a stand-in
+    for a missing objective value is measured against (`objectives.stand_ins`)."""
+    import optuna
+
+    done = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    return [ua.metrics(t) for t in done]
 
 
 def baseline_trial(study: Any) -> Any | None:
@@ -145,6 +161,13 @@ def tell(study: Any, frozen: Any, outcome: Mapping[str, Any]) -> None:
         for name, value in zip(names, outcome["constraints"], strict=True):
             if f"constraints:{name}" not in frozen.system_attrs:
                 trial.set_constraint(name, value)
+        # optuna-dashboard (0.21) reads the list Optuna kept before named constraints: without
+        # it the dashboard draws an infeasible trial as feasible. Optuna reads both; the values
+        # are the same, so a trial's feasibility does not change.
+        if DASHBOARD_CONSTRAINTS not in frozen.system_attrs:
+            storage.set_trial_system_attr(
+                tid, DASHBOARD_CONSTRAINTS, [float(c) for c in outcome["constraints"]]
+            )
     try:
         if outcome["outcome"] == "failed":
             study.tell(frozen.number, state=optuna.trial.TrialState.FAIL)

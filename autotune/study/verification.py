@@ -93,9 +93,13 @@ def decided_steps(study: Any, space: sp.Space) -> int:
 def save_seed(
     study_dir: Path, number: int, seed: int, out: dict[str, Any], steps: int
 ) -> dict[str, Any]:
-    """Write one seed's outcome (without its step series) atomically; return what was written."""
+    """Write one seed's outcome atomically, of its step series the loss alone (`loss_series`,
+    logged to the verification's MLflow run); return what was written."""
     slim = dict(out)
     if slim.get("summary"):
+        loss = (slim["summary"].get("series") or {}).get("loss")
+        if loss:
+            slim["loss_series"] = list(loss)
         slim["summary"] = {k: v for k, v in slim["summary"].items() if k != "series"}
     write_json(verify_path(study_dir, number, seed, steps), slim)
     return slim
@@ -224,7 +228,8 @@ def _record_verified(
     res["schedule_steps"] = target_of(space)
     judge_seeds(study, space, study_dir, res, runs)
     fp = next((r.get("fingerprint") for r in runs if r.get("fingerprint")), None)
-    res["run_id"] = logger.verification(c.number, res, fp)
+    losses = {int(r["seed"]): r["loss_series"] for r in runs if r.get("loss_series")}
+    res["run_id"] = logger.verification(c.number, res, fp, losses)
     study.set_user_attr(ua.verified_key(c.number), res)
     shown = "  ".join(f"{m} {vf.format_interval(res['metrics'].get(m))}" for m in metrics[:2])
     say(f"  verified trial {c.number}: {shown}  diverged {res['diverged_share']:.0%} of seeds")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import queue
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -97,7 +97,13 @@ class MlflowWriter:
                 file=sys.stderr,
             )
 
-    def verification(self, number: int, result: Mapping[str, Any], fp: Any) -> str | None:
+    def verification(
+        self,
+        number: int,
+        result: Mapping[str, Any],
+        fp: Any,
+        losses: Mapping[int, Sequence[Any]] | None = None,
+    ) -> str | None:
         self.drain()
         try:
             return tracking.log_verification(
@@ -111,6 +117,7 @@ class MlflowWriter:
                 },
                 parent_run_id=self.parent,
                 fingerprint=fp,
+                losses=losses,
             )
         except Exception as e:
             print(

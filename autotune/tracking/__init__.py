@@ -11,6 +11,7 @@ verification runs), `summary` (the study's summary artifacts), `values` (MLflow'
 """
 
 from autotune.tracking.connection import DEFAULT_URI, connect, redact, resolve_uri
+from autotune.tracking.experiment import EXPERIMENT_KIND, TAG_EXPERIMENT_KIND, ensure_experiment
 from autotune.tracking.runs import (
     ROLE_VERIFICATION,
     TAG_DRIVER_FP,
@@ -20,7 +21,6 @@ from autotune.tracking.runs import (
     TAG_STUDY,
     TAG_TRIAL_NUMBER,
     TAG_VERIFIED_TRIAL,
-    ensure_experiment,
     ensure_study_run,
     find_study_run,
     fingerprint_tags,
@@ -35,8 +35,10 @@ from autotune.tracking.verification_runs import log_verification
 
 __all__ = [
     "DEFAULT_URI",
+    "EXPERIMENT_KIND",
     "ROLE_VERIFICATION",
     "TAG_DRIVER_FP",
+    "TAG_EXPERIMENT_KIND",
     "TAG_LOGGED",
     "TAG_PARENT",
     "TAG_ROLE",

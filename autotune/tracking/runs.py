@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from autotune.numbers import finite
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from mlflow.entities import Metric, Run
     from mlflow.tracking import MlflowClient
 
-from autotune.tracking.connection import one_line, sqlite_path, uri_scheme
+from autotune.tracking.connection import one_line
 from autotune.tracking.values import (
     bool_str,
     clean_key,
@@ -54,11 +54,19 @@ TAG_PARENT = "mlflow.parentRunId"
 TAG_VERIFIED_TRIAL = "autotune.verified_trial"
 
 
+TAG_SCRIPT_SHA256 = "autotune.script_sha256"
+"""On a trial's run: the SHA-256 of the training script it ran, as the probe read it."""
+
+
 TAG_DRIVER_FP = "autotune.fp.driver_hash"
 """On the study's run: the fingerprint hash of the node the driver ran on."""
 
 
 ROLE_VERIFICATION = "verification"
+
+
+#: The prefix of a script's other reported metrics among a summary's series.
+EXTRA_PREFIX = "metric."
 
 
 # Step series of the probe summary -> metric key in MLflow.
@@ -85,39 +93,6 @@ DERIVED_PARAMS = (
     "world_size",  # DDP probes (autotune.process.supervisor)
     "oom_retried",
 )
-
-
-def ensure_experiment(client: MlflowClient, study_name: str) -> str:
-    """The id of the experiment named after the study: created if missing, restored if deleted.
-
-    For a SQLite store, a new experiment keeps its artifacts in `mlruns/` next to the database
-    file (MLflow's default would be `./mlruns` of whatever folder the driver runs in).
-    """
-    from mlflow.exceptions import MlflowException
-
-    experiment = client.get_experiment_by_name(study_name)
-    if experiment is not None:
-        if experiment.lifecycle_stage == "deleted":
-            client.restore_experiment(experiment.experiment_id)
-        return str(experiment.experiment_id)
-    artifact_location = _default_artifact_location(client)
-    try:
-        return str(client.create_experiment(study_name, artifact_location=artifact_location))
-    except MlflowException:
-        experiment = client.get_experiment_by_name(study_name)  # created meanwhile
-        if experiment is None:
-            raise
-        return str(experiment.experiment_id)
-
-
-def _default_artifact_location(client: MlflowClient) -> str | None:
-    uri = str(client.tracking_uri)
-    if uri_scheme(uri) != "sqlite":
-        return None
-    path = sqlite_path(uri)
-    if path is None or not path.is_absolute():
-        return None
-    return (path.parent / "mlruns").as_uri()
 
 
 def search_all(client: MlflowClient, experiment_id: str, filter_string: str) -> list[Run]:
@@ -297,7 +272,8 @@ def _log_and_close(
 
     log_entities(client, run_id, params=clean_params(trial_params(record, summary)))
     log_metrics(client, run_id, _trial_metrics(record, summary, now_ms))
-    log_metrics(client, run_id, _series_metrics(summary.get("series") or {}, now_ms))
+    names = (summary.get("metrics") or {}).keys()
+    log_metrics(client, run_id, _series_metrics(summary.get("series") or {}, now_ms, names))
     failed = str(record.get("outcome") or "failed") in ("failed", "oom")
     status = RunStatus.FAILED if failed else RunStatus.FINISHED
     client.set_terminated(run_id, status=RunStatus.to_string(status), end_time=now_ms)
@@ -341,6 +317,8 @@ def _trial_tags(
         "autotune.divergence_onset_step": summary.get("divergence_onset_step"),
         "autotune.divergence_spike_count": summary.get("divergence_spike_count"),
         "autotune.source": outcome.get("source"),
+        "autotune.script": summary.get("script"),
+        TAG_SCRIPT_SHA256: summary.get("script_sha256"),
     }
     tags.update({k: str(v) for k, v in optional.items() if v is not None and v != ""})
     if outcome.get("fingerprint"):
@@ -382,8 +360,14 @@ def _trial_metrics(outcome: Mapping[str, Any], summary: Mapping[str, Any], ts: i
     return [Metric(clean_key(k), v, ts, 0) for k, v in values.items()]
 
 
-def _series_metrics(series: Mapping[str, Any], ts: int) -> list[Metric]:
+def _series_metrics(
+    series: Mapping[str, Any], ts: int, summary_names: Iterable[str] = ()
+) -> list[Metric]:
     """Step series as metric histories (step = index); non-finite points are skipped.
+
+    The other metrics a script reports (`trial.report(step, loss, accuracy=...)`, the series
+    `metric.accuracy`) are logged under their own names, or as `reported.NAME` where autotune
+    logs a metric of that name (`summary_names`: the summary's metrics).
 
     MLflow 3.17 on SQLite stores NaN and silently clamps inf to 1.8e308, so neither is logged:
     the count of steps with a non-finite loss goes to the metric `nonfinite_steps`.
@@ -404,6 +388,17 @@ def _series_metrics(series: Mapping[str, Any], ts: int) -> list[Metric]:
             metrics.append(Metric(key, value, ts, step))
         if name == "loss":
             metrics.append(Metric("nonfinite_steps", float(nonfinite), ts, 0))
+    taken = {*SERIES_KEYS.values(), "nonfinite_steps", *(summary_names or ())}
+    for name, points in series.items():
+        if not name.startswith(EXTRA_PREFIX) or not points:
+            continue
+        key = clean_key(name[len(EXTRA_PREFIX) :])
+        key = key if key not in taken else f"reported.{key}"
+        metrics += [
+            Metric(key, value, ts, step)
+            for step, value in enumerate(finite(raw) for raw in points)
+            if value is not None
+        ]
     return metrics
 
 

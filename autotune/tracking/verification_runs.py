@@ -5,7 +5,7 @@ MLflow run: interval metrics per objective, beside the baseline's, linked to its
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from autotune.numbers import finite
@@ -33,12 +33,14 @@ def log_verification(
     fingerprint: dict[str, Any] | None = None,
     baseline: Mapping[str, Any] | None = None,
     report: Mapping[str, Any] | None = None,
+    losses: Mapping[int, Sequence[Any]] | None = None,
 ) -> str:
     """One verification (a configuration re-run over seeds) as an MLflow run; returns its id.
 
     Metrics `<metric>.mean`, `.low`, `.high` (95% interval), `diverged_share`, and with a
-    baseline the same under `baseline.`; tags link it to its study and trial (and, in the
-    study's own experiment, make it a child of the study's run)."""
+    baseline the same under `baseline.`; each seed's loss series (`losses`: seed -> the loss
+    at each step) as the metric history `loss/seed_<seed>`; tags link it to its study and
+    trial (and, in the study's own experiment, make it a child of the study's run)."""
     from mlflow.entities import Metric, RunStatus
 
     now = int(time.time() * 1000)
@@ -62,6 +64,11 @@ def log_verification(
                     metrics.append(Metric(f"{prefix}{metric}.{part}", value, now, 0))
 
     add("", result)
+    for seed, points in sorted((losses or {}).items()):
+        for step, raw in enumerate(points):
+            value = finite(raw)
+            if value is not None:
+                metrics.append(Metric(f"loss/seed_{int(seed)}", value, now, step))
     if baseline is not None:
         add("baseline.", baseline)
     log_entities(

@@ -4,6 +4,8 @@ GradScaler, DDP and schedule in words, and Python literals of knob values."""
 from __future__ import annotations
 
 import math
+import shlex
+from pathlib import Path
 from typing import Any
 
 from autotune import space as sp
@@ -60,13 +62,49 @@ def tuned_on(r: Recipe) -> str:
     where = ", ".join(str(x) for x in (platform(r), device) if x)
     if where:
         hw.append(f"({where})" if hw else where)
-    wl = r.workload
-    text = f"workload {wl.get('name')} ({wl.get('size')}), {r.precision}"
+    text = f"{workload_text(r)}, {r.precision}"
     steps = (r.probe or {}).get("steps")
     if steps:
         text += f", {steps}-step probes"
     text += "; " + (" ".join(hw) if hw else "hardware not recorded")
     return one_line(text)
+
+
+def workload_text(r: Recipe) -> str:
+    """'workload mlp (tiny)', or 'script train.py --width 48' for a script's recipe."""
+    wl = r.workload
+    if wl.get("script"):
+        args = [str(a) for a in wl.get("args") or ()]
+        return one_line(f"script {shlex.join([Path(str(wl['script'])).name, *args])}")
+    return one_line(f"workload {wl.get('name')} ({wl.get('size')})")
+
+
+def script_applied(r: Recipe) -> set[str] | None:
+    """A script's recipe: what applied the trial's knobs in the script (`optimizer`,
+    `scheduler`, `hf`, `lightning`); None for a built-in workload or a recipe without the
+    record (then the probe is assumed to be autotune's own functions)."""
+    if not r.workload.get("script"):
+        return None
+    applied = (r.source or {}).get("script_applied")
+    return None if applied is None else {str(a) for a in applied}
+
+
+def own_schedule(r: Recipe) -> bool:
+    """The script ran its own learning-rate schedule: neither the recipe's scheduler (or lr_at,
+    Lightning's configure_optimizers) nor the hf integration's TrainingArguments set it, so the
+    recipe's schedule knobs were never applied and are not exported."""
+    applied = script_applied(r)
+    return applied is not None and not applied & {"scheduler", "hf"}
+
+
+def own_schedule_note(r: Recipe) -> str:
+    return (
+        f"Schedule: the probe was your script ({workload_text(r)}) with its own learning-rate "
+        "schedule (it called neither recipe.scheduler nor an autotune integration that sets "
+        "one), so the study measured that schedule and the recipe's schedule knobs "
+        "(schedule, warmup_steps, min_lr_ratio) were never applied: none is exported; keep "
+        "your script's."
+    )
 
 
 def scaler_values(k: dict[str, Any]) -> dict[str, Any]:

@@ -13,12 +13,16 @@ from autotune.recipe.exporters.common import (
     amp_device,
     ddp_is_default,
     env_note,
+    own_schedule,
+    own_schedule_note,
     platform,
     scaler_call,
     scaler_is_default,
     scaler_text,
     schedule_formula,
     schedule_note,
+    script_applied,
+    workload_text,
 )
 from autotune.recipe.file import Recipe
 
@@ -33,9 +37,12 @@ def render_hf(r: Recipe) -> str:
         "adam_epsilon": float(k["adam_eps"]),
         "weight_decay": float(k["weight_decay"]),
         "max_grad_norm": float(k["clip_norm"]),
-        "warmup_steps": int(k["warmup_steps"]),
     }
-    _hf_schedule(r, args, notes)
+    if own_schedule(r):
+        notes.append(own_schedule_note(r))
+    else:
+        args["warmup_steps"] = int(k["warmup_steps"])
+        _hf_schedule(r, args, notes)
     note = schedule_note(r, "max_steps (HF schedules the learning rate over it)")
     if note:
         args["max_steps"] = r.schedule_steps
@@ -104,23 +111,42 @@ def _hf_optim(r: Recipe, args: dict[str, Any], notes: list[str]) -> None:
 
 
 def _hf_differences(r: Recipe, notes: list[str]) -> None:
-    """Notes on the schedule's timing, weight decay and per-layer clipping under HF."""
+    """Notes on the schedule's timing, weight decay and per-layer clipping under HF: how
+    they differ from the probe, which was autotune's functions, the script's own optimizer or
+    schedule, or HF's own Trainer (`script_applied`)."""
     k = r.knobs
     sched = str(k["schedule"])
     warmup = int(k["warmup_steps"])
     clip = float(k["clip_norm"])
-    if warmup > 0 or sched != "constant":
+    applied = script_applied(r)
+    if applied is not None and "hf" in applied:
+        notes.append(
+            f"The probe was your script's own Hugging Face Trainer ({workload_text(r)}, through "
+            "autotune.integrations.hf): these arguments are what it ran with, and HF's own "
+            "warm-up and decay timing and its exemption of biases and normalisation weights "
+            "from weight decay are what the study measured: nothing to change. With "
+            "AUTOTUNE_RECIPE=recipe.yaml the same script applies the recipe through "
+            "hf.training_args and hf.attach as in the study."
+        )
+        return
+    if applied is not None and "optimizer" not in applied and "lightning" not in applied:
+        notes.append(
+            f"Optimizer: the probe was your script ({workload_text(r)}) with its own optimizer "
+            "(it did not call recipe.optimizer): its AdamW settings are the recipe's values as "
+            "your script applied them; build it the same way under HF."
+        )
+    elif float(k["weight_decay"]) > 0:
+        notes.append(
+            "Weight decay: HF's Trainer exempts biases and normalisation weights from weight "
+            "decay; the recipe (and its probe) decays every parameter. Trainer(optimizers=("
+            "make_optimizer(model.parameters()), scheduler)) with the python export matches it."
+        )
+    if (warmup > 0 or sched != "constant") and not own_schedule(r):
         notes.append(
             "Schedule timing: HF's warm-up gives optimizer step s (from 0) the rate "
             "peak * s / warmup_steps, the recipe's peak * (s + 1) / warmup_steps (one step "
             "ahead), and HF's decay ends one step after the last step. For the exact schedule "
             "pass the python export's optimizer and scheduler to Trainer(optimizers=(...))."
-        )
-    if float(k["weight_decay"]) > 0:
-        notes.append(
-            "Weight decay: HF's Trainer exempts biases and normalisation weights from weight "
-            "decay; the recipe (and its probe) decays every parameter. Trainer(optimizers=("
-            "make_optimizer(model.parameters()), scheduler)) with the python export matches it."
         )
     if k["clip_mode"] == "per_layer" and clip > 0:
         notes.append(
@@ -201,7 +227,9 @@ def render_lightning(r: Recipe) -> str:
     if total is not None:
         trainer["max_steps"] = total
     notes: list[str] = [
-        "Learning-rate schedule: return it from configure_optimizers as {'optimizer': opt, "
+        own_schedule_note(r)
+        if own_schedule(r)
+        else "Learning-rate schedule: return it from configure_optimizers as {'optimizer': opt, "
         f"'lr_scheduler': {{'scheduler': make_scheduler(opt, {total or 'total_steps'}), "
         "'interval': 'step'}} "
         "with make_scheduler from the python export (Lightning's default interval is 'epoch'; "
@@ -237,7 +265,9 @@ def render_lightning(r: Recipe) -> str:
     out = {
         "trainer": trainer,
         "optimizer": optimizer,
-        "lr_schedule": {
+        "lr_schedule": None
+        if own_schedule(r)
+        else {
             "warmup_steps": int(k["warmup_steps"]),
             "schedule": str(k["schedule"]),
             "min_lr_ratio": float(k["min_lr_ratio"]),

@@ -6,7 +6,15 @@ from __future__ import annotations
 
 from autotune import __version__
 from autotune import space as sp
-from autotune.recipe.exporters.common import amp_device, one_line, origin, py, tuned_on
+from autotune.recipe.exporters.common import (
+    amp_device,
+    one_line,
+    origin,
+    own_schedule,
+    own_schedule_note,
+    py,
+    tuned_on,
+)
 from autotune.recipe.file import Recipe
 
 _KNOB_COMMENTS = {
@@ -21,6 +29,10 @@ _KNOB_COMMENTS = {
     "batch": "samples per optimizer step per process: MICRO_BATCH * ACCUM_STEPS",
     "bucket_cap_mb": "DistributedDataParallel (see wrap_ddp)",
 }
+
+
+#: The knobs of the learning-rate schedule: None in the export of a script that ran its own.
+_SCHEDULE_KNOBS = ("warmup_steps", "schedule", "min_lr_ratio")
 
 
 def schedule_line(r: Recipe) -> str:
@@ -66,8 +78,11 @@ def render_python(r: Recipe) -> str:
         f"EFFECTIVE_BATCH = {int(r.effective_batch)!r}  # MICRO_BATCH * ACCUM_STEPS * WORLD_SIZE",
     ]
     head.append(schedule_line(r))
+    own = own_schedule(r)
+    if own:
+        head.append("# " + one_line(own_schedule_note(r)))
     for name in sp.KNOBS:
-        line = f"{name.upper()} = {py(k[name])}"
+        line = f"{name.upper()} = {py(None if own and name in _SCHEDULE_KNOBS else k[name])}"
         comment = _KNOB_COMMENTS.get(name)
         head.append(f"{line}  # {comment}" if comment else line)
     if r.env:
@@ -123,6 +138,8 @@ def make_scaler(device_type="cuda"):
 
 def lr_factor(step, total_steps):
     """Learning rate of optimizer step `step` (from 0) of `total_steps`, as a fraction of LR."""
+    if SCHEDULE is None:
+        raise ValueError("the study measured your script's own schedule: keep it")
     if step < WARMUP_STEPS:
         return (step + 1) / WARMUP_STEPS
     if SCHEDULE == "constant":

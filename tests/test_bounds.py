@@ -1,0 +1,76 @@
+"""Integer settings of spaces and recipes have upper bounds a real machine can meet: an absurd
+value is refused at load with its key named, not handed to a probe."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from autotune import Recipe
+from autotune import space as sp
+from autotune.errors import RecipeError, SpaceError
+
+RECIPE = """\
+autotune_recipe: 1
+name: x
+workload: {{script: train.py}}
+precision: fp32
+micro_batch: {micro}
+knobs: {{lr: 0.1, accum_steps: {accum}}}
+probe: {{steps: {steps}, seed: {seed}, threads: {threads}{extra}}}
+"""
+GOOD = {"micro": 8, "accum": 2, "steps": 100, "seed": 0, "threads": 2, "extra": ""}
+
+
+@pytest.mark.parametrize(
+    ("change", "key", "bound"),
+    [
+        ({"micro": 100_000_000_000}, "micro_batch", "1048576"),
+        ({"threads": 100_000}, "probe.threads", "4096"),
+        ({"steps": 10**12}, "probe.steps", "10000000"),
+        ({"seed": 2**40}, "probe.seed", "4294967195"),
+        ({"accum": 10**6}, "knobs.accum_steps", "4096"),
+        ({"extra": ", batch: 10000000000"}, "probe.batch", "1048576"),
+        ({"extra": ", telemetry_every: 10000000000"}, "probe.telemetry_every", "10000000"),
+    ],
+)
+def test_a_recipe_refuses_absurd_integers_naming_the_key(
+    tmp_path: Path, change: dict[str, object], key: str, bound: str
+) -> None:
+    path = tmp_path / "recipe.yaml"
+    path.write_text(RECIPE.format(**GOOD))
+    good = Recipe.load(path)
+    assert (good.micro_batch, good.accum_steps, good.probe["threads"]) == (8, 2, 2)
+    path.write_text(RECIPE.format(**{**GOOD, **change}))
+    with pytest.raises(RecipeError) as e:
+        Recipe.load(path)
+    message = str(e.value)
+    assert f"{path}: {key}:" in message and bound in message, message
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize(
+    ("setting", "key", "bound"),
+    [
+        ("probe: {micro_batch: 100000000000}", "probe.micro_batch", "1048576"),
+        ("probe: {batch: 100000000000}", "probe.batch", "1048576"),
+        ("probe: {threads: 100000}", "probe.threads", "4096"),
+        ("probe: {steps: 100000000000}", "probe.steps", "10000000"),
+        ("probe: {seed: 100000000000}", "probe.seed", "4294967195"),
+        ("budget: {concurrency: 100000}", "budget.concurrency", "4096"),
+        ("budget: {target_steps: 100000000000}", "budget.target_steps", "10000000"),
+        ("verify: {seeds: 100000}", "verify.seeds", "100"),
+        ("knobs: {accum_steps: {low: 1, high: 100000}}", "knobs.accum_steps", "4096"),
+        ("knobs: {batch: {choices: [8, 100000000000]}}", "knobs.batch", "1048576"),
+    ],
+)
+def test_a_space_refuses_absurd_integers_naming_the_key(
+    tmp_path: Path, setting: str, key: str, bound: str
+) -> None:
+    path = tmp_path / "space.yaml"
+    path.write_text(f"name: s\nworkload: {{script: train.py}}\n{setting}\n")
+    with pytest.raises(SpaceError) as e:
+        sp.load(path)
+    message = str(e.value)
+    assert key in message and bound.replace("_", "") in message.replace("_", ""), message

@@ -1,0 +1,145 @@
+"""The exports of a script's recipe describe the job that was tuned: the python header names
+the script (no `workload None (None)`), the hf notes say when the probe was the script's own
+Hugging Face Trainer (not autotune's decay or warm-up timing), and a script that ran its own
+learning-rate schedule exports no schedule of ours. What applied the knobs is recorded by the
+real script run (real transformers, real torch), then carried by the recipe."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from autotune import Recipe
+from autotune import space as sp
+from autotune.probe.config import ProbeConfig
+from autotune.probe.script import run_script
+from autotune.recipe import exporters
+
+HF_SCRIPT = """
+import torch
+from transformers import Trainer
+import autotune
+from autotune.integrations import hf
+
+trial = autotune.trial(steps=99, micro_batch=4)
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 1)
+    def forward(self, x, labels):
+        return {"loss": torch.nn.functional.mse_loss(self.lin(x), labels)}
+
+g = torch.Generator().manual_seed(0)
+rows = [{"x": v, "labels": v.sum(0, keepdim=True)} for v in torch.randn(64, 4, generator=g)]
+trainer = Trainer(model=Net(), args=hf.training_args(trial), train_dataset=rows)
+hf.attach(trainer, trial)
+trainer.train()
+"""
+
+LOOP = """
+import torch
+import autotune
+
+trial = autotune.trial(steps=99, micro_batch=4)
+model = torch.nn.Linear(4, 1)
+opt = trial.recipe.optimizer(model.parameters())
+sched = {sched}
+g = torch.Generator().manual_seed(0)
+for step in range(trial.steps):
+    x = torch.randn(4, 4, generator=g)
+    loss = torch.nn.functional.mse_loss(model(x), x.sum(1, keepdim=True))
+    loss.backward()
+    norm = trial.recipe.clip_and_step(opt)
+    sched.step()
+    trial.report(step, loss=loss.detach(), grad_norm=norm)
+"""
+OWN = "torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=trial.schedule_steps)"
+OURS = "trial.recipe.scheduler(opt, trial.schedule_steps)"
+
+
+@pytest.fixture
+def run(tmp_path: Path) -> Callable[[str], dict[str, Any]]:
+    def go(body: str) -> dict[str, Any]:
+        script = tmp_path / "train.py"
+        script.write_text(body)
+        knobs = {"lr": 0.01, "warmup_steps": 2, "schedule": "linear", "weight_decay": 0.1}
+        cfg = ProbeConfig(
+            workload="script:train.py", steps=4, script=str(script), device="cpu", knobs=knobs
+        )
+        summary = run_script(cfg)
+        assert summary["status"] == "ok", summary
+        return summary
+
+    return go
+
+
+def script_recipe(applied: list[str] | None, **knobs: Any) -> Recipe:
+    base = {name: info.default for name, info in sp.KNOBS.items()}
+    source = {"study": "s", "trial": 2} | ({} if applied is None else {"script_applied": applied})
+    return Recipe(
+        name="s-trial2",
+        workload={"script": "/home/me/job/train.py", "args": ["--width", "48"]},
+        precision="fp32",
+        micro_batch=16,
+        knobs={**base, "lr": 0.003, "warmup_steps": 10, "schedule": "cosine", **knobs},
+        probe={"steps": 100, "seed": 0, "schedule_steps": 300},
+        fingerprint={"hash": "abc", "platform": "cpu"},
+        source=source,
+    )
+
+
+def test_the_script_run_records_what_applied_its_knobs(run: Callable[[str], Any]) -> None:
+    pytest.importorskip("transformers")
+    assert run(HF_SCRIPT)["script_applied"] == ["hf"]
+    assert run(LOOP.format(sched=OWN))["script_applied"] == ["optimizer"]
+    assert run(LOOP.format(sched=OURS))["script_applied"] == ["optimizer", "scheduler"]
+
+
+def test_the_python_header_names_the_script() -> None:
+    text = exporters.render(script_recipe(["optimizer", "scheduler"]), "python")
+    head = [line for line in text.splitlines() if line.startswith("#")][:4]
+    tuned = next(line for line in head if line.startswith("# Tuned on"))
+    assert "script train.py --width 48, fp32" in tuned, tuned
+    assert "None" not in "\n".join(head), head
+    assert 'SCHEDULE = "cosine"' in text and "WARMUP_STEPS = 10" in text
+
+
+def test_hf_notes_of_an_hf_trainer_probe_claim_none_of_autotunes_timing() -> None:
+    hf = json.loads(exporters.render(script_recipe(["hf"], weight_decay=0.1), "hf"))
+    notes = " ".join(hf["notes"])
+    assert "own Hugging Face Trainer" in notes and "train.py" in notes
+    assert "one step ahead" not in notes and "decays every parameter" not in notes
+    assert hf["training_arguments"]["lr_scheduler_type"] == "cosine"  # HF's, as measured
+    assert hf["training_arguments"]["warmup_steps"] == 10
+    # A loop that used the recipe's functions: the notes on HF's differences stand.
+    loop = json.loads(exporters.render(script_recipe(["optimizer", "scheduler"]), "hf"))
+    assert "one step ahead" in " ".join(loop["notes"])
+    assert "decays every parameter" in " ".join(loop["notes"])
+
+
+def test_a_script_with_its_own_schedule_exports_no_schedule_of_ours() -> None:
+    r = script_recipe(["optimizer"], schedule="constant", warmup_steps=0)
+    py = exporters.render(r, "python")
+    assert "SCHEDULE = None" in py and "WARMUP_STEPS = None" in py
+    assert "MIN_LR_RATIO = None" in py and 'SCHEDULE = "constant"' not in py
+    assert "its own learning-rate schedule" in py
+    namespace: dict[str, Any] = {}
+    exec(compile(py, "recipe.py", "exec"), namespace)  # the snippet still runs
+    with pytest.raises(ValueError, match="own schedule"):
+        namespace["lr_factor"](0, 10)
+    hf = json.loads(exporters.render(r, "hf"))
+    args = hf["training_arguments"]
+    assert "lr_scheduler_type" not in args and "warmup_steps" not in args
+    assert any("own learning-rate schedule" in n for n in hf["notes"])
+    assert not any("Schedule timing" in n for n in hf["notes"])
+    lightning = json.loads(exporters.render(r, "lightning"))
+    assert lightning["lr_schedule"] is None
+    assert "own learning-rate schedule" in lightning["notes"][0]
+    # Without the record (a recipe from before it), the schedule is exported as before.
+    old = exporters.render(script_recipe(None, schedule="constant"), "python")
+    assert 'SCHEDULE = "constant"' in old
