@@ -43,7 +43,7 @@ def test_the_loop_and_a_script_report_the_same_fields_but_their_own_parts(
     loop, script = set(loop_summary), set(script_summary)
     # what only one of them has: the loop's continuation of a shorter probe, a script's path
     assert loop - script == set(Continued.KEYS)
-    assert script - loop == {"script", "args"}
+    assert script - loop == {"script", "args", "first_report_s"}
     # and together they are every field of the type: none is left unreported
     full = dataclasses.replace(
         ProbeSummary.from_dict(loop_summary),

@@ -77,6 +77,7 @@ def training_args(trial_or_recipe: Trial | Recipe, **user: Any) -> TrainingArgum
         raise ValueError("training_args: fp16 on a CPU: the Trainer would silently train fp32")
     owned = recipe_fields(recipe, cpu=cpu)
     if trial is not None:
+        trial.uses("hf")  # a script that then never reports is told to call `attach`
         # The Trainer schedules over max_steps: the trial's schedule_steps (in a study the
         # target's length); the callback of `attach` stops it at the trial's steps.
         owned.update(max_steps=trial.schedule_steps, seed=trial.seed, data_seed=trial.seed)
@@ -136,6 +137,7 @@ def attach(trainer: Trainer, trial: Trial) -> Trainer:
     micro-batches' losses (the Trainer divides them; the model gets no `num_items_in_batch`),
     checked on the first step, and give the Trainer's GradScaler (fp16 on a GPU) the trial's
     scaler knobs. Call after `Trainer(...)`, before `train()`."""
+    trial.uses("hf", attached=True)
     per_step_mean(trainer)
     trainer.add_callback(AccumulationCheck(trainer))
     trainer.add_callback(Callback(trial))

@@ -97,6 +97,7 @@ def trainer_kwargs(trial_or_recipe: Trial | Recipe, **user: Any) -> dict[str, An
     dev = _device_type(trial, user)
     owned = recipe_kwargs(recipe, dev)
     if trial is not None:
+        trial.uses("lightning", attached=True)  # its Callback reports
         owned.update(max_steps=trial.steps, accelerator=dev, devices=1)
     plugins = list(user.pop("plugins", None) or [])
     if "plugins" in owned and any(isinstance(p, Precision) for p in plugins):

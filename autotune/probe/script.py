@@ -17,7 +17,9 @@ from __future__ import annotations
 import math
 import os
 import runpy
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -28,6 +30,7 @@ import numpy as np
 from autotune.errors import AutotuneError
 from autotune.probe import divergence, metrics, reference, telemetry
 from autotune.probe.config import ProbeConfig, Report
+from autotune.probe.first_report import GUIDE, FirstReport
 from autotune.probe.loop import schedule_length
 from autotune.probe.steps import pick_device, resolve_knobs, seed_everything, set_deterministic
 from autotune.probe.summary import (
@@ -39,7 +42,6 @@ from autotune.probe.summary import (
 )
 from autotune.probe.telemetry import Chunk, flush, thresholds
 
-GUIDE = "see README: Your own training job"
 _CURRENT: ScriptSession | None = None  # set only while run_script runs
 
 
@@ -107,10 +109,23 @@ class ScriptSession:
         self.t_start = clock()
         self.t_last = self.t_start
         self.summary: dict[str, Any] | None = None
+        self.first_report_s: float | None = None  # seconds from the start to the first report
+        self.first = FirstReport()  # the first-report rule (`watch`) and what a script forgot
 
     @property
     def trial_called(self) -> bool:
         return self.knobs is not None
+
+    @property
+    def stalled(self) -> ScriptFailure | None:
+        """The failure of a script whose first report did not come in time (`watch`)."""
+        why = self.first.stalled
+        return None if why is None else ScriptFailure("no_reports", why)
+
+    def watch(self, limit: float) -> None:
+        """Stop the script (run in this, the main, thread) with a `no_reports` failure that
+        names what it forgot, unless its first report comes within `limit` seconds."""
+        self.first.watch(limit, threading.get_ident())
 
     def begin(self, default_lr: float) -> dict[str, Any]:
         """The first `autotune.trial()`: seed, resolve the knobs, report the start."""
@@ -133,6 +148,7 @@ class ScriptSession:
             }
         )
         self.t_last = self.clock()
+        self.first.trial_at_s = self.t_last - self.t_start
         return self.knobs
 
     def _monitor(self) -> divergence.DivergenceMonitor:
@@ -188,6 +204,8 @@ class ScriptSession:
     ) -> None:
         """One optimizer step's values; raises `Diverged` once a divergence is found."""
         now = self.clock()
+        if self.stalled is not None:  # the time for the first report ran out
+            raise self.stalled
         if self.failure is not None:
             raise self.failure
         if self.should_stop:
@@ -221,6 +239,9 @@ class ScriptSession:
         self.samples_per_step = samples if samples is not None else self.cfg.micro_batch * accum
         self.tokens_per_step = tokens if tokens is not None else self.tokens_per_step
         self.reports += 1
+        if self.reports == 1:
+            self.first_report_s = now - self.t_start
+            self.first.reported.set()
         index = self.reports - 1
         if (
             index < self.check_each_step_until
@@ -358,7 +379,8 @@ class ScriptSession:
             env=dict(cfg.env),
             workload=cfg.workload,
             size=cfg.size,
-            script=ScriptRun(cfg.script, list(cfg.args)),
+            # its first report's time: the study's rule for the later trials (study.failures)
+            script=ScriptRun(cfg.script, list(cfg.args), self.first_report_s),
             device=str(self.device),
             precision=cfg.precision,
             seed=cfg.seed,
@@ -389,15 +411,53 @@ def run_script(
 
     A divergence is a result (`status: diverged`); an out-of-memory is `status: oom`. A script
     that raises propagates its exception; one that never reports, or reports badly, raises a
-    `ScriptFailure`/`BadReport` whose `cause` the probe process's entry records."""
+    `ScriptFailure`/`BadReport` whose `cause` the probe process's entry records. With
+    `cfg.first_report_s` (run in the main thread), a script whose first report has not come
+    that many seconds after its start is stopped (SIGINT to this thread) with a `no_reports`
+    failure naming the API it forgot."""
     import torch
 
-    global _CURRENT
     if cfg.script is None:
         raise ValueError("run_script needs a ProbeConfig with a script")
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     session = ScriptSession(cfg, report, clock=clock)
+    watched = bool(cfg.first_report_s) and threading.current_thread() is threading.main_thread()
+    before = signal.getsignal(signal.SIGINT) if watched else None
+    try:
+        if watched:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            session.watch(float(cfg.first_report_s or 0))
+        _run(cfg, session)
+    except KeyboardInterrupt:  # the watch's signal, landed as the script was ending
+        if session.stalled is not None:
+            raise session.stalled from None
+        raise
+    finally:
+        if before is not None:
+            signal.signal(signal.SIGINT, before)
+    if session.stalled is not None:  # the script caught the interrupt and ended
+        raise session.stalled
+    if session.failure is not None:
+        raise session.failure
+    if not session.trial_called:
+        raise ScriptFailure("no_reports", f"the script never called autotune.trial() ({GUIDE})")
+    if session.reports == 0:
+        raise ScriptFailure(
+            "no_reports",
+            "the script called autotune.trial() but never trial.report(step, loss=...): "
+            + session.first.forgotten(),
+        )
+    return session.finish()
+
+
+def _run(cfg: ProbeConfig, session: ScriptSession) -> None:
+    """The script under `runpy`, as `__main__` in its folder with its arguments, while
+    `session` is current; what it raised, sorted into a result or a failure."""
+    import torch
+
+    global _CURRENT
+    assert cfg.script is not None
     saved = sys.argv, list(sys.path), os.getcwd()
     folder = str(Path(cfg.script).parent)
     sys.argv = [cfg.script, *cfg.args]
@@ -409,29 +469,26 @@ def run_script(
     except Diverged:
         pass  # the session has the cause
     except SystemExit as e:  # sys.exit(0) / sys.exit() is a normal end
+        if session.stalled is not None:  # a framework that exits on an interrupt (Lightning)
+            raise session.stalled from None
         if e.code not in (0, None) and session.cause is None and session.failure is None:
             raise ScriptFailure("exception", f"the script exited with status {e.code}") from None
     except torch.OutOfMemoryError as e:
         session.oom(e)
     except KeyboardInterrupt:
+        if session.stalled is not None:
+            raise session.stalled from None
         raise  # the trial was interrupted, not failed by the script
     except BaseException:
+        if session.stalled is not None:  # e.g. the script wrapped the interrupt
+            raise session.stalled from None
         if session.failure is not None:
             raise session.failure from None  # a bad report the script swallowed
         if session.cause is None:
             raise
         # diverged first, then the script raised (e.g. its own NaN check): a divergence
     finally:
+        session.first.end()  # no interrupt from the watch from here on
         sys.argv, sys.path[:] = saved[0], saved[1]
         os.chdir(saved[2])
         _CURRENT = None
-    if session.failure is not None:
-        raise session.failure
-    if not session.trial_called:
-        raise ScriptFailure("no_reports", f"the script never called autotune.trial() ({GUIDE})")
-    if session.reports == 0:
-        raise ScriptFailure(
-            "no_reports",
-            "the script called autotune.trial() but never trial.report(step, loss=...)",
-        )
-    return session.finish()

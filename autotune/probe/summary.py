@@ -109,13 +109,17 @@ class Continued:
 @dataclass(frozen=True)
 class ScriptRun:
     """A user's training script run as the probe: its path (None: a script run on its own
-    whose path Python did not give) and its arguments."""
+    whose path Python did not give), its arguments, and the seconds from its start to its
+    first report (None: it made none; left out of the dict then)."""
 
     path: str | None
     args: list[str]
+    first_report_s: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"script": self.path, "args": self.args}
+        out: dict[str, Any] = {"script": self.path, "args": self.args}
+        _put(out, "first_report_s", self.first_report_s)
+        return out
 
 
 @dataclass(frozen=True)
@@ -219,7 +223,11 @@ class ProbeSummary:
         return cls(
             status=status,
             divergence=DivergenceRecord.from_dict(d) if has & _DIVERGENCE_KEYS else None,
-            script=ScriptRun(_need(d, "script"), _need(d, "args")) if "script" in d else None,
+            script=(
+                ScriptRun(_need(d, "script"), _need(d, "args"), d.get("first_report_s"))
+                if "script" in d
+                else None
+            ),
             continued=Continued.from_dict(d) if has & set(Continued.KEYS) else None,
             extra={k: v for k, v in d.items() if k not in _KNOWN},
             **kw,
@@ -268,6 +276,7 @@ _KNOWN = {
     *Continued.KEYS,
     "script",
     "args",
+    "first_report_s",
 }
 
 
