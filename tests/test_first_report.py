@@ -79,6 +79,27 @@ def test_a_script_that_handles_the_interrupt_still_fails_with_the_missing_report
     assert message.startswith("no trial.report within 1 s")
 
 
+def test_a_script_that_ignores_the_interrupt_is_ended_by_its_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A probe process (`on_stuck`) whose script ignores SIGINT reports the failure and leaves
+    GRACE_S after the interrupt; here the script then ends on its own."""
+    from autotune.probe import first_report
+
+    monkeypatch.setattr(first_report, "GRACE_S", 0.5)
+    stuck: list[tuple[str, float]] = []
+    body = HEAD + "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\ntime.sleep(4)\n"
+    script = tmp_path / "train.py"
+    script.write_text(body)
+    cfg = ProbeConfig(workload="script:train.py", steps=4, script=str(script), first_report_s=1)
+    t0 = time.monotonic()
+    on_stuck = lambda why: stuck.append((why, time.monotonic() - t0))  # noqa: E731
+    with pytest.raises(ScriptFailure, match=r"no trial\.report within 1 s"):
+        run_script(cfg, lambda _m: None, on_stuck=on_stuck)
+    assert len(stuck) == 1 and stuck[0][0].startswith("no trial.report within 1 s")
+    assert 1.4 <= stuck[0][1] < 3.5  # the limit, then the grace; before the script's end
+
+
 def test_a_script_that_reports_in_time_runs_on_past_the_limit(tmp_path: Path) -> None:
     body = HEAD + "trial.report(0, loss=1.0)\ntime.sleep(1.5)\ntrial.report(1, loss=1.0)\n"
     summary = run(tmp_path, body, 0.5)

@@ -15,9 +15,11 @@ from __future__ import annotations
 import signal
 import sys
 import threading
+from collections.abc import Callable
 
 GUIDE = "see README: Your own training job"
 HF = "autotune.integrations.hf"
+GRACE_S = 30.0  # after the interrupt, how long the script may take to end before `on_stuck`
 
 
 class FirstReport:
@@ -31,6 +33,7 @@ class FirstReport:
         self.stalled: str | None = None  # why the watch stopped the script
         self._lock = threading.Lock()  # held while the watch stops the script, or it ends
         self._over = False
+        self._ended = threading.Event()
 
     def uses(self, integration: str, *, attached: bool = False) -> None:
         self.integration = integration
@@ -70,9 +73,13 @@ class FirstReport:
             f"{self.trial_at_s:.0f} s): {self.forgotten()}; {raise_it}"
         )
 
-    def watch(self, limit: float, thread_id: int) -> None:
+    def watch(
+        self, limit: float, thread_id: int, on_stuck: Callable[[str], None] | None = None
+    ) -> None:
         """Unless the first report comes within `limit` seconds (or the run ends), note why
-        and interrupt the thread `thread_id` (the script's, the main thread) with SIGINT."""
+        and interrupt the thread `thread_id` (the script's, the main thread) with SIGINT; if
+        the run has still not ended GRACE_S later (a script that ignores the interrupt, or is
+        stuck in native code), call `on_stuck(why)` (a probe process reports and leaves)."""
 
         def watchdog() -> None:
             if self.reported.wait(limit):
@@ -82,6 +89,8 @@ class FirstReport:
                     return
                 self.stalled = self.message(limit)
                 signal.pthread_kill(thread_id, signal.SIGINT)
+            if on_stuck is not None and not self._ended.wait(GRACE_S):
+                on_stuck(self.stalled)
 
         threading.Thread(target=watchdog, name="autotune-first-report", daemon=True).start()
 
@@ -89,3 +98,4 @@ class FirstReport:
         """The run is over: the watch interrupts nothing from now on."""
         with self._lock:
             self._over = True
+        self._ended.set()

@@ -122,10 +122,10 @@ class ScriptSession:
         why = self.first.stalled
         return None if why is None else ScriptFailure("no_reports", why)
 
-    def watch(self, limit: float) -> None:
+    def watch(self, limit: float, on_stuck: Callable[[str], None] | None = None) -> None:
         """Stop the script (run in this, the main, thread) with a `no_reports` failure that
         names what it forgot, unless its first report comes within `limit` seconds."""
-        self.first.watch(limit, threading.get_ident())
+        self.first.watch(limit, threading.get_ident(), on_stuck)
 
     def begin(self, default_lr: float) -> dict[str, Any]:
         """The first `autotune.trial()`: seed, resolve the knobs, report the start."""
@@ -406,6 +406,7 @@ def run_script(
     report: Report | None = None,
     *,
     clock: Callable[[], float] = time.perf_counter,
+    on_stuck: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Run the training script `cfg.script` in this process; return the summary of its reports.
 
@@ -414,7 +415,7 @@ def run_script(
     `ScriptFailure`/`BadReport` whose `cause` the probe process's entry records. With
     `cfg.first_report_s` (run in the main thread), a script whose first report has not come
     that many seconds after its start is stopped (SIGINT to this thread) with a `no_reports`
-    failure naming the API it forgot."""
+    failure naming the API it forgot; `on_stuck(why)` if it has not ended 30 s later."""
     import torch
 
     if cfg.script is None:
@@ -424,16 +425,20 @@ def run_script(
     session = ScriptSession(cfg, report, clock=clock)
     watched = bool(cfg.first_report_s) and threading.current_thread() is threading.main_thread()
     before = signal.getsignal(signal.SIGINT) if watched else None
+    mask = None
     try:
-        if watched:
+        if watched:  # SIGINT raises KeyboardInterrupt here, even where the parent blocked it
             signal.signal(signal.SIGINT, signal.default_int_handler)
-            session.watch(float(cfg.first_report_s or 0))
+            mask = signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+            session.watch(float(cfg.first_report_s or 0), on_stuck)
         _run(cfg, session)
     except KeyboardInterrupt:  # the watch's signal, landed as the script was ending
         if session.stalled is not None:
             raise session.stalled from None
         raise
     finally:
+        if mask is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         if before is not None:
             signal.signal(signal.SIGINT, before)
     if session.stalled is not None:  # the script caught the interrupt and ended

@@ -170,13 +170,20 @@ def stopper_class() -> type:
         """Stops every trial of the run once the baseline failed (`Driver.baseline_failure`)."""
 
         def __init__(self, driver: Driver):
-            self.driver = driver
+            self.driver: Driver | None = driver
+
+        # Tune pickles its stopper with the experiment's state: the driver stays here.
+        def __getstate__(self) -> dict[str, Any]:
+            return {}
+
+        def __setstate__(self, state: dict[str, Any]) -> None:
+            self.driver = None
 
         def __call__(self, trial_id: str, result: dict[str, Any]) -> bool:
             return False
 
         def stop_all(self) -> bool:
-            return self.driver.baseline_failure is not None
+            return self.driver is not None and self.driver.baseline_failure is not None
 
     return StopOnBaselineFailure
 
