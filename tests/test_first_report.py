@@ -49,7 +49,9 @@ def test_a_script_that_never_reports_is_stopped_at_the_limit_naming_trial_report
     message, took = stalled(tmp_path, HEAD + "time.sleep(60)\n")
     assert took < 20  # not the 60 s the script would have slept
     assert message.startswith("no trial.report within 1 s of the script's start")
-    assert "call trial.report(step, loss=...) after each optimizer step" in message
+    # the plain loop's call, unless transformers is imported here (by another test): hf.attach
+    hint = "call trial.report(step, loss=...) after each optimizer step"
+    assert (hint in message) != ("transformers" in sys.modules), message
     assert "raise budget.first_report_s" in message
     assert signal.getsignal(signal.SIGINT) is before  # put back
 
