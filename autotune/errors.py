@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import difflib
+import re
+import unicodedata
 from collections.abc import Iterable
 
 
@@ -48,3 +50,34 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
     """Return ` (did you mean 'x'?)` for the closest choice, or '' when nothing is close."""
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
     return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+class TrialsFailed(StudyError):
+    """A study stopped because its trials failed (the baseline, or every trial): exit status 1,
+    not a user error's 2 (the input was valid; the training job broke)."""
+
+    exit_code = 1
+
+
+#: The most characters of one failure's message kept for the console, `show` and export.
+ONE_LINE_LIMIT = 300
+_ESCAPES = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)?|.)", re.DOTALL)
+
+
+def one_line(text: object, limit: int = ONE_LINE_LIMIT) -> str:
+    """A failure's message as one printable line of at most `limit` characters: its first line
+    with text (and the next one when the first only introduces it, `ValueError:`), terminal
+    escapes dropped, control and format characters (bidi overrides too) made spaces, runs of
+    spaces made one. What a trial printed or raised is not trusted to be readable."""
+    lines = [ln for ln in _ESCAPES.sub("", str(text)).splitlines() if _clean(ln)]
+    if not lines:
+        return ""
+    shown = _clean(lines[0])
+    if shown.endswith(":") and len(lines) > 1:
+        shown += " " + _clean(lines[1])
+    return shown if len(shown) <= limit else shown[: max(0, limit - 3)].rstrip() + "..."
+
+
+def _clean(line: str) -> str:
+    kept = "".join(" " if unicodedata.category(c)[0] in "CZ" and c != " " else c for c in line)
+    return " ".join(kept.split())

@@ -252,7 +252,7 @@ for i in range(trial.steps):
 
 
 def test_a_script_trial_gets_its_batch_and_the_converted_steps(tmp_path: Path) -> None:
-    from autotune.probe.script import run_script
+    from autotune.probe.script_run import run_script
 
     (tmp_path / "train.py").write_text(SCRIPT)
     s = space("  batch: {choices: [8, 32]}\n  accum_steps: {choices: [1, 2]}\n", "steps: 40")

@@ -123,18 +123,22 @@ def test_a_divergent_baseline_is_diverged_with_its_cause(tmp_path: Path) -> None
     assert_baseline_diverged(rec["summary"])
 
 
-def test_a_script_that_never_reports_fails_and_the_study_goes_on(tmp_path: Path) -> None:
+def test_a_script_that_never_reports_fails_and_its_baseline_stops_the_study(
+    tmp_path: Path,
+) -> None:
     (tmp_path / "train.py").write_text("import autotune\nautotune.trial()\n")
     space = h.write(
         tmp_path,
         "name: silent\nworkload: {script: train.py}\nprobe: {steps: 10, threads: 1}\n"
-        "knobs: {lr: 0.01}\nbudget: {trials: 2}\n",
+        "knobs: {lr: 0.01}\nbudget: {trials: 2, concurrency: 1}\n",
     )
     result = study(tmp_path, space)
-    assert result.returncode == 0, h.explain(result)
-    for i in (0, 1):
-        rec = trial_record(tmp_path, i)
-        assert rec["outcome"] == "failed" and rec.get("cause") == "no_reports", rec
+    assert result.returncode == 1, h.explain(result)
+    rec = trial_record(tmp_path, 0)
+    assert rec["outcome"] == "failed" and rec.get("cause") == "no_reports", rec
+    told = "the script called autotune.trial() but never trial.report(step, loss=...): call"
+    assert rec["error"].startswith(told) and told in result.stderr
+    assert not (tmp_path / "st" / "trials" / "0001.json").exists()  # the study stopped
 
 
 def test_a_missing_script_exits_2_naming_it_before_any_trial(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ pytest.importorskip("transformers")
 
 from autotune.integrations.hf_accum import AccumulationMismatch
 from autotune.probe.config import ProbeConfig
-from autotune.probe.script import run_script
+from autotune.probe.script_run import run_script
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 

@@ -17,7 +17,7 @@ from lightning.pytorch.plugins.precision import MixedPrecision
 
 from autotune.integrations import lightning as lt
 from autotune.probe.config import ProbeConfig
-from autotune.probe.script import run_script
+from autotune.probe.script_run import run_script
 from autotune.recipe import Recipe
 
 pytestmark = pytest.mark.filterwarnings("ignore")

@@ -19,7 +19,8 @@ from autotune import space as sp
 from autotune import study as st
 from autotune.probe import ProbeConfig, run_probe
 from autotune.probe.reference import held_out
-from autotune.probe.script import BadReport, run_script
+from autotune.probe.script import BadReport
+from autotune.probe.script_run import run_script
 from autotune.probe.workload import resolve
 from autotune.recipe import Recipe
 from autotune.recipe import verify as vf

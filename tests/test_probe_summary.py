@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from autotune.probe import ProbeConfig, ProbeStatus, ProbeSummary, run_probe
-from autotune.probe.script import run_script
+from autotune.probe.script_run import run_script
 from autotune.probe.summary import Continued, DivergenceRecord
 
 SCRIPT = textwrap.dedent(
@@ -44,7 +44,7 @@ def test_the_loop_and_a_script_report_the_same_fields_but_their_own_parts(
     # what only one of them has: the loop's continuation of a shorter probe, a script's path,
     # its file's hash and what applied the knobs in it
     assert loop - script == set(Continued.KEYS)
-    assert script - loop == {"script", "args", "script_sha256", "script_applied"}
+    assert script - loop == {"script", "args", "script_sha256", "script_applied", "first_report_s"}
     # and together they are every field of the type: none is left unreported
     full = dataclasses.replace(
         ProbeSummary.from_dict(loop_summary),

@@ -18,7 +18,8 @@ from autotune.errors import SpaceError
 from autotune.knobs import KNOBS
 from autotune.probe import metrics
 from autotune.probe.config import ProbeConfig
-from autotune.probe.script import BadReport, ScriptFailure, run_script
+from autotune.probe.script import BadReport, ScriptFailure
+from autotune.probe.script_run import run_script
 
 HEAD = "import autotune\ntrial = autotune.trial(steps=99, micro_batch=3)\n"
 

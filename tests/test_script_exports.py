@@ -16,7 +16,7 @@ import pytest
 from autotune import Recipe
 from autotune import space as sp
 from autotune.probe.config import ProbeConfig
-from autotune.probe.script import run_script
+from autotune.probe.script_run import run_script
 from autotune.recipe import exporters
 
 HF_SCRIPT = """

@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 from autotune import tracking
 from autotune.cli import app
 from autotune.probe.config import ProbeConfig
-from autotune.probe.script import run_script
+from autotune.probe.script_run import run_script
 from autotune.study.folder import verify_path
 from autotune.study.verification import save_seed
 

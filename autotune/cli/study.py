@@ -87,6 +87,10 @@ def study(
         )
     )
     typer.echo(st.format_summary(result.summary, tracking_uri=result.tracking_uri))
+    if result.failure is not None:  # the baseline failed, or every trial: status 1
+        from autotune.errors import TrialsFailed
+
+        raise TrialsFailed(result.failure)
     if result.interrupted:
         raise typer.Exit(130)
 

@@ -79,6 +79,7 @@ def training_args(trial_or_recipe: Trial | Recipe, **user: Any) -> TrainingArgum
     owned = recipe_fields(recipe, cpu=cpu)
     if trial is not None:
         mark_applied("hf")  # the Trainer applies the knobs: its schedule, its weight decay
+        trial.uses("hf")  # a script that then never reports is told to call `attach`
         # The Trainer schedules over max_steps: the trial's schedule_steps (in a study the
         # target's length); the callback of `attach` stops it at the trial's steps.
         owned.update(max_steps=trial.schedule_steps, seed=trial.seed, data_seed=trial.seed)
@@ -139,6 +140,7 @@ def attach(trainer: Trainer, trial: Trial) -> Trainer:
     checked on the first step, and give the Trainer's GradScaler (fp16 on a GPU) the trial's
     scaler knobs. Call after `Trainer(...)`, before `train()`."""
     mark_applied("hf")
+    trial.uses("hf", attached=True)
     per_step_mean(trainer)
     trainer.add_callback(AccumulationCheck(trainer))
     trainer.add_callback(Callback(trial))

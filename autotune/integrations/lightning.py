@@ -99,6 +99,7 @@ def trainer_kwargs(trial_or_recipe: Trial | Recipe, **user: Any) -> dict[str, An
     owned = recipe_kwargs(recipe, dev)
     if trial is not None:
         mark_applied("lightning")
+        trial.uses("lightning", attached=True)  # its Callback reports
         owned.update(max_steps=trial.steps, accelerator=dev, devices=1)
     plugins = list(user.pop("plugins", None) or [])
     if "plugins" in owned and any(isinstance(p, Precision) for p in plugins):

@@ -54,6 +54,9 @@ class ProbeConfig:
     measure_scaling: bool = False
     script: str | None = None  # a training script run in the probe's process (probe.script)
     args: list[str] = field(default_factory=list)  # its sys.argv[1:]
+    # A script's first trial.report must come within this many seconds of its start, or it
+    # fails naming the API it forgot (`autotune.probe.script`); None: no limit.
+    first_report_s: float | None = None
     # Continuation (autotune.probe.checkpoint): write the state after the last step to
     # `save_state`; start from the state at `resume_from` (a shorter probe of this config).
     save_state: str | None = None

@@ -1,7 +1,8 @@
 """A user's training script as a probe: run in this process, measured through its reports.
 
-`run_script(cfg, report)` runs `cfg.script` with `runpy` (as `__main__`, its `args` as
-`sys.argv[1:]`, its folder as the working directory) while a `ScriptSession` is current. The
+`run_script(cfg, report)` (`autotune.probe.script_run`) runs `cfg.script` with `runpy` (as
+`__main__`, its `args` as `sys.argv[1:]`, its folder as the working directory) while a
+`ScriptSession` is current. The
 script calls `autotune.trial()` (`autotune.recipe.trial`), which reads the session through
 `current()`, and `trial.report(step, loss=..., grad_norm=...)` after each optimizer step. The
 session does with those reports what `run_probe` does with its own steps: telemetry events in
@@ -16,9 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-import os
-import runpy
-import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -29,6 +28,7 @@ import numpy as np
 from autotune.errors import AutotuneError
 from autotune.probe import divergence, metrics, reference, telemetry
 from autotune.probe.config import ProbeConfig, Report
+from autotune.probe.first_report import FirstReport
 from autotune.probe.loop import schedule_length
 from autotune.probe.steps import pick_device, resolve_knobs, seed_everything, set_deterministic
 from autotune.probe.summary import (
@@ -40,7 +40,6 @@ from autotune.probe.summary import (
 )
 from autotune.probe.telemetry import Chunk, flush, thresholds
 
-GUIDE = "see README: Your own training job"
 _CURRENT: ScriptSession | None = None  # set only while run_script runs
 
 
@@ -71,6 +70,12 @@ class ScriptFailure(Exception):
 def current() -> ScriptSession | None:
     """The session of the script now running under `run_script`, if any."""
     return _CURRENT
+
+
+def set_current(session: ScriptSession | None) -> None:
+    """Make `session` the current one (`autotune.probe.script_run`, while its script runs)."""
+    global _CURRENT
+    _CURRENT = session
 
 
 #: What can apply a trial's knobs in a script, as `mark_applied` records it: the recipe's
@@ -123,10 +128,23 @@ class ScriptSession:
         self.t_start = clock()
         self.t_last = self.t_start
         self.summary: dict[str, Any] | None = None
+        self.first_report_s: float | None = None  # seconds from the start to the first report
+        self.first = FirstReport()  # the first-report rule (`watch`) and what a script forgot
 
     @property
     def trial_called(self) -> bool:
         return self.knobs is not None
+
+    @property
+    def stalled(self) -> ScriptFailure | None:
+        """The failure of a script whose first report did not come in time (`watch`)."""
+        why = self.first.stalled
+        return None if why is None else ScriptFailure("no_reports", why)
+
+    def watch(self, limit: float, on_stuck: Callable[[str], None] | None = None) -> None:
+        """Stop the script (run in this, the main, thread) with a `no_reports` failure that
+        names what it forgot, unless its first report comes within `limit` seconds."""
+        self.first.watch(limit, threading.get_ident(), on_stuck)
 
     def begin(self, default_lr: float) -> dict[str, Any]:
         """The first `autotune.trial()`: seed, resolve the knobs, report the start."""
@@ -149,6 +167,7 @@ class ScriptSession:
             }
         )
         self.t_last = self.clock()
+        self.first.trial_at_s = self.t_last - self.t_start
         return self.knobs
 
     def _monitor(self) -> divergence.DivergenceMonitor:
@@ -198,6 +217,8 @@ class ScriptSession:
     ) -> None:
         """One optimizer step's values; raises `Diverged` once a divergence is found."""
         now = self.clock()
+        if self.stalled is not None:  # the time for the first report ran out
+            raise self.stalled
         if self.failure is not None:
             raise self.failure
         if self.should_stop:
@@ -231,6 +252,9 @@ class ScriptSession:
         self.samples_per_step = samples if samples is not None else self.cfg.micro_batch * accum
         self.tokens_per_step = tokens if tokens is not None else self.tokens_per_step
         self.reports += 1
+        if self.reports == 1:
+            self.first_report_s = now - self.t_start
+            self.first.reported.set()
         index = self.reports - 1
         if (
             index < self.check_each_step_until
@@ -382,7 +406,14 @@ class ScriptSession:
             env=dict(cfg.env),
             workload=cfg.workload,
             size=cfg.size,
-            script=ScriptRun(cfg.script, list(cfg.args), self.script_sha256, sorted(self.applied)),
+            # its first report's time: the study's rule for the later trials (study.failures)
+            script=ScriptRun(
+                cfg.script,
+                list(cfg.args),
+                self.script_sha256,
+                sorted(self.applied),
+                self.first_report_s,
+            ),
             device=str(self.device),
             precision=cfg.precision,
             seed=cfg.seed,
@@ -411,61 +442,3 @@ def file_sha256(path: str | None) -> str | None:
         return hashlib.sha256(Path(path).read_bytes()).hexdigest()
     except OSError:
         return None
-
-
-def run_script(
-    cfg: ProbeConfig,
-    report: Report | None = None,
-    *,
-    clock: Callable[[], float] = time.perf_counter,
-) -> dict[str, Any]:
-    """Run the training script `cfg.script` in this process; return the summary of its reports.
-
-    A divergence is a result (`status: diverged`); an out-of-memory is `status: oom`. A script
-    that raises propagates its exception; one that never reports, or reports badly, raises a
-    `ScriptFailure`/`BadReport` whose `cause` the probe process's entry records."""
-    import torch
-
-    global _CURRENT
-    if cfg.script is None:
-        raise ValueError("run_script needs a ProbeConfig with a script")
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
-    session = ScriptSession(cfg, report, clock=clock)
-    saved = sys.argv, list(sys.path), os.getcwd()
-    folder = str(Path(cfg.script).parent)
-    sys.argv = [cfg.script, *cfg.args]
-    sys.path.insert(0, folder)
-    os.chdir(folder)
-    _CURRENT = session
-    try:
-        runpy.run_path(cfg.script, run_name="__main__")
-    except Diverged:
-        pass  # the session has the cause
-    except SystemExit as e:  # sys.exit(0) / sys.exit() is a normal end
-        if e.code not in (0, None) and session.cause is None and session.failure is None:
-            raise ScriptFailure("exception", f"the script exited with status {e.code}") from None
-    except torch.OutOfMemoryError as e:
-        session.oom(e)
-    except KeyboardInterrupt:
-        raise  # the trial was interrupted, not failed by the script
-    except BaseException:
-        if session.failure is not None:
-            raise session.failure from None  # a bad report the script swallowed
-        if session.cause is None:
-            raise
-        # diverged first, then the script raised (e.g. its own NaN check): a divergence
-    finally:
-        sys.argv, sys.path[:] = saved[0], saved[1]
-        os.chdir(saved[2])
-        _CURRENT = None
-    if session.failure is not None:
-        raise session.failure
-    if not session.trial_called:
-        raise ScriptFailure("no_reports", f"the script never called autotune.trial() ({GUIDE})")
-    if session.reports == 0:
-        raise ScriptFailure(
-            "no_reports",
-            "the script called autotune.trial() but never trial.report(step, loss=...)",
-        )
-    return session.finish()

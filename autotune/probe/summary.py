@@ -109,18 +109,21 @@ class Continued:
 @dataclass(frozen=True)
 class ScriptRun:
     """A user's training script run as the probe: its path (None: a script run on its own
-    whose path Python did not give), its arguments and the SHA-256 of its file as it started
-    (None: not read)."""
+    whose path Python did not give), its arguments, the SHA-256 of its file as it started
+    (None: not read), what applied the knobs, and the seconds from its start to its first
+    report (None: it made none; left out of the dict then)."""
 
     path: str | None
     args: list[str]
     sha256: str | None = None
     applied: list[str] | None = None  # what applied the knobs (`probe.script.mark_applied`)
+    first_report_s: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"script": self.path, "args": self.args}
         _put(out, "script_sha256", self.sha256)
         _put(out, "script_applied", self.applied)
+        _put(out, "first_report_s", self.first_report_s)
         return out
 
 
@@ -235,6 +238,7 @@ class ProbeSummary:
                     _need(d, "args"),
                     d.get("script_sha256"),
                     d.get("script_applied"),
+                    d.get("first_report_s"),
                 )
                 if "script" in d
                 else None
@@ -295,6 +299,7 @@ _KNOWN = {
     "args",
     "script_sha256",
     "script_applied",
+    "first_report_s",
 }
 
 

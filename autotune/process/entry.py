@@ -22,6 +22,7 @@ import json
 import os
 import sys
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 from autotune.probe import ProbeConfig, Report, needs_processes, run_probe
@@ -30,18 +31,41 @@ from autotune.process import channel as report_channel
 STDIN_ARG = "-"  # the config path comes on stdin, after the imports
 
 
-def run(cfg: ProbeConfig, report: Report | None = None) -> dict[str, Any]:
+def run(
+    cfg: ProbeConfig, report: Report | None = None, *, own_process: bool = False
+) -> dict[str, Any]:
     """Run the probe `cfg` and return its summary: in this process, or as the processes it
-    needs (DDP ranks, an OOM retry, a timing of one process)."""
+    needs (DDP ranks, an OOM retry, a timing of one process). `own_process`: this process is
+    the probe's alone (`main`): a script stuck past its first-report time ends it."""
     if cfg.script is not None:  # a user's training script, run here (autotune.probe.script)
-        from autotune.probe.script import run_script
+        from autotune.probe.script_run import run_script
 
-        return run_script(cfg, report)
+        stuck = _stuck(report) if own_process and report is not None else None
+        return run_script(cfg, report, on_stuck=stuck)
     if needs_processes(cfg):
         from autotune.process import supervisor
 
         return supervisor.launch(cfg, report or (lambda _msg: None))
     return run_probe(cfg, report)
+
+
+def _stuck(emit: Report) -> Callable[[str], None]:
+    """What a probe process does with a script that ignored the interrupt of its first-report
+    watch: report the failure, and leave."""
+
+    def stuck(why: str) -> None:
+        emit(
+            {
+                "event": "error",
+                "cause": "no_reports",
+                "error_type": "ScriptFailure",
+                "message": why + " (the script did not stop on the interrupt: ended)",
+                "traceback": "",
+            }
+        )
+        leave(3)
+
+    return stuck
 
 
 def run_here(cfg: ProbeConfig, report: Report | None = None) -> dict[str, Any]:
@@ -108,7 +132,7 @@ def main(argv: list[str] | None = None, channel: Report | None = None) -> int:
         from autotune import fingerprint
 
         emit({"event": "fingerprint", "fingerprint": fingerprint.collect()})
-        run(cfg, emit)
+        run(cfg, emit, own_process=True)
     except Exception as e:
         emit(
             {

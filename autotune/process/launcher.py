@@ -252,10 +252,14 @@ def outcome_of(
         )
     elif "error" in events:
         err = events["error"]
+        cause = err.get("cause") or "exception"
+        # autotune's own findings (a script that never reported, a bad report) say what was
+        # missing; an exception of the workload's is named by its type
+        own = cause in ("no_reports", "bad_report")
         out.update(
             outcome="failed",
-            cause=err.get("cause") or "exception",
-            error=f"{err['error_type']}: {err['message']}",
+            cause=cause,
+            error=err["message"] if own else f"{err['error_type']}: {err['message']}",
         )
         out["log_tail"] = (out["log_tail"] + "\n" + err.get("traceback", "")).strip()
     elif rc is not None and rc < 0:

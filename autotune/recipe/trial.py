@@ -1,6 +1,6 @@
 """`autotune.trial()`: what a training script asks of the trial it runs in.
 
-In a study (the script run by `autotune.probe.script.run_script` in the trial's process) the
+In a study (the script run by `autotune.probe.script_run.run_script` in the trial's process) the
 trial's knobs, steps, seed and device come from the space and the sampler. Outside one the script
 runs standalone: with the recipe named by `AUTOTUNE_RECIPE` (an `autotune export` file), or with
 PyTorch's defaults and the script's own `steps=`/`micro_batch=`/`lr=`. Either way the reports go
@@ -116,6 +116,12 @@ class Trial:
         """The divergence's cause (nonfinite_loss, loss_explosion, ...), or None."""
         return self._session.cause
 
+    def uses(self, integration: str, *, attached: bool = False) -> None:
+        """For autotune's integrations: the framework that reports for this script (`hf`,
+        `lightning`) and whether its reporting is attached, so that a script that never
+        reports is told the call it forgot (e.g. `hf.attach`)."""
+        self._session.first.uses(integration, attached=attached)
+
     def summary(self) -> dict[str, Any]:
         """The summary metrics of the steps reported so far (ends the session)."""
         return self._session.finish()
@@ -130,19 +136,25 @@ def trial(
     micro_batch: int | None = None,
     lr: float | None = None,
     seed: int = 0,
+    own_steps: bool = False,
 ) -> Trial:
     """The trial this script runs in. Call it once, before building the model or the data (it
     seeds torch, numpy and random); a second call returns the same trial.
 
     The keyword arguments are the script's own values, used outside a study. In a study,
     `probe.steps`, `probe.micro_batch`, `probe.seed` and the knobs come from the space (`lr=` is
-    the learning rate when the space leaves the `lr` knob unset)."""
+    the learning rate when the space leaves the `lr` knob unset). Under `AUTOTUNE_RECIPE` the
+    recipe replays its trial: its knobs, micro-batch, seed, steps and schedule length win over
+    these defaults; `own_steps=True` keeps `steps=` (and a schedule over them) instead, for a
+    run of another length with the recipe's knobs."""
     global _TRIAL
     session = current()
     if _TRIAL is not None and (session is None or _TRIAL._session is session):
         return _TRIAL
+    if own_steps and steps is None:
+        raise ValueError("autotune.trial(own_steps=True) needs steps=N: the steps to keep")
     if session is None:
-        session = _standalone(steps, micro_batch, seed)
+        session = _standalone(steps, micro_batch, seed, own_steps)
     _TRIAL = _make(session, lr)
     if session.in_study:
         _note_differences(session.cfg, steps=steps, micro_batch=micro_batch)
@@ -175,33 +187,29 @@ def _make(session: ScriptSession, lr: float | None) -> Trial:
     )
 
 
-def _standalone(steps: int | None, micro_batch: int | None, seed: int) -> ScriptSession:
+def _standalone(
+    steps: int | None, micro_batch: int | None, seed: int, own_steps: bool = False
+) -> ScriptSession:
     """A session without a study: the recipe of AUTOTUNE_RECIPE, else PyTorch's defaults."""
     path = os.environ.get(RECIPE_ENV)
     script = str(Path(sys.argv[0]).resolve()) if sys.argv and sys.argv[0] else None
     if path:
         recipe = Recipe.load(path)
         recipe.apply_env()
-        p = recipe.probe
-        n = steps if steps is not None else p.get("steps")
-        if n is None:
-            raise ValueError(f"autotune.trial(): {path} has no probe.steps: pass steps=N")
-        if steps is None:  # the recipe's steps count at its study's batch: equal samples
-            batch = int(recipe.knobs["batch"])
-            n = steps_at_batch(int(n), int(p.get("batch") or batch), batch)
+        n = _recipe_steps(recipe, path, steps, own_steps)
         # The recipe's probe (`Recipe.probe_config`: its knobs, environment, precision,
         # divergence checks and initial-loss reference), as this script runs it on its own: by
         # its own path and arguments, at the recipe's micro-batch, in one process, telemetry
-        # checked every 10 steps, `steps` if the script sets them.
+        # checked every 10 steps, the script's `steps` only with own_steps=True.
         cfg = dataclasses.replace(
             recipe.probe_config(),
             workload=recipe.workload.get("script") or recipe.workload.get("name") or "script",
             size="tiny",
-            steps=int(n),
-            # The recipe's schedule, as its study measured it (unless the script sets steps).
-            schedule_steps=recipe.schedule_steps if steps is None else None,
+            steps=n,
+            # The recipe's schedule, as its study measured it (own steps: over them).
+            schedule_steps=None if own_steps else recipe.schedule_steps,
             micro_batch=recipe.micro_batch,
-            seed=int(p.get("seed", seed)),
+            seed=int(recipe.probe.get("seed", seed)),
             telemetry_every=10,
             world_size=1,
             script=script,
@@ -231,6 +239,28 @@ def _standalone(steps: int | None, micro_batch: int | None, seed: int) -> Script
     if out:
         atexit.register(_write_summary, session, out)
     return session
+
+
+def _recipe_steps(recipe: Recipe, path: str, steps: int | None, own_steps: bool) -> int:
+    """The steps of a run under AUTOTUNE_RECIPE: the recipe's (counted at its study's batch, so
+    at equal samples), or the script's with own_steps=True. A script default the recipe
+    overrides is said on stderr."""
+    if own_steps and steps is not None:
+        return int(steps)
+    p = recipe.probe
+    if p.get("steps") is None:
+        raise ValueError(
+            f"autotune.trial(): {path} has no probe.steps: pass steps=N, own_steps=True"
+        )
+    batch = int(recipe.knobs["batch"])
+    n = steps_at_batch(int(p["steps"]), int(p.get("batch") or batch), batch)
+    if steps is not None and steps != n:
+        print(
+            f"autotune.trial(): steps={n} and its schedule are the recipe's ({path}); the "
+            f"script's steps={steps} is a default (own_steps=True keeps it)",
+            file=sys.stderr,
+        )
+    return n
 
 
 def _write_summary(session: ScriptSession, path: str) -> None:

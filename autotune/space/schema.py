@@ -285,6 +285,13 @@ class Budget(Section):
     trials: int = Field(20, ge=1, le=100_000)
     concurrency: int | None = Field(None, ge=1, le=MAX_THREADS, description="null: auto")
     trial_timeout_s: float = Field(600.0, gt=0)
+    first_report_s: float | None = Field(
+        300.0,
+        gt=0,
+        le=1e6,
+        description="a script must report within this of its start (later trials: 5x the "
+        "baseline's time, at least 60 s); null: no limit",
+    )
     target_steps: int | None = Field(
         None, ge=10, le=10_000_000, description="the length you train; null: probe.steps"
     )

@@ -6,6 +6,7 @@ Tune run of a session's trials.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import socket
@@ -20,14 +21,17 @@ from autotune import space as sp
 from autotune.process.launcher import run_trial_process
 from autotune.process.zygote import PRELOAD_ENV
 from autotune.study import attrs as ua
+from autotune.study.failures import BaselineFailed, baseline_stop, first_report_s
 from autotune.study.folder import tune_dir
 from autotune.study.objectives import stand_ins, suggest, trial_setup
 from autotune.study.options import StudyOptions
 from autotune.study.progress import Progress
 from autotune.study.records import (
+    baseline_trial,
     complete_outcome,
     count_finished,
     observed_metrics,
+    read_outcome,
     screen_reference,
     tell,
     write_outcome,
@@ -160,6 +164,31 @@ def searcher_class() -> type:
     return OptunaAskTell
 
 
+def stopper_class() -> type:
+    from ray.tune.stopper import Stopper
+
+    class StopOnBaselineFailure(Stopper):
+        """Stops every trial of the run once the baseline failed (`Driver.baseline_failure`)."""
+
+        def __init__(self, driver: Driver):
+            self.driver: Driver | None = driver
+
+        # Tune pickles its stopper with the experiment's state: the driver stays here.
+        def __getstate__(self) -> dict[str, Any]:
+            return {}
+
+        def __setstate__(self, state: dict[str, Any]) -> None:
+            self.driver = None
+
+        def __call__(self, trial_id: str, result: dict[str, Any]) -> bool:
+            return False
+
+        def stop_all(self) -> bool:
+            return self.driver is not None and self.driver.baseline_failure is not None
+
+    return StopOnBaselineFailure
+
+
 class Driver:
     """Driver-side state of one `autotune study` session."""
 
@@ -183,12 +212,14 @@ class Driver:
         self.rungs_ahead = rungs_pending(study, opts.space)
         self.suggested = 0
         self.lock = threading.Lock()
+        self.baseline_failure: dict[str, Any] | None = None  # its record: the screen stops
+        self.baseline_first_s = _first_report_s(study, study_dir)
 
     def next_config(self) -> dict[str, Any] | None:
         import optuna
 
         with self.lock:
-            if self.suggested >= self.planned:
+            if self.suggested >= self.planned or self.baseline_failure is not None:
                 return None
             self.suggested += 1
             if self.rerun:
@@ -212,6 +243,9 @@ class Driver:
                 rungs_above=self.rungs_ahead,
                 baseline=baseline,
             )
+            if not baseline and probe.script is not None:  # its first report: see failures
+                limit = first_report_s(probe.first_report_s, self.baseline_first_s)
+                probe = dataclasses.replace(probe, first_report_s=limit)
             self.progress.started(trial.number)
             return {
                 "number": trial.number,
@@ -241,9 +275,24 @@ class Driver:
             tell(self.study, frozen, outcome)
             self.tracking.log(outcome)
             self.progress.finished(outcome)
+            if outcome["baseline"] and outcome["outcome"] == "failed":
+                self.baseline_failure = outcome
+            elif outcome["baseline"]:
+                self.baseline_first_s = (outcome.get("summary") or {}).get("first_report_s")
 
     def interrupted(self, number: int) -> None:
         self.progress.interrupted(number)
+
+
+def _first_report_s(study: Any, study_dir: Path) -> float | None:
+    """The finished baseline's seconds from its start to its first report (a script's; None
+    when it has not finished or is no script)."""
+    base = baseline_trial(study)
+    if base is None or not base.state.is_finished():
+        return None
+    record = read_outcome(study_dir, base.number) or {}
+    value = (record.get("summary") or {}).get("first_report_s")
+    return float(value) if isinstance(value, (int, float)) else None
 
 
 def trial_name(trial: Any) -> str:
@@ -291,6 +340,7 @@ def run_trials(
             storage_path=str(tune_dir(study_dir)),
             verbose=0,
             failure_config=tune.FailureConfig(max_failures=0),
+            stop=stopper_class()(driver),
             checkpoint_config=tune.CheckpointConfig(checkpoint_at_end=False),
         ),
     )
@@ -300,6 +350,8 @@ def run_trials(
     logging.getLogger("ray.tune.tune").setLevel(logging.ERROR)
     with progress:
         tuner.fit()
+    if driver.baseline_failure is not None:
+        raise BaselineFailed(baseline_stop(driver.baseline_failure, study_dir, space.name))
     left = space.budget.trials - count_finished(study)
     if left > 0:  # said even under --quiet: the user must know how to continue
         print(

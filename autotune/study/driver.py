@@ -11,11 +11,17 @@ from typing import Any
 from autotune import fingerprint as fpm
 from autotune import space as sp
 from autotune import tracking
-from autotune.errors import SpaceError, StudyError, WorkloadError
+from autotune.errors import SpaceError, StudyError, TrialsFailed, WorkloadError
 from autotune.probe.workload import resolve
 from autotune.study import attrs as ua
 from autotune.study import folder
 from autotune.study.adapter import run_trials
+from autotune.study.failures import (
+    BaselineFailed,
+    baseline_stop,
+    every_trial_failed,
+    failed_trials,
+)
 from autotune.study.objectives import directions, make_sampler, name_metrics
 from autotune.study.options import StudyOptions, StudyResult, study_dir_for
 from autotune.study.records import count_finished
@@ -55,6 +61,7 @@ def run(opts: StudyOptions) -> StudyResult:
         for name, why in cond.dropped.items():
             say(f"dropped knob {name}: {why}")
         study = open_study(opts, open_storage(url), cond)
+        stop_if_baseline_failed(study, study_dir, space.name)
         logger = _study_run(opts, study, client, cond, url, uri, fp, study_dir)
         reconcile(study, study_dir, logger)
         _write_study_json(study_dir, space.name, url, uri, logger)
@@ -63,13 +70,24 @@ def run(opts: StudyOptions) -> StudyResult:
         finished = count_finished(study)
         planned = max(0, space.budget.trials - finished)
         _announce(say, space, finished, planned, len(rerun), url, uri)
-        interrupted = False
+        interrupted, failure = False, None
         if planned > 0 or rungs_pending(study, space) or to_verify(study, space):
             with ray_session(opts.address, study_dir) as ray:
-                if planned > 0:
-                    interrupted = run_trials(
-                        opts, study, cond.searched, planned, rerun, logger, study_dir, finished, ray
-                    )
+                try:
+                    if planned > 0:
+                        interrupted = run_trials(
+                            opts,
+                            study,
+                            cond.searched,
+                            planned,
+                            rerun,
+                            logger,
+                            study_dir,
+                            finished,
+                            ray,
+                        )
+                except BaselineFailed as e:  # nothing is judged without it: the study stops
+                    interrupted, failure = True, str(e)
                 if not interrupted:  # the baseline's other seeds: the screen's yardstick
                     interrupted = yardstick_phase(opts, study, study_dir, ray)
                 if not interrupted:  # the sampler learnt from the screen; the rungs decide
@@ -80,14 +98,25 @@ def run(opts: StudyOptions) -> StudyResult:
                     interrupted = verify_phase(opts, study, logger, study_dir, ray)
         summary = summarize(study, space, study_dir, cond.dropped)
         logger.summary(summary, study, importances(study, summary))
+        if failure is None and not interrupted:
+            failure = every_trial_failed(summary["counts"], summary["failures"])
     return StudyResult(
         name=space.name,
         study_dir=study_dir,
         storage=url,
         tracking_uri=uri,
         summary=summary,
-        interrupted=interrupted,
+        interrupted=interrupted and failure is None,
+        failure=failure,
     )
+
+
+def stop_if_baseline_failed(study: Any, study_dir: Path, name: str) -> None:
+    """A study whose baseline failed in an earlier session is not continued: its trials would
+    be judged against nothing. TrialsFailed (exit status 1) says how to start it afresh."""
+    row = next((r for r in failed_trials(study) if r["baseline"]), None)
+    if row is not None:
+        raise TrialsFailed(baseline_stop(row, study_dir, name))
 
 
 def _check_services(opts: StudyOptions, url: str) -> None:

@@ -22,6 +22,11 @@ def recipe_from_study(ref: str, how: str = "balanced", storage: str | None = Non
     study, space, study_dir, meta = find_study(ref, storage)
     objectives = [o.model_dump() for o in space.objectives]
     cands = pick.candidates(study, every=pick.parse_pick(how)[0] == "trial")
+    if not cands and pick.only_failures(study):
+        raise RecipeError(
+            f"study {space.name} has no trial to export: every trial failed, none ran to a "
+            f"result. {pick.why_none(study)}. Fix the training job and run the study again"
+        )
     if not cands:
         raise RecipeError(
             f"study {space.name} has no feasible trial to export (every trial diverged, failed "

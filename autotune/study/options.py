@@ -51,3 +51,6 @@ class StudyResult:
     tracking_uri: str
     summary: dict[str, Any]
     interrupted: bool = False
+    # Why the study ended without a result: its baseline failed (the screen stopped), or every
+    # trial failed. `autotune study` prints it and exits with status 1.
+    failure: str | None = None

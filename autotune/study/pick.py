@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from autotune.errors import RecipeError
+from autotune.errors import RecipeError, one_line
 from autotune.knobs import HARDWARE_METRICS
 from autotune.numbers import finite
 from autotune.study import attrs as ua
@@ -339,10 +339,22 @@ def why_none(study: Any, limit: int = 3) -> str:
         else:
             cause = t.user_attrs.get(ua.CAUSE)
             why = outcome + (f" ({cause})" if cause else "")
+            error = one_line(t.user_attrs.get(ua.ERROR) or "")
+            why += f": {error}" if error and outcome == "failed" else ""
             closeness = math.inf
         rows.append((closeness, t.number, why))
     rows.sort()
     return "; ".join(f"trial {n}: {why}" for _, n, why in rows[:limit]) or "no finished trial"
+
+
+def only_failures(study: Any) -> bool:
+    """Whether the study has finished trials and every one of them failed (no result at all)."""
+    outcomes = [
+        t.user_attrs.get(ua.OUTCOME, "failed")
+        for t in study.get_trials(deepcopy=False)
+        if t.state.is_finished()
+    ]
+    return bool(outcomes) and all(o == "failed" for o in outcomes)
 
 
 def matched_at(

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from autotune import space as sp
+from autotune.errors import one_line
 
 
 class Progress:
@@ -97,6 +98,8 @@ class Progress:
                     self.best[obj.metric] = float(v)
         label = "baseline" if o.get("baseline") else "trial"
         what = o["outcome"] + (f" ({o['cause']})" if o.get("cause") else "")
+        if o["outcome"] == "failed" and o.get("error"):
+            what += f": {one_line(o['error'])}"
         if not o.get("feasible") and o["outcome"] == "complete":
             what += (
                 " (infeasible: "

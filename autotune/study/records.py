@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune import space as sp
+from autotune.errors import one_line
 from autotune.recipe.seeds import ran_whole
 from autotune.study import attrs as ua
 from autotune.study import folder
@@ -51,6 +52,9 @@ def complete_outcome(
     outcome["env"] = frozen.user_attrs.get(ua.ENV, {})
     outcome["params"] = dict(frozen.params)
     outcome["source"] = frozen.user_attrs.get(ua.SOURCE)
+    # One printable line (the traceback stays in log_tail): the console, `show` and export
+    # print it, and what a trial raised or printed is not trusted to be readable.
+    outcome["error"] = one_line(result.get("error") or "") or None
     if outcome["outcome"] == "failed":
         outcome["values"] = outcome["constraints"] = None
         outcome["feasible"] = False
@@ -132,7 +136,7 @@ def tell(study: Any, frozen: Any, outcome: Mapping[str, Any]) -> None:
     attrs = {
         ua.OUTCOME: outcome["outcome"],
         ua.CAUSE: outcome.get("cause"),
-        ua.ERROR: (outcome.get("error") or "")[:2000] or None,
+        ua.ERROR: one_line(outcome.get("error") or "") or None,
         ua.METRICS: summary.get("metrics") or {},
         ua.FEASIBLE: bool(outcome.get("feasible")),
         ua.FP_HASH: (outcome.get("fingerprint") or {}).get("hash"),

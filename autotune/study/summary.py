@@ -18,6 +18,7 @@ from autotune.study import improvement as im
 from autotune.study import pick as pk
 from autotune.study.compute import format_line as compute_line
 from autotune.study.compute import study_compute
+from autotune.study.failures import failed_trials, summary_lines
 from autotune.study.objectives import directions, reference, vacuous
 from autotune.study.pick import dominates
 from autotune.study.records import screen_feasible
@@ -74,6 +75,7 @@ def summarize(
         "vacuous": {"steps": steps, "constraints": vacuous(space, ref)} if baseline else None,
         "screen_yardstick": study.user_attrs.get(ua.SCREEN_YARDSTICK),
         "counts": counts,
+        "failures": failed_trials(study),  # {number, baseline, cause, error}: one line each
         "dropped_knobs": dict(dropped or {}),
         "study_dir": str(study_dir) if study_dir else None,
         "compute": study_compute(study, space, study_dir),
@@ -134,6 +136,7 @@ def _row(space: sp.Space, t: Any, ref: Mapping[str, Any] | None = None) -> dict[
         "params": dict(t.params),
         "outcome": t.user_attrs.get(ua.OUTCOME),
         "cause": t.user_attrs.get(ua.CAUSE),
+        "error": t.user_attrs.get(ua.ERROR),
         "feasible": bool(t.user_attrs.get(ua.FEASIBLE)),
         "baseline": ua.is_baseline(t),
         "broken": im.broken(space, t.user_attrs.get(ua.METRICS) or {}, ref) if complete else [],
@@ -236,6 +239,7 @@ def format_summary(summary: Mapping[str, Any], *, tracking_uri: str | None = Non
     pick = summary.get("pick")
     lines = [
         _counts_line(summary),
+        *summary_lines(summary.get("failures")),
         *_baseline_lines(summary),
         *_pareto_lines(summary),
         *_verified_lines(summary),

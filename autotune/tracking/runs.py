@@ -310,6 +310,7 @@ def _trial_tags(
     }
     optional = {
         "autotune.cause": outcome.get("cause"),
+        "autotune.error": outcome.get("error"),  # a failure's one line (study.records)
         "autotune.node": outcome.get("node"),
         "autotune.device": summary.get("device"),
         "autotune.diverged_at_step": summary.get("diverged_at_step"),

@@ -1,0 +1,116 @@
+"""Run a user's training script as a probe (`run_script`): in this process, under `runpy`,
+while its `ScriptSession` (`autotune.probe.script`) is current, watched for a first report; what
+it raised sorted into a result (diverged, oom) or a failure naming its cause."""
+
+from __future__ import annotations
+
+import os
+import runpy
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from autotune.probe.config import ProbeConfig, Report
+from autotune.probe.first_report import GUIDE
+from autotune.probe.script import Diverged, ScriptFailure, ScriptSession, set_current
+
+
+def run_script(
+    cfg: ProbeConfig,
+    report: Report | None = None,
+    *,
+    clock: Callable[[], float] = time.perf_counter,
+    on_stuck: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Run the training script `cfg.script` in this process; return the summary of its reports.
+
+    A divergence is a result (`status: diverged`); an out-of-memory is `status: oom`. A script
+    that raises propagates its exception; one that never reports, or reports badly, raises a
+    `ScriptFailure`/`BadReport` whose `cause` the probe process's entry records. With
+    `cfg.first_report_s` (run in the main thread), a script whose first report has not come
+    that many seconds after its start is stopped (SIGINT to this thread) with a `no_reports`
+    failure naming the API it forgot; `on_stuck(why)` if it has not ended 30 s later."""
+    import torch
+
+    if cfg.script is None:
+        raise ValueError("run_script needs a ProbeConfig with a script")
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    session = ScriptSession(cfg, report, clock=clock)
+    watched = bool(cfg.first_report_s) and threading.current_thread() is threading.main_thread()
+    before = signal.getsignal(signal.SIGINT) if watched else None
+    mask = None
+    try:
+        if watched:  # SIGINT raises KeyboardInterrupt here, even where the parent blocked it
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            mask = signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+            session.watch(float(cfg.first_report_s or 0), on_stuck)
+        _run(cfg, session)
+    except KeyboardInterrupt:  # the watch's signal, landed as the script was ending
+        if session.stalled is not None:
+            raise session.stalled from None
+        raise
+    finally:
+        if mask is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        if before is not None:
+            signal.signal(signal.SIGINT, before)
+    if session.stalled is not None:  # the script caught the interrupt and ended
+        raise session.stalled
+    if session.failure is not None:
+        raise session.failure
+    if not session.trial_called:
+        raise ScriptFailure("no_reports", f"the script never called autotune.trial() ({GUIDE})")
+    if session.reports == 0:
+        raise ScriptFailure(
+            "no_reports",
+            "the script called autotune.trial() but never trial.report(step, loss=...): "
+            + session.first.forgotten(),
+        )
+    return session.finish()
+
+
+def _run(cfg: ProbeConfig, session: ScriptSession) -> None:
+    """The script under `runpy`, as `__main__` in its folder with its arguments, while
+    `session` is current; what it raised, sorted into a result or a failure."""
+    import torch
+
+    assert cfg.script is not None
+    saved = sys.argv, list(sys.path), os.getcwd()
+    folder = str(Path(cfg.script).parent)
+    sys.argv = [cfg.script, *cfg.args]
+    sys.path.insert(0, folder)
+    os.chdir(folder)
+    set_current(session)
+    try:
+        runpy.run_path(cfg.script, run_name="__main__")
+    except Diverged:
+        pass  # the session has the cause
+    except SystemExit as e:  # sys.exit(0) / sys.exit() is a normal end
+        if session.stalled is not None:  # a framework that exits on an interrupt (Lightning)
+            raise session.stalled from None
+        if e.code not in (0, None) and session.cause is None and session.failure is None:
+            raise ScriptFailure("exception", f"the script exited with status {e.code}") from None
+    except torch.OutOfMemoryError as e:
+        session.oom(e)
+    except KeyboardInterrupt:
+        if session.stalled is not None:
+            raise session.stalled from None
+        raise  # the trial was interrupted, not failed by the script
+    except BaseException:
+        if session.stalled is not None:  # e.g. the script wrapped the interrupt
+            raise session.stalled from None
+        if session.failure is not None:
+            raise session.failure from None  # a bad report the script swallowed
+        if session.cause is None:
+            raise
+        # diverged first, then the script raised (e.g. its own NaN check): a divergence
+    finally:
+        session.first.end()  # no interrupt from the watch from here on
+        sys.argv, sys.path[:] = saved[0], saved[1]
+        os.chdir(saved[2])
+        set_current(None)

@@ -1,0 +1,93 @@
+"""Failed trials, said where the user looks: their one-line messages for `show` and the summary,
+the stop of a study whose baseline failed or whose every trial failed, and how long a training
+script may run before its first report.
+
+A trial *fails* when its process could not produce a result: the script raised, exited non-zero,
+never reported, reported badly, ran past its time, or its process died. A divergence or an
+out-of-memory is a result, not a failure. Each failed trial's record carries `error`, one
+printable line (`autotune.errors.one_line`), in trials/NNNN.json and the trial's user attributes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from autotune.errors import one_line
+from autotune.study import attrs as ua
+
+#: Lines of failed trials printed in a summary (the rest are counted).
+SHOWN = 5
+#: The first-report rule of a script trial after the baseline: this many times the baseline's
+#: time from its start to its first report, at least FLOOR_S, at most `budget.first_report_s`.
+MULTIPLE = 5
+FLOOR_S = 60.0
+
+
+def failed_trials(study: Any) -> list[dict[str, Any]]:
+    """Every finished trial that failed, by number: `{number, baseline, cause, error}`."""
+    rows = []
+    for t in sorted(study.get_trials(deepcopy=False), key=lambda t: t.number):
+        if t.state.is_finished() and t.user_attrs.get(ua.OUTCOME) == "failed":
+            rows.append(
+                {
+                    "number": t.number,
+                    "baseline": ua.is_baseline(t),
+                    "cause": t.user_attrs.get(ua.CAUSE),
+                    "error": one_line(t.user_attrs.get(ua.ERROR) or "") or None,
+                }
+            )
+    return rows
+
+
+def describe(row: Mapping[str, Any]) -> str:
+    """`trial 3 failed (exception): ValueError: boom`, from a record or a `failed_trials` row."""
+    label = "baseline (trial 0)" if row.get("baseline") else f"trial {row['number']}"
+    if row.get("baseline") and row.get("number") not in (None, 0):
+        label = f"baseline (trial {row['number']})"
+    cause = f" ({row['cause']})" if row.get("cause") else ""
+    error = one_line(row.get("error") or "")
+    return f"{label} failed{cause}" + (f": {error}" if error else "")
+
+
+def summary_lines(rows: Sequence[Mapping[str, Any]] | None) -> list[str]:
+    """The summary's lines of failed trials: the first SHOWN, then how many more."""
+    rows = list(rows or [])
+    lines = [f"  {describe(r)}" for r in rows[:SHOWN]]
+    if len(rows) > SHOWN:
+        lines.append(f"  ... and {len(rows) - SHOWN} more failed (`autotune show --json`)")
+    return lines
+
+
+def baseline_stop(row: Mapping[str, Any], study_dir: Path, name: str) -> str:
+    """Why a study stops once its baseline failed, and how to start it again."""
+    record = study_dir / "trials" / f"{int(row['number']):04d}.json"
+    return (
+        f"{describe(row)}. The study stops: every trial is judged against the baseline. "
+        f"Its log is in {record} (log_tail). Fix the job, then start the study afresh: "
+        f"remove {study_dir} (or run it under another name, --set name={name}-2)"
+    )
+
+
+def every_trial_failed(counts: Mapping[str, int], rows: Sequence[Mapping[str, Any]]) -> str | None:
+    """The message of a study whose every finished trial failed; None otherwise."""
+    failed = int(counts.get("failed") or 0)
+    results = sum(int(counts.get(k) or 0) for k in ("complete", "diverged", "oom"))
+    if failed == 0 or results > 0:
+        return None
+    first = f"; {describe(rows[0])}" if rows else ""
+    return f"every trial failed ({failed} of {failed}){first}"
+
+
+def first_report_s(limit: float | None, baseline_first_s: float | None) -> float | None:
+    """How long a script trial may run before its first report: `budget.first_report_s`
+    (`limit`; None: no limit), tightened once the baseline has reported to MULTIPLE times its
+    time to its first report, never under FLOOR_S."""
+    if limit is None or baseline_first_s is None or baseline_first_s <= 0:
+        return limit
+    return min(limit, max(FLOOR_S, MULTIPLE * baseline_first_s))
+
+
+class BaselineFailed(Exception):
+    """The screen stopped because the baseline failed; its message is `baseline_stop`'s."""
