@@ -1,0 +1,183 @@
+"""`migrate`: a recipe from another machine checked on this one, in one report.
+
+The verdict: `transfers` when the recipe holds here (the paired verdict against the baseline
+finds no problem: it did not diverge on more seeds than the baseline nor on every seed, and is
+not worse on the final loss or a stability objective); `transfers with these changes` when it
+holds but some of its environment knobs cannot act here (they are dropped); `does not transfer`
+otherwise, naming what a re-tune searches (`knob_classes.retune_plan`). The reduced study itself
+is not run by this version: the report gives the command to run it.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from autotune import fingerprint
+from autotune.migrate import knob_classes
+from autotune.migrate.differences import differences
+from autotune.migrate.holds import rerun
+from autotune.migrate.ops import compare_ops
+from autotune.migrate.report import markdown, plot_curve
+from autotune.recipe.file import Recipe
+from autotune.recipe.verify import check_workload
+from autotune.repro import record
+
+EXPERIMENT = "autotune-migrate"
+REPORT = "migration.md"
+PLOT = "migration-curve.png"
+
+
+def migrate(
+    path: str | Path,
+    *,
+    seeds: int = 3,
+    steps: int | None = None,
+    threads: int | None = None,
+    timeout_s: float = 600.0,
+    out_dir: str | Path = ".",
+    audit: bool = True,
+    tracking_uri: str | None = None,
+    quiet: bool = False,
+) -> dict[str, Any]:
+    """Check the recipe at `path` on this machine; write the report under `out_dir`; return the
+    result (`verdict`, `why`, `differences`, `ops`, `holds`, `knob_classes`, `compute`,
+    `report`, `png`, `run_id`)."""
+    import torch
+
+    say: Callable[[str], None] = (
+        (lambda _t: None) if quiet else (lambda t: print(t, file=sys.stderr))
+    )
+    recipe = Recipe.load(path)
+    check_workload(recipe, str(path))
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    threads = int(threads or torch.get_num_threads())
+    device = str(recipe.probe.get("device") or "auto")
+
+    audit_wall = 0.0
+    here_audit: dict[str, Any] = {}
+    if audit:
+        say(f"op audit here ({device}, {recipe.precision}, {threads} thread(s))")
+        t0 = time.perf_counter()
+        here_audit = record.audit_here(device, recipe.precision, threads)
+        audit_wall = time.perf_counter() - t0
+    ops = compare_ops(recipe.recorded.get("audit"), here_audit)
+    if not audit:
+        ops["status"] = "skipped"
+
+    say(f"re-running recipe {recipe.name} and the baseline over {seeds} seed(s)")
+    holds = rerun(recipe, seeds=seeds, steps=steps, threads=threads, timeout_s=timeout_s, say=say)
+    here_fp = holds.get("fingerprint") or fingerprint.collect()
+    diffs = differences(recipe.fingerprint, here_fp)
+    inert = knob_classes.inert_env(recipe.env, str(here_fp.get("platform")), int(recipe.world_size))
+    searched = list((recipe.source or {}).get("searched") or [])
+    verdict, why, plan = _verdict(recipe, path, holds, inert, searched)
+    n_probes = len(holds["recipe_result"]["runs"]) + len(
+        (holds.get("baseline_result") or {}).get("runs") or []
+    )
+    study_compute = (recipe.source or {}).get("compute") or {}
+    result: dict[str, Any] = {
+        "recipe": recipe.name,
+        "verdict": verdict,
+        "why": why,
+        "recorded_hash": recipe.fingerprint_hash,
+        "here_hash": here_fp.get("hash"),
+        "here_summary": _summary(here_fp),
+        "differences": diffs,
+        "ops": ops,
+        "holds": holds,
+        "knob_classes": knob_classes.classes(searched, recipe.env),
+        "inert_env": inert,
+        "retune": plan,
+        "compute": {
+            "samples": holds["samples"],
+            "probes": n_probes,
+            "probe_wall_s": holds["wall_s"],
+            "audit_wall_s": audit_wall,
+            "study_samples": study_compute.get("total"),
+            "share_of_study": (
+                holds["samples"] / study_compute["total"] if study_compute.get("total") else None
+            ),
+        },
+    }
+    png = plot_curve(holds.get("curve") or {}, out / PLOT)
+    result["png"] = str(png) if png else None
+    text = markdown(result, png=png.name if png else None)
+    report = out / REPORT
+    report.write_text(text)
+    result["report"] = str(report)
+    result["run_id"] = _log(result, tracking_uri) if tracking_uri else None
+    return result
+
+
+def _verdict(
+    recipe: Recipe,
+    path: str | Path,
+    holds: dict[str, Any],
+    inert: list[str],
+    searched: list[str],
+) -> tuple[str, str, dict[str, Any] | None]:
+    problems = holds.get("problems") or []
+    vs = holds["vs_baseline"]
+    if not problems:
+        why = (
+            f"The recipe holds here: paired against the baseline over seeds {holds['seeds']} "
+            f"it is {vs['verdict']} ({vs.get('why', '')})."
+        )
+        if inert:
+            return (
+                f"transfers with these changes: drop {', '.join(inert)}",
+                why + f" Its environment knobs {', '.join(inert)} cannot act here.",
+                None,
+            )
+        return "transfers", why, None
+    plan = knob_classes.retune_plan(searched, recipe.env, holds)
+    plan["command"] = f"autotune study --space SPACE --warm-start {path}"
+    plan["note"] = (
+        "The reduced study is not run by this version of `autotune migrate`: run the command "
+        "above on a space that searches only these knobs (the others fixed at the recipe's "
+        "values)."
+    )
+    knobs = ", ".join(plan["knobs"]) or "nothing it searched (a cold study)"
+    return (
+        f"does not transfer: re-tune {knobs}",
+        "The recipe does not hold here: " + "; ".join(problems) + ".",
+        plan,
+    )
+
+
+def _summary(fp: dict[str, Any]) -> str:
+    versions = fp.get("versions") or {}
+    devices = fp.get("devices") or []
+    where = devices[0].get("name") if devices else (fp.get("host") or {}).get("cpu_model")
+    threads = (fp.get("env") or {}).get("torch_threads")
+    return f"{fp.get('platform')}, {where}, torch {versions.get('torch')}, {threads} thread(s)"
+
+
+def _log(result: dict[str, Any], tracking_uri: str) -> str:
+    """The report, its plot and the verdict as a run of the experiment `autotune-migrate`."""
+    from autotune import tracking
+
+    client = tracking.connect(tracking.resolve_uri(tracking_uri))
+    experiment_id = tracking.ensure_experiment(client, EXPERIMENT)
+    run = client.create_run(
+        experiment_id,
+        run_name=f"migrate-{result['recipe']}",
+        tags={
+            "autotune.recipe": result["recipe"],
+            "autotune.migrate.verdict": result["verdict"][:250],
+            "autotune.recipe.fp_hash": str(result["recorded_hash"]),
+            "autotune.fp.hash": str(result["here_hash"]),
+        },
+    )
+    run_id = str(run.info.run_id)
+    client.log_metric(run_id, "samples", float(result["compute"]["samples"]))
+    client.log_artifact(run_id, result["report"])
+    if result.get("png"):
+        client.log_artifact(run_id, result["png"])
+    client.set_terminated(run_id)
+    return run_id
