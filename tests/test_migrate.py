@@ -232,3 +232,43 @@ def test_the_report_puts_the_verdict_first(here: dict[str, Any]) -> None:
     order += ["## Which ops differ", "**gelu.fwd**", "## Loss curve", "## Compute spent", "10%"]
     at = [text.find(x) for x in order]
     assert all(i >= 0 for i in at) and at == sorted(at), at
+
+
+def test_a_recipe_that_diverges_here_does_not_transfer(tmp_path: Any) -> None:
+    from autotune import Recipe
+    from autotune import space as sp
+    from autotune.migrate.run import verdict_of
+
+    knobs = {k: v.default for k, v in sp.KNOBS.items()}
+    knobs.update(lr=0.01, batch=None, accum_steps=1, clip_norm=0.5)
+    recipe = Recipe(
+        name="r",
+        workload={"name": "mlp", "size": "tiny"},
+        precision="fp16",
+        micro_batch=8,
+        knobs=knobs,
+        env={"NCCL_ALGO": "Ring"},
+        source={"searched": ["clip_norm", "init_scale", "warmup_steps"]},
+    )
+    vs = {"verdict": "worse", "why": "diverged", "worse_on": []}
+    broken = {"problems": ["it diverged on more seeds than the baseline (2 vs 0 of 3)"]}
+    verdict, why, plan = verdict_of(
+        recipe,
+        "r.yaml",
+        {**broken, "vs_baseline": vs},
+        [],
+        [
+            "clip_norm",
+            "init_scale",
+            "warmup_steps",
+        ],
+    )
+    assert verdict == "does not transfer: re-tune init_scale, NCCL_ALGO, clip_norm, warmup_steps"
+    assert "diverged on more seeds" in why
+    assert (
+        plan is not None and plan["command"] == "autotune study --space SPACE --warm-start r.yaml"
+    )
+    held = {"problems": [], "seeds": [0, 1], "vs_baseline": {"verdict": "better", "why": "x"}}
+    assert verdict_of(recipe, "r.yaml", held, [], [])[0] == "transfers"
+    changed = verdict_of(recipe, "r.yaml", held, ["NCCL_ALGO"], [])
+    assert changed[0] == "transfers with these changes: drop NCCL_ALGO" and changed[2] is None

@@ -132,8 +132,8 @@ def test_a_recipe_migrates_to_another_torch_and_thread_count(
     heads = [
         "**Verdict:",
         "## What differs",
+        "`env.torch_threads`",  # numerics rows first, by field
         "`versions.torch`",
-        "`env.torch_threads`",
         "## Which ops differ",
         "## Loss curve",
         "## Compute spent",

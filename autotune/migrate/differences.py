@@ -45,6 +45,7 @@ RULES: tuple[tuple[str, str, str], ...] = (
     ("env.*", PERFORMANCE, "communication and allocator settings change speed"),
     ("conf_files.*", PERFORMANCE, "an RCCL/NCCL file overrides the communication settings"),
     ("determinism.*", NUMERICS, "deterministic algorithms change which kernels run"),
+    ("numerics.*_NUM_THREADS", NUMERICS, "BLAS reductions split over another number of threads"),
     ("numerics.interop_threads", PERFORMANCE, "inter-op threads change speed, not one op"),
     ("numerics.*", NUMERICS, "changes how a kernel rounds (TF32, reduced precision, BLAS)"),
 )

@@ -75,7 +75,7 @@ def migrate(
     diffs = differences(recipe.fingerprint, here_fp)
     inert = knob_classes.inert_env(recipe.env, str(here_fp.get("platform")), int(recipe.world_size))
     searched = list((recipe.source or {}).get("searched") or [])
-    verdict, why, plan = _verdict(recipe, path, holds, inert, searched)
+    verdict, why, plan = verdict_of(recipe, path, holds, inert, searched)
     n_probes = len(holds["recipe_result"]["runs"]) + len(
         (holds.get("baseline_result") or {}).get("runs") or []
     )
@@ -114,7 +114,7 @@ def migrate(
     return result
 
 
-def _verdict(
+def verdict_of(
     recipe: Recipe,
     path: str | Path,
     holds: dict[str, Any],
