@@ -272,3 +272,30 @@ def test_a_recipe_that_diverges_here_does_not_transfer(tmp_path: Any) -> None:
     assert verdict_of(recipe, "r.yaml", held, [], [])[0] == "transfers"
     changed = verdict_of(recipe, "r.yaml", held, ["NCCL_ALGO"], [])
     assert changed[0] == "transfers with these changes: drop NCCL_ALGO" and changed[2] is None
+
+
+def test_the_report_goes_to_mlflow(tmp_path: Any) -> None:
+    from mlflow.tracking import MlflowClient
+
+    from autotune.migrate.run import EXPERIMENT, connect, log_report
+
+    report = tmp_path / "migration.md"
+    report.write_text("# Migration\n\n**Verdict: transfers**\n")
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    result = {
+        "recipe": "r",
+        "verdict": "transfers",
+        "recorded_hash": "a",
+        "here_hash": "b",
+        "compute": {"samples": 100},
+        "report": str(report),
+        "png": None,
+    }
+    run_id = log_report(connect(uri), result)
+    client = MlflowClient(tracking_uri=uri)
+    run = client.get_run(run_id)
+    assert run.data.tags["autotune.migrate.verdict"] == "transfers"
+    assert run.data.metrics["samples"] == 100
+    exp = client.get_experiment(run.info.experiment_id)
+    assert exp is not None and exp.name == EXPERIMENT
+    assert [a.path for a in client.list_artifacts(run_id)] == ["migration.md"]

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune import fingerprint
+from autotune.errors import TrackingError
 from autotune.migrate import knob_classes
 from autotune.migrate.differences import differences
 from autotune.migrate.holds import rerun
@@ -53,6 +54,7 @@ def migrate(
     )
     recipe = Recipe.load(path)
     check_workload(recipe, str(path))
+    client = connect(tracking_uri) if tracking_uri else None  # before any probe: fail fast
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     threads = int(threads or torch.get_num_threads())
@@ -110,7 +112,7 @@ def migrate(
     report = out / REPORT
     report.write_text(text)
     result["report"] = str(report)
-    result["run_id"] = _log(result, tracking_uri) if tracking_uri else None
+    result["run_id"] = log_report(client, result) if client is not None else None
     return result
 
 
@@ -158,11 +160,24 @@ def _summary(fp: dict[str, Any]) -> str:
     return f"{fp.get('platform')}, {where}, torch {versions.get('torch')}, {threads} thread(s)"
 
 
-def _log(result: dict[str, Any], tracking_uri: str) -> str:
+def connect(tracking_uri: str) -> Any:
+    """A client of the MLflow store the report goes to; a TrackingError when mlflow is not
+    installed in this environment or the store does not answer."""
+    try:
+        import mlflow  # noqa: F401
+    except ImportError:
+        raise TrackingError(
+            f"--tracking-uri {tracking_uri}: mlflow is not installed in this environment"
+        ) from None
+    from autotune import tracking
+
+    return tracking.connect(tracking.resolve_uri(tracking_uri))
+
+
+def log_report(client: Any, result: dict[str, Any]) -> str:
     """The report, its plot and the verdict as a run of the experiment `autotune-migrate`."""
     from autotune import tracking
 
-    client = tracking.connect(tracking.resolve_uri(tracking_uri))
     experiment_id = tracking.ensure_experiment(client, EXPERIMENT)
     run = client.create_run(
         experiment_id,
