@@ -299,3 +299,36 @@ def test_the_report_goes_to_mlflow(tmp_path: Any) -> None:
     exp = client.get_experiment(run.info.experiment_id)
     assert exp is not None and exp.name == EXPERIMENT
     assert [a.path for a in client.list_artifacts(run_id)] == ["migration.md"]
+
+
+def test_the_reduced_study_fixes_the_other_knobs_at_the_recipe(tmp_path: Any) -> None:
+    from autotune import Recipe
+    from autotune import space as sp
+    from autotune.migrate.retune import reduced_overrides
+
+    text = """\
+name: src
+workload: {name: mlp, size: tiny}
+probe: {steps: 30, micro_batch: 32, device: cpu}
+budget: {trials: 20}
+knobs:
+  clip_norm: {low: 0.1, high: 5.0, log: true}
+  warmup_steps: {low: 0, high: 10}
+  init_scale: {low: 1024, high: 65536, log: true}
+"""
+    space = sp.loads(text, source="src")
+    knobs = {k: v.default for k, v in sp.KNOBS.items()}
+    knobs.update(lr=0.01, batch=None, accum_steps=1, clip_norm=0.7, warmup_steps=4)
+    recipe = Recipe(
+        name="r",
+        workload={"name": "mlp", "size": "tiny"},
+        precision="fp32",
+        micro_batch=8,
+        knobs=knobs,
+    )
+    got = reduced_overrides(space, recipe, ["init_scale", "clip_norm"], 0.3)
+    assert got == ["name=src-migrated", "knobs.warmup_steps=4", "budget.trials=6"]
+    reduced = sp.loads(text, source="src", overrides=got)
+    assert sorted(reduced.searched()) == ["clip_norm", "init_scale"]
+    assert reduced.budget.trials == 6 and reduced.name == "src-migrated"
+    assert reduced_overrides(space, recipe, [], 0.01)[-1] == "budget.trials=2"

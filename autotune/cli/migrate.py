@@ -32,6 +32,15 @@ def migrate(
         str | None, typer.Option(help="Also log the report to this MLflow store.")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    space: Annotated[
+        str | None,
+        typer.Option(
+            "--space",
+            "-s",
+            help="The source study's space file: a recipe that does not transfer is re-tuned "
+            "here by a reduced study (its hardware-bound and implicated knobs, 30% of its trials).",
+        ),
+    ] = None,
 ) -> None:
     """Check a recipe from another machine here: what differs, which ops, does it hold."""
     from autotune.migrate import migrate as run
@@ -45,10 +54,11 @@ def migrate(
         out_dir=out,
         audit=audit,
         tracking_uri=tracking_uri,
+        space=space,
     )
     if as_json:
         typer.echo(json.dumps(result, default=str))
     else:
         typer.echo(f"{result['verdict']}\n{result['why']}\nreport: {result['report']}")
-    if result["verdict"].startswith("does not transfer"):
+    if result["verdict"].startswith(("does not transfer", "re-tuned")):
         raise typer.Exit(1)

@@ -98,6 +98,8 @@ def _differences_section(d: Mapping[str, Any]) -> list[str]:
 
 def _ops_section(o: Mapping[str, Any]) -> list[str]:
     out = ["## Which ops differ", ""]
+    if o["status"] == "skipped":
+        return [*out, "Not run (`--no-audit`).", ""]
     if o["status"] != "compared":
         out.append(
             "The recipe records no op audit (export it with `--audit` where it was tuned): "
@@ -151,8 +153,16 @@ def _retune_section(result: Mapping[str, Any]) -> list[str]:
     plan = result.get("retune")
     if plan:
         out += ["", "To re-tune: " + ", ".join(f"{k} ({plan['why'][k]})" for k in plan["knobs"])]
-        out.append(f"Command: `{plan['command']}`" if plan.get("command") else "")
-        out.append(plan.get("note", ""))
+        done = plan.get("result")
+        if done:
+            out.append(
+                f"Re-tuned by a study of {done['trials']} trial(s) (the source space has "
+                f"{done['source_trials']}), warm-started from the recipe: `{done['recipe']}` "
+                f"({', '.join(f'{k}={v}' for k, v in done['knobs'].items())})."
+            )
+        else:
+            out.append(f"Command: `{plan['command']}`" if plan.get("command") else "")
+            out.append(plan.get("note", ""))
     return [*out, ""]
 
 
@@ -163,6 +173,8 @@ def _compute_section(c: Mapping[str, Any]) -> list[str]:
         f"This check: {c['samples']:,} samples over {c['probes']} probe(s) "
         f"({c['probe_wall_s']:.0f} s of probes, {c['audit_wall_s']:.0f} s of op audit).",
     ]
+    if c.get("retune_samples"):
+        out.append(f"The re-tune: {c['retune_samples']:,} samples.")
     study = c.get("study_samples")
     if study:
         out.append(

@@ -4,8 +4,8 @@ The verdict: `transfers` when the recipe holds here (the paired verdict against 
 finds no problem: it did not diverge on more seeds than the baseline nor on every seed, and is
 not worse on the final loss or a stability objective); `transfers with these changes` when it
 holds but some of its environment knobs cannot act here (they are dropped); `does not transfer`
-otherwise, naming what a re-tune searches (`knob_classes.retune_plan`). The reduced study itself
-is not run by this version: the report gives the command to run it.
+otherwise, naming what a re-tune searches (`knob_classes.retune_plan`); given the source's space
+file, `re-tuned: ...` after the reduced study (`retune`).
 """
 
 from __future__ import annotations
@@ -43,10 +43,12 @@ def migrate(
     audit: bool = True,
     tracking_uri: str | None = None,
     quiet: bool = False,
+    space: str | None = None,
 ) -> dict[str, Any]:
     """Check the recipe at `path` on this machine; write the report under `out_dir`; return the
     result (`verdict`, `why`, `differences`, `ops`, `holds`, `knob_classes`, `compute`,
-    `report`, `png`, `run_id`)."""
+    `report`, `png`, `run_id`). `space`: the source study's space file: a recipe that does not
+    transfer is then re-tuned here by a reduced study (`retune`)."""
     import torch
 
     say: Callable[[str], None] = (
@@ -67,7 +69,7 @@ def migrate(
         t0 = time.perf_counter()
         here_audit = record.audit_here(device, recipe.precision, threads)
         audit_wall = time.perf_counter() - t0
-    ops = compare_ops(recipe.recorded.get("audit"), here_audit)
+    ops = compare_ops(recipe.recorded.get("audit") if audit else None, here_audit)
     if not audit:
         ops["status"] = "skipped"
 
@@ -78,6 +80,17 @@ def migrate(
     inert = knob_classes.inert_env(recipe.env, str(here_fp.get("platform")), int(recipe.world_size))
     searched = list((recipe.source or {}).get("searched") or [])
     verdict, why, plan = verdict_of(recipe, path, holds, inert, searched)
+    retuned = None
+    if plan is not None and space:
+        from autotune.migrate.retune import retune
+
+        retuned = retune(recipe, path, plan, space, out_dir=out, tracking_uri=tracking_uri, say=say)
+        plan["result"] = retuned
+        verdict = f"re-tuned: {', '.join(retuned['searched'])}"
+        why += (
+            f" A study of {retuned['trials']} trial(s) ({retuned['source_trials']} in the source's "
+            f"space), warm-started from the recipe, re-tuned them: {retuned['recipe']}."
+        )
     n_probes = len(holds["recipe_result"]["runs"]) + len(
         (holds.get("baseline_result") or {}).get("runs") or []
     )
@@ -100,6 +113,7 @@ def migrate(
             "probes": n_probes,
             "probe_wall_s": holds["wall_s"],
             "audit_wall_s": audit_wall,
+            "retune_samples": (retuned or {}).get("samples"),
             "study_samples": study_compute.get("total"),
             "share_of_study": (
                 holds["samples"] / study_compute["total"] if study_compute.get("total") else None
@@ -140,9 +154,8 @@ def verdict_of(
     plan = knob_classes.retune_plan(searched, recipe.env, holds)
     plan["command"] = f"autotune study --space SPACE --warm-start {path}"
     plan["note"] = (
-        "The reduced study is not run by this version of `autotune migrate`: run the command "
-        "above on a space that searches only these knobs (the others fixed at the recipe's "
-        "values)."
+        "Give the source study's space file (`--space FILE`) and `autotune migrate` runs the "
+        "reduced study: these knobs searched, the others fixed at the recipe's values."
     )
     knobs = ", ".join(plan["knobs"]) or "nothing it searched (a cold study)"
     return (
