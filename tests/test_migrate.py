@@ -332,3 +332,11 @@ knobs:
     assert sorted(reduced.searched()) == ["clip_norm", "init_scale"]
     assert reduced.budget.trials == 6 and reduced.name == "src-migrated"
     assert reduced_overrides(space, recipe, [], 0.01)[-1] == "budget.trials=2"
+
+
+def test_a_bad_space_for_the_retune_is_refused_before_any_probe(tmp_path: Any) -> None:
+    from autotune.errors import AutotuneError
+    from autotune.migrate.run import check_retune
+
+    with pytest.raises(AutotuneError, match="nope.yaml"):
+        check_retune(str(tmp_path / "nope.yaml"))

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune import fingerprint
-from autotune.errors import TrackingError
+from autotune.errors import TrackingError, UsageError
 from autotune.migrate import knob_classes
 from autotune.migrate.differences import differences
 from autotune.migrate.holds import rerun
@@ -57,6 +57,8 @@ def migrate(
     recipe = Recipe.load(path)
     check_workload(recipe, str(path))
     client = connect(tracking_uri) if tracking_uri else None  # before any probe: fail fast
+    if space:  # the re-tune's space and engines, before any probe too
+        check_retune(space)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     threads = int(threads or torch.get_num_threads())
@@ -171,6 +173,21 @@ def _summary(fp: dict[str, Any]) -> str:
     where = devices[0].get("name") if devices else (fp.get("host") or {}).get("cpu_model")
     threads = (fp.get("env") or {}).get("torch_threads")
     return f"{fp.get('platform')}, {where}, torch {versions.get('torch')}, {threads} thread(s)"
+
+
+def check_retune(space: str) -> None:
+    """The space file reads and validates, and Ray, Optuna and MLflow are installed here."""
+    import importlib.util
+
+    from autotune import space as sp
+
+    sp.load(space)
+    missing = [m for m in ("ray", "optuna", "mlflow") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise UsageError(
+            f"--space {space}: the re-tune runs a study, and this environment lacks "
+            f"{', '.join(missing)}"
+        )
 
 
 def connect(tracking_uri: str) -> Any:
