@@ -4,9 +4,9 @@ Nothing heavy (torch, ray, mlflow, optuna) is imported at module import: `autotu
 instant. User errors (`AutotuneError`) print one line and exit with status 2.
 
 The commands live by group in probe.py (check, probe, fingerprint), study.py (study, show,
-studies, ui), repro.py (audit, compare, repro) and recipe.py (export, verify); each module
-registers its commands on the app (cli/app.py) when imported, in that order (the order of
-`autotune --help`).
+studies, ui), repro.py (audit, compare, repro), recipe.py (export, verify) and migrate.py
+(migrate); each module registers its commands on the app (cli/app.py) when imported, in that
+order (the order of `autotune --help`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import typer
 from autotune.cli.app import app, user_errors
 from autotune.errors import AutotuneError
 
-for _group in ("probe", "study", "repro", "recipe"):
+for _group in ("probe", "study", "repro", "recipe", "migrate"):
     importlib.import_module(f"autotune.cli.{_group}")
 
 __all__ = ["app", "main", "user_errors"]

@@ -45,6 +45,14 @@ def export(
         str | None,
         typer.Option(help="Optuna storage URL, when the study is not in a local folder."),
     ] = None,
+    audit: Annotated[
+        bool,
+        typer.Option(
+            "--audit",
+            help="Also record this machine's op audit in the recipe, for `autotune migrate` "
+            "elsewhere (seconds to a minute; run it where the study ran).",
+        ),
+    ] = False,
 ) -> None:
     """Export a study's chosen configuration as a recipe (or another format)."""
     from autotune.recipe import exporters as formats
@@ -52,7 +60,7 @@ def export(
 
     if fmt not in formats.FORMATS:
         raise AutotuneError(f"--format {fmt}: choose one of {', '.join(formats.FORMATS)}")
-    recipe = ex.recipe_from_study(study_ref, pick, storage)
+    recipe = ex.recipe_from_study(study_ref, pick, storage, audit=audit)
     text = ex.write(recipe, fmt, output)
     for note in (ex.oom_note(recipe), ex.verdict_note(recipe)):
         if note:

@@ -47,7 +47,8 @@ def collect() -> dict[str, Any]:
     (``rocm``/``cuda``/``cpu``), ``devices`` (one dict per visible GPU, see
     :func:`describe_device`), ``driver`` (amdsmi/NVML facts or ``None``), ``versions``, ``host``,
     ``env`` (communication/ROCm/allocator variables plus ``torch_threads``), ``conf_files``,
-    ``determinism``, ``hash`` (:func:`identity_hash`) and ``collected_at`` (ISO 8601, UTC).
+    ``determinism``, ``numerics`` (:func:`numerics`), ``hash`` (:func:`identity_hash`) and
+    ``collected_at`` (ISO 8601, UTC).
 
     On a GPU this initialises the device runtime (``torch.cuda.get_device_properties``); on a CPU
     it takes a few milliseconds once torch is imported.
@@ -77,6 +78,7 @@ def collect() -> dict[str, Any]:
         "env": _env(torch.get_num_threads()),
         "conf_files": _conf_files(),
         "determinism": _determinism(),
+        "numerics": numerics(),
     }
     fp["hash"] = identity_hash(fp)
     fp["collected_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -205,6 +207,62 @@ def _determinism() -> dict[str, Any]:
         "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),
         "CUBLAS_WORKSPACE_CONFIG": os.environ.get("CUBLAS_WORKSPACE_CONFIG"),
     }
+
+
+# Variables outside ENV_PREFIXES that change results: TF32 overrides, BLAS choice and threads,
+# MKL's reproducibility mode.
+NUMERICS_ENV = (
+    "NVIDIA_TF32_OVERRIDE",
+    "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE",
+    "TORCH_BLAS_PREFER_HIPBLASLT",
+    "TORCH_BLAS_PREFER_CUBLASLT",
+    "MKL_NUM_THREADS",
+    "MKL_CBWR",
+    "OPENBLAS_NUM_THREADS",
+)
+
+
+def numerics() -> dict[str, Any]:
+    """The settings that change a result's rounding: float32 matmul precision and the TF32
+    flags, the reduced-precision reductions, the preferred BLAS library, the CPU BLAS build,
+    interop threads, and the variables of `NUMERICS_ENV` that are set. A query this torch lacks
+    reads as None."""
+    import torch
+
+    def ask(fn: Any) -> Any:
+        try:
+            value = fn()
+        except Exception:  # an older torch, or a CPU build without the binding
+            return None
+        return value if isinstance(value, (bool, int, float, str)) or value is None else str(value)
+
+    matmul = torch.backends.cuda.matmul
+    out: dict[str, Any] = {
+        "float32_matmul_precision": ask(torch.get_float32_matmul_precision),
+        "matmul_allow_tf32": ask(lambda: matmul.allow_tf32),
+        "cudnn_allow_tf32": ask(lambda: torch.backends.cudnn.allow_tf32),
+        "fp16_reduced_precision_reduction": ask(
+            lambda: matmul.allow_fp16_reduced_precision_reduction
+        ),
+        "bf16_reduced_precision_reduction": ask(
+            lambda: matmul.allow_bf16_reduced_precision_reduction
+        ),
+        "preferred_blas": ask(torch.backends.cuda.preferred_blas_library),
+        "cpu_blas": ask(lambda: _config_value(torch.__config__.show(), "BLAS_INFO")),
+        "cpu_capability": ask(torch.backends.cpu.get_cpu_capability),
+        "mkldnn": ask(lambda: bool(torch.backends.mkldnn.is_available())),
+        "interop_threads": ask(torch.get_num_interop_threads),
+    }
+    out.update({k: os.environ[k] for k in NUMERICS_ENV if k in os.environ})
+    return out
+
+
+def _config_value(text: str, key: str) -> str | None:
+    """`KEY=value` from torch's build description (`torch.__config__.show()`)."""
+    import re
+
+    found = re.search(rf"\b{key}=([^,\s]+)", text)
+    return found.group(1) if found else None
 
 
 def _pci_from_props(props: Any) -> str | None:

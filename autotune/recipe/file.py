@@ -62,6 +62,7 @@ _KEYS = (
     "achieved",
     "fingerprint_hash",
     "fingerprint",
+    "recorded",
     "source",
 )
 
@@ -82,6 +83,9 @@ class Recipe(RecipeRuntime):
     achieved: dict[str, Any] = field(default_factory=dict)
     fingerprint: dict[str, Any] | None = None
     source: dict[str, Any] = field(default_factory=dict)  # study, trial, pick, mlflow run ids
+    # What a migration compares against (autotune/migrate): the op audit and the loss curve
+    # recorded where the recipe was tuned; empty when export recorded neither.
+    recorded: dict[str, Any] = field(default_factory=dict)
     autotune_version: str = __version__
     created_at: str = ""
 
@@ -183,13 +187,14 @@ class Recipe(RecipeRuntime):
             "fingerprint_hash": self.fingerprint_hash,
             "fingerprint": self.fingerprint,
             "source": dict(self.source),
+            **({"recorded": dict(self.recorded)} if self.recorded else {}),
         }
 
     def dump(self) -> str:
         """The recipe as documented YAML (comments say what each section is; `loads` reads it)."""
         d = self.to_dict()
         parts = [_HEADER.format(version=RECIPE_VERSION, name=self.name).rstrip() + "\n"]
-        for key in _KEYS:
+        for key in (k for k in _KEYS if k in d):
             comment = _COMMENTS.get(key)
             if comment:
                 parts.append("\n" + "".join(f"# {line}\n" for line in comment.splitlines()))
@@ -258,7 +263,7 @@ class Recipe(RecipeRuntime):
                 f"batch {knobs['batch']} disagrees with micro_batch x accum_steps "
                 f"({layout.micro_batch} x {knobs['accum_steps']} = {layout_batch})",
             )
-        for key in ("achieved", "source"):
+        for key in ("achieved", "source", "recorded"):
             if not isinstance(data.get(key) or {}, dict):
                 raise bad(key, "must be a mapping")
         fp = data.get("fingerprint")
@@ -276,6 +281,7 @@ class Recipe(RecipeRuntime):
             achieved=dict(data.get("achieved") or {}),
             fingerprint=fp,
             source=dict(data.get("source") or {}),
+            recorded=dict(data.get("recorded") or {}),
             autotune_version=str(data.get("autotune_version", "?")),
             created_at=str(data.get("created_at", "")),
         )
@@ -446,6 +452,8 @@ _COMMENTS: dict[str, str] = {
     "achieved": "What the recipe achieved, per objective: the trial's own value and, when it was\n"
     "verified, the mean and 95% interval over seeds and the share of seeds that diverged.",
     "fingerprint_hash": "The hardware and software it was tuned on (`autotune fingerprint`).",
+    "recorded": "Recorded where it was tuned, for `autotune migrate`: the op audit (per op and\n"
+    "pass, the error against float64) and the trial's loss curve at its seed.",
     "source": "Where it came from: study, storage, trial, pick, MLflow runs; oom_retry (when the\n"
     "trial ran out of memory and was retried): the layout it was asked for and the one it ran\n"
     "with, which the recipe has.",

@@ -11,14 +11,18 @@ from autotune.errors import RecipeError
 from autotune.recipe import Recipe, exporters, now_iso
 from autotune.study import attrs as ua
 from autotune.study import pick, verdict
+from autotune.study.compute import study_compute
 from autotune.study.find import find_study
 from autotune.study.objectives import trial_setup
 from autotune.study.records import read_outcome
 from autotune.tracking import redact
 
 
-def recipe_from_study(ref: str, how: str = "balanced", storage: str | None = None) -> Recipe:
-    """The recipe of the candidate `how` picks in study `ref` (folder, name or --storage)."""
+def recipe_from_study(
+    ref: str, how: str = "balanced", storage: str | None = None, audit: bool = False
+) -> Recipe:
+    """The recipe of the candidate `how` picks in study `ref` (folder, name or --storage).
+    `audit`: also record this machine's op audit (`autotune migrate` compares with it)."""
     study, space, study_dir, meta = find_study(ref, storage)
     objectives = [o.model_dump() for o in space.objectives]
     cands = pick.candidates(study, every=pick.parse_pick(how)[0] == "trial")
@@ -75,6 +79,8 @@ def recipe_from_study(ref: str, how: str = "balanced", storage: str | None = Non
             "vs_baseline": vs,
             "searched": sorted(n for n in space.searched()),
             "fp_hash": chosen.fp_hash,
+            # What the study spent, in samples (`autotune migrate` weighs its own cost by it).
+            "compute": _spent(study, space, study_dir),
             **({"oom_retry": retried} if retried else {}),
             # A script's trial: what applied its knobs (the recipe's optimizer or scheduler,
             # the hf or lightning integration): what its probe was, for the exports.
@@ -89,8 +95,48 @@ def recipe_from_study(ref: str, how: str = "balanced", storage: str | None = Non
                 "verification_run_id": (chosen.verified or {}).get("run_id"),
             },
         },
+        recorded=_recorded(summary, fp, probe, space.probe.precision, audit),
         autotune_version=__version__,
         created_at=now_iso(),
+    )
+
+
+def _recorded(
+    summary: dict[str, Any],
+    fp: dict[str, Any] | None,
+    probe: dict[str, Any],
+    precision: str,
+    audit: bool,
+) -> dict[str, Any]:
+    """The trial's loss curve and, when asked and this is the machine it ran on, the op audit."""
+    from autotune import fingerprint
+    from autotune.repro import record
+
+    out: dict[str, Any] = {}
+    curve = record.curve_of(summary)
+    if curve:
+        out["curve"] = curve
+    if audit:
+        if fp and fingerprint.identity_hash(fingerprint.collect()) != fp.get("hash"):
+            raise RecipeError(
+                "--audit: this machine is not the one the trial ran on (fingerprint "
+                f"{fp.get('hash')}): export with --audit there"
+            )
+        out["audit"] = record.audit_here(
+            str(probe.get("device") or "auto"), precision, probe.get("threads")
+        )
+    return out
+
+
+def _spent(study: Any, space: Any, study_dir: Path | None) -> dict[str, Any] | None:
+    try:
+        found = study_compute(study, space, study_dir)
+    except Exception:  # a record for the report: an unreadable folder must not stop export
+        return None
+    return (
+        {k: found[k] for k in ("total", "screen", "rungs", "verification") if k in found}
+        if found
+        else None
     )
 
 

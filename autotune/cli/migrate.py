@@ -1,0 +1,64 @@
+"""`autotune migrate RECIPE`: does a recipe tuned on another machine hold on this one?"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+
+from autotune.cli.app import app, user_errors
+
+
+@app.command()
+@user_errors
+def migrate(
+    recipe: Annotated[str, typer.Argument(metavar="RECIPE", help="A recipe file (YAML).")],
+    seeds: Annotated[int, typer.Option(min=1, max=20, help="Seeds for each side.")] = 3,
+    steps: Annotated[
+        int | None,
+        typer.Option(min=1, help="Steps per run (default: the length the study decided at)."),
+    ] = None,
+    threads: Annotated[
+        int | None,
+        typer.Option(min=1, help="Threads per probe (default: this machine's torch default)."),
+    ] = None,
+    out: Annotated[
+        str, typer.Option("--out", "-o", help="Folder for migration.md and its plot.")
+    ] = ".",
+    audit: Annotated[bool, typer.Option(help="Run the op audit here.")] = True,
+    timeout: Annotated[float, typer.Option(help="Seconds allowed per probe.")] = 600.0,
+    tracking_uri: Annotated[
+        str | None, typer.Option(help="Also log the report to this MLflow store.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    space: Annotated[
+        str | None,
+        typer.Option(
+            "--space",
+            "-s",
+            help="The source study's space file: a recipe that does not transfer is re-tuned "
+            "here by a reduced study (its hardware-bound and implicated knobs, 30% of its trials).",
+        ),
+    ] = None,
+) -> None:
+    """Check a recipe from another machine here: what differs, which ops, does it hold."""
+    from autotune.migrate import migrate as run
+
+    result = run(
+        recipe,
+        seeds=seeds,
+        steps=steps,
+        threads=threads,
+        timeout_s=timeout,
+        out_dir=out,
+        audit=audit,
+        tracking_uri=tracking_uri,
+        space=space,
+    )
+    if as_json:
+        typer.echo(json.dumps(result, default=str))
+    else:
+        typer.echo(f"{result['verdict']}\n{result['why']}\nreport: {result['report']}")
+    if result["verdict"].startswith(("does not transfer", "re-tuned")):
+        raise typer.Exit(1)

@@ -1,0 +1,125 @@
+"""Does the recipe hold here: the recipe and the baseline re-run on this machine over the same
+seeds at the decided length, judged by the paired verdict (`recipe.paired`, as `autotune
+verify` judges), and the recipe's loss curve at its own seed against the one it recorded
+(`repro.compare.compare_series`).
+
+The seeds start at the recipe's probe seed (the seed its study ran every trial with), so the
+first seed's curve is the recorded curve's twin: same seed, same data order, only the machine
+differs. Threads: this machine's (its torch default, or `threads`), not the recipe's: the
+thread count is part of what moved.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from autotune.recipe import paired
+from autotune.recipe.file import Recipe
+from autotune.recipe.seeds import REPORTED, summarize_seeds
+from autotune.recipe.verify import baseline_knobs, is_baseline, run_local
+from autotune.repro.compare import compare_series
+
+RTOL = 0.05  # the curves' tolerance: `autotune compare`'s default
+
+
+def rerun(
+    recipe: Recipe,
+    *,
+    seeds: int,
+    steps: int | None,
+    threads: int,
+    timeout_s: float,
+    say: Callable[[str], None],
+) -> dict[str, Any]:
+    """Run the recipe and the baseline here; the paired verdict, the problems, the samples."""
+    length = int(steps or recipe.probe.get("steps") or 200)
+    cfg = recipe.probe_config(steps=length)
+    seed_list = [cfg.seed + i for i in range(seeds)]
+    metrics = list(dict.fromkeys([*recipe.achieved, *REPORTED]))
+    runs = run_local(
+        cfg, recipe.env, seed_list, timeout_s=timeout_s, threads=threads, say=say, label="recipe  "
+    )
+    out: dict[str, Any] = {
+        "steps": length,
+        "run_steps": cfg.steps,
+        "seeds": seed_list,
+        "threads": threads,
+        "recipe_result": summarize_seeds(runs, metrics),
+        "baseline_result": None,
+        "fingerprint": next((r["fingerprint"] for r in runs if r.get("fingerprint")), None),
+    }
+    samples = sum(_samples(r) for r in runs)
+    defaults = is_baseline(recipe)
+    base_runs: list[dict[str, Any]] = []
+    if not defaults:
+        base_cfg = recipe.probe_config(knobs=baseline_knobs(recipe), steps=length).for_baseline()
+        base_runs = run_local(
+            base_cfg,
+            recipe.env,
+            seed_list,
+            timeout_s=timeout_s,
+            threads=threads,
+            say=say,
+            label="baseline",
+        )
+        out["baseline_result"] = summarize_seeds(base_runs, metrics)
+        samples += sum(_samples(r) for r in base_runs)
+    compared = paired.compared_metrics(
+        [
+            {"metric": m, "direction": p.get("direction", "minimize")}
+            for m, p in recipe.achieved.items()
+        ]
+    )
+    out["vs_baseline"] = paired.compare(
+        out["recipe_result"], out["baseline_result"], compared, same=defaults
+    )
+    out["problems"] = paired.verify_problems(
+        {"recipe_result": out["recipe_result"], "vs_baseline": out["vs_baseline"]}
+    )
+    failed = out["recipe_result"]["failed"]
+    if failed == len(runs):
+        out["problems"].insert(0, f"every seed failed ({failed} of {len(runs)})")
+    out["source_verdict"] = ((recipe.source or {}).get("vs_baseline") or {}).get("verdict")
+    out["samples"] = samples
+    out["wall_s"] = sum(float(r.get("wall_s") or 0.0) for r in [*runs, *base_runs])
+    out["curve"] = curve_check(recipe.recorded.get("curve"), runs[0] if runs else None)
+    return out
+
+
+def curve_check(
+    recorded: Mapping[str, Any] | None, run: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """The recorded loss curve against this machine's run at the same seed."""
+    if not recorded:
+        return {"status": "not recorded"}
+    summary = (run or {}).get("summary") or {}
+    values = (summary.get("series") or {}).get(recorded.get("metric", "loss")) or []
+    if not values:
+        return {"status": "no curve here", "why": (run or {}).get("outcome")}
+    if summary.get("seed") != recorded.get("seed"):
+        return {"status": "other seed", "why": f"{summary.get('seed')} != {recorded.get('seed')}"}
+    steps = [s for s in recorded["step"] if s < len(values)]
+    if not steps:
+        return {"status": "no common step"}
+    rec = dict(zip(recorded["step"], recorded["value"], strict=True))
+    nan = float("nan")
+    result = compare_series(
+        steps,
+        [nan if rec[s] is None else rec[s] for s in steps],
+        steps,
+        [nan if values[s] is None else values[s] for s in steps],
+        rtol=RTOL,
+    )
+    result["status"] = "compared"
+    result["metric"] = recorded.get("metric", "loss")
+    result["run_a"], result["run_b"] = "recorded", "here"
+    return result
+
+
+def _samples(run: Mapping[str, Any]) -> int:
+    summary = run.get("summary") or {}
+    seen = summary.get("samples_seen")
+    if seen is not None:
+        return int(seen)
+    return int(summary.get("steps_run") or 0) * int(summary.get("samples_per_step") or 0)

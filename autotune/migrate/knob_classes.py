@@ -1,0 +1,81 @@
+"""Which knobs a migration re-tunes: the hardware-bound ones, and those a failure implicates.
+
+Hardware-bound: what depends on the machine more than on the model: the batch layout
+(`accum_steps`, `batch`: what fits in memory), the fp16 GradScaler (how often fp16 overflows
+here), the DDP communication knobs, and every environment knob (NCCL/RCCL, rocBLAS/MIOpen
+backend choices, HSA). Portable: the optimizer and schedule (`lr`, betas, `adam_eps`, weight
+decay, warm-up, schedule) and the clip policy and threshold: they belong to the model and the
+data. A recipe that does not hold here is re-tuned on its hardware-bound knobs and on the
+portable knobs its failure implicates (divergence: the clip policy, warm-up and eps).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from autotune.knobs import DDP_KNOBS, SCALER_KNOBS
+
+HARDWARE_BOUND = frozenset({"accum_steps", "batch", *SCALER_KNOBS, *DDP_KNOBS})
+STABILITY = ("clip_norm", "clip_mode", "warmup_steps", "adam_eps")
+
+ENV_ONLY_ON = {
+    # prefix -> the platforms (and least world size) where the variable acts
+    "NCCL_": ({"cuda", "rocm"}, 2),
+    "RCCL_": ({"rocm"}, 2),
+    "TORCH_NCCL_": ({"cuda", "rocm"}, 2),
+    "ROCBLAS_": ({"rocm"}, 1),
+    "MIOPEN_": ({"rocm"}, 1),
+    "HSA_": ({"rocm"}, 1),
+}
+
+
+def knob_class(name: str) -> str:
+    """`hardware-bound` or `portable` (an environment variable is hardware-bound)."""
+    if name in HARDWARE_BOUND or name.isupper():
+        return "hardware-bound"
+    return "portable"
+
+
+def classes(knobs: Iterable[str], env: Iterable[str]) -> dict[str, list[str]]:
+    """The recipe's searched knobs and environment knobs, by class."""
+    out: dict[str, list[str]] = {"hardware-bound": [], "portable": []}
+    for name in [*knobs, *env]:
+        out[knob_class(name)].append(name)
+    return out
+
+
+def inert_env(env: Mapping[str, str], platform: str, world_size: int) -> list[str]:
+    """The recipe's environment knobs that cannot act here (an NCCL variable on a CPU or a single
+    process, a rocBLAS one off ROCm): a migration drops them."""
+    out = []
+    for name in env:
+        for prefix, (platforms, least) in ENV_ONLY_ON.items():
+            if name.startswith(prefix):
+                if platform not in platforms or world_size < least:
+                    out.append(name)
+                break
+    return out
+
+
+def retune_plan(
+    searched: Iterable[str], env: Mapping[str, str], holds: Mapping[str, Any]
+) -> dict[str, Any]:
+    """What a re-tune searches when the recipe does not hold: its hardware-bound knobs, plus the
+    stability knobs when it diverged (more often than the baseline, or on every seed)."""
+    names = list(searched)
+    by = classes(names, env)
+    knobs = list(by["hardware-bound"])
+    why = {k: "hardware-bound" for k in knobs}
+    diverged = any("diverged" in p for p in holds.get("problems") or [])
+    if diverged:
+        for k in STABILITY:
+            if k in names and k not in knobs:
+                knobs.append(k)
+                why[k] = "implicated: it diverged here"
+    worse = [m for m in (holds.get("vs_baseline") or {}).get("worse_on") or []]
+    for k in by["portable"]:
+        if worse and k not in knobs:
+            knobs.append(k)
+            why[k] = f"implicated: worse on {', '.join(worse)}"
+    return {"knobs": knobs, "why": why, "classes": by}

@@ -1,0 +1,199 @@
+"""The migration report in Markdown: the verdict first, then the differences, the ops, the
+curves (a PNG when matplotlib is installed) and the compute spent."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from autotune.recipe.seeds import format_interval
+
+
+def plot_curve(curve: Mapping[str, Any], path: Path) -> Path | None:
+    """The recorded and this machine's loss curves and their difference; None without
+    matplotlib or without a compared curve."""
+    if curve.get("status") != "compared":
+        return None
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return None
+    from autotune.repro.compare import plot_comparison
+
+    return plot_comparison(dict(curve), path)
+
+
+def markdown(result: Mapping[str, Any], png: str | None = None) -> str:
+    """The report as Markdown (`result`: what `run.migrate` returns)."""
+    holds = result["holds"]
+    lines = [
+        f"# Migration of recipe `{result['recipe']}`",
+        "",
+        f"**Verdict: {result['verdict']}**",
+        "",
+        result["why"],
+        "",
+        f"Tuned on `{result['recorded_hash']}`, checked here on `{result['here_hash']}` "
+        f"({result['here_summary']}).",
+        "",
+    ]
+    lines += _holds_section(holds)
+    lines += _differences_section(result["differences"])
+    lines += _ops_section(result["ops"])
+    lines += _curve_section(holds.get("curve") or {}, png)
+    lines += _retune_section(result)
+    lines += _compute_section(result["compute"])
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _holds_section(h: Mapping[str, Any]) -> list[str]:
+    rec, base = h["recipe_result"], h.get("baseline_result")
+    vs = h["vs_baseline"]
+    out = [
+        "## Does the recipe hold here",
+        "",
+        f"The recipe and the baseline (PyTorch's defaults for the searched knobs) over seeds "
+        f"{h['seeds']} at {h['steps']} steps (the decided length), {h['threads']} thread(s).",
+        "",
+        "| metric | recipe: mean [95% interval] | baseline: mean [95% interval] | paired verdict |",
+        "|---|---|---|---|",
+    ]
+    for m, iv in rec["metrics"].items():
+        b = format_interval(base["metrics"].get(m)) if base else "-"
+        v = ((vs.get("metrics") or {}).get(m) or {}).get("verdict", "-")
+        out.append(f"| {m} | {format_interval(iv)} | {b} | {v} |")
+    div_b = f"{base['diverged_share']:.0%}" if base else "-"
+    out += [
+        f"| diverged | {rec['diverged_share']:.0%} of seeds | {div_b} of seeds | |",
+        "",
+        f"Paired verdict here: **{vs['verdict']}** ({vs.get('why', '')}); "
+        f"where it was tuned: {h.get('source_verdict') or 'not recorded'}.",
+        "",
+    ]
+    for p in h.get("problems") or []:
+        out.append(f"- does not hold: {p}")
+    return out + ([""] if h.get("problems") else [])
+
+
+def _differences_section(d: Mapping[str, Any]) -> list[str]:
+    out = ["## What differs", ""]
+    if "fingerprint" in d["not_recorded"]:
+        return [*out, "The recipe records no fingerprint: nothing to compare.", ""]
+    counts = d["counts"]
+    out.append(
+        f"{len(d['rows'])} field(s) differ: {counts.get('numerics', 0)} can change the numerics, "
+        f"{counts.get('performance', 0)} only the speed, {counts.get('none', 0)} nothing."
+    )
+    if d["not_recorded"]:
+        out.append(f"Not recorded with the recipe: {', '.join(d['not_recorded'])}.")
+    out += ["", "| field | recorded | here | can change | why |", "|---|---|---|---|---|"]
+    for r in d["rows"]:
+        out.append(
+            f"| `{r['field']}` | {_cell(r['recorded'])} | {_cell(r['here'])} | {r['class']} "
+            f"| {r['why']} |"
+        )
+    return [*out, ""]
+
+
+def _ops_section(o: Mapping[str, Any]) -> list[str]:
+    out = ["## Which ops differ", ""]
+    if o["status"] == "skipped":
+        return [*out, "Not run (`--no-audit`).", ""]
+    if o["status"] != "compared":
+        out.append(
+            "The recipe records no op audit (export it with `--audit` where it was tuned): "
+            "this machine's alone."
+        )
+    else:
+        grew = ", ".join(o["grew"]) or "none"
+        beyond = ", ".join(o["beyond_tolerance"]) or "none"
+        out.append(f"Error grew more than {o['factor']:g}x here: **{grew}**.")
+        out.append(f"Beyond the dtype's tolerance here and not where tuned: **{beyond}**.")
+    out += [
+        "",
+        "| op | pass | max_abs recorded | max_abs here | ratio | |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in o["rows"]:
+        mark = r["why"] or ""
+        out.append(
+            f"| {r['op']} | {r['pass']} | {_num(r['a_max_abs'])} | {_num(r['b_max_abs'])} "
+            f"| {_num(r['ratio'], '.3g')} | {mark} |"
+        )
+    return [*out, ""]
+
+
+def _curve_section(c: Mapping[str, Any], png: str | None) -> list[str]:
+    out = ["## Loss curve against the recorded one", ""]
+    if c.get("status") != "compared":
+        why = f" ({c['why']})" if c.get("why") else ""
+        return [*out, f"Not compared: {c.get('status', 'not run')}{why}.", ""]
+    verdict = "AGREE" if c["agree"] else "DIFFER"
+    out.append(
+        f"At the recorded seed, over {c['common_steps']} common steps: **{verdict}**: "
+        f"{c['verdict']}; final relative difference {_num(c['final_rel_diff'], '.3g')}, "
+        f"correlation {_num(c['correlation'], '.4f')}."
+    )
+    if png:
+        out += ["", f"![recorded and here]({png})"]
+    return [*out, ""]
+
+
+def _retune_section(result: Mapping[str, Any]) -> list[str]:
+    kc = result["knob_classes"]
+    out = [
+        "## Knobs",
+        "",
+        f"Hardware-bound: {', '.join(kc['hardware-bound']) or 'none'}; "
+        f"portable: {', '.join(kc['portable']) or 'none'}.",
+    ]
+    if result.get("inert_env"):
+        out.append(f"Cannot act here (dropped): {', '.join(result['inert_env'])}.")
+    plan = result.get("retune")
+    if plan:
+        out += ["", "To re-tune: " + ", ".join(f"{k} ({plan['why'][k]})" for k in plan["knobs"])]
+        done = plan.get("result")
+        if done:
+            out.append(
+                f"Re-tuned by a study of {done['trials']} trial(s) (the source space has "
+                f"{done['source_trials']}), warm-started from the recipe: `{done['recipe']}` "
+                f"({', '.join(f'{k}={v}' for k, v in done['knobs'].items())})."
+            )
+        else:
+            out.append(f"Command: `{plan['command']}`" if plan.get("command") else "")
+            out.append(plan.get("note", ""))
+    return [*out, ""]
+
+
+def _compute_section(c: Mapping[str, Any]) -> list[str]:
+    out = [
+        "## Compute spent",
+        "",
+        f"This check: {c['samples']:,} samples over {c['probes']} probe(s) "
+        f"({c['probe_wall_s']:.0f} s of probes, {c['audit_wall_s']:.0f} s of op audit).",
+    ]
+    if c.get("retune_samples"):
+        out.append(f"The re-tune: {c['retune_samples']:,} samples.")
+    study = c.get("study_samples")
+    if study:
+        out.append(
+            f"The source study spent {study:,} samples: this check cost "
+            f"{c['samples'] / study:.0%} of it."
+        )
+    else:
+        out.append("The source study's compute is not recorded with the recipe.")
+    return [*out, ""]
+
+
+def _cell(v: Any) -> str:
+    text = "-" if v is None else str(v)
+    return text.replace("|", "\\|")[:80]
+
+
+def _num(v: Any, fmt: str = ".2e") -> str:
+    return "-" if v is None else format(float(v), fmt)
+
+
+def names(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    return [str(r["field"]) for r in rows]

@@ -1,0 +1,87 @@
+"""The reduced study of a recipe that does not transfer: its space (the source study's space file)
+with every searched knob outside the re-tune plan fixed at the recipe's value, a share of the
+space's trials, warm-started from the recipe; the new recipe records where it came from
+(`source.migrated_from`)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from autotune import space as sp
+from autotune.recipe.file import Recipe
+
+SHARE = 0.3  # of the space's trials
+
+
+def reduced_overrides(space: sp.Space, recipe: Recipe, keep: list[str], share: float) -> list[str]:
+    """`--set` items: the searched knobs not in `keep` fixed at the recipe's values, the trials
+    cut to `share` of the space's (at least 2), the study named apart from the source's."""
+    out = [f"name={space.name}-migrated"]
+    for name in sorted(space.searched()):
+        if name in keep or name.isupper():
+            continue
+        value = recipe.knobs.get(name)
+        if value is not None:
+            out.append(f"knobs.{name}={value}")
+    trials = max(2, math.ceil(share * space.budget.trials))
+    out.append(f"budget.trials={trials}")
+    return out
+
+
+def retune(
+    recipe: Recipe,
+    recipe_path: str | Path,
+    plan: Mapping[str, Any],
+    space_ref: str,
+    *,
+    out_dir: Path,
+    tracking_uri: str | None,
+    say: Callable[[str], None],
+    share: float = SHARE,
+) -> dict[str, Any]:
+    """Run the reduced study here and export its recipe next to the report."""
+    from autotune import study as st
+    from autotune.study.export import recipe_from_study
+
+    source = sp.load(space_ref)
+    overrides = reduced_overrides(source, recipe, list(plan["knobs"]), share)
+    space = sp.load(space_ref, overrides)
+    say(f"re-tuning {', '.join(sorted(space.searched()))} over {space.budget.trials} trial(s)")
+    warm = st.load_warm_start(str(recipe_path))
+    result = st.run(
+        st.StudyOptions(
+            space=space,
+            study_dir=out_dir / "retune" / space.name,
+            tracking_uri=tracking_uri or f"sqlite:///{(out_dir / 'mlflow.db').resolve()}",
+            quiet=True,
+            warm_start=warm,
+        )
+    )
+    new = recipe_from_study(str(result.study_dir))
+    searched = sorted(space.searched())
+    migrated: dict[str, Any] = {
+        "recipe": recipe.name,
+        "fingerprint_hash": recipe.fingerprint_hash,
+        "re_tuned": searched,
+        "trials": space.budget.trials,
+        "source_trials": source.budget.trials,
+    }
+    new = Recipe.from_dict(
+        {**new.to_dict(), "source": {**new.source, "migrated_from": migrated}},
+        source="re-tuned recipe",
+    )
+    path = new.save(out_dir / "recipe-retuned.yaml")
+    compute = (result.summary or {}).get("compute") or {}
+    return {
+        "recipe": str(path),
+        "name": new.name,
+        "searched": searched,
+        "trials": space.budget.trials,
+        "source_trials": source.budget.trials,
+        "samples": compute.get("total"),
+        "overrides": overrides,
+        "knobs": {k: new.knobs.get(k) for k in searched},
+    }

@@ -1,0 +1,228 @@
+"""`migrate`: a recipe from another machine checked on this one, in one report.
+
+The verdict: `transfers` when the recipe holds here (the paired verdict against the baseline
+finds no problem: it did not diverge on more seeds than the baseline nor on every seed, and is
+not worse on the final loss or a stability objective); `transfers with these changes` when it
+holds but some of its environment knobs cannot act here (they are dropped); `does not transfer`
+otherwise, naming what a re-tune searches (`knob_classes.retune_plan`); given the source's space
+file, `re-tuned: ...` after the reduced study (`retune`).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from autotune import fingerprint
+from autotune.errors import TrackingError, UsageError
+from autotune.migrate import knob_classes
+from autotune.migrate.differences import differences
+from autotune.migrate.holds import rerun
+from autotune.migrate.ops import compare_ops
+from autotune.migrate.report import markdown, plot_curve
+from autotune.recipe.file import Recipe
+from autotune.recipe.verify import check_workload
+from autotune.repro import record
+
+EXPERIMENT = "autotune-migrate"
+REPORT = "migration.md"
+PLOT = "migration-curve.png"
+
+
+def migrate(
+    path: str | Path,
+    *,
+    seeds: int = 3,
+    steps: int | None = None,
+    threads: int | None = None,
+    timeout_s: float = 600.0,
+    out_dir: str | Path = ".",
+    audit: bool = True,
+    tracking_uri: str | None = None,
+    quiet: bool = False,
+    space: str | None = None,
+) -> dict[str, Any]:
+    """Check the recipe at `path` on this machine; write the report under `out_dir`; return the
+    result (`verdict`, `why`, `differences`, `ops`, `holds`, `knob_classes`, `compute`,
+    `report`, `png`, `run_id`). `space`: the source study's space file: a recipe that does not
+    transfer is then re-tuned here by a reduced study (`retune`)."""
+    import torch
+
+    say: Callable[[str], None] = (
+        (lambda _t: None) if quiet else (lambda t: print(t, file=sys.stderr))
+    )
+    recipe = Recipe.load(path)
+    check_workload(recipe, str(path))
+    client = connect(tracking_uri) if tracking_uri else None  # before any probe: fail fast
+    if space:  # the re-tune's space and engines, before any probe too
+        check_retune(space)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    threads = int(threads or torch.get_num_threads())
+    device = str(recipe.probe.get("device") or "auto")
+
+    audit_wall = 0.0
+    here_audit: dict[str, Any] = {}
+    if audit:
+        say(f"op audit here ({device}, {recipe.precision}, {threads} thread(s))")
+        t0 = time.perf_counter()
+        here_audit = record.audit_here(device, recipe.precision, threads)
+        audit_wall = time.perf_counter() - t0
+    ops = compare_ops(recipe.recorded.get("audit") if audit else None, here_audit)
+    if not audit:
+        ops["status"] = "skipped"
+
+    say(f"re-running recipe {recipe.name} and the baseline over {seeds} seed(s)")
+    holds = rerun(recipe, seeds=seeds, steps=steps, threads=threads, timeout_s=timeout_s, say=say)
+    here_fp = holds.get("fingerprint") or fingerprint.collect()
+    diffs = differences(recipe.fingerprint, here_fp)
+    inert = knob_classes.inert_env(recipe.env, str(here_fp.get("platform")), int(recipe.world_size))
+    searched = list((recipe.source or {}).get("searched") or [])
+    verdict, why, plan = verdict_of(recipe, path, holds, inert, searched)
+    retuned = None
+    if plan is not None and space:
+        from autotune.migrate.retune import retune
+
+        retuned = retune(recipe, path, plan, space, out_dir=out, tracking_uri=tracking_uri, say=say)
+        plan["result"] = retuned
+        verdict = f"re-tuned: {', '.join(retuned['searched'])}"
+        why += (
+            f" A study of {retuned['trials']} trial(s) ({retuned['source_trials']} in the source's "
+            f"space), warm-started from the recipe, re-tuned them: {retuned['recipe']}."
+        )
+    n_probes = len(holds["recipe_result"]["runs"]) + len(
+        (holds.get("baseline_result") or {}).get("runs") or []
+    )
+    study_compute = (recipe.source or {}).get("compute") or {}
+    result: dict[str, Any] = {
+        "recipe": recipe.name,
+        "verdict": verdict,
+        "why": why,
+        "recorded_hash": recipe.fingerprint_hash,
+        "here_hash": here_fp.get("hash"),
+        "here_summary": _summary(here_fp),
+        "differences": diffs,
+        "ops": ops,
+        "holds": holds,
+        "knob_classes": knob_classes.classes(searched, recipe.env),
+        "inert_env": inert,
+        "retune": plan,
+        "compute": {
+            "samples": holds["samples"],
+            "probes": n_probes,
+            "probe_wall_s": holds["wall_s"],
+            "audit_wall_s": audit_wall,
+            "retune_samples": (retuned or {}).get("samples"),
+            "study_samples": study_compute.get("total"),
+            "share_of_study": (
+                holds["samples"] / study_compute["total"] if study_compute.get("total") else None
+            ),
+        },
+    }
+    png = plot_curve(holds.get("curve") or {}, out / PLOT)
+    result["png"] = str(png) if png else None
+    text = markdown(result, png=png.name if png else None)
+    report = out / REPORT
+    report.write_text(text)
+    result["report"] = str(report)
+    result["run_id"] = log_report(client, result) if client is not None else None
+    return result
+
+
+def verdict_of(
+    recipe: Recipe,
+    path: str | Path,
+    holds: dict[str, Any],
+    inert: list[str],
+    searched: list[str],
+) -> tuple[str, str, dict[str, Any] | None]:
+    problems = holds.get("problems") or []
+    vs = holds["vs_baseline"]
+    if not problems:
+        why = (
+            f"The recipe holds here: paired against the baseline over seeds {holds['seeds']} "
+            f"it is {vs['verdict']} ({vs.get('why', '')})."
+        )
+        if inert:
+            return (
+                f"transfers with these changes: drop {', '.join(inert)}",
+                why + f" Its environment knobs {', '.join(inert)} cannot act here.",
+                None,
+            )
+        return "transfers", why, None
+    plan = knob_classes.retune_plan(searched, recipe.env, holds)
+    plan["command"] = f"autotune study --space SPACE --warm-start {path}"
+    plan["note"] = (
+        "Give the source study's space file (`--space FILE`) and `autotune migrate` runs the "
+        "reduced study: these knobs searched, the others fixed at the recipe's values."
+    )
+    knobs = ", ".join(plan["knobs"]) or "nothing it searched (a cold study)"
+    return (
+        f"does not transfer: re-tune {knobs}",
+        "The recipe does not hold here: " + "; ".join(problems) + ".",
+        plan,
+    )
+
+
+def _summary(fp: dict[str, Any]) -> str:
+    versions = fp.get("versions") or {}
+    devices = fp.get("devices") or []
+    where = devices[0].get("name") if devices else (fp.get("host") or {}).get("cpu_model")
+    threads = (fp.get("env") or {}).get("torch_threads")
+    return f"{fp.get('platform')}, {where}, torch {versions.get('torch')}, {threads} thread(s)"
+
+
+def check_retune(space: str) -> None:
+    """The space file reads and validates, and Ray, Optuna and MLflow are installed here."""
+    import importlib.util
+
+    from autotune import space as sp
+
+    sp.load(space)
+    missing = [m for m in ("ray", "optuna", "mlflow") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise UsageError(
+            f"--space {space}: the re-tune runs a study, and this environment lacks "
+            f"{', '.join(missing)}"
+        )
+
+
+def connect(tracking_uri: str) -> Any:
+    """A client of the MLflow store the report goes to; a TrackingError when mlflow is not
+    installed in this environment or the store does not answer."""
+    try:
+        import mlflow  # noqa: F401
+    except ImportError:
+        raise TrackingError(
+            f"--tracking-uri {tracking_uri}: mlflow is not installed in this environment"
+        ) from None
+    from autotune import tracking
+
+    return tracking.connect(tracking.resolve_uri(tracking_uri))
+
+
+def log_report(client: Any, result: dict[str, Any]) -> str:
+    """The report, its plot and the verdict as a run of the experiment `autotune-migrate`."""
+    from autotune import tracking
+
+    experiment_id = tracking.ensure_experiment(client, EXPERIMENT)
+    run = client.create_run(
+        experiment_id,
+        run_name=f"migrate-{result['recipe']}",
+        tags={
+            "autotune.recipe": result["recipe"],
+            "autotune.migrate.verdict": result["verdict"][:250],
+            "autotune.recipe.fp_hash": str(result["recorded_hash"]),
+            "autotune.fp.hash": str(result["here_hash"]),
+        },
+    )
+    run_id = str(run.info.run_id)
+    client.log_metric(run_id, "samples", float(result["compute"]["samples"]))
+    client.log_artifact(run_id, result["report"])
+    if result.get("png"):
+        client.log_artifact(run_id, result["png"])
+    client.set_terminated(run_id)
+    return run_id

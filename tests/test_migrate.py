@@ -1,0 +1,342 @@
+"""The parts of `autotune migrate` that need no process: the fingerprint differences and their
+classes, the op comparison, the knob classes and re-tune plan, the curve check, the recipe's
+`recorded` section and the report's order."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from autotune import fingerprint
+from autotune.migrate import knob_classes
+from autotune.migrate.differences import classify, differences
+from autotune.migrate.holds import curve_check
+from autotune.migrate.ops import compare_ops
+from autotune.migrate.report import markdown
+from autotune.repro import record
+
+
+@pytest.fixture(scope="module")
+def here() -> dict[str, Any]:
+    return fingerprint.collect()
+
+
+def test_a_fingerprint_records_the_numerics_settings(here: dict[str, Any]) -> None:
+    num = here["numerics"]
+    assert num["float32_matmul_precision"] in ("highest", "high", "medium")
+    assert isinstance(num["matmul_allow_tf32"], bool)
+    assert num["interop_threads"] >= 1
+    # The identity (and so the hash) does not move with them.
+    other = copy.deepcopy(here)
+    other["numerics"]["matmul_allow_tf32"] = not num["matmul_allow_tf32"]
+    assert fingerprint.identity_hash(other) == fingerprint.identity_hash(here)
+
+
+def test_differences_are_classed_by_what_they_can_change(here: dict[str, Any]) -> None:
+    other = copy.deepcopy(here)
+    other["versions"]["torch"] = "2.0.0"
+    other["env"]["torch_threads"] = here["env"]["torch_threads"] + 3
+    other["env"]["NCCL_SOCKET_IFNAME"] = "eth9"
+    other["env"]["ROCBLAS_INTERNAL_FP16_ALT_IMPL"] = "1"
+    other["numerics"]["matmul_allow_tf32"] = not here["numerics"]["matmul_allow_tf32"]
+    other["numerics"]["interop_threads"] = 99
+    other["determinism"]["deterministic_algorithms"] = True
+    other["host"]["ram_gb"] = 4096.0
+    other["versions"]["numpy"] = "0.1"
+    d = differences(other, here)
+    got = {r["field"]: r["class"] for r in d["rows"]}
+    assert got == {
+        "versions.torch": "numerics",
+        "env.torch_threads": "numerics",
+        "env.ROCBLAS_INTERNAL_FP16_ALT_IMPL": "numerics",
+        "numerics.matmul_allow_tf32": "numerics",
+        "determinism.deterministic_algorithms": "numerics",
+        "env.NCCL_SOCKET_IFNAME": "performance",
+        "numerics.interop_threads": "performance",
+        "host.ram_gb": "performance",
+        "versions.numpy": "none",
+    }
+    # Numerics first, then performance, then none.
+    classes = [r["class"] for r in d["rows"]]
+    assert classes == sorted(classes, key=["numerics", "performance", "none"].index)
+    assert d["counts"] == {"numerics": 5, "performance": 3, "none": 1}
+    assert not d["same_identity"] and not d["not_recorded"]
+
+
+def test_an_older_fingerprint_names_what_it_does_not_record(here: dict[str, Any]) -> None:
+    old = {k: v for k, v in here.items() if k != "numerics"}
+    d = differences(old, here)
+    assert d["not_recorded"] == ["numerics"] and d["rows"] == [] and d["same_identity"]
+    assert differences(None, here)["not_recorded"] == ["fingerprint"]
+    assert classify("devices.0.arch")[0] == "numerics"
+    assert classify("devices.0.total_memory_mb")[0] == "performance"
+
+
+def audit(**errors: float) -> dict[str, Any]:
+    entries = []
+    for name in ("gelu", "softmax", "matmul"):
+        for p in ("fwd", "bwd"):
+            key = f"{name}_{p}"
+            entries.append(
+                {
+                    "op": name,
+                    "pass": p,
+                    "max_abs": errors.get(key, 1e-7),
+                    "max_scaled": errors.get(key, 1e-7),
+                    "ref_rms": 1.0,
+                    "nonfinite": 0,
+                    "error": None,
+                    "flagged": errors.get(key, 0) > 1e-3,
+                }
+            )
+    flagged = [f"{e['op']}.{e['pass']}" for e in entries if e["flagged"]]
+    return {"dtype": "fp32", "device": "cpu", "entries": entries, "flagged": flagged}
+
+
+def test_ops_whose_error_grew_are_named() -> None:
+    got = compare_ops(audit(), audit(softmax_bwd=5e-2, gelu_fwd=3e-6))
+    assert got["status"] == "compared"
+    assert got["grew"] == ["gelu.fwd", "softmax.bwd"]  # 30x and 5e5x; matmul unchanged
+    assert got["beyond_tolerance"] == ["softmax.bwd"]  # gelu grew but stays within tolerance
+    # An error that shrank here is a difference, not a growth.
+    assert compare_ops(audit(matmul_fwd=1e-4), audit())["grew"] == []
+    alone = compare_ops(None, audit(softmax_bwd=5e-2))
+    assert alone["status"] == "not recorded" and alone["beyond_tolerance"] == ["softmax.bwd"]
+
+
+def test_the_compact_audit_compares_like_the_full_one() -> None:
+    from autotune.repro.audit import OPS, run_audit
+
+    full = run_audit(device="cpu", dtype="fp32", ops=[o for o in OPS if o.name == "gelu"])
+    small = record.compact_audit(full, threads=1)
+    assert small["threads"] == 1 and isinstance(small["torch"], str)
+    assert [e["op"] for e in small["entries"]] == ["gelu", "gelu"]
+    got = compare_ops(small, small)
+    assert got["grew"] == [] and all(r["ratio"] == 1.0 for r in got["rows"])
+
+
+def test_knob_classes_and_the_retune_plan() -> None:
+    searched = ["clip_norm", "warmup_steps", "init_scale", "accum_steps", "adam_eps"]
+    env = {"NCCL_ALGO": "Ring"}
+    by = knob_classes.classes(searched, env)
+    assert by == {
+        "hardware-bound": ["init_scale", "accum_steps", "NCCL_ALGO"],
+        "portable": ["clip_norm", "warmup_steps", "adam_eps"],
+    }
+    plan = knob_classes.retune_plan(
+        searched, env, {"problems": ["it diverged on more seeds than the baseline (2 vs 0 of 3)"]}
+    )
+    assert plan["knobs"] == [
+        "init_scale",
+        "accum_steps",
+        "NCCL_ALGO",
+        "clip_norm",
+        "warmup_steps",
+        "adam_eps",
+    ]
+    held = knob_classes.retune_plan(searched, env, {"problems": []})
+    assert held["knobs"] == ["init_scale", "accum_steps", "NCCL_ALGO"]
+    assert knob_classes.inert_env({"NCCL_ALGO": "Ring", "ROCBLAS_X": "1"}, "cpu", 1) == [
+        "NCCL_ALGO",
+        "ROCBLAS_X",
+    ]
+    assert knob_classes.inert_env({"NCCL_ALGO": "Ring"}, "cuda", 8) == []
+
+
+def test_the_curve_is_compared_at_the_recorded_seed() -> None:
+    losses = [2.0 / (1 + i) for i in range(50)]
+    rec = record.curve_of({"seed": 3, "steps_run": 50, "series": {"loss": losses}})
+    assert rec is not None and rec["step"] == list(range(50))
+    same = curve_check(rec, {"summary": {"seed": 3, "series": {"loss": losses}}})
+    assert same["status"] == "compared" and same["agree"]
+    drift = [v * (1.0 + 0.2 * (i > 20)) for i, v in enumerate(losses)]
+    moved = curve_check(rec, {"summary": {"seed": 3, "series": {"loss": drift}}})
+    assert not moved["agree"] and moved["first_divergence_step"] == 21
+    assert curve_check(rec, {"summary": {"seed": 4, "series": {"loss": losses}}})["status"] == (
+        "other seed"
+    )
+    assert curve_check(None, None)["status"] == "not recorded"
+    long = record.curve_of({"seed": 0, "series": {"loss": [1.0] * 5000}})
+    assert long is not None and len(long["step"]) == record.MAX_POINTS
+    assert long["step"][0] == 0 and long["step"][-1] == 4999
+
+
+def test_a_recipe_keeps_what_it_recorded(tmp_path: Any) -> None:
+    from autotune import Recipe
+    from autotune import space as sp
+
+    knobs = {k: v.default for k, v in sp.KNOBS.items()}
+    knobs.update(lr=0.01, batch=None, accum_steps=1)
+    recorded = {"curve": {"metric": "loss", "seed": 0, "step": [0, 1], "value": [2.0, 1.5]}}
+    r = Recipe(
+        name="r",
+        workload={"name": "mlp", "size": "tiny"},
+        precision="fp32",
+        micro_batch=8,
+        knobs=knobs,
+        recorded=recorded,
+    )
+    back = Recipe.load(r.save(tmp_path / "r.yaml"))
+    assert back.recorded == recorded
+    plain = Recipe.load(
+        Recipe(
+            name="p",
+            workload={"name": "mlp", "size": "tiny"},
+            precision="fp32",
+            micro_batch=8,
+            knobs=knobs,
+        ).save(tmp_path / "p.yaml")
+    )
+    assert plain.recorded == {} and "recorded:" not in (tmp_path / "p.yaml").read_text()
+
+
+def test_the_report_puts_the_verdict_first(here: dict[str, Any]) -> None:
+    other = copy.deepcopy(here)
+    other["versions"]["torch"] = "2.0.0"
+    iv = {"mean": 1.0, "low": 0.9, "high": 1.1, "n": 2}
+    result_side = {"n": 2, "diverged_share": 0.0, "failed": 0, "metrics": {"final_loss": iv}}
+    result = {
+        "recipe": "r",
+        "verdict": "transfers",
+        "why": "The recipe holds here.",
+        "recorded_hash": "a",
+        "here_hash": "b",
+        "here_summary": "cpu",
+        "differences": differences(other, here),
+        "ops": compare_ops(audit(), audit(gelu_fwd=1e-5)),
+        "holds": {
+            "seeds": [0, 1],
+            "steps": 30,
+            "threads": 2,
+            "recipe_result": result_side,
+            "baseline_result": result_side,
+            "vs_baseline": {"verdict": "no detectable difference", "why": "noise", "metrics": {}},
+            "problems": [],
+            "curve": {"status": "not recorded"},
+        },
+        "knob_classes": {"hardware-bound": [], "portable": ["clip_norm"]},
+        "inert_env": [],
+        "retune": None,
+        "compute": {
+            "samples": 100,
+            "probes": 4,
+            "probe_wall_s": 1.0,
+            "audit_wall_s": 1.0,
+            "study_samples": 1000,
+        },
+    }
+    text = markdown(result)
+    order = ["**Verdict: transfers**", "## Does the recipe", "## What differs", "`versions.torch`"]
+    order += ["## Which ops differ", "**gelu.fwd**", "## Loss curve", "## Compute spent", "10%"]
+    at = [text.find(x) for x in order]
+    assert all(i >= 0 for i in at) and at == sorted(at), at
+
+
+def test_a_recipe_that_diverges_here_does_not_transfer(tmp_path: Any) -> None:
+    from autotune import Recipe
+    from autotune import space as sp
+    from autotune.migrate.run import verdict_of
+
+    knobs = {k: v.default for k, v in sp.KNOBS.items()}
+    knobs.update(lr=0.01, batch=None, accum_steps=1, clip_norm=0.5)
+    recipe = Recipe(
+        name="r",
+        workload={"name": "mlp", "size": "tiny"},
+        precision="fp16",
+        micro_batch=8,
+        knobs=knobs,
+        env={"NCCL_ALGO": "Ring"},
+        source={"searched": ["clip_norm", "init_scale", "warmup_steps"]},
+    )
+    vs = {"verdict": "worse", "why": "diverged", "worse_on": []}
+    broken = {"problems": ["it diverged on more seeds than the baseline (2 vs 0 of 3)"]}
+    verdict, why, plan = verdict_of(
+        recipe,
+        "r.yaml",
+        {**broken, "vs_baseline": vs},
+        [],
+        [
+            "clip_norm",
+            "init_scale",
+            "warmup_steps",
+        ],
+    )
+    assert verdict == "does not transfer: re-tune init_scale, NCCL_ALGO, clip_norm, warmup_steps"
+    assert "diverged on more seeds" in why
+    assert (
+        plan is not None and plan["command"] == "autotune study --space SPACE --warm-start r.yaml"
+    )
+    held = {"problems": [], "seeds": [0, 1], "vs_baseline": {"verdict": "better", "why": "x"}}
+    assert verdict_of(recipe, "r.yaml", held, [], [])[0] == "transfers"
+    changed = verdict_of(recipe, "r.yaml", held, ["NCCL_ALGO"], [])
+    assert changed[0] == "transfers with these changes: drop NCCL_ALGO" and changed[2] is None
+
+
+def test_the_report_goes_to_mlflow(tmp_path: Any) -> None:
+    from mlflow.tracking import MlflowClient
+
+    from autotune.migrate.run import EXPERIMENT, connect, log_report
+
+    report = tmp_path / "migration.md"
+    report.write_text("# Migration\n\n**Verdict: transfers**\n")
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    result = {
+        "recipe": "r",
+        "verdict": "transfers",
+        "recorded_hash": "a",
+        "here_hash": "b",
+        "compute": {"samples": 100},
+        "report": str(report),
+        "png": None,
+    }
+    run_id = log_report(connect(uri), result)
+    client = MlflowClient(tracking_uri=uri)
+    run = client.get_run(run_id)
+    assert run.data.tags["autotune.migrate.verdict"] == "transfers"
+    assert run.data.metrics["samples"] == 100
+    exp = client.get_experiment(run.info.experiment_id)
+    assert exp is not None and exp.name == EXPERIMENT
+    assert [a.path for a in client.list_artifacts(run_id)] == ["migration.md"]
+
+
+def test_the_reduced_study_fixes_the_other_knobs_at_the_recipe(tmp_path: Any) -> None:
+    from autotune import Recipe
+    from autotune import space as sp
+    from autotune.migrate.retune import reduced_overrides
+
+    text = """\
+name: src
+workload: {name: mlp, size: tiny}
+probe: {steps: 30, micro_batch: 32, device: cpu}
+budget: {trials: 20}
+knobs:
+  clip_norm: {low: 0.1, high: 5.0, log: true}
+  warmup_steps: {low: 0, high: 10}
+  init_scale: {low: 1024, high: 65536, log: true}
+"""
+    space = sp.loads(text, source="src")
+    knobs = {k: v.default for k, v in sp.KNOBS.items()}
+    knobs.update(lr=0.01, batch=None, accum_steps=1, clip_norm=0.7, warmup_steps=4)
+    recipe = Recipe(
+        name="r",
+        workload={"name": "mlp", "size": "tiny"},
+        precision="fp32",
+        micro_batch=8,
+        knobs=knobs,
+    )
+    got = reduced_overrides(space, recipe, ["init_scale", "clip_norm"], 0.3)
+    assert got == ["name=src-migrated", "knobs.warmup_steps=4", "budget.trials=6"]
+    reduced = sp.loads(text, source="src", overrides=got)
+    assert sorted(reduced.searched()) == ["clip_norm", "init_scale"]
+    assert reduced.budget.trials == 6 and reduced.name == "src-migrated"
+    assert reduced_overrides(space, recipe, [], 0.01)[-1] == "budget.trials=2"
+
+
+def test_a_bad_space_for_the_retune_is_refused_before_any_probe(tmp_path: Any) -> None:
+    from autotune.errors import AutotuneError
+    from autotune.migrate.run import check_retune
+
+    with pytest.raises(AutotuneError, match=r"nope\.yaml"):
+        check_retune(str(tmp_path / "nope.yaml"))

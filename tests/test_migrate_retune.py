@@ -1,0 +1,58 @@
+"""A recipe that does not hold here is re-tuned by a reduced study: `autotune migrate RECIPE
+--space FILE` on a recipe whose warm-up never ends within the run (its loss stays near the
+initial one while the baseline's falls), end to end with real Ray, Optuna and MLflow."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import yaml
+from assets import studies as h
+
+from autotune import Recipe
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.filterwarnings("ignore:The ``noload`` loader strategy"),
+    pytest.mark.filterwarnings("ignore:For backward compatibility, 'str' dtypes"),
+]
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> h.FinishedStudy:
+    return h.finished_study(tmp_path_factory.getbasetemp())
+
+
+def test_a_recipe_that_does_not_hold_is_retuned(shared: h.FinishedStudy, tmp_path: Path) -> None:
+    good = tmp_path / "recipe.yaml"
+    done = h.autotune(["export", str(shared.study_dir), "-o", str(good)], shared.folder)
+    assert done.returncode == 0, h.explain(done)
+    data = yaml.safe_load(good.read_text())
+    data["knobs"]["warmup_steps"] = 100 * shared.steps  # the learning rate never rises here
+    data["source"]["defaults"] = False
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(data))
+    out = tmp_path / "report"
+    space = shared.folder / "space.yaml"
+    args = ["migrate", str(bad), "--seeds", "3", "--no-audit", "--space", str(space)]
+    mig = h.autotune([*args, "-o", str(out), "--json"], tmp_path)
+    assert mig.returncode == 1, h.explain(mig)
+    result = json.loads(mig.stdout)
+    holds = result["holds"]
+    assert holds["vs_baseline"]["metrics"]["final_loss"]["verdict"] == "worse", holds
+    assert any("loses to the baseline" in p for p in holds["problems"])
+    # Re-tuned: the portable knobs the failure implicates, over 30% of the space's trials.
+    plan = result["retune"]
+    assert set(plan["knobs"]) == {"clip_norm", "warmup_steps"}
+    done_ = plan["result"]
+    assert done_["trials"] == max(2, math.ceil(0.3 * shared.trials))
+    assert result["verdict"] == "re-tuned: clip_norm, warmup_steps"
+    new = Recipe.load(done_["recipe"])
+    assert new.source["migrated_from"]["recipe"] == Recipe.load(bad).name
+    assert new.knobs["warmup_steps"] <= 10  # from the space's domain, not the broken 3000
+    assert result["compute"]["retune_samples"] > 0
+    text = Path(result["report"]).read_text()
+    assert text.index("**Verdict: re-tuned") < text.index("Re-tuned by a study of")
