@@ -65,6 +65,8 @@ def test_the_records_go_through_the_folder(tmp_path: Path) -> None:
     }
     assert rp.read_rung_record(tmp_path, 4, 1, 60) is not None
     assert rp.read_rung_record(tmp_path, 4, 1, 120) is None  # another length does not count
-    slim = ve.save_seed(tmp_path, 4, 9, {"outcome": "complete", "summary": {"series": [1]}}, 60)
-    assert slim == {"outcome": "complete", "summary": {}}  # without its step series
+    out = {"outcome": "complete", "summary": {"series": {"loss": [2.0, 1.0], "lr": [0.1, 0.1]}}}
+    slim = ve.save_seed(tmp_path, 4, 9, out, 60)
+    # without its step series, but with its loss (logged to the verification's MLflow run)
+    assert slim == {"outcome": "complete", "summary": {}, "loss_series": [2.0, 1.0]}
     assert folder.read_json(folder.verify_path(tmp_path, 4, 9, 60)) == slim
