@@ -11,6 +11,8 @@ from autotune.errors import RecipeError
 from autotune.recipe import Recipe, exporters, now_iso
 from autotune.study import attrs as ua
 from autotune.study import pick, verdict
+from autotune.study.compute import study_compute
+from autotune.study.fidelity import rank_fidelity
 from autotune.study.find import find_study
 from autotune.study.objectives import trial_setup
 from autotune.study.records import read_outcome
@@ -70,6 +72,10 @@ def recipe_from_study(ref: str, how: str = "balanced", storage: str | None = Non
             "vs_baseline": vs,
             "searched": sorted(n for n in space.searched()),
             "fp_hash": chosen.fp_hash,
+            # Samples saved against every trial (and the same verification) at the target, and
+            # how the rung below the target ranked what reached it (`study/fidelity.py`).
+            "compute_saved": (study_compute(study, space, study_dir) or {}).get("saved_vs_full"),
+            "rank_fidelity": rank_fidelity(study, space, study.user_attrs.get(ua.DECIDED) or {}),
             **({"oom_retry": retried} if retried else {}),
             "mlflow": {
                 "tracking_uri": _redact(mlflow_meta.get("uri")),

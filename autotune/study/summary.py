@@ -18,6 +18,8 @@ from autotune.study import improvement as im
 from autotune.study import pick as pk
 from autotune.study.compute import format_line as compute_line
 from autotune.study.compute import study_compute
+from autotune.study.fidelity import format_line as fidelity_line
+from autotune.study.fidelity import rank_fidelity
 from autotune.study.objectives import directions, reference, vacuous
 from autotune.study.pick import dominates
 from autotune.study.records import screen_feasible
@@ -76,7 +78,9 @@ def summarize(
         "counts": counts,
         "dropped_knobs": dict(dropped or {}),
         "study_dir": str(study_dir) if study_dir else None,
-        "compute": study_compute(study, space, study_dir),
+        "compute": (spent := study_compute(study, space, study_dir)),
+        "compute_saved": (spent or {}).get("saved_vs_full"),  # vs full length + verification
+        "rank_fidelity": rank_fidelity(study, space, rungs["decided"]),
     }
 
 
@@ -243,9 +247,8 @@ def format_summary(summary: Mapping[str, Any], *, tracking_uri: str | None = Non
     decided_line = _decided_line(summary)
     if decided_line:
         lines.append(decided_line)
-    spent = compute_line(summary.get("compute"))
-    if spent:
-        lines.append(spent)
+    both = compute_line(summary.get("compute")), fidelity_line(summary.get("rank_fidelity"))
+    lines += [x for x in both if x]
     if (summary.get("throughput_noise") or {}).get("message"):
         lines.append(summary["throughput_noise"]["message"])
     lines += _pick_lines(summary)
