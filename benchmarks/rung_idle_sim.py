@@ -20,11 +20,16 @@ shrinking with the length (only who is promoted depends on it, not the durations
   of the n finished at its rung and not yet promoted (the baseline always), else the next
   unscreened trial, else waits.
 
-Idle share = idle worker-seconds / (W x makespan), the makespan being the end of the last probe
-(verification, the same in both, is left out). "Waiting" idle is the part spent while a probe
-below the top rung is still running (work may still appear: at a barrier, or before a
-promotion); the rest is the tail, when the top rung's few probes are all that is left, which no
-scheduler of the same probes can fill.
+Verification (`verify.top_k` 2 candidates and the baseline x 3 seeds, at the target from step 0)
+runs after the last rung probe, as the study runs it; the "+ overlap" modes instead start every
+top-rung entrant's verification seeds beside its top-rung probe (more probes: every entrant is
+verified, not only the best two; the makespan and the work are reported against synchronous).
+
+Idle share = idle worker-seconds / (W x makespan), the makespan being the end of the last
+probe. "Waiting" idle is the part spent while a probe below the top rung is still running (work
+may still appear: at a barrier, or before a promotion); the rest is the tail, when the top rung's
+few probes and the verification are all that is left, which no scheduler of the same probes can
+fill.
 
     python benchmarks/rung_idle_sim.py                    # 16 workers, 48/96/192 trials
     python benchmarks/rung_idle_sim.py --collect DIR...   # durations from study folders
@@ -106,97 +111,158 @@ class Study:
     def score(self, i: int, k: int) -> float:
         return self.quality[i] + self.noise[(i, k)]  # lower is better
 
+    def verify_s(self, i: int) -> float:
+        """A verification probe of trial i: the target's length from step 0 (another seed)."""
+        return self.o_screen + self.plan[-1] * self.step_s[i]
 
-def synchronous(s: Study, workers: int, eta: int = 3, min_promote: int = 2) -> dict[str, Any]:
-    t, busy, waiting_idle, probes = 0.0, 0.0, 0.0, 0
-    numbers = list(range(s.n))
+
+Job = tuple[str, int, int]  # ("rung" or "verify", trial, rung)
+
+
+def schedule(s: Study, workers: int, policy: Any) -> dict[str, Any]:
+    """Run `policy`'s jobs on `workers`: a free worker takes `policy.next()` (None: nothing
+    to give now); `policy.done(job)` when one ends. Counts busy, idle and waiting idle."""
     top = len(s.plan) - 1
-    for k in range(len(s.plan)):
-        free = [t] * workers
-        heapq.heapify(free)
-        ends = []
-        for i in numbers:  # submitted in trial order; each starts when a worker is free
-            start = heapq.heappop(free)
-            end = start + s.duration(i, k)
-            heapq.heappush(free, end)
-            ends.append(end)
-            busy += end - start
-        probes += len(numbers)
-        barrier = max(ends)
-        work = sum(s.duration(i, k) for i in numbers)
-        if k < top:
-            waiting_idle += workers * (barrier - t) - work
-        t = barrier
-        if k < top:
-            searched = sorted((i for i in numbers if i != 0), key=lambda i: s.score(i, k))
-            q = max(min_promote, math.ceil(len(numbers) / eta))
-            numbers = sorted({0, *searched[:q]})
-    return _result(t, busy, waiting_idle, workers, probes)
-
-
-def asynchronous(s: Study, workers: int, eta: int = 3) -> dict[str, Any]:
-    top = len(s.plan) - 1
-    done: list[list[int]] = [[] for _ in s.plan]  # finished at each rung
-    promoted: list[set[int]] = [set() for _ in s.plan]
-    running: list[tuple[float, int, int]] = []  # (end, trial, rung)
-    nxt, t, busy, waiting_idle, probes = 0, 0.0, 0.0, 0.0, 0
-    idle_workers = workers
-
-    def job() -> tuple[int, int] | None:
-        nonlocal nxt
-        for k in range(top - 1, -1, -1):
-            ranked = sorted(done[k], key=lambda i: s.score(i, k))
-            best = set(ranked[: len(ranked) // eta]) | ({0} & set(done[k]))
-            for i in sorted(best - promoted[k], key=lambda i: s.score(i, k)):
-                promoted[k].add(i)
-                return i, k + 1
-        if nxt < s.n:
-            nxt += 1
-            return nxt - 1, 0
-        return None
-
+    running: list[tuple[float, int, Job]] = []
+    t, busy, waiting, probes, free, seq = 0.0, 0.0, 0.0, 0, workers, 0
+    verify_s = 0.0
     while True:
-        while idle_workers:
-            j = job()
-            if j is None:
+        while free:
+            job = policy.next()
+            if job is None:
                 break
-            i, k = j
-            d = s.duration(i, k)
-            heapq.heappush(running, (t + d, i, k))
-            busy += d
-            probes += 1
-            idle_workers -= 1
+            kind, i, k = job
+            d = s.duration(i, k) if kind == "rung" else s.verify_s(i)
+            heapq.heappush(running, (t + d, seq, job))
+            seq, busy, probes, free = seq + 1, busy + d, probes + 1, free - 1
+            verify_s += d if kind == "verify" else 0.0
         if not running:
             break
-        end, i, k = heapq.heappop(running)
-        if any(r[2] < top for r in running) or k < top:
-            waiting_idle += idle_workers * (end - t)
-        t = end
-        idle_workers += 1
-        done[k].append(i)
-    return _result(t, busy, waiting_idle, workers, probes)
-
-
-def _result(makespan: float, busy: float, waiting: float, workers: int, probes: int) -> dict:
-    cap = workers * makespan
+        end, _, job = heapq.heappop(running)
+        below = [j for _, _, j in running] + [job]
+        if any(kind == "rung" and k < top for kind, _, k in below):
+            waiting += free * (end - t)
+        t, free = end, free + 1
+        policy.done(job)
+    cap = workers * t
     return {
-        "makespan_s": makespan,
+        "makespan_s": t,
         "busy_s": busy,
+        "verify_s": verify_s,
         "idle_share": 1 - busy / cap,
         "waiting_idle_share": waiting / cap,
         "probes": probes,
     }
 
 
+class Synchronous:
+    """Rung by rung: the next rung (its promotions) once every probe of this one has ended;
+    verification of the best `top_k` and the baseline at the target after the top rung, or
+    (`overlap`) every top-rung entrant's verification seeds beside its top-rung probe."""
+
+    def __init__(self, s: Study, *, overlap: bool, eta=3, min_promote=2, top_k=2, seeds=3):
+        self.s, self.overlap, self.eta, self.min_promote = s, overlap, eta, min_promote
+        self.top_k, self.seeds = top_k, seeds
+        self.k, self.numbers = 0, list(range(s.n))
+        self.queue: list[Job] = [("rung", i, 0) for i in self.numbers]
+        self.left = len(self.queue)
+        self.verified = False
+
+    def next(self) -> Job | None:
+        return self.queue.pop(0) if self.queue else None
+
+    def done(self, job: Job) -> None:
+        self.left -= 1
+        if self.left:
+            return
+        s, top = self.s, len(self.s.plan) - 1
+        if self.k == top:
+            if self.overlap or self.verified:
+                return
+            best = sorted((i for i in self.numbers if i), key=lambda i: s.score(i, top))
+            chosen = sorted({0, *best[: self.top_k]})
+            self.queue = [("verify", i, top) for i in chosen for _ in range(self.seeds)]
+            self.left, self.verified = len(self.queue), True
+            return
+        if self.verified:
+            return
+        searched = sorted((i for i in self.numbers if i), key=lambda i: s.score(i, self.k))
+        q = max(self.min_promote, math.ceil(len(self.numbers) / self.eta))
+        self.numbers = sorted({0, *searched[:q]})
+        self.k += 1
+        self.queue = [("rung", i, self.k) for i in self.numbers]
+        if self.overlap and self.k == top:
+            self.queue += [("verify", i, top) for i in self.numbers for _ in range(self.seeds)]
+        self.left = len(self.queue)
+
+
+class Asynchronous:
+    """ASHA: a free worker takes, from the top rung down, a trial in the top floor(n / eta) of
+    the n finished at its rung and not yet promoted (the baseline always), else the next
+    unscreened trial; verification as `Synchronous` (after the last probe, or beside each
+    top-rung probe with `overlap`)."""
+
+    def __init__(self, s: Study, *, overlap: bool, eta=3, top_k=2, seeds=3):
+        self.s, self.overlap, self.eta, self.top_k, self.seeds = s, overlap, eta, top_k, seeds
+        self.top = len(s.plan) - 1
+        self.finished: list[list[int]] = [[] for _ in s.plan]
+        self.promoted: list[set[int]] = [set() for _ in s.plan]
+        self.extra: list[Job] = []
+        self.nxt, self.running, self.verified = 0, 0, False
+
+    def next(self) -> Job | None:
+        job = self._next()
+        self.running += job is not None
+        return job
+
+    def _next(self) -> Job | None:
+        s = self.s
+        if self.extra:
+            return self.extra.pop(0)
+        for k in range(self.top - 1, -1, -1):
+            ranked = sorted(self.finished[k], key=lambda i: s.score(i, k))
+            best = set(ranked[: len(ranked) // self.eta]) | ({0} & set(self.finished[k]))
+            for i in sorted(best - self.promoted[k], key=lambda i: s.score(i, k)):
+                self.promoted[k].add(i)
+                if self.overlap and k + 1 == self.top:
+                    self.extra += [("verify", i, self.top) for _ in range(self.seeds)]
+                return "rung", i, k + 1
+        if self.nxt < s.n:
+            self.nxt += 1
+            return "rung", self.nxt - 1, 0
+        if not self.running and not self.overlap and not self.verified:
+            top = self.finished[self.top]
+            best = sorted((i for i in top if i), key=lambda i: s.score(i, self.top))
+            chosen = sorted({0, *best[: self.top_k]} & ({0} | set(top)))
+            self.extra = [("verify", i, self.top) for i in chosen for _ in range(self.seeds)]
+            self.verified = True
+            return self.extra.pop(0) if self.extra else None
+        return None
+
+    def done(self, job: Job) -> None:
+        self.running -= 1
+        kind, i, k = job
+        if kind == "rung":
+            self.finished[k].append(i)
+
+
+MODES = {
+    "synchronous": lambda s: Synchronous(s, overlap=False),
+    "asynchronous": lambda s: Asynchronous(s, overlap=False),
+    "synchronous, verification beside the top rung": lambda s: Synchronous(s, overlap=True),
+    "asynchronous, verification beside the top rung": lambda s: Asynchronous(s, overlap=True),
+}
+
+
 def run(pools: Mapping[str, Any], trials: Sequence[int], workers: int, factor: int, reps: int):
     rows = []
     for name, pool in pools.items():
         for n in trials:
-            agg: dict[str, list[dict[str, Any]]] = {"synchronous": [], "asynchronous": []}
+            agg: dict[str, list[dict[str, Any]]] = {m: [] for m in MODES}
             for rep in range(reps):
                 s = Study(pool, n, factor, random.Random(rep))
-                agg["synchronous"].append(synchronous(s, workers))
-                agg["asynchronous"].append(asynchronous(s, workers))
+                for mode, policy in MODES.items():
+                    agg[mode].append(schedule(s, workers, policy(s)))
             row: dict[str, Any] = {"pool": name, "trials": n, "plan": s.plan}
             for mode, res in agg.items():
                 row[mode] = {k: statistics.fmean(r[k] for r in res) for k in res[0]}
@@ -229,18 +295,31 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps({"workers": args.workers, "rows": rows}, indent=1))
     print(
-        f"| durations from | trials | rungs | sync: idle / waiting idle | async: idle / waiting "
-        f"idle | makespan async / sync | probes sync, async |  ({args.workers} workers, "
-        f"mean of {args.reps} studies)"
+        f"{args.workers} workers, mean of {args.reps} simulated studies per row; per mode: idle "
+        "share / waiting idle share (idle while a probe below the top rung runs); makespan and "
+        "probe-seconds against synchronous\n"
     )
-    print("|---|---|---|---|---|---|---|")
+    short = {m: m.replace(", verification beside the top rung", " + overlap") for m in MODES}
+    print("| durations from | trials | rungs | " + " | ".join(short.values()) + " |")
+    print("|---|---|---|" + "---|" * len(MODES))
     for r in rows:
-        a, b = r["synchronous"], r["asynchronous"]
+        base = r["synchronous"]
+        cells = []
+        for m in MODES:
+            x = r[m]
+            cells.append(
+                f"{x['idle_share']:.0%} / {x['waiting_idle_share']:.0%}"
+                + (
+                    ""
+                    if m == "synchronous"
+                    else f" (makespan {x['makespan_s'] / base['makespan_s']:.2f}x, "
+                    f"work {x['busy_s'] / base['busy_s']:.2f}x)"
+                )
+            )
         print(
             f"| {r['pool']} | {r['trials']} | {' -> '.join(map(str, r['plan']))} | "
-            f"{a['idle_share']:.0%} / {a['waiting_idle_share']:.0%} | "
-            f"{b['idle_share']:.0%} / {b['waiting_idle_share']:.0%} | "
-            f"{b['makespan_s'] / a['makespan_s']:.2f} | {a['probes']:.0f}, {b['probes']:.0f} |"
+            + " | ".join(cells)
+            + " |"
         )
     return 0
 
