@@ -63,7 +63,9 @@ def probe_seconds(run: Mapping[str, Any], steps: int) -> float:
     """One worker's seconds for a probe of `steps` steps of the configuration of `run` (a run
     at the target): its fixed cost (the run's wall time less its steps at the measured
     throughput: process-level setup, the model, the data, the reference loss) plus `steps`
-    steps at that throughput."""
+    steps at that throughput. On a loaded machine the waiting the load added to the run lands in
+    its fixed part, charged again to every probe of that configuration: an overestimate that
+    grows with the number of probes (see RESULTS.md)."""
     tput = (run.get("metrics") or {}).get("throughput")
     n = len(run["series"]["loss"])
     if not tput or not n:
