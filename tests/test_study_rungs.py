@@ -120,6 +120,11 @@ def test_a_study_promotes_through_two_rungs_and_picks_at_the_top(tmp_path: Path)
     ran = [ran_samples(json.loads(p.read_text())["summary"] or {}) for p in records]
     assert len(ran) == 6 + 3 + 3 + 2 * len(verified) and summary["compute"]["total"] == sum(ran)
     assert summary["compute"]["rungs"] == 32 * (3 * 30 + 3 * 60)
+    spent = summary["compute"]
+    assert summary["compute_saved"] == pytest.approx(1 - spent["total"] / spent["full_length"])
+    # The rank fidelity: the 60-step rung's ranking of the three that ran the target, against it.
+    fid = summary["rank_fidelity"]
+    assert (fid["from_steps"], fid["to_steps"], fid["n"]) == (60, 120, 3), fid
     # Every probe (screen, rungs, verification) ran the LR schedule of the target's length.
     for p in records:
         assert json.loads(p.read_text())["summary"]["schedule_steps"] == 120, p.name

@@ -23,6 +23,7 @@ existing study).
 
 from autotune.study.driver import check_workload, open_study, run
 from autotune.study.find import find_study
+from autotune.study.importance import importances
 from autotune.study.objectives import (
     STAND_IN_MARGIN,
     constraint_names,
@@ -54,7 +55,7 @@ from autotune.study.records import (
 )
 from autotune.study.session import plan_resources
 from autotune.study.storage import open_storage, storage_url
-from autotune.study.summary import format_summary, importances, pareto_front, summarize
+from autotune.study.summary import format_summary, pareto_front, summarize
 from autotune.study.warmstart import load_warm_start, warm_params
 
 __all__ = [

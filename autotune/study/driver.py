@@ -22,6 +22,7 @@ from autotune.study.failures import (
     every_trial_failed,
     failed_trials,
 )
+from autotune.study.importance import importances
 from autotune.study.objectives import directions, make_sampler, name_metrics
 from autotune.study.options import StudyOptions, StudyResult, study_dir_for
 from autotune.study.records import count_finished
@@ -30,7 +31,7 @@ from autotune.study.rung_phase import pending as rungs_pending
 from autotune.study.rung_phase import rejudge_screen, rung_phase
 from autotune.study.session import check_ray_address, driver_lock, ray_session
 from autotune.study.storage import check_tcp, open_storage, storage_url
-from autotune.study.summary import importances, summarize
+from autotune.study.summary import summarize
 from autotune.study.verification import to_verify, verify_phase
 from autotune.study.warmstart import warm_params
 from autotune.study.writer import MlflowWriter

@@ -12,6 +12,7 @@ from autotune.recipe import Recipe, exporters, now_iso
 from autotune.study import attrs as ua
 from autotune.study import pick, verdict
 from autotune.study.compute import study_compute
+from autotune.study.fidelity import rank_fidelity
 from autotune.study.find import find_study
 from autotune.study.objectives import trial_setup
 from autotune.study.records import read_outcome
@@ -80,7 +81,10 @@ def recipe_from_study(
             "searched": sorted(n for n in space.searched()),
             "fp_hash": chosen.fp_hash,
             # What the study spent, in samples (`autotune migrate` weighs its own cost by it).
-            "compute": _spent(study, space, study_dir),
+            # With the samples saved against every trial (and the same verification) at the
+            # target, and how the rung below the target ranked what reached it (`fidelity`).
+            **_spent(study, space, study_dir),
+            "rank_fidelity": rank_fidelity(study, space, study.user_attrs.get(ua.DECIDED) or {}),
             **({"oom_retry": retried} if retried else {}),
             # A script's trial: what applied its knobs (the recipe's optimizer or scheduler,
             # the hf or lightning integration): what its probe was, for the exports.
@@ -128,16 +132,20 @@ def _recorded(
     return out
 
 
-def _spent(study: Any, space: Any, study_dir: Path | None) -> dict[str, Any] | None:
+def _spent(study: Any, space: Any, study_dir: Path | None) -> dict[str, Any]:
+    """`compute` (samples: total, screen, rungs, verification) and `compute_saved`, None where
+    the folder cannot tell: a record for the report, an unreadable folder must not stop export."""
     try:
         found = study_compute(study, space, study_dir)
-    except Exception:  # a record for the report: an unreadable folder must not stop export
-        return None
-    return (
-        {k: found[k] for k in ("total", "screen", "rungs", "verification") if k in found}
-        if found
-        else None
-    )
+    except Exception:
+        found = None
+    if not found:
+        return {"compute": None, "compute_saved": None}
+    parts = ("total", "screen", "rungs", "verification")
+    return {
+        "compute": {k: found[k] for k in parts if k in found},
+        "compute_saved": found.get("saved_vs_full"),
+    }
 
 
 def _micro_batch(knobs: dict[str, Any], summary: dict[str, Any], space: Any) -> int:

@@ -4,7 +4,6 @@ candidates and the pick, parameter importances, and its text for the terminal.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,8 @@ from autotune.study import pick as pk
 from autotune.study.compute import format_line as compute_line
 from autotune.study.compute import study_compute
 from autotune.study.failures import failed_trials, summary_lines
+from autotune.study.fidelity import format_line as fidelity_line
+from autotune.study.fidelity import rank_fidelity
 from autotune.study.objectives import directions, reference, vacuous
 from autotune.study.pick import dominates
 from autotune.study.records import screen_feasible
@@ -78,7 +79,9 @@ def summarize(
         "failures": failed_trials(study),  # {number, baseline, cause, error}: one line each
         "dropped_knobs": dict(dropped or {}),
         "study_dir": str(study_dir) if study_dir else None,
-        "compute": study_compute(study, space, study_dir),
+        "compute": (spent := study_compute(study, space, study_dir)),
+        "compute_saved": (spent or {}).get("saved_vs_full"),  # vs full length + verification
+        "rank_fidelity": rank_fidelity(study, space, rungs["decided"]),
     }
 
 
@@ -196,44 +199,6 @@ def _verified_and_pick(study: Any, objectives: list[dict[str, Any]]) -> dict[str
     return out
 
 
-def importances(study: Any, summary: Mapping[str, Any]) -> dict[str, dict[str, float]] | None:
-    """Parameter importances per objective: Optuna's PED-ANOVA evaluator (which parameters
-    matter for reaching the best values). Not fANOVA or mean decrease in impurity: those fit
-    random forests with scikit-learn, whose import alone took 2 s at the end of every study."""
-    import optuna
-
-    judged = screen_feasible(study)
-    complete = [
-        t
-        for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-        if t.params and judged(t)
-    ]
-    if len(complete) < 3:
-        return None
-    out: dict[str, dict[str, float]] = {}
-    for i, o in enumerate(summary["objectives"]):
-        try:
-            with warnings.catch_warnings():
-                # It warns that it looks for low target values: a maximised one is negated.
-                warnings.simplefilter("ignore", UserWarning)
-                out[o["metric"]] = dict(
-                    optuna.importance.get_param_importances(
-                        study,
-                        target=_value_getter(i, o.get("direction", "minimize")),
-                        evaluator=optuna.importance.PedAnovaImportanceEvaluator(),
-                        params=None,
-                    )
-                )
-        except Exception:
-            continue
-    return out or None
-
-
-def _value_getter(i: int, direction: str) -> Callable[[Any], float]:
-    sign = -1.0 if direction == "maximize" else 1.0
-    return lambda t: sign * float(t.values[i])
-
-
 def format_summary(summary: Mapping[str, Any], *, tracking_uri: str | None = None) -> str:
     """The end-of-study report: counts, baseline vs best, the Pareto front, where to look."""
     pick = summary.get("pick")
@@ -247,9 +212,8 @@ def format_summary(summary: Mapping[str, Any], *, tracking_uri: str | None = Non
     decided_line = _decided_line(summary)
     if decided_line:
         lines.append(decided_line)
-    spent = compute_line(summary.get("compute"))
-    if spent:
-        lines.append(spent)
+    both = compute_line(summary.get("compute")), fidelity_line(summary.get("rank_fidelity"))
+    lines += [x for x in both if x]
     if (summary.get("throughput_noise") or {}).get("message"):
         lines.append(summary["throughput_noise"]["message"])
     lines += _pick_lines(summary)

@@ -1,0 +1,97 @@
+"""Rank fidelity (`autotune.study.fidelity`) and `compute_saved`, read back from a real SQLite
+Optuna study and its folder as `autotune show --json`, the summary and the recipe carry them.
+Made-up probe results (no Ray, no probe process); tau-b is checked against scipy's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from assets import studies as h
+from scipy import stats
+
+from autotune import space as sp
+from autotune import study as st
+from autotune.study import attrs as ua
+from autotune.study import fidelity as fd
+from autotune.study import rung_phase as rp
+from autotune.study.export import recipe_from_study
+
+SCREEN_CV = [0.5, 0.1, 0.2, 0.3, 0.4, 0.6]  # trial i's loss_cv at the screen (30 steps)
+TARGET_CV = [0.45, 0.12, 0.30, 0.20, 0.50, 0.40]  # and at the target (90 steps)
+
+
+def rung_study(tmp_path: Path, target_cv: list[float], decided_steps: int = 90) -> Any:
+    """Six trials screened, all six run at the target (90 steps, rung 1), decided there."""
+    import optuna
+
+    metrics = [{"loss_cv": v, "throughput": 100.0, "loss_drop": 0.5} for v in SCREEN_CV]
+    study_dir = h.recorded_study(
+        tmp_path,
+        "f",
+        trials=6,
+        finished=6,
+        metrics=metrics,
+        overrides=["budget.target_steps=90", "verify.top_k=1"],
+    )
+    study = optuna.load_study(study_name="f", storage=f"sqlite:///{study_dir / 'optuna.db'}")
+    space = sp.loads(
+        h.mlp_space("f", trials=6, verify_top_k=1),
+        source="f",
+        overrides=["budget.target_steps=90"],
+    )
+    for t in study.get_trials():
+        m = {"loss_cv": target_cv[t.number], "throughput": 100.0, "loss_drop": 0.5}
+        out = {"outcome": "complete", "summary": {"metrics": m, "samples_seen": 32 * 90}}
+        rp.record_rung(space, study, study_dir, t, 1, 90, out)
+    study.set_user_attr(ua.RUNGS, [{"rung": 1, "steps": 90, "numbers": list(range(6))}])
+    rung = 1 if decided_steps == 90 else 0
+    decided = {"steps": decided_steps, "rung": rung, "target_steps": 90, "reason": "target"}
+    study.set_user_attr(ua.DECIDED, {**decided, "tau": None})
+    return study, space, study_dir
+
+
+def test_the_rank_fidelity_is_kendall_tau_b_with_a_bootstrap_interval(tmp_path: Path) -> None:
+    study, space, study_dir = rung_study(tmp_path, TARGET_CV)
+    summary = st.summarize(study, space, study_dir)
+    fid = summary["rank_fidelity"]
+    want = stats.kendalltau(SCREEN_CV, TARGET_CV).statistic
+    assert fid["tau"] == pytest.approx(want) and fid["n"] == 6
+    assert (fid["from_steps"], fid["to_steps"], fid["metric"]) == (30, 90, "loss_cv")
+    assert -1.0 <= fid["low"] < fid["tau"] < fid["high"] <= 1.0
+    # the same study gives the same interval (a fixed seed)
+    assert st.summarize(study, space, study_dir)["rank_fidelity"] == fid
+    assert fd.format_line(fid) in st.format_summary(summary).splitlines()
+    assert f"tau-b {want:+.2f} [{fid['low']:+.2f}, {fid['high']:+.2f}] (n 6" in (
+        fd.format_line(fid) or ""
+    )
+    # compute_saved: against every trial and the same verification at the target
+    c = summary["compute"]
+    assert summary["compute_saved"] == pytest.approx(1 - c["total"] / c["full_length"])
+    assert c["full_length"] == 32 * 90 * (6 + 1 * 2)
+
+
+def test_a_perfect_ranking_has_a_degenerate_interval_at_one(tmp_path: Path) -> None:
+    same = [v * 2 for v in SCREEN_CV]  # same order, other values
+    study, space, study_dir = rung_study(tmp_path, same)
+    fid = st.summarize(study, space, study_dir)["rank_fidelity"]
+    assert (fid["tau"], fid["low"], fid["high"], fid["n"]) == (1.0, 1.0, 1.0, 6)
+
+
+def test_decided_below_the_target_there_is_no_fidelity_to_claim(tmp_path: Path) -> None:
+    study, space, study_dir = rung_study(tmp_path, TARGET_CV, decided_steps=30)
+    study.set_user_attr(ua.RUNGS, [])
+    summary = st.summarize(study, space, study_dir)
+    fid = summary["rank_fidelity"]
+    assert fid["tau"] is None and fid["n"] == 0 and "no configuration ran the target" in fid["note"]
+    assert fd.format_line(fid) is None
+    assert "rank fidelity" not in st.format_summary(summary)
+
+
+def test_the_recipe_carries_compute_saved_and_the_rank_fidelity(tmp_path: Path) -> None:
+    study, space, study_dir = rung_study(tmp_path, TARGET_CV)
+    summary = st.summarize(study, space, study_dir)
+    recipe = recipe_from_study(str(study_dir))
+    assert recipe.source["rank_fidelity"] == summary["rank_fidelity"]
+    assert recipe.source["compute_saved"] == pytest.approx(summary["compute_saved"])
