@@ -226,7 +226,24 @@ def _knobs(data: dict[str, Any], err: _Err) -> dict[str, KnobValue]:
                 hint += "; environment variables go under `env:`"
             raise err(["knobs", key], f"unknown knob{hint}; known knobs: {', '.join(KNOBS)}")
         knobs[key] = knob_value(KNOBS[key], raw, ["knobs", key], err)
+    _check_clip_mode(knobs, err)
     return knobs
+
+
+def _check_clip_mode(knobs: Mapping[str, KnobValue], err: _Err) -> None:
+    """clip_mode (global or per_layer) belongs to the norm policy: per_layer with a clip_policy
+    that never picks norm would silently mean nothing (agc is unit-wise, zclip and autoclip
+    act on the total norm)."""
+    policy = knobs.get("clip_policy", "norm")
+    mode = knobs.get("clip_mode")
+    policies = policy.choices if isinstance(policy, Domain) else (policy,)
+    modes = mode.choices if isinstance(mode, Domain) else (mode,)
+    if "per_layer" in modes and "norm" not in policies:
+        raise err(
+            ["knobs", "clip_mode"],
+            f"per_layer is the norm policy's mode, and clip_policy {list(policies)} never picks "
+            "norm: agc clips each unit on its own, zclip and autoclip clip the total norm",
+        )
 
 
 def _env(data: dict[str, Any], err: _Err) -> dict[str, KnobValue]:

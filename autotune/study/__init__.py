@@ -25,6 +25,7 @@ from autotune.study.driver import check_workload, open_study, run
 from autotune.study.find import find_study
 from autotune.study.objectives import (
     PENALTY,
+    conditional,
     constraint_names,
     constraints_of,
     directions,
@@ -65,6 +66,7 @@ __all__ = [
     "WarmStart",
     "check_workload",
     "complete_outcome",
+    "conditional",
     "constraint_names",
     "constraints_of",
     "count_finished",

@@ -1,0 +1,89 @@
+"""clip_policy as a conditional knob: its children are searched only where their policy is
+picked (real Optuna), dropped with a reason where it never is, and clip_mode per_layer is refused
+with a policy that never picks norm. The shipped clip_policy.yaml searches all five."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import optuna
+import pytest
+
+from autotune import space as sp
+from autotune import study as at
+from autotune.errors import SpaceError
+
+SHIPPED = Path(__file__).parents[1] / "search_spaces" / "clip_policy.yaml"
+CHILDREN = {
+    "norm": {"clip_norm"},
+    "agc": {"agc_lambda"},
+    "zclip": {"zclip_z", "zclip_alpha"},
+    "autoclip": {"autoclip_percentile"},
+    "none": set(),
+}
+
+
+def test_the_shipped_space_searches_each_policy_with_only_its_children() -> None:
+    space = sp.load(str(SHIPPED))
+    searched = sp.condition(space, platform="cpu").searched
+    assert set(searched["clip_policy"].choices) == {"none", "norm", "agc", "zclip", "autoclip"}
+    study = optuna.create_study(
+        sampler=at.make_sampler(space, searched), directions=["minimize", "maximize"]
+    )
+    seen: set[str] = set()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "dynamic search space" fallback warning from TPE
+        for i in range(14):  # past n_startup_trials: TPE models the conditional space
+            trial = study.ask()
+            params = at.suggest(trial, space, searched)
+            policy = params["clip_policy"]
+            seen.add(policy)
+            clip_knobs = {n for n in params if n in sp.CLIP_CHILDREN}
+            assert clip_knobs == CHILDREN[policy], (policy, params)
+            assert "warmup_steps" in params
+            knobs, _ = at.trial_setup(space, params, baseline=False)
+            assert knobs["clip_policy"] == policy
+            study.tell(trial, [float(i % 5), 1.0])
+    assert len(seen) >= 3
+    base = space.baseline_knobs()
+    assert (base["clip_policy"], base["clip_norm"]) == ("norm", 0.0)  # PyTorch's: no clipping
+
+
+def test_children_of_a_policy_never_picked_are_dropped_with_the_reason() -> None:
+    s = sp.loads(
+        "name: c\nworkload: mlp\nknobs:\n  clip_policy: {choices: [agc, zclip]}\n"
+        "  clip_norm: {low: 0.1, high: 1.0}\n  agc_lambda: {low: 0.001, high: 0.1, log: true}\n"
+    )
+    c = sp.condition(s, platform="cpu")
+    assert "agc_lambda" in c.searched and "clip_norm" not in c.searched
+    assert c.dropped["clip_norm"] == (
+        "clip_norm acts only with clip_policy norm (clip_policy: one of ['agc', 'zclip'])"
+    )
+    fixed = sp.loads("name: c\nworkload: mlp\nknobs:\n  zclip_z: {low: 1.0, high: 3.0}\n")
+    assert sp.condition(fixed, platform="cpu").dropped["zclip_z"] == (
+        "zclip_z acts only with clip_policy zclip (clip_policy: norm)"
+    )
+
+
+def test_a_space_without_clip_policy_searches_as_before() -> None:
+    s = sp.load("gradclip")
+    searched = sp.condition(s, platform="cpu").searched
+    assert not at.conditional(searched)
+    trial = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0)).ask()
+    params = at.suggest(trial, s, searched)
+    assert list(params) == list(searched)  # every knob, in the file's order
+    assert s.fixed_knobs()["clip_policy"] == "norm"
+
+
+def test_per_layer_with_a_policy_that_never_picks_norm_is_refused() -> None:
+    with pytest.raises(SpaceError, match=r"knobs\.clip_mode.*per_layer is the norm policy's"):
+        sp.loads(
+            "name: c\nworkload: mlp\nknobs: {clip_policy: agc, clip_mode: per_layer}\n",
+            source="s.yaml",
+        )
+    ok = sp.loads(
+        "name: c\nworkload: mlp\nknobs:\n  clip_policy: {choices: [norm, zclip]}\n"
+        "  clip_mode: per_layer\n"
+    )
+    assert ok.knobs["clip_mode"] == "per_layer"
