@@ -279,3 +279,19 @@ ENV_PREFIXES = ("NCCL_", "RCCL_", "HSA_", "ROCBLAS_", "MIOPEN_", "TORCH_NCCL_")
 #: Metrics that measure the hardware more than the configuration: a recipe promises them only on
 #: the hardware it was tuned on, and a pick tolerates no loss on the others.
 HARDWARE_METRICS = frozenset({"throughput", "tokens_per_s", "peak_mem_mb", "scaling_efficiency"})
+
+
+def clip_text(knobs: dict[str, Any]) -> str:
+    """The clipping of resolved knobs as a person reads it: `off`, `1 (global)`,
+    `agc lambda 0.01`, `zclip z 2.5 alpha 0.97`, `autoclip p10`."""
+    policy = knobs.get("clip_policy") or "norm"
+    if policy == "agc":
+        return f"agc lambda {float(knobs['agc_lambda']):g}"
+    if policy == "zclip":
+        return f"zclip z {float(knobs['zclip_z']):g} alpha {float(knobs['zclip_alpha']):g}"
+    if policy == "autoclip":
+        return f"autoclip p{float(knobs['autoclip_percentile']):g}"
+    clip = float(knobs.get("clip_norm") or 0.0)
+    if policy == "none" or clip <= 0:
+        return "off"
+    return f"{clip:g} ({knobs.get('clip_mode', 'global')})"
