@@ -87,3 +87,47 @@ def test_per_layer_with_a_policy_that_never_picks_norm_is_refused() -> None:
         "  clip_mode: per_layer\n"
     )
     assert ok.knobs["clip_mode"] == "per_layer"
+
+
+@pytest.mark.parametrize(
+    ("precision", "eps", "warned"),
+    [
+        ("fp16", "1.0e-8", "rounds to 0"),
+        ("fp16", "{low: 1.0e-7, high: 1.0e-4, log: true}", "is subnormal"),
+        ("fp16", "1.0e-4", None),
+        ("fp32", "1.0e-8", None),
+    ],
+)
+def test_an_eps_float16_cannot_hold_is_warned_in_an_fp16_space(
+    precision: str, eps: str, warned: str | None
+) -> None:
+    s = sp.loads(
+        f"name: e\nworkload: mlp\nprobe: {{precision: {precision}}}\nknobs: {{adam_eps: {eps}}}\n"
+    )
+    got = sp.dtype_warnings(s)
+    if warned is None:
+        assert got == []
+    else:
+        (line,) = got
+        assert line.startswith("knobs.adam_eps: ") and warned in line
+
+
+def test_the_shipped_fp16_spaces_are_checked_against_float16() -> None:
+    shipped = Path(__file__).parents[1] / "search_spaces"
+    fp16 = [p for p in sorted(shipped.glob("*.yaml")) if sp.load(str(p)).probe.precision == "fp16"]
+    assert fp16  # amp, ddp_amp
+    for path in fp16:
+        assert any("adam_eps" in w for w in sp.dtype_warnings(sp.load(str(path)))), path.name
+
+
+def test_check_shows_each_child_under_its_policy() -> None:
+    from typer.testing import CliRunner
+
+    from autotune.cli import app
+
+    out = CliRunner().invoke(app, ["check", str(SHIPPED)]).output
+    assert "(only when clip_policy is zclip)" in out.split("zclip_alpha", 1)[1].splitlines()[0]
+    fixed = out.split("fixed:", 1)[1]
+    assert "agc_eps" in fixed and "zclip_warmup" in fixed
+    plain = CliRunner().invoke(app, ["check", str(SHIPPED.with_name("gradclip.yaml"))]).output
+    assert "agc_eps" not in plain and "only when" not in plain  # no policy searched: as before

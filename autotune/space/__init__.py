@@ -22,7 +22,13 @@ from autotune.knobs import (
     Scalar,
 )
 from autotune.space.builtin import builtin_dir, builtin_names, find
-from autotune.space.conditioning import ENV_SOCKET_KNOBS, Conditioned, condition
+from autotune.space.conditioning import (
+    ENV_SOCKET_KNOBS,
+    Conditioned,
+    clip_child_possible,
+    condition,
+)
+from autotune.space.dtypes import dtype_warnings
 from autotune.space.load import (
     accum_values,
     anchor_script,
@@ -100,7 +106,9 @@ __all__ = [
     "builtin_dir",
     "builtin_names",
     "check_value",
+    "clip_child_possible",
     "condition",
+    "dtype_warnings",
     "dump",
     "env_value",
     "find",
