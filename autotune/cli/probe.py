@@ -261,11 +261,11 @@ def format_probe(r: dict[str, Any]) -> str:
     if r.get("config"):
         lines.append(f"config        {r['config']}, {r['threads']} CPU thread(s)")
     knobs = r["knobs"]
+    names = ("lr", "clip_norm", "clip_mode", "warmup_steps", "schedule", "adam_eps", "accum_steps")
     lines.append(
         "knobs         "
         + ", ".join(
-            f"{k}={knobs[k]:g}" if isinstance(knobs[k], float) else f"{k}={knobs[k]}"
-            for k in ("lr", "warmup_steps", "schedule", "adam_eps", "accum_steps")
+            f"{k}={knobs[k]:g}" if isinstance(knobs[k], float) else f"{k}={knobs[k]}" for k in names
         )
         + f", clip={clip_text(knobs)}"
     )

@@ -21,6 +21,7 @@ from autotune.space import yaml_reader
 from autotune.space.builtin import find
 from autotune.space.overrides import apply_override
 from autotune.space.schema import (
+    AUTO_CLIP_NORM,
     DEFAULT_CONSTRAINTS,
     DEFAULT_OBJECTIVES,
     TOP_KEYS,
@@ -225,6 +226,9 @@ def _knobs(data: dict[str, Any], err: _Err) -> dict[str, KnobValue]:
             if key.isupper():
                 hint += "; environment variables go under `env:`"
             raise err(["knobs", key], f"unknown knob{hint}; known knobs: {', '.join(KNOBS)}")
+        if key == "clip_norm" and raw == "auto":  # seeded from the baseline's gradient norms
+            knobs[key] = AUTO_CLIP_NORM
+            continue
         knobs[key] = knob_value(KNOBS[key], raw, ["knobs", key], err)
     _check_clip_mode(knobs, err)
     return knobs

@@ -298,10 +298,10 @@ def run_trials(
     logging.getLogger("ray.tune.tune").setLevel(logging.ERROR)
     with progress:
         tuner.fit()
-    left = space.budget.trials - count_finished(study)
-    if left > 0:  # said even under --quiet: the user must know how to continue
+    done = count_finished(study)
+    if done < finished + planned:  # the budget, or its first part; said even under --quiet
         print(
-            f"interrupted: {space.budget.trials - left} of {space.budget.trials} trials "
+            f"interrupted: {done} of {space.budget.trials} trials "
             "done; run the same command again (or add --resume) to continue",
             file=sys.stderr,
         )
