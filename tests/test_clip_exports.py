@@ -217,3 +217,20 @@ def test_the_framework_exports_say_how_they_carry_an_adaptive_policy() -> None:
     lt = json.loads(formats.render(recipe, "lightning"))
     assert lt["trainer"]["gradient_clip_val"] is None
     assert any("lightning_callback()" in n and "lambda 0.01" in n for n in lt["notes"])
+
+
+def test_the_hf_script_integration_hands_an_adaptive_policy_to_its_callback() -> None:
+    """In a study's script (`autotune.integrations.hf`), the Trainer's own clipping is off for
+    agc, zclip, autoclip and per-layer norms (its callback clips), on for a global norm."""
+    pytest.importorskip("transformers")
+    from autotune.integrations import hf
+    from autotune.probe import resolve_knobs
+
+    def fields(**knobs: Any) -> dict[str, Any]:
+        r = Recipe("r", {}, "fp32", 8, knobs=resolve_knobs(knobs, 1e-3))
+        return hf.recipe_fields(r, cpu=True)
+
+    assert fields(clip_norm=0.5)["max_grad_norm"] == 0.5
+    assert fields(clip_norm=0.5, clip_mode="per_layer")["max_grad_norm"] == 0.0
+    for policy in ("agc", "zclip", "autoclip", "none"):
+        assert fields(clip_norm=0.5, clip_policy=policy)["max_grad_norm"] == 0.0, policy
