@@ -93,3 +93,10 @@ def test_a_study_with_auto_runs_the_baseline_first_and_searches_the_seeded_range
         assert ("zclip_z" in t.params) == (policy == "zclip")
         if policy == "norm":
             assert info["low"] <= t.params["clip_norm"] <= info["high"]
+
+
+def test_auto_with_the_grid_sampler_is_refused_naming_the_key() -> None:
+    from autotune.errors import SpaceError
+
+    with pytest.raises(SpaceError, match=r"s\.yaml: knobs\.clip_norm.*auto needs tpe"):
+        sp.loads(AUTO + "sampler: {name: grid}\n", source="s.yaml")

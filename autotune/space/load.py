@@ -262,7 +262,11 @@ def _env(data: dict[str, Any], err: _Err) -> dict[str, KnobValue]:
 def _check_grid(
     knobs: Mapping[str, KnobValue], env: Mapping[str, KnobValue], points: int, err: _Err
 ) -> None:
-    """The grid sampler needs at least two points for a float range without a step."""
+    """The grid sampler needs at least two points for a float range without a step, and a
+    range it knows when it starts (`clip_norm: auto` is seeded later)."""
+    auto = knobs.get("clip_norm")
+    if isinstance(auto, Domain) and auto.auto:
+        raise err(["knobs", "clip_norm"], "auto needs tpe, nsga2 or random: a grid is fixed first")
     for knob, value in {**knobs, **env}.items():
         sec = "env" if knob in env else "knobs"
         if (
