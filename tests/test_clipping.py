@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from autotune.probe.clipping import (
@@ -264,6 +264,10 @@ def test_zclip_matches_the_zclip_package(
     norms: list[float], z: float, alpha: float, warmup: int
 ) -> None:
     lib = pytest.importorskip("zclip")
+    # A norm equal to the threshold (a repeated norm against a zero variance) is clipped by
+    # 1 / (1 + 1e-6 / norm) or not, depending on the norm's last bit: the library computes it
+    # in the parameters' dtype, the probe in float32. The rule itself is checked exactly above.
+    assume(len(set(norms)) == len(norms))
     theirs = lib.ZClip(
         alpha=alpha, z_thresh=z, max_grad_norm=None, warmup_steps=warmup, mode="percentile"
     )
