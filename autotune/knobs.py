@@ -87,6 +87,74 @@ KNOBS: dict[str, KnobInfo] = {
             choices=("global", "per_layer"),
         ),
         _k(
+            "clip_policy",
+            "choice",
+            "norm",
+            "clipping",
+            "none; norm (clip_norm, clip_mode); agc (unit-wise, agc_lambda); zclip (z-score of the "
+            "total norm: zclip_z, zclip_alpha); autoclip (a percentile of the norms so far)",
+            choices=("none", "norm", "agc", "zclip", "autoclip"),
+        ),
+        _k(
+            "agc_lambda",
+            "float",
+            0.01,
+            "clipping",
+            "agc: each unit's gradient norm at most agc_lambda x max(its weight norm, agc_eps)",
+            low=0.0,
+            low_open=True,
+            high=100.0,
+        ),
+        _k(
+            "agc_eps",
+            "float",
+            1e-3,
+            "clipping",
+            "agc: the floor of a unit's weight norm (a zero-initialised unit still moves)",
+            low=0.0,
+            low_open=True,
+            high=1.0,
+        ),
+        _k(
+            "zclip_z",
+            "float",
+            2.5,
+            "clipping",
+            "zclip: a total norm above mean + zclip_z x std (EMAs) is clipped to that",
+            low=0.0,
+            low_open=True,
+            high=100.0,
+        ),
+        _k(
+            "zclip_alpha",
+            "float",
+            0.97,
+            "clipping",
+            "zclip: the EMA factor of the norm's mean and variance",
+            low=0.0,
+            low_open=True,
+            high=1.0,
+            high_open=True,
+        ),
+        _k(
+            "zclip_warmup",
+            "int",
+            25,
+            "clipping",
+            "zclip: finite norms collected (nothing clipped) before the EMAs start",
+            low=1,
+            high=1_000_000,
+        ),
+        _k(
+            "autoclip_percentile",
+            "float",
+            10.0,
+            "clipping",
+            "autoclip: the total norm is clipped to this percentile of the norms seen so far",
+            low=0.0,
+            high=100.0,
+        ),
+        _k(
             "warmup_steps",
             "int",
             0,
@@ -190,6 +258,19 @@ KNOBS: dict[str, KnobInfo] = {
 }
 
 SCALER_KNOBS = ("init_scale", "growth_factor", "backoff_factor", "growth_interval")
+
+#: The clipping policy's children: each acts only under the policy named (`CLIP_CHILDREN[k]`),
+#: and a study suggests it only in the trials that pick that policy (a conditional space).
+CLIP_CHILDREN: dict[str, str] = {
+    "clip_norm": "norm",
+    "clip_mode": "norm",
+    "agc_lambda": "agc",
+    "agc_eps": "agc",
+    "zclip_z": "zclip",
+    "zclip_alpha": "zclip",
+    "zclip_warmup": "zclip",
+    "autoclip_percentile": "autoclip",
+}
 DDP_KNOBS = ("bucket_cap_mb", "gradient_as_bucket_view", "static_graph", "broadcast_buffers")
 
 #: Environment knobs come from a file that may be shared: only these prefixes are accepted.
@@ -198,3 +279,19 @@ ENV_PREFIXES = ("NCCL_", "RCCL_", "HSA_", "ROCBLAS_", "MIOPEN_", "TORCH_NCCL_")
 #: Metrics that measure the hardware more than the configuration: a recipe promises them only on
 #: the hardware it was tuned on, and a pick tolerates no loss on the others.
 HARDWARE_METRICS = frozenset({"throughput", "tokens_per_s", "peak_mem_mb", "scaling_efficiency"})
+
+
+def clip_text(knobs: dict[str, Any]) -> str:
+    """The clipping of resolved knobs as a person reads it: `off`, `1 (global)`,
+    `agc lambda 0.01`, `zclip z 2.5 alpha 0.97`, `autoclip p10`."""
+    policy = knobs.get("clip_policy") or "norm"
+    if policy == "agc":
+        return f"agc lambda {float(knobs['agc_lambda']):g}"
+    if policy == "zclip":
+        return f"zclip z {float(knobs['zclip_z']):g} alpha {float(knobs['zclip_alpha']):g}"
+    if policy == "autoclip":
+        return f"autoclip p{float(knobs['autoclip_percentile']):g}"
+    clip = float(knobs.get("clip_norm") or 0.0)
+    if policy == "none" or clip <= 0:
+        return "off"
+    return f"{clip:g} ({knobs.get('clip_mode', 'global')})"

@@ -114,6 +114,18 @@ def test_per_layer_clipping_is_done_by_the_callback(fit: Any) -> None:
     assert summary["status"] == "ok" and summary["metrics"]["clip_fraction"] == 1.0
 
 
+def test_an_adaptive_policy_is_done_by_the_callback_as_the_probe_does(fit: Any) -> None:
+    """agc through the script's Lightning callback: it clips, and what it reports and trains
+    is the probe's rule (the fixed clip_norm is not the policy's, and is not applied)."""
+    knobs = {"lr": 0.01, "clip_policy": "agc", "agc_lambda": 1e-3, "clip_norm": 1e-6}
+    summary, _ = fit(steps=4, knobs=knobs)
+    assert summary["status"] == "ok" and summary["metrics"]["clip_fraction"] == 1.0
+    kwargs = lt.trainer_kwargs(recipe(**knobs))
+    assert kwargs["gradient_clip_val"] is None  # Lightning's own clipping is off
+    plain, _ = fit(steps=4, knobs={"lr": 0.01, "clip_norm": 1e-6})
+    assert summary["series"]["loss"][1:] != plain["series"]["loss"][1:]
+
+
 def recipe(**kw: Any) -> Recipe:
     from autotune.probe.steps import resolve_knobs
 

@@ -82,6 +82,29 @@ def test_a_continued_probe_is_the_probe_from_step_0(
     assert cont["metrics"]["throughput"] == pytest.approx(want, rel=1e-9)
 
 
+@pytest.mark.parametrize(
+    ("knobs", "precision"),
+    [
+        ({"clip_policy": "zclip", "zclip_warmup": 5, "zclip_z": 0.1, "zclip_alpha": 0.5}, "fp16"),
+        ({"clip_policy": "autoclip", "autoclip_percentile": 20.0}, "fp32"),
+    ],
+)
+def test_a_continued_probe_clips_as_the_uninterrupted_one(
+    tmp_path: Path, knobs: dict[str, Any], precision: str
+) -> None:
+    """zclip's EMAs and autoclip's history are rebuilt from the inherited steps' norms: the
+    continued probe clips the steps after the cut exactly as the probe from step 0 does."""
+    base = ProbeConfig(
+        workload="mlp", steps=40, schedule_steps=40, micro_batch=8, threads=1, seed=2,
+        precision=precision,
+        knobs={"lr": 0.05, **knobs},
+    )  # fmt: skip
+    _, cont, fresh = continued(base, 15, tmp_path / "s.pt")
+    assert cont["resumed_from_step"] == 15
+    same_run(cont, fresh)
+    assert any(fresh["series"]["clipped"][15:]) and not all(fresh["series"]["clipped"][15:])
+
+
 DROPOUT = """
 import torch
 from autotune.workloads.mlp import make as make_mlp

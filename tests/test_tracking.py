@@ -447,6 +447,18 @@ def test_trial_params_show_the_knobs_the_probe_ran_with_for_unset_ones() -> None
     assert params["init_scale"] is None  # not resolved by the probe (fp32): stays unset
 
 
+def test_trial_params_show_the_clip_policy_as_it_acted() -> None:
+    from autotune.probe import resolve_knobs
+    from autotune.tracking.runs import trial_params
+
+    knobs = resolve_knobs({"clip_policy": "zclip", "zclip_z": 3.0, "clip_norm": 1.0}, 0.01)
+    params = trial_params({"knobs": knobs}, {"knobs": knobs})
+    assert params["clip_policy"] == "zclip" and params["zclip_z"] == 3.0
+    assert params["clip"] == "zclip z 3 alpha 0.97"  # clip_norm is not the policy's
+    plain = trial_params({"knobs": resolve_knobs({"clip_norm": 0.5}, 0.01)}, {})
+    assert plain["clip"] == "0.5 (global)"
+
+
 def test_the_screens_verdicts_judged_again_replace_the_told_ones_on_the_trial_runs(
     study: tuple[Any, str, str, str], tmp_path: Path
 ) -> None:

@@ -16,6 +16,7 @@ import typer
 
 from autotune.cli.app import SetOpt, SpaceOpt, app, user_errors
 from autotune.errors import AutotuneError
+from autotune.knobs import clip_text
 
 
 @app.command()
@@ -79,7 +80,9 @@ def describe_space(s: Any) -> str:
     searched = s.searched()
     lines.append("searched:" if searched else "searched:  (nothing: every knob is fixed)")
     for name, dom in searched.items():
-        lines.append(f"  {name:<24} {_domain_text(dom)}   default {s.default_value(name)!r}")
+        under = sp.CLIP_CHILDREN.get(name) if "clip_policy" in searched else None
+        when = f"   (only when clip_policy is {under})" if under else ""
+        lines.append(f"  {name:<24} {_domain_text(dom)}   default {s.default_value(name)!r}{when}")
     lines.append("fixed:")
     for name, value in s.fixed_knobs().items():
         if name in searched:
@@ -90,10 +93,16 @@ def describe_space(s: Any) -> str:
             shown, mark = repr(p.samples_per_step), "  [probe.batch]"
         if name in sp.DDP_KNOBS and name not in s.knobs:
             continue
+        if name in sp.CLIP_CHILDREN and not sp.clip_child_possible(s, name):
+            continue  # the setting of a clipping policy this space never runs
         lines.append(f"  {name:<24} {shown}{mark}")
     for name, value in s.env.items():
         if name not in searched:
             lines.append(f"  {name:<24} {value!r}  [env]")
+    warnings = sp.dtype_warnings(s)
+    if warnings:
+        lines.append("warnings:")
+        lines += [f"  {w}" for w in warnings]
     return "\n".join(lines)
 
 
@@ -299,20 +308,13 @@ def format_probe(r: dict[str, Any]) -> str:
     if r.get("config"):
         lines.append(f"config        {r['config']}, {r['threads']} CPU thread(s)")
     knobs = r["knobs"]
+    names = ("lr", "clip_norm", "clip_mode", "warmup_steps", "schedule", "adam_eps", "accum_steps")
     lines.append(
         "knobs         "
         + ", ".join(
-            f"{k}={knobs[k]:g}" if isinstance(knobs[k], float) else f"{k}={knobs[k]}"
-            for k in (
-                "lr",
-                "clip_norm",
-                "clip_mode",
-                "warmup_steps",
-                "schedule",
-                "adam_eps",
-                "accum_steps",
-            )
+            f"{k}={knobs[k]:g}" if isinstance(knobs[k], float) else f"{k}={knobs[k]}" for k in names
         )
+        + f", clip={clip_text(knobs)}"
     )
     return "\n".join(lines)
 

@@ -10,7 +10,8 @@ What the Trainer cannot express of a recipe (the trials of one study all share i
 holds, and a recipe applied back the same way reproduces the trial): HF's warm-up starts from 0
 at step 0 (the probe's from 1/warmup), its linear decay ends at 0 (not at `min_lr_ratio`), it
 exempts biases and norms from weight decay, and it does not step the scheduler on a step the
-GradScaler skipped; per-layer clipping is done by the callback (HF clips globally only); fp16 on
+GradScaler skipped; per-layer clipping and the agc, zclip and autoclip policies are done by the
+callback (HF clips one global norm only, max_grad_norm is then 0); fp16 on
 a CPU is refused (accelerate would silently train in fp32).
 
 Under gradient accumulation `attach` makes the step's reported loss and clipped gradient the mean
@@ -26,7 +27,7 @@ from typing import Any
 from transformers import Trainer, TrainerCallback, TrainingArguments
 
 from autotune.integrations.hf_accum import AccumulationCheck, per_step_mean
-from autotune.probe import clip_gradients
+from autotune.probe import apply_clipping
 from autotune.probe.script import mark_applied
 from autotune.recipe import Recipe
 from autotune.recipe.trial import Diverged, Trial
@@ -38,14 +39,14 @@ def recipe_fields(recipe: Recipe, *, cpu: bool) -> dict[str, Any]:
     """The TrainingArguments a recipe owns."""
     k = recipe.knobs
     warmup, ratio, sched = int(k["warmup_steps"]), float(k["min_lr_ratio"]), str(k["schedule"])
-    per_layer = k["clip_mode"] == "per_layer"
+    by_callback = _callback_clips(recipe)
     out: dict[str, Any] = {
         "learning_rate": float(k["lr"]),
         "adam_beta1": float(k["beta1"]),
         "adam_beta2": float(k["beta2"]),
         "adam_epsilon": float(k["adam_eps"]),
         "weight_decay": float(k["weight_decay"]),
-        "max_grad_norm": 0.0 if per_layer else float(k["clip_norm"]),
+        "max_grad_norm": 0.0 if by_callback else recipe.global_clip_norm,
         "warmup_steps": warmup,
         "gradient_accumulation_steps": recipe.accum_steps,
         "per_device_train_batch_size": int(recipe.micro_batch),
@@ -61,6 +62,28 @@ def recipe_fields(recipe: Recipe, *, cpu: bool) -> dict[str, Any]:
     else:
         out["lr_scheduler_type"] = sched
     return out
+
+
+def _callback_clips(recipe: Recipe) -> bool:
+    """Whether the callback clips (TrainingArguments.max_grad_norm is one global norm): a
+    per-layer norm, agc, zclip or autoclip."""
+    k = recipe.knobs
+    per_layer = k.get("clip_policy", "norm") == "norm" and k["clip_mode"] == "per_layer"
+    return per_layer or recipe.adaptive_clipping
+
+
+def _unscale(optimizer: Any) -> None:
+    """Unscale the gradients through the Trainer's GradScaler (fp16) unless it has already:
+    transformers measures the gradient norm through accelerate, which unscales, before the
+    callback's hook in recent versions, not in older ones."""
+    scaler = getattr(optimizer, "scaler", None)
+    if scaler is None or not scaler.is_enabled():
+        return
+    try:
+        scaler.unscale_(optimizer.optimizer)
+    except RuntimeError as e:
+        if "unscale_() has already been called" not in str(e):
+            raise
 
 
 # What the callback needs to see every step: a NaN loss must not be replaced by a running mean.
@@ -102,6 +125,7 @@ class Callback(TrainerCallback):
 
     def __init__(self, trial: Trial) -> None:
         self.trial = trial
+        self._clipper: Any = None
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
         for name, want in _OBSERVE.items():
@@ -110,11 +134,18 @@ class Callback(TrainerCallback):
                 raise ValueError(f"autotune needs TrainingArguments({name}={want!r}), got {got!r}")
 
     def on_pre_optimizer_step(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
-        knobs = self.trial.recipe.knobs
+        """Clip by the recipe's policy where the Trainer cannot (per-layer, agc, zclip,
+        autoclip), on unscaled gradients, the policy's state kept across steps."""
+        recipe = self.trial.recipe
         model = kw.get("model")
-        if knobs["clip_mode"] == "per_layer" and model is not None:
-            params = [p for p in model.parameters() if p.grad is not None]
-            clip_gradients(params, float(knobs["clip_norm"]), True)
+        if not _callback_clips(recipe) or model is None:
+            return
+        _unscale(kw.get("optimizer"))
+        params = [p for p in model.parameters() if p.grad is not None]
+        if params:
+            if self._clipper is None:
+                self._clipper = recipe.clip_policy()
+            apply_clipping(self._clipper, params)
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
         if state.global_step >= self.trial.steps:  # max_steps is the schedule's length

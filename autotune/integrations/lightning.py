@@ -14,8 +14,9 @@ reports each optimizer step's loss (the sum of its micro-batches' `outputs["loss
 Lightning divides by the accumulation) and gradient norm (unscaled, before clipping), and stops the
 Trainer on divergence.
 
-What Lightning cannot express of a recipe, and what is done instead: per-layer clipping (the
-callback clips each tensor in `on_before_optimizer_step`; Lightning's own clipping is off); a
+What Lightning cannot express of a recipe, and what is done instead: per-layer clipping and the
+agc, zclip and autoclip policies (the callback clips by the recipe's policy in
+`on_before_optimizer_step`; Lightning's own clipping is off); a
 fused AdamW under fp16 (Lightning refuses to clip with an optimizer that unscales itself:
 `configure_optimizers` builds the unfused one there); `min_steps`/`min_epochs` (they would
 override the stop on divergence: refused); more than one device (a script trial runs on one).
@@ -30,7 +31,7 @@ import lightning.pytorch as pl
 import torch
 from lightning.pytorch.plugins.precision import MixedPrecision, Precision
 
-from autotune.probe import clip_gradients
+from autotune.probe import apply_clipping, clip_gradients
 from autotune.probe.script import mark_applied
 from autotune.probe.steps import build_optimizer
 from autotune.recipe import Recipe
@@ -72,7 +73,7 @@ def _device_type(trial: Trial | None, user: dict[str, Any]) -> str:
 def recipe_kwargs(recipe: Recipe, device_type: str) -> dict[str, Any]:
     """The Trainer arguments a recipe owns."""
     k = recipe.knobs
-    clip = float(k["clip_norm"])
+    clip = recipe.global_clip_norm
     global_clip = k["clip_mode"] != "per_layer" and clip > 0
     out: dict[str, Any] = {
         "accumulate_grad_batches": recipe.accum_steps,
@@ -152,6 +153,7 @@ class Callback(pl.Callback):
         self._clipped: torch.Tensor | None = None
         self._scale: torch.Tensor | None = None
         self._step_before = 0
+        self._clipper: Any = None  # the recipe's clipping policy, when it clips here
 
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         for name, why in _REFUSED.items():
@@ -166,16 +168,18 @@ class Callback(pl.Callback):
     ) -> None:
         """The gradients here are unscaled and not yet clipped (Lightning clips after)."""
         params = [p for p in pl_module.parameters() if p.grad is not None]
-        knobs = self.trial.recipe.knobs
-        per_layer = knobs["clip_mode"] == "per_layer"
-        clip = float(knobs["clip_norm"]) if per_layer else 0.0  # global: Lightning clips
+        recipe = self.trial.recipe
+        limit = recipe.global_clip_norm
+        by_lightning = recipe.knobs["clip_mode"] != "per_layer" and limit > 0
         if not params:
             self._norm = self._clipped = None
-        else:
-            self._norm, _, self._clipped = clip_gradients(params, clip, per_layer)
-            limit = float(knobs["clip_norm"])
-            if not per_layer:  # Lightning clips next, by the same rule as the probe
-                self._clipped = self._norm > limit if limit > 0 else None
+        elif by_lightning:  # Lightning clips next, by the same rule as the probe
+            self._norm, _, _ = clip_gradients(params, 0.0, False)
+            self._clipped = self._norm > limit
+        else:  # per-layer, agc, zclip, autoclip (or none): clipped here, by the policy
+            if self._clipper is None:
+                self._clipper = recipe.clip_policy()
+            self._norm, _, self._clipped = apply_clipping(self._clipper, params)
         self._lr = float(optimizer.param_groups[0]["lr"])
         self._scale = _scale_of(trainer)  # before the step and the update, as the probe
 

@@ -24,9 +24,11 @@ from autotune.probe.config import ProbeConfig, Rank, Report
 from autotune.probe.steps import (
     NoGradient,
     NonFiniteLoss,
+    apply_clipping,
     build_optimizer,
     build_scaler,
-    clip_gradients,
+    clip_policy,
+    clips,
     forward_backward,
     lr_at,
     pick_device,
@@ -108,6 +110,7 @@ class _Run:
     start: checkpoint.Continuation
     series: dict[str, list[np.ndarray]]  # the recorded steps, chunk by chunk
     determinism: dict[str, Any]
+    clipper: Any  # the clipping policy (`autotune.probe.clipping`), its state this run's
 
     @property
     def world(self) -> int:
@@ -181,7 +184,7 @@ def _prepare(cfg: ProbeConfig, rank: Rank | None) -> _Run:
         cfg.precision,
         initial_loss=ref.loss,
         thresholds=thresholds(cfg.divergence),
-        clipping=float(k["clip_norm"]) > 0,
+        clipping=clips(k),
     )
     stop_early = divergence.stop_mode(cfg.divergence.get("stop_early", True))
     if device.type == "cuda":
@@ -190,15 +193,17 @@ def _prepare(cfg: ProbeConfig, rank: Rank | None) -> _Run:
     run = (model, optimizer, scaler, data, int(k["accum_steps"]))
     start = _continuation(cfg, rank, ident, run)
     series: dict[str, list[np.ndarray]] = {}
+    clipper = clip_policy(k)
     if start.step:  # the steps a shorter probe ran: recorded, and seen by the monitor again
         s = start.series
         monitor.update(s["loss"], s["grad_norm"], s["scale"], s["skipped"])
         series = {name: [arr] for name, arr in s.items()}
+        clipper.replay(s["grad_norm"].tolist())  # zclip's EMAs, autoclip's history
     return _Run(
         cfg=cfg, rank=rank, device=device, workload=workload, k=k, amp_dtype=amp_dtype, ref=ref,
         model=model, named=named, params=params, optimizer=optimizer, scaler=scaler, data=data,
         one=one, monitor=monitor, stop_early=stop_early, ident=ident, start=start, series=series,
-        determinism=determinism,
+        determinism=determinism, clipper=clipper,
     )  # fmt: skip
 
 
@@ -262,9 +267,7 @@ def _step(run: _Run, p: _Progress) -> None:
     scaler = run.scaler
     scaler.unscale_(run.optimizer)
     try:
-        grad_norm, layer_norms, clipped = clip_gradients(
-            run.params, float(k["clip_norm"]), k["clip_mode"] == "per_layer"
-        )
+        grad_norm, layer_norms, clipped = apply_clipping(run.clipper, run.params)
     except NoGradient:  # a loss on no parameter: NaN is a divergence, else a bug
         if not bool(torch.isfinite(loss_sum).all()):
             raise NonFiniteLoss(loss_sum) from None

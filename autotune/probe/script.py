@@ -297,12 +297,14 @@ class ScriptSession:
     def _clipped(self, clipped: Any, grad_norm: Any, one: Any) -> Any:
         """Whether clipping fired: as reported, else (global clipping) whether the gradient norm
         before clipping exceeded clip_norm, as `Recipe.clip_and_step` clips; a tensor, no sync.
-        Per-layer clipping cannot be told from the total norm: 0 unless reported."""
+        Per-layer clipping and the other policies cannot be told from the total norm: 0 unless
+        reported."""
         if clipped is not None:
             return self._scalar(float(clipped) if isinstance(clipped, bool) else clipped, "clipped")
         k = self.knobs or {}
         clip = float(k.get("clip_norm") or 0.0)
-        if clip > 0 and k.get("clip_mode", "global") == "global":
+        norm_policy = k.get("clip_policy", "norm") == "norm"
+        if norm_policy and clip > 0 and k.get("clip_mode", "global") == "global":
             return (grad_norm > clip).to(one.dtype)  # NaN (no grad_norm reported) compares False
         return one * 0
 

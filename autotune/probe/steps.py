@@ -18,6 +18,7 @@ import numpy as np
 
 from autotune.errors import WorkloadError
 from autotune.knobs import KNOBS
+from autotune.probe.clipping import NoClip, NormClip, make_clip_policy
 
 if TYPE_CHECKING:
     import torch
@@ -227,30 +228,40 @@ def check_detached(workload: Any, loss: torch.Tensor) -> None:
 def clip_gradients(
     params: list[Any], clip: float, per_layer: bool
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Clip in place; return (total norm before clipping, per-tensor norms, clipped?).
+    """Clip in place by a fixed norm; return (total norm before clipping, per-tensor norms,
+    clipped?).
 
     global: every gradient times min(1, clip / (total_norm + 1e-6)), as
     torch.nn.utils.clip_grad_norm_ does. per_layer: each parameter tensor's gradient times
     min(1, clip / (its norm + 1e-6)). clip = 0: no clipping. Everything stays on the device.
     """
-    import torch
+    return apply_clipping(NormClip(clip, per_layer), params)
 
-    grads = [p.grad for p in params if p.grad is not None]
-    if not grads:
+
+def apply_clipping(
+    policy: NoClip, params: list[Any]
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Clip in place by `policy` (`autotune.probe.clipping`); return (total norm before
+    clipping, per-tensor norms before clipping, clipped?), on the device."""
+    if not any(p.grad is not None for p in params):
         raise NoGradient(
             "no parameter of the model got a gradient: the workload's loss() does not depend "
             "on the model's trainable parameters"
         )
-    layer_norms = torch.stack(torch._foreach_norm(grads)).float()
-    grad_norm = torch.linalg.vector_norm(layer_norms)
-    if clip <= 0:
-        return grad_norm, layer_norms, torch.zeros((), dtype=torch.bool, device=grad_norm.device)
-    if per_layer:
-        coefs = torch.clamp(clip / (layer_norms + 1e-6), max=1.0)
-        torch._foreach_mul_(grads, list(coefs.to(grads[0].dtype).unbind()))
-        return grad_norm, layer_norms, (layer_norms > clip).any()
-    torch._foreach_mul_(grads, torch.clamp(clip / (grad_norm + 1e-6), max=1.0).to(grads[0].dtype))
-    return grad_norm, layer_norms, grad_norm > clip
+    return policy(params)
+
+
+def clip_policy(knobs: Mapping[str, Any]) -> NoClip:
+    """The clipping policy of resolved knobs, with a fresh state."""
+    return make_clip_policy(dict(knobs))
+
+
+def clips(knobs: Mapping[str, Any]) -> bool:
+    """Whether the knobs' policy clips at all (a fixed norm of 0, or none, does not)."""
+    policy = knobs.get("clip_policy") or "norm"
+    if policy == "norm":
+        return float(knobs.get("clip_norm") or 0.0) > 0
+    return policy != "none"
 
 
 def start_timer(device: torch.device) -> Any:

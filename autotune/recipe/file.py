@@ -38,6 +38,7 @@ import yaml
 from autotune import __version__
 from autotune import space as sp
 from autotune.errors import RecipeError, did_you_mean
+from autotune.knobs import clip_text
 from autotune.probe.config import REFERENCE_CHUNKS, ProbeConfig, steps_at_batch
 from autotune.recipe.runtime import RecipeRuntime
 from autotune.space import yaml_reader
@@ -297,7 +298,7 @@ class Recipe(RecipeRuntime):
             + (f" x {self.world_size} ranks" if self.world_size > 1 else "")
             + ")",
             f"  lr {k['lr']:g}, warmup {k['warmup_steps']}, {k['schedule']}, clip "
-            + (f"{k['clip_norm']:g} ({k['clip_mode']})" if float(k["clip_norm"]) > 0 else "off")
+            + clip_text(k)
             + f", AdamW eps {k['adam_eps']:g}, betas ({k['beta1']:g}, {k['beta2']:g}), "
             f"weight decay {k['weight_decay']:g}",
         ]

@@ -1,5 +1,5 @@
 """The recipe's runtime API: what a user's training loop calls (`apply_env`, `optimizer`,
-`scaler`, `autocast`, `lr_at`, `scheduler`, `clip_and_step`, `batches`).
+`scaler`, `autocast`, `lr_at`, `scheduler`, `clip_policy`, `clip_and_step`, `batches`).
 
 `Recipe` (recipe/file.py) inherits these methods from `RecipeRuntime`. The optimizer, scaler,
 schedule and clipping are built by the probe's own functions, so the user's loop gets exactly
@@ -10,12 +10,19 @@ from __future__ import annotations
 
 import math
 import os
+import weakref
 from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import torch
+
+    from autotune.probe.clipping import NoClip
+
+#: The clipping policy's state of each optimizer `clip_and_step` has stepped (zclip's EMAs,
+#: autoclip's history): one per optimizer, gone with it.
+_POLICIES: weakref.WeakKeyDictionary[Any, NoClip] = weakref.WeakKeyDictionary()
 
 
 class RecipeRuntime:
@@ -107,6 +114,29 @@ class RecipeRuntime:
             optimizer, lambda step: self.lr_at(min(step, total_steps - 1), total_steps) / peak
         )
 
+    @property
+    def adaptive_clipping(self) -> bool:
+        """Whether the recipe clips by agc, zclip or autoclip: rules a trainer's own clipping
+        (TrainingArguments.max_grad_norm, Lightning's gradient_clip_val: one global norm)
+        cannot express; a callback clips instead."""
+        return self.knobs.get("clip_policy", "norm") in ("agc", "zclip", "autoclip")
+
+    @property
+    def global_clip_norm(self) -> float:
+        """The threshold of the recipe's clipping as one global norm: clip_norm under the norm
+        policy, 0.0 (off) under none, agc, zclip and autoclip."""
+        if self.knobs.get("clip_policy", "norm") != "norm":
+            return 0.0
+        return float(self.knobs["clip_norm"])
+
+    def clip_policy(self) -> NoClip:
+        """A fresh clipping policy of the recipe (`autotune.probe.clipping`): call it with the
+        parameters after unscaling; it clips in place and returns (total norm before clipping,
+        per-tensor norms, clipped?). zclip and autoclip keep state: one per training run."""
+        from autotune.probe import clip_policy
+
+        return clip_policy(self.knobs)
+
     def clip_and_step(
         self,
         optimizer: Any,
@@ -116,10 +146,11 @@ class RecipeRuntime:
         zero_grad: bool = True,
     ) -> float:
         """The end of a training step, in the order that is correct under a GradScaler:
-        unscale the gradients, clip them (the recipe's norm and mode; 0 = no clipping), step
-        (skipped when a gradient is inf/NaN), update the scale, zero the gradients.
-        Returns the total gradient norm before clipping."""
-        from autotune.probe import clip_gradients
+        unscale the gradients, clip them (the recipe's clip_policy and its settings: a norm
+        and mode, agc, zclip or autoclip; a norm of 0 or none: no clipping), step (skipped
+        when a gradient is inf/NaN), update the scale, zero the gradients. A stateful policy
+        keeps its state per `optimizer`. Returns the total gradient norm before clipping."""
+        from autotune.probe import apply_clipping
 
         params = list(parameters) if parameters is not None else _params_of(optimizer)
         if scaler is not None:
@@ -127,9 +158,10 @@ class RecipeRuntime:
         with_grad = [p for p in params if p.grad is not None]
         norm = 0.0
         if with_grad:
-            total, _, _ = clip_gradients(
-                with_grad, float(self.knobs["clip_norm"]), self.knobs["clip_mode"] == "per_layer"
-            )
+            policy = _POLICIES.get(optimizer)
+            if policy is None:
+                policy = _POLICIES[optimizer] = self.clip_policy()
+            total, _, _ = apply_clipping(policy, with_grad)
             norm = float(total)
         if scaler is not None and scaler.is_enabled():
             scaler.step(optimizer)  # skipped by the scaler when a gradient is inf/NaN

@@ -12,9 +12,23 @@ The package imports no torch, ray or mlflow.
 from __future__ import annotations
 
 from autotune.errors import SpaceError
-from autotune.knobs import DDP_KNOBS, ENV_PREFIXES, KNOBS, SCALER_KNOBS, KnobInfo, Scalar
+from autotune.knobs import (
+    CLIP_CHILDREN,
+    DDP_KNOBS,
+    ENV_PREFIXES,
+    KNOBS,
+    SCALER_KNOBS,
+    KnobInfo,
+    Scalar,
+)
 from autotune.space.builtin import builtin_dir, builtin_names, find
-from autotune.space.conditioning import ENV_SOCKET_KNOBS, Conditioned, condition
+from autotune.space.conditioning import (
+    ENV_SOCKET_KNOBS,
+    Conditioned,
+    clip_child_possible,
+    condition,
+)
+from autotune.space.dtypes import dtype_warnings
 from autotune.space.load import (
     accum_values,
     anchor_script,
@@ -52,6 +66,7 @@ from autotune.space.seeds import MAX_SEED, MAX_VERIFY_SEEDS, seed_problem
 from autotune.space.values import ErrorAt, check_value, env_value
 
 __all__ = [
+    "CLIP_CHILDREN",
     "DDP_KNOBS",
     "DEFAULT_CONSTRAINTS",
     "DEFAULT_OBJECTIVES",
@@ -91,7 +106,9 @@ __all__ = [
     "builtin_dir",
     "builtin_names",
     "check_value",
+    "clip_child_possible",
     "condition",
+    "dtype_warnings",
     "dump",
     "env_value",
     "find",

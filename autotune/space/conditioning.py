@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from autotune.knobs import DDP_KNOBS, KNOBS, SCALER_KNOBS, Scalar
+from autotune.knobs import CLIP_CHILDREN, DDP_KNOBS, KNOBS, SCALER_KNOBS, Scalar
 from autotune.space.schema import (
     ENV_COMM_PREFIXES,
     ENV_FP16_ALT_IMPL,
@@ -66,6 +66,12 @@ def condition(
         elif name.startswith(ENV_COMM_PREFIXES) and (world == 1 or gloo):
             why = "one process" if world == 1 else "gloo on CPU"
             reason = f"NCCL/RCCL variables act only on GPU collectives ({why} here)"
+        elif name in CLIP_CHILDREN and not clip_child_possible(space, name):
+            policy = space.knobs.get("clip_policy", KNOBS["clip_policy"].default)
+            shown = f"one of {list(policy.choices)}" if isinstance(policy, Domain) else policy
+            reason = (
+                f"{name} acts only with clip_policy {CLIP_CHILDREN[name]} (clip_policy: {shown})"
+            )
         elif name in ENV_SOCKET_KNOBS:
             reason = (
                 "socket transport carries traffic only between nodes, and a DDP probe runs "
@@ -95,6 +101,15 @@ def condition(
     if platform == "rocm" and arch == "gfx942" and world > 1 and not gloo:
         _no_tree_simple(space, searched, dropped)
     return Conditioned(searched=searched, dropped=dropped)
+
+
+def clip_child_possible(space: Space, name: str) -> bool:
+    """Whether clipping knob `name` (a child of clip_policy) can act in some trial of `space`:
+    its policy is clip_policy's fixed value (default norm) or one of its searched choices."""
+    policy = space.knobs.get("clip_policy", KNOBS["clip_policy"].default)
+    if isinstance(policy, Domain):
+        return CLIP_CHILDREN[name] in policy.choices
+    return CLIP_CHILDREN[name] == policy
 
 
 def _no_tree_simple(space: Space, searched: dict[str, Domain], dropped: dict[str, str]) -> None:

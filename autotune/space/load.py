@@ -21,6 +21,7 @@ from autotune.space import yaml_reader
 from autotune.space.builtin import find
 from autotune.space.overrides import apply_override
 from autotune.space.schema import (
+    AUTO_CLIP_NORM,
     DEFAULT_CONSTRAINTS,
     DEFAULT_OBJECTIVES,
     TOP_KEYS,
@@ -225,8 +226,28 @@ def _knobs(data: dict[str, Any], err: _Err) -> dict[str, KnobValue]:
             if key.isupper():
                 hint += "; environment variables go under `env:`"
             raise err(["knobs", key], f"unknown knob{hint}; known knobs: {', '.join(KNOBS)}")
+        if key == "clip_norm" and raw == "auto":  # seeded from the baseline's gradient norms
+            knobs[key] = AUTO_CLIP_NORM
+            continue
         knobs[key] = knob_value(KNOBS[key], raw, ["knobs", key], err)
+    _check_clip_mode(knobs, err)
     return knobs
+
+
+def _check_clip_mode(knobs: Mapping[str, KnobValue], err: _Err) -> None:
+    """clip_mode (global or per_layer) belongs to the norm policy: per_layer with a clip_policy
+    that never picks norm would silently mean nothing (agc is unit-wise, zclip and autoclip
+    act on the total norm)."""
+    policy = knobs.get("clip_policy", "norm")
+    mode = knobs.get("clip_mode")
+    policies = policy.choices if isinstance(policy, Domain) else (policy,)
+    modes = mode.choices if isinstance(mode, Domain) else (mode,)
+    if "per_layer" in modes and "norm" not in policies:
+        raise err(
+            ["knobs", "clip_mode"],
+            f"per_layer is the norm policy's mode, and clip_policy {list(policies)} never picks "
+            "norm: agc clips each unit on its own, zclip and autoclip clip the total norm",
+        )
 
 
 def _env(data: dict[str, Any], err: _Err) -> dict[str, KnobValue]:
@@ -241,7 +262,11 @@ def _env(data: dict[str, Any], err: _Err) -> dict[str, KnobValue]:
 def _check_grid(
     knobs: Mapping[str, KnobValue], env: Mapping[str, KnobValue], points: int, err: _Err
 ) -> None:
-    """The grid sampler needs at least two points for a float range without a step."""
+    """The grid sampler needs at least two points for a float range without a step, and a
+    range it knows when it starts (`clip_norm: auto` is seeded later)."""
+    auto = knobs.get("clip_norm")
+    if isinstance(auto, Domain) and auto.auto:
+        raise err(["knobs", "clip_norm"], "auto needs tpe, nsga2 or random: a grid is fixed first")
     for knob, value in {**knobs, **env}.items():
         sec = "env" if knob in env else "knobs"
         if (

@@ -56,6 +56,9 @@ class Domain:
     step: float | int | None = None
     choices: tuple[Scalar, ...] = ()
     default: Scalar | None = None
+    # `clip_norm: auto`: the range is seeded from the baseline's gradient norms when the study
+    # has measured them (`autotune.study.clip_seed`); until then low/high are a placeholder.
+    auto: bool = False
 
     @property
     def is_choice(self) -> bool:
@@ -463,7 +466,13 @@ class Space:
         return {k: str(v) for k, v in self.env.items() if not isinstance(v, Domain)}
 
 
+#: `clip_norm: auto` before the baseline is measured: the range the shipped spaces guess.
+AUTO_CLIP_NORM = Domain(low=0.05, high=5.0, log=True, auto=True)
+
+
 def _value_to_data(v: KnobValue) -> Any:
+    if isinstance(v, Domain) and v.auto:
+        return "auto"
     return v.to_dict() if isinstance(v, Domain) else v
 
 

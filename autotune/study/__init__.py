@@ -26,6 +26,7 @@ from autotune.study.find import find_study
 from autotune.study.importance import importances
 from autotune.study.objectives import (
     STAND_IN_MARGIN,
+    conditional,
     constraint_names,
     constraints_of,
     directions,
@@ -67,6 +68,7 @@ __all__ = [
     "WarmStart",
     "check_workload",
     "complete_outcome",
+    "conditional",
     "constraint_names",
     "constraints_of",
     "count_finished",

@@ -352,10 +352,10 @@ def run_trials(
         tuner.fit()
     if driver.baseline_failure is not None:
         raise BaselineFailed(baseline_stop(driver.baseline_failure, study_dir, space.name))
-    left = space.budget.trials - count_finished(study)
-    if left > 0:  # said even under --quiet: the user must know how to continue
+    done = count_finished(study)
+    if done < finished + planned:  # the budget, or its first part; said even under --quiet
         print(
-            f"interrupted: {space.budget.trials - left} of {space.budget.trials} trials "
+            f"interrupted: {done} of {space.budget.trials} trials "
             "done; run the same command again (or add --resume) to continue",
             file=sys.stderr,
         )

@@ -47,6 +47,7 @@ SCREEN_FEASIBLE = "autotune.screen_feasible"
 """{trial number: feasible}, every screened trial judged again once the screen was over
 (`rung_phase.rejudge_screen`): a trial told before the baseline had finished (several at once)
 was told its constraints relative to the baseline vacuously."""
+CLIP_NORM_AUTO = "autotune.clip_norm_auto"  # `clip_norm: auto`: the baseline's norms measured
 SCREEN_YARDSTICK = "autotune.screen_yardstick"  # the baseline's screen over the verify seeds
 RUNG_PREFIX = "autotune.rung."  # + "<number>.<steps>": a promoted probe's slim record
 VERIFIED_PREFIX = "autotune.verified."  # + "<number>": a candidate's verification

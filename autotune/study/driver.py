@@ -14,7 +14,7 @@ from autotune import tracking
 from autotune.errors import SpaceError, StudyError, TrialsFailed, WorkloadError
 from autotune.probe.workload import resolve
 from autotune.study import attrs as ua
-from autotune.study import folder
+from autotune.study import clip_seed, folder
 from autotune.study.adapter import run_trials
 from autotune.study.failures import (
     BaselineFailed,
@@ -25,7 +25,7 @@ from autotune.study.failures import (
 from autotune.study.importance import importances
 from autotune.study.objectives import directions, make_sampler, name_metrics
 from autotune.study.options import StudyOptions, StudyResult, study_dir_for
-from autotune.study.records import count_finished
+from autotune.study.records import count_finished, read_outcome
 from autotune.study.resume import reconcile, stale_trials
 from autotune.study.rung_phase import pending as rungs_pending
 from autotune.study.rung_phase import rejudge_screen, rung_phase
@@ -75,7 +75,11 @@ def run(opts: StudyOptions) -> StudyResult:
         if planned > 0 or rungs_pending(study, space) or to_verify(study, space):
             with ray_session(opts.address, study_dir) as ray:
                 try:
-                    if planned > 0:
+                    if planned > 0:  # `clip_norm: auto`: the baseline first, then the range
+                        run = (opts, study, cond, logger, study_dir, ray, say)
+                        left = _auto_clip(*run, planned, rerun, finished)
+                        interrupted, planned, rerun, finished = left
+                    if planned > 0 and not interrupted:
                         interrupted = run_trials(
                             opts,
                             study,
@@ -118,6 +122,32 @@ def stop_if_baseline_failed(study: Any, study_dir: Path, name: str) -> None:
     row = next((r for r in failed_trials(study) if r["baseline"]), None)
     if row is not None:
         raise TrialsFailed(baseline_stop(row, study_dir, name))
+
+
+def _auto_clip(
+    opts: StudyOptions, study: Any, cond: sp.Conditioned, logger: Any, study_dir: Path, ray: Any,
+    say: Any, planned: int, rerun: list[Any], finished: int,
+) -> tuple[bool, int, list[Any], int]:  # fmt: skip
+    """With `clip_norm: auto`, run the baseline alone first (unless it has run), then seed the
+    searched clip_norm from its gradient norms (`clip_seed`), saying what was measured.
+    Returns (interrupted, the trials still planned, the stale ones to re-run, finished)."""
+    if not clip_seed.pending(cond.searched):
+        return False, planned, rerun, finished
+    info = clip_seed.seed(study, study_dir, cond.searched)
+    if info is None and read_outcome(study_dir, 0) is None:
+        base = [t for t in rerun if ua.is_baseline(t)]
+        if run_trials(opts, study, cond.searched, 1, base, logger, study_dir, finished, ray):
+            return True, planned, rerun, finished
+        rerun = [t for t in rerun if not ua.is_baseline(t)]
+        planned, finished = planned - 1, finished + 1
+        info = clip_seed.seed(study, study_dir, cond.searched)
+    say(
+        clip_seed.text(info)
+        if info
+        else "clip_norm: auto: the baseline left no finite gradient norm; clip_norm is "
+        "searched in the placeholder range [0.05, 5] (log)"
+    )
+    return False, planned, rerun, finished
 
 
 def _check_services(opts: StudyOptions, url: str) -> None:

@@ -146,12 +146,23 @@ def sampler_seed(seed: int, trials_so_far: int) -> int:
     return int(np.random.SeedSequence([seed % 2**32, trials_so_far]).generate_state(1)[0])
 
 
+def conditional(searched: Mapping[str, sp.Domain]) -> bool:
+    """Whether the search space is conditional: clip_policy searched with a child of it."""
+    return "clip_policy" in searched and any(n in sp.CLIP_CHILDREN for n in searched)
+
+
 def make_sampler(space: sp.Space, searched: Mapping[str, sp.Domain], trials_so_far: int = 0) -> Any:
     import optuna
 
     s = space.sampler
     seed = sampler_seed(s.seed, trials_so_far)
     if s.name == "tpe":
+        if conditional(searched):  # the children of each policy modelled as their own group
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # `group` is experimental in Optuna
+                return optuna.samplers.TPESampler(
+                    seed=seed, n_startup_trials=s.n_startup_trials, multivariate=True, group=True
+                )
         return optuna.samplers.TPESampler(
             seed=seed,
             n_startup_trials=s.n_startup_trials,
@@ -166,9 +177,16 @@ def make_sampler(space: sp.Space, searched: Mapping[str, sp.Domain], trials_so_f
 
 
 def suggest(trial: Any, space: sp.Space, searched: Mapping[str, sp.Domain]) -> dict[str, Any]:
-    """Ask Optuna for a value of every searched knob."""
+    """Ask Optuna for a value of every searched knob. A conditional space: clip_policy is asked
+    first, and a child of it (`CLIP_CHILDREN`) only in the trials that pick its policy (the
+    others run it at its fixed value, which their policy does not read)."""
     params: dict[str, Any] = {}
-    for name, d in searched.items():
+    order = sorted(searched, key=lambda n: n != "clip_policy")  # the parent first, else as given
+    for name in order:
+        d = searched[name]
+        parent = sp.CLIP_CHILDREN.get(name)
+        if parent is not None and params.get("clip_policy", parent) != parent:
+            continue
         if d.is_choice:
             params[name] = trial.suggest_categorical(name, list(d.choices))
         elif space.knob_kind(name) == "int":

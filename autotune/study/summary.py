@@ -13,6 +13,7 @@ from autotune.recipe.paired import format_line
 from autotune.recipe.seeds import ran_whole
 from autotune.recipe.verify import format_interval
 from autotune.study import attrs as ua
+from autotune.study import clip_seed
 from autotune.study import improvement as im
 from autotune.study import pick as pk
 from autotune.study.compute import format_line as compute_line
@@ -78,6 +79,7 @@ def summarize(
         "counts": counts,
         "failures": failed_trials(study),  # {number, baseline, cause, error}: one line each
         "dropped_knobs": dict(dropped or {}),
+        "clip_norm_auto": study.user_attrs.get(ua.CLIP_NORM_AUTO),
         "study_dir": str(study_dir) if study_dir else None,
         "compute": (spent := study_compute(study, space, study_dir)),
         "compute_saved": (spent or {}).get("saved_vs_full"),  # vs full length + verification
@@ -221,6 +223,8 @@ def format_summary(summary: Mapping[str, Any], *, tracking_uri: str | None = Non
         lines.append(_warm_start_line(summary["warm_start"]))
     for name, why in (summary.get("dropped_knobs") or {}).items():
         lines.append(f"not searched: {name} ({why})")
+    if summary.get("clip_norm_auto"):
+        lines.append(clip_seed.text(summary["clip_norm_auto"]))
     lines.append(
         "next: `autotune ui` to browse the trials"
         + (f" ({redact(tracking_uri)})" if tracking_uri else "")

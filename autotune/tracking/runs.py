@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from autotune.knobs import clip_text
 from autotune.numbers import finite
 
 if TYPE_CHECKING:
@@ -286,6 +287,8 @@ def trial_params(outcome: Mapping[str, Any], summary: Mapping[str, Any]) -> dict
     for name, value in params.items():
         if value is None and ran.get(name) is not None:
             params[name] = ran[name]
+    if "clip_policy" in params:  # the clipping as it acted: the policy with its own settings
+        params["clip"] = clip_text(params)
     for var, value in (outcome.get("env") or {}).items():
         params[f"env.{var}"] = value
     for key in DERIVED_PARAMS:

@@ -36,7 +36,7 @@ def render_hf(r: Recipe) -> str:
         "adam_beta2": float(k["beta2"]),
         "adam_epsilon": float(k["adam_eps"]),
         "weight_decay": float(k["weight_decay"]),
-        "max_grad_norm": float(k["clip_norm"]),
+        "max_grad_norm": r.global_clip_norm,
     }
     if own_schedule(r):
         notes.append(own_schedule_note(r))
@@ -117,7 +117,7 @@ def _hf_differences(r: Recipe, notes: list[str]) -> None:
     k = r.knobs
     sched = str(k["schedule"])
     warmup = int(k["warmup_steps"])
-    clip = float(k["clip_norm"])
+    clip = r.global_clip_norm
     applied = script_applied(r)
     if applied is not None and "hf" in applied:
         notes.append(
@@ -158,6 +158,32 @@ def _hf_differences(r: Recipe, notes: list[str]) -> None:
             "gradients are unscaled by then: the Trainer measures their norm through accelerate "
             "before that hook)."
         )
+    if r.adaptive_clipping:
+        notes.append(
+            f"Clipping: the recipe clips by {_policy_text(r)}, which TrainingArguments cannot "
+            "express (max_grad_norm is one fixed global norm), so max_grad_norm is 0.0 here. "
+            "For the recipe's clipping pass Trainer(..., callbacks=[hf_callback()]) with "
+            "hf_callback from the python export: it clips in on_pre_optimizer_step "
+            "(transformers >= 4.45, as autotune requires), on unscaled gradients, with the "
+            "policy's state kept across steps."
+        )
+
+
+def _policy_text(r: Recipe) -> str:
+    """The recipe's adaptive clipping policy and its settings, as a person reads them."""
+    k = r.knobs
+    policy = k["clip_policy"]
+    if policy == "agc":
+        return (
+            f"agc (adaptive gradient clipping, unit-wise: lambda {k['agc_lambda']!r}, "
+            f"eps {k['agc_eps']!r})"
+        )
+    if policy == "zclip":
+        return (
+            f"zclip (z {k['zclip_z']!r}, alpha {k['zclip_alpha']!r}, warm-up "
+            f"{k['zclip_warmup']!r} steps)"
+        )
+    return f"autoclip (percentile {k['autoclip_percentile']!r} of the norms seen so far)"
 
 
 def _hf_scaler_note(r: Recipe) -> str:
@@ -208,7 +234,7 @@ def _hf_ddp(r: Recipe, args: dict[str, Any], notes: list[str]) -> None:
 
 def render_lightning(r: Recipe) -> str:
     k = r.knobs
-    clip = float(k["clip_norm"])
+    clip = r.global_clip_norm
     precision = {"fp32": "32-true", "fp16": "16-mixed", "bf16": "bf16-mixed"}[r.precision]
     trainer: dict[str, Any] = {
         "gradient_clip_val": clip if clip > 0 else None,
@@ -248,6 +274,14 @@ def render_lightning(r: Recipe) -> str:
             "configure_gradient_clipping(self, optimizer, gradient_clip_val=None, "
             "gradient_clip_algorithm=None) to call clip_gradients(self.parameters()) from the "
             "python export (gradients are already unscaled there) and drop gradient_clip_val."
+        )
+    if r.adaptive_clipping:
+        notes.append(
+            f"Clipping: the recipe clips by {_policy_text(r)}; Lightning's gradient_clip_val "
+            "is one fixed norm or value, so it is None here. For the recipe's clipping pass "
+            "Trainer(..., callbacks=[lightning_callback()]) with lightning_callback from the "
+            "python export: it clips in on_before_optimizer_step (gradients unscaled there), "
+            "with the policy's state kept across steps."
         )
     if r.world_size > 1 or not ddp_is_default(k):
         notes.append(

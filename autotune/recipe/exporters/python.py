@@ -4,8 +4,11 @@ AdamW, the GradScaler, the warm-up/decay schedule, autocast, clipping and the en
 
 from __future__ import annotations
 
+import inspect
+
 from autotune import __version__
 from autotune import space as sp
+from autotune.probe import clipping
 from autotune.recipe.exporters.common import (
     amp_device,
     one_line,
@@ -17,10 +20,18 @@ from autotune.recipe.exporters.common import (
 )
 from autotune.recipe.file import Recipe
 
+_INLINE_MARK = "# --- the python export inlines the code from this line on ---\n"
+
 _KNOB_COMMENTS = {
     "lr": "AdamW peak learning rate",
     "clip_norm": "gradient-norm clipping threshold (unscaled); 0: no clipping",
     "clip_mode": "global: one norm over all parameters; per_layer: each tensor on its own",
+    "clip_policy": "none, norm, agc, zclip or autoclip (see make_clip_policy)",
+    "agc_lambda": "agc: unit grad norm <= AGC_LAMBDA x max(unit weight norm, AGC_EPS)",
+    "zclip_z": "zclip: a norm above mean + ZCLIP_Z x std (EMAs) is clipped to that",
+    "zclip_alpha": "zclip: the EMA factor",
+    "zclip_warmup": "zclip: finite norms collected before the EMAs start",
+    "autoclip_percentile": "autoclip: clip to this percentile of the norms seen so far",
     "warmup_steps": "linear warm-up, in optimizer steps",
     "schedule": "after warm-up: constant, linear or cosine",
     "min_lr_ratio": "final lr / peak lr of the linear or cosine decay",
@@ -64,6 +75,10 @@ def render_python(r: Recipe) -> str:
         "#       scaler.scale(loss).backward()",
         "#       if (i + 1) % ACCUM_STEPS == 0: clip_and_step(opt, scaler, model.parameters()); "
         "sched.step()",
+        "# Under transformers.Trainer add callbacks=[hf_callback()], under lightning.Trainer",
+        "# callbacks=[lightning_callback()]: each clips by CLIP_POLICY as clip_and_step does.",
+        "",
+        "from __future__ import annotations",
         "",
         "import math",
         "import os",
@@ -91,7 +106,13 @@ def render_python(r: Recipe) -> str:
         head.append("}")
     else:
         head.append("ENV: dict = {}  # the recipe sets no environment knobs")
-    return "\n".join(head) + "\n" + _PY_BODY
+    return "\n".join(head) + "\n" + _PY_BODY + _clipping_code() + _PY_CLIP
+
+
+def _clipping_code() -> str:
+    """The clipping policies' code, as the probe runs it (`autotune.probe.clipping`)."""
+    source = inspect.getsource(clipping)
+    return "\n\n" + source[source.index(_INLINE_MARK) + len(_INLINE_MARK) :].lstrip("\n")
 
 
 _PY_BODY = '''
@@ -171,45 +192,6 @@ def autocast(device_type="cuda"):
     )
 
 
-def clip_gradients(params):
-    """Clip the (unscaled) gradients of `params` in place by CLIP_NORM and CLIP_MODE; return
-    the total gradient norm before clipping, as a tensor. CLIP_NORM 0: measure only."""
-    params = [p for p in params if p.grad is not None]
-    if not params:
-        return torch.zeros(())
-    if CLIP_MODE == "per_layer":
-        norms = [torch.linalg.vector_norm(p.grad).float() for p in params]
-        if CLIP_NORM > 0:
-            for p, n in zip(params, norms):
-                p.grad.mul_(torch.clamp(CLIP_NORM / (n + 1e-6), max=1.0).to(p.grad.dtype))
-        return torch.linalg.vector_norm(torch.stack(norms))
-    if CLIP_NORM > 0:
-        return torch.nn.utils.clip_grad_norm_(params, CLIP_NORM)
-    norms = [torch.linalg.vector_norm(p.grad).float() for p in params]
-    return torch.linalg.vector_norm(torch.stack(norms))
-
-
-def clip_and_step(optimizer, scaler=None, params=None):
-    """The end of a training step: unscale, clip, step, update the scale, zero the gradients.
-
-    The step goes through an enabled scaler, which skips it when a gradient is inf/NaN; without
-    one, a step whose gradient norm is not finite is skipped here. Returns the total gradient
-    norm before clipping (a float)."""
-    if params is None:
-        params = [p for group in optimizer.param_groups for p in group["params"]]
-    params = list(params)
-    if scaler is not None:
-        scaler.unscale_(optimizer)
-    norm = float(clip_gradients(params))
-    if scaler is not None and scaler.is_enabled():
-        scaler.step(optimizer)
-        scaler.update()
-    elif math.isfinite(norm):
-        optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
-    return norm
-
-
 def wrap_ddp(model, **kwargs):
     """DistributedDataParallel with the recipe's DDP settings (a process group must be up);
     `kwargs` (device_ids, ...) are passed on."""
@@ -227,4 +209,93 @@ def wrap_ddp(model, **kwargs):
         if "forward_sync_buffers" not in str(e):
             raise
     return DistributedDataParallel(model, broadcast_buffers=BROADCAST_BUFFERS, **kwargs)
+'''
+
+_PY_CLIP = '''
+
+_CLIP_KNOBS = ("clip_policy", "clip_norm", "clip_mode", "agc_lambda", "agc_eps", "zclip_z",
+               "zclip_alpha", "zclip_warmup", "autoclip_percentile")
+_CLIPPER = None
+
+
+def make_clipper():
+    """A fresh clipping policy with the recipe's settings: called with the parameters after
+    unscaling, it clips their gradients in place and returns (total norm before clipping,
+    per-tensor norms, clipped?). zclip and autoclip keep state: one per training run."""
+    return make_clip_policy({name: globals()[name.upper()] for name in _CLIP_KNOBS})
+
+
+def clip_gradients(params, clipper=None):
+    """Clip the (unscaled) gradients of `params` in place by CLIP_POLICY (a stateful policy
+    lives in `clipper`, by default this module's own); return the total gradient norm before
+    clipping, as a tensor."""
+    global _CLIPPER
+    params = [p for p in params if p.grad is not None]
+    if not params:
+        return torch.zeros(())
+    if clipper is None:
+        if _CLIPPER is None:
+            _CLIPPER = make_clipper()
+        clipper = _CLIPPER
+    return clipper(params)[0]
+
+
+def clip_and_step(optimizer, scaler=None, params=None, clipper=None):
+    """The end of a training step: unscale, clip, step, update the scale, zero the gradients.
+
+    The step goes through an enabled scaler, which skips it when a gradient is inf/NaN; without
+    one, a step whose gradient norm is not finite is skipped here. Returns the total gradient
+    norm before clipping (a float)."""
+    if params is None:
+        params = [p for group in optimizer.param_groups for p in group["params"]]
+    params = list(params)
+    if scaler is not None:
+        scaler.unscale_(optimizer)
+    norm = float(clip_gradients(params, clipper))
+    if scaler is not None and scaler.is_enabled():
+        scaler.step(optimizer)
+        scaler.update()
+    elif math.isfinite(norm):
+        optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return norm
+
+
+def hf_callback():
+    """A transformers TrainerCallback that clips by CLIP_POLICY in on_pre_optimizer_step (after
+    the Trainer's own clipping, which should then be off: TrainingArguments(max_grad_norm=0.0),
+    as the hf export sets for a policy other than a global norm). Unscales the gradients first
+    when the Trainer's GradScaler has not."""
+    from transformers import TrainerCallback
+
+    class ClipPolicyCallback(TrainerCallback):
+        def __init__(self):
+            self.clipper = make_clipper()
+
+        def on_pre_optimizer_step(self, args, state, control, model=None, optimizer=None, **kw):
+            scaler = getattr(optimizer, "scaler", None)
+            if scaler is not None and scaler.is_enabled():
+                try:
+                    scaler.unscale_(optimizer.optimizer)
+                except RuntimeError as e:  # already unscaled by the Trainer: fine
+                    if "unscale_() has already been called" not in str(e):
+                        raise
+            clip_gradients(model.parameters(), self.clipper)
+
+    return ClipPolicyCallback()
+
+
+def lightning_callback():
+    """A lightning Callback that clips by CLIP_POLICY in on_before_optimizer_step (gradients
+    are unscaled there; Lightning's own clipping, gradient_clip_val, should then be None)."""
+    import lightning
+
+    class ClipPolicyCallback(lightning.Callback):
+        def __init__(self):
+            self.clipper = make_clipper()
+
+        def on_before_optimizer_step(self, trainer, pl_module, optimizer):
+            clip_gradients(pl_module.parameters(), self.clipper)
+
+    return ClipPolicyCallback()
 '''
