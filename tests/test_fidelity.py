@@ -66,6 +66,11 @@ def test_the_rank_fidelity_is_kendall_tau_b_with_a_bootstrap_interval(tmp_path: 
     assert f"tau-b {want:+.2f} [{fid['low']:+.2f}, {fid['high']:+.2f}] (n 6" in (
         fd.format_line(fid) or ""
     )
+    # from fewer configurations than can show an order, no tau is printed as if it could
+    few = {**fid, "n": 3, "tau": 1.0, "low": 1.0, "high": 1.0}
+    assert fd.format_line(few) == (
+        "rank fidelity 30 -> 90 steps: too few configurations to tell (n=3, at least 4)"
+    )
     # compute_saved: against every trial and the same verification at the target
     c = summary["compute"]
     assert summary["compute_saved"] == pytest.approx(1 - c["total"] / c["full_length"])

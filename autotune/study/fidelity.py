@@ -138,9 +138,16 @@ def _screen(study: Any, space: sp.Space, numbers: Sequence[int]) -> list[rg.Rung
 
 
 def format_line(fid: Mapping[str, Any] | None) -> str | None:
-    """One line for the end-of-study summary; None without a measured value."""
+    """One line for the end-of-study summary; None without a measured value. Below
+    `rungs.MIN_AGREEMENT_N` configurations it says that they cannot tell (as the rung
+    agreement does): three in perfect order happen by chance one time in six."""
     if not fid or fid.get("tau") is None:
         return None
+    if int(fid["n"]) < rg.MIN_AGREEMENT_N:
+        return (
+            f"rank fidelity {fid['from_steps']} -> {fid['to_steps']} steps: too few "
+            f"configurations to tell (n={fid['n']}, at least {rg.MIN_AGREEMENT_N})"
+        )
     iv = ""
     if fid.get("low") is not None:
         iv = f" [{fid['low']:+.2f}, {fid['high']:+.2f}]"
