@@ -128,7 +128,34 @@ class AgcClip(NoClip):
         return total, layers, clipped
 
 
-class ZClip(NoClip):
+class TotalNormPolicy(NoClip):
+    """A stateful policy that scales every gradient by one coefficient, which `threshold`
+    derives from the total norm and the state (ZClip, AutoClip)."""
+
+    stateful = True
+
+    def threshold(self, total: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(the coefficient for this step's gradients, clipped?), the state updated."""
+        raise NotImplementedError
+
+    def __call__(
+        self, params: list[torch.Tensor]
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        grads = [p.grad for p in params if p.grad is not None]
+        total, layers = gradient_norms(grads)
+        coef, clip = self.threshold(total)
+        scale_all(grads, coef)
+        return total, layers, clip
+
+    def replay(self, norms: list[float]) -> None:
+        """Rebuild the state from the total norms (before clipping) of the steps run so far."""
+        import torch
+
+        for value in norms:
+            self.threshold(torch.tensor(float(value), dtype=torch.float32))
+
+
+class ZClip(TotalNormPolicy):
     """ZClip (Kumar et al. 2025), clipping to mean + z * std: the total norm's mean and variance
     are an EMA (`alpha`) started from the first `warmup` finite norms (their mean and population
     variance; nothing is clipped meanwhile); after it, a norm above mean + z * std is clipped to
@@ -138,7 +165,6 @@ class ZClip(NoClip):
     mode="percentile", max_grad_norm=None)."""
 
     name = "zclip"
-    stateful = True
 
     def __init__(self, z: float, alpha: float, warmup: int = 25) -> None:
         self.z = float(z)
@@ -191,31 +217,14 @@ class ZClip(NoClip):
         s["var"] = torch.where(update, new_var, var)
         return coef, clip
 
-    def __call__(
-        self, params: list[torch.Tensor]
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        grads = [p.grad for p in params if p.grad is not None]
-        total, layers = gradient_norms(grads)
-        coef, clip = self.threshold(total)
-        scale_all(grads, coef)
-        return total, layers, clip
 
-    def replay(self, norms: list[float]) -> None:
-        """Rebuild the state from the total norms (before clipping) of the steps run so far."""
-        import torch
-
-        for value in norms:
-            self.threshold(torch.tensor(float(value), dtype=torch.float32))
-
-
-class AutoClip(NoClip):
+class AutoClip(TotalNormPolicy):
     """AutoClip (Seetharaman et al. 2020): the total norm is clipped to the `percentile`-th
     percentile (linear interpolation, as numpy.percentile) of every finite total norm seen so
     far, this step's included: gradients times min(1, threshold / (norm + 1e-6)), as
     torch.nn.utils.clip_grad_norm_ with that threshold."""
 
     name = "autoclip"
-    stateful = True
 
     def __init__(self, percentile: float) -> None:
         self.q = float(percentile) / 100.0
@@ -242,22 +251,6 @@ class AutoClip(NoClip):
         ratio = limit / (x + NORM_EPS)
         clip = finite & torch.isfinite(limit) & (ratio < 1.0)
         return torch.where(clip, ratio, torch.ones_like(x)), clip
-
-    def __call__(
-        self, params: list[torch.Tensor]
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        grads = [p.grad for p in params if p.grad is not None]
-        total, layers = gradient_norms(grads)
-        coef, clip = self.threshold(total)
-        scale_all(grads, coef)
-        return total, layers, clip
-
-    def replay(self, norms: list[float]) -> None:
-        """Rebuild the history from the total norms (before clipping) of the steps run so far."""
-        import torch
-
-        for value in norms:
-            self.threshold(torch.tensor(float(value), dtype=torch.float32))
 
 
 def make_clip_policy(knobs: dict[str, object]) -> NoClip:
