@@ -17,7 +17,7 @@ from typing import Any
 from autotune.recipe import paired
 from autotune.recipe.file import Recipe
 from autotune.recipe.seeds import REPORTED, summarize_seeds
-from autotune.recipe.verify import baseline_knobs, is_baseline, run_local
+from autotune.recipe.verify import is_baseline, run_baseline, run_local
 from autotune.repro.compare import compare_series
 
 RTOL = 0.05  # the curves' tolerance: `autotune compare`'s default
@@ -53,15 +53,8 @@ def rerun(
     defaults = is_baseline(recipe)
     base_runs: list[dict[str, Any]] = []
     if not defaults:
-        base_cfg = recipe.probe_config(knobs=baseline_knobs(recipe), steps=length).for_baseline()
-        base_runs = run_local(
-            base_cfg,
-            recipe.env,
-            seed_list,
-            timeout_s=timeout_s,
-            threads=threads,
-            say=say,
-            label="baseline",
+        base_runs = run_baseline(
+            recipe, length, seed_list, timeout_s=timeout_s, threads=threads, say=say
         )
         out["baseline_result"] = summarize_seeds(base_runs, metrics)
         samples += sum(_samples(r) for r in base_runs)

@@ -70,6 +70,23 @@ def baseline_knobs(recipe: Recipe) -> dict[str, Any]:
     return out
 
 
+def run_baseline(
+    recipe: Recipe,
+    length: int,
+    seeds: list[int],
+    *,
+    timeout_s: float,
+    threads: int | None,
+    say: Callable[[str], None],
+) -> list[dict[str, Any]]:
+    """The baseline beside `recipe` (its searched knobs at PyTorch's defaults, `baseline_knobs`)
+    run here at `length` steps on `seeds`, as `run_local` runs the recipe."""
+    cfg = recipe.probe_config(knobs=baseline_knobs(recipe), steps=length).for_baseline()
+    return run_local(
+        cfg, recipe.env, seeds, timeout_s=timeout_s, threads=threads, say=say, label="baseline"
+    )
+
+
 def run_local(
     cfg: ProbeConfig,
     env: Mapping[str, str],
@@ -255,15 +272,8 @@ def verify_recipe(
     if baseline and is_defaults:
         say("the recipe is the baseline (PyTorch's defaults): no baseline run beside it")
     if baseline and not is_defaults:
-        base_cfg = recipe.probe_config(knobs=baseline_knobs(recipe), steps=length).for_baseline()
-        base_runs = run_local(
-            base_cfg,
-            recipe.env,
-            seed_list,
-            timeout_s=timeout_s,
-            threads=threads,
-            say=say,
-            label="baseline",
+        base_runs = run_baseline(
+            recipe, length, seed_list, timeout_s=timeout_s, threads=threads, say=say
         )
         report["baseline_result"] = summarize_seeds(base_runs, _metrics_of(recipe))
     report["promised_steps"] = promised_steps
