@@ -10,11 +10,8 @@ unset or unusable under CI (AUTOTUNE_REQUIRE_SERVICES=1), it fails.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -50,23 +47,7 @@ def second_python() -> Path:
 
 def run_in(python: Path, args: list[str], cwd: Path, timeout: float = 600) -> Any:
     env = h.cli_env(PYTHONPATH=str(REPO))
-    proc = subprocess.Popen(
-        [str(python), *args],
-        cwd=cwd,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
-        raise AssertionError(f"{args} ran past {timeout} s\n{err[-4000:]}") from None
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    return h.run_to_end([str(python), *args], cwd, env, timeout, f"{python} {' '.join(args)}")
 
 
 @pytest.fixture(scope="module")

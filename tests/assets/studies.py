@@ -102,10 +102,20 @@ def autotune(
     env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run `python -m autotune ARGS` to its end in its own session; kill its group on timeout."""
+    return run_to_end(
+        autotune_cmd(*args), cwd, env or cli_env(token), timeout, f"autotune {' '.join(args)}"
+    )
+
+
+def run_to_end(
+    cmd: Sequence[str], cwd: Path, env: dict[str, str], timeout: float, what: str
+) -> subprocess.CompletedProcess[str]:
+    """Run `cmd` to its end in its own session (stdin closed); on timeout kill its process
+    group and fail naming `what`, with the ends of its output."""
     proc = subprocess.Popen(
-        autotune_cmd(*args),
+        list(cmd),
         cwd=cwd,
-        env=env or cli_env(token),
+        env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
@@ -119,7 +129,7 @@ def autotune(
             os.killpg(proc.pid, signal.SIGKILL)
         out, err = proc.communicate()
         raise AssertionError(
-            f"`autotune {' '.join(args)}` ran past {timeout:.0f} s\n--- stdout\n{out[-4000:]}"
+            f"`{what}` ran past {timeout:.0f} s\n--- stdout\n{out[-4000:]}"
             f"\n--- stderr\n{err[-4000:]}"
         ) from None
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
