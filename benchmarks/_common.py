@@ -339,6 +339,21 @@ def fmt(x: Any, digits: int = 3) -> str:
     return str(x)
 
 
+def run_cases(
+    run_case: Callable[..., Any], tasks: Sequence[tuple[Any, ...]], jobs: int
+) -> list[Any]:
+    """`run_case(*task)` for each task, in order: in this process, or in `jobs` spawned
+    processes (`run_case` must then be a module-level function of a benchmark script)."""
+    if jobs <= 1:
+        return [run_case(*t) for t in tasks]
+    import concurrent.futures as cf
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    with cf.ProcessPoolExecutor(jobs, mp_context=ctx) as pool:
+        return list(pool.map(run_case, *zip(*tasks, strict=True)))
+
+
 def write_json(path: str | Path | None, data: Any) -> None:
     if not path:
         return

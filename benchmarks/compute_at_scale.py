@@ -36,9 +36,7 @@ benchmark's.
 from __future__ import annotations
 
 import argparse
-import concurrent.futures as cf
 import copy
-import multiprocessing
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -325,12 +323,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     mach = c.machine()
     task = [(w, args.trials, args.factor, args.top_k, args.quick, fresh) for w in names]
-    if args.jobs > 1:
-        ctx = multiprocessing.get_context("spawn")
-        with cf.ProcessPoolExecutor(args.jobs, mp_context=ctx) as pool:
-            results = list(pool.map(run_case, *zip(*task, strict=True)))
-    else:
-        results = [run_case(*t) for t in task]
+    results = c.run_cases(run_case, task, args.jobs)
     c.finish_machine(mach, started)
     c.write_json(args.json, {"benchmark": "compute_at_scale", "results": results, "machine": mach})
     print("## Compute at scale: full length, screen + top-K, the default ladder\n")

@@ -49,8 +49,6 @@ On the CPU a continued probe is bit for bit the fresh one, so only the accountin
 from __future__ import annotations
 
 import argparse
-import concurrent.futures as cf
-import multiprocessing
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -492,12 +490,7 @@ def main(argv: list[str] | None = None) -> int:
     c.one_thread()
     mach = c.machine()
     task = [(k, n, s, args.quick, args.trials, fresh, args.factor, args.sets) for k, n, s in jobs]
-    if args.jobs > 1:
-        ctx = multiprocessing.get_context("spawn")
-        with cf.ProcessPoolExecutor(args.jobs, mp_context=ctx) as pool:
-            results = list(pool.map(run_case, *zip(*task, strict=True)))
-    else:
-        results = [run_case(*t) for t in task]
+    results = c.run_cases(run_case, task, args.jobs)
     c.finish_machine(mach, started)
     plot(results, args.plot)
     c.write_json(
