@@ -42,6 +42,13 @@ def test_the_quick_start_arithmetic_exactly() -> None:
         "compute: 164k samples (screen 28.8k, rungs 63.2k, verification 72k) = 3.8x a "
         "screen-only study, 24% less than every trial (and the same verification) at 750 steps"
     )
+    # a verification larger than top_k x seeds (more candidates, the baseline's seeds): full
+    # length is charged the same verification as it ran, not the estimate of 6 probes
+    bigger = [cp.samples_of(probe(750)) for _ in range(9)]
+    c9 = cp.account(screen, rungs, bigger, plan)
+    assert c9["full_length"] == B * 750 * 12 + B * 750 * 9
+    spent9 = 28_800 + 63_200 + B * 750 * 9
+    assert c9["saved_vs_full"] == pytest.approx(1 - spent9 / (B * 750 * 21))
     # more than full length: said so, not as a negative saving
     c = cp.account(screen, rungs * 3, verification, plan)
     assert c["saved_vs_full"] < 0

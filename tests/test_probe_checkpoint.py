@@ -234,6 +234,7 @@ def test_a_model_of_other_shapes_is_another_configuration() -> None:
 def test_what_cannot_continue_says_why() -> None:
     base = ProbeConfig(workload="mlp")
     assert unsupported(base) is None
-    assert "script" in (unsupported(replace(base, script="train.py")) or "")
+    assert unsupported(replace(base, script="train.py")) is None  # its trial.resume hook
+    assert "script" in (unsupported(replace(base, script="train.py", world_size=2)) or "")
     assert unsupported(replace(base, world_size=2)) is None  # each rank keeps its own
     assert "oom_retry" in (unsupported(replace(base, oom_retry=True)) or "")

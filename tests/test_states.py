@@ -44,7 +44,7 @@ def test_a_rung_probe_continues_the_rung_below_and_keeps_its_state_below_the_top
 
 def test_a_probe_that_cannot_continue_is_left_as_it_is(tmp_path: Path) -> None:
     for cfg in (
-        ProbeConfig(workload="mlp", script="train.py"),
+        ProbeConfig(workload="mlp", script="train.py", world_size=2),
         ProbeConfig(workload="mlp", oom_retry=True),
         ProbeConfig(workload="mlp", world_size=2, measure_scaling=True),
     ):
@@ -53,6 +53,11 @@ def test_a_probe_that_cannot_continue_is_left_as_it_is(tmp_path: Path) -> None:
     assert ss.with_states(plain, tmp_path, 1, steps=30, save=True) == replace(
         plain, save_state=str(ss.state_path(tmp_path, 1, 30))
     )
+    # A script of one process continues through its state hook (trial.resume).
+    script = ProbeConfig(workload="script:train.py", script="train.py")
+    assert ss.with_states(script, tmp_path, 1, steps=30, save=False, resume_steps=10) == replace(
+        script, resume_from=str(ss.state_path(tmp_path, 1, 10))
+    )
 
 
 def test_states_are_removed_by_length_then_all(tmp_path: Path) -> None:
@@ -60,6 +65,8 @@ def test_states_are_removed_by_length_then_all(tmp_path: Path) -> None:
     folder.mkdir()
     for name in ("0001-s30.pt", "0002-s30.pt.rank1", "0001-s60.pt", "0001-s60.pt.rank0", "x.txt"):
         (folder / name).write_bytes(b"x")
+    (folder / "0003-s30.pt.d").mkdir()  # a script's HF or Lightning checkpoint
+    (folder / "0003-s30.pt.d" / "optimizer.pt").write_bytes(b"x")
     ss.remove_states(tmp_path, steps=[30])
     assert sorted(p.name for p in folder.iterdir()) == ["0001-s60.pt", "0001-s60.pt.rank0", "x.txt"]
     (folder / "0002-s60.pt").write_bytes(b"x")

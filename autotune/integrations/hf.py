@@ -14,6 +14,12 @@ GradScaler skipped; per-layer clipping and the agc, zclip and autoclip policies 
 callback (HF clips one global norm only, max_grad_norm is then 0); fp16 on
 a CPU is refused (accelerate would silently train in fp32).
 
+In a study with rungs a promoted probe continues its shorter probe through the Trainer's own
+checkpointing: after the trial's last step the callback has the Trainer save a checkpoint
+(model, optimizer, scheduler, scaler, RNGs, trainer state) into the trial's state folder, and
+`attach` makes `trainer.train()` resume from the shorter probe's (the Trainer skips the batches
+already trained on); see `autotune.probe.script_state`.
+
 Under gradient accumulation `attach` makes the step's reported loss and clipped gradient the mean
 of its micro-batches' losses whatever the model's `forward` (`hf_accum`), and checks it on the
 first step.
@@ -21,7 +27,10 @@ first step.
 
 from __future__ import annotations
 
+import os
+import shutil
 import tempfile
+from collections.abc import Callable
 from typing import Any
 
 from transformers import Trainer, TrainerCallback, TrainingArguments
@@ -126,6 +135,8 @@ class Callback(TrainerCallback):
     def __init__(self, trial: Trial) -> None:
         self.trial = trial
         self._clipper: Any = None
+        self.save_into: str | None = None  # the trial's state folder (set by `attach`'s train)
+        self._staging: tuple[str, str] | None = None  # (the user's output_dir, a private one)
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
         for name, want in _OBSERVE.items():
@@ -150,6 +161,25 @@ class Callback(TrainerCallback):
     def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
         if state.global_step >= self.trial.steps:  # max_steps is the schedule's length
             control.should_training_stop = True
+            if self.save_into is not None and self._staging is None:
+                # The Trainer's checkpoint, written in a folder of this process's own (trials
+                # running beside each other share the user's output_dir), moved in `on_save`.
+                self._staging = (args.output_dir, tempfile.mkdtemp(prefix="autotune-hf-state-"))
+                args.output_dir = self._staging[1]
+                control.should_save = True
+
+    def on_save(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+        if self._staging is None or self.save_into is None:
+            return
+        (args.output_dir, staging), self._staging = self._staging, None
+        written = os.path.join(staging, f"checkpoint-{state.global_step}")
+        try:
+            if os.path.isdir(written):
+                shutil.rmtree(self.save_into, ignore_errors=True)
+                os.makedirs(os.path.dirname(self.save_into) or ".", exist_ok=True)
+                shutil.move(written, self.save_into)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
 
     def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kw: Any) -> None:
         if not logs or "loss" not in logs:
@@ -174,8 +204,27 @@ def attach(trainer: Trainer, trial: Trial) -> Trainer:
     trial.uses("hf", attached=True)
     per_step_mean(trainer)
     trainer.add_callback(AccumulationCheck(trainer))
-    trainer.add_callback(Callback(trial))
+    callback = Callback(trial)
+    trainer.add_callback(callback)
+    trainer.train = _continuing(trainer.train, trainer, trial, callback)  # type: ignore[method-assign]
     acc = getattr(trainer, "accelerator", None)
     if acc is not None and getattr(acc, "scaler", None) is not None:
         acc.scaler = trial.recipe.scaler(trial.device.type)
     return trainer
+
+
+def _continuing(
+    train: Callable[..., Any], trainer: Trainer, trial: Trial, callback: Callback
+) -> Callable[..., Any]:
+    """`trainer.train` that continues a shorter probe's checkpoint when the trial has one
+    (`Trial.continue_framework`), and has the callback save one when the trial wants it; a
+    `resume_from_checkpoint` the user gives is theirs."""
+
+    def train_continuing(*args: Any, **kwargs: Any) -> Any:
+        _done, resume, save = trial.continue_framework("hf", trainer.model)
+        callback.save_into = save
+        if resume is not None and not args and kwargs.get("resume_from_checkpoint") is None:
+            kwargs["resume_from_checkpoint"] = resume
+        return train(*args, **kwargs)
+
+    return train_continuing

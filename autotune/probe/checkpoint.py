@@ -15,8 +15,10 @@ unreadable, the probe starts from step 0 and says why (`Continuation.why`). The 
 `torch.load(weights_only=True)`: tensors and plain containers, no pickled code.
 
 Probes of the built-in loop, one process or DDP ranks (each rank keeps its own file, `rank_path`:
-its RNGs and its shard's position; the ranks continue only if every one of them can). An OOM
-retry, a scaling timing and a training script (`probe.script`) restart (`unsupported`).
+its RNGs and its shard's position; the ranks continue only if every one of them can). A training
+script (`probe.script`) continues through its state hook (`autotune.probe.script_state`, the
+script's `trial.resume(...)`); one without it restarts. An OOM retry and a scaling timing restart
+(`unsupported`).
 """
 
 from __future__ import annotations
@@ -77,8 +79,8 @@ class Continuation:
 
 def unsupported(cfg: ProbeConfig) -> str | None:
     """Why a probe of `cfg` cannot save or continue a state (None: it can)."""
-    if cfg.script is not None:
-        return "a training script (probe.script) runs its own loop"
+    if cfg.script is not None and cfg.world_size > 1:
+        return "a training script of several processes restarts"
     if cfg.oom_retry or cfg.measure_scaling:
         return "a probe with oom_retry or measure_scaling restarts"
     return None
@@ -95,12 +97,16 @@ def identity(
     device: torch.device,
     total: int,
     model: torch.nn.Module,
+    script_sha256: str | None = None,
 ) -> str:
     """What two probes must share for one to continue the other (JSON, sorted); the model's
-    tensor names and shapes too (a workload edited since does not load into this one)."""
+    tensor names and shapes too (a workload edited since does not load into this one); a
+    script's path, arguments and `script_sha256` (an edited script does not continue)."""
     shapes = {name: list(t.shape) for name, t in model.state_dict().items()}
+    own = {} if cfg.script is None else {"script": [cfg.script, list(cfg.args), script_sha256]}
     return json.dumps(
         {
+            **own,
             "format": FORMAT,
             "workload": cfg.workload,
             "size": cfg.size,
@@ -146,6 +152,14 @@ def save(
         "rng": rng.capture(),
         "series": {name: torch.from_numpy(np.asarray(arr)) for name, arr in series.items()},
     }
+    write(path, state, copies)
+
+
+def write(path: str, state: dict[str, Any], copies: int = 1) -> None:
+    """`torch.save` `state` to `path` atomically (a temporary file, then a rename), refused
+    (`NoRoom`) unless the disk has room for `copies` of it."""
+    import torch
+
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     why = room_for(_nbytes(state), shutil.disk_usage(target.parent).free, copies)

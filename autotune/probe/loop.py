@@ -300,7 +300,7 @@ def _summary(run: _Run, p: _Progress, t_start: float) -> ProbeSummary:
     steps_run = len(data_series.get("loss", ()))
     samples_per_step, tokens_per_step = p.per_step
     saved = _save_for_longer(run, p, status, data_series, steps_run)
-    own = _own_timing(data_series, start.step)
+    own = metrics.own_timing(data_series, start.step)
     final = _final_reference(run, status)
     return ProbeSummary(
         status=status,
@@ -420,18 +420,6 @@ def _continuation(
 def _rank_index(rank: Rank | None) -> int | None:
     """The rank whose state file this process reads and writes (None: one process)."""
     return rank.rank if rank is not None and rank.world_size > 1 else None
-
-
-def _own_timing(data_series: dict[str, np.ndarray], resumed: int) -> dict[str, np.ndarray]:
-    """The series the summary metrics read: a continued probe's throughput is this process's
-    own (the inherited step times ran in another process, under other load), after a warm-up
-    of its own steps, as a probe from step 0 leaves out its first ones."""
-    times = data_series.get("step_time")
-    if not resumed or times is None:
-        return data_series
-    own = times.copy()
-    own[: resumed + metrics.throughput_warmup_steps(len(times) - resumed)] = math.nan
-    return {**data_series, "step_time": own}
 
 
 def _save(path: str, ident: str, steps: int, *run: Any, copies: int) -> dict[str, Any]:

@@ -486,3 +486,15 @@ def summarize(
         scale = finite_values(arrays["scale"]) if "scale" in arrays else np.empty(0)
         out["final_scale"] = float(scale[-1]) if scale.size else math.nan
     return out
+
+
+def own_timing(data_series: dict[str, np.ndarray], resumed: int) -> dict[str, np.ndarray]:
+    """The series the summary metrics read: a continued probe's throughput is this process's
+    own (the inherited step times ran in another process, under other load), after a warm-up
+    of its own steps, as a probe from step 0 leaves out its first ones."""
+    times = data_series.get("step_time")
+    if not resumed or times is None:
+        return data_series
+    own = times.copy()
+    own[: resumed + throughput_warmup_steps(len(times) - resumed)] = math.nan
+    return {**data_series, "step_time": own}

@@ -30,8 +30,10 @@ from autotune.probe import divergence, metrics, reference, telemetry
 from autotune.probe.config import ProbeConfig, Report
 from autotune.probe.first_report import FirstReport
 from autotune.probe.loop import schedule_length
+from autotune.probe.script_state import Parts, ScriptState, split_extra
 from autotune.probe.steps import pick_device, resolve_knobs, seed_everything, set_deterministic
 from autotune.probe.summary import (
+    Continued,
     DivergenceRecord,
     ProbeStatus,
     ProbeSummary,
@@ -130,6 +132,7 @@ class ScriptSession:
         self.summary: dict[str, Any] | None = None
         self.first_report_s: float | None = None  # seconds from the start to the first report
         self.first = FirstReport()  # the first-report rule (`watch`) and what a script forgot
+        self.state = ScriptState(cfg, self.device, self.script_sha256)  # `resume`
 
     @property
     def trial_called(self) -> bool:
@@ -201,6 +204,39 @@ class ScriptSession:
         self.monitor = self._monitor()
         return self.reference.loss
 
+    def resume(self, parts: Parts) -> int:
+        """The script's state hook (`trial.resume`), before its first report: what to save for
+        a longer probe, and the state of a shorter one continued. Returns the optimizer steps
+        already run (0: from the start)."""
+        if self.knobs is None or self.reports or self.state.parts is not None:
+            when = (
+                "before autotune.trial()"
+                if self.knobs is None
+                else "twice"
+                if self.state.parts is not None
+                else "after its first report"
+            )
+            self.failure = BadReport(
+                f"trial.resume() {when}: call it once, when the model, optimizer, scheduler and "
+                "data are built, before training"
+            )
+            raise self.failure
+        start = self.state.hook(parts, self.knobs, schedule_length(self.cfg))
+        if start.step:  # the steps a shorter probe ran: recorded, and seen by the monitor again
+            s, self.extra = split_extra(start.series)
+            grads = s["grad_norm"]
+            self.grad_reported = bool(np.isfinite(grads).any()) if len(grads) else True
+            hit = self.monitor.update(
+                s["loss"], grads if self.grad_reported else None, s["scale"], s["skipped"]
+            )
+            if hit is not None:  # the shorter probe diverged and ran on (a baseline)
+                self.cause, self.diverged_at = hit
+            self.series = {name: [arr] for name, arr in s.items()}
+            self.reports = start.step
+            self.origin = self.state.origin
+            self.last = self.origin + start.step - 1
+        return start.step
+
     # ----- reports -----
     def report(
         self,
@@ -223,7 +259,7 @@ class ScriptSession:
             raise self.failure
         if self.should_stop:
             raise Diverged(self.cause or "diverged", self.diverged_at or 0)
-        if self.reports == 0:
+        if self.first_report_s is None and not self.state.start.step:
             self.grad_reported = grad_norm is not None
         try:
             self._check(step, loss)
@@ -252,13 +288,17 @@ class ScriptSession:
         self.samples_per_step = samples if samples is not None else self.cfg.micro_batch * accum
         self.tokens_per_step = tokens if tokens is not None else self.tokens_per_step
         self.reports += 1
-        if self.reports == 1:
+        if self.first_report_s is None:  # this process's first (a continued probe's too)
             self.first_report_s = now - self.t_start
             self.first.reported.set()
         index = self.reports - 1
+        if index == self.cfg.steps - 1:
+            self.state.at_last_report()
+        # Chunks end at the same steps whether the probe started at 0 or continued.
+        until = self.check_each_step_until
         if (
-            index < self.check_each_step_until
-            or len(self.chunk) >= self.cfg.telemetry_every
+            index < until
+            or (index + 1 - until) % self.cfg.telemetry_every == 0
             or index == self.cfg.steps - 1
         ):
             self._flush()
@@ -279,7 +319,7 @@ class ScriptSession:
         if self.last is None:
             if step not in (0, 1):
                 raise BadReport(f"trial.report(step={step}): the first step must be 0 (or 1)")
-            self.origin = step
+            self.origin = self.state.origin = step
         elif step != self.last + 1:
             raise BadReport(
                 f"trial.report(step={step}) after step {self.last}: report once per optimizer "
@@ -385,6 +425,13 @@ class ScriptSession:
         accum = int(k.get("accum_steps", 1))
         cfg = self.cfg
         steps_run = len(data.get("loss", ()))
+        per_step = (self.samples_per_step, self.tokens_per_step)
+        saved = (
+            None
+            if status is ProbeStatus.OOM
+            else self.state.save(data, self.extra, per_step, steps_run)
+        )
+        resumed = self.state.start.step
         final = self._final_reference(status)
         self.summary = ProbeSummary(
             status=status,
@@ -393,7 +440,7 @@ class ScriptSession:
             divergence=DivergenceRecord.from_dict(self.monitor.record()),
             metrics=summary_metrics(
                 cfg,
-                data,
+                metrics.own_timing(data, resumed),
                 self.samples_per_step,
                 self.tokens_per_step,
                 self.device,
@@ -429,6 +476,12 @@ class ScriptSession:
             tokens_per_step=self.tokens_per_step,
             samples_seen=self.samples_per_step * steps_run,
             tokens_seen=self.tokens_per_step * steps_run,
+            continued=Continued(
+                resumed_from_step=resumed,
+                samples_run=self.samples_per_step * (steps_run - resumed),
+                continuation=self.state.record(),
+                state_saved=saved,
+            ),
             determinism=self.determinism,
             wall_s=self.clock() - self.t_start,
         ).to_dict()

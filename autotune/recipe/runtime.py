@@ -172,6 +172,13 @@ class RecipeRuntime:
             optimizer.zero_grad(set_to_none=True)
         return norm
 
+    def replay_clipping(self, optimizer: Any, grad_norms: Iterable[float]) -> None:
+        """Give `optimizer`'s clipping policy (`clip_and_step`'s) the gradient norms of the
+        steps a run continues from, so a stateful policy (zclip's EMAs, autoclip's history)
+        clips as the uninterrupted run would (`trial.resume`)."""
+        policy = _POLICIES[optimizer] = self.clip_policy()
+        policy.replay([float(g) for g in grad_norms])
+
     def batches(self, micro_batches: Iterable[Any]) -> Iterator[list[Any]]:
         """Group a stream of micro-batches into the recipe's optimizer steps."""
         group: list[Any] = []

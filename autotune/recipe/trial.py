@@ -99,6 +99,52 @@ class Trial:
         Without a call the reference is step 0's loss."""
         return self._session.set_reference(model, held_out, loss, evaluate)
 
+    def resume(
+        self,
+        model: torch.nn.Module,
+        optimizer: torch.optim.Optimizer,
+        scheduler: Any = None,
+        scaler: Any = None,
+        *,
+        data: Any = None,
+        batches_per_step: int | None = None,
+    ) -> int:
+        """The state hook: hand the trial what you train with, once built, before the first
+        step, and start your loop at what it returns (`for step in range(trial.resume(...),
+        trial.steps)`). In a study with rungs, a promoted probe then continues the state its
+        shorter probe saved instead of training again from step 0: the model, optimizer,
+        scheduler and scaler state dicts, the RNGs, and the data's position. `data`: an
+        iterator you take micro-batches from with `next()` (advanced past `batches_per_step`
+        per step already run, by default the recipe's accum_steps), or an object with
+        `state_dict()`/`load_state_dict()`; None when your data does not depend on what came
+        before. Returns the optimizer steps already run (0 outside a study, or at the screen).
+        Without it a promoted probe restarts from step 0, and its summary says so."""
+        from autotune.probe.script_state import Parts
+
+        per_step = self.recipe.accum_steps if batches_per_step is None else batches_per_step
+        if isinstance(per_step, bool) or not isinstance(per_step, int) or per_step < 0:
+            raise ValueError(
+                f"trial.resume(batches_per_step={per_step!r}): the micro-batches taken per "
+                "optimizer step, an int >= 0"
+            )
+        parts = Parts(model, optimizer, scheduler, scaler, data, per_step)
+        done = self._session.resume(parts)
+        if done and self.recipe.adaptive_clipping:  # zclip's EMAs, autoclip's history
+            grads = self._session.series.get("grad_norm") or []
+            self.recipe.replay_clipping(optimizer, [g for arr in grads for g in arr.tolist()])
+        return done
+
+    def continue_framework(self, framework: str, model: Any) -> tuple[int, str | None, str | None]:
+        """For autotune's integrations, whose framework checkpoints itself (`hf`, `lightning`):
+        the state hook with the framework's own checkpoint. Returns the optimizer steps already
+        run, the checkpoint folder to resume from (None: from the start) and the folder to save
+        the framework's checkpoint into after the last step (None: none wanted)."""
+        from autotune.probe.script_state import Parts, framework_dir
+
+        done = self._session.resume(Parts(model, None, framework=framework))
+        save = self._session.cfg.save_state
+        return done, self._session.state.resume_dir, framework_dir(save) if save else None
+
     @property
     def batch(self) -> int:
         """Samples per optimizer step (this process): `micro_batch` x accum_steps. A study that

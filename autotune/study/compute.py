@@ -17,7 +17,8 @@ is their sum.
 
 Estimated from the space (b = probe.batch x probe.world_size samples per step, N = the trials
 screened, V = verify.top_k x verify.seeds verification probes): `full_length` = b x T x (N + V),
-every screened trial and the same verification at budget.target_steps T; `today` =
+every screened trial and the same verification at budget.target_steps T (the verification as
+measured, once some has run: it may hold more probes than V); `today` =
 b x probe.steps x (N + V), the flow without rungs. `vs_today` = total / today, `saved_vs_full` =
 1 - total / full_length.
 """
@@ -81,7 +82,11 @@ def account(
     total = sum(spent.values())
     probes = len(screened) + plan.verify_probes
     today = plan.samples_per_step * plan.probe_steps * probes
-    full = plan.samples_per_step * plan.target_steps * probes
+    # every screened trial at the target, and the same verification: as it ran (it may hold
+    # more probes than V: candidates past top_k, the baseline's seeds), else as estimated
+    at_target = plan.samples_per_step * plan.target_steps
+    verified = spent["verification"] or at_target * plan.verify_probes
+    full = at_target * len(screened) + verified
     return {
         **spent,
         "total": total,

@@ -3,17 +3,18 @@ probe at the rung below instead of starting over (`autotune.probe.checkpoint`).
 
 `study_dir/state/NNNN-sSTEPS.pt`: the state of trial NNNN after STEPS steps (at probe.batch; a
 trial that searches the batch runs its own steps for that length); a DDP probe's ranks each keep
-`NNNN-sSTEPS.pt.rankR`. Screen probes write one when the study has rungs above the screen; a rung's
-probes read the one below and write their own, except at the top rung. A rung's states are removed
-once the rung above has finished (a driver stopped mid-rung still finds them), those of trials not
-promoted as soon as promotion has chosen, and every state once the study has decided (or found
-decided).
+`NNNN-sSTEPS.pt.rankR`; a script whose framework checkpoints itself keeps its checkpoint beside it
+in the folder `NNNN-sSTEPS.pt.d` (`autotune.probe.script_state`). Screen probes write one when the
+study has rungs above the screen; a rung's probes read the one below and write their own, except at
+the top rung. A rung's states are removed once the rung above has finished (a driver stopped mid-
+rung still finds them), those of trials not promoted as soon as promotion has chosen, and every
+state once the study has decided (or found decided).
 
-On a cluster a probe writes its state on the node that ran it; the promoted probe is asked to
-run on that node (Ray's soft node affinity, spilling elsewhere at once when that node is gone or
-busy) and starts over where the state is not found. `remove_everywhere` removes states on the
-driver's node and on every other live node of the cluster (a task pinned to each node; a node
-that died keeps what it wrote).
+On a cluster a probe writes its state on the node that ran it; the promoted probe is asked to run
+on that node (Ray's soft node affinity, spilling elsewhere at once when that node is gone or busy)
+and starts over where the state is not found. `remove_everywhere` removes states on the driver's
+node and on every other live node of the cluster (a task pinned to each node; a node that died
+keeps what it wrote).
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ from autotune.probe import ProbeConfig
 from autotune.probe.checkpoint import unsupported
 from autotune.study.folder import state_dir, state_path
 
-_STATE = re.compile(r"(\d{4,})-s(\d+)\.pt(\.rank\d+)?")  # a DDP rank's: .pt.rankR
+# a DDP rank's: .pt.rankR; a framework's own checkpoint (a script's HF or Lightning): .pt.d/
+_STATE = re.compile(r"(\d{4,})-s(\d+)\.pt(\.rank\d+|\.d)?")
 
 
 def screen_probe(
@@ -107,6 +109,9 @@ def remove_states(
     for path in folder.glob("*.pt*") if folder.is_dir() else ():
         m = _STATE.fullmatch(path.name)
         if m and int(m.group(2)) in wanted and int(m.group(1)) not in kept:
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+                continue
             with contextlib.suppress(OSError):
                 path.unlink()
 

@@ -65,7 +65,9 @@ model = TinyLM(args.width).to(dev)
 opt, scaler = r.optimizer(model.parameters()), r.scaler(dev.type)
 sched = r.scheduler(opt, trial.schedule_steps)  # in a study: over the target length
 data = byte_windows(read_stdlib(), trial.micro_batch, block=48, seed=trial.seed)
-for step in range(trial.steps):
+# The state hook: a study's promoted probe continues its shorter probe from here (0 otherwise).
+start = trial.resume(model, opt, sched, scaler, data=data)
+for step in range(start, trial.steps):
     total = torch.zeros((), device=dev)
     for x, y in (next(data) for _ in range(r.accum_steps)):
         with r.autocast(dev.type):
