@@ -225,3 +225,69 @@ def test_an_hf_trainer_continues_through_its_own_checkpoint(tmp_path: Path) -> N
     # already seen: the steps after the checkpoint are the whole run's.
     np.testing.assert_allclose(longer["series"]["loss"], whole["series"]["loss"], rtol=1e-6)
     np.testing.assert_allclose(longer["series"]["lr"], whole["series"]["lr"], rtol=1e-9)
+
+
+LIGHTNING_SCRIPT = """
+import lightning, torch
+import torch.nn.functional as F
+import autotune
+from autotune.integrations import lightning as lt
+
+trial = autotune.trial(steps=99, micro_batch=4)
+
+class M(lightning.LightningModule):
+    def __init__(self):
+        super().__init__()
+        nn = torch.nn
+        self.net = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 1))
+    def training_step(self, batch, i):
+        x, y = batch
+        return F.mse_loss(self.net(x), y)
+    def configure_optimizers(self):
+        return lt.configure_optimizers(trial, self.parameters())
+
+g = torch.Generator().manual_seed(0)
+x = torch.randn(1024, 8, generator=g)
+data = torch.utils.data.TensorDataset(x, x.sum(1, keepdim=True))
+model = M()
+trainer = lightning.Trainer(**lt.trainer_kwargs(trial))
+trainer.fit(model, torch.utils.data.DataLoader(data, batch_size=trial.micro_batch),
+            ckpt_path=lt.ckpt_path(trial, model))
+assert trainer.global_step == trial.steps, trainer.global_step
+"""
+
+
+def test_a_lightning_fit_continues_through_its_own_checkpoint(tmp_path: Path) -> None:
+    pytest.importorskip("lightning")
+    script = tmp_path / "train.py"
+    script.write_text(LIGHTNING_SCRIPT)
+
+    def go(steps: int, **cfg: Any) -> dict[str, Any]:
+        knobs = {"lr": 0.01, "warmup_steps": 2, "schedule": "cosine", "clip_norm": 1.0}
+        c = ProbeConfig(
+            workload="script:train.py",
+            steps=steps,
+            schedule_steps=30,
+            micro_batch=4,
+            script=str(script),
+            knobs=knobs,
+            **cfg,
+        )
+        return run_script(c, None)
+
+    state = str(tmp_path / "state" / "0001-s10.pt")
+    whole = go(30)
+    short = go(10, save_state=state)
+    assert short["state_saved"] == {"path": state, "saved": True, "why": None}
+    assert Path(state + ".d", "lightning.ckpt").is_file()  # Lightning's own checkpoint
+    longer = go(30, resume_from=state)
+    assert longer["resumed_from_step"] == 10 and longer["steps_run"] == 30
+    assert longer["samples_run"] == 20 * 4
+    # Lightning restored the model, the optimizer and the schedule (the learning rates of the
+    # steps after the checkpoint are the whole run's, and so are its first step's loss only if
+    # the weights came back); it does not put a plain DataLoader at its position, so later
+    # losses are of other batches.
+    np.testing.assert_allclose(longer["series"]["lr"], whole["series"]["lr"], rtol=1e-9)
+    restarted = go(30)
+    assert longer["series"]["loss"][10] != restarted["series"]["loss"][10]
+    assert longer["series"]["loss"][10] < 0.9 * whole["series"]["loss"][0]

@@ -134,7 +134,7 @@ class Callback(TrainerCallback):
 
     def __init__(self, trial: Trial) -> None:
         self.trial = trial
-        self._clipper: Any = None
+        self.clipper: Any = None
         self.save_into: str | None = None  # the trial's state folder (set by `attach`'s train)
         self._staging: tuple[str, str] | None = None  # (the user's output_dir, a private one)
 
@@ -154,9 +154,9 @@ class Callback(TrainerCallback):
         _unscale(kw.get("optimizer"))
         params = [p for p in model.parameters() if p.grad is not None]
         if params:
-            if self._clipper is None:
-                self._clipper = recipe.clip_policy()
-            apply_clipping(self._clipper, params)
+            if self.clipper is None:
+                self.clipper = recipe.clip_policy()
+            apply_clipping(self.clipper, params)
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
         if state.global_step >= self.trial.steps:  # max_steps is the schedule's length
@@ -221,8 +221,11 @@ def _continuing(
     `resume_from_checkpoint` the user gives is theirs."""
 
     def train_continuing(*args: Any, **kwargs: Any) -> Any:
-        _done, resume, save = trial.continue_framework("hf", trainer.model)
-        callback.save_into = save
+        done, resume = trial.continue_framework("hf", trainer.model)
+        callback.save_into = trial.framework_save_dir
+        if done and _callback_clips(trial.recipe):  # the policy's state, as the run had it
+            callback.clipper = trial.recipe.clip_policy()
+            callback.clipper.replay(trial.inherited_grad_norms())
         if resume is not None and not args and kwargs.get("resume_from_checkpoint") is None:
             kwargs["resume_from_checkpoint"] = resume
         return train(*args, **kwargs)

@@ -6,13 +6,23 @@
         def configure_optimizers(self):
             return lt.configure_optimizers(trial, self.parameters())
 
-    lightning.Trainer(**lt.trainer_kwargs(trial)).fit(Module(), loader)
+    model = Module()
+    trainer = lightning.Trainer(**lt.trainer_kwargs(trial))
+    trainer.fit(model, loader, ckpt_path=lt.ckpt_path(trial, model))
 
 `trainer_kwargs` gives the Trainer the trial's steps, accumulation, clipping and precision (fp16
 through a `MixedPrecision` plugin whose GradScaler has the scaler knobs) and the `Callback` that
 reports each optimizer step's loss (the sum of its micro-batches' `outputs["loss"]`, which
 Lightning divides by the accumulation) and gradient norm (unscaled, before clipping), and stops the
 Trainer on divergence.
+
+`ckpt_path(trial, model)` is the state hook through Lightning's own checkpointing: in a study with
+rungs the callback saves a checkpoint (`Trainer.save_checkpoint`: model, optimizers, schedulers,
+precision plugin, loop progress) after the trial's last step, and a promoted probe's `fit`
+resumes from its shorter probe's; without it a promoted probe restarts from step 0 (its summary
+says so). Lightning restores no RNG state, and the data's position only of a DataLoader with
+`state_dict`/`load_state_dict` (e.g. torchdata's `StatefulDataLoader`): with a plain one a
+resumed fit draws its data (and dropout) afresh from where the script seeded them.
 
 What Lightning cannot express of a recipe, and what is done instead: per-layer clipping and the
 agc, zclip and autoclip policies (the callback clips by the recipe's policy in
@@ -24,6 +34,7 @@ override the stop on divergence: refused); more than one device (a script trial 
 
 from __future__ import annotations
 
+import os
 import tempfile
 from typing import Any
 
@@ -37,7 +48,8 @@ from autotune.probe.steps import build_optimizer
 from autotune.recipe import Recipe
 from autotune.recipe.trial import Diverged, Trial
 
-__all__ = ["Callback", "configure_optimizers", "trainer_kwargs"]
+__all__ = ["Callback", "ckpt_path", "configure_optimizers", "trainer_kwargs"]
+CKPT = "lightning.ckpt"  # the checkpoint's file in the trial's state folder
 
 _PRECISION = {"fp32": "32-true", "bf16": "bf16-mixed"}  # fp16: a MixedPrecision plugin
 _REFUSED = {
@@ -142,6 +154,14 @@ def configure_optimizers(
     return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
 
 
+def ckpt_path(trial: Trial, model: pl.LightningModule) -> str | None:
+    """`Trainer.fit(..., ckpt_path=...)`: the shorter probe's checkpoint a promoted probe
+    continues (None: from step 0, e.g. at the screen or outside a study). Call it once, with
+    the module being fit, just before `fit`."""
+    _done, folder = trial.continue_framework("lightning", model)
+    return None if folder is None else os.path.join(folder, CKPT)
+
+
 class Callback(pl.Callback):
     """Reports each optimizer step's loss and gradient norm; stops the Trainer on divergence."""
 
@@ -159,6 +179,10 @@ class Callback(pl.Callback):
         for name, why in _REFUSED.items():
             if getattr(trainer.fit_loop, name, None) not in (None, -1, 0):
                 raise ValueError(f"autotune: Trainer({name}=...): {why}")
+        inherited = self.trial.inherited_grad_norms()
+        if inherited:  # a continued fit: the clipping policy's state, as the run had it
+            self._clipper = self.trial.recipe.clip_policy()
+            self._clipper.replay(inherited)
 
     def on_train_batch_start(self, trainer: pl.Trainer, *args: Any) -> None:
         self._step_before = trainer.global_step
@@ -203,6 +227,11 @@ class Callback(pl.Callback):
             )
         except Diverged:
             trainer.should_stop = True
+            return
+        folder = self.trial.framework_save_dir
+        if folder is not None and trainer.global_step >= self.trial.steps:
+            os.makedirs(folder, exist_ok=True)
+            trainer.save_checkpoint(os.path.join(folder, CKPT))
 
 
 def _scale_of(trainer: pl.Trainer) -> torch.Tensor | None:

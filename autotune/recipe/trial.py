@@ -130,20 +130,35 @@ class Trial:
         parts = Parts(model, optimizer, scheduler, scaler, data, per_step)
         done = self._session.resume(parts)
         if done and self.recipe.adaptive_clipping:  # zclip's EMAs, autoclip's history
-            grads = self._session.series.get("grad_norm") or []
-            self.recipe.replay_clipping(optimizer, [g for arr in grads for g in arr.tolist()])
+            self.recipe.replay_clipping(optimizer, self.inherited_grad_norms())
         return done
 
-    def continue_framework(self, framework: str, model: Any) -> tuple[int, str | None, str | None]:
+    def continue_framework(self, framework: str, model: Any) -> tuple[int, str | None]:
         """For autotune's integrations, whose framework checkpoints itself (`hf`, `lightning`):
         the state hook with the framework's own checkpoint. Returns the optimizer steps already
-        run, the checkpoint folder to resume from (None: from the start) and the folder to save
-        the framework's checkpoint into after the last step (None: none wanted)."""
-        from autotune.probe.script_state import Parts, framework_dir
+        run and the checkpoint folder to resume from (None: from the start); the folder to save
+        into after the last step is `framework_save_dir`."""
+        from autotune.probe.script_state import Parts
 
         done = self._session.resume(Parts(model, None, framework=framework))
-        save = self._session.cfg.save_state
-        return done, self._session.state.resume_dir, framework_dir(save) if save else None
+        return done, self._session.state.resume_dir
+
+    @property
+    def framework_save_dir(self) -> str | None:
+        """Where an integration saves its framework's checkpoint after the last step, for a
+        longer probe to continue (None: no state wanted, or no `continue_framework` hook)."""
+        from autotune.probe.script_state import framework_dir
+
+        state, save = self._session.state, self._session.cfg.save_state
+        hooked = state.parts is not None and state.parts.framework is not None
+        return framework_dir(save) if save and hooked else None
+
+    def inherited_grad_norms(self) -> list[float]:
+        """The gradient norms of the steps a continued run inherited (a stateful clipping
+        policy is replayed over them: zclip's EMAs, autoclip's history); [] from step 0."""
+        if not self._session.state.start.step:
+            return []
+        return [g for arr in self._session.series.get("grad_norm", []) for g in arr.tolist()]
 
     @property
     def batch(self) -> int:

@@ -80,4 +80,6 @@ data = ByteWindows(read_stdlib(), trial.micro_batch, block=48, seed=trial.seed)
 trainer = lightning.Trainer(
     **lt.trainer_kwargs(trial, logger=False, enable_checkpointing=False, enable_progress_bar=False)
 )
-trainer.fit(model, torch.utils.data.DataLoader(data, batch_size=None))
+# ckpt_path: a study's promoted probe continues its shorter probe's checkpoint (None otherwise)
+loader = torch.utils.data.DataLoader(data, batch_size=None)
+trainer.fit(model, loader, ckpt_path=lt.ckpt_path(trial, model))
