@@ -250,3 +250,23 @@ def test_lightning_divergent_baseline_is_diverged_with_its_cause(tmp_path: Path)
     rec = trial_record(tmp_path, 0)
     assert rec["outcome"] == "diverged", rec
     assert_baseline_diverged(rec["summary"])
+
+
+def test_hf_trainer_promoted_probes_continue_the_trainers_checkpoint(tmp_path: Path) -> None:
+    """A study with a rung above the screen: every promoted probe of the HF example (whose
+    `hf.attach` is its state hook) continues its screen probe through the Trainer's own
+    checkpoint, pays only its new steps, and the states are gone once the study decided."""
+    space = EXAMPLES / "hf_trainer" / "space.yaml"
+    sets = ("budget.trials=3", "probe.steps=10", "budget.target_steps=30", "constraints=[]")
+    result = study(tmp_path, space, *sets, "rungs.min_promote=2")
+    assert result.returncode == 0, h.explain(result)
+    rung = sorted((tmp_path / "st" / "trials").glob("*-r1.json"))
+    assert len(rung) >= 2, h.explain(result)
+    for path in rung:
+        s = json.loads(path.read_text())["summary"]
+        assert s["resumed_from_step"] == 10, (path.name, s.get("continuation"))
+        assert s["steps_run"] == 30 and s["samples_run"] == 20 * 16
+        assert len(s["series"]["loss"]) == 30  # the screen's 10 steps, then its own 20
+    assert "promoted probes continued from the rung below" in result.stdout
+    state = tmp_path / "st" / "state"
+    assert not state.exists() or not any(state.iterdir())  # removed once decided
