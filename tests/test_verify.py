@@ -49,6 +49,10 @@ def test_a_real_verification_runs_both_sides_on_the_same_seeds() -> None:
     rec, base = report["recipe_result"], report["baseline_result"]
     assert rec["n"] == base["n"] == 2
     assert rec["metrics"]["loss_cv"]["n"] == 2  # both seeds completed and were measured
+    # each seed's loss at every step, for MLflow's loss/seed_N (the probe's own series)
+    assert set(report["loss_series"]) == {"1", "2"}
+    assert all(len(v) == 50 for v in report["loss_series"].values())
+    assert report["loss_series"]["1"] != report["loss_series"]["2"]
     # The promise (loss_cv 0.05 from the study) is compared at the probe length.
     assert [p["metric"] for p in report["promise"]] == ["loss_cv"]
     assert "recipe t" in vf.format_report(report)

@@ -5,6 +5,7 @@ be found. Each expected value is worked by hand from the inputs."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -641,6 +642,16 @@ def test_log_report_to_a_given_store_in_the_verify_experiment(
     assert tags["autotune.recipe"] == "t" and tags["autotune.recipe.fp_hash"] == r.fingerprint_hash
     assert tags["autotune.fp_drift"] == "versions.torch, host.cpu"
     assert "mlflow.parentRunId" not in tags
+    # each seed's loss series as its metric history; the artifact keeps the report without it
+    series = {"1": [2.0, 1.5, None, 1.0], "2": [2.1, 1.6, 1.2, 1.1]}
+    run_id = vf.log_report(r, {**logged_report(), "loss_series": series}, store)
+    for seed, want in series.items():
+        hist = sorted(client.get_metric_history(run_id, f"loss/seed_{seed}"), key=lambda m: m.step)
+        assert [(m.step, m.value) for m in hist] == [
+            (i, v) for i, v in enumerate(want) if v is not None
+        ]
+    logged = client.download_artifacts(run_id, "verification.json")
+    assert "loss_series" not in json.loads(Path(logged).read_text())
     # no drift, no source: "none" and empty tags; the store from $MLFLOW_TRACKING_URI
     monkeypatch.setenv("MLFLOW_TRACKING_URI", store)
     bare = replace(make_recipe(), source={}, fingerprint=None)

@@ -44,6 +44,7 @@ __all__ = [
     "format_report",
     "interval",
     "log_report",
+    "loss_series",
     "run_local",
     "seeds_for",
     "summarize_seeds",
@@ -267,6 +268,9 @@ def verify_recipe(
         "seeds": seed_list,
         "steps": length,
         "recipe_result": summarize_seeds(runs, _metrics_of(recipe)),
+        # each seed's loss at every step (JSON: a non-finite loss is null), for MLflow's
+        # `loss/seed_N` histories and a user who plots them
+        "loss_series": loss_series(runs),
     }
     is_defaults = is_baseline(recipe)
     if baseline and is_defaults:
@@ -291,6 +295,16 @@ def verify_recipe(
         compare_promise(recipe, report["recipe_result"], same) if length == promised_steps else []
     )
     return report
+
+
+def loss_series(runs: list[dict[str, Any]]) -> dict[str, list[Any]]:
+    """Seed (as a JSON key) -> the loss at each step that seed's probe ran."""
+    out: dict[str, list[Any]] = {}
+    for r in runs:
+        series = ((r.get("summary") or {}).get("series") or {}).get("loss")
+        if series and r.get("seed") is not None:
+            out[str(r["seed"])] = list(series)
+    return out
 
 
 def is_baseline(recipe: Recipe) -> bool:
@@ -433,7 +447,8 @@ def log_report(recipe: Recipe, report: Mapping[str, Any], tracking_uri: str | No
         tags=tags,
         parent_run_id=parent,
         fingerprint=report.get("fingerprint"),
-        report=report,
+        report={k: v for k, v in report.items() if k != "loss_series"},
+        losses={int(seed): v for seed, v in (report.get("loss_series") or {}).items()},
     )
 
 
