@@ -6,6 +6,8 @@ Written against the survivors of `benchmarks/mutation.py` (benchmarks/RESULTS.md
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -28,7 +30,8 @@ def test_each_explosion_factor_must_be_positive_on_its_own() -> None:
     for key in ("loss_explosion_factor", "grad_explosion_factor"):
         assert message(**{key: 0.0}) == "explosion factors must be positive"
         assert message(**{key: -1.0}) == "explosion factors must be positive"
-        assert getattr(d.DivergenceThresholds(**{key: 0.5}), key) == 0.5  # below 1 is fine
+        below_one: dict[str, Any] = {key: 0.5}  # fine
+        assert getattr(d.DivergenceThresholds(**below_one), key) == 0.5
 
 
 def test_skipped_fraction_is_in_zero_to_one_open_at_one() -> None:
@@ -64,10 +67,10 @@ def test_recovery_factor_just_above_one_and_descent_down_to_zero_are_accepted() 
 def test_a_bad_series_is_named_in_the_error(name: str) -> None:
     mon = d.DivergenceMonitor("fp16")
     with pytest.raises(ValueError) as err:
-        mon.update([1.0, 1.0], **{name: [[1.0, 1.0]]})  # type: ignore[arg-type]
+        mon.update([1.0, 1.0], **{name: [[1.0, 1.0]]})
     assert str(err.value) == f"{name} must be a 1-D series, got shape (1, 2)"
     with pytest.raises(ValueError) as err:
-        mon.update([1.0, 1.0], **{name: [1.0]})  # type: ignore[arg-type]
+        mon.update([1.0, 1.0], **{name: [1.0]})
     assert str(err.value) == f"{name} has 1 steps, loss has 2"
     with pytest.raises(ValueError) as err:
         mon.update([[1.0, 1.0]])
