@@ -14,6 +14,12 @@ cores.
 `--tests` runs each mutant against those test files only (those of them that reach its
 function) instead of the whole unit suite: minutes instead of an hour on a busy 2-core machine.
 A mutant those tests kill the suite kills too, so the score is a lower bound of the suite's.
+`--deselect FILE::TEST` (repeatable) leaves a test out of them (a slow one).
+
+mutmut forks a child per mutant from a process that has run the tests once; a test that
+trains a real model then hangs in the child on torch's OpenMP thread pool until the CPU limit,
+which would count its mutant as caught (a *timeout*) for nothing. The script runs mutmut with
+one OpenMP thread (`OMP_NUM_THREADS=1`), which the fork leaves working.
 
 A mutant is *killed* when a test fails, *timeout* when the tests ran past mutmut's limit (an
 endless loop the mutant made: counted as caught, and listed apart), *survived* when every test
@@ -70,10 +76,16 @@ def copy_checkout(dest: Path) -> None:
 
 
 def write_config(
-    dest: Path, modules: list[str], timeout_multiplier: float, tests: list[str] | None = None
+    dest: Path,
+    modules: list[str],
+    timeout_multiplier: float,
+    tests: list[str] | None = None,
+    deselect: list[str] | None = None,
 ) -> None:
     """mutmut's settings in the copy's setup.cfg (the repository keeps none of its own);
-    `tests`: the test files mutants run against (default: all of tests/)."""
+    `tests`: the test files mutants run against (default: all of tests/); `deselect`: test ids
+    left out of them."""
+    skip = "".join(f"\n    --deselect\n    {node}" for node in deselect or [])
     lines = [
         "[mutmut]",
         "source_paths=autotune/",
@@ -81,7 +93,7 @@ def write_config(
         # test_layers reads the sources (their length, their imports): mutmut's rewritten copies
         # are not the code under test there
         "pytest_add_cli_args=-m\n    not integration\n    -x\n    -q\n    -p\n    no:cacheprovider"
-        "\n    --ignore=tests/test_layers.py",
+        "\n    --ignore=tests/test_layers.py" + skip,
         "pytest_add_cli_args_test_selection=" + "\n    ".join(tests or ["tests/"]),
         # what the tests read besides the package and tests/ (mutmut copies only those)
         "also_copy=" + "\n    ".join(ALSO_COPY),
@@ -137,6 +149,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--module", action="append", help="a module to mutate (repeatable)")
     ap.add_argument("--children", type=int, default=2, help="mutants tested at once")
     ap.add_argument("--tests", action="append", help="a test file mutants run against (repeatable)")
+    ap.add_argument(
+        "--deselect",
+        action="append",
+        help="a test id (file::name) left out of the tests (repeatable)",
+    )
     ap.add_argument("--timeout-multiplier", type=float, default=30.0)
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "mutation.json"))
     ap.add_argument("--keep", action="store_true", help="keep the throw-away copy")
@@ -153,11 +170,12 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     try:
         copy_checkout(work)
-        write_config(work, modules, args.timeout_multiplier, args.tests)
+        write_config(work, modules, args.timeout_multiplier, args.tests, args.deselect)
         print(f"mutating {', '.join(modules)} in {work}", flush=True)
         run = subprocess.run(
             [sys.executable, "-m", "mutmut", "run", "--max-children", str(args.children)],
             cwd=work,
+            env={**os.environ, "OMP_NUM_THREADS": "1"},  # see the module's docstring
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
@@ -170,6 +188,7 @@ def main(argv: list[str] | None = None) -> int:
         record = {
             "modules": modules,
             "tests": args.tests or ["tests/"],
+            "deselected": args.deselect or [],
             **score(statuses),
             "by_module": {m: score(of_module(statuses, m)) for m in modules},
             "survived": {n: diff_of(work, n) for n in survivors},
