@@ -14,7 +14,9 @@ import pytest
 from assets import studies as h
 from test_verdicts import N, metrics, recorded, result, space_of, verified
 
+from autotune import study as st
 from autotune.recipe import paired as pd
+from autotune.study import export as ex
 from autotune.study import pick as pk
 from autotune.study import verdict as vd
 
@@ -130,6 +132,46 @@ def test_when_no_candidate_held_the_summary_names_the_best_and_why(tmp_path: Pat
     assert [r["outcome"] for r in rows[BEST]["runs"]] == ["complete", "complete", "diverged"]
     assert rows[BEST]["runs"][2]["cause"] == "loss_explosion"
     assert rows[BEST]["runs"][2]["feasible"] is False
+
+
+def test_when_only_the_defaults_were_verified_and_broke_they_are_the_pick_as_such(
+    tmp_path: Path,
+) -> None:
+    """Nothing searched reached verification (none was feasible: the baseline alone went on),
+    and the defaults diverged on one seed: they are all there is, so they are the pick, said to
+    be the defaults and said not to hold, never a promise that they meet the constraints."""
+    space = space_of()
+    study, study_dir = recorded(tmp_path, space, [2.0] * N)
+    base = verified(result([2.0, 9.0, 1.9], ["complete", "diverged", "complete"]))
+    study.set_user_attr("autotune.verified.0", base)
+    cands = pk.candidates(study)
+    with pytest.raises(pk.NoCandidateHolds):  # the pick alone still refuses
+        pk.pick(cands, OBJ)
+    d = vd.decide(study, cands, OBJ, "balanced")
+    assert d.chosen.number == 0 and d.chosen.baseline and d.defaults_preferred
+    assert d.verdict["defaults_hold"] is False
+    assert "no searched configuration reached verification" in d.verdict["why"]
+    assert "trial 0 diverged on seed 2 (loss_explosion)" in d.verdict["why"]
+    assert "diverged on 33% of its seeds" in d.verdict["why"]
+    out = vd.pick_part(study, OBJ)
+    assert out["pick"]["number"] == 0 and out["pick"]["holds"] is False
+    assert out["pick"]["defaults_preferred"] is True
+    # the summary, `show --json` and the export say so, with why
+    text = st.format_summary(st.summarize(study, space, study_dir))
+    assert "pick: the defaults (trial 0): no searched configuration reached verification" in text
+    recipe = ex.recipe_from_study(str(study_dir))
+    assert recipe.source["trial"] == 0 and recipe.source["defaults"] is True
+    note = ex.verdict_note(recipe) or ""
+    assert note.startswith("exporting PyTorch's defaults (trial 0): no searched configuration")
+    assert "nothing says they meet the constraints" in note
+    # an explicit trial is the user's: not replaced by this rule
+    mine = vd.decide(study, cands, OBJ, f"trial {BEST}")
+    assert mine.chosen.number == BEST and not mine.defaults_preferred
+    # once a searched configuration was verified (and broke too), no pick: the user chooses
+    gone = verified(result([1.5, 1.6, 9.0], ["complete", "complete", "diverged"], cv=0.05))
+    study.set_user_attr(f"autotune.verified.{BEST}", gone)
+    with pytest.raises(pk.NoCandidateHolds):
+        vd.decide(study, pk.candidates(study), OBJ, "balanced")
 
 
 def test_a_baseline_that_is_no_candidate_is_still_shown_and_can_be_preferred(

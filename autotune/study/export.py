@@ -178,6 +178,8 @@ def verdict_note(recipe: Recipe) -> str | None:
     src = recipe.source or {}
     vs = src.get("vs_baseline") or {}
     v, why = vs.get("verdict"), vs.get("why") or ""
+    if src.get("defaults") and src.get("first_choice") == src.get("trial"):
+        return f"exporting PyTorch's defaults (trial {src.get('trial')}): {why}"
     if src.get("defaults"):
         return (
             f"exporting PyTorch's defaults (trial {src.get('trial')}): the pick, trial "

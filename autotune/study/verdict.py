@@ -86,7 +86,9 @@ def decide(
     """`pick.pick`, then the paired verdict; a named pick that is not better than the defaults
     (`paired.PREFER_DEFAULTS`) and a baseline that held on every seed give the defaults. When
     no searched candidate held on every seed and the baseline did, the defaults are the pick
-    too; when neither held, `pick.NoCandidateHolds` (the user chooses with an explicit pick)."""
+    too; when neither held, `pick.NoCandidateHolds` (the user chooses with an explicit pick),
+    unless no searched configuration reached verification: then the defaults are all there is,
+    and they are the pick as such, the verdict saying that they did not hold."""
     try:
         first = pk.pick(cands, objectives, how)
     except pk.NoCandidateHolds as e:
@@ -115,13 +117,23 @@ def _defaults_alone(
     tried = [c for c in cands if c.verified is not None and not c.baseline]
     steps = tried[0].steps if tried else None
     base = None if kind == "trial" else baseline_choice(study, cands, steps)
-    if base is None or base.verified is None or not base.holds:
+    if base is None or base.verified is None or (tried and not base.holds):
         raise none_held
     verdict = pd.compare(None, None, pd.compared_metrics(objectives), same=True)
-    verdict["why"] = (
-        f"no searched configuration held on every seed ({pk.why_not_held(tried)}); "
-        "PyTorch's defaults did"
-    )
+    if base.holds:
+        verdict["why"] = (
+            f"no searched configuration held on every seed ({pk.why_not_held(tried)}); "
+            "PyTorch's defaults did"
+        )
+    else:  # nothing searched got as far as verification: the defaults are all there is
+        share = float(base.verified.get("diverged_share") or 0.0)
+        diverged = f", diverged on {share:.0%} of its seeds" if share else ""
+        verdict["why"] = (
+            "no searched configuration reached verification; PyTorch's defaults are exported as "
+            f"such, and they did not hold on every seed either ({pk.why_not_held([base])}"
+            f"{diverged}): nothing here beats them, and nothing says they meet the constraints"
+        )
+        verdict["defaults_hold"] = False
     return Decision(base, base, verdict, defaults_preferred=True)
 
 
