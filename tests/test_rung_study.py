@@ -96,6 +96,19 @@ def test_promotion_from_a_real_screen_and_the_pick_at_the_decided_rung(tmp_path:
     assert "(the baseline: PyTorch's defaults did best)" in st.format_summary(baseline_won)
     assert "defaults did best" not in text
 
+    # The export records the pick's run at the decided length (its rung record), the curve a
+    # migration reproduces, not its screen's.
+    from autotune.study import export as ex
+
+    longer = probe_out(made_up(0.3 - 0.05 * numbers.index(pick)))
+    longer["summary"].update(
+        seed=0, steps_run=steps, series={"loss": [2.0 - i / 90 for i in range(90)]}
+    )
+    rp.record_rung(space, study, study_dir, trials[pick], 1, steps, longer)
+    curve = ex.recipe_from_study(str(study_dir), f"trial {pick}").recorded["curve"]
+    assert curve["steps_run"] == steps and curve["step"] == list(range(steps))
+    assert curve["value"] == pytest.approx([2.0 - i / 90 for i in range(90)])
+
     # A record from before the target changed does not count.
     assert rp.read_rung_record(study_dir, numbers[1], 1, steps) is not None
     assert rp.read_rung_record(study_dir, numbers[1], 1, 120) is None

@@ -32,6 +32,14 @@ def migrate(
         str | None, typer.Option(help="Also log the report to this MLflow store.")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    full: Annotated[
+        bool,
+        typer.Option(
+            "--full",
+            help="Re-run the recipe and the baseline over the seeds even when the recipe's "
+            "recorded run reproduces here.",
+        ),
+    ] = False,
     space: Annotated[
         str | None,
         typer.Option(
@@ -55,6 +63,7 @@ def migrate(
         audit=audit,
         tracking_uri=tracking_uri,
         space=space,
+        full=full,
     )
     if as_json:
         typer.echo(json.dumps(result, default=str))

@@ -21,6 +21,98 @@ from autotune.recipe.verify import is_baseline, run_baseline, run_local
 from autotune.repro.compare import compare_series
 
 RTOL = 0.05  # the curves' tolerance: `autotune compare`'s default
+# The recorded run reproduces here when the loss at every recorded step is within this relative
+# difference (measured: a torch 2.13 -> 2.14 and 1 -> 2 threads migration on a CPU, 1.4e-7; a
+# run that trains differently drifts by more than 1e-2 within its first hundred steps).
+REPRODUCE_RTOL = 1e-3
+
+
+def reproduces(
+    recipe: Recipe,
+    *,
+    steps: int | None,
+    threads: int,
+    timeout_s: float,
+    say: Callable[[str], None],
+) -> dict[str, Any]:
+    """The cheap check first: the recipe at its recorded seed, at the decided length, against
+    its recorded curve (`recorded.curve`, the trial's run at that length). When every recorded
+    step agrees within `REPRODUCE_RTOL` the machine trains the same run, and the study's own
+    verification (its seeds, its paired verdict) stands for this one; one probe instead of
+    2 x seeds. `reproduces` False (with `why`) otherwise; `runs`: the probe it ran (none when
+    there is nothing to compare with), reused by the full check."""
+    length = int(steps or recipe.probe.get("steps") or 200)
+    cfg = recipe.probe_config(steps=length)
+    recorded = recipe.recorded.get("curve")
+    why = _not_comparable(recorded, length)
+    if why is not None:
+        return {"reproduces": False, "why": why, "runs": [], "steps": length}
+    say(f"does the recorded run reproduce here: seed {cfg.seed}, {length} steps")
+    runs = run_local(
+        cfg, recipe.env, [cfg.seed], timeout_s=timeout_s, threads=threads, say=say, label="recipe  "
+    )
+    curve = curve_check(recorded, runs[0])
+    out: dict[str, Any] = {"reproduces": False, "runs": runs, "curve": curve, "steps": length}
+    worst = curve.get("max_rel_diff")
+    if runs[0].get("outcome") != "complete":
+        out["why"] = f"the run here ended {runs[0].get('outcome')}"
+    elif curve.get("status") != "compared" or curve.get("common_steps") != len(
+        (recorded or {})["step"]
+    ):
+        out["why"] = f"the curves could not be compared step for step ({curve.get('status')})"
+    elif worst is None or worst > REPRODUCE_RTOL:
+        at = curve.get("max_rel_diff_step")
+        out["why"] = f"the curves differ by up to {_rel(worst)} (at step {at})"
+    else:
+        out["reproduces"] = True
+        out["why"] = (
+            f"seed {cfg.seed}, {length} steps: every one of the {curve['common_steps']} recorded "
+            f"steps within {_rel(worst)} of the recorded loss (<= {REPRODUCE_RTOL:g})"
+        )
+    return out
+
+
+def reproduced(recipe: Recipe, fast: Mapping[str, Any], threads: int) -> dict[str, Any]:
+    """What `rerun` reports, for a recipe whose recorded run reproduced here: the study's own
+    verdict stands (no baseline re-run)."""
+    runs = fast["runs"]
+    metrics = list(dict.fromkeys([*recipe.achieved, *REPORTED]))
+    source = dict((recipe.source or {}).get("vs_baseline") or {})
+    return {
+        "path": "reproduced",
+        "reproduced": fast["why"],
+        "steps": fast["steps"],
+        "run_steps": fast["steps"],
+        "seeds": [r.get("seed") for r in runs],
+        "threads": threads,
+        "recipe_result": summarize_seeds(runs, metrics),
+        "baseline_result": None,
+        "vs_baseline": {
+            "verdict": source.get("verdict") or "not recorded",
+            "why": "the study's paired verdict where it was tuned: the run is the same here",
+        },
+        "problems": [],
+        "source_verdict": source.get("verdict"),
+        "samples": sum(_samples(r) for r in runs),
+        "wall_s": sum(float(r.get("wall_s") or 0.0) for r in runs),
+        "curve": fast["curve"],
+        "fingerprint": next((r["fingerprint"] for r in runs if r.get("fingerprint")), None),
+    }
+
+
+def _not_comparable(recorded: Mapping[str, Any] | None, length: int) -> str | None:
+    if not recorded or not recorded.get("step"):
+        return "the recipe records no loss curve"
+    if recorded.get("steps_run") != length:
+        return (
+            f"its recorded curve is {recorded.get('steps_run')} steps, not the {length} checked "
+            "(exported before the study recorded the decided length's run, or --steps)"
+        )
+    return None
+
+
+def _rel(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.2g}"
 
 
 def rerun(
@@ -31,14 +123,18 @@ def rerun(
     threads: int,
     timeout_s: float,
     say: Callable[[str], None],
+    done: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """Run the recipe and the baseline here; the paired verdict, the problems, the samples."""
+    """Run the recipe and the baseline here; the paired verdict, the problems, the samples.
+    `done`: the recipe's runs already made here at the first seeds (`reproduces`'s)."""
     length = int(steps or recipe.probe.get("steps") or 200)
     cfg = recipe.probe_config(steps=length)
     seed_list = [cfg.seed + i for i in range(seeds)]
     metrics = list(dict.fromkeys([*recipe.achieved, *REPORTED]))
-    runs = run_local(
-        cfg, recipe.env, seed_list, timeout_s=timeout_s, threads=threads, say=say, label="recipe  "
+    done = [r for r in done or [] if r.get("seed") in seed_list]
+    rest = [s for s in seed_list if s not in {r.get("seed") for r in done}]
+    runs = done + run_local(
+        cfg, recipe.env, rest, timeout_s=timeout_s, threads=threads, say=say, label="recipe  "
     )
     out: dict[str, Any] = {
         "steps": length,

@@ -20,7 +20,7 @@ from autotune import fingerprint
 from autotune.errors import TrackingError, UsageError
 from autotune.migrate import knob_classes
 from autotune.migrate.differences import differences
-from autotune.migrate.holds import rerun
+from autotune.migrate.holds import reproduced, reproduces, rerun
 from autotune.migrate.ops import compare_ops
 from autotune.migrate.report import markdown, plot_curve
 from autotune.recipe.file import Recipe
@@ -44,11 +44,14 @@ def migrate(
     tracking_uri: str | None = None,
     quiet: bool = False,
     space: str | None = None,
+    full: bool = False,
 ) -> dict[str, Any]:
     """Check the recipe at `path` on this machine; write the report under `out_dir`; return the
     result (`verdict`, `why`, `differences`, `ops`, `holds`, `knob_classes`, `compute`,
     `report`, `png`, `run_id`). `space`: the source study's space file: a recipe that does not
-    transfer is then re-tuned here by a reduced study (`retune`)."""
+    transfer is then re-tuned here by a reduced study (`retune`). First the cheap check
+    (`holds.reproduces`: the recipe's recorded run, at its seed, reproduced here); only when it
+    does not (or with `full`) the recipe and the baseline over `seeds` (`holds.rerun`)."""
     import torch
 
     say: Callable[[str], None] = (
@@ -75,8 +78,24 @@ def migrate(
     if not audit:
         ops["status"] = "skipped"
 
-    say(f"re-running recipe {recipe.name} and the baseline over {seeds} seed(s)")
-    holds = rerun(recipe, seeds=seeds, steps=steps, threads=threads, timeout_s=timeout_s, say=say)
+    fast: dict[str, Any] = {"reproduces": False, "runs": [], "why": "--full"}
+    if not full:
+        fast = reproduces(recipe, steps=steps, threads=threads, timeout_s=timeout_s, say=say)
+    if fast["reproduces"]:
+        holds = reproduced(recipe, fast, threads)
+    else:
+        say(f"{fast['why']}: re-running recipe {recipe.name} and the baseline over {seeds} seed(s)")
+        holds = rerun(
+            recipe,
+            seeds=seeds,
+            steps=steps,
+            threads=threads,
+            timeout_s=timeout_s,
+            say=say,
+            done=fast["runs"],
+        )
+        holds["reproduced"] = None
+        holds["not_reproduced"] = fast["why"]
     here_fp = holds.get("fingerprint") or fingerprint.collect()
     diffs = differences(recipe.fingerprint, here_fp)
     inert = knob_classes.inert_env(recipe.env, str(here_fp.get("platform")), int(recipe.world_size))
@@ -141,11 +160,19 @@ def verdict_of(
 ) -> tuple[str, str, dict[str, Any] | None]:
     problems = holds.get("problems") or []
     vs = holds["vs_baseline"]
-    if not problems:
+    if holds.get("path") == "reproduced":
+        why = (
+            f"The recorded run reproduces here ({holds['reproduced']}): this machine trains the "
+            "same run, so the study's verification stands (its paired verdict against the "
+            f"baseline: {vs['verdict']}). The baseline was not re-run here; `--full` re-runs the "
+            "recipe and the baseline over the seeds."
+        )
+    elif not problems:
         why = (
             f"The recipe holds here: paired against the baseline over seeds {holds['seeds']} "
             f"it is {vs['verdict']} ({vs.get('why', '')})."
         )
+    if not problems:
         if inert:
             return (
                 f"transfers with these changes: drop {', '.join(inert)}",

@@ -16,6 +16,7 @@ from autotune.study.fidelity import rank_fidelity
 from autotune.study.find import find_study
 from autotune.study.objectives import trial_setup
 from autotune.study.records import read_outcome
+from autotune.study.rung_phase import read_rung_record
 from autotune.tracking import redact
 
 
@@ -99,10 +100,30 @@ def recipe_from_study(
                 "verification_run_id": (chosen.verified or {}).get("run_id"),
             },
         },
-        recorded=_recorded(summary, fp, probe, space.probe.precision, audit),
+        recorded=_recorded(
+            _at_length(study_dir, chosen.number, chosen.steps, summary),
+            fp,
+            probe,
+            space.probe.precision,
+            audit,
+        ),
         autotune_version=__version__,
         created_at=now_iso(),
     )
+
+
+def _at_length(
+    study_dir: Path | None, number: int, steps: int | None, summary: dict[str, Any]
+) -> dict[str, Any]:
+    """The summary of trial `number`'s probe at the decided length `steps` (its rung record),
+    so the recorded curve is the run a migration reproduces; the screen's when there is none."""
+    if study_dir is None or not steps or summary.get("steps_run") == steps:
+        return summary
+    for rung in range(1, 32):
+        record = read_rung_record(study_dir, number, rung, steps)
+        if record is not None and record.get("summary"):
+            return dict(record["summary"])
+    return summary
 
 
 def _recorded(

@@ -1,0 +1,101 @@
+"""What `autotune migrate` costs against the study it checks (issue 28: at most 10%).
+
+A real study (default: the quick start, `gradclip`, as shipped) in a temporary folder here, its
+pick exported with `--audit`, then `autotune migrate` run twice from a second Python
+environment (`AUTOTUNE_SECOND_ENV`: another torch, as `.ci/run` builds it; without it, this
+one) with another thread count: as a user runs it (the cheap check first: does the recorded run
+reproduce) and with `--full` (the recipe and the baseline over the seeds, what every migration
+cost before). Per run: the verdict, which path decided it, the samples it trained on and their
+share of the study's, and its wall time.
+
+    AUTOTUNE_SECOND_ENV=/path/to/venv python benchmarks/migrate_cost.py [--space gradclip]
+        [--seeds 3] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def other_python() -> str:
+    where = os.environ.get("AUTOTUNE_SECOND_ENV")
+    if not where:
+        return sys.executable
+    path = Path(where)
+    return str(path / "bin" / "python") if path.is_dir() else str(path)
+
+
+def run(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> str:
+    done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env, timeout=7200)
+    if done.returncode not in (0, 1):
+        raise RuntimeError(f"{' '.join(cmd[:4])}: exit {done.returncode}\n{done.stderr[-3000:]}")
+    return done.stdout
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--space", default="gradclip")
+    ap.add_argument("--seeds", type=int, default=3, help="migrate's seeds per side")
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    me = [sys.executable, "-m", "autotune"]
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="migrate-cost-") as tmp:
+        folder = Path(tmp)
+        t0 = time.perf_counter()
+        run([*me, "study", "--space", args.space, "--study-dir", "st"], folder)
+        study_wall = time.perf_counter() - t0
+        run([*me, "export", "st", "--audit", "-o", "recipe.yaml"], folder)
+        shown = json.loads(run([*me, "show", "st", "--json"], folder))
+        study_samples = (shown.get("compute") or {}).get("total")
+        import torch
+
+        threads = 2 if torch.get_num_threads() == 1 else 1
+        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        for mode in ("as a user runs it", "--full"):
+            cmd = [other_python(), "-m", "autotune", "migrate", "recipe.yaml", "--json"]
+            cmd += ["--seeds", str(args.seeds), "--threads", str(threads), "-o", f"out{len(rows)}"]
+            cmd += ["--full"] if mode == "--full" else []
+            t0 = time.perf_counter()
+            result = json.loads(run(cmd, folder, env))
+            wall = time.perf_counter() - t0
+            holds = result["holds"]
+            rows.append(
+                {
+                    "mode": mode,
+                    "verdict": result["verdict"],
+                    "path": holds.get("path") or "paired over seeds",
+                    "not_reproduced": holds.get("not_reproduced"),
+                    "max_rel_diff": (holds.get("curve") or {}).get("max_rel_diff"),
+                    "samples": result["compute"]["samples"],
+                    "probes": result["compute"]["probes"],
+                    "share": result["compute"]["samples"] / study_samples,
+                    "wall_s": round(wall, 1),
+                }
+            )
+            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    print(f"study {args.space}: {study_samples:,} samples, {study_wall:.0f} s")
+    print("| migrate | verdict | decided by | probes | samples | share of the study | wall s |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(
+            f"| {r['mode']} | {r['verdict']} | {r['path']} | {r['probes']} | {r['samples']:,} | "
+            f"{r['share']:.1%} | {r['wall_s']} |"
+        )
+    if args.json:
+        meta = {"study_samples": study_samples, "study_wall_s": study_wall, "load": os.getloadavg()}
+        args.json.write_text(json.dumps({"rows": rows, **meta}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
