@@ -302,11 +302,14 @@ def _run_rung(
         record = record_rung(space, study, study_dir, trials[number], rung, steps, out)
         logger.log_rung(record)
         records[number] = record
-        resumed = (record.get("summary") or {}).get("resumed_from_step")
+        summary = record.get("summary") or {}
+        resumed = summary.get("resumed_from_step")
+        why = (summary.get("continuation") or {}).get("why")  # e.g. a script without the hook
         say(
             f"  trial {number} at {steps} steps: {record['outcome']}"
             + (f" ({record['cause']})" if record.get("cause") else "")
             + (f", continued from step {resumed}" if resumed else ", from step 0")
+            + (f": {why}" if why and not resumed else "")
         )
 
     configs = [
