@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune import space as sp
+from autotune.probe.outcome import Outcome
 from autotune.process.zygote import PRELOAD_ENV
 from autotune.study import attrs as ua
 from autotune.study.failures import BaselineFailed, baseline_stop, first_report_s
@@ -217,7 +218,7 @@ class Driver:
             tell(self.study, frozen, outcome)
             self.tracking.log(outcome)
             self.progress.finished(outcome)
-            if outcome["baseline"] and outcome["outcome"] == "failed":
+            if outcome["baseline"] and outcome["outcome"] == Outcome.FAILED:
                 self.baseline_failure = outcome
             elif outcome["baseline"]:
                 self.baseline_first_s = (outcome.get("summary") or {}).get("first_report_s")

@@ -36,6 +36,7 @@ from typing import Any
 from autotune.errors import RecipeError, one_line
 from autotune.knobs import HARDWARE_METRICS
 from autotune.numbers import finite
+from autotune.probe.outcome import Outcome
 from autotune.study import attrs as ua
 from autotune.study import noise
 from autotune.study.records import screen_feasible
@@ -299,7 +300,7 @@ def why_not_held(verified: Sequence[Candidate]) -> str:
     out = []
     for c in sorted(verified, key=lambda c: c.number):
         runs = (c.verified or {}).get("runs") or []
-        bad = next((r for r in runs if r.get("outcome") != "complete"), None)
+        bad = next((r for r in runs if r.get("outcome") != Outcome.COMPLETE), None)
         if bad is not None:
             cause = f" ({bad['cause']})" if bad.get("cause") else ""
             out.append(f"trial {c.number} {bad.get('outcome')} on seed {bad.get('seed')}{cause}")
@@ -325,10 +326,10 @@ def why_none(study: Any, limit: int = 3) -> str:
     for t in study.get_trials(deepcopy=False):
         if t.state == optuna.trial.TrialState.RUNNING:
             continue
-        outcome = t.user_attrs.get(ua.OUTCOME, "failed")
+        outcome = t.user_attrs.get(ua.OUTCOME, Outcome.FAILED.value)
         cons = t.user_attrs.get(ua.CONSTRAINTS) or []
         names = t.user_attrs.get(ua.CONSTRAINT_NAMES) or []
-        if outcome == "complete":
+        if outcome == Outcome.COMPLETE:
             broken = [
                 f"{names[i] if i < len(names) else f'constraint {i}'} (by {c:.3g})"
                 for i, c in enumerate(cons)
@@ -340,7 +341,7 @@ def why_none(study: Any, limit: int = 3) -> str:
             cause = t.user_attrs.get(ua.CAUSE)
             why = outcome + (f" ({cause})" if cause else "")
             error = one_line(t.user_attrs.get(ua.ERROR) or "")
-            why += f": {error}" if error and outcome == "failed" else ""
+            why += f": {error}" if error and outcome == Outcome.FAILED else ""
             closeness = math.inf
         rows.append((closeness, t.number, why))
     rows.sort()
@@ -350,11 +351,11 @@ def why_none(study: Any, limit: int = 3) -> str:
 def only_failures(study: Any) -> bool:
     """Whether the study has finished trials and every one of them failed (no result at all)."""
     outcomes = [
-        t.user_attrs.get(ua.OUTCOME, "failed")
+        t.user_attrs.get(ua.OUTCOME, Outcome.FAILED.value)
         for t in study.get_trials(deepcopy=False)
         if t.state.is_finished()
     ]
-    return bool(outcomes) and all(o == "failed" for o in outcomes)
+    return bool(outcomes) and all(o == Outcome.FAILED for o in outcomes)
 
 
 def matched_at(

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune import space as sp
+from autotune.probe.outcome import Outcome
 from autotune.recipe.seeds import ran_whole
 from autotune.study import attrs as ua
 from autotune.study import rungs as rg
@@ -59,7 +60,7 @@ def judge(
     """Add values, constraints and feasibility to a rung probe's record; `baseline`: the
     baseline's metrics at the same rung (`rung_reference`), for the relative constraints."""
     metrics = dict((record.get("summary") or {}).get("metrics") or {})
-    if record.get("outcome") == "failed":
+    if record.get("outcome") == Outcome.FAILED:
         record.update(values=None, constraints=None, feasible=False)
     else:
         cons = constraints_of(space, record["outcome"], metrics, baseline)
@@ -108,7 +109,7 @@ def as_result(row: Mapping[str, Any]) -> rg.RungResult:
         number=int(row["number"]),
         steps=int(row["steps"]),
         baseline=bool(row.get("baseline")),
-        outcome=str(row.get("outcome") or "failed"),
+        outcome=str(row.get("outcome") or Outcome.FAILED.value),
         values=list(row["values"]) if row.get("values") else None,
         feasible=bool(row.get("feasible")),
         metrics=dict(row.get("metrics") or {}),
@@ -126,9 +127,9 @@ def screen_results(study: Any, space: sp.Space) -> list[rg.RungResult]:
     done = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL)
     out = []
     for t in study.get_trials(deepcopy=False, states=done):
-        outcome = str(t.user_attrs.get(ua.OUTCOME, "failed"))
+        outcome = str(t.user_attrs.get(ua.OUTCOME, Outcome.FAILED.value))
         metrics = ua.metrics(t)
-        measured = outcome != "failed" and bool(t.values)
+        measured = outcome != Outcome.FAILED and bool(t.values)
         cons = constraints_of(space, outcome, metrics, ref) if measured else None
         out.append(
             rg.RungResult(

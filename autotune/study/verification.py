@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune import space as sp
+from autotune.probe.outcome import Outcome
 from autotune.recipe import verify as vf
 from autotune.recipe.seeds import ran_whole
 from autotune.study import attrs as ua
@@ -209,8 +210,8 @@ def judge_seeds(
     steps = int(res["steps"])
     refs = baseline_references(study, space, study_dir, steps, [int(r["seed"]) for r in runs])
     for row, r, ref in zip(res["runs"], runs, refs, strict=True):
-        row["feasible"] = r.get("outcome") == "complete" and feasible(
-            space, "complete", _metrics(r), ref
+        row["feasible"] = r.get("outcome") == Outcome.COMPLETE and feasible(
+            space, Outcome.COMPLETE, _metrics(r), ref
         )
     res["all_feasible"] = all(row["feasible"] for row in res["runs"])
     res["vacuous"] = sorted({label for ref in refs for label in vacuous(space, ref)})

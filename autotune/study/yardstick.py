@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune import space as sp
+from autotune.probe.outcome import Outcome
 from autotune.recipe.seeds import interval, ran_whole, seeds_for
 from autotune.study import attrs as ua
 from autotune.study.folder import verify_path
@@ -94,8 +95,8 @@ def reference_over_seeds(space: sp.Space, runs: Sequence[Mapping[str, Any]]) -> 
     usable = [
         r
         for r in runs
-        if r.get("outcome") == "complete"
-        or (r.get("outcome") == "diverged" and ran_whole(r.get("summary")))
+        if r.get("outcome") == Outcome.COMPLETE
+        or (r.get("outcome") == Outcome.DIVERGED and ran_whole(r.get("summary")))
     ]
     metrics: dict[str, Any] = {}
     ref: dict[str, float] = {}
