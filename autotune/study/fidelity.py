@@ -129,7 +129,7 @@ def _screen(study: Any, space: sp.Space, numbers: Sequence[int]) -> list[rg.Rung
                 number=t.number,
                 steps=space.probe.steps,
                 baseline=ua.is_baseline(t),
-                outcome=str(t.user_attrs.get(ua.OUTCOME, Outcome.FAILED.value)),
+                outcome=ua.outcome(t),
                 values=list(t.values) if t.values else None,
                 feasible=bool(feasible),
                 metrics=ua.metrics(t),

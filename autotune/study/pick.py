@@ -159,7 +159,8 @@ def rung_rows(study: Any, steps: int) -> dict[int, dict[str, Any]]:
     """The study's slim rung records at `steps` (`autotune.rung.N.STEPS`), by trial number."""
     out: dict[int, dict[str, Any]] = {}
     for key, value in study.user_attrs.items():
-        if key.startswith(ua.RUNG_PREFIX) and key.endswith(f".{steps}"):
+        rung = ua.rung_of(key)
+        if rung is not None and rung[1] == steps:
             out[int(value["number"])] = value
     return out
 
@@ -167,8 +168,9 @@ def rung_rows(study: Any, steps: int) -> dict[int, dict[str, Any]]:
 def verified_results(study: Any) -> dict[int, dict[str, Any]]:
     out: dict[int, dict[str, Any]] = {}
     for key, value in study.user_attrs.items():
-        if key.startswith(ua.VERIFIED_PREFIX):
-            out[int(key.rsplit(".", 1)[1])] = value
+        number = ua.verified_of(key)
+        if number is not None:
+            out[number] = value
     return out
 
 
@@ -326,7 +328,7 @@ def why_none(study: Any, limit: int = 3) -> str:
     for t in study.get_trials(deepcopy=False):
         if t.state == optuna.trial.TrialState.RUNNING:
             continue
-        outcome = t.user_attrs.get(ua.OUTCOME, Outcome.FAILED.value)
+        outcome = ua.outcome(t)
         cons = t.user_attrs.get(ua.CONSTRAINTS) or []
         names = t.user_attrs.get(ua.CONSTRAINT_NAMES) or []
         if outcome == Outcome.COMPLETE:
@@ -350,11 +352,7 @@ def why_none(study: Any, limit: int = 3) -> str:
 
 def only_failures(study: Any) -> bool:
     """Whether the study has finished trials and every one of them failed (no result at all)."""
-    outcomes = [
-        t.user_attrs.get(ua.OUTCOME, Outcome.FAILED.value)
-        for t in study.get_trials(deepcopy=False)
-        if t.state.is_finished()
-    ]
+    outcomes = [ua.outcome(t) for t in study.get_trials(deepcopy=False) if t.state.is_finished()]
     return bool(outcomes) and all(o == Outcome.FAILED for o in outcomes)
 
 

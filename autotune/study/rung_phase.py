@@ -127,7 +127,7 @@ def screen_results(study: Any, space: sp.Space) -> list[rg.RungResult]:
     done = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL)
     out = []
     for t in study.get_trials(deepcopy=False, states=done):
-        outcome = str(t.user_attrs.get(ua.OUTCOME, Outcome.FAILED.value))
+        outcome = ua.outcome(t)
         metrics = ua.metrics(t)
         measured = outcome != Outcome.FAILED and bool(t.values)
         cons = constraints_of(space, outcome, metrics, ref) if measured else None

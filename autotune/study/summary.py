@@ -102,7 +102,7 @@ def _tally(
         if t.state == optuna.trial.TrialState.RUNNING:
             counts["running"] += 1
             continue
-        outcome = t.user_attrs.get(ua.OUTCOME, Outcome.FAILED.value)
+        outcome = ua.outcome(t)
         counts[outcome] = counts.get(outcome, 0) + 1
         info[t.number] = t
         if t.user_attrs.get(ua.BASELINE):
