@@ -23,6 +23,7 @@ from typing import Any
 from autotune import space as sp
 from autotune import study as st
 from autotune.probe import metrics, run_probe
+from autotune.study import attrs as ua
 
 PLOTS = Path(__file__).resolve().parent / "plots"
 OBJECTIVE_METRICS = ("loss_cv", "final_loss", "spike_count", "throughput")
@@ -202,7 +203,7 @@ class Search:
             sampler=st.make_sampler(space, self.searched),
         )
         if baseline:
-            self.study.enqueue_trial({}, user_attrs={"autotune.baseline": True})
+            self.study.enqueue_trial({}, user_attrs={ua.BASELINE: True})
         self.cache = cache if cache is not None else {}
         self.on_trial = on_trial
         self.runner = runner or (lambda knobs, env: probe(self.space, knobs, env))
@@ -212,12 +213,12 @@ class Search:
     def step(self) -> dict[str, Any]:
         t0 = time.perf_counter()
         trial = self.study.ask()
-        is_base = bool(trial.user_attrs.get("autotune.baseline"))
+        is_base = ua.is_baseline(trial)
         params = {} if is_base else st.suggest(trial, self.space, self.searched)
         self.sampler_s += time.perf_counter() - t0
         knobs, env = st.trial_setup(self.space, params, is_base)
-        trial.set_user_attr("autotune.knobs", knobs)
-        trial.set_user_attr("autotune.env", env)
+        trial.set_user_attr(ua.KNOBS, knobs)
+        trial.set_user_attr(ua.ENV, env)
         key = json.dumps({"knobs": knobs, "env": env}, sort_keys=True, default=str)
         cached = key in self.cache
         if not cached:

@@ -15,6 +15,7 @@ from autotune import space as sp
 from autotune import study as st
 from autotune.probe import resolve_knobs
 from autotune.recipe import verify as vf
+from autotune.study import attrs as ua
 from autotune.study import pick as pk
 from autotune.study import rung_phase as rp
 from autotune.study import rungs as rg
@@ -132,7 +133,7 @@ class Case:
         search.run(self.space.budget.trials)
         self.search = search
         for t in search.study.get_trials(deepcopy=False):
-            baseline = bool(t.user_attrs.get("autotune.baseline"))
+            baseline = ua.is_baseline(t)
             # The knobs the screen's probe was given, the key of its run: the stored
             # autotune.knobs are those it ran with (batch resolved), which would run it again.
             knobs, env = st.trial_setup(self.space, t.params, baseline)

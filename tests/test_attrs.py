@@ -43,7 +43,8 @@ def key_literals(folders: list[Path], package: Path, owner: Path) -> list[str]:
 
 
 def test_only_attrs_spells_an_optuna_key() -> None:
-    assert key_literals([PACKAGE / "study", PACKAGE / "cli"], PACKAGE, OWNER) == []
+    folders = [PACKAGE / "study", PACKAGE / "cli", ROOT / "benchmarks"]
+    assert key_literals(folders, PACKAGE, OWNER) == []
 
 
 def test_the_check_catches_a_key_spelled_elsewhere(tmp_path: Path) -> None:
@@ -75,6 +76,15 @@ def test_every_key_is_autotune_s_and_one_of_a_kind() -> None:
     assert ua.verified_key(7).startswith(ua.VERIFIED_PREFIX)
 
 
+def test_a_rung_s_and_a_verification_s_key_read_back_as_what_made_them() -> None:
+    assert ua.rung_of(ua.rung_key(3, 60)) == (3, 60)
+    assert ua.verified_of(ua.verified_key(12)) == 12
+    for other in (ua.DECIDED, ua.RUNGS, "autotune.rung.x.60", "autotune.rung.3", ua.KNOBS):
+        assert ua.rung_of(other) is None, other
+    for other in (ua.verified_key(3) + ".1", "autotune.verified.", ua.rung_key(3, 60)):
+        assert ua.verified_of(other) is None, other
+
+
 def test_the_readers_type_what_they_read() -> None:
     stored = {ua.BASELINE: True, ua.METRICS: {"loss": 1.5}, ua.KNOBS: None}
     trial = SimpleNamespace(user_attrs=stored)
@@ -84,6 +94,8 @@ def test_the_readers_type_what_they_read() -> None:
     assert ua.metrics(trial) == {"loss": 1.5}
     assert ua.metrics(trial) is not stored[ua.METRICS]  # a copy: the caller may change it
     assert ua.knobs(trial) == {} and ua.env(bare) == {}
+    assert ua.outcome(bare) == "failed"  # none stored: it gave no result
+    assert ua.outcome(SimpleNamespace(user_attrs={ua.OUTCOME: "diverged"})) == "diverged"
     study = SimpleNamespace(user_attrs={ua.DECIDED: {"target_steps": 300}})
     assert ua.decided(study) == {"target_steps": 300}
     assert ua.decided(bare) == {}

@@ -49,6 +49,8 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from typing import IO, Any, Protocol
 
+from autotune.probe.outcome import Outcome
+from autotune.probe.summary import ProbeStatus
 from autotune.process.channel import Channel
 from autotune.process.entry import STDIN_ARG
 from autotune.process.env import process_env
@@ -237,18 +239,18 @@ def outcome_of(
     }
     if timed_out:
         out.update(
-            outcome="failed",
+            outcome=Outcome.FAILED.value,
             cause="timeout",
             error=f"the probe ran past the trial time limit of {timeout_s:g} s and was "
             "killed (hung collective or too slow: raise budget.trial_timeout_s)",
         )
     elif summary is not None and rc == 0:
         status = summary["status"]
-        out["outcome"] = {"ok": "complete"}.get(status, status)
+        out["outcome"] = Outcome.of_status(status)
         out["cause"] = (
             summary.get("divergence_cause")
-            if status == "diverged"
-            else ("oom" if status == "oom" else None)
+            if status == ProbeStatus.DIVERGED
+            else ("oom" if status == ProbeStatus.OOM else None)
         )
     elif "error" in events:
         err = events["error"]
@@ -257,7 +259,7 @@ def outcome_of(
         # missing; an exception of the workload's is named by its type
         own = cause in ("no_reports", "bad_report")
         out.update(
-            outcome="failed",
+            outcome=Outcome.FAILED.value,
             cause=cause,
             error=err["message"] if own else f"{err['error_type']}: {err['message']}",
         )
@@ -266,7 +268,7 @@ def outcome_of(
         name = signal.Signals(-rc).name if -rc in signal.Signals._value2member_map_ else str(-rc)
         killed = -rc in (signal.SIGKILL, signal.SIGTERM)
         out.update(
-            outcome="failed",
+            outcome=Outcome.FAILED.value,
             cause="killed" if killed else "crash",
             error=f"the probe process died from {name}"
             + (" (killed: out of memory, or stopped from outside)" if killed else ""),
@@ -274,7 +276,7 @@ def outcome_of(
     else:
         early = " (the workload ended the process early)" if rc == 0 else ""
         out.update(
-            outcome="failed",
+            outcome=Outcome.FAILED.value,
             cause="crash",
             error=f"the probe process exited with status {rc} without a summary{early}",
         )

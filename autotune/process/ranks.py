@@ -35,6 +35,7 @@ import numpy as np
 
 from autotune.knobs import ENV_PREFIXES
 from autotune.probe import ProbeConfig, run_probe
+from autotune.probe.summary import ProbeStatus
 from autotune.process import channel as report_channel
 
 if TYPE_CHECKING:
@@ -153,7 +154,7 @@ class RankContext:
         result["world_size"] = self.world_size
         result["rank"] = self.rank
         result["env_seen"] = env_seen(self.cfg.env)
-        if result["status"] == "oom":  # the other ranks may be stuck: no collective now
+        if result["status"] == ProbeStatus.OOM:  # the other ranks may be stuck: no collective now
             return result
         amp = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(self.cfg.precision)
         if self.distributed:

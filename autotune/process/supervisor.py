@@ -44,6 +44,7 @@ from autotune.process.spawn import die_with_parent, python_module
 if TYPE_CHECKING:
     pass
 
+from autotune.probe.summary import ProbeStatus
 from autotune.process.ranks import (
     COMM_CAUSES,
     COMM_TIMEOUT_ENV,
@@ -88,7 +89,7 @@ def launch(cfg: ProbeConfig, emit: Report) -> dict[str, Any]:
     result = _attempt(base, emit)
     result["oom_retried"] = False
     accum = int(base.knobs.get("accum_steps") or 1)
-    if result["status"] == "oom" and cfg.oom_retry and base.micro_batch >= 2:
+    if result["status"] == ProbeStatus.OOM and cfg.oom_retry and base.micro_batch >= 2:
         retry = dataclasses.replace(
             base,
             micro_batch=base.micro_batch // 2,
@@ -106,7 +107,7 @@ def launch(cfg: ProbeConfig, emit: Report) -> dict[str, Any]:
         result = _attempt(retry, emit)
         result["oom_retried"] = True
         base = retry
-    if cfg.measure_scaling and result["status"] == "ok":
+    if cfg.measure_scaling and result["status"] == ProbeStatus.OK:
         _add_scaling(result, base)
     result["wall_s"] = time.perf_counter() - t0
     emit(result)
@@ -350,7 +351,7 @@ def _on_message(
         rk.comm_ok = True
     elif event == "summary":
         rk.summary = payload
-        if payload.get("status") == "oom":
+        if payload.get("status") == ProbeStatus.OOM:
             fail(r, "oom", "out of memory")
     elif event == "error":
         rk.error = payload
@@ -400,7 +401,7 @@ def _error_text(r: int, err: Mapping[str, Any]) -> str:
 def _combine(cfg: ProbeConfig, ranks: list[_Rank], failures: list[_Failure]) -> dict[str, Any]:
     """One summary from the ranks', or the failure that explains the others."""
     summaries = [rk.summary for rk in ranks]
-    ooms = [s for s in summaries if s is not None and s.get("status") == "oom"]
+    ooms = [s for s in summaries if s is not None and s.get("status") == ProbeStatus.OOM]
     real = [f for f in failures if f.cause != "oom"]
     if ooms and not any(f.cause in COMM_CAUSES for f in real):
         out = dict(ooms[0])  # the others stopped because of it

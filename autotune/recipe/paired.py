@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from autotune.knobs import HARDWARE_METRICS
+from autotune.probe.outcome import Outcome
 from autotune.recipe.seeds import interval, paired, ran_whole
 
 VERDICTS = ("better", "no detectable difference", "worse", "mixed", "not compared")
@@ -36,9 +37,9 @@ def _by_seed(result: Mapping[str, Any]) -> dict[Any, Mapping[str, Any]]:
 
 def _whole(row: Mapping[str, Any]) -> bool:
     """A seed whose final numbers are real: complete, or labelled diverged but run whole."""
-    if row.get("outcome") == "complete":
+    if row.get("outcome") == Outcome.COMPLETE:
         return True
-    return row.get("outcome") == "diverged" and ran_whole(row)
+    return row.get("outcome") == Outcome.DIVERGED and ran_whole(row)
 
 
 def _value(row: Mapping[str, Any] | None, metric: str) -> float | None:
@@ -63,7 +64,7 @@ def metric_verdict(diff: Mapping[str, Any], direction: str) -> str:
 
 def diverged_count(result: Mapping[str, Any], seeds: Sequence[Any]) -> int:
     rows = _by_seed(result)
-    return sum(1 for s in seeds if (rows.get(s) or {}).get("outcome") == "diverged")
+    return sum(1 for s in seeds if (rows.get(s) or {}).get("outcome") == Outcome.DIVERGED)
 
 
 def compare(
@@ -200,7 +201,7 @@ def causes_text(result: Mapping[str, Any]) -> str:
     """` (loss_explosion on seeds 2, 3)`: the causes of the seeds that diverged; '' if none."""
     by: dict[str, list[str]] = {}
     for r in result.get("runs") or []:
-        if r.get("outcome") == "diverged":
+        if r.get("outcome") == Outcome.DIVERGED:
             by.setdefault(str(r.get("cause") or "unknown cause"), []).append(str(r.get("seed")))
     if not by:
         return ""

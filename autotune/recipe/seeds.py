@@ -13,6 +13,8 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from autotune.probe.outcome import Outcome
+
 # Quantities that cannot be zero or negative: their intervals are taken on the log scale.
 from autotune.space.schema import POSITIVE_METRICS
 
@@ -166,9 +168,9 @@ def summarize_seeds(
     runs: Sequence[Mapping[str, Any]], metrics: Sequence[str] = REPORTED
 ) -> dict[str, Any]:
     """Combine per-seed trial outcomes (`launcher.run_trial_process` results with a `seed`)."""
-    ok = [r for r in runs if r.get("outcome") == "complete"]
-    diverged = [r for r in runs if r.get("outcome") == "diverged"]
-    failed = [r for r in runs if r.get("outcome") not in ("complete", "diverged")]
+    ok = [r for r in runs if r.get("outcome") == Outcome.COMPLETE]
+    diverged = [r for r in runs if r.get("outcome") == Outcome.DIVERGED]
+    failed = [r for r in runs if r.get("outcome") not in (Outcome.COMPLETE, Outcome.DIVERGED)]
     names = list(dict.fromkeys([*metrics]))
     out_metrics = {
         m: bounded(

@@ -23,6 +23,7 @@ from typing import Any
 from autotune import space as sp
 from autotune.knobs import HARDWARE_METRICS
 from autotune.probe import ProbeConfig
+from autotune.probe.outcome import Outcome
 from autotune.recipe import paired
 from autotune.recipe.file import Recipe
 from autotune.recipe.seeds import (
@@ -118,7 +119,7 @@ def run_local(
             f"  {label} seed {seed} ({i + 1}/{len(seeds)}): {state}"
             + (
                 f"  loss_cv {m['loss_cv']:.4g}  throughput {m['throughput']:.4g}"
-                if out["outcome"] == "complete" and "loss_cv" in m
+                if out["outcome"] == Outcome.COMPLETE and "loss_cv" in m
                 else ""
             )
         )
@@ -332,7 +333,7 @@ def failure_lines(result: Mapping[str, Any], label: str) -> list[str]:
         f"  {label} seed {r['seed']}: {r['outcome']} ({r.get('cause') or 'unknown cause'})"
         + (f": {r['error']}" if r.get("error") else "")
         for r in result["runs"]
-        if r.get("outcome") not in ("complete", "diverged")
+        if r.get("outcome") not in (Outcome.COMPLETE, Outcome.DIVERGED)
     ]
 
 

@@ -4,7 +4,8 @@
 (`storage`; an SQLite file in the study folder by default), so a study survives the driver and
 resumes (`resume`): trials that were running when the driver died are run again under the same
 Optuna trial number, and a trial that finished is never run twice. Ray Tune schedules the trials
-(`adapter`, `session`); each trial's probe is a process of its own (`autotune.process.launcher`:
+(`adapter`, `session`; the worker side, the rungs' and verification's Ray tasks too, is
+`workers`); each trial's probe is a process of its own (`autotune.process.launcher`:
 forked by the worker's zygote, or a fresh `python -m autotune.process.entry`) whose environment
 holds the trial's environment knobs before torch starts, and which is killed when it outlives
 its time limit. The driver is the only writer to MLflow (`writer`).
@@ -12,7 +13,7 @@ its time limit. The driver is the only writer to MLflow (`writer`).
 Outcomes: `complete` (feasible or not by the constraints), `diverged` (a measured, infeasible
 result the sampler learns from), `oom` (infeasible: tells the sampler that region does not
 fit), `failed` (an exception, a timeout, a crash, a killed process: recorded with its cause and
-the tail of its log; Optuna state FAIL).
+the tail of its log; Optuna state FAIL); one enum, `autotune.probe.outcome.Outcome`.
 
 The other modules: `records` (a trial's record), `attrs` (the keys autotune keeps in Optuna),
 `folder` (the study folder's files), `options`, `objectives` (directions, values, constraints,

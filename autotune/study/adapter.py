@@ -1,15 +1,13 @@
-"""Ray Tune behind Optuna: the trainable (one trial = one probe process on a Ray worker, possibly
-on another node), the searcher that asks Optuna and hands the results to the driver, and the
-Tune run of a session's trials.
+"""Ray Tune behind Optuna: the searcher that asks Optuna and hands the results to the driver,
+and the Tune run of a session's trials; each trial is the worker side's `trainable` (one probe
+process on a Ray worker, possibly on another node: `autotune.study.workers`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import logging
-import socket
 import sys
 import threading
 import time
@@ -18,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune import space as sp
-from autotune.process.launcher import run_trial_process
+from autotune.probe.outcome import Outcome
 from autotune.process.zygote import PRELOAD_ENV
 from autotune.study import attrs as ua
 from autotune.study.failures import BaselineFailed, baseline_stop, first_report_s
@@ -39,51 +37,8 @@ from autotune.study.records import (
 from autotune.study.rung_phase import pending as rungs_pending
 from autotune.study.session import plan_resources
 from autotune.study.states import screen_probe
+from autotune.study.workers import died_in_tune, trainable
 from autotune.study.writer import MlflowWriter
-
-
-def trainable(config: dict[str, Any]) -> None:
-    """The Ray Tune function trainable: one trial = one probe process (see
-    `autotune.process.launcher`)."""
-    from ray import tune
-
-    try:
-        out = run_trial_process(
-            config["probe"],
-            config["env"],
-            timeout_s=config["timeout_s"],
-            threads=config.get("threads"),
-            spare=True,
-            extra_env=config.get("process_env"),
-        )
-    except Exception as e:  # autotune's side of the trial broke: a failed trial with its cause
-        out = worker_error(e)
-    out["number"] = config["number"]
-    with contextlib.suppress(Exception):
-        import ray
-
-        out["ray_node"] = ray.get_runtime_context().get_node_id()
-    # One report, as a JSON string so that Tune does not flatten the step series into columns.
-    tune.report({"autotune_done": 1, "autotune_payload": json.dumps(out, default=str)})
-
-
-def worker_error(e: BaseException) -> dict[str, Any]:
-    """The record of a trial whose process could not be run or watched on its Ray worker:
-    cause `worker_error`, the exception's type and message, and the traceback's tail."""
-    import traceback
-
-    first = (str(e).splitlines() or [""])[0][:500]
-    tb = "".join(traceback.format_exception(type(e), e, e.__traceback__))
-    return {
-        "outcome": "failed",
-        "cause": "worker_error",
-        "error": f"{type(e).__name__}: {first}" if first else type(e).__name__,
-        "log_tail": tb[-4000:],
-        "summary": None,
-        "fingerprint": None,
-        "node": socket.gethostname(),
-    }
-
 
 #: What every training script imports after its fork, unless its zygote did: the trial API.
 SCRIPT_PRELOAD = ("autotune.recipe.trial",)
@@ -145,19 +100,7 @@ def searcher_class() -> type:
             if payload is not None:
                 self.driver.finish(number, json.loads(payload))
             elif error:
-                self.driver.finish(
-                    number,
-                    {
-                        "number": number,
-                        "outcome": "failed",
-                        "cause": "worker_died",
-                        "error": "the Ray worker running this trial died (node lost, or the worker "
-                        "was killed)",
-                        "log_tail": "",
-                        "summary": None,
-                        "fingerprint": None,
-                    },
-                )
+                self.driver.finish(number, died_in_tune(number))
             else:
                 self.driver.interrupted(number)
 
@@ -275,7 +218,7 @@ class Driver:
             tell(self.study, frozen, outcome)
             self.tracking.log(outcome)
             self.progress.finished(outcome)
-            if outcome["baseline"] and outcome["outcome"] == "failed":
+            if outcome["baseline"] and outcome["outcome"] == Outcome.FAILED:
                 self.baseline_failure = outcome
             elif outcome["baseline"]:
                 self.baseline_first_s = (outcome.get("summary") or {}).get("first_report_s")

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from autotune.probe.outcome import Outcome
+
 # A trial's attributes.
 BASELINE = "autotune.baseline"  # trial 0, PyTorch's defaults for the searched knobs
 KNOBS = "autotune.knobs"  # every knob, its defaults resolved (the probe's own when it ran)
@@ -63,8 +65,30 @@ def verified_key(number: int) -> str:
     return f"{VERIFIED_PREFIX}{number}"
 
 
+def rung_of(key: str) -> tuple[int, int] | None:
+    """The trial number and steps of a study attribute that `rung_key` named; None for any
+    other key."""
+    if not key.startswith(RUNG_PREFIX):
+        return None
+    number, _, steps = key[len(RUNG_PREFIX) :].partition(".")
+    return (int(number), int(steps)) if number.isdigit() and steps.isdigit() else None
+
+
+def verified_of(key: str) -> int | None:
+    """The trial number of a study attribute that `verified_key` named; None for any other."""
+    if not key.startswith(VERIFIED_PREFIX):
+        return None
+    number = key[len(VERIFIED_PREFIX) :]
+    return int(number) if number.isdigit() else None
+
+
 def is_baseline(trial: Any) -> bool:
     return bool(trial.user_attrs.get(BASELINE))
+
+
+def outcome(trial: Any) -> str:
+    """The trial's outcome as the driver told it (`failed` when none was stored)."""
+    return str(trial.user_attrs.get(OUTCOME, Outcome.FAILED.value))
 
 
 def metrics(trial: Any) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune.errors import one_line
+from autotune.probe.outcome import MEASURED, Outcome
 from autotune.study import attrs as ua
 
 #: Lines of failed trials printed in a summary (the rest are counted).
@@ -29,7 +30,7 @@ def failed_trials(study: Any) -> list[dict[str, Any]]:
     """Every finished trial that failed, by number: `{number, baseline, cause, error}`."""
     rows = []
     for t in sorted(study.get_trials(deepcopy=False), key=lambda t: t.number):
-        if t.state.is_finished() and t.user_attrs.get(ua.OUTCOME) == "failed":
+        if t.state.is_finished() and t.user_attrs.get(ua.OUTCOME) == Outcome.FAILED:
             rows.append(
                 {
                     "number": t.number,
@@ -72,8 +73,8 @@ def baseline_stop(row: Mapping[str, Any], study_dir: Path, name: str) -> str:
 
 def every_trial_failed(counts: Mapping[str, int], rows: Sequence[Mapping[str, Any]]) -> str | None:
     """The message of a study whose every finished trial failed; None otherwise."""
-    failed = int(counts.get("failed") or 0)
-    results = sum(int(counts.get(k) or 0) for k in ("complete", "diverged", "oom"))
+    failed = int(counts.get(Outcome.FAILED.value) or 0)
+    results = sum(int(counts.get(k.value) or 0) for k in MEASURED)
     if failed == 0 or results > 0:
         return None
     first = f"; {describe(rows[0])}" if rows else ""

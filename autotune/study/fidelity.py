@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from autotune import space as sp
+from autotune.probe.outcome import Outcome
 from autotune.study import attrs as ua
 from autotune.study import rungs as rg
 
@@ -104,7 +105,7 @@ def _rung(study: Any, numbers: Sequence[int], steps: int) -> list[rg.RungResult]
                 number=n,
                 steps=steps,
                 baseline=bool(row.get("baseline")),
-                outcome=str(row.get("outcome") or "failed"),
+                outcome=str(row.get("outcome") or Outcome.FAILED.value),
                 values=list(row["values"]) if row.get("values") else None,
                 feasible=bool(row.get("feasible")),
                 metrics=dict(row.get("metrics") or {}),
@@ -128,7 +129,7 @@ def _screen(study: Any, space: sp.Space, numbers: Sequence[int]) -> list[rg.Rung
                 number=t.number,
                 steps=space.probe.steps,
                 baseline=ua.is_baseline(t),
-                outcome=str(t.user_attrs.get(ua.OUTCOME, "failed")),
+                outcome=ua.outcome(t),
                 values=list(t.values) if t.values else None,
                 feasible=bool(feasible),
                 metrics=ua.metrics(t),

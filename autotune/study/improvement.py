@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from autotune import space as sp
+from autotune.probe.outcome import Outcome
 from autotune.recipe.seeds import ran_whole
 from autotune.study import attrs as ua
 from autotune.study import pick as pk
@@ -22,7 +23,7 @@ def broken(space: sp.Space, metrics: Mapping[str, Any], ref: Mapping[str, Any] |
     """The space constraints a completed run breaks, with its value (the relative ones
     against `ref`, the baseline's metrics at the same length)."""
     names = constraint_names(space)[1:]
-    values = constraints_of(space, "complete", metrics, ref)[1:]
+    values = constraints_of(space, Outcome.COMPLETE, metrics, ref)[1:]
     out = []
     for c, name, v in zip(space.constraints, names, values, strict=True):
         if v > 0:
@@ -57,7 +58,7 @@ def improvement(baseline: Any, base: float | None, best: float) -> dict[str, Any
         return out
     state = _baseline_at_screen(baseline) if hasattr(baseline, "user_attrs") else baseline
     whole = ran_whole(state)
-    if state.get("outcome") == "diverged":
+    if state.get("outcome") == Outcome.DIVERGED:
         # Labelled diverged: a yardstick still when it ran its whole length (its final loss is
         # real), else no value to compare with.
         out["baseline_diverged"] = {

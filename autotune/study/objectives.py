@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from autotune import space as sp
+from autotune.probe.outcome import BROKE, Outcome
 
 #: How far past the worst finite value observed a stand-in lies: this share of the observed
 #: span, or of the worst value's size when that is larger (1.0 when both are 0).
@@ -65,7 +66,7 @@ def constraints_of(
     there is one), the reference of the constraints `relative_to: baseline`. Without it, or
     without a finite value of the metric there (the baseline diverged or failed), a relative
     constraint is vacuous: 0.0, feasible (`vacuous` says which are)."""
-    out = [1.0 if outcome in ("diverged", "oom") else 0.0]
+    out = [1.0 if outcome in BROKE else 0.0]
     for c in space.constraints:
         v = metrics.get(c.metric)
         bound = _bound(c, baseline)
@@ -109,7 +110,7 @@ def reference(
     `ran_whole`: the baseline runs on unless its loss is non-finite, so a spike it recovered
     from leaves a real final loss to compare with). A baseline stopped early or failed is no
     reference: its relative constraints are vacuous (`vacuous` says which)."""
-    if outcome == "complete" or (outcome == "diverged" and whole):
+    if outcome == Outcome.COMPLETE or (outcome == Outcome.DIVERGED and whole):
         return dict(metrics or {})
     return None
 
@@ -122,7 +123,7 @@ def feasible(
 ) -> bool:
     """Measured (not failed) and within every constraint of `constraints_of` (which counts a
     divergence or an out-of-memory as broken)."""
-    if outcome == "failed" or outcome is None:
+    if outcome == Outcome.FAILED or outcome is None:
         return False
     return all(c <= 0 for c in constraints_of(space, str(outcome), metrics, baseline))
 

@@ -36,6 +36,7 @@ from typing import Any
 from autotune.errors import RecipeError, one_line
 from autotune.knobs import HARDWARE_METRICS
 from autotune.numbers import finite
+from autotune.probe.outcome import Outcome
 from autotune.study import attrs as ua
 from autotune.study import noise
 from autotune.study.records import screen_feasible
@@ -158,7 +159,8 @@ def rung_rows(study: Any, steps: int) -> dict[int, dict[str, Any]]:
     """The study's slim rung records at `steps` (`autotune.rung.N.STEPS`), by trial number."""
     out: dict[int, dict[str, Any]] = {}
     for key, value in study.user_attrs.items():
-        if key.startswith(ua.RUNG_PREFIX) and key.endswith(f".{steps}"):
+        rung = ua.rung_of(key)
+        if rung is not None and rung[1] == steps:
             out[int(value["number"])] = value
     return out
 
@@ -166,8 +168,9 @@ def rung_rows(study: Any, steps: int) -> dict[int, dict[str, Any]]:
 def verified_results(study: Any) -> dict[int, dict[str, Any]]:
     out: dict[int, dict[str, Any]] = {}
     for key, value in study.user_attrs.items():
-        if key.startswith(ua.VERIFIED_PREFIX):
-            out[int(key.rsplit(".", 1)[1])] = value
+        number = ua.verified_of(key)
+        if number is not None:
+            out[number] = value
     return out
 
 
@@ -299,7 +302,7 @@ def why_not_held(verified: Sequence[Candidate]) -> str:
     out = []
     for c in sorted(verified, key=lambda c: c.number):
         runs = (c.verified or {}).get("runs") or []
-        bad = next((r for r in runs if r.get("outcome") != "complete"), None)
+        bad = next((r for r in runs if r.get("outcome") != Outcome.COMPLETE), None)
         if bad is not None:
             cause = f" ({bad['cause']})" if bad.get("cause") else ""
             out.append(f"trial {c.number} {bad.get('outcome')} on seed {bad.get('seed')}{cause}")
@@ -325,10 +328,10 @@ def why_none(study: Any, limit: int = 3) -> str:
     for t in study.get_trials(deepcopy=False):
         if t.state == optuna.trial.TrialState.RUNNING:
             continue
-        outcome = t.user_attrs.get(ua.OUTCOME, "failed")
+        outcome = ua.outcome(t)
         cons = t.user_attrs.get(ua.CONSTRAINTS) or []
         names = t.user_attrs.get(ua.CONSTRAINT_NAMES) or []
-        if outcome == "complete":
+        if outcome == Outcome.COMPLETE:
             broken = [
                 f"{names[i] if i < len(names) else f'constraint {i}'} (by {c:.3g})"
                 for i, c in enumerate(cons)
@@ -340,7 +343,7 @@ def why_none(study: Any, limit: int = 3) -> str:
             cause = t.user_attrs.get(ua.CAUSE)
             why = outcome + (f" ({cause})" if cause else "")
             error = one_line(t.user_attrs.get(ua.ERROR) or "")
-            why += f": {error}" if error and outcome == "failed" else ""
+            why += f": {error}" if error and outcome == Outcome.FAILED else ""
             closeness = math.inf
         rows.append((closeness, t.number, why))
     rows.sort()
@@ -349,12 +352,8 @@ def why_none(study: Any, limit: int = 3) -> str:
 
 def only_failures(study: Any) -> bool:
     """Whether the study has finished trials and every one of them failed (no result at all)."""
-    outcomes = [
-        t.user_attrs.get(ua.OUTCOME, "failed")
-        for t in study.get_trials(deepcopy=False)
-        if t.state.is_finished()
-    ]
-    return bool(outcomes) and all(o == "failed" for o in outcomes)
+    outcomes = [ua.outcome(t) for t in study.get_trials(deepcopy=False) if t.state.is_finished()]
+    return bool(outcomes) and all(o == Outcome.FAILED for o in outcomes)
 
 
 def matched_at(

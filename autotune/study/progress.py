@@ -10,6 +10,7 @@ from typing import Any
 
 from autotune import space as sp
 from autotune.errors import one_line
+from autotune.probe.outcome import Outcome
 
 
 class Progress:
@@ -21,7 +22,7 @@ class Progress:
         self.space, self.total, self.done0 = space, total, done
         self.concurrency, self.quiet = concurrency, quiet
         self.console = Console(stderr=False, highlight=False)
-        self.counts = {"complete": 0, "diverged": 0, "oom": 0, "failed": 0}
+        self.counts = {o.value: 0 for o in Outcome}
         self.running: dict[int, float] = {}  # trial number -> when it was handed to Ray
         self.best: dict[str, float] = {}
         self.durations: list[float] = []  # of the trials finished in this session
@@ -98,9 +99,9 @@ class Progress:
                     self.best[obj.metric] = float(v)
         label = "baseline" if o.get("baseline") else "trial"
         what = o["outcome"] + (f" ({o['cause']})" if o.get("cause") else "")
-        if o["outcome"] == "failed" and o.get("error"):
+        if o["outcome"] == Outcome.FAILED and o.get("error"):
             what += f": {one_line(o['error'])}"
-        if not o.get("feasible") and o["outcome"] == "complete":
+        if not o.get("feasible") and o["outcome"] == Outcome.COMPLETE:
             what += (
                 " (infeasible: "
                 + ", ".join(

@@ -10,6 +10,7 @@ from typing import Any
 
 from autotune import space as sp
 from autotune.errors import one_line
+from autotune.probe.outcome import Outcome
 from autotune.recipe.seeds import ran_whole
 from autotune.study import attrs as ua
 from autotune.study import folder
@@ -55,7 +56,7 @@ def complete_outcome(
     # One printable line (the traceback stays in log_tail): the console, `show` and export
     # print it, and what a trial raised or printed is not trusted to be readable.
     outcome["error"] = one_line(result.get("error") or "") or None
-    if outcome["outcome"] == "failed":
+    if outcome["outcome"] == Outcome.FAILED:
         outcome["values"] = outcome["constraints"] = None
         outcome["feasible"] = False
     else:
@@ -173,7 +174,7 @@ def tell(study: Any, frozen: Any, outcome: Mapping[str, Any]) -> None:
                 tid, DASHBOARD_CONSTRAINTS, [float(c) for c in outcome["constraints"]]
             )
     try:
-        if outcome["outcome"] == "failed":
+        if outcome["outcome"] == Outcome.FAILED:
             study.tell(frozen.number, state=optuna.trial.TrialState.FAIL)
         else:
             study.tell(frozen.number, values=outcome["values"])

@@ -13,15 +13,12 @@ without re-running the rung probes that finished.
 
 from __future__ import annotations
 
-import contextlib
-import sys
-import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from autotune import space as sp
-from autotune.probe import ProbeConfig
+from autotune.probe.outcome import Outcome
 from autotune.recipe.seeds import ran_whole
 from autotune.study import attrs as ua
 from autotune.study import rungs as rg
@@ -31,9 +28,8 @@ from autotune.study.options import StudyOptions
 from autotune.study.progress import fmt_s
 from autotune.study.records import baseline_trial, screen_reference
 from autotune.study.rungs import plan, target_of
-from autotune.study.session import plan_resources
 from autotune.study.states import remove_everywhere, rung_probe
-from autotune.study.verification import verify_task
+from autotune.study.workers import ProbeJob, run_jobs
 from autotune.study.writer import MlflowWriter
 
 Job = tuple[int, dict[str, Any], dict[str, str]]  # trial number, knobs, env
@@ -64,7 +60,7 @@ def judge(
     """Add values, constraints and feasibility to a rung probe's record; `baseline`: the
     baseline's metrics at the same rung (`rung_reference`), for the relative constraints."""
     metrics = dict((record.get("summary") or {}).get("metrics") or {})
-    if record.get("outcome") == "failed":
+    if record.get("outcome") == Outcome.FAILED:
         record.update(values=None, constraints=None, feasible=False)
     else:
         cons = constraints_of(space, record["outcome"], metrics, baseline)
@@ -113,7 +109,7 @@ def as_result(row: Mapping[str, Any]) -> rg.RungResult:
         number=int(row["number"]),
         steps=int(row["steps"]),
         baseline=bool(row.get("baseline")),
-        outcome=str(row.get("outcome") or "failed"),
+        outcome=str(row.get("outcome") or Outcome.FAILED.value),
         values=list(row["values"]) if row.get("values") else None,
         feasible=bool(row.get("feasible")),
         metrics=dict(row.get("metrics") or {}),
@@ -131,9 +127,9 @@ def screen_results(study: Any, space: sp.Space) -> list[rg.RungResult]:
     done = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL)
     out = []
     for t in study.get_trials(deepcopy=False, states=done):
-        outcome = str(t.user_attrs.get(ua.OUTCOME, "failed"))
+        outcome = ua.outcome(t)
         metrics = ua.metrics(t)
-        measured = outcome != "failed" and bool(t.values)
+        measured = outcome != Outcome.FAILED and bool(t.values)
         cons = constraints_of(space, outcome, metrics, ref) if measured else None
         out.append(
             rg.RungResult(
@@ -297,8 +293,9 @@ def _run_rung(
     timeout = space.budget.trial_timeout_s * steps / space.probe.steps
     trials = {t.number: t for t in study.get_trials(deepcopy=False)}
 
-    def done(job: Job, out: dict[str, Any]) -> None:
-        number = job[0]
+    def done(probe: ProbeJob, out: dict[str, Any], elapsed_s: float) -> None:
+        out["wall_clock_s"] = elapsed_s
+        number = probe.key[0]
         record = record_rung(space, study, study_dir, trials[number], rung, steps, out)
         logger.log_rung(record)
         records[number] = record
@@ -326,11 +323,22 @@ def _run_rung(
         for job in todo
     ]
     under = rung - 1 if below_rung is None else below_rung  # the rung whose state it continues
-    nodes = {job[0]: _node_below(study_dir, trials[job[0]], under, below) for job in todo}
-    if not run_probe_jobs(space, ray, configs, timeout, done, nodes):
+    probes = [
+        ProbeJob(job, cfg, job[2], _node_below(study_dir, trials[job[0]], under, below))
+        for job, cfg in configs
+    ]
+    if not run_jobs(space, ray, probes, timeout, done, interrupted):
         return None
     judge_rung(space, study, study_dir, list(records.values()))
     return [records[n] for n, _, _ in jobs if n in records]
+
+
+def interrupted(elapsed_s: float) -> str:
+    """What an interrupted rung (or yardstick) says (on stderr)."""
+    return (
+        f"interrupted during the rungs ({fmt_s(elapsed_s)}); run the same command again to "
+        "finish them"
+    )
 
 
 def _node_below(study_dir: Path, trial: Any, rung: int, steps: int) -> str | None:
@@ -396,67 +404,3 @@ def record_rung(
     write_rung_record(study_dir, record)
     study.set_user_attr(ua.rung_key(trial.number, steps), slim(record))
     return record
-
-
-def run_probe_jobs(
-    space: sp.Space,
-    ray: Any,
-    configs: Sequence[tuple[Job, ProbeConfig]],
-    timeout_s: float,
-    done: Callable[[Job, dict[str, Any]], None],
-    nodes: Mapping[int, str | None] | None = None,
-) -> bool:
-    """Run probes as Ray tasks (fresh processes, `plan_resources` at once); call `done` with
-    each result as it finishes. False when interrupted (in-flight tasks are cancelled).
-    `nodes`: per trial number, the Ray node to prefer (soft affinity: where its state is)."""
-    if not configs:
-        return True
-    conc, resources, threads = plan_resources(space, ray.cluster_resources())
-    remote = ray.remote(num_cpus=resources.get("cpu", 1.0), num_gpus=resources.get("gpu", 0.0))(
-        verify_task
-    )
-    queue = list(configs)
-    inflight: dict[Any, Job] = {}
-    started = time.monotonic()
-    try:
-        while queue or inflight:
-            while queue and len(inflight) < conc:
-                job, cfg = queue.pop(0)
-                task = _on_node(remote, (nodes or {}).get(job[0]))
-                inflight[task.remote(cfg.to_dict(), job[2], timeout_s, threads)] = job
-            ready, _ = ray.wait(list(inflight), num_returns=1)
-            for ref in ready:
-                job = inflight.pop(ref)
-                try:
-                    out = ray.get(ref)
-                except Exception as e:  # the worker died: a failed probe, not a failed study
-                    out = {
-                        "outcome": "failed",
-                        "cause": "worker_died",
-                        "error": f"{type(e).__name__}: {str(e)[:500]}",
-                        "summary": None,
-                    }
-                out["wall_clock_s"] = time.monotonic() - started
-                done(job, out)
-    except KeyboardInterrupt:
-        for ref in inflight:
-            with contextlib.suppress(Exception):
-                ray.cancel(ref, force=True)
-        print(
-            f"interrupted during the rungs ({fmt_s(time.monotonic() - started)}); run the same "
-            "command again to finish them",
-            file=sys.stderr,
-        )
-        return False
-    return True
-
-
-def _on_node(remote: Any, node: str | None) -> Any:
-    """`remote`, asked to run on `node` (where its state is) when that node has room; else
-    elsewhere at once (it then starts over), rather than waiting for that node."""
-    if not node:
-        return remote
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-    where = NodeAffinitySchedulingStrategy(node, soft=True, _spill_on_unavailable=True)
-    return remote.options(scheduling_strategy=where)

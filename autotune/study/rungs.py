@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autotune import space as sp
+from autotune.probe.outcome import Outcome
 from autotune.study import noise, pick
 
 
@@ -112,7 +113,7 @@ def closest(results: Sequence[RungResult], *, eta: int, min_promote: int) -> lis
         r
         for r in results
         if not r.baseline
-        and r.outcome == "complete"
+        and r.outcome == Outcome.COMPLETE
         and r.violation is not None
         and math.isfinite(r.violation)
     ]

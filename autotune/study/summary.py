@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune import space as sp
+from autotune.probe.outcome import Outcome
 from autotune.recipe.paired import format_line
 from autotune.recipe.seeds import ran_whole
 from autotune.recipe.verify import format_interval
@@ -93,7 +94,7 @@ def _tally(
     """Trials per outcome, the feasible ones' values, the baseline trial, and trials by number."""
     import optuna
 
-    counts: dict[str, int] = {"complete": 0, "diverged": 0, "oom": 0, "failed": 0, "running": 0}
+    counts: dict[str, int] = {**{o.value: 0 for o in Outcome}, "running": 0}
     feasible: list[tuple[int, list[float]]] = []
     baseline = None
     info: dict[int, Any] = {}
@@ -101,7 +102,7 @@ def _tally(
         if t.state == optuna.trial.TrialState.RUNNING:
             counts["running"] += 1
             continue
-        outcome = t.user_attrs.get(ua.OUTCOME, "failed")
+        outcome = ua.outcome(t)
         counts[outcome] = counts.get(outcome, 0) + 1
         info[t.number] = t
         if t.user_attrs.get(ua.BASELINE):
@@ -132,7 +133,7 @@ def _front_row(
 
 
 def _row(space: sp.Space, t: Any, ref: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    complete = t.user_attrs.get(ua.OUTCOME) == "complete"
+    complete = t.user_attrs.get(ua.OUTCOME) == Outcome.COMPLETE
     return {
         "number": t.number,
         "values": list(t.values) if t.values else None,
@@ -345,7 +346,7 @@ def _baseline_lines(summary: Mapping[str, Any]) -> list[str]:
     base = summary.get("baseline")
     if base is not None:
         state = base["outcome"] + (f" ({base['cause']})" if base.get("cause") else "")
-        if base["outcome"] == "complete" and not base["feasible"]:
+        if base["outcome"] == Outcome.COMPLETE and not base["feasible"]:
             broken = base.get("broken") or []
             state += f" (infeasible: breaks {', '.join(broken)})" if broken else " (infeasible)"
         screen = (summary.get("rungs") or [{}])[0].get("steps")

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from autotune.probe.outcome import Outcome
 from autotune.recipe import paired as pd
 from autotune.study import attrs as ua
 from autotune.study import pick as pk
@@ -147,7 +148,7 @@ def _causes(ver: Mapping[str, Any] | None) -> dict[str, int]:
     """Per cause, the seeds that did not complete (diverged or failed)."""
     out: dict[str, int] = {}
     for r in (ver or {}).get("runs") or []:
-        if r.get("outcome") != "complete":
+        if r.get("outcome") != Outcome.COMPLETE:
             key = str(r.get("cause") or r.get("outcome"))
             out[key] = out.get(key, 0) + 1
     return out

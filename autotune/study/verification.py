@@ -4,17 +4,14 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
-import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from autotune import space as sp
-from autotune.process.launcher import run_trial_process
+from autotune.probe.outcome import Outcome
 from autotune.recipe import verify as vf
 from autotune.recipe.seeds import ran_whole
 from autotune.study import attrs as ua
@@ -26,7 +23,7 @@ from autotune.study.options import StudyOptions
 from autotune.study.progress import fmt_s
 from autotune.study.records import baseline_trial
 from autotune.study.rungs import target_of
-from autotune.study.session import plan_resources
+from autotune.study.workers import ProbeJob, run_jobs
 from autotune.study.writer import MlflowWriter
 
 
@@ -72,18 +69,6 @@ def baseline_candidate(study: Any, space: sp.Space) -> Any | None:
     )
 
 
-def verify_task(
-    probe: dict[str, Any], env: dict[str, str], timeout_s: float, threads: int | None
-) -> dict[str, Any]:
-    """A Ray task: one verification probe in a fresh process on a worker."""
-    out = run_trial_process(probe, env, timeout_s=timeout_s, threads=threads)
-    with contextlib.suppress(Exception):
-        import ray
-
-        out["ray_node"] = ray.get_runtime_context().get_node_id()
-    return out
-
-
 def decided_steps(study: Any, space: sp.Space) -> int:
     """The length the study's answer is decided at: the top rung reached (else the screen)."""
     decided = ua.decided(study)
@@ -117,7 +102,6 @@ def verify_phase(
     steps = decided_steps(study, space)
     timeout = space.budget.trial_timeout_s * steps / space.probe.steps
     say = (lambda _t: None) if opts.quiet else print
-    conc, resources, threads = plan_resources(space, ray.cluster_resources())
     seeds = vf.seeds_for(space.probe.seed, space.verify.seeds)
     metrics = list(dict.fromkeys([*(o.metric for o in space.objectives), *vf.REPORTED]))
     with_base = " beside the baseline" if any(c.baseline for c in todo) else ""
@@ -125,12 +109,7 @@ def verify_phase(
         f"verifying {len(todo)} configuration(s){with_base} (trials "
         f"{', '.join(str(c.number) for c in todo)}) with seeds {seeds} at {steps} steps"
     )
-    remote = ray.remote(num_cpus=resources.get("cpu", 1.0), num_gpus=resources.get("gpu", 0.0))(
-        verify_task
-    )
     results, pending = _saved_seeds(study_dir, todo, seeds, steps)
-    inflight: dict[Any, tuple[Any, int]] = {}
-    started = time.monotonic()
     total = len(todo) * len(seeds)
 
     # The baseline's seeds are the reference of the others' relative constraints: they run
@@ -150,33 +129,34 @@ def verify_phase(
                     study, space, logger, c, results[c.number], metrics, steps, say, study_dir
                 )
 
+    def done(job: ProbeJob, out: dict[str, Any], elapsed_s: float) -> None:
+        c, seed = job.key
+        out.update(seed=seed, number=c.number, schedule_steps=target_of(space))
+        results[c.number].append(save_seed(study_dir, c.number, seed, out, steps))
+        n = sum(len(v) for v in results.values())
+        say(
+            f"  [{n}/{total}] trial {c.number} seed {seed}: {out['outcome']}"
+            + (f" ({out['cause']})" if out.get("cause") else "")
+            + f"  [{fmt_s(elapsed_s)}]"
+        )
+        finish_ready()
+
     finish_ready()
-    try:
-        while pending or inflight:
-            while pending and len(inflight) < conc:
-                c, seed = pending.pop(0)
-                cfg = sp.probe_config(
-                    space, knobs=c.knobs, env=c.env, seed=seed, steps=steps
-                ).for_baseline(c.baseline)
-                ref = remote.remote(cfg.to_dict(), c.env, timeout, threads)
-                inflight[ref] = (c, seed)
-            ready, _ = ray.wait(list(inflight), num_returns=1)
-            for ref in ready:
-                c, seed = inflight.pop(ref)
-                out = _seed_outcome(ray, ref)
-                out.update(seed=seed, number=c.number, schedule_steps=target_of(space))
-                results[c.number].append(save_seed(study_dir, c.number, seed, out, steps))
-                done = sum(len(v) for v in results.values())
-                say(
-                    f"  [{done}/{total}] trial {c.number} seed {seed}: {out['outcome']}"
-                    + (f" ({out['cause']})" if out.get("cause") else "")
-                    + f"  [{fmt_s(time.monotonic() - started)}]"
-                )
-                finish_ready()
-    except KeyboardInterrupt:
-        _cancel(ray, inflight)
-        return True
-    return False
+    jobs = [
+        ProbeJob(
+            (c, seed),
+            sp.probe_config(space, knobs=c.knobs, env=c.env, seed=seed, steps=steps).for_baseline(
+                c.baseline
+            ),
+            c.env,
+        )
+        for c, seed in pending
+    ]
+    return not run_jobs(space, ray, jobs, timeout, done, lambda _s: INTERRUPTED)
+
+
+#: What an interrupted verification says (on stderr).
+INTERRUPTED = "interrupted during verification; run the same command again to finish it"
 
 
 def _saved_seeds(
@@ -194,20 +174,6 @@ def _saved_seeds(
             else:
                 pending.append((c, seed))
     return results, pending
-
-
-def _seed_outcome(ray: Any, ref: Any) -> dict[str, Any]:
-    """One seed's outcome; a worker that died is a failed seed, not a failed study."""
-    try:
-        out: dict[str, Any] = ray.get(ref)
-        return out
-    except Exception as e:
-        return {
-            "outcome": "failed",
-            "cause": "worker_died",
-            "error": f"{type(e).__name__}: {str(e)[:500]}",
-            "summary": None,
-        }
 
 
 def _record_verified(
@@ -244,8 +210,8 @@ def judge_seeds(
     steps = int(res["steps"])
     refs = baseline_references(study, space, study_dir, steps, [int(r["seed"]) for r in runs])
     for row, r, ref in zip(res["runs"], runs, refs, strict=True):
-        row["feasible"] = r.get("outcome") == "complete" and feasible(
-            space, "complete", _metrics(r), ref
+        row["feasible"] = r.get("outcome") == Outcome.COMPLETE and feasible(
+            space, Outcome.COMPLETE, _metrics(r), ref
         )
     res["all_feasible"] = all(row["feasible"] for row in res["runs"])
     res["vacuous"] = sorted({label for ref in refs for label in vacuous(space, ref)})
@@ -276,13 +242,3 @@ def baseline_references(
 
 def _metrics(run: dict[str, Any]) -> dict[str, Any]:
     return dict((run.get("summary") or {}).get("metrics") or {})
-
-
-def _cancel(ray: Any, inflight: dict[Any, Any]) -> None:
-    for ref in inflight:
-        with contextlib.suppress(Exception):
-            ray.cancel(ref, force=True)
-    print(
-        "interrupted during verification; run the same command again to finish it",
-        file=sys.stderr,
-    )

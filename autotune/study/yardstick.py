@@ -22,14 +22,16 @@ from pathlib import Path
 from typing import Any
 
 from autotune import space as sp
+from autotune.probe.outcome import Outcome
 from autotune.recipe.seeds import interval, ran_whole, seeds_for
 from autotune.study import attrs as ua
 from autotune.study.folder import verify_path
 from autotune.study.options import StudyOptions
 from autotune.study.records import baseline_trial
-from autotune.study.rung_phase import run_probe_jobs
+from autotune.study.rung_phase import interrupted
 from autotune.study.rungs import target_of
 from autotune.study.verification import save_seed
+from autotune.study.workers import ProbeJob, run_jobs
 
 
 def wanted(space: sp.Space) -> bool:
@@ -52,19 +54,16 @@ def yardstick_phase(opts: StudyOptions, study: Any, study_dir: Path, ray: Any) -
     if todo and not opts.quiet:
         print(f"the baseline's screen at seeds {todo} too: the yardstick of relative constraints")
 
-    jobs = [(base.number, knobs, env) for _ in todo]  # one object per seed: `done` maps back
-    seed_of = {id(job): s for job, s in zip(jobs, todo, strict=True)}
+    def done(job: ProbeJob, out: dict[str, Any], elapsed_s: float) -> None:
+        out["wall_clock_s"] = elapsed_s
+        out.update(seed=job.key, number=base.number, schedule_steps=target_of(space))
+        save_seed(study_dir, base.number, job.key, out, steps)
 
-    def done(job: Any, out: dict[str, Any]) -> None:
-        seed = seed_of[id(job)]
-        out.update(seed=seed, number=base.number, schedule_steps=target_of(space))
-        save_seed(study_dir, base.number, seed, out, steps)
-
-    configs = [
-        (job, sp.probe_config(space, knobs=knobs, env=env, seed=s).for_baseline())
-        for job, s in zip(jobs, todo, strict=True)
+    jobs = [
+        ProbeJob(s, sp.probe_config(space, knobs=knobs, env=env, seed=s).for_baseline(), env)
+        for s in todo
     ]
-    if not run_probe_jobs(space, ray, configs, space.budget.trial_timeout_s, done):
+    if not run_jobs(space, ray, jobs, space.budget.trial_timeout_s, done, interrupted):
         return True
     runs = [_base_run(base, space.probe.seed)]
     for s in seeds:
@@ -96,8 +95,8 @@ def reference_over_seeds(space: sp.Space, runs: Sequence[Mapping[str, Any]]) -> 
     usable = [
         r
         for r in runs
-        if r.get("outcome") == "complete"
-        or (r.get("outcome") == "diverged" and ran_whole(r.get("summary")))
+        if r.get("outcome") == Outcome.COMPLETE
+        or (r.get("outcome") == Outcome.DIVERGED and ran_whole(r.get("summary")))
     ]
     metrics: dict[str, Any] = {}
     ref: dict[str, float] = {}

@@ -16,6 +16,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from autotune.numbers import finite
+from autotune.probe.outcome import Outcome
 
 DPI = 120
 MAX_CURVES = 10
@@ -36,7 +37,7 @@ _CURVE_COLORS = (
     "#aec7e8",
     "#98df8a",
 )
-_INFEASIBLE_OUTCOMES = {"diverged", "oom", "failed"}
+_INFEASIBLE_OUTCOMES = {Outcome.DIVERGED, Outcome.OOM, Outcome.FAILED}
 
 
 def _figure(width: float, height: float) -> Figure:

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from mlflow.entities import Metric, Run
     from mlflow.tracking import MlflowClient
 
+from autotune.probe.outcome import Outcome
 from autotune.tracking.connection import one_line
 from autotune.tracking.values import (
     bool_str,
@@ -275,7 +276,7 @@ def _log_and_close(
     log_metrics(client, run_id, _trial_metrics(record, summary, now_ms))
     names = (summary.get("metrics") or {}).keys()
     log_metrics(client, run_id, _series_metrics(summary.get("series") or {}, now_ms, names))
-    failed = str(record.get("outcome") or "failed") in ("failed", "oom")
+    failed = str(record.get("outcome") or Outcome.FAILED) in (Outcome.FAILED, Outcome.OOM)
     status = RunStatus.FAILED if failed else RunStatus.FINISHED
     client.set_terminated(run_id, status=RunStatus.to_string(status), end_time=now_ms)
     client.set_tag(run_id, TAG_LOGGED, "true")
@@ -307,7 +308,7 @@ def _trial_tags(
         TAG_STUDY: study_name,
         TAG_ROLE: "trial",
         TAG_TRIAL_NUMBER: str(int(outcome["number"])),
-        "autotune.outcome": str(outcome.get("outcome") or "failed"),
+        "autotune.outcome": str(outcome.get("outcome") or Outcome.FAILED.value),
         "autotune.baseline": bool_str(outcome.get("baseline")),
         "autotune.feasible": bool_str(outcome.get("feasible")),
     }
@@ -413,7 +414,7 @@ def _log_trial_artifacts(
         client.log_text(run_id, to_json(outcome["fingerprint"]), "fingerprint.json")
     if summary.get("anomaly"):
         client.log_text(run_id, to_json(summary["anomaly"]), "anomaly.json")
-    if outcome.get("outcome") != "complete":
+    if outcome.get("outcome") != Outcome.COMPLETE:
         if outcome.get("log_tail"):
             client.log_text(run_id, str(outcome["log_tail"]), "log_tail.txt")
         if outcome.get("error"):

@@ -15,6 +15,7 @@ from autotune.numbers import finite
 if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient
 
+from autotune.probe.outcome import Outcome
 from autotune.tracking.connection import one_line
 from autotune.tracking.runs import log
 from autotune.tracking.values import clean_key, json_safe, log_entities, log_metrics, plain, to_json
@@ -114,10 +115,10 @@ def _pick(summary: Mapping[str, Any], pareto: list[dict[str, Any]]) -> dict[str,
 
 
 def _counts(outcomes: Iterable[Mapping[str, Any]], given: Mapping[str, Any]) -> dict[str, int]:
-    counts = {"complete": 0, "diverged": 0, "failed": 0, "oom": 0}
+    counts = {o.value: 0 for o in (Outcome.COMPLETE, Outcome.DIVERGED, Outcome.FAILED, Outcome.OOM)}
     total = 0
     for outcome in outcomes:
-        key = str(outcome.get("outcome") or "failed")
+        key = str(outcome.get("outcome") or Outcome.FAILED.value)
         counts[key] = counts.get(key, 0) + 1
         total += 1
     counts["total"] = total

@@ -1,0 +1,211 @@
+"""The worker side of a study: what runs a probe on a Ray worker, the driver's loop that hands
+probes to the workers, and the record of a probe whose worker failed it.
+
+Every probe of a study runs the same way on its worker (`run_probe`): one process of its own
+(`autotune.process.launcher.run_trial_process`) with the trial's environment knobs, the CPU
+threads `session.plan_resources` gives it and a time limit, its record tagged with the Ray node
+that ran it (where its state is kept, for a rung to continue it).
+
+- The screen's trials run as the Ray Tune function `trainable`: Tune's searcher asks Optuna for
+  them (`adapter`), and Tune places them and keeps one worker (with its zygote: `spare=True`)
+  trial after trial (`reuse_actors`). Tune owns their submission and their wait, so they do not
+  go through `run_jobs`; a trial whose worker Tune reports dead is recorded by `worker_died`.
+- The rungs, the baseline's yardstick seeds and the verification run `probe_task` as plain Ray
+  tasks through `run_jobs`: as many at once as `plan_resources` allows, each with its resources,
+  a rung's on the node that holds its state when that node has room; a task whose worker died
+  (node lost, worker killed) is a failed probe (`worker_died`), not a failed study.
+
+Two records of a worker's failure: `worker_error`, autotune's side of the trial raised on the
+worker (the screen's trainable catches it: its exception named, its traceback kept), and
+`worker_died`, the worker never returned.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from autotune import space as sp
+from autotune.probe import ProbeConfig
+from autotune.probe.outcome import Outcome
+from autotune.process.launcher import run_trial_process
+from autotune.study.session import plan_resources
+
+#: The cause of a probe whose Ray worker never returned (node lost, worker killed).
+WORKER_DIED = "worker_died"
+#: The cause of a trial whose process the Ray worker could not run or watch.
+WORKER_ERROR = "worker_error"
+#: What a screen trial Ray Tune reports as errored (no payload) was: its worker died.
+DIED_IN_TUNE = "the Ray worker running this trial died (node lost, or the worker was killed)"
+
+
+def run_probe(
+    probe: Mapping[str, Any],
+    env: Mapping[str, str],
+    timeout_s: float,
+    threads: int | None,
+    *,
+    spare: bool = False,
+    extra_env: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """One probe in a process of its own on this worker (see `run_trial_process`): `probe` the
+    `ProbeConfig` as a dict, `env` its environment knobs, `extra_env` autotune's own variables;
+    `spare`: forked by this worker's zygote."""
+    return run_trial_process(
+        probe, env, timeout_s=timeout_s, threads=threads, spare=spare, extra_env=extra_env
+    )
+
+
+def tag_node(out: dict[str, Any]) -> dict[str, Any]:
+    """`out` with `ray_node`, the id of the Ray node this runs on (none outside Ray)."""
+    with contextlib.suppress(Exception):
+        import ray
+
+        out["ray_node"] = ray.get_runtime_context().get_node_id()
+    return out
+
+
+def probe_task(
+    probe: dict[str, Any], env: dict[str, str], timeout_s: float, threads: int | None
+) -> dict[str, Any]:
+    """A Ray task: one probe (a rung's, a yardstick seed's, a verification seed's) in a fresh
+    process on a worker. What raises here reaches the driver as a dead worker (`run_jobs`)."""
+    return tag_node(run_probe(probe, env, timeout_s, threads))
+
+
+def trainable(config: dict[str, Any]) -> None:
+    """The Ray Tune function trainable of the screen: one trial = one probe process, forked by
+    the worker's zygote (see `autotune.process.launcher`); reported once, as a JSON string, so
+    that Tune does not flatten the step series into columns."""
+    from ray import tune
+
+    try:
+        out = run_probe(
+            config["probe"],
+            config["env"],
+            config["timeout_s"],
+            config.get("threads"),
+            spare=True,
+            extra_env=config.get("process_env"),
+        )
+    except Exception as e:  # autotune's side of the trial broke: a failed trial with its cause
+        out = worker_error(e)
+    out["number"] = config["number"]
+    tag_node(out)
+    tune.report({"autotune_done": 1, "autotune_payload": json.dumps(out, default=str)})
+
+
+def worker_error(e: BaseException) -> dict[str, Any]:
+    """The record of a trial whose process could not be run or watched on its Ray worker:
+    cause `worker_error`, the exception's type and message, and the traceback's tail."""
+    import traceback
+
+    first = (str(e).splitlines() or [""])[0][:500]
+    tb = "".join(traceback.format_exception(type(e), e, e.__traceback__))
+    return {
+        "outcome": Outcome.FAILED.value,
+        "cause": WORKER_ERROR,
+        "error": f"{type(e).__name__}: {first}" if first else type(e).__name__,
+        "log_tail": tb[-4000:],
+        "summary": None,
+        "fingerprint": None,
+        "node": socket.gethostname(),
+    }
+
+
+def worker_died(error: str) -> dict[str, Any]:
+    """The record of a probe whose Ray worker never returned it (node lost, worker killed):
+    failed, cause `worker_died`, `error` what Ray said; no summary."""
+    return {"outcome": Outcome.FAILED.value, "cause": WORKER_DIED, "error": error, "summary": None}
+
+
+def died_in_tune(number: int) -> dict[str, Any]:
+    """The record of screen trial `number` that Ray Tune reports errored without a result: its
+    worker died (`worker_died`), with the empty log tail and no fingerprint of a trial's record."""
+    died = worker_died(DIED_IN_TUNE)
+    return {
+        "number": number,
+        "outcome": died["outcome"],
+        "cause": died["cause"],
+        "error": died["error"],
+        "log_tail": "",
+        "summary": died["summary"],
+        "fingerprint": None,
+    }
+
+
+def collect(ray: Any, ref: Any) -> dict[str, Any]:
+    """A finished task's record: what the probe returned, or `worker_died` with Ray's error."""
+    try:
+        out: dict[str, Any] = ray.get(ref)
+        return out
+    except Exception as e:  # the worker died: a failed probe, not a failed study
+        return worker_died(f"{type(e).__name__}: {str(e)[:500]}")
+
+
+@dataclass(frozen=True, eq=False)
+class ProbeJob:
+    """One probe for `run_jobs`: `key` the caller's (what `done` is told), `probe` its config,
+    `env` its environment knobs, `node` the Ray node to prefer (where its state is; soft)."""
+
+    key: Any
+    probe: ProbeConfig
+    env: Mapping[str, str]
+    node: str | None = None
+
+
+def run_jobs(
+    space: sp.Space,
+    ray: Any,
+    jobs: Sequence[ProbeJob],
+    timeout_s: float,
+    done: Callable[[ProbeJob, dict[str, Any], float], None],
+    interrupted: Callable[[float], str],
+) -> bool:
+    """Run `jobs` as Ray tasks (`probe_task`), in order, as many at once as `plan_resources`
+    allows; call `done(job, record, seconds since the first was handed out)` as each finishes
+    (`collect`). False when interrupted: the tasks in flight are cancelled and
+    `interrupted(seconds)` printed to stderr."""
+    if not jobs:
+        return True
+    conc, resources, threads = plan_resources(space, ray.cluster_resources())
+    remote = ray.remote(num_cpus=resources.get("cpu", 1.0), num_gpus=resources.get("gpu", 0.0))(
+        probe_task
+    )
+    queue = list(jobs)
+    inflight: dict[Any, ProbeJob] = {}
+    started = time.monotonic()
+    try:
+        while queue or inflight:
+            while queue and len(inflight) < conc:
+                job = queue.pop(0)
+                task = on_node(remote, job.node)
+                inflight[task.remote(job.probe.to_dict(), dict(job.env), timeout_s, threads)] = job
+            ready, _ = ray.wait(list(inflight), num_returns=1)
+            for ref in ready:
+                job = inflight.pop(ref)
+                done(job, collect(ray, ref), time.monotonic() - started)
+    except KeyboardInterrupt:
+        for ref in inflight:
+            with contextlib.suppress(Exception):
+                ray.cancel(ref, force=True)
+        print(interrupted(time.monotonic() - started), file=sys.stderr)
+        return False
+    return True
+
+
+def on_node(remote: Any, node: str | None) -> Any:
+    """`remote`, asked to run on `node` (where its state is) when that node has room; else
+    elsewhere at once (it then starts over), rather than waiting for that node."""
+    if not node:
+        return remote
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    where = NodeAffinitySchedulingStrategy(node, soft=True, _spill_on_unavailable=True)
+    return remote.options(scheduling_strategy=where)

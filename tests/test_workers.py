@@ -1,0 +1,128 @@
+"""The worker side of a study (`autotune.study.workers`): the records of a worker's failure, and
+the job runner the rungs, the yardstick and the verification share, on a real local Ray."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from autotune import space as sp
+from autotune.probe.outcome import Outcome
+from autotune.study import workers
+
+
+def test_a_dead_worker_is_one_failed_record_with_the_error_ray_gave() -> None:
+    died = workers.worker_died("WorkerCrashedError: gone")
+    assert list(died.items()) == [
+        ("outcome", "failed"),
+        ("cause", "worker_died"),
+        ("error", "WorkerCrashedError: gone"),
+        ("summary", None),
+    ]
+    assert json.dumps(died) == (
+        '{"outcome": "failed", "cause": "worker_died", "error": "WorkerCrashedError: gone", '
+        '"summary": null}'
+    )
+
+
+def test_a_screen_trial_tune_lost_is_the_same_record_as_a_trials() -> None:
+    """Keys and order as the searcher wrote them before the worker side had one record."""
+    rec = workers.died_in_tune(7)
+    assert list(rec) == [
+        "number",
+        "outcome",
+        "cause",
+        "error",
+        "log_tail",
+        "summary",
+        "fingerprint",
+    ]
+    assert rec["number"] == 7 and rec["outcome"] == Outcome.FAILED
+    assert rec["cause"] == workers.WORKER_DIED and rec["log_tail"] == ""
+    assert rec["error"] == (
+        "the Ray worker running this trial died (node lost, or the worker was killed)"
+    )
+    assert rec["summary"] is None and rec["fingerprint"] is None
+
+
+def test_an_error_on_the_worker_names_the_exception_and_keeps_its_traceback() -> None:
+    try:
+        raise OSError("Argument list too long\nsecond line")
+    except OSError as e:
+        rec = workers.worker_error(e)
+    assert rec["outcome"] == "failed" and rec["cause"] == "worker_error"
+    assert rec["error"] == "OSError: Argument list too long"
+    assert "Traceback" in rec["log_tail"] and "test_an_error_on_the_worker" in rec["log_tail"]
+    assert rec["summary"] is None and rec["fingerprint"] is None and rec["node"]
+    assert workers.worker_error(ValueError())["error"] == "ValueError"
+
+
+# A script that kills its Ray worker (its probe process's parent) before it reports.
+KILLER = "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\nimport time\ntime.sleep(60)\n"
+FINE = (
+    "import autotune\n"
+    "trial = autotune.trial(steps=10, micro_batch=2)\n"
+    "for i in range(trial.steps):\n"
+    "    trial.report(i, loss=1.0 / (i + 1))\n"
+)
+SPACE = """\
+name: workers
+workload: {{script: {script}}}
+probe: {{steps: 10, micro_batch: 2, threads: 1}}
+budget: {{trials: 2, concurrency: 1, cpus_per_trial: 1}}
+knobs:
+  lr: 0.01
+"""
+
+
+def _space(tmp: Path, name: str, script: str) -> sp.Space:
+    (tmp / f"{name}.py").write_text(script)
+    path = tmp / f"{name}.yaml"
+    path.write_text(SPACE.format(script=str(tmp / f"{name}.py")))
+    return sp.load(str(path))
+
+
+@pytest.mark.integration
+def test_jobs_run_in_order_and_a_dead_worker_is_a_failed_probe_not_a_failed_run(
+    tmp_path: Path,
+) -> None:
+    import ray
+
+    fine, killer = _space(tmp_path, "fine", FINE), _space(tmp_path, "killer", KILLER)
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    temp = Path(tempfile.gettempdir()) / f"autotune-ray-{os.getuid()}"
+    temp.mkdir(parents=True, exist_ok=True)
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        logging_level="ERROR",
+        _temp_dir=str(temp),
+    )
+    try:
+        here = ray.get_runtime_context().get_node_id()
+        jobs = [
+            workers.ProbeJob("killed", sp.probe_config(killer), {}),
+            workers.ProbeJob("fine", sp.probe_config(fine), {}, node=here),
+        ]
+        seen: list[tuple[Any, dict[str, Any], float]] = []
+        ok = workers.run_jobs(
+            fine, ray, jobs, 120, lambda j, out, s: seen.append((j.key, out, s)), str
+        )
+    finally:
+        ray.shutdown()
+    assert ok is True
+    # on 2 CPUs one probe at a time (one core kept for the driver): in the order given
+    assert [key for key, _, _ in seen] == ["killed", "fine"]
+    killed, done = seen[0][1], seen[1][1]
+    assert killed["outcome"] == "failed" and killed["cause"] == "worker_died", killed
+    assert set(killed) == {"outcome", "cause", "error", "summary"}
+    assert "Worker" in killed["error"] or "died" in killed["error"], killed["error"]
+    assert done["outcome"] == "complete", done.get("log_tail")
+    assert done["ray_node"] == here and done["summary"]["steps_run"] == 10
+    assert 0 < seen[0][2] <= seen[1][2]
