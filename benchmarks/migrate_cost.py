@@ -58,9 +58,10 @@ def main() -> None:
         run([*me, "export", "st", "--audit", "-o", "recipe.yaml"], folder)
         shown = json.loads(run([*me, "show", "st", "--json"], folder))
         study_samples = (shown.get("compute") or {}).get("total")
-        import torch
+        from autotune import Recipe
 
-        threads = 2 if torch.get_num_threads() == 1 else 1
+        recorded = Recipe.load(folder / "recipe.yaml").fingerprint or {}
+        threads = 2 if int(recorded.get("env", {}).get("torch_threads") or 1) == 1 else 1
         env = dict(os.environ, PYTHONPATH=str(ROOT))
         for mode in ("as a user runs it", "--full"):
             cmd = [other_python(), "-m", "autotune", "migrate", "recipe.yaml", "--json"]

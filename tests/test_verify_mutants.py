@@ -477,6 +477,7 @@ def test_verify_recipe_runs_the_recipe_and_the_baseline_on_the_same_seeds(
         "seeds": [1, 2, 3],
         "steps": 50,
         "recipe_result": rec,
+        "loss_series": vf.loss_series(runs[:3]),  # none here: the fake probes report no series
         "baseline_result": base,
         "promised_steps": 50,
         "vs_baseline": vf.paired.compare(

@@ -78,24 +78,9 @@ def migrate(
     if not audit:
         ops["status"] = "skipped"
 
-    fast: dict[str, Any] = {"reproduces": False, "runs": [], "why": "--full"}
-    if not full:
-        fast = reproduces(recipe, steps=steps, threads=threads, timeout_s=timeout_s, say=say)
-    if fast["reproduces"]:
-        holds = reproduced(recipe, fast, threads)
-    else:
-        say(f"{fast['why']}: re-running recipe {recipe.name} and the baseline over {seeds} seed(s)")
-        holds = rerun(
-            recipe,
-            seeds=seeds,
-            steps=steps,
-            threads=threads,
-            timeout_s=timeout_s,
-            say=say,
-            done=fast["runs"],
-        )
-        holds["reproduced"] = None
-        holds["not_reproduced"] = fast["why"]
+    holds = check(
+        recipe, full, seeds=seeds, steps=steps, threads=threads, timeout_s=timeout_s, say=say
+    )
     here_fp = holds.get("fingerprint") or fingerprint.collect()
     diffs = differences(recipe.fingerprint, here_fp)
     inert = knob_classes.inert_env(recipe.env, str(here_fp.get("platform")), int(recipe.world_size))
@@ -112,10 +97,6 @@ def migrate(
             f" A study of {retuned['trials']} trial(s) ({retuned['source_trials']} in the source's "
             f"space), warm-started from the recipe, re-tuned them: {retuned['recipe']}."
         )
-    n_probes = len(holds["recipe_result"]["runs"]) + len(
-        (holds.get("baseline_result") or {}).get("runs") or []
-    )
-    study_compute = (recipe.source or {}).get("compute") or {}
     result: dict[str, Any] = {
         "recipe": recipe.name,
         "verdict": verdict,
@@ -129,17 +110,7 @@ def migrate(
         "knob_classes": knob_classes.classes(searched, recipe.env),
         "inert_env": inert,
         "retune": plan,
-        "compute": {
-            "samples": holds["samples"],
-            "probes": n_probes,
-            "probe_wall_s": holds["wall_s"],
-            "audit_wall_s": audit_wall,
-            "retune_samples": (retuned or {}).get("samples"),
-            "study_samples": study_compute.get("total"),
-            "share_of_study": (
-                holds["samples"] / study_compute["total"] if study_compute.get("total") else None
-            ),
-        },
+        "compute": _compute(recipe, holds, audit_wall, retuned),
     }
     png = plot_curve(holds.get("curve") or {}, out / PLOT)
     result["png"] = str(png) if png else None
@@ -149,6 +120,59 @@ def migrate(
     result["report"] = str(report)
     result["run_id"] = log_report(client, result) if client is not None else None
     return result
+
+
+def _compute(
+    recipe: Recipe, holds: dict[str, Any], audit_wall: float, retuned: dict[str, Any] | None
+) -> dict[str, Any]:
+    """What the check spent, beside what the source study spent."""
+    n_probes = len(holds["recipe_result"]["runs"]) + len(
+        (holds.get("baseline_result") or {}).get("runs") or []
+    )
+    study_compute = (recipe.source or {}).get("compute") or {}
+    return {
+        "samples": holds["samples"],
+        "probes": n_probes,
+        "probe_wall_s": holds["wall_s"],
+        "audit_wall_s": audit_wall,
+        "retune_samples": (retuned or {}).get("samples"),
+        "study_samples": study_compute.get("total"),
+        "share_of_study": (
+            holds["samples"] / study_compute["total"] if study_compute.get("total") else None
+        ),
+    }
+
+
+def check(
+    recipe: Recipe,
+    full: bool,
+    *,
+    seeds: int,
+    steps: int | None,
+    threads: int,
+    timeout_s: float,
+    say: Callable[[str], None],
+) -> dict[str, Any]:
+    """Does the recipe hold here: the cheap check (its recorded run reproduces), else (or with
+    `full`) the recipe and the baseline over the seeds, the first probe reused."""
+    fast: dict[str, Any] = {"reproduces": False, "runs": [], "why": "--full"}
+    if not full:
+        fast = reproduces(recipe, steps=steps, threads=threads, timeout_s=timeout_s, say=say)
+    if fast["reproduces"]:
+        return reproduced(recipe, fast, threads)
+    say(f"{fast['why']}: re-running recipe {recipe.name} and the baseline over {seeds} seed(s)")
+    holds = rerun(
+        recipe,
+        seeds=seeds,
+        steps=steps,
+        threads=threads,
+        timeout_s=timeout_s,
+        say=say,
+        done=fast["runs"],
+    )
+    holds["reproduced"] = None
+    holds["not_reproduced"] = fast["why"]
+    return holds
 
 
 def verdict_of(
