@@ -46,6 +46,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--space", default="gradclip")
     ap.add_argument("--seeds", type=int, default=3, help="migrate's seeds per side")
+    ap.add_argument(
+        "--threads-here",
+        choices=("other", "same"),
+        default="other",
+        help="migrate at another thread count than the study's (numerics move) or the same",
+    )
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     me = [sys.executable, "-m", "autotune"]
@@ -61,7 +67,8 @@ def main() -> None:
         from autotune import Recipe
 
         recorded = Recipe.load(folder / "recipe.yaml").fingerprint or {}
-        threads = 2 if int(recorded.get("env", {}).get("torch_threads") or 1) == 1 else 1
+        had = int(recorded.get("env", {}).get("torch_threads") or 1)
+        threads = had if args.threads_here == "same" else (2 if had == 1 else 1)
         env = dict(os.environ, PYTHONPATH=str(ROOT))
         for mode in ("as a user runs it", "--full"):
             cmd = [other_python(), "-m", "autotune", "migrate", "recipe.yaml", "--json"]
@@ -85,7 +92,10 @@ def main() -> None:
                 }
             )
             print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
-    print(f"study {args.space}: {study_samples:,} samples, {study_wall:.0f} s")
+    print(
+        f"study {args.space}: {study_samples:,} samples, {study_wall:.0f} s; "
+        f"migrate at {threads} thread(s)"
+    )
     print("| migrate | verdict | decided by | probes | samples | share of the study | wall s |")
     print("|---|---|---|---|---|---|---|")
     for r in rows:
@@ -94,7 +104,12 @@ def main() -> None:
             f"{r['share']:.1%} | {r['wall_s']} |"
         )
     if args.json:
-        meta = {"study_samples": study_samples, "study_wall_s": study_wall, "load": os.getloadavg()}
+        meta = {
+            "study_samples": study_samples,
+            "study_wall_s": study_wall,
+            "threads_here": threads,
+            "load": os.getloadavg(),
+        }
         args.json.write_text(json.dumps({"rows": rows, **meta}, indent=1))
 
 
