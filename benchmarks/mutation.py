@@ -9,7 +9,7 @@ cores.
     python benchmarks/mutation.py                      # the verdict modules, all their mutants
     python benchmarks/mutation.py --module autotune/study/rungs.py --children 2
     python benchmarks/mutation.py --module autotune/study/rungs.py \
-        --tests tests/test_rungs.py --tests tests/test_rungs_chance.py
+        --tests tests/study/test_rungs.py --tests tests/study/test_rungs_chance.py
 
 `--tests` runs each mutant against those test files only (those of them that reach its
 function) instead of the whole unit suite: minutes instead of an hour on a busy 2-core machine.

@@ -1,6 +1,6 @@
 """student_t: tabular regression with heavy-tailed (Student-t, 2 degrees of freedom) noise on the
 targets. A measurement workload for the divergence monitor (benchmarks/divergence_calibration.py
-and tests/test_divergence.py), not a built-in: its per-batch MSE loss jumps far above its
+and tests/probe/test_divergence.py), not a built-in: its per-batch MSE loss jumps far above its
 typical value whenever a batch holds an outlier target, and those jumps are gone a step later.
 
 The task: inputs x ~ N(0, I) (24 features); the target is a fixed random linear map of x plus a

@@ -14,7 +14,7 @@ from autotune import space as sp
 from autotune import study as at
 from autotune.errors import SpaceError
 
-SHIPPED = Path(__file__).parents[1] / "search_spaces" / "clip_policy.yaml"
+SHIPPED = Path(__file__).parents[2] / "search_spaces" / "clip_policy.yaml"
 CHILDREN = {
     "norm": {"clip_norm"},
     "agc": {"agc_lambda"},
@@ -113,7 +113,7 @@ def test_an_eps_float16_cannot_hold_is_warned_in_an_fp16_space(
 
 
 def test_the_shipped_fp16_spaces_are_checked_against_float16() -> None:
-    shipped = Path(__file__).parents[1] / "search_spaces"
+    shipped = Path(__file__).parents[2] / "search_spaces"
     fp16 = [p for p in sorted(shipped.glob("*.yaml")) if sp.load(str(p)).probe.precision == "fp16"]
     assert fp16  # amp, ddp_amp
     for path in fp16:

@@ -173,7 +173,7 @@ def test_thresholds_reject_bad_values() -> None:
 
 # ----- real probes ----------------------------------------------------------------------------
 
-STUDENT_T = Path(__file__).resolve().parent.parent / "benchmarks" / "workloads" / "student_t.py"
+STUDENT_T = Path(__file__).resolve().parents[2] / "benchmarks" / "workloads" / "student_t.py"
 
 
 def student_t(**changes: object) -> ProbeConfig:

@@ -26,7 +26,7 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore:For backward compatibility, 'str' dtypes"),
 ]
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 VAR = "AUTOTUNE_SECOND_ENV"
 
 

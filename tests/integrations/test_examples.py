@@ -24,12 +24,13 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore:For backward compatibility, 'str' dtypes"),
 ]
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 STEPS = 30
 # The examples' own budget.target_steps promotes through longer rungs; these tests look at the
 # screen and the recipe, so they decide at the probe length, as fast as before. At 30 steps a
 # random trial may end above 1.05x the baseline's loss; the recipe tests export trial 1 whatever
-# it is, so the constraints are lifted (the examples' constraints are tested in test_space.py).
+# it is, so the constraints are lifted (the examples' constraints are tested in
+# tests/space/test_space_find.py).
 SHORT = (f"probe.steps={STEPS}", f"budget.target_steps={STEPS}", "constraints=[]")
 # An explosion is a divergence once it persisted (default 20 steps): 5 here, within 30 steps.
 PERSIST = ("probe.divergence.persist_steps=5",)

@@ -14,7 +14,7 @@ from autotune.errors import WorkloadError
 from autotune.probe import ProbeConfig, run_probe
 from autotune.probe.workload import Workload, resolve
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 REFS = {
     "heavy_tail": f"{ROOT}/benchmarks/workloads/heavy_tail.py:make",
     "gru_lm": f"{ROOT}/benchmarks/workloads/gru_lm.py:make",

@@ -22,7 +22,7 @@ import torch
 
 from autotune import fingerprint as fpmod
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 MI250_PROPS = SimpleNamespace(
     name="AMD Instinct MI250X/MI250",

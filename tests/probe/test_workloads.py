@@ -151,7 +151,7 @@ def test_a_few_adamw_steps_reduce_the_loss_on_a_fixed_batch(workload: Workload) 
 
 
 def test_builtin_files_import_no_autotune_internals() -> None:
-    folder = Path(__file__).resolve().parents[1] / "workloads"
+    folder = Path(__file__).resolve().parents[2] / "workloads"
     for path in sorted(folder.glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
@@ -396,7 +396,7 @@ def test_importing_the_module_is_cheap() -> None:
         "import sys, autotune.probe.workload; "
         "print(sorted(m for m in ('torch', 'ray', 'mlflow', 'optuna') if m in sys.modules))"
     )
-    repo = str(Path(__file__).resolve().parents[1])
+    repo = str(Path(__file__).resolve().parents[2])
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=repo
     )

@@ -1,5 +1,6 @@
 """Which probes of a study keep a state and which continue one (`autotune.study.states`), and
-the states' removal. Plain data: no probe runs here (tests/test_study_rungs.py runs a study)."""
+the states' removal. Plain data: no probe runs here (tests/study/test_study_rungs.py runs a
+study)."""
 
 from __future__ import annotations
 

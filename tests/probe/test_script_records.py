@@ -139,7 +139,7 @@ def test_probe_json_is_json_alone_on_stdout(tmp_path: Path) -> None:
     (tmp_path / "train.py").write_text(SCRIPT)
     space = tmp_path / "space.yaml"
     space.write_text(SPACE.format(steps=STEPS, threads=", threads: 1"))
-    root = str(Path(__file__).resolve().parents[1])
+    root = str(Path(__file__).resolve().parents[2])
     env = {**os.environ, "PYTHONPATH": root, "START_A_PROCESS": "1"}
     proc = subprocess.run(
         [sys.executable, "-m", "autotune", "probe", "--space", str(space), "--json"],

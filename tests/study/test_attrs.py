@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 from autotune.study import attrs as ua
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "autotune"
 OWNER = PACKAGE / "study" / "attrs.py"
 

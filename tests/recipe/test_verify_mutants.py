@@ -387,7 +387,7 @@ def test_an_unknown_workload_is_named_with_its_recipe() -> None:
 # ---------------------------------------------------------------------------------------------
 # verify_recipe's orchestration. The probe processes are replaced by recorded outcomes (a stand-in
 # for `launcher.run_trial_process`, the process boundary: a unit test may start no process; the
-# real processes are the integration test in tests/test_verify.py). Everything else is real:
+# real processes are the integration test in tests/recipe/test_verify.py). Everything else is real:
 # the workload check, the fingerprint, the seeds, the summaries, the paired verdict, the promise.
 # ---------------------------------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ import torch
 from autotune.probe import ProbeConfig, run_probe
 from autotune.probe.workload import BUILTINS, resolve
 
-GOLDEN = Path(__file__).parent / "golden"
+GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 
 
 @pytest.mark.parametrize("name", sorted(BUILTINS))

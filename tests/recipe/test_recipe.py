@@ -388,7 +388,7 @@ def test_seeds_that_diverged_are_worse_than_a_promise_that_held_on_every_seed() 
 # Recipes from elsewhere, through `autotune verify`
 # ---------------------------------------------------------------------------------------------
 
-BEHAVING = Path(__file__).parent / "assets" / "behaving.py"
+BEHAVING = Path(__file__).resolve().parents[1] / "assets" / "behaving.py"
 
 
 def write_recipe(tmp_path: Path, **changes: Any) -> Path:

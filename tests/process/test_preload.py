@@ -171,7 +171,7 @@ def test_a_script_study_trial_carries_the_preload_and_a_builtin_does_not(mods: P
 
 
 def test_the_study_sets_the_preload_for_script_workloads_only() -> None:
-    root = Path(__file__).resolve().parent.parent / "examples"
+    root = Path(__file__).resolve().parents[2] / "examples"
     hf = sp.load(str(root / "hf_trainer" / "space.yaml"))
     assert trial_process_env(hf) == {
         PRELOAD_ENV: "autotune.recipe.trial,transformers.trainer,autotune.integrations.hf"
@@ -200,7 +200,7 @@ def test_a_bad_preload_is_one_clear_error(tmp_path: Path, workload: str, message
 
 
 def test_preload_is_dumped_only_when_given() -> None:
-    root = Path(__file__).resolve().parent.parent / "examples"
+    root = Path(__file__).resolve().parents[2] / "examples"
     dumped = sp.load(str(root / "lightning" / "space.yaml")).workload.model_dump()
     assert dumped["preload"] == ["lightning", "autotune.integrations.lightning"]
     assert "preload" not in sp.load(str(root / "plain_loop" / "space.yaml")).workload.model_dump()

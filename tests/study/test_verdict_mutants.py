@@ -1,8 +1,8 @@
 """`autotune.study.verdict` field by field: the summary's `verified` rows, its `pick` and its
 `vs_baseline` as `show --json` prints them, the preference for the defaults and its refusals,
 and why each verified candidate is not the pick. A real SQLite Optuna study with made-up
-records (the helpers of tests/test_verdicts.py); every expected value is built from the records
-the test wrote, so a wrong field, a wrong branch or a wrong reason fails here."""
+records (the helpers of tests/study/test_verdicts.py); every expected value is built from the
+records the test wrote, so a wrong field, a wrong branch or a wrong reason fails here."""
 
 from __future__ import annotations
 
