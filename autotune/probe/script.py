@@ -25,11 +25,11 @@ from typing import Any
 
 import numpy as np
 
-from autotune.errors import AutotuneError
 from autotune.probe import divergence, metrics, reference, telemetry
 from autotune.probe.config import ProbeConfig, Report
 from autotune.probe.first_report import FirstReport
 from autotune.probe.loop import schedule_length
+from autotune.probe.script_errors import BadReport, Diverged, ScriptFailure
 from autotune.probe.script_state import Parts, ScriptState, split_extra
 from autotune.probe.steps import pick_device, resolve_knobs, seed_everything, set_deterministic
 from autotune.probe.summary import (
@@ -43,30 +43,6 @@ from autotune.probe.summary import (
 from autotune.probe.telemetry import Chunk, flush, thresholds
 
 _CURRENT: ScriptSession | None = None  # set only while run_script runs
-
-
-class Diverged(BaseException):
-    """Raised by `trial.report` once the divergence checks found a divergence (with
-    `divergence.stop_early`). A BaseException, so that an `except Exception:` in the script or
-    its framework does not swallow the stop; the trial is `diverged` whatever the script does."""
-
-    def __init__(self, cause: str, step: int) -> None:
-        super().__init__(f"training diverged at step {step}: {cause}")
-        self.cause, self.step = cause, step
-
-
-class BadReport(AutotuneError):
-    """A report the probe cannot use (a step out of order, a loss that is not a number)."""
-
-    cause = "bad_report"
-
-
-class ScriptFailure(Exception):
-    """A script trial that failed without an exception of its own (`cause`: no_reports, ...)."""
-
-    def __init__(self, cause: str, message: str) -> None:
-        super().__init__(message)
-        self.cause = cause
 
 
 def current() -> ScriptSession | None:
@@ -187,8 +163,9 @@ class ScriptSession:
         Returns it (None: step 0's loss stays the reference, and the summary says why)."""
         import torch
 
-        if self.reports or self.knobs is None:
-            when = "after its first report" if self.reports else "before autotune.trial()"
+        own_reports = self.reports - self.state.start.step  # a continued probe's inherited too
+        if own_reports or self.knobs is None:
+            when = "after its first report" if own_reports else "before autotune.trial()"
             self.failure = BadReport(
                 f"trial.reference() {when}: call it once the model is built, before training"
             )
@@ -196,12 +173,19 @@ class ScriptSession:
         reference.check_given(model, held_out, loss, evaluate)
         amp = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(self.cfg.precision)
         args = (self.cfg.reference_chunk, self.cfg.reference_total, self.device, amp)
-        self.reference = reference.given(model, held_out, loss, evaluate, *args)
+        saved = self.state.saved_reference
+        if self.state.start.step and saved is not None:
+            # after `resume` the model holds trained weights: the untrained model's reference
+            # is the shorter probe's, as it measured it
+            self.reference = reference.Reference(**saved)
+        else:
+            self.reference = reference.given(model, held_out, loss, evaluate, *args)
         if self.reference.loss is not None:  # the same measure of the trained model, at the end
             self.measure_again = lambda: reference.given(model, held_out, loss, evaluate, *args)
         if self.reference.why:
             print(f"autotune: trial.reference(): {self.reference.why}; step 0's loss is used")
         self.monitor = self._monitor()
+        self._replay_inherited()
         return self.reference.loss
 
     def resume(self, parts: Parts) -> int:
@@ -226,16 +210,23 @@ class ScriptSession:
             s, self.extra = split_extra(start.series)
             grads = s["grad_norm"]
             self.grad_reported = bool(np.isfinite(grads).any()) if len(grads) else True
-            hit = self.monitor.update(
-                s["loss"], grads if self.grad_reported else None, s["scale"], s["skipped"]
-            )
-            if hit is not None:  # the shorter probe diverged and ran on (a baseline)
-                self.cause, self.diverged_at = hit
             self.series = {name: [arr] for name, arr in s.items()}
             self.reports = start.step
             self.origin = self.state.origin
             self.last = self.origin + start.step - 1
+            self._replay_inherited()
         return start.step
+
+    def _replay_inherited(self) -> None:
+        """Feed the divergence monitor the steps a continued probe inherited (again when the
+        script gives its reference after `resume`: the monitor is made anew then)."""
+        if not self.state.start.step:
+            return
+        s = {name: np.concatenate(parts) for name, parts in self.series.items()}
+        grads = s["grad_norm"] if self.grad_reported else None
+        hit = self.monitor.update(s["loss"], grads, s["scale"], s["skipped"])
+        # the shorter probe diverged and ran on (a baseline): so does this one
+        self.cause, self.diverged_at = hit if hit is not None else (None, None)
 
     # ----- reports -----
     def report(
@@ -429,7 +420,7 @@ class ScriptSession:
         saved = (
             None
             if status is ProbeStatus.OOM
-            else self.state.save(data, self.extra, per_step, steps_run)
+            else self.state.save(data, self.extra, per_step, steps_run, self.reference.record())
         )
         resumed = self.state.start.step
         final = self._final_reference(status)

@@ -84,6 +84,9 @@ class ScriptState:
         self.rng_at_end: dict[str, Any] | None = None
         self.origin = 0  # the script's first step number (0, or 1 for a 1-based loop)
         self.resume_dir: str | None = None  # a framework's checkpoint to resume from
+        # The shorter probe's initial-loss reference (`Reference.record()`): the untrained model's,
+        # which a script that gives its reference after `resume` can no longer measure.
+        self.saved_reference: dict[str, Any] | None = None
 
     def hook(self, parts: Parts, knobs: dict[str, Any], total: int) -> Continuation:
         """Keep `parts` to save at the end; continue the state at `resume_from` when there is
@@ -133,6 +136,7 @@ class ScriptState:
 
     def _continued(self, state: dict[str, Any], step: int) -> Continuation:
         self.origin = int(state.get("origin", 0))
+        self.saved_reference = state.get("reference")
         series = {name: t.numpy() for name, t in state["series"].items()}
         samples, tokens = (int(x) for x in state.get("per_step") or (0, 0))
         return Continuation(step=step, series=series, per_step=(samples, tokens))
@@ -156,9 +160,11 @@ class ScriptState:
         extra: dict[str, list[float]],
         per_step: tuple[int, int],
         steps_run: int,
+        reference: dict[str, Any] | None = None,
     ) -> dict[str, Any] | None:
         """Write the state after the run's last step when asked to (`save_state`) and the run
-        made all its steps; what became of it (None: not asked, or the run ended early)."""
+        made all its steps; what became of it (None: not asked, or the run ended early).
+        `reference`: the run's initial-loss reference (`Reference.record()`), kept with it."""
         import torch
 
         path = self.cfg.save_state
@@ -178,6 +184,7 @@ class ScriptState:
             "origin": self.origin,
             "per_step": list(per_step),
             "series": {name: torch.from_numpy(arr.copy()) for name, arr in saved.items()},
+            "reference": reference,
         }
         if p.framework is None:
             state.update(

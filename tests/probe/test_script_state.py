@@ -291,3 +291,27 @@ def test_a_lightning_fit_continues_through_its_own_checkpoint(tmp_path: Path) ->
     restarted = go(30)
     assert longer["series"]["loss"][10] != restarted["series"]["loss"][10]
     assert longer["series"]["loss"][10] < 0.9 * whole["series"]["loss"][0]
+
+
+@pytest.mark.parametrize("before", [True, False], ids=["reference_first", "resume_first"])
+def test_a_continued_probe_keeps_the_untrained_models_reference(
+    probe: Callable[..., dict[str, Any]], tmp_path: Path, before: bool
+) -> None:
+    """The initial-loss reference is the untrained model's. Given before `resume` it is measured
+    on the fresh model, as in the shorter probe; given after, the model already holds trained
+    weights, so the shorter probe's reference is used. Either way the continued probe reports
+    the whole run's reference, loss_drop and final loss."""
+    held_out = "exec('xv = torch.randn(64, 6, generator=torch.Generator().manual_seed(7))')"
+    mse = "lambda m, b: torch.nn.functional.mse_loss(m(b[0]), b[1])"
+    ref = f"trial.reference(model, (xv, xv @ w), {mse})"
+    order = f"[{ref}, {WITH_HOOK}][1]" if before else f"[{WITH_HOOK}, {ref}][0]"
+    code = f"{held_out} or {order}"
+    state = str(tmp_path / "s.pt")
+    whole = probe(60, hook=code)
+    assert probe(20, hook=code, save_state=state)["state_saved"]["saved"]
+    longer = probe(60, hook=code, resume_from=state)
+    assert longer["resumed_from_step"] == 20
+    assert whole["initial_reference"]["source"] == "held_out"
+    assert longer["initial_reference"] == whole["initial_reference"]
+    for m in ("initial_loss", "loss_drop", "final_loss", "noise_per_drop"):
+        assert longer["metrics"][m] == pytest.approx(whole["metrics"][m], rel=1e-12), m
