@@ -16,8 +16,8 @@ from typing import Any
 
 from autotune.recipe import paired
 from autotune.recipe.file import Recipe
-from autotune.recipe.seeds import REPORTED, summarize_seeds
-from autotune.recipe.verify import is_baseline, run_baseline, run_local
+from autotune.recipe.seeds import summarize_seeds
+from autotune.recipe.verify import is_baseline, metrics_of, run_baseline, run_local
 from autotune.repro.compare import compare_series
 
 RTOL = 0.05  # the curves' tolerance: `autotune compare`'s default
@@ -41,8 +41,7 @@ def reproduces(
     verification (its seeds, its paired verdict) stands for this one; one probe instead of
     2 x seeds. `reproduces` False (with `why`) otherwise; `runs`: the probe it ran (none when
     there is nothing to compare with), reused by the full check."""
-    length = int(steps or recipe.probe.get("steps") or 200)
-    cfg = recipe.probe_config(steps=length)
+    length, cfg = _probe(recipe, steps)
     recorded = recipe.recorded.get("curve")
     why = _not_comparable(recorded, length)
     if why is not None:
@@ -76,7 +75,7 @@ def reproduced(recipe: Recipe, fast: Mapping[str, Any], threads: int) -> dict[st
     """What `rerun` reports, for a recipe whose recorded run reproduced here: the study's own
     verdict stands (no baseline re-run)."""
     runs = fast["runs"]
-    metrics = list(dict.fromkeys([*recipe.achieved, *REPORTED]))
+    metrics = metrics_of(recipe)
     source = dict((recipe.source or {}).get("vs_baseline") or {})
     return {
         "path": "reproduced",
@@ -98,6 +97,13 @@ def reproduced(recipe: Recipe, fast: Mapping[str, Any], threads: int) -> dict[st
         "curve": fast["curve"],
         "fingerprint": next((r["fingerprint"] for r in runs if r.get("fingerprint")), None),
     }
+
+
+def _probe(recipe: Recipe, steps: int | None) -> tuple[int, Any]:
+    """The length checked (`steps`, else the length the study decided at) and the recipe's
+    probe at it."""
+    length = int(steps or recipe.probe.get("steps") or 200)
+    return length, recipe.probe_config(steps=length)
 
 
 def _not_comparable(recorded: Mapping[str, Any] | None, length: int) -> str | None:
@@ -127,10 +133,9 @@ def rerun(
 ) -> dict[str, Any]:
     """Run the recipe and the baseline here; the paired verdict, the problems, the samples.
     `done`: the recipe's runs already made here at the first seeds (`reproduces`'s)."""
-    length = int(steps or recipe.probe.get("steps") or 200)
-    cfg = recipe.probe_config(steps=length)
+    length, cfg = _probe(recipe, steps)
     seed_list = [cfg.seed + i for i in range(seeds)]
-    metrics = list(dict.fromkeys([*recipe.achieved, *REPORTED]))
+    metrics = metrics_of(recipe)
     done = [r for r in done or [] if r.get("seed") in seed_list]
     rest = [s for s in seed_list if s not in {r.get("seed") for r in done}]
     runs = done + run_local(

@@ -46,6 +46,7 @@ __all__ = [
     "interval",
     "log_report",
     "loss_series",
+    "metrics_of",
     "run_local",
     "seeds_for",
     "summarize_seeds",
@@ -268,7 +269,7 @@ def verify_recipe(
         "same_hardware": same,
         "seeds": seed_list,
         "steps": length,
-        "recipe_result": summarize_seeds(runs, _metrics_of(recipe)),
+        "recipe_result": summarize_seeds(runs, metrics_of(recipe)),
         # each seed's loss at every step (JSON: a non-finite loss is null), for MLflow's
         # `loss/seed_N` histories and a user who plots them
         "loss_series": loss_series(runs),
@@ -280,7 +281,7 @@ def verify_recipe(
         base_runs = run_baseline(
             recipe, length, seed_list, timeout_s=timeout_s, threads=threads, say=say
         )
-        report["baseline_result"] = summarize_seeds(base_runs, _metrics_of(recipe))
+        report["baseline_result"] = summarize_seeds(base_runs, metrics_of(recipe))
     report["promised_steps"] = promised_steps
     # The recipe against the baseline, paired over the same seeds at this length.
     metrics = paired.compared_metrics(
@@ -317,7 +318,8 @@ def is_baseline(recipe: Recipe) -> bool:
     return all(recipe.knobs.get(k) == v for k, v in base.items())
 
 
-def _metrics_of(recipe: Recipe) -> list[str]:
+def metrics_of(recipe: Recipe) -> list[str]:
+    """The metrics a recipe's runs are summarized on: its promised ones, then the reported."""
     return list(dict.fromkeys([*recipe.achieved, *REPORTED]))
 
 
