@@ -135,14 +135,19 @@ class Callback(TrainerCallback):
     def __init__(self, trial: Trial) -> None:
         self.trial = trial
         self.clipper: Any = None
-        self.save_into: str | None = None  # the trial's state folder (set by `attach`'s train)
-        self._staging: tuple[str, str] | None = None  # (the user's output_dir, a private one)
+        # while the Trainer saves the state: (the user's output_dir, a private one, the
+        # trial's state folder it is moved to)
+        self._staging: tuple[str, str, str] | None = None
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
         for name, want in _OBSERVE.items():
             got = getattr(args, name)
             if str(got).split(".")[-1].lower() != str(want).lower():
                 raise ValueError(f"autotune needs TrainingArguments({name}={want!r}), got {got!r}")
+        inherited = self.trial.inherited_grad_norms()
+        if inherited and _callback_clips(self.trial.recipe):  # a continued run: the policy's
+            self.clipper = self.trial.recipe.clip_policy()  # state, as the run had it
+            self.clipper.replay(inherited)
 
     def on_pre_optimizer_step(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
         """Clip by the recipe's policy where the Trainer cannot (per-layer, agc, zclip,
@@ -161,23 +166,25 @@ class Callback(TrainerCallback):
     def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
         if state.global_step >= self.trial.steps:  # max_steps is the schedule's length
             control.should_training_stop = True
-            if self.save_into is not None and self._staging is None:
+            into = self.trial.framework_save_dir
+            if into is not None and self._staging is None:
                 # The Trainer's checkpoint, written in a folder of this process's own (trials
                 # running beside each other share the user's output_dir), moved in `on_save`.
-                self._staging = (args.output_dir, tempfile.mkdtemp(prefix="autotune-hf-state-"))
-                args.output_dir = self._staging[1]
+                staging = tempfile.mkdtemp(prefix="autotune-hf-state-")
+                self._staging = (args.output_dir, staging, into)
+                args.output_dir = staging
                 control.should_save = True
 
     def on_save(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
-        if self._staging is None or self.save_into is None:
+        if self._staging is None:
             return
-        (args.output_dir, staging), self._staging = self._staging, None
+        (args.output_dir, staging, into), self._staging = self._staging, None
         written = os.path.join(staging, f"checkpoint-{state.global_step}")
         try:
             if os.path.isdir(written):
-                shutil.rmtree(self.save_into, ignore_errors=True)
-                os.makedirs(os.path.dirname(self.save_into) or ".", exist_ok=True)
-                shutil.move(written, self.save_into)
+                shutil.rmtree(into, ignore_errors=True)
+                os.makedirs(os.path.dirname(into) or ".", exist_ok=True)
+                shutil.move(written, into)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
 
@@ -204,28 +211,21 @@ def attach(trainer: Trainer, trial: Trial) -> Trainer:
     trial.uses("hf", attached=True)
     per_step_mean(trainer)
     trainer.add_callback(AccumulationCheck(trainer))
-    callback = Callback(trial)
-    trainer.add_callback(callback)
-    trainer.train = _continuing(trainer.train, trainer, trial, callback)  # type: ignore[method-assign]
+    trainer.add_callback(Callback(trial))
+    trainer.train = _continuing(trainer.train, trainer, trial)  # type: ignore[method-assign]
     acc = getattr(trainer, "accelerator", None)
     if acc is not None and getattr(acc, "scaler", None) is not None:
         acc.scaler = trial.recipe.scaler(trial.device.type)
     return trainer
 
 
-def _continuing(
-    train: Callable[..., Any], trainer: Trainer, trial: Trial, callback: Callback
-) -> Callable[..., Any]:
+def _continuing(train: Callable[..., Any], trainer: Trainer, trial: Trial) -> Callable[..., Any]:
     """`trainer.train` that continues a shorter probe's checkpoint when the trial has one
-    (`Trial.continue_framework`), and has the callback save one when the trial wants it; a
+    (`Trial.continue_framework`; the callback saves the trial's own after its last step); a
     `resume_from_checkpoint` the user gives is theirs."""
 
     def train_continuing(*args: Any, **kwargs: Any) -> Any:
-        done, resume = trial.continue_framework("hf", trainer.model)
-        callback.save_into = trial.framework_save_dir
-        if done and _callback_clips(trial.recipe):  # the policy's state, as the run had it
-            callback.clipper = trial.recipe.clip_policy()
-            callback.clipper.replay(trial.inherited_grad_norms())
+        _done, resume = trial.continue_framework("hf", trainer.model)
         if resume is not None and not args and kwargs.get("resume_from_checkpoint") is None:
             kwargs["resume_from_checkpoint"] = resume
         return train(*args, **kwargs)
