@@ -85,7 +85,7 @@ def recipe_from_study(
             # With the samples saved against every trial (and the same verification) at the
             # target, and how the rung below the target ranked what reached it (`fidelity`).
             **_spent(study, space, study_dir),
-            "rank_fidelity": rank_fidelity(study, space, study.user_attrs.get(ua.DECIDED) or {}),
+            "rank_fidelity": rank_fidelity(study, space, ua.decided(study)),
             **({"oom_retry": retried} if retried else {}),
             # A script's trial: what applied its knobs (the recipe's optimizer or scheduler,
             # the hf or lightning integration): what its probe was, for the exports.
@@ -101,7 +101,7 @@ def recipe_from_study(
             },
         },
         recorded=_recorded(
-            _at_length(study_dir, chosen.number, chosen.steps, summary),
+            _at_length(study_dir, chosen.number, ua.decided(study), summary),
             fp,
             probe,
             space.probe.precision,
@@ -113,17 +113,16 @@ def recipe_from_study(
 
 
 def _at_length(
-    study_dir: Path | None, number: int, steps: int | None, summary: dict[str, Any]
+    study_dir: Path | None, number: int, decided: dict[str, Any], summary: dict[str, Any]
 ) -> dict[str, Any]:
-    """The summary of trial `number`'s probe at the decided length `steps` (its rung record),
-    so the recorded curve is the run a migration reproduces; the screen's when there is none."""
-    if study_dir is None or not steps or summary.get("steps_run") == steps:
+    """The summary of trial `number`'s probe at the length the study `decided` at (its record
+    at that rung), so the recorded curve is the run a migration reproduces; the screen's when
+    the study decided at the screen or there is no such record."""
+    rung, steps = int(decided.get("rung") or 0), decided.get("steps")
+    if study_dir is None or not rung or not steps:
         return summary
-    for rung in range(1, 32):
-        record = read_rung_record(study_dir, number, rung, steps)
-        if record is not None and record.get("summary"):
-            return dict(record["summary"])
-    return summary
+    record = read_rung_record(study_dir, number, rung, int(steps))
+    return dict(record["summary"]) if record is not None and record.get("summary") else summary
 
 
 def _recorded(
