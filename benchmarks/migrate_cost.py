@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pick_vs_defaults as pvd  # its `autotune` runs the CLI (this folder is on sys.path)
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -35,10 +37,20 @@ def other_python() -> str:
     return str(path / "bin" / "python") if path.is_dir() else str(path)
 
 
-def run(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> str:
+def here(args: list[str], cwd: Path) -> str:
+    """An `autotune` command in this environment; its stdout (it must succeed)."""
+    done = pvd.autotune(args, cwd, 7200)
+    if done.returncode != 0:
+        raise RuntimeError(f"autotune {args[0]}: exit {done.returncode}\n{done.stderr[-3000:]}")
+    return done.stdout
+
+
+def migrate_there(cmd: list[str], cwd: Path, env: dict[str, str]) -> str:
+    """`autotune migrate` in the second environment; exit 1 is its verdict "does not
+    transfer", not a failure."""
     done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env, timeout=7200)
     if done.returncode not in (0, 1):
-        raise RuntimeError(f"{' '.join(cmd[:4])}: exit {done.returncode}\n{done.stderr[-3000:]}")
+        raise RuntimeError(f"migrate: exit {done.returncode}\n{done.stderr[-3000:]}")
     return done.stdout
 
 
@@ -54,15 +66,14 @@ def main() -> None:
     )
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
-    me = [sys.executable, "-m", "autotune"]
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="migrate-cost-") as tmp:
         folder = Path(tmp)
         t0 = time.perf_counter()
-        run([*me, "study", "--space", args.space, "--study-dir", "st"], folder)
+        here(["study", "--space", args.space, "--study-dir", "st"], folder)
         study_wall = time.perf_counter() - t0
-        run([*me, "export", "st", "--audit", "-o", "recipe.yaml"], folder)
-        shown = json.loads(run([*me, "show", "st", "--json"], folder))
+        here(["export", "st", "--audit", "-o", "recipe.yaml"], folder)
+        shown = json.loads(here(["show", "st", "--json"], folder))
         study_samples = (shown.get("compute") or {}).get("total")
         from autotune import Recipe
 
@@ -75,7 +86,7 @@ def main() -> None:
             cmd += ["--seeds", str(args.seeds), "--threads", str(threads), "-o", f"out{len(rows)}"]
             cmd += ["--full"] if mode == "--full" else []
             t0 = time.perf_counter()
-            result = json.loads(run(cmd, folder, env))
+            result = json.loads(migrate_there(cmd, folder, env))
             wall = time.perf_counter() - t0
             holds = result["holds"]
             rows.append(

@@ -23,12 +23,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+import pick_vs_defaults as pvd  # its `autotune` runs the CLI (this folder is on sys.path)
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ("plain_loop", "hf_trainer", "lightning")
@@ -42,22 +43,16 @@ ARMS: dict[str, list[str]] = {
 def run_study(example: str, arm: str, seed: int) -> dict[str, Any]:
     """One `autotune study` of `example` in arm `arm`; its compute, wall and pick."""
     space = ROOT / "examples" / example / "space.yaml"
-    cli = [sys.executable, "-m", "autotune"]
     with tempfile.TemporaryDirectory(prefix=f"script-rungs-{example}-{arm}-") as tmp:
         t0 = time.perf_counter()
-        done = subprocess.run(
-            [*cli, "study", "--space", str(space), "--seed", str(seed), *ARMS[arm]],
-            cwd=tmp,
-            capture_output=True,
-            text=True,
-            timeout=3600,
-        )
+        args = ["study", "--space", str(space), "--seed", str(seed), *ARMS[arm]]
+        done = pvd.autotune(args, Path(tmp), 3600)
         wall = time.perf_counter() - t0
         if done.returncode != 0:
             raise RuntimeError(f"{example}/{arm}: exit {done.returncode}\n{done.stdout[-3000:]}")
-        shown = subprocess.run(
-            [*cli, "show", example, "--json"], cwd=tmp, capture_output=True, text=True, check=True
-        )
+        shown = pvd.autotune(["show", example, "--json"], Path(tmp), 600)
+        if shown.returncode != 0:
+            raise RuntimeError(f"{example}/{arm}: show exit {shown.returncode}\n{shown.stderr}")
         summary = json.loads(shown.stdout)
     compute = summary.get("compute") or {}
     rungs = summary.get("rungs") or []
