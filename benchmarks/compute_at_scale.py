@@ -80,6 +80,9 @@ class Spend:
         self.case = case
         self.samples = {"screen": 0, "above_screen": 0, "verification": 0}
         self.wall_s = 0.0
+        self.steps_by: dict[
+            int, int
+        ] = {}  # per configuration: steps of the search (no verification)
 
     def _run(self, number: int, seed: int) -> dict[str, Any]:
         t = self.case.trials[number]
@@ -98,6 +101,8 @@ class Spend:
             start = below["steps_run"] if below["status"] == "ok" else 0
         ran = max(0, rec["steps_run"] - start)
         run = self._run(number, seed)
+        if part != "verification":
+            self.steps_by[number] = self.steps_by.get(number, 0) + ran
         self.samples[part] += ran * run["samples_per_step"]
         self.wall_s += probe_seconds(run, ran)
 
@@ -108,7 +113,12 @@ class Spend:
                 self.probe("verification", n, chosen["steps"], seed=s)
 
     def out(self) -> dict[str, Any]:
-        return {**self.samples, "total": sum(self.samples.values()), "wall_s": self.wall_s}
+        return {
+            **self.samples,
+            "total": sum(self.samples.values()),
+            "wall_s": self.wall_s,
+            "search_steps_by": {str(n): s for n, s in sorted(self.steps_by.items())},
+        }
 
 
 def strategy_full(case: Case, every: list[int]) -> dict[str, Any]:
@@ -144,6 +154,62 @@ def strategy_rungs(case: Case, every: list[int]) -> dict[str, Any]:
         ],
         "reached_target": len(reached),
     }
+
+
+WORSE_THAN_BEST, STUCK = 1.5, 0.9  # the divergence calibration's truth (RESULTS.md)
+
+
+def truly_divergent(case: Case, every: Sequence[int]) -> dict[str, Any]:
+    """Which configurations truly diverge at the target, judged on their run at T (the study's
+    seed) as the divergence calibration judges a run carried on: a non-finite loss, or a final
+    held-out loss above 1.5x the best of the set, or at least 0.9x its initial loss. A run the
+    monitor stopped for another cause is listed apart (`stopped`): its end is not known."""
+    runs = {n: case.rec(n, case.T) for n in every}
+    causes = {n: Spend(case)._run(n, case.seed).get("divergence_cause") for n in every}
+    finals = {
+        n: r["metrics"].get("final_loss")
+        for n, r in runs.items()
+        if r["status"] == "ok" and r["metrics"].get("final_loss") is not None
+    }
+    best = min(finals.values()) if finals else None
+    out: dict[str, Any] = {"divergent": [], "stopped": [], "recovered": [], "best_final": best}
+    for n, r in runs.items():
+        init = r["metrics"].get("initial_loss")
+        fin = finals.get(n)
+        if r["status"] != "ok":
+            nonfinite = causes[n] == "nonfinite_loss"
+            out["divergent" if nonfinite else "stopped"].append(n)
+        elif fin is None or (best is not None and fin > WORSE_THAN_BEST * best):
+            out["divergent"].append(n)  # ends far above the best of the set
+        elif init and fin >= STUCK * init:
+            out["divergent"].append(n)  # ends where it started
+        else:
+            out["recovered"].append(n)
+    return out
+
+
+def steps_saved(truth: Mapping[str, Any], res: Mapping[str, Any], case: Case) -> dict:
+    """Per strategy, the share of the truly divergent configurations' steps at the target that
+    its search (the screen and the probes above it, the monitor's stops included) did not spend
+    on them. The baseline is left out: it runs the whole length by design (the yardstick). The
+    verification's probes are counted apart: a truly divergent configuration verified is a
+    wrong candidate, not a saving."""
+    base = case.base()
+    numbers = [n for n in list(truth["divergent"]) + list(truth["stopped"]) if n != base]
+    out: dict[str, Any] = {"n": len(numbers), "baseline_divergent": base in truth["divergent"]}
+    if not numbers:
+        return {**out, "why": "no searched configuration truly diverges at the target"}
+    whole = len(numbers) * case.T
+    for s, r in res.items():
+        searched = sum(int(r["spend"]["search_steps_by"].get(str(n), 0)) for n in numbers)
+        verified = [n for n in numbers if n in r["pick"]["verified"]]
+        out[s] = {
+            "spent": searched,
+            "of": whole,
+            "saved": 1 - searched / whole,
+            "verified": verified,
+        }
+    return out
 
 
 def quality(case: Case, number: int | None, seeds: Sequence[int]) -> dict[str, Any] | None:
@@ -222,6 +288,7 @@ def run_case(name: str, trials: int, factor: int, k: int, quick: bool, fresh_n: 
         r["samples_vs_full"] = r["spend"]["total"] / res["full"]["spend"]["total"]
         r["pick"] = {x: r["pick"][x] for x in ("number", "why", "steps", "verified")}
     dec = res["ladder"]["decided"]["steps"]
+    truth = truly_divergent(case, every)
     return {
         "case": label,
         "workload": name,
@@ -234,6 +301,8 @@ def run_case(name: str, trials: int, factor: int, k: int, quick: bool, fresh_n: 
         "prefix_check": case.prefix_check,
         "fresh_seeds": seeds,
         "strategies": res,
+        "truth": truth,
+        "divergent_steps_saved": steps_saved(truth, res, case),
         "tau_screen_to_target": tau(case, every, case.L0, case.T),
         "tau_decided_to_target": tau(case, every, dec, case.T),
         "wall_s": round(time.perf_counter() - t0, 1),
@@ -278,23 +347,42 @@ def report(r: Mapping[str, Any]) -> str:
                 "yes" if vs["as_good"] else "no",
             ]
         )
+    foot = ""
+    sv = r.get("divergent_steps_saved") or {}
+    if sv.get("n"):
+        parts = [
+            f"{s} {sv[s]['saved']:.0%} ({sv[s]['spent']:,} of {sv[s]['of']:,} steps"
+            + (f"; verified {sv[s]['verified']}" if sv[s]["verified"] else "")
+            + ")"
+            for s in STRATEGIES
+        ]
+        foot = (
+            f"\n\nTruly divergent at the target (baseline apart): {sv['n']} configurations; "
+            "their steps saved by the search: " + ", ".join(parts) + "."
+        )
+    elif sv:
+        foot = f"\n\nTruly divergent at the target: {sv.get('why')}."
     head = (
         f"### {r['case']}: {r['trials']} trials, {r['probe_steps']} -> {r['target_steps']} "
         f"steps, ladder {' -> '.join(map(str, r['plan']))}, top K = {r['top_k']}\n"
     )
-    return head + c.table(
-        [
-            "strategy",
-            "samples",
-            "vs full",
-            "wall s (1 worker)",
-            "decided at",
-            "pick",
-            "fresh: final_loss / stability / diverged / infeasible",
-            "paired vs full's pick (mean [95%])",
-            "as good",
-        ],
-        rows,
+    return (
+        head
+        + c.table(
+            [
+                "strategy",
+                "samples",
+                "vs full",
+                "wall s (1 worker)",
+                "decided at",
+                "pick",
+                "fresh: final_loss / stability / diverged / infeasible",
+                "paired vs full's pick (mean [95%])",
+                "as good",
+            ],
+            rows,
+        )
+        + foot
     )
 
 
