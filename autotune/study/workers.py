@@ -15,9 +15,10 @@ that ran it (where its state is kept, for a rung to continue it).
   a rung's on the node that holds its state when that node has room; a task whose worker died
   (node lost, worker killed) is a failed probe (`worker_died`), not a failed study.
 
-Two records of a worker's failure: `worker_error`, autotune's side of the trial raised on the
-worker (the screen's trainable catches it: its exception named, its traceback kept), and
-`worker_died`, the worker never returned.
+Two records of a worker's failure, the same for the screen, the rungs, the yardstick and the
+verification: `worker_error`, autotune's side of the probe raised on the worker
+(`probe_on_worker`, which every Tune trial and Ray task runs, catches it: its exception named,
+its traceback kept), and `worker_died`, the worker never returned.
 """
 
 from __future__ import annotations
@@ -71,12 +72,32 @@ def tag_node(out: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def probe_on_worker(
+    probe: Mapping[str, Any],
+    env: Mapping[str, str],
+    timeout_s: float,
+    threads: int | None,
+    *,
+    spare: bool = False,
+    extra_env: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """`run_probe` as every Ray task and Tune trial of a study runs it: what raises on the
+    worker (autotune's side of the probe) is a failed probe, cause `worker_error`, not an
+    exception for Ray to carry back (which the driver could not tell from a dead worker)."""
+    try:
+        out = run_probe(probe, env, timeout_s, threads, spare=spare, extra_env=extra_env)
+    except Exception as e:  # autotune's side of the probe broke: a failed probe with its cause
+        out = worker_error(e)
+    return out
+
+
 def probe_task(
     probe: dict[str, Any], env: dict[str, str], timeout_s: float, threads: int | None
 ) -> dict[str, Any]:
     """A Ray task: one probe (a rung's, a yardstick seed's, a verification seed's) in a fresh
-    process on a worker. What raises here reaches the driver as a dead worker (`run_jobs`)."""
-    return tag_node(run_probe(probe, env, timeout_s, threads))
+    process on a worker (`probe_on_worker`: an error here is `worker_error`, as in the screen);
+    only a task that never returns reaches the driver as a dead worker (`collect`)."""
+    return tag_node(probe_on_worker(probe, env, timeout_s, threads))
 
 
 def trainable(config: dict[str, Any]) -> None:
@@ -85,17 +106,14 @@ def trainable(config: dict[str, Any]) -> None:
     that Tune does not flatten the step series into columns."""
     from ray import tune
 
-    try:
-        out = run_probe(
-            config["probe"],
-            config["env"],
-            config["timeout_s"],
-            config.get("threads"),
-            spare=True,
-            extra_env=config.get("process_env"),
-        )
-    except Exception as e:  # autotune's side of the trial broke: a failed trial with its cause
-        out = worker_error(e)
+    out = probe_on_worker(
+        config["probe"],
+        config["env"],
+        config["timeout_s"],
+        config.get("threads"),
+        spare=True,
+        extra_env=config.get("process_env"),
+    )
     out["number"] = config["number"]
     tag_node(out)
     tune.report({"autotune_done": 1, "autotune_payload": json.dumps(out, default=str)})
