@@ -16,6 +16,11 @@ from autotune.probe.outcome import Outcome
 from autotune.study import workers
 
 
+def test_a_probe_task_is_forked_by_its_workers_zygote_unless_it_holds_a_gpu() -> None:
+    assert workers.zygote_pays(0.0) is True
+    assert workers.zygote_pays(1.0) is False and workers.zygote_pays(0.5) is False
+
+
 def test_a_dead_worker_is_one_failed_record_with_the_error_ray_gave() -> None:
     died = workers.worker_died("WorkerCrashedError: gone")
     assert list(died.items()) == [
@@ -62,8 +67,18 @@ def test_an_error_on_the_worker_names_the_exception_and_keeps_its_traceback() ->
     assert workers.worker_error(ValueError())["error"] == "ValueError"
 
 
-# A script that kills its Ray worker (its probe process's parent) before it reports.
-KILLER = "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\nimport time\ntime.sleep(60)\n"
+# A script that kills its Ray worker before it reports: its probe process's parent, or the
+# parent of the worker's zygote that forked it.
+KILLER = """\
+import os, signal, time
+worker = os.getppid()
+with open(f"/proc/{worker}/cmdline", "rb") as f:
+    if b"autotune.process.zygote" in f.read():
+        with open(f"/proc/{worker}/stat") as s:
+            worker = int(s.read().rsplit(")", 1)[1].split()[1])
+os.kill(worker, signal.SIGKILL)
+time.sleep(60)
+"""
 FINE = (
     "import autotune\n"
     "trial = autotune.trial(steps=10, micro_batch=2)\n"
@@ -128,6 +143,8 @@ def test_jobs_run_in_order_a_dead_worker_and_an_error_are_failed_probes_not_a_fa
     assert "Worker" in killed["error"] or "died" in killed["error"], killed["error"]
     assert done["outcome"] == "complete", done.get("log_tail")
     assert done["ray_node"] == here and done["summary"]["steps_run"] == 10
+    # on a CPU worker, forked by the worker's zygote as the screen's trials are (`zygote_pays`)
+    assert done["zygote"] is not None, done
     assert 0 < seen[0][2] <= seen[1][2] <= seen[2][2]
     # a probe that raised on its worker is the screen's record (`worker_error`), not a dead worker
     assert error["outcome"] == "failed" and error["cause"] == "worker_error", error
