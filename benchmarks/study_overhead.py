@@ -90,7 +90,8 @@ def breakdown(marks: list[dict], start: float, end: float, records: list[dict]) 
         "importances": span("summary", "importances"),
         "MLflow: writer drained, summary and plots logged": span("importances", "summary logged"),
         "driver's end": span("summary logged", "driver done"),
-        "CLI output and process exit": end - at["driver done"],
+        "CLI: the summary printed": span("driver done", "summary printed"),
+        "process exit": end - at.get("summary printed", at["driver done"]),
     }
     out["(sum; the command's wall time)"] = sum(out.values())
     return {k: round(v, 2) for k, v in out.items()}
