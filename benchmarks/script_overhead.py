@@ -7,7 +7,7 @@ user-style loop around the same workload's model and data that reports through
 one torch thread. Each trial goes through `autotune.process.launcher.run_trial_process(...,
 spare=True)`: forked by the zygote for the trial's environment (one zygote serves both sides),
 exactly as a study's Ray worker runs it. That zygote preloads what a script study's does
-(`AUTOTUNE_PRELOAD=autotune.recipe.trial`, `study.adapter.SCRIPT_PRELOAD`); the built-in side
+(`AUTOTUNE_PRELOAD=autotune.recipe.trial`, `study.workers.SCRIPT_PRELOAD`); the built-in side
 never imports that module, so sharing the zygote costs it nothing. One warm-up trial of each,
 then `--pairs` pairs in alternating order (AB, BA, ...). Reported: the median trial wall time
 (fork to exit) of each side and their ratio B/A (goal <= 1.10), start time, steady step
@@ -48,7 +48,7 @@ def config(kind: str, size: str, steps: int) -> dict[str, Any]:
 def trial(kind: str, size: str, steps: int) -> dict[str, Any]:
     from autotune.process.launcher import run_trial_process
     from autotune.process.zygote import PRELOAD_ENV
-    from autotune.study.adapter import SCRIPT_PRELOAD
+    from autotune.study.workers import SCRIPT_PRELOAD
 
     out = run_trial_process(
         config(kind, size, steps),

@@ -14,6 +14,7 @@ study/direct and the overhead per trial in seconds.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import platform
@@ -40,6 +41,60 @@ def make_space(trials: int, workload: str, size: str, steps: int) -> dict:
         "verify": {"top_k": 0},  # the same N probes on both sides: no end-of-study verification
         "knobs": {"lr": 3e-3, "clip_norm": {"choices": clips}},
     }
+
+
+def breakdown(marks: list[dict], start: float, end: float, records: list[dict]) -> dict[str, float]:
+    """The study's wall time (`start` to `end`, the command's) split at the driver's and the
+    workers' marks (`autotune.study.timeline`), the probe processes' own time from the trial
+    records; every second of it in one line."""
+    at: dict[str, float] = {}
+    for m in marks:
+        at.setdefault(m["at"], m["t"])
+    numbers = sorted(int(r["number"]) for r in records)
+    process_s = sum(float(r.get("wall_s") or 0.0) for r in records)
+
+    def span(a: str, b: str) -> float:
+        return at[b] - at[a] if a in at and b in at else 0.0
+
+    trials = [f"trial {n}" for n in numbers]
+    out = {
+        "process start, CLI imports, space load": at["driver"] - start,
+        "service checks": span("driver", "services checked"),
+        "MLflow store (connect, create)": span("services checked", "mlflow store"),
+        "fingerprint, conditioning": span("mlflow store", "fingerprint"),
+        "Optuna storage and study": span("fingerprint", "optuna study"),
+        "MLflow experiment and study run": span("optuna study", "mlflow run"),
+        "reconcile, study.json, stale trials": span("mlflow run", "resume checked"),
+        "Ray start": span("resume checked", "ray started"),
+        "Tune start (to the first trial asked)": span("ray started", f"{trials[0]} asked"),
+        "asked -> on its worker (all trials)": sum(
+            span(f"{t} asked", f"{t} on its worker") for t in trials
+        ),
+        "probe processes (the records' wall_s)": process_s,
+        "on the worker, besides the process": sum(
+            span(f"{t} on its worker", f"{t} reported") for t in trials
+        )
+        - process_s,
+        "reported -> back on the driver": sum(span(f"{t} reported", f"{t} back") for t in trials),
+        "the driver's record (file, Optuna, queue)": sum(
+            span(f"{t} back", f"{t} recorded") for t in trials
+        ),
+        "recorded -> next trial asked": sum(
+            span(f"{a} recorded", f"{b} asked") for a, b in itertools.pairwise(trials)
+        ),
+        "Tune end (last recorded -> screen over)": span(f"{trials[-1]} recorded", "screen"),
+        "yardstick, rungs": span("screen", "rungs"),
+        "verification": span("rungs", "verification"),
+        "Ray shutdown": span("verification", "ray stopped"),
+        "summary": span("ray stopped", "summary"),
+        "importances": span("summary", "importances"),
+        "MLflow: writer drained, summary and plots logged": span("importances", "summary logged"),
+        "driver's end": span("summary logged", "driver done"),
+        "CLI: the summary printed": span("driver done", "summary printed"),
+        "process exit": end - at.get("summary printed", at["driver done"]),
+    }
+    out["(sum; the command's wall time)"] = sum(out.values())
+    return {k: round(v, 2) for k, v in out.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -74,7 +129,13 @@ def main(argv: list[str] | None = None) -> int:
             )
         direct = time.perf_counter() - t0
 
-        env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp}/mlflow.db"}
+        timeline = Path(tmp) / "timeline.jsonl"
+        env = {
+            **os.environ,
+            "MLFLOW_TRACKING_URI": f"sqlite:///{tmp}/mlflow.db",
+            "AUTOTUNE_TIMELINE": str(timeline),  # autotune.study.timeline: the phases' marks
+        }
+        wall0 = time.time()
         t0 = time.perf_counter()
         subprocess.run(
             [sys.executable, "-m", "autotune", "study", "--space", str(path), "--quiet"],
@@ -84,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
             stdout=sys.stderr,  # the study's summary; stdout carries only the result
         )
         study = time.perf_counter() - t0
+        wall1 = time.time()
         # Where the study's time went, from its trial records: the probes' own wall time
         # (run_probe, inside the probe process) and each probe process's, start to exit.
         records = [
@@ -92,6 +154,8 @@ def main(argv: list[str] | None = None) -> int:
         ]
         study_probe_s = sum((r.get("summary") or {}).get("wall_s") or 0.0 for r in records)
         study_process_s = sum(r.get("wall_s") or 0.0 for r in records)
+        marks = [json.loads(line) for line in timeline.read_text().splitlines() if line]
+        phases = breakdown(marks, wall0, wall1, records)
 
     out = {
         "trials": args.trials,
@@ -110,6 +174,8 @@ def main(argv: list[str] | None = None) -> int:
         "driver_and_fixed_s": study - study_process_s,
         "direct_probe_s": direct_probe_s,
         "study_probe_s": study_probe_s,
+        "phases_s": phases,
+        "load_average": os.getloadavg(),
         "python": platform.python_version(),
         "cpus": os.cpu_count(),
     }
@@ -126,6 +192,10 @@ def main(argv: list[str] | None = None) -> int:
             f"everything else (Ray and MLflow start, the driver between trials, the summary, "
             f"shutdown) {out['driver_and_fixed_s']:.1f} s"
         )
+        print("  the study's wall time by phase (autotune.study.timeline):")
+        for name, seconds in phases.items():
+            print(f"    {seconds:7.2f} s  {name}")
+        print(f"  load average at the end: {os.getloadavg()[0]:.2f}")
     return 0
 
 

@@ -12,11 +12,12 @@ order (the order of `autotune --help`).
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 import typer
 
-from autotune.cli.app import app, user_errors
+from autotune.cli.app import EXIT_AT_ONCE, app, user_errors
 from autotune.errors import AutotuneError
 
 for _group in ("probe", "study", "repro", "recipe", "migrate"):
@@ -31,3 +32,9 @@ def main() -> None:
     except AutotuneError as e:  # raised outside a command (should not happen)
         typer.echo(f"autotune: error: {e}", err=True)
         sys.exit(e.exit_code)
+    except SystemExit as e:  # how the app leaves: at once when its command allowed it
+        if EXIT_AT_ONCE["on"] and (e.code is None or isinstance(e.code, int)):
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(e.code or 0)
+        raise

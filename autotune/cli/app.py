@@ -21,6 +21,13 @@ app = typer.Typer(
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+#: Set by a command that leaves nothing to clean up once it has returned (`study`: Ray shut
+#: down, the MLflow writer drained, every store committed, its output printed): `main` then
+#: ends the process with `os._exit` and its status, without the interpreter's teardown of the
+#: modules a study imported (torch, Ray, MLflow, SQLAlchemy: seconds). In-process callers of
+#: the app (tests) never reach `main`.
+EXIT_AT_ONCE = {"on": False}
+
 SpaceOpt = Annotated[
     str,
     typer.Option(

@@ -252,9 +252,11 @@ def _run_probe_cli(
 
 def format_probe(r: dict[str, Any]) -> str:
     """A readable probe summary."""
+    from autotune.probe.summary import ProbeStatus
+
     m = r.get("metrics", {})
     status = r["status"]
-    if status == "diverged":
+    if status == ProbeStatus.DIVERGED:
         onset = r.get("divergence_onset_step")
         later = onset is not None and onset != r["diverged_at_step"]
         since = f", since step {onset}" if later else ""

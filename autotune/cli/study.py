@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from autotune.cli.app import SetOpt, SpaceOpt, app, user_errors
+from autotune.cli.app import EXIT_AT_ONCE, SetOpt, SpaceOpt, app, user_errors
 
 
 @app.command()
@@ -87,6 +87,10 @@ def study(
         )
     )
     typer.echo(st.format_summary(result.summary, tracking_uri=result.tracking_uri))
+    from autotune.study.timeline import mark
+
+    mark("summary printed")
+    EXIT_AT_ONCE["on"] = True  # Ray is shut down, MLflow's writer drained: nothing to tear down
     if result.failure is not None:  # the baseline failed, or every trial: status 1
         from autotune.errors import TrialsFailed
 

@@ -27,6 +27,7 @@ import contextlib
 import json
 import os
 import shutil
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -137,11 +138,8 @@ def save(
     series: dict[str, np.ndarray],
     per_step: tuple[int, int] = (0, 0),
     copies: int = 1,
-) -> None:
-    """Write the state after `step` optimizer steps to `path`, atomically (refused, `NoRoom`,
-    unless the disk has room for `copies` of it: the ranks of a DDP probe write theirs at once)."""
-    import torch
-
+) -> dict[str, Any]:
+    """Write the built-in loop's state after `step` optimizer steps to `path` (`saved`)."""
     state = {
         "identity": ident,
         "step": step,
@@ -150,9 +148,29 @@ def save(
         "optimizer": optimizer.state_dict(),
         "scaler": scaler.state_dict(),
         "rng": rng.capture(),
-        "series": {name: torch.from_numpy(np.asarray(arr)) for name, arr in series.items()},
+        "series": series_tensors(series),
     }
-    write(path, state, copies)
+    return saved(path, state, copies)
+
+
+def series_tensors(series: Mapping[str, Any]) -> dict[str, Any]:
+    """A probe's step series as the tensors a state file holds (`torch.load` gives them back)."""
+    import torch
+
+    return {name: torch.from_numpy(np.array(arr)) for name, arr in series.items()}
+
+
+def saved(path: str, state: dict[str, Any], copies: int = 1) -> dict[str, Any]:
+    """`write` `state`, and what became of it, as a probe's summary says it (`path`, `saved`,
+    `why`): a state that could not be written costs the longer probe a restart, not this probe
+    its result (no room, a disk error, a part torch cannot save)."""
+    try:
+        write(path, state, copies)
+    except NoRoom as e:
+        return {"path": path, "saved": False, "why": str(e)}
+    except (OSError, RuntimeError, TypeError) as e:
+        return {"path": path, "saved": False, "why": f"{type(e).__name__}: {str(e)[:200]}"}
+    return {"path": path, "saved": True, "why": None}
 
 
 def write(path: str, state: dict[str, Any], copies: int = 1) -> None:
@@ -200,20 +218,49 @@ def restore(
     data: Any,
     accum: int,
 ) -> Continuation:
-    """Load `state` into the run (the data iterator is advanced past the micro-batches already
-    trained on; the RNGs are restored last, after anything that draws from them)."""
+    """Load `state` into the built-in loop's run (`continue_from`; the data iterator is advanced
+    past the micro-batches already trained on). A part that does not load raises as it is."""
 
+    def skip(step: int) -> None:
+        for _ in range(step * accum):
+            next(data)
+
+    return continue_from(state, {"model": model, "optimizer": optimizer, "scaler": scaler}, skip)
+
+
+def continue_from(
+    state: dict[str, Any],
+    parts: Mapping[str, Any],
+    position: Callable[[int], None],
+    mismatch: Callable[[str, Exception], Exception] | None = None,
+) -> Continuation:
+    """The one restore of a probe's state, the loop's (`restore`) and a training script's
+    (`autotune.probe.script_state`): each of `parts` (name -> an object with `load_state_dict`;
+    None: not given) gets its saved state dict back, in the order given (a part saved empty is
+    left as it is); `position(step)` puts the data where the shorter probe left it; the RNGs
+    are restored last, after anything that draws from them. A part whose state does not load
+    raises `mismatch(name, error)` when given, else the error itself."""
     step = int(state["step"])
-    model.load_state_dict(state["model"])
-    optimizer.load_state_dict(state["optimizer"])
-    if state["scaler"]:
-        scaler.load_state_dict(state["scaler"])
-    for _ in range(step * accum):
-        next(data)
+    for name, obj in parts.items():
+        part = state.get(name)
+        if obj is None or not part:
+            continue
+        try:
+            obj.load_state_dict(part)
+        except Exception as e:
+            if mismatch is None:
+                raise
+            raise mismatch(name, e) from None
+    position(step)
     rng.restore(state["rng"])
+    return continued(state)
+
+
+def continued(state: dict[str, Any]) -> Continuation:
+    """Where a probe continuing `state` starts: its step, series and per-step counts."""
     series = {name: t.numpy() for name, t in state["series"].items()}
     samples, tokens = (int(x) for x in state.get("per_step") or (0, 0))
-    return Continuation(step=step, series=series, per_step=(samples, tokens))
+    return Continuation(step=int(state["step"]), series=series, per_step=(samples, tokens))
 
 
 def _nbytes(value: Any) -> int:

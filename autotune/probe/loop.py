@@ -426,15 +426,9 @@ def _save(path: str, ident: str, steps: int, *run: Any, copies: int) -> dict[str
     """Write the state for a longer probe to continue (room checked for `copies`: one per
     rank); a failure costs that probe a restart, not this one its result."""
     model, optimizer, scaler, series, per_step = run
-    try:
-        checkpoint.save(
-            path, ident, steps, model, optimizer, scaler, series, per_step, copies=copies
-        )
-    except checkpoint.NoRoom as e:
-        return {"path": path, "saved": False, "why": str(e)}
-    except (OSError, RuntimeError) as e:
-        return {"path": path, "saved": False, "why": f"{type(e).__name__}: {str(e)[:200]}"}
-    return {"path": path, "saved": True, "why": None}
+    return checkpoint.save(
+        path, ident, steps, model, optimizer, scaler, series, per_step, copies=copies
+    )
 
 
 def _start_event(

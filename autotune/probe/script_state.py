@@ -15,7 +15,7 @@ The script hands its trial what it trains with, once built and before its first 
   loop starts; the session takes the shorter probe's series (the summary covers every step from
   0 and the divergence monitor is fed them again).
 - asked to save (`ProbeConfig.save_state`), a run that made all its steps writes its state at
-  its end (`checkpoint.write`: atomic, refused without disk room).
+  its end (`checkpoint.saved`: atomic, refused without disk room).
 
 An integration whose framework checkpoints itself (`autotune.integrations.hf`, `.lightning`)
 hands its model and the framework's name instead (`Parts.framework`): the framework writes its
@@ -112,34 +112,36 @@ class ScriptState:
         return self.start
 
     def _restore(self, state: dict[str, Any], parts: Parts) -> Continuation:
-        step = int(state["step"])
         if parts.framework is not None:  # the framework loads its own checkpoint, RNGs too
             folder = framework_dir(str(self.cfg.resume_from))
             if not Path(folder).is_dir():
                 return Continuation(why=f"no {parts.framework} checkpoint at {folder}")
             self.resume_dir = folder
-            return self._continued(state, step)
-        for name in ("model", "optimizer", "scheduler", "scaler"):
-            obj, saved = getattr(parts, name), state.get(name)
-            if obj is None or not saved:
-                continue
-            try:
-                obj.load_state_dict(saved)
-            except Exception as e:
-                raise StateMismatch(
-                    f"trial.resume(): the state at {self.cfg.resume_from} does not load into "
-                    f"the script's {name}: {type(e).__name__}: {str(e)[:200]}"
-                ) from None
-        _position(parts.data, state.get("data"), step * parts.batches_per_step)
-        rng.restore(state["rng"])
-        return self._continued(state, step)
+            return self._continued(state, checkpoint.continued(state))
+        names = ("model", "optimizer", "scheduler", "scaler")
+        return self._continued(
+            state,
+            checkpoint.continue_from(
+                state,
+                {name: getattr(parts, name) for name in names},
+                lambda step: _position(
+                    parts.data, state.get("data"), step * parts.batches_per_step
+                ),
+                self._mismatch,
+            ),
+        )
 
-    def _continued(self, state: dict[str, Any], step: int) -> Continuation:
+    def _mismatch(self, part: str, e: Exception) -> StateMismatch:
+        return StateMismatch(
+            f"trial.resume(): the state at {self.cfg.resume_from} does not load into "
+            f"the script's {part}: {type(e).__name__}: {str(e)[:200]}"
+        )
+
+    def _continued(self, state: dict[str, Any], start: Continuation) -> Continuation:
+        """`start`, with what a script's state adds: its first step number and its reference."""
         self.origin = int(state.get("origin", 0))
         self.saved_reference = state.get("reference")
-        series = {name: t.numpy() for name, t in state["series"].items()}
-        samples, tokens = (int(x) for x in state.get("per_step") or (0, 0))
-        return Continuation(step=step, series=series, per_step=(samples, tokens))
+        return start
 
     def at_last_report(self) -> None:
         """The RNGs as the last step left them: what a longer probe continues with (the
@@ -165,8 +167,6 @@ class ScriptState:
         """Write the state after the run's last step when asked to (`save_state`) and the run
         made all its steps; what became of it (None: not asked, or the run ended early).
         `reference`: the run's initial-loss reference (`Reference.record()`), kept with it."""
-        import torch
-
         path = self.cfg.save_state
         if not path or steps_run != self.cfg.steps:
             return None
@@ -183,7 +183,7 @@ class ScriptState:
             "step": steps_run,
             "origin": self.origin,
             "per_step": list(per_step),
-            "series": {name: torch.from_numpy(arr.copy()) for name, arr in saved.items()},
+            "series": checkpoint.series_tensors(saved),
             "reference": reference,
         }
         if p.framework is None:
@@ -195,13 +195,7 @@ class ScriptState:
                 data=_data_state(p.data),
                 rng=self.rng_at_end,
             )
-        try:
-            checkpoint.write(path, state)
-        except checkpoint.NoRoom as e:
-            return {"path": path, "saved": False, "why": str(e)}
-        except (OSError, RuntimeError, TypeError) as e:  # e.g. a data state torch cannot save
-            return {"path": path, "saved": False, "why": f"{type(e).__name__}: {str(e)[:200]}"}
-        return {"path": path, "saved": True, "why": None}
+        return checkpoint.saved(path, state)
 
 
 def split_extra(series: dict[str, np.ndarray]) -> tuple[dict[str, Any], dict[str, list[float]]]:

@@ -303,6 +303,14 @@ _KNOWN = {
 }
 
 
+def loss_of(summary: Mapping[str, Any] | None) -> list[Any]:
+    """The loss at each step a probe ran, out of its summary as reported or stored
+    (`ProbeSummary.to_dict()`, its `series`); empty when there is none (a failed probe's record
+    has no summary, an older or slimmed one no series). What `autotune verify` and a study's
+    verification keep of a seed's run."""
+    return list(((summary or {}).get("series") or {}).get("loss") or [])
+
+
 def summary_metrics(
     cfg: ProbeConfig,
     data_series: dict[str, np.ndarray],

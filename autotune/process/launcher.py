@@ -63,7 +63,8 @@ FAILED_CAUSES = (
     "timeout",
     "killed",
     "crash",
-    "worker_died",
+    "worker_died",  # the Ray worker never returned (autotune.study.workers)
+    "worker_error",  # autotune's side of the probe raised on its Ray worker
     "comm_hang",  # a collective that never finished (DDP probes: autotune.process.supervisor)
     "comm_incorrect",  # an all-reduce of known values gave a wrong answer
     "no_reports",  # a training script that never called trial.report (autotune.probe.script)

@@ -24,6 +24,7 @@ from autotune import space as sp
 from autotune.knobs import HARDWARE_METRICS
 from autotune.probe import ProbeConfig
 from autotune.probe.outcome import Outcome
+from autotune.probe.summary import loss_of
 from autotune.recipe import paired
 from autotune.recipe.file import Recipe
 from autotune.recipe.seeds import (
@@ -303,9 +304,9 @@ def loss_series(runs: list[dict[str, Any]]) -> dict[str, list[Any]]:
     """Seed (as a JSON key) -> the loss at each step that seed's probe ran."""
     out: dict[str, list[Any]] = {}
     for r in runs:
-        series = ((r.get("summary") or {}).get("series") or {}).get("loss")
-        if series and r.get("seed") is not None:
-            out[str(r["seed"])] = list(series)
+        loss = loss_of(r.get("summary"))
+        if loss and r.get("seed") is not None:
+            out[str(r["seed"])] = loss
     return out
 
 

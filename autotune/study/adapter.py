@@ -17,7 +17,6 @@ from typing import Any
 
 from autotune import space as sp
 from autotune.probe.outcome import Outcome
-from autotune.process.zygote import PRELOAD_ENV
 from autotune.study import attrs as ua
 from autotune.study.failures import BaselineFailed, baseline_stop, first_report_s
 from autotune.study.folder import tune_dir
@@ -37,21 +36,9 @@ from autotune.study.records import (
 from autotune.study.rung_phase import pending as rungs_pending
 from autotune.study.session import plan_resources
 from autotune.study.states import screen_probe
-from autotune.study.workers import died_in_tune, trainable
+from autotune.study.timeline import mark
+from autotune.study.workers import died_in_tune, trainable, trial_process_env
 from autotune.study.writer import MlflowWriter
-
-#: What every training script imports after its fork, unless its zygote did: the trial API.
-SCRIPT_PRELOAD = ("autotune.recipe.trial",)
-
-
-def trial_process_env(space: sp.Space) -> dict[str, str]:
-    """autotune's own variables for a trial's process (not knobs, never recorded): for a
-    training script, the modules its worker's zygote imports once (`PRELOAD_ENV`): the trial
-    API and the space's `workload.preload`; nothing for a built-in workload."""
-    if space.workload.script is None:
-        return {}
-    names = dict.fromkeys((*SCRIPT_PRELOAD, *space.workload.preload))
-    return {PRELOAD_ENV: ",".join(names)}
 
 
 def searcher_class() -> type:
@@ -88,6 +75,7 @@ def searcher_class() -> type:
             if config is None:
                 return Searcher.FINISHED  # type: ignore[return-value]
             self.live[trial_id] = config["number"]
+            mark(f"trial {config['number']} asked")
             return config
 
         def on_trial_complete(
@@ -96,6 +84,7 @@ def searcher_class() -> type:
             number = self.live.pop(trial_id, None)
             if number is None:
                 return
+            mark(f"trial {number} back")
             payload = (result or {}).get("autotune_payload")
             if payload is not None:
                 self.driver.finish(number, json.loads(payload))
@@ -103,6 +92,7 @@ def searcher_class() -> type:
                 self.driver.finish(number, died_in_tune(number))
             else:
                 self.driver.interrupted(number)
+            mark(f"trial {number} recorded")
 
     return OptunaAskTell
 

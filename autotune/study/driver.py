@@ -32,6 +32,7 @@ from autotune.study.rung_phase import rejudge_screen, rung_phase
 from autotune.study.session import check_ray_address, driver_lock, ray_session
 from autotune.study.storage import check_tcp, open_storage, storage_url
 from autotune.study.summary import summarize
+from autotune.study.timeline import mark
 from autotune.study.verification import to_verify, verify_phase
 from autotune.study.warmstart import warm_params
 from autotune.study.writer import MlflowWriter
@@ -43,6 +44,7 @@ def run(opts: StudyOptions) -> StudyResult:
     """Run (or continue) the study described by `opts.space`; return its summary."""
     import optuna
 
+    mark("driver")
     space = opts.space
     study_dir = (opts.study_dir or study_dir_for(space.name)).resolve()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -53,17 +55,22 @@ def run(opts: StudyOptions) -> StudyResult:
     url = storage_url(opts, study_dir)
     _check_services(opts, url)
     uri = tracking.resolve_uri(opts.tracking_uri)
+    mark("services checked")
     with driver_lock(study_dir):
         client = tracking.connect(uri)
+        mark("mlflow store")
         say = (lambda _t: None) if opts.quiet else print
         fp = fpm.collect()
         arch = (fp.get("devices") or [{}])[0].get("arch")
         cond = sp.condition(space, platform=fp["platform"], arch=arch)
+        mark("fingerprint")
         for name, why in cond.dropped.items():
             say(f"dropped knob {name}: {why}")
         study = open_study(opts, open_storage(url), cond)
         stop_if_baseline_failed(study, study_dir, space.name)
+        mark("optuna study")
         logger = _study_run(opts, study, client, cond, url, uri, fp, study_dir)
+        mark("mlflow run")
         reconcile(study, study_dir, logger)
         _write_study_json(study_dir, space.name, url, uri, logger)
 
@@ -71,9 +78,11 @@ def run(opts: StudyOptions) -> StudyResult:
         finished = count_finished(study)
         planned = max(0, space.budget.trials - finished)
         _announce(say, space, finished, planned, len(rerun), url, uri)
+        mark("resume checked")
         interrupted, failure = False, None
         if planned > 0 or rungs_pending(study, space) or to_verify(study, space):
             with ray_session(opts.address, study_dir) as ray:
+                mark("ray started")
                 try:
                     if planned > 0:  # `clip_norm: auto`: the baseline first, then the range
                         run = (opts, study, cond, logger, study_dir, ray, say)
@@ -93,18 +102,27 @@ def run(opts: StudyOptions) -> StudyResult:
                         )
                 except BaselineFailed as e:  # nothing is judged without it: the study stops
                     interrupted, failure = True, str(e)
+                mark("screen")
                 if not interrupted:  # the baseline's other seeds: the screen's yardstick
                     interrupted = yardstick_phase(opts, study, study_dir, ray)
                 if not interrupted:  # the sampler learnt from the screen; the rungs decide
                     rejudge_screen(study, space)
                     logger.screen_verdicts(study)
                     interrupted = rung_phase(opts, study, logger, study_dir, ray)
+                mark("rungs")
                 if not interrupted:
                     interrupted = verify_phase(opts, study, logger, study_dir, ray)
+                mark("verification")
+            mark("ray stopped")
         summary = summarize(study, space, study_dir, cond.dropped)
-        logger.summary(summary, study, importances(study, summary))
+        mark("summary")
+        found = importances(study, summary)
+        mark("importances")
+        logger.summary(summary, study, found)
+        mark("summary logged")
         if failure is None and not interrupted:
             failure = every_trial_failed(summary["counts"], summary["failures"])
+    mark("driver done")
     return StudyResult(
         name=space.name,
         study_dir=study_dir,

@@ -12,6 +12,7 @@ from typing import Any
 
 from autotune import space as sp
 from autotune.probe.outcome import Outcome
+from autotune.probe.summary import loss_of
 from autotune.recipe import verify as vf
 from autotune.recipe.seeds import ran_whole
 from autotune.study import attrs as ua
@@ -82,9 +83,9 @@ def save_seed(
     logged to the verification's MLflow run); return what was written."""
     slim = dict(out)
     if slim.get("summary"):
-        loss = (slim["summary"].get("series") or {}).get("loss")
+        loss = loss_of(slim["summary"])
         if loss:
-            slim["loss_series"] = list(loss)
+            slim["loss_series"] = loss
         slim["summary"] = {k: v for k, v in slim["summary"].items() if k != "series"}
     write_json(verify_path(study_dir, number, seed, steps), slim)
     return slim

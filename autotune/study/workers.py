@@ -13,11 +13,14 @@ that ran it (where its state is kept, for a rung to continue it).
 - The rungs, the baseline's yardstick seeds and the verification run `probe_task` as plain Ray
   tasks through `run_jobs`: as many at once as `plan_resources` allows, each with its resources,
   a rung's on the node that holds its state when that node has room; a task whose worker died
-  (node lost, worker killed) is a failed probe (`worker_died`), not a failed study.
+  (node lost, worker killed) is a failed probe (`worker_died`), not a failed study. On CPU
+  workers their probes are forked by the worker's zygote too (Ray keeps a task's worker for the
+  next task; `zygote_pays`), with the screen's preload (`trial_process_env`).
 
-Two records of a worker's failure: `worker_error`, autotune's side of the trial raised on the
-worker (the screen's trainable catches it: its exception named, its traceback kept), and
-`worker_died`, the worker never returned.
+Two records of a worker's failure, the same for the screen, the rungs, the yardstick and the
+verification: `worker_error`, autotune's side of the probe raised on the worker
+(`probe_on_worker`, which every Tune trial and Ray task runs, catches it: its exception named,
+its traceback kept), and `worker_died`, the worker never returned.
 """
 
 from __future__ import annotations
@@ -35,7 +38,9 @@ from autotune import space as sp
 from autotune.probe import ProbeConfig
 from autotune.probe.outcome import Outcome
 from autotune.process.launcher import run_trial_process
+from autotune.process.zygote import PRELOAD_ENV
 from autotune.study.session import plan_resources
+from autotune.study.timeline import mark
 
 #: The cause of a probe whose Ray worker never returned (node lost, worker killed).
 WORKER_DIED = "worker_died"
@@ -43,6 +48,20 @@ WORKER_DIED = "worker_died"
 WORKER_ERROR = "worker_error"
 #: What a screen trial Ray Tune reports as errored (no payload) was: its worker died.
 DIED_IN_TUNE = "the Ray worker running this trial died (node lost, or the worker was killed)"
+
+
+#: What every training script imports after its fork, unless its zygote did: the trial API.
+SCRIPT_PRELOAD = ("autotune.recipe.trial",)
+
+
+def trial_process_env(space: sp.Space) -> dict[str, str]:
+    """autotune's own variables for a probe's process (not knobs, never recorded): for a
+    training script, the modules its worker's zygote imports once (`PRELOAD_ENV`): the trial
+    API and the space's `workload.preload`; nothing for a built-in workload."""
+    if space.workload.script is None:
+        return {}
+    names = dict.fromkeys((*SCRIPT_PRELOAD, *space.workload.preload))
+    return {PRELOAD_ENV: ",".join(names)}
 
 
 def run_probe(
@@ -71,12 +90,40 @@ def tag_node(out: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def probe_task(
-    probe: dict[str, Any], env: dict[str, str], timeout_s: float, threads: int | None
+def probe_on_worker(
+    probe: Mapping[str, Any],
+    env: Mapping[str, str],
+    timeout_s: float,
+    threads: int | None,
+    *,
+    spare: bool = False,
+    extra_env: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """A Ray task: one probe (a rung's, a yardstick seed's, a verification seed's) in a fresh
-    process on a worker. What raises here reaches the driver as a dead worker (`run_jobs`)."""
-    return tag_node(run_probe(probe, env, timeout_s, threads))
+    """`run_probe` as every Ray task and Tune trial of a study runs it: what raises on the
+    worker (autotune's side of the probe) is a failed probe, cause `worker_error`, not an
+    exception for Ray to carry back (which the driver could not tell from a dead worker)."""
+    try:
+        out = run_probe(probe, env, timeout_s, threads, spare=spare, extra_env=extra_env)
+    except Exception as e:  # autotune's side of the probe broke: a failed probe with its cause
+        out = worker_error(e)
+    return out
+
+
+def probe_task(
+    probe: dict[str, Any],
+    env: dict[str, str],
+    timeout_s: float,
+    threads: int | None,
+    spare: bool = False,
+    extra_env: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """A Ray task: one probe (a rung's, a yardstick seed's, a verification seed's) in a process
+    of its own on a worker, forked by the worker's zygote when `spare` (`probe_on_worker`: an
+    error here is `worker_error`, as in the screen); only a task that never returns reaches the
+    driver as a dead worker (`collect`)."""
+    return tag_node(
+        probe_on_worker(probe, env, timeout_s, threads, spare=spare, extra_env=extra_env)
+    )
 
 
 def trainable(config: dict[str, Any]) -> None:
@@ -85,19 +132,18 @@ def trainable(config: dict[str, Any]) -> None:
     that Tune does not flatten the step series into columns."""
     from ray import tune
 
-    try:
-        out = run_probe(
-            config["probe"],
-            config["env"],
-            config["timeout_s"],
-            config.get("threads"),
-            spare=True,
-            extra_env=config.get("process_env"),
-        )
-    except Exception as e:  # autotune's side of the trial broke: a failed trial with its cause
-        out = worker_error(e)
+    mark(f"trial {config['number']} on its worker")
+    out = probe_on_worker(
+        config["probe"],
+        config["env"],
+        config["timeout_s"],
+        config.get("threads"),
+        spare=True,
+        extra_env=config.get("process_env"),
+    )
     out["number"] = config["number"]
     tag_node(out)
+    mark(f"trial {config['number']} reported")
     tune.report({"autotune_done": 1, "autotune_payload": json.dumps(out, default=str)})
 
 
@@ -167,17 +213,21 @@ def run_jobs(
     timeout_s: float,
     done: Callable[[ProbeJob, dict[str, Any], float], None],
     interrupted: Callable[[float], str],
+    spare: bool | None = None,
 ) -> bool:
     """Run `jobs` as Ray tasks (`probe_task`), in order, as many at once as `plan_resources`
     allows; call `done(job, record, seconds since the first was handed out)` as each finishes
     (`collect`). False when interrupted: the tasks in flight are cancelled and
-    `interrupted(seconds)` printed to stderr."""
+    `interrupted(seconds)` printed to stderr.
+
+    `spare` (None: `zygote_pays`): each probe forked by its worker's zygote, as the screen's."""
     if not jobs:
         return True
     conc, resources, threads = plan_resources(space, ray.cluster_resources())
-    remote = ray.remote(num_cpus=resources.get("cpu", 1.0), num_gpus=resources.get("gpu", 0.0))(
-        probe_task
-    )
+    gpus = resources.get("gpu", 0.0)
+    remote = ray.remote(num_cpus=resources.get("cpu", 1.0), num_gpus=gpus)(probe_task)
+    fork = zygote_pays(gpus) if spare is None else spare
+    extra = trial_process_env(space)
     queue = list(jobs)
     inflight: dict[Any, ProbeJob] = {}
     started = time.monotonic()
@@ -186,7 +236,8 @@ def run_jobs(
             while queue and len(inflight) < conc:
                 job = queue.pop(0)
                 task = on_node(remote, job.node)
-                inflight[task.remote(job.probe.to_dict(), dict(job.env), timeout_s, threads)] = job
+                args = (job.probe.to_dict(), dict(job.env), timeout_s, threads, fork, extra)
+                inflight[task.remote(*args)] = job
             ready, _ = ray.wait(list(inflight), num_returns=1)
             for ref in ready:
                 job = inflight.pop(ref)
@@ -198,6 +249,15 @@ def run_jobs(
         print(interrupted(time.monotonic() - started), file=sys.stderr)
         return False
     return True
+
+
+def zygote_pays(gpus: float) -> bool:
+    """Whether a task's probe is forked by its worker's zygote: on CPU workers, which Ray keeps
+    for the next task (the zygote's imports are paid once per worker and environment, as a
+    Tune actor's are); not for a task that holds a GPU, whose worker Ray ends after one task
+    (`max_calls=1`, its default for GPU tasks), the zygote with it: the zygote's imports would
+    be on every probe's path, as a fresh process's are."""
+    return gpus <= 0
 
 
 def on_node(remote: Any, node: str | None) -> Any:

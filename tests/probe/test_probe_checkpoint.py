@@ -238,3 +238,48 @@ def test_what_cannot_continue_says_why() -> None:
     assert "script" in (unsupported(replace(base, script="train.py", world_size=2)) or "")
     assert unsupported(replace(base, world_size=2)) is None  # each rank keeps its own
     assert "oom_retry" in (unsupported(replace(base, oom_retry=True)) or "")
+
+
+def test_the_one_restore_loads_the_parts_positions_the_data_then_puts_the_rngs_back() -> None:
+    """`continue_from`, the restore of the loop's and a script's states alike: the parts in
+    order (one saved empty, or not given, left alone), the data placed, the RNGs last (the
+    data's positioning draws from them, as a script's loader may), a part that does not load
+    raised as it is or as the caller names it."""
+    from autotune.probe import rng
+    from autotune.probe.checkpoint import continue_from
+
+    torch.manual_seed(3)
+    model, other = torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)
+    at_save = rng.capture()
+    state = {
+        "step": 4,
+        "model": model.state_dict(),
+        "scaler": {},
+        "rng": at_save,
+        "series": {"loss": torch.arange(4.0)},
+        "per_step": [8, 0],
+    }
+    placed: list[int] = []
+
+    def position(step: int) -> None:
+        placed.append(step)
+        torch.rand(5)  # a loader that draws: the RNGs must be put back after it
+
+    class Never:
+        def load_state_dict(self, _: Any) -> None:
+            raise AssertionError("a part saved empty is left alone")
+
+    start = continue_from(state, {"model": other, "scaler": Never(), "scheduler": None}, position)
+    assert all(
+        torch.equal(a, b) for a, b in zip(model.parameters(), other.parameters(), strict=True)
+    )
+    assert placed == [4]
+    assert torch.equal(torch.get_rng_state(), at_save["torch"])
+    assert start.step == 4 and start.per_step == (8, 0)
+    assert start.series["loss"].tolist() == [0.0, 1.0, 2.0, 3.0]
+
+    wrong = {**state, "model": torch.nn.Linear(3, 2).state_dict()}
+    with pytest.raises(RuntimeError, match="size mismatch"):
+        continue_from(wrong, {"model": other}, position)
+    with pytest.raises(KeyError, match="model: RuntimeError"):
+        continue_from(wrong, {"model": other}, position, lambda n, e: KeyError(f"{n}: {e!r}"))

@@ -141,3 +141,17 @@ def test_a_script_run_on_its_own_may_have_no_path(tmp_path: Path) -> None:
     s = ProbeSummary.from_dict({**d, "script": None})
     assert s.script is not None and s.script.path is None
     assert s.to_dict()["script"] is None
+
+
+@pytest.mark.parametrize("which", ["loop_summary", "script_summary"])
+def test_the_loss_series_is_read_the_same_from_either_summary(
+    which: str, request: pytest.FixtureRequest
+) -> None:
+    """`loss_of`, what `autotune verify` and a study's verification keep of a seed's run."""
+    from autotune.probe.summary import loss_of
+
+    summary = request.getfixturevalue(which)
+    loss = loss_of(summary)
+    assert len(loss) == 6 and loss == summary["series"]["loss"]
+    assert loss is not summary["series"]["loss"]  # a copy: the record is slimmed after
+    assert loss_of(None) == [] and loss_of({"metrics": {}}) == []

@@ -18,9 +18,10 @@ from autotune.probe import ProbeConfig
 from autotune.process import launcher
 from autotune.process import zygote as zygote_mod
 from autotune.process.zygote import PRELOAD_ENV, discard_zygote
-from autotune.study.adapter import Driver, trial_process_env
+from autotune.study.adapter import Driver
 from autotune.study.options import StudyOptions
 from autotune.study.progress import Progress
+from autotune.study.workers import trial_process_env
 
 # Records the pid of each process that imports it.
 MARK = "import os\nwith open({out!r}, 'a') as f:\n    f.write(f'{{os.getpid()}}\\n')\n"

@@ -16,6 +16,11 @@ from autotune.probe.outcome import Outcome
 from autotune.study import workers
 
 
+def test_a_probe_task_is_forked_by_its_workers_zygote_unless_it_holds_a_gpu() -> None:
+    assert workers.zygote_pays(0.0) is True
+    assert workers.zygote_pays(1.0) is False and workers.zygote_pays(0.5) is False
+
+
 def test_a_dead_worker_is_one_failed_record_with_the_error_ray_gave() -> None:
     died = workers.worker_died("WorkerCrashedError: gone")
     assert list(died.items()) == [
@@ -62,8 +67,18 @@ def test_an_error_on_the_worker_names_the_exception_and_keeps_its_traceback() ->
     assert workers.worker_error(ValueError())["error"] == "ValueError"
 
 
-# A script that kills its Ray worker (its probe process's parent) before it reports.
-KILLER = "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\nimport time\ntime.sleep(60)\n"
+# A script that kills its Ray worker before it reports: its probe process's parent, or the
+# parent of the worker's zygote that forked it.
+KILLER = """\
+import os, signal, time
+worker = os.getppid()
+with open(f"/proc/{worker}/cmdline", "rb") as f:
+    if b"autotune.process.zygote" in f.read():
+        with open(f"/proc/{worker}/stat") as s:
+            worker = int(s.read().rsplit(")", 1)[1].split()[1])
+os.kill(worker, signal.SIGKILL)
+time.sleep(60)
+"""
 FINE = (
     "import autotune\n"
     "trial = autotune.trial(steps=10, micro_batch=2)\n"
@@ -88,7 +103,7 @@ def _space(tmp: Path, name: str, script: str) -> sp.Space:
 
 
 @pytest.mark.integration
-def test_jobs_run_in_order_and_a_dead_worker_is_a_failed_probe_not_a_failed_run(
+def test_jobs_run_in_order_a_dead_worker_and_an_error_are_failed_probes_not_a_failed_run(
     tmp_path: Path,
 ) -> None:
     import ray
@@ -109,6 +124,9 @@ def test_jobs_run_in_order_and_a_dead_worker_is_a_failed_probe_not_a_failed_run(
         jobs = [
             workers.ProbeJob("killed", sp.probe_config(killer), {}),
             workers.ProbeJob("fine", sp.probe_config(fine), {}, node=here),
+            # an environment over the kernel's 128 KiB per variable: the worker cannot start the
+            # probe's process (E2BIG), as a screen trial's (tests/study/test_study.py) cannot
+            workers.ProbeJob("error", sp.probe_config(fine), {"HSA_AUTOTUNE_BIG": "x" * 200_000}),
         ]
         seen: list[tuple[Any, dict[str, Any], float]] = []
         ok = workers.run_jobs(
@@ -118,11 +136,17 @@ def test_jobs_run_in_order_and_a_dead_worker_is_a_failed_probe_not_a_failed_run(
         ray.shutdown()
     assert ok is True
     # on 2 CPUs one probe at a time (one core kept for the driver): in the order given
-    assert [key for key, _, _ in seen] == ["killed", "fine"]
-    killed, done = seen[0][1], seen[1][1]
+    assert [key for key, _, _ in seen] == ["killed", "fine", "error"]
+    killed, done, error = (out for _, out, _ in seen)
     assert killed["outcome"] == "failed" and killed["cause"] == "worker_died", killed
     assert set(killed) == {"outcome", "cause", "error", "summary"}
     assert "Worker" in killed["error"] or "died" in killed["error"], killed["error"]
     assert done["outcome"] == "complete", done.get("log_tail")
     assert done["ray_node"] == here and done["summary"]["steps_run"] == 10
-    assert 0 < seen[0][2] <= seen[1][2]
+    # on a CPU worker, forked by the worker's zygote as the screen's trials are (`zygote_pays`)
+    assert done["zygote"] is not None, done
+    assert 0 < seen[0][2] <= seen[1][2] <= seen[2][2]
+    # a probe that raised on its worker is the screen's record (`worker_error`), not a dead worker
+    assert error["outcome"] == "failed" and error["cause"] == "worker_error", error
+    assert error["error"].startswith("OSError: ") and "Traceback" in error["log_tail"], error
+    assert error["ray_node"] == here and error["summary"] is None
