@@ -162,7 +162,16 @@ class Ladder:
         """Trial `result.number`'s result at `rung` (again: judged anew, it replaces it)."""
         self.rungs[rung].results[result.number] = result
         self.running.discard((result.number, rung))
-        self._settle()
+        self.settle()
+
+    def adopt(self, rung: int, result: rg.RungResult) -> None:
+        """A result an earlier run recorded at `rung` (above the screen): promoted then, taken
+        as such (whatever order its probes finished in); call `settle` once all are told."""
+        n = result.number
+        self.rungs[rung - 1].promoted.add(n)
+        if n not in self.rungs[rung].entrants:
+            self.rungs[rung].entrants.append(n)
+        self.rungs[rung].results[n] = result
 
     def next(self) -> tuple[int, int] | None:
         """The next probe to run, (trial number, rung), from the top rung down; None: none now
@@ -222,7 +231,7 @@ class Ladder:
             self._early[k] = (version, got)
         return self._early[k][1]
 
-    def _settle(self) -> None:
+    def settle(self) -> None:
         """End every rung whose entrants are final and finished, bottom up."""
         for k, r in enumerate(self.rungs):
             if r.ended:

@@ -9,8 +9,9 @@ A rung's row in `autotune.rungs` (its trials and its agreement with the rung bel
 when the rung has ended: every promotion into it handed out and every probe of it finished; the
 decision (`autotune.decided`, with `promotion: async`) when the ladder decides. A rung's states
 are removed once the rung above has ended (those of the trials not promoted, once it has ended
-itself), every state once the study has decided. A driver stopped mid-rung resumes: a promotion
-whose record is already written is not run again (its record is read back in its place).
+itself), every state once the study has decided. A driver stopped mid-rung resumes: the records
+it wrote are told to the ladder as promoted and finished (`adopt_saved`, whatever order they
+had finished in), and a promotion whose record is written is not run again.
 """
 
 from __future__ import annotations
@@ -72,6 +73,7 @@ def rung_async(
         "(asynchronous promotion)"
     )
     run = AsyncRun(opts, study, logger, study_dir, ray, ladder, trials, say)
+    run.adopt_saved()
     run.after()
     if not run_feed(space, ray, run.feed, space.budget.trial_timeout_s, run.done, interrupted):
         return True
@@ -116,6 +118,24 @@ class AsyncRun:
         self.records: dict[int, dict[int, dict[str, Any]]] = {}
         self.handled: set[int] = set()  # rungs whose end was acted on
         self.noted = 0
+
+    def adopt_saved(self) -> None:
+        """The rung records an earlier driver wrote (it stopped mid-rung), rung by rung: judged
+        against the baseline's there, logged if they were not, told to the ladder as promoted
+        and finished; the ladder then goes on from where that driver was."""
+        screened = [n for n in self.ladder.rungs[0].results]
+        for k in range(1, len(self.plan)):
+            below = self.ladder.rungs[k - 1].results  # a record above a lost one is not taken
+            saved = [read_rung_record(self.study_dir, n, k, self.plan[k]) for n in screened]
+            at = {int(r["number"]): r for r in saved if r is not None and r["number"] in below}
+            if not at:
+                break
+            self.records[k] = at
+            judge_rung(self.space, self.study, self.study_dir, list(at.values()))
+            for rec in at.values():
+                self.logger.log_rung(rec)  # idempotent: logs it if a driver died before it did
+                self.ladder.adopt(k, as_result(slim(rec)))
+        self.ladder.settle()
 
     def feed(self) -> ProbeJob | None:
         """The next promotion to run (one recorded by an earlier driver is read back instead);

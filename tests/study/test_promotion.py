@@ -202,3 +202,29 @@ def test_the_settings_come_from_the_spaces_rungs_section() -> None:
     assert pm.settings_of(r) == pm.Settings(
         eta=4, min_promote=2, agreement=0.7, min_agreement_n=4, agree_rungs=3, grow="always"
     )
+
+
+def test_a_ladder_told_the_recorded_results_again_is_where_the_first_one_was() -> None:
+    """A driver stopped mid-rung resumes: every result recorded is adopted, in whatever order,
+    and the new ladder hands out only what the first had not run."""
+    rnd = random.Random(3)
+    n = 18
+    quality = {i: rnd.random() for i in range(n)}
+    first = ladder(n)
+    ran: list[tuple[int, int]] = []
+    running: list[tuple[int, int]] = []
+    while len(ran) < 10:  # stopped after 10 rung probes, 2 of them still running
+        while len(running) < 3 and (job := first.next()) is not None:
+            running.append(job)
+        i, k = running.pop(rnd.randrange(len(running)))
+        first.done(k, res(i, quality[i] + 0.1 * k))
+        ran.append((i, k))
+    again = ladder(n)
+    for i, k in sorted(ran, key=lambda x: (x[1], -x[0])):  # another order than they finished in
+        again.adopt(k, res(i, quality[i] + 0.1 * k))
+    again.settle()
+    for k in range(1, 3):
+        assert sorted(again.rungs[k].entrants) == sorted(i for i, r in ran if r == k)
+    assert [r["numbers"] for r in again.table] == [r["numbers"] for r in first.table]
+    redo = drain(again)
+    assert not set(redo) & set(ran), "a recorded probe handed out again"

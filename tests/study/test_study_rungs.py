@@ -232,3 +232,26 @@ def test_asynchronous_promotion_reaches_the_target_without_waiting_for_a_rung(
             rec = json.loads((study_dir / "trials" / f"{n:04d}-r{rung}.json").read_text())
             assert rec["summary"]["resumed_from_step"] == below, rec["summary"]["continuation"]
     assert not (study_dir / "state").exists(), "the states outlived the decision"
+
+    # A driver stopped while the baseline ran the top rung: its record missing,
+    # no decision. The same command adopts every other record, whatever order they finished
+    # in, and runs only that probe again; the rungs are the same, MLflow logs it once.
+    import optuna
+
+    kept = {p.name: p.stat().st_mtime_ns for p in (study_dir / "trials").glob("*-r*.json")}
+    (study_dir / "trials" / "0000-r2.json").unlink()
+    study = optuna.load_study(study_name="rungs", storage=f"sqlite:///{study_dir / 'optuna.db'}")
+    study.set_user_attr("autotune.decided", {})
+    again = h.autotune(cmd, tmp_path, token=h.new_token(), timeout=400)
+    assert again.returncode == 0, h.explain(again)
+    assert "rung 2: trial 0 promoted to 120 steps" in again.stdout, h.explain(again)
+    assert again.stdout.count("promoted to") == 1, h.explain(again)
+    after = {p.name: p.stat().st_mtime_ns for p in (study_dir / "trials").glob("*-r*.json")}
+    assert set(after) == set(kept)
+    assert {k: v for k, v in after.items() if k != "0000-r2.json"} == {
+        k: v for k, v in kept.items() if k != "0000-r2.json"
+    }, "a finished rung probe ran again"
+    resumed = json.loads(h.autotune(["show", "rungs", "--json"], tmp_path, timeout=120).stdout)
+    assert [r["numbers"] for r in resumed["rungs"]] == [r["numbers"] for r in summary["rungs"]]
+    _, nested = rung_runs(uri)
+    assert len(nested) == r1["trials"] + r2["trials"], "a rung probe logged twice"
