@@ -1,6 +1,7 @@
 """Idle workers at rung barriers: a discrete-event simulation of a study's probes on W workers,
-synchronous rungs (the study today) against asynchronous promotion (ASHA, Li et al. 2020),
-driven by recorded probe durations (issue 27 item 4).
+synchronous rungs against asynchronous promotion (ASHA, Li et al. 2020), both as the study runs
+them: the promotion policy is the study's own (`autotune.study.promotion.Ladder`, what
+`rungs.promotion: sync | async` runs), driven by recorded probe durations (issue 27 item 4).
 
 Durations come from real studies' records (`--collect` reads study folders into
 `results/probe_durations.json`, committed): per screened trial its probe's own seconds per step
@@ -10,20 +11,21 @@ which also started its worker, left out). A simulated study of N trials draws ea
 seconds per step from one recorded study's screened trials (with replacement); a probe of trial
 i from length a to b (continued) takes overhead + (b - a) x its seconds per step. Lengths: the
 recorded probe length L0, target `--factor` x L0, the study's rungs (`rungs.rung_steps`, eta 3,
-at most 4 rungs). Each trial has a latent quality; its score at a length is that plus noise
-shrinking with the length (only who is promoted depends on it, not the durations).
+at most 4 rungs). Each trial has a latent quality; its value (one stability objective, lower is
+better, every probe feasible) at a length is that plus noise shrinking with the length: it
+decides who is promoted and the rungs' agreement (PASHA's growth rule, the study's defaults:
+agreement 0.7 over 2 rung pairs), not the durations.
 
-- synchronous: every rung waits for its slowest probe; rung k+1 runs the best
-  max(min_promote, ceil(n_k / eta)) of rung k plus the baseline, W at a time, longest first
-  as they were submitted (in trial order);
-- asynchronous: a free worker takes, from the top rung down, a trial in the top floor(n / eta)
-  of the n finished at its rung and not yet promoted (the baseline always), else the next
-  unscreened trial, else waits.
+- synchronous (`rungs.promotion: sync`, the default): the screen (all N at once, as Ray Tune
+  runs it), then rung by rung, each waiting for its slowest probe;
+- asynchronous (`rungs.promotion: async`): the screen, then a free worker takes the Ladder's
+  next promotion (from the top rung down, a trial in the top floor(m / eta) of the m finished at
+  its rung; the synchronous quota when the rung has ended), else waits;
+- "+ screen" (not built): asynchronous promotion from the screen too (a free worker promotes a
+  screened trial before starting the next unscreened one), the same Ladder with the screen open.
 
-Verification (`verify.top_k` 2 candidates and the baseline x 3 seeds, at the target from step 0)
-runs after the last rung probe, as the study runs it; the "+ overlap" modes instead start every
-top-rung entrant's verification seeds beside its top-rung probe (more probes: every entrant is
-verified, not only the best two; the makespan and the work are reported against synchronous).
+Verification (`verify.top_k` 2 candidates and the baseline x 3 seeds, at the decided length from
+step 0) runs after the last rung probe, as the study runs it.
 
 Idle share = idle worker-seconds / (W x makespan), the makespan being the end of the last
 probe. "Waiting" idle is the part spent while a probe below the top rung is still running (work
@@ -49,6 +51,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from autotune.study import promotion as pm
 from autotune.study import rungs as rg
 
 HERE = Path(__file__).resolve().parent
@@ -111,9 +114,9 @@ class Study:
     def score(self, i: int, k: int) -> float:
         return self.quality[i] + self.noise[(i, k)]  # lower is better
 
-    def verify_s(self, i: int) -> float:
-        """A verification probe of trial i: the target's length from step 0 (another seed)."""
-        return self.o_screen + self.plan[-1] * self.step_s[i]
+    def verify_s(self, i: int, k: int) -> float:
+        """A verification probe of trial i at rung k's length from step 0 (another seed)."""
+        return self.o_screen + self.plan[k] * self.step_s[i]
 
 
 Job = tuple[str, int, int]  # ("rung" or "verify", trial, rung)
@@ -132,7 +135,7 @@ def schedule(s: Study, workers: int, policy: Any) -> dict[str, Any]:
             if job is None:
                 break
             kind, i, k = job
-            d = s.duration(i, k) if kind == "rung" else s.verify_s(i)
+            d = s.duration(i, k) if kind == "rung" else s.verify_s(i, k)
             heapq.heappush(running, (t + d, seq, job))
             seq, busy, probes, free = seq + 1, busy + d, probes + 1, free - 1
             verify_s += d if kind == "verify" else 0.0
@@ -155,119 +158,111 @@ def schedule(s: Study, workers: int, policy: Any) -> dict[str, Any]:
     }
 
 
-class Synchronous:
-    """Rung by rung: the next rung (its promotions) once every probe of this one has ended;
-    verification of the best `top_k` and the baseline at the target after the top rung, or
-    (`overlap`) every top-rung entrant's verification seeds beside its top-rung probe."""
-
-    def __init__(self, s: Study, *, overlap: bool, eta=3, min_promote=2, top_k=2, seeds=3):
-        self.s, self.overlap, self.eta, self.min_promote = s, overlap, eta, min_promote
-        self.top_k, self.seeds = top_k, seeds
-        self.k, self.numbers = 0, list(range(s.n))
-        self.queue: list[Job] = [("rung", i, 0) for i in self.numbers]
-        self.left = len(self.queue)
-        self.verified = False
-
-    def next(self) -> Job | None:
-        return self.queue.pop(0) if self.queue else None
-
-    def done(self, job: Job) -> None:
-        self.left -= 1
-        if self.left:
-            return
-        s, top = self.s, len(self.s.plan) - 1
-        if self.k == top:
-            if self.overlap or self.verified:
-                return
-            best = sorted((i for i in self.numbers if i), key=lambda i: s.score(i, top))
-            chosen = sorted({0, *best[: self.top_k]})
-            self.queue = [("verify", i, top) for i in chosen for _ in range(self.seeds)]
-            self.left, self.verified = len(self.queue), True
-            return
-        if self.verified:
-            return
-        searched = sorted((i for i in self.numbers if i), key=lambda i: s.score(i, self.k))
-        q = max(self.min_promote, math.ceil(len(self.numbers) / self.eta))
-        self.numbers = sorted({0, *searched[:q]})
-        self.k += 1
-        self.queue = [("rung", i, self.k) for i in self.numbers]
-        if self.overlap and self.k == top:
-            self.queue += [("verify", i, top) for i in self.numbers for _ in range(self.seeds)]
-        self.left = len(self.queue)
+OBJECTIVES = [{"metric": "noise_per_drop", "direction": "minimize"}]
 
 
-class Asynchronous:
-    """ASHA: a free worker takes, from the top rung down, a trial in the top floor(n / eta) of
-    the n finished at its rung and not yet promoted (the baseline always), else the next
-    unscreened trial; verification as `Synchronous` (after the last probe, or beside each
-    top-rung probe with `overlap`)."""
+class Built:
+    """The study's phases: the screen, the rungs by the study's own promotion policy (`early`:
+    `rungs.promotion: async`; `screen_open`: promotions from the screen before it has ended,
+    not built), then verification of the best `top_k` at the decided rung and the baseline."""
 
-    def __init__(self, s: Study, *, overlap: bool, eta=3, top_k=2, seeds=3):
-        self.s, self.overlap, self.eta, self.top_k, self.seeds = s, overlap, eta, top_k, seeds
-        self.top = len(s.plan) - 1
-        self.finished: list[list[int]] = [[] for _ in s.plan]
-        self.promoted: list[set[int]] = [set() for _ in s.plan]
-        self.extra: list[Job] = []
-        self.nxt, self.running, self.verified = 0, 0, False
+    def __init__(self, s: Study, *, early: bool, screen_open: bool = False, top_k=2, seeds=3):
+        self.s, self.top_k, self.seeds, self.screen_open = s, top_k, seeds, screen_open
+        self.ladder = pm.Ladder(
+            s.plan,
+            list(range(s.n)),
+            baseline=0,
+            objectives=OBJECTIVES,
+            settings=pm.Settings(),
+            early=early,
+        )
+        self.unscreened = list(range(s.n))
+        self.held: list[rg.RungResult] = []  # screen results, told when the screen has ended
+        self.verify: list[Job] | None = None
 
     def next(self) -> Job | None:
-        job = self._next()
-        self.running += job is not None
-        return job
-
-    def _next(self) -> Job | None:
-        s = self.s
-        if self.extra:
-            return self.extra.pop(0)
-        for k in range(self.top - 1, -1, -1):
-            ranked = sorted(self.finished[k], key=lambda i: s.score(i, k))
-            best = set(ranked[: len(ranked) // self.eta]) | ({0} & set(self.finished[k]))
-            for i in sorted(best - self.promoted[k], key=lambda i: s.score(i, k)):
-                self.promoted[k].add(i)
-                if self.overlap and k + 1 == self.top:
-                    self.extra += [("verify", i, self.top) for _ in range(self.seeds)]
-                return "rung", i, k + 1
-        if self.nxt < s.n:
-            self.nxt += 1
-            return "rung", self.nxt - 1, 0
-        if not self.running and not self.overlap and not self.verified:
-            top = self.finished[self.top]
-            best = sorted((i for i in top if i), key=lambda i: s.score(i, self.top))
-            chosen = sorted({0, *best[: self.top_k]} & ({0} | set(top)))
-            self.extra = [("verify", i, self.top) for i in chosen for _ in range(self.seeds)]
-            self.verified = True
-            return self.extra.pop(0) if self.extra else None
-        return None
+        if self.verify is not None:
+            return self.verify.pop(0) if self.verify else None
+        if not self.screen_open and (self.unscreened or len(self.held) < self.s.n):
+            return ("rung", self.unscreened.pop(0), 0) if self.unscreened else None
+        job = self.ladder.next()
+        if job is not None:
+            return "rung", job[0], job[1]
+        if self.unscreened:
+            return "rung", self.unscreened.pop(0), 0
+        decided = self.ladder.decided
+        if decided is None:
+            return None
+        k = int(decided["rung"])
+        ran = list(self.ladder.rungs[k].results.values())
+        best = [n for n in pm.ranked([r for r in ran if not r.baseline], OBJECTIVES)]
+        chosen = sorted({0, *best[: self.top_k]})
+        self.verify = [("verify", i, k) for i in chosen for _ in range(self.seeds)]
+        return self.verify.pop(0)
 
     def done(self, job: Job) -> None:
-        self.running -= 1
         kind, i, k = job
-        if kind == "rung":
-            self.finished[k].append(i)
+        if kind != "rung":
+            return
+        r = rg.RungResult(i, self.s.plan[k], i == 0, "complete", [self.s.score(i, k)], True)
+        if k == 0 and not self.screen_open:
+            self.held.append(r)
+            if len(self.held) == self.s.n:
+                for x in self.held:
+                    self.ladder.done(0, x)
+            return
+        self.ladder.done(k, r)
 
 
 MODES = {
-    "synchronous": lambda s: Synchronous(s, overlap=False),
-    "asynchronous": lambda s: Asynchronous(s, overlap=False),
-    "synchronous, verification beside the top rung": lambda s: Synchronous(s, overlap=True),
-    "asynchronous, verification beside the top rung": lambda s: Asynchronous(s, overlap=True),
+    "synchronous": lambda s: Built(s, early=False),
+    "asynchronous": lambda s: Built(s, early=True),
+    "asynchronous + screen (not built)": lambda s: Built(s, early=True, screen_open=True),
 }
 
 
-def run(pools: Mapping[str, Any], trials: Sequence[int], workers: int, factor: int, reps: int):
+def run(
+    pools: Mapping[str, Any],
+    trials: Sequence[int],
+    workers: int,
+    factor: int,
+    reps: int,
+    open_screen: Sequence[int] = (),
+) -> list[dict[str, Any]]:
+    """Per pool and trial count, the mean over `reps` simulated studies of each mode (the
+    "+ screen" mode only at the trial counts in `open_screen`: it ranks the screen at every
+    screened trial, slow at 192). `at_target`: the share of studies decided at the target."""
     rows = []
     for name, pool in pools.items():
         for n in trials:
-            agg: dict[str, list[dict[str, Any]]] = {m: [] for m in MODES}
+            modes = {m: f for m, f in MODES.items() if n in open_screen or "screen" not in m}
+            agg: dict[str, list[dict[str, Any]]] = {m: [] for m in modes}
             for rep in range(reps):
                 s = Study(pool, n, factor, random.Random(rep))
-                for mode, policy in MODES.items():
-                    agg[mode].append(schedule(s, workers, policy(s)))
+                for mode, policy in modes.items():
+                    p = policy(s)
+                    out = schedule(s, workers, p)
+                    decided = p.ladder.decided or {}
+                    out["at_target"] = float(decided.get("rung") == len(s.plan) - 1)
+                    agg[mode].append(out)
             row: dict[str, Any] = {"pool": name, "trials": n, "plan": s.plan}
             for mode, res in agg.items():
                 row[mode] = {k: statistics.fmean(r[k] for r in res) for k in res[0]}
             rows.append(row)
     return rows
+
+
+def cell(x: Mapping[str, Any] | None, base: Mapping[str, Any], first: bool) -> str:
+    """One mode's cell: idle / waiting idle, makespan and work against synchronous."""
+    if x is None:
+        return "-"
+    out = f"{x['idle_share']:.0%} / {x['waiting_idle_share']:.0%}"
+    if not first:
+        out += (
+            f" (makespan {x['makespan_s'] / base['makespan_s']:.2f}x, "
+            f"work {x['busy_s'] / base['busy_s']:.2f}x)"
+        )
+    return out + f", target {x['at_target']:.0%}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -277,7 +272,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=16)
     ap.add_argument("--trials", default="48,96,192")
     ap.add_argument("--factor", type=int, default=20)
-    ap.add_argument("--reps", type=int, default=50, help="simulated studies per cell")
+    ap.add_argument("--reps", type=int, default=30, help="simulated studies per cell")
+    ap.add_argument(
+        "--open-screen", default="48", help="trial counts to run the '+ screen' mode at"
+    )
     ap.add_argument("--json", metavar="FILE")
     args = ap.parse_args(argv)
     if args.collect:
@@ -288,39 +286,24 @@ def main(argv: list[str] | None = None) -> int:
     try:
         pools = json.loads(Path(args.durations).read_text())
         trials = [int(x) for x in args.trials.split(",")]
+        open_screen = [int(x) for x in args.open_screen.split(",") if x]
     except (OSError, ValueError) as e:
         print(f"rung_idle_sim.py: {e}", file=sys.stderr)
         return 2
-    rows = run(pools, trials, args.workers, args.factor, args.reps)
+    rows = run(pools, trials, args.workers, args.factor, args.reps, open_screen)
     if args.json:
         Path(args.json).write_text(json.dumps({"workers": args.workers, "rows": rows}, indent=1))
     print(
         f"{args.workers} workers, mean of {args.reps} simulated studies per row; per mode: idle "
         "share / waiting idle share (idle while a probe below the top rung runs); makespan and "
-        "probe-seconds against synchronous\n"
+        "probe-seconds against synchronous; the share of studies decided at the target\n"
     )
-    short = {m: m.replace(", verification beside the top rung", " + overlap") for m in MODES}
-    print("| durations from | trials | rungs | " + " | ".join(short.values()) + " |")
+    print("| durations from | trials | rungs | " + " | ".join(MODES) + " |")
     print("|---|---|---|" + "---|" * len(MODES))
     for r in rows:
-        base = r["synchronous"]
-        cells = []
-        for m in MODES:
-            x = r[m]
-            cells.append(
-                f"{x['idle_share']:.0%} / {x['waiting_idle_share']:.0%}"
-                + (
-                    ""
-                    if m == "synchronous"
-                    else f" (makespan {x['makespan_s'] / base['makespan_s']:.2f}x, "
-                    f"work {x['busy_s'] / base['busy_s']:.2f}x)"
-                )
-            )
-        print(
-            f"| {r['pool']} | {r['trials']} | {' -> '.join(map(str, r['plan']))} | "
-            + " | ".join(cells)
-            + " |"
-        )
+        cells = [cell(r.get(m), r["synchronous"], i == 0) for i, m in enumerate(MODES)]
+        plan = " -> ".join(map(str, r["plan"]))
+        print(f"| {r['pool']} | {r['trials']} | {plan} | " + " | ".join(cells) + " |")
     return 0
 
 

@@ -337,6 +337,8 @@ class RungSettings(Section):
     continuation: bool = Field(
         True, description="a promoted probe continues the rung below (false: starts over)"
     )
+    # sync: a rung waits for its slowest probe; async: study/promotion.py (README: Rungs)
+    promotion: Literal["sync", "async"] = "sync"
 
 
 def _check_metric(v: str) -> str:

@@ -27,6 +27,7 @@ from autotune.study.objectives import directions, make_sampler, name_metrics
 from autotune.study.options import StudyOptions, StudyResult, study_dir_for
 from autotune.study.records import count_finished, read_outcome
 from autotune.study.resume import reconcile, stale_trials
+from autotune.study.rung_async import rung_async
 from autotune.study.rung_phase import pending as rungs_pending
 from autotune.study.rung_phase import rejudge_screen, rung_phase
 from autotune.study.session import check_ray_address, driver_lock, ray_session
@@ -108,7 +109,8 @@ def run(opts: StudyOptions) -> StudyResult:
                 if not interrupted:  # the sampler learnt from the screen; the rungs decide
                     rejudge_screen(study, space)
                     logger.screen_verdicts(study)
-                    interrupted = rung_phase(opts, study, logger, study_dir, ray)
+                    rungs = rung_async if space.rungs.promotion == "async" else rung_phase
+                    interrupted = rungs(opts, study, logger, study_dir, ray)
                 mark("rungs")
                 if not interrupted:
                     interrupted = verify_phase(opts, study, logger, study_dir, ray)

@@ -324,7 +324,7 @@ def _run_rung(
     ]
     under = rung - 1 if below_rung is None else below_rung  # the rung whose state it continues
     probes = [
-        ProbeJob(job, cfg, job[2], _node_below(study_dir, trials[job[0]], under, below))
+        ProbeJob(job, cfg, job[2], node_below(study_dir, trials[job[0]], under, below))
         for job, cfg in configs
     ]
     if not run_jobs(space, ray, probes, timeout, done, interrupted):
@@ -341,7 +341,7 @@ def interrupted(elapsed_s: float) -> str:
     )
 
 
-def _node_below(study_dir: Path, trial: Any, rung: int, steps: int) -> str | None:
+def node_below(study_dir: Path, trial: Any, rung: int, steps: int) -> str | None:
     """The Ray node that ran `trial` at the rung below (where its state was written)."""
     if rung == 0:
         node = trial.user_attrs.get(ua.RAY_NODE)

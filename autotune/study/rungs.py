@@ -3,9 +3,10 @@
 Pure functions (no Ray, no Optuna): the rung lengths, who is promoted, the agreement of two
 rungs' rankings (Kendall tau-b) and the growth rule. `autotune.study.rung_phase` runs them.
 
-Synchronous successive halving (Li et al.), grown PASHA-style (Bohdal et al. 2023): a higher
-rung is run only while the rankings of the two top rungs on the stability objective disagree
-(tau-b below `rungs.agreement`), or while too few configurations were compared to tell: two
+Synchronous successive halving (Li et al.; `rungs.promotion: async` promotes asynchronously
+by the same rules instead: `autotune.study.promotion`), grown PASHA-style (Bohdal et al. 2023):
+a higher rung is run only while the rankings of the two top rungs on the stability objective
+disagree (tau-b below `rungs.agreement`), or while too few configurations were compared to tell: two
 random rankings of n configurations agree perfectly with probability 1/n!, so below
 `MIN_AGREEMENT_N` = 4 (1/24 = 4.2% <= `ALPHA` = 0.05) no agreement is reported nor stopped on,
 nor where ties (within noise, or infeasible, tied last) leave too few distinct ranks

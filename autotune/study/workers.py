@@ -11,11 +11,12 @@ that ran it (where its state is kept, for a rung to continue it).
   trial after trial (`reuse_actors`). Tune owns their submission and their wait, so they do not
   go through `run_jobs`; a trial whose worker Tune reports dead is recorded by `worker_died`.
 - The rungs, the baseline's yardstick seeds and the verification run `probe_task` as plain Ray
-  tasks through `run_jobs`: as many at once as `plan_resources` allows, each with its resources,
-  a rung's on the node that holds its state when that node has room; a task whose worker died
-  (node lost, worker killed) is a failed probe (`worker_died`), not a failed study. On CPU
-  workers their probes are forked by the worker's zygote too (Ray keeps a task's worker for the
-  next task; `zygote_pays`), with the screen's preload (`trial_process_env`).
+  tasks through `run_jobs` (a list) or `run_feed` (asked for the next job whenever a worker is
+  free: the rungs' asynchronous promotion): as many at once as `plan_resources` allows, each
+  with its resources, a rung's on the node that holds its state when that node has room; a task
+  whose worker died (node lost, worker killed) is a failed probe (`worker_died`), not a failed
+  study. On CPU workers their probes are forked by the worker's zygote too (Ray keeps a task's
+  worker for the next task; `zygote_pays`), with the screen's preload (`trial_process_env`).
 
 Two records of a worker's failure, the same for the screen, the rungs, the yardstick and the
 verification: `worker_error`, autotune's side of the probe raised on the worker
@@ -198,12 +199,14 @@ def collect(ray: Any, ref: Any) -> dict[str, Any]:
 @dataclass(frozen=True, eq=False)
 class ProbeJob:
     """One probe for `run_jobs`: `key` the caller's (what `done` is told), `probe` its config,
-    `env` its environment knobs, `node` the Ray node to prefer (where its state is; soft)."""
+    `env` its environment knobs, `node` the Ray node to prefer (where its state is; soft),
+    `timeout_s` its own time limit (None: the one `run_jobs` or `run_feed` is given)."""
 
     key: Any
     probe: ProbeConfig
     env: Mapping[str, str]
     node: str | None = None
+    timeout_s: float | None = None
 
 
 def run_jobs(
@@ -216,28 +219,50 @@ def run_jobs(
     spare: bool | None = None,
 ) -> bool:
     """Run `jobs` as Ray tasks (`probe_task`), in order, as many at once as `plan_resources`
-    allows; call `done(job, record, seconds since the first was handed out)` as each finishes
-    (`collect`). False when interrupted: the tasks in flight are cancelled and
-    `interrupted(seconds)` printed to stderr.
-
-    `spare` (None: `zygote_pays`): each probe forked by its worker's zygote, as the screen's."""
+    allows (`run_feed`). `spare` (None: `zygote_pays`): each probe forked by its worker's zygote,
+    as the screen's."""
     if not jobs:
         return True
+    queue = list(jobs)
+    return run_feed(
+        space, ray, lambda: queue.pop(0) if queue else None, timeout_s, done, interrupted, spare
+    )
+
+
+def run_feed(
+    space: sp.Space,
+    ray: Any,
+    feed: Callable[[], ProbeJob | None],
+    timeout_s: float,
+    done: Callable[[ProbeJob, dict[str, Any], float], None],
+    interrupted: Callable[[float], str],
+    spare: bool | None = None,
+) -> bool:
+    """Run the jobs `feed` hands out as Ray tasks (`probe_task`), as many at once as
+    `plan_resources` allows: whenever a worker is free `feed()` is asked for the next (None:
+    nothing now; asked again when a job finishes), until it has none and none is running. Call
+    `done(job, record, seconds since the start)` as each finishes (`collect`); a job's time
+    limit is its `timeout_s`, else `timeout_s`. False when interrupted: the tasks in flight are
+    cancelled and `interrupted(seconds)` printed to stderr."""
     conc, resources, threads = plan_resources(space, ray.cluster_resources())
     gpus = resources.get("gpu", 0.0)
     remote = ray.remote(num_cpus=resources.get("cpu", 1.0), num_gpus=gpus)(probe_task)
     fork = zygote_pays(gpus) if spare is None else spare
     extra = trial_process_env(space)
-    queue = list(jobs)
     inflight: dict[Any, ProbeJob] = {}
     started = time.monotonic()
     try:
-        while queue or inflight:
-            while queue and len(inflight) < conc:
-                job = queue.pop(0)
+        while True:
+            while len(inflight) < conc:
+                job = feed()
+                if job is None:
+                    break
+                limit = timeout_s if job.timeout_s is None else job.timeout_s
                 task = on_node(remote, job.node)
-                args = (job.probe.to_dict(), dict(job.env), timeout_s, threads, fork, extra)
+                args = (job.probe.to_dict(), dict(job.env), limit, threads, fork, extra)
                 inflight[task.remote(*args)] = job
+            if not inflight:
+                return True
             ready, _ = ray.wait(list(inflight), num_returns=1)
             for ref in ready:
                 job = inflight.pop(ref)
@@ -248,7 +273,6 @@ def run_jobs(
                 ray.cancel(ref, force=True)
         print(interrupted(time.monotonic() - started), file=sys.stderr)
         return False
-    return True
 
 
 def zygote_pays(gpus: float) -> bool:

@@ -11,6 +11,7 @@ each run uses a study name of its own.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
@@ -174,6 +175,55 @@ def test_study_on_two_ray_nodes_with_postgres(pg: str, ray_cluster: str, tmp_pat
     show = h.autotune(["show", name, "--storage", storage, "--json"], elsewhere, timeout=120)
     assert show.returncode == 0, h.explain(show)
     assert f'"study": "{name}"' in show.stdout
+
+
+def test_asynchronous_rungs_on_two_ray_nodes_with_postgres(
+    pg: str, ray_cluster: str, tmp_path: Path
+) -> None:
+    """`rungs.promotion: async` across the two nodes: 6 trials screened at 20 steps, 4 and the
+    baseline promoted to 40 (eta 2, min_promote 4), the top half of those finished there on to
+    the target of 80 without waiting for the 40-step rung's last probe; each promoted probe
+    continues its state (written on the node that ran the rung below), the rung probes run on
+    both nodes, the study decides and verifies at the target, and no state is left."""
+    import optuna
+
+    storage, tracking = f"{pg}/autotune_optuna", f"{pg}/autotune_mlflow"
+    name = f"cluster-async-{uuid.uuid4().hex[:10]}"
+    text = h.mlp_space(name, trials=6, steps=STEPS, verify_top_k=1, verify_seeds=2)
+    space = h.write(tmp_path, text)
+    sets = ["budget.target_steps=80", "budget.concurrency=2", "rungs.promotion=async"]
+    sets += ["rungs.eta=2", "rungs.min_promote=4"]
+    cmd = ["study", "--space", str(space), "--address", ray_cluster, "--storage", storage]
+    cmd += ["--tracking-uri", tracking]
+    for s in sets:
+        cmd += ["--set", s]
+    token = h.new_token()
+    result = h.autotune(cmd, tmp_path, token=token, timeout=590)
+    assert result.returncode == 0, h.explain(result)
+    assert "20 -> 40 -> 80 (asynchronous promotion)" in result.stdout, h.explain(result)
+    lines = result.stdout.splitlines()
+    first_top = next(i for i, x in enumerate(lines) if "promoted to 80 steps" in x)
+    last_mid = max(i for i, x in enumerate(lines) if " at 40 steps: " in x)
+    assert first_top < last_mid, "the top rung waited for the 40-step rung's last probe"
+    assert not h.wait_gone(token, timeout=30), "the driver left processes behind"
+
+    study = optuna.load_study(study_name=name, storage=storage)
+    rows = study.user_attrs["autotune.rungs"]
+    assert [r["steps"] for r in rows] == [40, 80]
+    assert len(rows[0]["numbers"]) == 5 and 0 in rows[1]["numbers"]
+    decided = study.user_attrs["autotune.decided"]
+    assert decided["steps"] == 80 and decided["promotion"] == "async", decided
+    study_dir = tmp_path / "autotune-studies" / name
+    nodes = set()
+    for rung, row, below in ((1, rows[0], 20), (2, rows[1], 40)):
+        for n in row["numbers"]:
+            rec = json.loads((study_dir / "trials" / f"{n:04d}-r{rung}.json").read_text())
+            assert rec["summary"]["resumed_from_step"] == below, rec["summary"]["continuation"]
+            nodes.add(rec.get("ray_node"))
+    assert None not in nodes and len(nodes) == 2, f"rung probes ran on Ray nodes {nodes}"
+    verified = [k for k in study.user_attrs if k.startswith("autotune.verified.")]
+    assert verified and all(study.user_attrs[k]["steps"] == 80 for k in verified)
+    assert not (study_dir / "state").exists(), "the states outlived the decision"
 
 
 def test_states_are_removed_on_every_node_of_the_cluster(

@@ -353,6 +353,7 @@ BASE = "name: x\nworkload: mlp\n"
         ("rungs: {min_agreement_n: 3}\n", "rungs.min_agreement_n"),  # 1/3! = 17% by chance
         ("rungs: {agree_rungs: 0}\n", "rungs.agree_rungs"),
         ("rungs: {grow: sometimes}\n", "rungs.grow"),
+        ("rungs: {promotion: asha}\n", "rungs.promotion"),
         ("rungs: {typo: 1}\n", "rungs"),
         ("probe: {batch: 16}\nknobs: {accum_steps: {choices: [1, 3]}}\n", "probe.batch"),
         (

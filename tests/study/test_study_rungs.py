@@ -189,3 +189,71 @@ def test_a_study_ends_early_when_the_rankings_agree(tmp_path: Path) -> None:
     assert summary["pick"]["steps"] == 60
     study_dir = tmp_path / "autotune-studies" / "rungs"
     assert not list((study_dir / "trials").glob("*-r2.json"))
+
+
+def test_asynchronous_promotion_reaches_the_target_without_waiting_for_a_rung(
+    tmp_path: Path,
+) -> None:
+    # 6 trials screened at 30 steps; 4 and the baseline promoted to 60 (eta 2, min_promote 4),
+    # 2 at a time. With `promotion: async` a worker that frees up at 60 steps takes a trial in
+    # the top half of those finished there on to 120 while the rung's other probes still run
+    # (rung 2 is open early: with agree_rungs 2 one rung pair cannot stop the study); the
+    # study decides at the target from what ran there and verifies there.
+    space = h.write(tmp_path, SPACE)
+    uri = h.sqlite_uri(tmp_path)
+    sets = ["rungs.promotion=async", "rungs.grow=pasha", "rungs.eta=2", "rungs.min_promote=4"]
+    sets += ["budget.concurrency=2"]
+    cmd = ["study", "--space", str(space), "--tracking-uri", uri]
+    for s in sets:
+        cmd += ["--set", s]
+    run = h.autotune(cmd, tmp_path, token=h.new_token(), timeout=590)
+    assert run.returncode == 0, h.explain(run)
+    assert "(asynchronous promotion)" in run.stdout, h.explain(run)
+    lines = run.stdout.splitlines()
+    first_top = next(i for i, x in enumerate(lines) if "promoted to 120 steps" in x)
+    last_mid = max(i for i, x in enumerate(lines) if " at 60 steps: " in x)
+    assert first_top < last_mid, "the top rung waited for the 60-step rung's last probe"
+
+    show = h.autotune(["show", "rungs", "--json"], tmp_path, timeout=120)
+    assert show.returncode == 0, h.explain(show)
+    summary = json.loads(show.stdout)
+    assert [r["steps"] for r in summary["rungs"]] == [30, 60, 120]
+    r1, r2 = summary["rungs"][1], summary["rungs"][2]
+    assert r1["trials"] == 5 and 0 in r1["numbers"]
+    assert 0 in r2["numbers"] and set(r2["numbers"]) <= set(r1["numbers"])
+    assert r2["agreement"]["vs_steps"] == 60 and r2["agreement"]["n"] == len(r2["numbers"])
+    assert summary["decided"]["steps"] == 120
+    pick = summary["pick"]
+    assert pick["steps"] == 120 and pick["number"] in r2["numbers"], pick
+    assert summary["verified"] and {v["steps"] for v in summary["verified"]} == {120}
+    study_dir = tmp_path / "autotune-studies" / "rungs"
+    for rung, row, below in ((1, r1, 30), (2, r2, 60)):
+        for n in row["numbers"]:
+            rec = json.loads((study_dir / "trials" / f"{n:04d}-r{rung}.json").read_text())
+            assert rec["summary"]["resumed_from_step"] == below, rec["summary"]["continuation"]
+    assert not (study_dir / "state").exists(), "the states outlived the decision"
+
+    # A driver stopped while the baseline ran the top rung: its record missing,
+    # no decision. The same command adopts every other record, whatever order they finished
+    # in, and runs only that probe again; the rungs are the same, MLflow logs it once.
+    import optuna
+
+    kept = {p.name: p.stat().st_mtime_ns for p in (study_dir / "trials").glob("*-r*.json")}
+    (study_dir / "trials" / "0000-r2.json").unlink()
+    study = optuna.load_study(study_name="rungs", storage=f"sqlite:///{study_dir / 'optuna.db'}")
+    study.set_user_attr("autotune.decided", {})
+    again = h.autotune(cmd, tmp_path, token=h.new_token(), timeout=400)
+    assert again.returncode == 0, h.explain(again)
+    assert "rung 2: trial 0 promoted to 120 steps" in again.stdout, h.explain(again)
+    assert again.stdout.count("promoted to") == 1, h.explain(again)
+    after = {p.name: p.stat().st_mtime_ns for p in (study_dir / "trials").glob("*-r*.json")}
+    assert set(after) == set(kept)
+    assert {k: v for k, v in after.items() if k != "0000-r2.json"} == {
+        k: v for k, v in kept.items() if k != "0000-r2.json"
+    }, "a finished rung probe ran again"
+    resumed = json.loads(h.autotune(["show", "rungs", "--json"], tmp_path, timeout=120).stdout)
+    assert [r.get("numbers") for r in resumed["rungs"]] == [
+        r.get("numbers") for r in summary["rungs"]
+    ]
+    _, nested = rung_runs(uri)
+    assert len(nested) == r1["trials"] + r2["trials"], "a rung probe logged twice"
