@@ -18,6 +18,7 @@ CPU allocator there (classed `oom`).
    the cold pick's and the re-tuned recipe's final loss (and noise_per_drop).
 
     python benchmarks/migrate_retune.py [--seeds 3] [--memory-mb 325] [--json out.json]
+        [--source-recipe recipe.yaml]
 """
 
 from __future__ import annotations
@@ -146,7 +147,7 @@ def one_seed(folder: Path, seed: int, args: argparse.Namespace) -> dict[str, Any
         trial_share=result["trials"] / args.trials,
     )
     row["cold_quality"] = quality(here / "cold.yaml", fresh, args.memory_mb)
-    row["retune_quality"] = quality(Path(result["recipe"]), fresh, args.memory_mb)
+    row["retune_quality"] = quality(here / result["recipe"], fresh, args.memory_mb)
     for m in ("final_loss", "noise_per_drop"):
         row[f"{m}_retune_minus_cold"] = paired(row["cold_quality"][m], row["retune_quality"][m])
     return row
@@ -159,15 +160,19 @@ def main() -> None:
     ap.add_argument("--memory-mb", type=int, default=325, help="the new machine's probe memory")
     ap.add_argument("--quality-seeds", type=int, default=3, help="fresh probe seeds per pick")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--source-recipe", type=Path, help="skip the source study: its export")
     args = ap.parse_args()
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="migrate-retune-") as tmp:
         folder = Path(tmp)
         (folder / "space.yaml").write_text(yaml.safe_dump(space(args.trials, 0), sort_keys=False))
         t0 = time.perf_counter()
-        cli(["study", "--space", "space.yaml", "--study-dir", "st", "--quiet"], folder, None)
+        if args.source_recipe:  # an export of this script's source study, run before
+            (folder / "recipe.yaml").write_text(args.source_recipe.read_text())
+        else:
+            cli(["study", "--space", "space.yaml", "--study-dir", "st", "--quiet"], folder, None)
+            cli(["export", "st", "-o", "recipe.yaml"], folder, None)
         source_wall = time.perf_counter() - t0
-        cli(["export", "st", "-o", "recipe.yaml"], folder, None)
         from autotune import Recipe
 
         knobs = Recipe.load(folder / "recipe.yaml").knobs

@@ -23,7 +23,7 @@ pytestmark = [
 ]
 
 # About 4.8 MB of activations a sample (a per-position layer over 100k positions): micro-batch
-# 32 needs ~150 MB more than the process's own ~300 MB, micro-batch 8 ~40 MB more.
+# 32 needs over 250 MB more than the process's own ~300 MB, micro-batch 8 under 100 MB more.
 WORKLOAD = """
 import torch
 from torch import nn
@@ -60,7 +60,7 @@ def make(size="tiny"):
     return Wide()
 """
 
-LIMIT_MB = "400"
+LIMIT_MB = "480"
 
 
 def space(workload: Path) -> str:
