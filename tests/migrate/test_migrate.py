@@ -360,7 +360,11 @@ knobs:
     knobs = {k: v.default for k, v in sp.KNOBS.items()}
     knobs.update(lr=0.01, batch=64, accum_steps=1, clip_norm=0.7)
     recipe = Recipe(
-        name="r", workload={"name": "mlp", "size": "tiny"}, precision="fp32", knobs=knobs
+        name="r",
+        workload={"name": "mlp", "size": "tiny"},
+        precision="fp32",
+        micro_batch=64,
+        knobs=knobs,
     )
     holds = {"problems": ["it ran out of memory here"], "oom": {"micro_batch": 64}}
     plan = knob_classes.retune_plan(["clip_norm", "accum_steps"], {}, holds)
