@@ -110,7 +110,7 @@ def test_a_micro_batch_that_no_longer_fits_is_named_and_re_tuned(tmp_path: Path)
     assert plan["knobs"] == ["accum_steps"] and plan["oom_micro_batch"] == 32
     assert "knobs.accum_steps={choices: [4]}" in plan["result"]["overrides"]
     assert result["verdict"] == "re-tuned: accum_steps"
-    new = Recipe.load(plan["result"]["recipe"])
+    new = Recipe.load(tmp_path / plan["result"]["recipe"])  # beside the report, under -o
     came = new.source["migrated_from"]
     assert came["recipe"] == Recipe.load(tmp_path / "recipe.yaml").name
     assert came["re_tuned"] == ["accum_steps"] and "out of memory" in came["why"]["accum_steps"]
@@ -121,5 +121,5 @@ def test_a_micro_batch_that_no_longer_fits_is_named_and_re_tuned(tmp_path: Path)
     )
     report = json.loads(ver.stdout)
     assert report["recipe_result"]["runs"][0]["outcome"] == "complete", h.explain(ver)
-    text = Path(result["report"]).read_text()
+    text = (tmp_path / result["report"]).read_text()
     assert text.index("**Verdict: re-tuned") < text.index("ran out of memory here")
