@@ -23,7 +23,8 @@ pytestmark = [
 ]
 
 # Activations grow with the micro-batch (a per-position layer over 400k positions): measured
-# at one thread, micro-batch 8 fits in 560 MiB of data memory, micro-batch 32 not in 700 MiB.
+# at one thread, micro-batch 8 fits in 560 MiB of data memory outside Ray (a trial under Ray
+# needed more than 640 once), micro-batch 32 not in 700 MiB.
 WORKLOAD = """
 import torch
 from torch import nn
@@ -60,7 +61,7 @@ def make(size="tiny"):
     return Wide()
 """
 
-LIMIT_MB = "640"
+LIMIT_MB = "690"
 
 
 def space(workload: Path) -> str:
