@@ -30,6 +30,7 @@ ENV_NAMES = (
     "PYTORCH_CUDA_ALLOC_CONF",
     "PYTORCH_HIP_ALLOC_CONF",
     "OMP_NUM_THREADS",
+    "AUTOTUNE_PROBE_MEMORY_MB",  # the memory a probe may use (autotune.process.memory_limit)
 )
 
 

@@ -42,6 +42,7 @@ RULES: tuple[tuple[str, str, str], ...] = (
     ("env.NCCL_ALGO", NUMERICS, "the all-reduce algorithm changes the order of the sum"),
     ("env.RCCL_ALGO", NUMERICS, "the all-reduce algorithm changes the order of the sum"),
     ("env.NCCL_PROTO", NUMERICS, "the protocol can change the order of the sum"),
+    ("env.AUTOTUNE_PROBE_MEMORY_MB", PERFORMANCE, "less memory: a micro-batch may not fit"),
     ("env.*", PERFORMANCE, "communication and allocator settings change speed"),
     ("conf_files.*", PERFORMANCE, "an RCCL/NCCL file overrides the communication settings"),
     ("determinism.*", NUMERICS, "deterministic algorithms change which kernels run"),

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from autotune.probe.outcome import Outcome
 from autotune.recipe import paired
 from autotune.recipe.file import Recipe
 from autotune.recipe.seeds import summarize_seeds
@@ -171,8 +172,12 @@ def rerun(
     out["problems"] = paired.verify_problems(
         {"recipe_result": out["recipe_result"], "vs_baseline": out["vs_baseline"]}
     )
+    oom = out_of_memory(runs, cfg)
     failed = out["recipe_result"]["failed"]
-    if failed == len(runs):
+    if oom is not None:
+        out["oom"] = oom
+        out["problems"].insert(0, oom["why"])
+    elif failed == len(runs):
         out["problems"].insert(0, f"every seed failed ({failed} of {len(runs)})")
     out["source_verdict"] = ((recipe.source or {}).get("vs_baseline") or {}).get("verdict")
     out["samples"] = samples
@@ -181,12 +186,33 @@ def rerun(
     return out
 
 
+def out_of_memory(runs: list[dict[str, Any]], cfg: Any) -> dict[str, Any] | None:
+    """The recipe's runs that ran out of memory here, with its micro-batch (what did not fit);
+    None when none did."""
+    oom = [r.get("seed") for r in runs if r.get("outcome") == Outcome.OOM]
+    if not oom:
+        return None
+    accum = int(cfg.knobs.get("accum_steps") or 1)
+    mb = int(cfg.micro_batch)
+    return {
+        "seeds": oom,
+        "micro_batch": mb,
+        "accum_steps": accum,
+        "why": (
+            f"it ran out of memory here on {len(oom)} of {len(runs)} seeds: its micro-batch of "
+            f"{mb} (batch {mb * accum} / accum_steps {accum}) does not fit on this machine"
+        ),
+    }
+
+
 def curve_check(
     recorded: Mapping[str, Any] | None, run: Mapping[str, Any] | None
 ) -> dict[str, Any]:
     """The recorded loss curve against this machine's run at the same seed."""
     if not recorded:
         return {"status": "not recorded"}
+    if (run or {}).get("outcome") == Outcome.OOM:  # its few steps say nothing of the curve
+        return {"status": "no curve here", "why": "the run here ran out of memory"}
     summary = (run or {}).get("summary") or {}
     values = (summary.get("series") or {}).get(recorded.get("metric", "loss")) or []
     if not values:

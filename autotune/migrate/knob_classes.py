@@ -62,7 +62,9 @@ def retune_plan(
     searched: Iterable[str], env: Mapping[str, str], holds: Mapping[str, Any]
 ) -> dict[str, Any]:
     """What a re-tune searches when the recipe does not hold: its hardware-bound knobs, plus the
-    stability knobs when it diverged (more often than the baseline, or on every seed)."""
+    stability knobs when it diverged (more often than the baseline, or on every seed);
+    when its micro-batch ran out of memory, `oom_micro_batch` (the re-tune searches smaller
+    ones only)."""
     names = list(searched)
     by = classes(names, env)
     knobs = list(by["hardware-bound"])
@@ -73,9 +75,19 @@ def retune_plan(
             if k in names and k not in knobs:
                 knobs.append(k)
                 why[k] = "implicated: it diverged here"
+    oom = holds.get("oom")
+    if oom:  # the micro-batch did not fit: the batch layout is what failed
+        for k in ("accum_steps", "batch"):
+            if k in names:
+                if k not in knobs:
+                    knobs.append(k)
+                why[k] = f"implicated: micro-batch {oom['micro_batch']} ran out of memory here"
     worse = [m for m in (holds.get("vs_baseline") or {}).get("worse_on") or []]
     for k in by["portable"]:
         if worse and k not in knobs:
             knobs.append(k)
             why[k] = f"implicated: worse on {', '.join(worse)}"
-    return {"knobs": knobs, "why": why, "classes": by}
+    out: dict[str, Any] = {"knobs": knobs, "why": why, "classes": by}
+    if oom:
+        out["oom_micro_batch"] = oom["micro_batch"]
+    return out

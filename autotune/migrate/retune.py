@@ -16,19 +16,45 @@ from autotune.recipe.file import Recipe
 SHARE = 0.3  # of the space's trials
 
 
-def reduced_overrides(space: sp.Space, recipe: Recipe, keep: list[str], share: float) -> list[str]:
+def reduced_overrides(
+    space: sp.Space,
+    recipe: Recipe,
+    keep: list[str],
+    share: float,
+    oom_micro_batch: int | None = None,
+) -> list[str]:
     """`--set` items: the searched knobs not in `keep` fixed at the recipe's values, the trials
-    cut to `share` of the space's (at least 2), the study named apart from the source's."""
+    cut to `share` of the space's (rounded down, so never more; at least 2), the study named
+    apart from the source's. `oom_micro_batch`: the recipe's micro-batch ran out of memory here,
+    so the accumulation choices that give a micro-batch as large are dropped (`fitting_accum`)."""
     out = [f"name={space.name}-migrated"]
-    for name in sorted(space.searched()):
+    searched = space.searched()
+    for name in sorted(searched):
         if name in keep or name.isupper():
             continue
         value = recipe.knobs.get(name)
         if value is not None:
             out.append(f"knobs.{name}={value}")
-    trials = max(2, math.ceil(share * space.budget.trials))
+    if oom_micro_batch and "accum_steps" in keep and "accum_steps" in searched:
+        fits = fitting_accum(searched["accum_steps"], space.probe.micro_for, oom_micro_batch)
+        if fits:
+            out.append(f"knobs.accum_steps={{choices: [{', '.join(str(a) for a in fits)}]}}")
+    trials = max(2, math.floor(share * space.budget.trials + 1e-9))
     out.append(f"budget.trials={trials}")
     return out
+
+
+def fitting_accum(
+    domain: sp.Domain, micro_for: Callable[[int], int], oom_micro_batch: int
+) -> list[int]:
+    """The accumulation steps of `domain` whose micro-batch (`micro_for(accum)`) is smaller
+    than the one that ran out of memory; empty when none is (the re-tune keeps the domain)."""
+    if domain.is_choice:
+        values = [int(c) for c in domain.choices]
+    else:
+        step = int(domain.step or 1)
+        values = list(range(int(domain.low or 1), int(domain.high or 1) + 1, step))
+    return [a for a in values if a >= 1 and micro_for(a) < oom_micro_batch]
 
 
 def retune(
@@ -47,7 +73,9 @@ def retune(
     from autotune.study.export import recipe_from_study
 
     source = sp.load(space_ref)
-    overrides = reduced_overrides(source, recipe, list(plan["knobs"]), share)
+    overrides = reduced_overrides(
+        source, recipe, list(plan["knobs"]), share, plan.get("oom_micro_batch")
+    )
     space = sp.load(space_ref, overrides)
     say(f"re-tuning {', '.join(sorted(space.searched()))} over {space.budget.trials} trial(s)")
     warm = st.load_warm_start(str(recipe_path))
@@ -68,6 +96,7 @@ def retune(
         "re_tuned": searched,
         "trials": space.budget.trials,
         "source_trials": source.budget.trials,
+        "why": dict(plan.get("why") or {}),
     }
     new = Recipe.from_dict(
         {**new.to_dict(), "source": {**new.source, "migrated_from": migrated}},

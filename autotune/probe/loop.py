@@ -21,6 +21,7 @@ import numpy as np
 
 from autotune.probe import checkpoint, divergence, metrics, reference
 from autotune.probe.config import ProbeConfig, Rank, Report
+from autotune.probe.oom import is_oom
 from autotune.probe.steps import (
     NoGradient,
     NonFiniteLoss,
@@ -235,7 +236,9 @@ def _train(run: _Run, p: _Progress, emit: Report) -> None:
                 p.chunk = Chunk()
                 if run.monitor.should_stop(run.stop_early):
                     break
-    except torch.OutOfMemoryError as e:
+    except Exception as e:
+        if not is_oom(e):  # a CUDA/ROCm OOM, or the CPU allocator's (autotune.probe.oom)
+            raise
         p.oom, p.cause = True, "oom"
         emit({"event": "oom", "step": p.step, "message": str(e).splitlines()[0]})
     except NonFiniteLoss as e:

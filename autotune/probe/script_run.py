@@ -16,6 +16,7 @@ from typing import Any
 
 from autotune.probe.config import ProbeConfig, Report
 from autotune.probe.first_report import GUIDE
+from autotune.probe.oom import is_oom
 from autotune.probe.script import Diverged, ScriptFailure, ScriptSession, set_current
 
 
@@ -77,7 +78,6 @@ def run_script(
 def _run(cfg: ProbeConfig, session: ScriptSession) -> None:
     """The script under `runpy`, as `__main__` in its folder with its arguments, while
     `session` is current; what it raised, sorted into a result or a failure."""
-    import torch
 
     assert cfg.script is not None
     saved = sys.argv, list(sys.path), os.getcwd()
@@ -95,13 +95,14 @@ def _run(cfg: ProbeConfig, session: ScriptSession) -> None:
             raise session.stalled from None
         if e.code not in (0, None) and session.cause is None and session.failure is None:
             raise ScriptFailure("exception", f"the script exited with status {e.code}") from None
-    except torch.OutOfMemoryError as e:
-        session.oom(e)
     except KeyboardInterrupt:
         if session.stalled is not None:
             raise session.stalled from None
         raise  # the trial was interrupted, not failed by the script
-    except BaseException:
+    except BaseException as e:
+        if is_oom(e):  # a CUDA/ROCm OOM, or the CPU allocator's (autotune.probe.oom)
+            session.oom(e)
+            return
         if session.stalled is not None:  # e.g. the script wrapped the interrupt
             raise session.stalled from None
         if session.failure is not None:

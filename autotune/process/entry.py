@@ -27,6 +27,7 @@ from typing import Any
 
 from autotune.probe import ProbeConfig, Report, needs_processes, run_probe
 from autotune.process import channel as report_channel
+from autotune.process import memory_limit
 
 STDIN_ARG = "-"  # the config path comes on stdin, after the imports
 
@@ -129,6 +130,7 @@ def main(argv: list[str] | None = None, channel: Report | None = None) -> int:
     with open(args[0]) as f:
         cfg = ProbeConfig.from_dict(json.load(f))
     try:
+        memory_limit.apply()  # AUTOTUNE_PROBE_MEMORY_MB: a machine with less memory
         from autotune import fingerprint
 
         emit({"event": "fingerprint", "fingerprint": fingerprint.collect()})

@@ -35,6 +35,7 @@ import numpy as np
 
 from autotune.knobs import ENV_PREFIXES
 from autotune.probe import ProbeConfig, run_probe
+from autotune.probe.oom import is_oom
 from autotune.probe.summary import ProbeStatus
 from autotune.process import channel as report_channel
 
@@ -331,13 +332,12 @@ def _comm_device() -> torch.device:
 def cause_of(e: BaseException) -> str:
     """comm_incorrect/comm_hang/oom, or exception. A collective or the rendezvous that timed
     out is a hang (gloo raises RuntimeError naming itself, the store DistStoreError)."""
-    import torch
     import torch.distributed as dist
 
     cause = getattr(e, "cause", None)
     if isinstance(cause, str):
         return cause
-    if isinstance(e, torch.OutOfMemoryError):
+    if is_oom(e):
         return "oom"
     text = str(e).lower()
     comm = isinstance(e, dist.DistError) or "gloo" in text or "nccl" in text

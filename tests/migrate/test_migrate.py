@@ -340,3 +340,43 @@ def test_a_bad_space_for_the_retune_is_refused_before_any_probe(tmp_path: Any) -
 
     with pytest.raises(AutotuneError, match=r"nope\.yaml"):
         check_retune(str(tmp_path / "nope.yaml"))
+
+
+def test_a_micro_batch_that_ran_out_of_memory_is_re_tuned_on_smaller_ones() -> None:
+    from autotune import Recipe
+    from autotune import space as sp
+    from autotune.migrate.retune import reduced_overrides
+
+    text = """\
+name: src
+workload: {name: mlp, size: tiny}
+probe: {steps: 30, batch: 64, device: cpu}
+budget: {trials: 10}
+knobs:
+  clip_norm: {low: 0.1, high: 5.0, log: true}
+  accum_steps: {choices: [1, 2, 4]}
+"""
+    space = sp.loads(text, source="src")
+    knobs = {k: v.default for k, v in sp.KNOBS.items()}
+    knobs.update(lr=0.01, batch=64, accum_steps=1, clip_norm=0.7)
+    recipe = Recipe(
+        name="r",
+        workload={"name": "mlp", "size": "tiny"},
+        precision="fp32",
+        micro_batch=64,
+        knobs=knobs,
+    )
+    holds = {"problems": ["it ran out of memory here"], "oom": {"micro_batch": 64}}
+    plan = knob_classes.retune_plan(["clip_norm", "accum_steps"], {}, holds)
+    assert plan["knobs"] == ["accum_steps"] and plan["oom_micro_batch"] == 64
+    assert "ran out of memory" in plan["why"]["accum_steps"]
+    got = reduced_overrides(space, recipe, plan["knobs"], 0.3, plan["oom_micro_batch"])
+    # 30% of 10 trials, never more; accum 1 (micro-batch 64, what failed) dropped.
+    assert got == [
+        "name=src-migrated",
+        "knobs.clip_norm=0.7",
+        "knobs.accum_steps={choices: [2, 4]}",
+        "budget.trials=3",
+    ]
+    reduced = sp.loads(text, source="src", overrides=got)
+    assert reduced.searched()["accum_steps"].choices == (2, 4)

@@ -1,0 +1,199 @@
+"""Where a recipe does not transfer, does `autotune migrate --space` re-tune it to a cold study's
+quality in at most 30% of the cold study's trials (issue 28)?
+
+The case (real, on a CPU): the new machine gives each probe less memory than the recipe's
+micro-batch needs. The workload `workloads/long_signal.py` keeps about half a MB of activations
+per sample, and the space searches `accum_steps` in {1, 2, 4} at batch 64 (micro-batch 64, 32,
+16). The source study runs unlimited; on the "new machine" every probe process is limited to
+`--memory-mb` MiB of data memory (`AUTOTUNE_PROBE_MEMORY_MB`, `RLIMIT_DATA`), between what
+micro-batch 32 and micro-batch 64 need at one thread, so a micro-batch of 64 fails in torch's
+CPU allocator there (classed `oom`).
+
+1. The source study (unlimited), its pick exported with `--audit` (measured: the pick is at
+   accum_steps 1, the fastest layout, which the source machine affords).
+2. On the new machine, for each sampler seed: a cold study (the whole space, all its trials),
+   and `autotune migrate recipe.yaml --space space.yaml` (its verdict, the reduced study
+   warm-started from the recipe).
+3. Quality, paired over the same fresh probe seeds at the decided length on the new machine:
+   the cold pick's and the re-tuned recipe's final loss (and noise_per_drop).
+
+    python benchmarks/migrate_retune.py [--seeds 3] [--memory-mb 325] [--json out.json]
+        [--source-recipe recipe.yaml]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import pick_vs_defaults as pvd  # its `autotune` runs the CLI (this folder is on sys.path)
+import yaml
+
+HERE = Path(__file__).resolve().parent
+WORKLOAD = HERE / "workloads" / "long_signal.py"
+MEMORY_ENV = "AUTOTUNE_PROBE_MEMORY_MB"
+
+
+def space(trials: int, sampler_seed: int) -> dict[str, Any]:
+    return {
+        "name": "long-signal",
+        "workload": {"name": f"{WORKLOAD}:make", "size": "tiny"},
+        "probe": {"steps": 40, "batch": 64, "seed": 0, "threads": 1},
+        "objectives": [
+            {"metric": "noise_per_drop", "direction": "minimize"},
+            {"metric": "throughput", "direction": "maximize"},
+        ],
+        "constraints": [{"metric": "loss_drop", "op": ">=", "value": 0.05}],
+        "budget": {"trials": trials, "target_steps": 120, "trial_timeout_s": 300},
+        "sampler": {"name": "tpe", "seed": sampler_seed},
+        "verify": {"top_k": 1, "seeds": 2},
+        "knobs": {
+            "lr": 0.1,
+            "clip_norm": {"low": 0.05, "high": 5.0, "log": True},
+            "warmup_steps": {"low": 0, "high": 30, "step": 5},
+            "adam_eps": {"low": 1.0e-10, "high": 1.0e-5, "log": True},
+            "accum_steps": {"choices": [1, 2, 4]},
+        },
+    }
+
+
+def cli(args: list[str], cwd: Path, memory_mb: int | None, ok: tuple[int, ...] = (0,)) -> str:
+    env_before = os.environ.get(MEMORY_ENV)
+    if memory_mb:
+        os.environ[MEMORY_ENV] = str(memory_mb)
+    else:
+        os.environ.pop(MEMORY_ENV, None)
+    try:
+        done = pvd.autotune(args, cwd, 7200)
+    finally:
+        if env_before is None:
+            os.environ.pop(MEMORY_ENV, None)
+        else:
+            os.environ[MEMORY_ENV] = env_before
+    if done.returncode not in ok:
+        raise RuntimeError(f"autotune {args[0]}: exit {done.returncode}\n{done.stderr[-3000:]}")
+    return done.stdout
+
+
+def quality(recipe: Path, seeds: list[int], memory_mb: int) -> dict[str, Any]:
+    """The recipe on the new machine at its decided length over `seeds`: per-seed final loss
+    and noise_per_drop (None where the run did not complete)."""
+    from autotune import Recipe
+    from autotune.recipe.verify import run_local
+
+    r = Recipe.load(recipe)
+    cfg = r.probe_config(steps=int(r.probe.get("steps") or 120))
+    os.environ[MEMORY_ENV] = str(memory_mb)
+    try:
+        runs = run_local(cfg, r.env, seeds, timeout_s=600, threads=1, say=lambda _t: None, label="")
+    finally:
+        os.environ.pop(MEMORY_ENV, None)
+    out: dict[str, Any] = {"knobs": r.knobs, "outcomes": [x["outcome"] for x in runs]}
+    for m in ("final_loss", "noise_per_drop"):
+        out[m] = [((x.get("summary") or {}).get("metrics") or {}).get(m) for x in runs]
+    return out
+
+
+def paired(a: list[float | None], b: list[float | None]) -> dict[str, Any]:
+    """Mean of b - a over the seeds where both completed, and how many."""
+    d = [y - x for x, y in zip(a, b, strict=True) if x is not None and y is not None]
+    return {"n": len(d), "mean_diff": statistics.fmean(d) if d else None}
+
+
+def one_seed(folder: Path, seed: int, args: argparse.Namespace) -> dict[str, Any]:
+    """A cold study and a migration with a re-tune on the new machine, at sampler seed `seed`."""
+    here = folder / f"seed{seed}"
+    here.mkdir()
+    (here / "space.yaml").write_text(yaml.safe_dump(space(args.trials, seed), sort_keys=False))
+    (here / "recipe.yaml").write_text((folder / "recipe.yaml").read_text())
+    t0 = time.perf_counter()
+    cli(["study", "--space", "space.yaml", "--study-dir", "cold", "--quiet"], here, args.memory_mb)
+    cold_wall = time.perf_counter() - t0
+    cli(["export", "cold", "-o", "cold.yaml"], here, args.memory_mb)
+    cold = json.loads(cli(["show", "cold", "--json"], here, args.memory_mb))
+    t0 = time.perf_counter()
+    mig_args = ["migrate", "recipe.yaml", "--space", "space.yaml", "--threads", "1"]
+    mig_args += ["--seeds", "2", "--no-audit", "-o", "mig", "--json"]
+    mig = json.loads(cli(mig_args, here, args.memory_mb, ok=(0, 1)))
+    mig_wall = time.perf_counter() - t0
+    fresh = [100 + i for i in range(args.quality_seeds)]
+    row: dict[str, Any] = {
+        "seed": seed,
+        "cold_trials": args.trials,
+        "cold_samples": (cold.get("compute") or {}).get("total"),
+        "cold_wall_s": round(cold_wall, 1),
+        "verdict": mig["verdict"],
+        "why": mig["why"],
+        "not_reproduced": mig["holds"].get("not_reproduced"),
+        "differences": [r["field"] for r in mig["differences"]["rows"]],
+        "migrate_wall_s": round(mig_wall, 1),
+        "check_samples": mig["compute"]["samples"],
+    }
+    result = (mig.get("retune") or {}).get("result")
+    if result is None:
+        return row
+    row.update(
+        retune_trials=result["trials"],
+        retune_searched=result["searched"],
+        retune_overrides=result["overrides"],
+        retune_samples=result["samples"],
+        trial_share=result["trials"] / args.trials,
+    )
+    row["cold_quality"] = quality(here / "cold.yaml", fresh, args.memory_mb)
+    row["retune_quality"] = quality(here / result["recipe"], fresh, args.memory_mb)
+    for m in ("final_loss", "noise_per_drop"):
+        row[f"{m}_retune_minus_cold"] = paired(row["cold_quality"][m], row["retune_quality"][m])
+    return row
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", type=int, default=3, help="sampler seeds (cold study, re-tune)")
+    ap.add_argument("--trials", type=int, default=10, help="the cold study's trials")
+    ap.add_argument("--memory-mb", type=int, default=325, help="the new machine's probe memory")
+    ap.add_argument("--quality-seeds", type=int, default=3, help="fresh probe seeds per pick")
+    ap.add_argument("--json", type=Path)
+    ap.add_argument("--source-recipe", type=Path, help="skip the source study: its export")
+    args = ap.parse_args()
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="migrate-retune-") as tmp:
+        folder = Path(tmp)
+        (folder / "space.yaml").write_text(yaml.safe_dump(space(args.trials, 0), sort_keys=False))
+        t0 = time.perf_counter()
+        if args.source_recipe:  # an export of this script's source study, run before
+            (folder / "recipe.yaml").write_text(args.source_recipe.read_text())
+        else:
+            cli(["study", "--space", "space.yaml", "--study-dir", "st", "--quiet"], folder, None)
+            cli(["export", "st", "-o", "recipe.yaml"], folder, None)
+        source_wall = time.perf_counter() - t0
+        from autotune import Recipe
+
+        knobs = Recipe.load(folder / "recipe.yaml").knobs
+        print(json.dumps({"source_pick": knobs, "wall_s": source_wall}), file=sys.stderr)
+        for seed in range(args.seeds):
+            rows.append(one_seed(folder, seed, args))
+            print(json.dumps(rows[-1], default=str), file=sys.stderr, flush=True)
+            if args.json:
+                args.json.write_text(json.dumps({"source_pick": knobs, "rows": rows}, indent=1))
+    print(f"source pick: {knobs}; new machine: {args.memory_mb} MiB per probe")
+    print("| seed | verdict | re-tune trials / cold | final loss cold | re-tuned | paired diff |")
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        fl = r.get("final_loss_retune_minus_cold") or {}
+        cold = r.get("cold_quality", {}).get("final_loss")
+        new = r.get("retune_quality", {}).get("final_loss")
+        print(
+            f"| {r['seed']} | {r['verdict']} | {r.get('retune_trials')} / {r['cold_trials']} | "
+            f"{cold} | {new} | {fl.get('mean_diff')} (n {fl.get('n')}) |"
+        )
+
+
+if __name__ == "__main__":
+    main()
