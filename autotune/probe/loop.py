@@ -236,11 +236,6 @@ def _train(run: _Run, p: _Progress, emit: Report) -> None:
                 p.chunk = Chunk()
                 if run.monitor.should_stop(run.stop_early):
                     break
-    except Exception as e:
-        if not is_oom(e):  # a CUDA/ROCm OOM, or the CPU allocator's (autotune.probe.oom)
-            raise
-        p.oom, p.cause = True, "oom"
-        emit({"event": "oom", "step": p.step, "message": str(e).splitlines()[0]})
     except NonFiniteLoss as e:
         # A NaN/inf loss detached from the graph: no gradient to clip or step with. The step
         # is recorded as it was (its loss, no gradient norm) and judged like any other; not
@@ -249,6 +244,11 @@ def _train(run: _Run, p: _Progress, emit: Report) -> None:
         p.chunk.add(e.loss, nan, torch.zeros(0), no.to(run.device), run.one, p.lr)
         p.chunk.step_time.append(stop_timer(run.device, p.timer))
         _flush(run, p, emit, None)
+    except Exception as e:  # after NonFiniteLoss: anything else but an OOM goes on up
+        if not is_oom(e):  # a CUDA/ROCm OOM, or the CPU allocator's (autotune.probe.oom)
+            raise
+        p.oom, p.cause = True, "oom"
+        emit({"event": "oom", "step": p.step, "message": str(e).splitlines()[0]})
 
 
 def _step(run: _Run, p: _Progress) -> None:
