@@ -143,6 +143,28 @@ def explain(result: subprocess.CompletedProcess[str]) -> str:
     )
 
 
+def promoted_without_waiting(stdout: str, mid: int, top: int, baseline: int = 0) -> str | None:
+    """None when a study's printed order shows asynchronous promotion to the `top` rung;
+    else why not. The baseline's probe at `mid` steps is what lets the top rung take its first
+    promotions (the others there wait for its result): with `async` the next line is its own
+    promotion to `top`, made at once. When some probe at `mid` finished after it, that
+    promotion came before the rung ended, which `sync` never does. Which probe finishes last is
+    the machine's doing (a cold worker, a busy core), so only the first is asserted always."""
+    lines = stdout.splitlines()
+    mine = f"  trial {baseline} at {mid} steps: "
+    at = [i for i, x in enumerate(lines) if x.startswith(mine)]
+    if not at:
+        return f"no line for the baseline at {mid} steps"
+    following = lines[at[0] + 1] if at[0] + 1 < len(lines) else ""
+    if f"trial {baseline} promoted to {top} steps" not in following:
+        return f"the baseline's {mid}-step result was followed by {following!r}, not its promotion"
+    last_mid = max(i for i, x in enumerate(lines) if f" at {mid} steps: " in x)
+    first_top = next(i for i, x in enumerate(lines) if f"promoted to {top} steps" in x)
+    if last_mid > at[0] and first_top > last_mid:
+        return f"the {top}-step rung waited for the {mid}-step rung's last probe"
+    return None
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

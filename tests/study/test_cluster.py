@@ -201,10 +201,8 @@ def test_asynchronous_rungs_on_two_ray_nodes_with_postgres(
     result = h.autotune(cmd, tmp_path, token=token, timeout=590)
     assert result.returncode == 0, h.explain(result)
     assert "20 -> 40 -> 80 (asynchronous promotion)" in result.stdout, h.explain(result)
-    lines = result.stdout.splitlines()
-    first_top = next(i for i, x in enumerate(lines) if "promoted to 80 steps" in x)
-    last_mid = max(i for i, x in enumerate(lines) if " at 40 steps: " in x)
-    assert first_top < last_mid, "the top rung waited for the 40-step rung's last probe"
+    why = h.promoted_without_waiting(result.stdout, mid=40, top=80)
+    assert why is None, why + "\n" + h.explain(result)
     assert not h.wait_gone(token, timeout=30), "the driver left processes behind"
 
     study = optuna.load_study(study_name=name, storage=storage)
