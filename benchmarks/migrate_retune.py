@@ -1,5 +1,6 @@
 """Where a recipe does not transfer, does `autotune migrate --space` re-tune it to a cold study's
-quality in at most 30% of the cold study's trials (issue 28)?
+quality in at most 30% of the cold study's trials (issue 28)? "As good": not measurably worse
+over the fresh seeds (the paired 95% interval of re-tuned - cold not entirely above 0).
 
 The case (real, on a CPU): the new machine gives each probe less memory than the recipe's
 micro-batch needs. The workload `workloads/long_signal.py` keeps about half a MB of activations
@@ -26,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -102,9 +102,20 @@ def quality(recipe: Path, seeds: list[int], memory_mb: int) -> dict[str, Any]:
 
 
 def paired(a: list[float | None], b: list[float | None]) -> dict[str, Any]:
-    """Mean of b - a over the seeds where both completed, and how many."""
-    d = [y - x for x, y in zip(a, b, strict=True) if x is not None and y is not None]
-    return {"n": len(d), "mean_diff": statistics.fmean(d) if d else None}
+    """b - a over the seeds where both completed: the mean, its 95% t interval (the study's own
+    `seeds.paired`), how many, and whether b is measurably worse (the interval entirely above
+    0: both metrics here are minimised), the rule `compute_at_scale.py` judges "as good" by."""
+    from autotune.recipe.seeds import paired as seeds_paired
+
+    d = seeds_paired(list(b), list(a))
+    low = d.get("low")
+    return {
+        "n": d.get("n"),
+        "mean_diff": d.get("mean"),
+        "low": low,
+        "high": d.get("high"),
+        "measurably_worse": low is not None and low > 0,
+    }
 
 
 def one_seed(folder: Path, seed: int, args: argparse.Namespace) -> dict[str, Any]:
@@ -158,7 +169,7 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=3, help="sampler seeds (cold study, re-tune)")
     ap.add_argument("--trials", type=int, default=10, help="the cold study's trials")
     ap.add_argument("--memory-mb", type=int, default=325, help="the new machine's probe memory")
-    ap.add_argument("--quality-seeds", type=int, default=3, help="fresh probe seeds per pick")
+    ap.add_argument("--quality-seeds", type=int, default=5, help="fresh probe seeds per pick")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--source-recipe", type=Path, help="skip the source study: its export")
     args = ap.parse_args()
@@ -191,7 +202,8 @@ def main() -> None:
         new = r.get("retune_quality", {}).get("final_loss")
         print(
             f"| {r['seed']} | {r['verdict']} | {r.get('retune_trials')} / {r['cold_trials']} | "
-            f"{cold} | {new} | {fl.get('mean_diff')} (n {fl.get('n')}) |"
+            f"{cold} | {new} | {fl.get('mean_diff')} [{fl.get('low')}, {fl.get('high')}] "
+            f"(n {fl.get('n')}; measurably worse: {fl.get('measurably_worse')}) |"
         )
 
 

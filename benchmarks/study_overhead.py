@@ -65,7 +65,9 @@ def breakdown(marks: list[dict], start: float, end: float, records: list[dict]) 
         "Optuna storage and study": span("fingerprint", "optuna study"),
         "MLflow experiment and study run": span("optuna study", "mlflow run"),
         "reconcile, study.json, stale trials": span("mlflow run", "resume checked"),
-        "Ray start": span("resume checked", "ray started"),
+        "Ray start (what is left of it once the stores are open)": span(
+            "resume checked", "ray started"
+        ),
         "Tune start (to the first trial asked)": span("ray started", f"{trials[0]} asked"),
         "asked -> on its worker (all trials)": sum(
             span(f"{t} asked", f"{t} on its worker") for t in trials
@@ -85,11 +87,11 @@ def breakdown(marks: list[dict], start: float, end: float, records: list[dict]) 
         "Tune end (last recorded -> screen over)": span(f"{trials[-1]} recorded", "screen"),
         "yardstick, rungs": span("screen", "rungs"),
         "verification": span("rungs", "verification"),
-        "Ray shutdown": span("verification", "ray stopped"),
+        "Ray shutdown (begun; joined at the driver's end)": span("verification", "ray stopped"),
         "summary": span("ray stopped", "summary"),
         "importances": span("summary", "importances"),
         "MLflow: writer drained, summary and plots logged": span("importances", "summary logged"),
-        "driver's end": span("summary logged", "driver done"),
+        "driver's end (Ray's shutdown joined)": span("summary logged", "driver done"),
         "CLI: the summary printed": span("driver done", "summary printed"),
         "process exit": end - at.get("summary printed", at["driver done"]),
     }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Callable
@@ -25,6 +26,7 @@ from autotune.study.failures import (
 from autotune.study.importance import importances
 from autotune.study.objectives import directions, make_sampler, name_metrics
 from autotune.study.options import StudyOptions, StudyResult, study_dir_for
+from autotune.study.ray_start import RayStart, exit_on_sigterm
 from autotune.study.records import count_finished, read_outcome
 from autotune.study.resume import reconcile, stale_trials
 from autotune.study.rung_async import rung_async
@@ -57,7 +59,8 @@ def run(opts: StudyOptions) -> StudyResult:
     _check_services(opts, url)
     uri = tracking.resolve_uri(opts.tracking_uri)
     mark("services checked")
-    with driver_lock(study_dir):
+    with driver_lock(study_dir), contextlib.closing(RayStart(opts.address, study_dir)) as early:
+        exit_on_sigterm()  # Ray starts in a thread of its own while the stores open
         client = tracking.connect(uri)
         mark("mlflow store")
         say = (lambda _t: None) if opts.quiet else print
@@ -82,40 +85,13 @@ def run(opts: StudyOptions) -> StudyResult:
         mark("resume checked")
         interrupted, failure = False, None
         if planned > 0 or rungs_pending(study, space) or to_verify(study, space):
-            with ray_session(opts.address, study_dir) as ray:
+            with ray_session(opts.address, study_dir, started=early) as ray:
                 mark("ray started")
-                try:
-                    if planned > 0:  # `clip_norm: auto`: the baseline first, then the range
-                        run = (opts, study, cond, logger, study_dir, ray, say)
-                        left = _auto_clip(*run, planned, rerun, finished)
-                        interrupted, planned, rerun, finished = left
-                    if planned > 0 and not interrupted:
-                        interrupted = run_trials(
-                            opts,
-                            study,
-                            cond.searched,
-                            planned,
-                            rerun,
-                            logger,
-                            study_dir,
-                            finished,
-                            ray,
-                        )
-                except BaselineFailed as e:  # nothing is judged without it: the study stops
-                    interrupted, failure = True, str(e)
-                mark("screen")
-                if not interrupted:  # the baseline's other seeds: the screen's yardstick
-                    interrupted = yardstick_phase(opts, study, study_dir, ray)
-                if not interrupted:  # the sampler learnt from the screen; the rungs decide
-                    rejudge_screen(study, space)
-                    logger.screen_verdicts(study)
-                    rungs = rung_async if space.rungs.promotion == "async" else rung_phase
-                    interrupted = rungs(opts, study, logger, study_dir, ray)
-                mark("rungs")
-                if not interrupted:
-                    interrupted = verify_phase(opts, study, logger, study_dir, ray)
-                mark("verification")
-            mark("ray stopped")
+                args = (opts, study, cond, logger, study_dir, ray, say, planned, rerun, finished)
+                interrupted, failure = _phases(*args)
+            mark("ray stopped")  # its shutdown goes on in its thread (`early.close` waits)
+        else:
+            early.stop()
         summary = summarize(study, space, study_dir, cond.dropped)
         mark("summary")
         found = importances(study, summary)
@@ -134,6 +110,39 @@ def run(opts: StudyOptions) -> StudyResult:
         interrupted=interrupted and failure is None,
         failure=failure,
     )
+
+
+def _phases(
+    opts: StudyOptions, study: Any, cond: sp.Conditioned, logger: Any, study_dir: Path, ray: Any,
+    say: Any, planned: int, rerun: list[Any], finished: int,
+) -> tuple[bool, str | None]:  # fmt: skip
+    """The screen (the baseline first with `clip_norm: auto`), the yardstick, the rungs and the
+    verification, each only if the one before was not interrupted. Returns (interrupted, why
+    the study failed: the baseline did, else None)."""
+    interrupted, failure = False, None
+    try:
+        if planned > 0:  # `clip_norm: auto`: the baseline first, then the range
+            run = (opts, study, cond, logger, study_dir, ray, say)
+            interrupted, planned, rerun, finished = _auto_clip(*run, planned, rerun, finished)
+        if planned > 0 and not interrupted:
+            searched = cond.searched
+            args = (opts, study, searched, planned, rerun, logger, study_dir, finished, ray)
+            interrupted = run_trials(*args)
+    except BaselineFailed as e:  # nothing is judged without it: the study stops
+        interrupted, failure = True, str(e)
+    mark("screen")
+    if not interrupted:  # the baseline's other seeds: the screen's yardstick
+        interrupted = yardstick_phase(opts, study, study_dir, ray)
+    if not interrupted:  # the sampler learnt from the screen; the rungs decide
+        rejudge_screen(study, opts.space)
+        logger.screen_verdicts(study)
+        rungs = rung_async if opts.space.rungs.promotion == "async" else rung_phase
+        interrupted = rungs(opts, study, logger, study_dir, ray)
+    mark("rungs")
+    if not interrupted:
+        interrupted = verify_phase(opts, study, logger, study_dir, ray)
+    mark("verification")
+    return interrupted, failure
 
 
 def stop_if_baseline_failed(study: Any, study_dir: Path, name: str) -> None:

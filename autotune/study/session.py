@@ -39,8 +39,30 @@ def check_ray_address(address: str) -> None:
 
 
 @contextlib.contextmanager
-def ray_session(address: str | None, study_dir: Path, cpus: int | None = None) -> Iterator[Any]:
-    """Join the cluster at `address` (or $RAY_ADDRESS), else start a local Ray for this study."""
+def ray_session(
+    address: str | None, study_dir: Path, cpus: int | None = None, started: Any = None
+) -> Iterator[Any]:
+    """Join the cluster at `address` (or $RAY_ADDRESS), else start a local Ray for this study;
+    shut it down on leaving. `started`: a `ray_start.RayStart` already starting it (the driver
+    starts Ray while it opens its stores): waited for here, and shut down in its own thread on
+    leaving (the driver's next steps do not wait for Ray's shutdown; `RayStart.close` does)."""
+    if started is not None:
+        ray = started.wait()
+        try:
+            yield ray
+        finally:
+            started.stop()
+        return
+    ray = init_ray(address, study_dir, cpus)
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+def init_ray(address: str | None, study_dir: Path, cpus: int | None = None) -> Any:
+    """`ray`, connected: to the cluster at `address` (or $RAY_ADDRESS; ClusterError when it
+    cannot be joined), else to a local Ray started for this study."""
     ray_env()
     address = address or os.environ.get("RAY_ADDRESS") or None
     import ray
@@ -59,19 +81,16 @@ def ray_session(address: str | None, study_dir: Path, cpus: int | None = None) -
                 f"{str(e).splitlines()[0] if str(e) else ''}; start it with "
                 "`ray start --head` or fix --address / RAY_ADDRESS"
             ) from e
-    else:
-        # A local Ray without a token prompt, with its files inside the study folder when the
-        # path is short enough for its unix sockets (107 bytes), else in a short temp folder.
-        os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-        temp = ray_dir(study_dir)
-        if len(str(temp.resolve())) > 40:  # Ray appends up to 64 bytes to it
-            temp = Path(tempfile.gettempdir()) / f"autotune-ray-{os.getuid()}"
-        temp.mkdir(parents=True, exist_ok=True)
-        ray.init(num_cpus=cpus or os.cpu_count() or 1, _temp_dir=str(temp.resolve()), **kwargs)
-    try:
-        yield ray
-    finally:
-        ray.shutdown()
+        return ray
+    # A local Ray without a token prompt, with its files inside the study folder when the
+    # path is short enough for its unix sockets (107 bytes), else in a short temp folder.
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    temp = ray_dir(study_dir)
+    if len(str(temp.resolve())) > 40:  # Ray appends up to 64 bytes to it
+        temp = Path(tempfile.gettempdir()) / f"autotune-ray-{os.getuid()}"
+    temp.mkdir(parents=True, exist_ok=True)
+    ray.init(num_cpus=cpus or os.cpu_count() or 1, _temp_dir=str(temp.resolve()), **kwargs)
+    return ray
 
 
 def plan_resources(

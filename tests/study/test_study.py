@@ -625,3 +625,24 @@ def test_importances_rank_the_parameter_an_objective_depends_on() -> None:
     assert imp is not None
     assert imp["loss_cv"]["clip_norm"] > imp["loss_cv"]["warmup_steps"]
     assert imp["throughput"]["warmup_steps"] > imp["throughput"]["clip_norm"]
+
+
+def test_sigterm_ends_the_driver_and_its_ray(tmp_path: Path) -> None:
+    """Ray starts in a thread of the driver (`study/ray_start.py`), where Ray sets no SIGTERM
+    handler: the driver's own makes a SIGTERM exit as Ray's did (`sys.exit`), so the study's
+    `finally` clauses run and nothing the study started outlives it."""
+    space = h.write(tmp_path, h.mlp_space("termed", trials=4, steps=20))
+    uri = h.sqlite_uri(tmp_path)
+    cmd = h.autotune_cmd("study", "--space", str(space), "--quiet", "--tracking-uri", uri)
+    token, log = h.new_token(), tmp_path / "run.log"
+    run = _start(cmd, tmp_path, token, log)
+    try:
+        _wait_for_probe(run, token, log, timeout=240)
+        os.kill(run.pid, signal.SIGTERM)
+        rc = run.wait(timeout=120)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+    assert rc not in (0, -signal.SIGTERM), f"exit status {rc}\n{log.read_text()[-6000:]}"
+    left = h.wait_gone(token, timeout=30)
+    assert not left, f"processes outlived the terminated driver: {left}"

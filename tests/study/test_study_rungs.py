@@ -109,8 +109,11 @@ def test_a_study_promotes_through_two_rungs_and_picks_at_the_top(tmp_path: Path)
         assert top["summary"]["series"][name] == alone["series"][name], name
     assert not (study_dir / "state").exists(), "the states outlived the decision"
     # The best candidate, and the baseline beside it (the yardstick of the paired verdict).
-    verified = sorted({pick["first_choice"], 0})
-    assert sorted(v["number"] for v in summary["verified"]) == verified
+    # (The pick may be the baseline itself: throughput is an objective, and a busy machine's
+    # throughput can rank the defaults first; the best searched candidate is verified then too.)
+    verified = sorted(v["number"] for v in summary["verified"])
+    assert 0 in verified and len(verified) == 2 and pick["first_choice"] in verified, verified
+    assert set(verified) <= set(r2["numbers"])
     assert pick["number"] in verified and summary["vs_baseline"]["steps"] == 120
     assert sorted(p.name for p in (study_dir / "verify").iterdir()) == [
         f"{n:04d}-s120-seed{s}.json" for n in verified for s in (1, 2)

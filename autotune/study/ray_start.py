@@ -1,0 +1,80 @@
+"""Ray started beside the driver's other work: the driver opens its stores (MLflow's schema,
+the Optuna study, the fingerprint) while a thread of its own starts a local Ray or joins the
+cluster, and Ray shuts down in that thread while the driver writes the summary. Ray's start and
+shutdown were two of the largest fixed parts of a study's wall time (benchmarks/RESULTS.md,
+study overhead).
+
+The thread lives until Ray is shut down: on Linux Ray ties the processes it starts (the GCS,
+the raylet) to the *thread* that started them (a parent-death signal, which fires when that
+thread ends, not the process), so a thread that ended after `ray.init` would take the local
+Ray down with it.
+
+`ray.init` outside the main thread sets no SIGTERM handler (Ray warns and goes on); the driver
+sets its own, which exits as Ray's would (`sys.exit`), so the study's `finally` clauses and the
+shutdown here still run on a SIGTERM.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from autotune.study.session import init_ray, ray_env
+
+
+class RayStart:
+    """Start Ray (`session.init_ray`) in a thread now; `wait` for it, `stop` to shut it down in
+    that thread without waiting, `close` to shut it down (if nothing did) and wait for that."""
+
+    def __init__(self, address: str | None, study_dir: Path, cpus: int | None = None) -> None:
+        ray_env()
+        import ray  # imported here, in the main thread: no import is shared between threads
+
+        del ray
+        self._ready = threading.Event()
+        self._end = threading.Event()
+        self._ray: Any = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(
+            target=self._run, args=(address, study_dir, cpus), name="autotune-ray", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self, address: str | None, study_dir: Path, cpus: int | None) -> None:
+        try:
+            self._ray = init_ray(address, study_dir, cpus)
+        except BaseException as e:  # handed to the main thread by `wait`
+            self._error = e
+        finally:
+            self._ready.set()
+        self._end.wait()
+        if self._ray is not None:
+            with contextlib.suppress(Exception):
+                self._ray.shutdown()
+
+    def wait(self) -> Any:
+        """`ray`, connected; the start's error (e.g. ClusterError) raised here."""
+        self._ready.wait()
+        if self._error is not None:
+            raise self._error
+        return self._ray
+
+    def stop(self) -> None:
+        """Shut Ray down in its thread; the caller goes on."""
+        self._end.set()
+
+    def close(self) -> None:
+        """Shut Ray down (if `stop` did not already) and wait until it is down."""
+        self._end.set()
+        self._thread.join()
+
+
+def exit_on_sigterm() -> None:
+    """In the main thread: a SIGTERM exits through `sys.exit` (as Ray's own handler does when
+    Ray is started in the main thread), so `finally` clauses run and Ray is shut down."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(signum))
