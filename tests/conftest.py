@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import os
 import platform
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The suite's caches (the MLflow store template, `tracking/store_template.py`) in a folder
+    of its own, not the user's: shared by the whole run and the CLI processes it starts."""
+    os.environ.setdefault("AUTOTUNE_CACHE_DIR", tempfile.mkdtemp(prefix="autotune-test-cache-"))
 
 
 @pytest.fixture

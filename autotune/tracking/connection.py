@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from autotune.errors import TrackingError
+from autotune.tracking.store_template import discard, keep_template, seed_new_store
 
 if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient
@@ -248,11 +249,10 @@ def connect(uri: str) -> MlflowClient:
     HTTP without retries and with a short timeout, databases with a bounded TCP probe and
     connect timeout, SQLite with a check that its folder exists (or is created) and is writable.
     """
-    from mlflow.tracking import MlflowClient
-
     scheme = uri_scheme(uri)
     probe_env: dict[str, str] = {}
     client_uri = uri
+    new_file: Path | None = None
     if scheme in ("http", "https"):
         _check_http(uri)
         probe_env = {
@@ -261,16 +261,38 @@ def connect(uri: str) -> MlflowClient:
         }
     elif scheme == "sqlite":
         _check_sqlite(uri)
+        path = sqlite_path(uri)
+        new_file = path if path is not None and not path.exists() else None
     elif scheme in _DB_SCHEMES:
         client_uri = _with_connect_timeout(uri, scheme)
         _check_database(uri, client_uri, scheme)
 
+    # A new SQLite store starts as a copy of the cached empty schema when there is one
+    # (`store_template`); if MLflow refuses that copy, it is removed and MLflow makes the store.
+    seeded = new_file is not None and seed_new_store(new_file)
     try:
-        with _env(probe_env), quiet_store_creation():
-            client = MlflowClient(tracking_uri=client_uri)
-            client.search_experiments(max_results=1)
+        try:
+            client = _open(client_uri, probe_env)
+        except Exception:
+            if not seeded or new_file is None:
+                raise
+            discard(new_file, client_uri)
+            seeded = False
+            client = _open(client_uri, probe_env)
     except TrackingError:
         raise
     except Exception as exc:
         raise _unreachable(uri, one_line(exc)) from exc
+    if new_file is not None and not seeded:
+        keep_template(new_file)
+    return client
+
+
+def _open(client_uri: str, probe_env: dict[str, str]) -> MlflowClient:
+    """An MLflow client of the store, which has answered one query."""
+    from mlflow.tracking import MlflowClient
+
+    with _env(probe_env), quiet_store_creation():
+        client = MlflowClient(tracking_uri=client_uri)
+        client.search_experiments(max_results=1)
     return client
