@@ -4,8 +4,10 @@ Direct: `run_probe` called N times in one process, one after another, one torch 
 user would script by hand). Study: `autotune study` on a grid space whose N trials are exactly
 those probes (trial 0 the baseline, then one trial per `clip_norm` choice), with a local Ray,
 SQLite Optuna storage and a SQLite MLflow store, one trial at a time with one torch thread (the
-2-core default). Both run in this one invocation, direct first. Reported: wall-time ratio
-study/direct and the overhead per trial in seconds.
+2-core default). Both run in this one invocation: the first half of the direct probes, the
+study, then the second half (A-B-A: a machine whose speed drifts during the run, as these shared
+ones do, moves both sides alike). Reported: wall-time ratio study/direct and the overhead per
+trial in seconds.
 
     python benchmarks/study_overhead.py                 # 12 trials of ~20 s (RESULTS.md)
     python benchmarks/study_overhead.py --trials 4 --steps 100   # a quick look
@@ -28,6 +30,17 @@ import yaml
 
 from autotune import space as sp
 from autotune.probe import run_probe
+
+
+def run_direct(space: sp.Space, knob_sets: list[dict], walls: list[float], start: int = 0) -> float:
+    """`run_probe` for each knob set in turn, in this process; their wall times appended to
+    `walls`. Returns the loop's wall time."""
+    t0 = time.perf_counter()
+    for i, knobs in enumerate(knob_sets, start=start + 1):
+        r = run_probe(sp.probe_config(space, knobs=knobs))
+        walls.append(r["wall_s"])
+        print(f"  direct {i}: {r['status']}, {r['wall_s']:.1f} s", file=sys.stderr)
+    return time.perf_counter() - t0
 
 
 def make_space(trials: int, workload: str, size: str, steps: int) -> dict:
@@ -120,16 +133,9 @@ def main(argv: list[str] | None = None) -> int:
         import torch
 
         torch.set_num_threads(1)
-        t0 = time.perf_counter()
-        direct_probe_s = 0.0
-        for i, knobs in enumerate(knob_sets):
-            r = run_probe(sp.probe_config(space, knobs=knobs))
-            direct_probe_s += r["wall_s"]
-            print(
-                f"  direct {i + 1}/{len(knob_sets)}: {r['status']}, {r['wall_s']:.1f} s",
-                file=sys.stderr,
-            )
-        direct = time.perf_counter() - t0
+        half = len(knob_sets) // 2
+        direct_walls: list[float] = []
+        direct = run_direct(space, knob_sets[:half], direct_walls)
 
         timeline = Path(tmp) / "timeline.jsonl"
         env = {
@@ -148,6 +154,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         study = time.perf_counter() - t0
         wall1 = time.time()
+        direct += run_direct(space, knob_sets[half:], direct_walls, start=half)
+        direct_probe_s = sum(direct_walls)
         # Where the study's time went, from its trial records: the probes' own wall time
         # (run_probe, inside the probe process) and each probe process's, start to exit.
         records = [
@@ -175,6 +183,8 @@ def main(argv: list[str] | None = None) -> int:
         "process_s": study_process_s - study_probe_s,
         "driver_and_fixed_s": study - study_process_s,
         "direct_probe_s": direct_probe_s,
+        "direct_probe_walls_s": direct_walls,
+        "study_probe_walls_s": [(r.get("summary") or {}).get("wall_s") for r in records],
         "study_probe_s": study_probe_s,
         "phases_s": phases,
         "load_average": os.getloadavg(),
@@ -193,6 +203,14 @@ def main(argv: list[str] | None = None) -> int:
             f"{direct_probe_s:.1f} s), probe processes' start and exit {out['process_s']:.1f} s, "
             f"everything else (Ray and MLflow start, the driver between trials, the summary, "
             f"shutdown) {out['driver_and_fixed_s']:.1f} s"
+        )
+        h = len(direct_walls) // 2
+        inside = [w for w in out["study_probe_walls_s"] if w is not None]
+        print(
+            f"  a probe's wall time, mean: direct before the study "
+            f"{sum(direct_walls[:h]) / max(1, h):.2f} s, after it "
+            f"{sum(direct_walls[h:]) / max(1, len(direct_walls) - h):.2f} s; inside the study "
+            f"{sum(inside) / max(1, len(inside)):.2f} s"
         )
         print("  the study's wall time by phase (autotune.study.timeline):")
         for name, seconds in phases.items():
