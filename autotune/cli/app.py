@@ -8,7 +8,8 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from autotune.errors import AutotuneError
+from autotune.errors import AutotuneError, UsageError
+from autotune.process import memory_limit
 
 app = typer.Typer(
     name="autotune",
@@ -54,5 +55,21 @@ def user_errors(fn: F) -> F:
         except AutotuneError as e:
             typer.echo(f"autotune: error: {e}", err=True)
             raise typer.Exit(e.exit_code) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def runs_probes(fn: F) -> F:
+    """For a command that runs probes: the probe settings of its environment checked before
+    anything runs (`AUTOTUNE_PROBE_MEMORY_MB`), a bad one a UsageError naming the variable,
+    not a failure of every trial. Goes under `user_errors`."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            memory_limit.limit_mb()
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+        return fn(*args, **kwargs)
 
     return wrapper  # type: ignore[return-value]

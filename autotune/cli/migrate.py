@@ -7,11 +7,12 @@ from typing import Annotated
 
 import typer
 
-from autotune.cli.app import app, user_errors
+from autotune.cli.app import app, runs_probes, user_errors
 
 
 @app.command()
 @user_errors
+@runs_probes
 def migrate(
     recipe: Annotated[str, typer.Argument(metavar="RECIPE", help="A recipe file (YAML).")],
     seeds: Annotated[int, typer.Option(min=1, max=20, help="Seeds for each side.")] = 3,

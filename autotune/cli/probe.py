@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
-from autotune.cli.app import SetOpt, SpaceOpt, app, user_errors
+from autotune.cli.app import SetOpt, SpaceOpt, app, runs_probes, user_errors
 from autotune.errors import AutotuneError
 from autotune.knobs import clip_text
 
@@ -158,6 +158,7 @@ PROBE_CONFIGS = {
 
 @app.command()
 @user_errors
+@runs_probes
 def probe(
     space: SpaceOpt,
     set_: SetOpt = None,

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from autotune.cli.app import app, user_errors
+from autotune.cli.app import app, runs_probes, user_errors
 from autotune.errors import AutotuneError
 
 PickOpt = Annotated[
@@ -73,6 +73,7 @@ def export(
 
 @app.command()
 @user_errors
+@runs_probes
 def verify(
     recipe_path: Annotated[str, typer.Argument(metavar="RECIPE", help="A recipe file.")],
     seeds: Annotated[int, typer.Option(min=1, max=100, help="Seeds to run it with.")] = 3,

@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from autotune.cli.app import app, user_errors
+from autotune.cli.app import app, runs_probes, user_errors
 
 TrackingOpt = Annotated[
     str | None,
@@ -122,6 +122,7 @@ def compare(
 
 @app.command("repro")
 @user_errors
+@runs_probes
 def repro(
     space: Annotated[
         str,

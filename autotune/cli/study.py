@@ -9,11 +9,12 @@ from typing import Annotated
 
 import typer
 
-from autotune.cli.app import EXIT_AT_ONCE, SetOpt, SpaceOpt, app, user_errors
+from autotune.cli.app import EXIT_AT_ONCE, SetOpt, SpaceOpt, app, runs_probes, user_errors
 
 
 @app.command()
 @user_errors
+@runs_probes
 def study(
     space: SpaceOpt,
     set_: SetOpt = None,

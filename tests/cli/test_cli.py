@@ -613,3 +613,27 @@ def test_audit_seed_out_of_range_names_the_flag() -> None:
     for bad in (str(2**63), "-5"):
         result = invoke("audit", "--seed", bad, "--no-log")
         assert_user_error(result, "--seed: a seed is a whole number from 0 to")
+
+
+@pytest.mark.parametrize("bad", ["abc", "0", "-64", "1.5"])
+def test_a_bad_probe_memory_limit_stops_every_probe_command_up_front(
+    bad: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`AUTOTUNE_PROBE_MEMORY_MB` is read by each probe process; a bad value is named once by
+    the command, before anything runs or is written, not once per failed trial."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("AUTOTUNE_PROBE_MEMORY_MB", bad)
+    (tmp_path / "r.yaml").write_text("not read: the environment is checked first\n")
+    for args in (
+        ["study", "--space", "gradclip"],
+        ["probe", "--space", "gradclip"],
+        ["verify", "r.yaml"],
+        ["migrate", "r.yaml"],
+        ["repro", "gradclip"],
+    ):
+        line = assert_user_error(invoke(*args), f"AUTOTUNE_PROBE_MEMORY_MB={bad!r}", "MiB")
+        assert "positive whole number" in line, (args, line)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.yaml"], "something was written"
+    monkeypatch.setenv("AUTOTUNE_PROBE_MEMORY_MB", "")  # empty: no limit, the command goes on
+    line = assert_user_error(invoke("verify", "r.yaml"), "r.yaml")
+    assert "AUTOTUNE_PROBE_MEMORY_MB" not in line, line
