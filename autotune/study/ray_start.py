@@ -9,14 +9,15 @@ the raylet) to the *thread* that started them (a parent-death signal, which fire
 thread ends, not the process), so a thread that ended after `ray.init` would take the local
 Ray down with it.
 
-`ray.init` outside the main thread sets no SIGTERM handler (Ray warns and goes on); the driver
-sets its own, which exits as Ray's would (`sys.exit`), so the study's `finally` clauses and the
-shutdown here still run on a SIGTERM.
+`ray.init` outside the main thread sets no SIGTERM handler (Ray logs a warning saying so, which
+is kept off the user's screen here); the driver sets its own, which exits as Ray's would
+(`sys.exit`), so the study's `finally` clauses and the shutdown here still run on a SIGTERM.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import signal
 import sys
 import threading
@@ -24,6 +25,16 @@ from pathlib import Path
 from typing import Any
 
 from autotune.study.session import init_ray, ray_env
+
+
+class _NoSigtermNote(logging.Filter):
+    """Drops Ray's warning that it set no SIGTERM handler (the driver sets its own)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("SIGTERM handler is not set")
+
+
+_QUIET = _NoSigtermNote()
 
 
 class RayStart:
@@ -35,6 +46,7 @@ class RayStart:
         import ray  # imported here, in the main thread: no import is shared between threads
 
         del ray
+        logging.getLogger("ray._private.worker").addFilter(_QUIET)  # once: filters are a set
         self._ready = threading.Event()
         self._end = threading.Event()
         self._ray: Any = None
