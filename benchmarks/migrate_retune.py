@@ -157,6 +157,9 @@ def one_seed(folder: Path, seed: int, args: argparse.Namespace) -> dict[str, Any
         retune_samples=result["samples"],
         trial_share=result["trials"] / args.trials,
     )
+    if result["recipe"] is None:  # the re-tune found nothing that holds here
+        row["retune_failed"] = result.get("failed")
+        return row
     row["cold_quality"] = quality(here / "cold.yaml", fresh, args.memory_mb)
     row["retune_quality"] = quality(here / result["recipe"], fresh, args.memory_mb)
     for m in ("final_loss", "noise_per_drop"):

@@ -172,7 +172,13 @@ def _retune_section(result: Mapping[str, Any]) -> list[str]:
     if plan:
         out += ["", "To re-tune: " + ", ".join(f"{k} ({plan['why'][k]})" for k in plan["knobs"])]
         done = plan.get("result")
-        if done:
+        if done and done.get("recipe") is None:
+            out.append(
+                f"Re-tuned by a study of {done['trials']} trial(s) (the source space has "
+                f"{done['source_trials']}), warm-started from the recipe: nothing held here "
+                f"({done.get('failed')})."
+            )
+        elif done:
             out.append(
                 f"Re-tuned by a study of {done['trials']} trial(s) (the source space has "
                 f"{done['source_trials']}), warm-started from the recipe: `{done['recipe']}` "

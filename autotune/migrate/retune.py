@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune import space as sp
+from autotune.errors import RecipeError
 from autotune.recipe.file import Recipe
 
 SHARE = 0.3  # of the space's trials
@@ -68,7 +69,9 @@ def retune(
     say: Callable[[str], None],
     share: float = SHARE,
 ) -> dict[str, Any]:
-    """Run the reduced study here and export its recipe next to the report."""
+    """Run the reduced study here and export its recipe next to the report. When nothing in
+    it held here (no feasible trial to export), the result says why (`failed`) and has no
+    recipe."""
     from autotune import study as st
     from autotune.study.export import recipe_from_study
 
@@ -88,8 +91,22 @@ def retune(
             warm_start=warm,
         )
     )
-    new = recipe_from_study(str(result.study_dir))
     searched = sorted(space.searched())
+    compute = (result.summary or {}).get("compute") or {}
+    try:
+        new = recipe_from_study(str(result.study_dir))
+    except RecipeError as e:  # nothing held here: said as the migration's verdict, not raised
+        return {
+            "recipe": None,
+            "failed": str(e),
+            "name": None,
+            "searched": searched,
+            "trials": space.budget.trials,
+            "source_trials": source.budget.trials,
+            "samples": compute.get("total"),
+            "overrides": overrides,
+            "knobs": {},
+        }
     migrated: dict[str, Any] = {
         "recipe": recipe.name,
         "fingerprint_hash": recipe.fingerprint_hash,
@@ -103,7 +120,6 @@ def retune(
         source="re-tuned recipe",
     )
     path = new.save(out_dir / "recipe-retuned.yaml")
-    compute = (result.summary or {}).get("compute") or {}
     return {
         "recipe": str(path),
         "name": new.name,

@@ -92,11 +92,16 @@ def migrate(
 
         retuned = retune(recipe, path, plan, space, out_dir=out, tracking_uri=tracking_uri, say=say)
         plan["result"] = retuned
-        verdict = f"re-tuned: {', '.join(retuned['searched'])}"
-        why += (
+        study = (
             f" A study of {retuned['trials']} trial(s) ({retuned['source_trials']} in the source's "
-            f"space), warm-started from the recipe, re-tuned them: {retuned['recipe']}."
+            f"space), warm-started from the recipe, re-tuned {', '.join(retuned['searched'])}"
         )
+        if retuned["recipe"] is None:
+            verdict = "does not transfer: the re-tune found nothing that holds here"
+            why += f"{study}: {retuned['failed']}."
+        else:
+            verdict = f"re-tuned: {', '.join(retuned['searched'])}"
+            why += f"{study}: {retuned['recipe']}."
     result: dict[str, Any] = {
         "recipe": recipe.name,
         "verdict": verdict,

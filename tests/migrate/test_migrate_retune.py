@@ -56,3 +56,35 @@ def test_a_recipe_that_does_not_hold_is_retuned(shared: h.FinishedStudy, tmp_pat
     assert result["compute"]["retune_samples"] > 0
     text = Path(result["report"]).read_text()
     assert text.index("**Verdict: re-tuned") < text.index("Re-tuned by a study of")
+
+
+def test_a_re_tune_that_finds_nothing_is_the_verdict_with_its_report(
+    shared: h.FinishedStudy, tmp_path: Path
+) -> None:
+    """The re-tune's study ends with nothing feasible (here a constraint no run can meet): the
+    migration says the recipe does not transfer and why, writes its report, exits 1; no
+    re-tuned recipe is written."""
+    good = tmp_path / "recipe.yaml"
+    done = h.autotune(["export", str(shared.study_dir), "-o", str(good)], shared.folder)
+    assert done.returncode == 0, h.explain(done)
+    data = yaml.safe_load(good.read_text())
+    data["knobs"]["warmup_steps"] = 100 * shared.steps
+    data["source"]["defaults"] = False
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(data))
+    space = yaml.safe_load((shared.folder / "space.yaml").read_text())
+    space["constraints"] = [{"metric": "loss_drop", "op": ">=", "value": 100.0}]
+    (tmp_path / "space.yaml").write_text(yaml.safe_dump(space))
+    out = tmp_path / "report"
+    args = ["migrate", str(bad), "--seeds", "3", "--no-audit", "--space", "space.yaml"]
+    mig = h.autotune([*args, "-o", str(out), "--json"], tmp_path)
+    assert mig.returncode == 1, h.explain(mig)
+    assert "Traceback" not in mig.stderr, h.explain(mig)
+    result = json.loads(mig.stdout)
+    assert result["verdict"] == "does not transfer: the re-tune found nothing that holds here"
+    done_ = result["retune"]["result"]
+    assert done_["recipe"] is None and "no feasible trial" in done_["failed"], done_
+    assert "no feasible trial" in result["why"]
+    assert not (out / "recipe-retuned.yaml").exists()
+    text = Path(result["report"]).read_text()
+    assert text.index("**Verdict: does not transfer") < text.index("nothing held here")
