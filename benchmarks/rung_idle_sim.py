@@ -166,8 +166,19 @@ class Built:
     `rungs.promotion: async`; `screen_open`: promotions from the screen before it has ended,
     not built), then verification of the best `top_k` at the decided rung and the baseline."""
 
-    def __init__(self, s: Study, *, early: bool, screen_open: bool = False, top_k=2, seeds=3):
+    def __init__(
+        self,
+        s: Study,
+        *,
+        early: bool,
+        screen_open: bool = False,
+        beside: str = "",
+        top_k: int = 2,
+        seeds: int = 3,
+    ):
         self.s, self.top_k, self.seeds, self.screen_open = s, top_k, seeds, screen_open
+        self.beside = beside
+        self.started: dict[int, int] = {}  # trial -> verification seeds handed out beside
         self.ladder = pm.Ladder(
             s.plan,
             list(range(s.n)),
@@ -192,13 +203,33 @@ class Built:
             return "rung", self.unscreened.pop(0), 0
         decided = self.ladder.decided
         if decided is None:
-            return None
+            return self._beside()
         k = int(decided["rung"])
         ran = list(self.ladder.rungs[k].results.values())
         best = [n for n in pm.ranked([r for r in ran if not r.baseline], OBJECTIVES)]
         chosen = sorted({0, *best[: self.top_k]})
-        self.verify = [("verify", i, k) for i in chosen for _ in range(self.seeds)]
-        return self.verify.pop(0)
+        self.verify = [
+            ("verify", i, k) for i in chosen for _ in range(self.seeds - self.started.get(i, 0))
+        ]
+        return self.verify.pop(0) if self.verify else None
+
+    def _beside(self) -> Job | None:
+        """A worker would idle before the decision: once the top rung has an entrant (the study
+        then decides at the target), a verification seed at the target, the baseline's first
+        (needed whatever is picked), then (`beside="candidates"`) those of the current best
+        `top_k` finished at the top (speculative: a later finisher may displace them)."""
+        top = len(self.s.plan) - 1
+        if not self.beside or not self.ladder.rungs[top].entrants:
+            return None
+        want = [0]
+        if self.beside == "candidates":
+            ran = [r for r in self.ladder.rungs[top].results.values() if not r.baseline]
+            want += pm.ranked(ran, OBJECTIVES)[: self.top_k]
+        for i in want:
+            if self.started.get(i, 0) < self.seeds:
+                self.started[i] = self.started.get(i, 0) + 1
+                return "verify", i, top
+        return None
 
     def done(self, job: Job) -> None:
         kind, i, k = job
@@ -218,6 +249,10 @@ MODES = {
     "synchronous": lambda s: Built(s, early=False),
     "asynchronous": lambda s: Built(s, early=True),
     "asynchronous + screen (not built)": lambda s: Built(s, early=True, screen_open=True),
+    "asynchronous + baseline verified beside": lambda s: Built(s, early=True, beside="baseline"),
+    "asynchronous + candidates verified beside": lambda s: Built(
+        s, early=True, beside="candidates"
+    ),
 }
 
 

@@ -72,15 +72,28 @@ def reproduces(
     return out
 
 
-def reproduced(recipe: Recipe, fast: Mapping[str, Any], threads: int) -> dict[str, Any]:
-    """What `rerun` reports, for a recipe whose recorded run reproduced here: the study's own
-    verdict stands (no baseline re-run)."""
+def reproduced(
+    recipe: Recipe,
+    fast: Mapping[str, Any],
+    threads: int,
+    spread: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """What `rerun` reports, for a recipe whose recorded run reproduced here, or (`spread`,
+    `spread.within_spread`) ended within its verified seeds' spread: the study's own verdict
+    stands (no baseline re-run)."""
     runs = fast["runs"]
     metrics = metrics_of(recipe)
     source = dict((recipe.source or {}).get("vs_baseline") or {})
+    held = {"path": "reproduced", "reproduced": fast["why"]}
+    if spread is not None:
+        held = {
+            "path": "within_spread",
+            "reproduced": None,
+            "not_reproduced": fast["why"],
+            "spread": dict(spread),
+        }
     return {
-        "path": "reproduced",
-        "reproduced": fast["why"],
+        **held,
         "steps": fast["steps"],
         "run_steps": fast["steps"],
         "seeds": [r.get("seed") for r in runs],
@@ -89,7 +102,10 @@ def reproduced(recipe: Recipe, fast: Mapping[str, Any], threads: int) -> dict[st
         "baseline_result": None,
         "vs_baseline": {
             "verdict": source.get("verdict") or "not recorded",
-            "why": "the study's paired verdict where it was tuned: the run is the same here",
+            "why": "the study's paired verdict where it was tuned: the run is the same here"
+            if spread is None
+            else "the study's paired verdict where it was tuned: the run here ends as another "
+            "seed would have there",
         },
         "problems": [],
         "source_verdict": source.get("verdict"),

@@ -23,6 +23,7 @@ from autotune.migrate.differences import differences
 from autotune.migrate.holds import reproduced, reproduces, rerun
 from autotune.migrate.ops import compare_ops
 from autotune.migrate.report import markdown, plot_curve
+from autotune.migrate.spread import within_spread
 from autotune.recipe.file import Recipe
 from autotune.recipe.verify import check_workload
 from autotune.repro import record
@@ -165,6 +166,12 @@ def check(
         fast = reproduces(recipe, steps=steps, threads=threads, timeout_s=timeout_s, say=say)
     if fast["reproduces"]:
         return reproduced(recipe, fast, threads)
+    if fast["runs"]:
+        spread = within_spread(recipe, fast["runs"][0], fast["steps"])
+        if spread["within"]:
+            say(f"{fast['why']}, but {spread['why']}")
+            return reproduced(recipe, fast, threads, spread)
+        fast["why"] += f"; not within the recorded seeds' spread: {spread['why']}"
     say(f"{fast['why']}: re-running recipe {recipe.name} and the baseline over {seeds} seed(s)")
     holds = rerun(
         recipe,
@@ -195,6 +202,14 @@ def verdict_of(
             "same run, so the study's verification stands (its paired verdict against the "
             f"baseline: {vs['verdict']}). The baseline was not re-run here; `--full` re-runs the "
             "recipe and the baseline over the seeds."
+        )
+    elif holds.get("path") == "within_spread":
+        why = (
+            f"The recorded run does not reproduce here ({holds['not_reproduced']}), but "
+            f"{holds['spread']['why']}: the recipe trains here as another seed would have "
+            "there, so the study's verification stands (its paired verdict against the "
+            f"baseline: {vs['verdict']}). The baseline was not re-run here; `--full` re-runs "
+            "the recipe and the baseline over the seeds."
         )
     elif not problems:
         why = (

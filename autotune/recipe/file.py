@@ -454,7 +454,8 @@ _COMMENTS: dict[str, str] = {
     "verified, the mean and 95% interval over seeds and the share of seeds that diverged.",
     "fingerprint_hash": "The hardware and software it was tuned on (`autotune fingerprint`).",
     "recorded": "Recorded where it was tuned, for `autotune migrate`: the op audit (per op and\n"
-    "pass, the error against float64) and the trial's loss curve at its seed.",
+    "pass, the error against float64), the trial's loss curve at its seed and its verified\n"
+    "seeds (`verified`: per seed the outcome and the metrics at the decided length).",
     "source": "Where it came from: study, storage, trial, pick, MLflow runs; oom_retry (when the\n"
     "trial ran out of memory and was retried): the layout it was asked for and the one it ran\n"
     "with, which the recipe has.",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -106,6 +108,7 @@ def recipe_from_study(
             probe,
             space.probe.precision,
             audit,
+            _verified_runs(chosen.verified),
         ),
         autotune_version=__version__,
         created_at=now_iso(),
@@ -131,8 +134,11 @@ def _recorded(
     probe: dict[str, Any],
     precision: str,
     audit: bool,
+    verified: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The trial's loss curve and, when asked and this is the machine it ran on, the op audit."""
+    """The trial's loss curve, its verified seeds (`verified`: `autotune migrate` judges a run
+    that drifted against their spread) and, when asked and this is the machine it ran on, the
+    op audit."""
     from autotune import fingerprint
     from autotune.repro import record
 
@@ -140,6 +146,8 @@ def _recorded(
     curve = record.curve_of(summary)
     if curve:
         out["curve"] = curve
+    if verified:
+        out["verified"] = verified
     if audit:
         if fp and fingerprint.identity_hash(fingerprint.collect()) != fp.get("hash"):
             raise RecipeError(
@@ -150,6 +158,29 @@ def _recorded(
             str(probe.get("device") or "auto"), precision, probe.get("threads")
         )
     return out
+
+
+def _verified_runs(verified: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """What export records of the recipe's verification (`Candidate.verified`): its length and
+    per seed the outcome and the metrics (finite ones); None when it was not verified."""
+    runs = (verified or {}).get("runs") or []
+    if not runs or verified is None:
+        return None
+    return {
+        "steps": verified.get("steps"),
+        "runs": [
+            {
+                "seed": r.get("seed"),
+                "outcome": r.get("outcome"),
+                "metrics": {
+                    k: float(v)
+                    for k, v in (r.get("metrics") or {}).items()
+                    if isinstance(v, int | float) and math.isfinite(float(v))
+                },
+            }
+            for r in runs
+        ],
+    }
 
 
 def _spent(study: Any, space: Any, study_dir: Path | None) -> dict[str, Any]:
