@@ -8,6 +8,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -28,6 +29,15 @@ def write_space(tmp_path: Path) -> Callable[..., Path]:
         return path
 
     return write
+
+
+@pytest.fixture(scope="session")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The small `mlp` study the integration tests share (`assets.studies.finished_study`: run
+    once per test session, a `FinishedStudy`)."""
+    from assets import studies
+
+    return studies.finished_study(tmp_path_factory.getbasetemp())
 
 
 # ---------------------------------------------------------------------------------------------

@@ -50,11 +50,6 @@ def run_in(python: Path, args: list[str], cwd: Path, timeout: float = 600) -> An
     return h.run_to_end([str(python), *args], cwd, env, timeout, f"{python} {' '.join(args)}")
 
 
-@pytest.fixture(scope="module")
-def shared(tmp_path_factory: pytest.TempPathFactory) -> h.FinishedStudy:
-    return h.finished_study(tmp_path_factory.getbasetemp())
-
-
 def test_a_recipe_migrates_to_another_torch_and_thread_count(
     shared: h.FinishedStudy, tmp_path: Path
 ) -> None:

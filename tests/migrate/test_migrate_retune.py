@@ -21,11 +21,6 @@ pytestmark = [
 ]
 
 
-@pytest.fixture(scope="module")
-def shared(tmp_path_factory: pytest.TempPathFactory) -> h.FinishedStudy:
-    return h.finished_study(tmp_path_factory.getbasetemp())
-
-
 def test_a_recipe_that_does_not_hold_is_retuned(shared: h.FinishedStudy, tmp_path: Path) -> None:
     good = tmp_path / "recipe.yaml"
     done = h.autotune(["export", str(shared.study_dir), "-o", str(good)], shared.folder)

@@ -28,11 +28,6 @@ pytestmark = [
 ]
 
 
-@pytest.fixture(scope="module")
-def shared(tmp_path_factory: pytest.TempPathFactory) -> h.FinishedStudy:
-    return h.finished_study(tmp_path_factory.getbasetemp())
-
-
 def moved(shared: h.FinishedStudy, tmp_path: Path) -> dict[str, Any]:
     """The shared study's recipe, its verified seeds three real runs at the decided length (its
     own seed 0, whose run here is then one of them whatever this CPU's arithmetic, and seeds

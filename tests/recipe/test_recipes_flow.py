@@ -19,11 +19,6 @@ pytestmark = [
 ]
 
 
-@pytest.fixture(scope="module")
-def shared(tmp_path_factory: pytest.TempPathFactory) -> h.FinishedStudy:
-    return h.finished_study(tmp_path_factory.getbasetemp())
-
-
 def optuna_study(s: h.FinishedStudy, name: str | None = None) -> Any:
     import optuna
 

@@ -29,11 +29,6 @@ pytestmark = [
 DONE_STATES = ("COMPLETE", "FAIL")
 
 
-@pytest.fixture(scope="module")
-def shared(tmp_path_factory: pytest.TempPathFactory) -> h.FinishedStudy:
-    return h.finished_study(tmp_path_factory.getbasetemp())
-
-
 def load_optuna(study_dir: Path, name: str) -> Any:
     import optuna
 

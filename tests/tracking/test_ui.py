@@ -54,11 +54,6 @@ def browser() -> str:
     return path
 
 
-@pytest.fixture(scope="module")
-def shared(tmp_path_factory: pytest.TempPathFactory) -> h.FinishedStudy:
-    return h.finished_study(tmp_path_factory.getbasetemp())
-
-
 class UI:
     """A running `autotune ui` and the lines it printed."""
 
