@@ -163,8 +163,7 @@ def _recorded(
 def _verified_runs(verified: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """What export records of the recipe's verification (`Candidate.verified`): its length and
     per seed the outcome and the metrics (finite ones); None when it was not verified."""
-    runs = (verified or {}).get("runs") or []
-    if not runs or verified is None:
+    if verified is None or not verified.get("runs"):
         return None
     return {
         "steps": verified.get("steps"),
@@ -178,7 +177,7 @@ def _verified_runs(verified: Mapping[str, Any] | None) -> dict[str, Any] | None:
                     if isinstance(v, int | float) and math.isfinite(float(v))
                 },
             }
-            for r in runs
+            for r in verified["runs"]
         ],
     }
 
