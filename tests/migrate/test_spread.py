@@ -8,6 +8,7 @@ import random
 from typing import Any
 
 import pytest
+import yaml
 
 from autotune import Recipe
 from autotune import space as sp
@@ -93,3 +94,27 @@ def test_the_spread_is_judged_only_where_it_says_something() -> None:
     assert not missing["within"] and "final_loss could not be compared" in missing["why"]
     none = Recipe(name="p", workload={"name": "mlp"}, precision="fp32", micro_batch=8, knobs={})
     assert "records no verified seeds" in within_spread(none, here(0.3, 0.1), 100)["why"]
+
+
+@pytest.mark.parametrize(
+    ("verified", "said"),
+    [
+        ({"steps": 100, "runs": "all"}, "a list of runs"),
+        ({"steps": "100", "runs": []}, "steps must be an integer"),
+        ({"steps": 100, "runs": [7]}, "runs[0] must be a mapping"),
+        ({"steps": 100, "runs": [{"metrics": {"final_loss": "low"}}]}, "metrics are numbers"),
+    ],
+)
+def test_a_malformed_verified_record_is_refused_at_load(
+    tmp_path: Any, verified: Any, said: str
+) -> None:
+    from autotune.errors import RecipeError
+
+    path = recipe(RECORDED).save(tmp_path / "r.yaml")
+    data = yaml.safe_load(path.read_text())
+    data["recorded"]["verified"] = verified
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(RecipeError, match=r"recorded\.verified") as e:
+        Recipe.load(path)
+    assert said in str(e.value) and str(path) in str(e.value)
+    assert Recipe.load(recipe(RECORDED).save(tmp_path / "ok.yaml")).recorded["verified"]
