@@ -4,6 +4,8 @@ the top rung down, a trial in the top 1/eta of those finished at its rung), inst
 for the rung's slowest probe. What a promoted probe is, runs, records and continues is the
 synchronous phase's (`autotune.study.rung_phase`: `rung_probe`, `record_rung`, `judge_rung`):
 only the order differs. The screen still ends before the first rung starts (Ray Tune runs it).
+A worker the ladder has no promotion for, once the top rung has an entrant, runs one of the
+baseline's verification seeds at the target instead of idling (`autotune.study.beside`).
 
 A rung's row in `autotune.rungs` (its trials and its agreement with the rung below) is written
 when the rung has ended: every promotion into it handed out and every probe of it finished; the
@@ -22,6 +24,7 @@ from typing import Any
 
 from autotune.study import attrs as ua
 from autotune.study import promotion as pm
+from autotune.study.beside import Beside, is_beside
 from autotune.study.options import StudyOptions
 from autotune.study.records import baseline_trial
 from autotune.study.rung_phase import (
@@ -118,6 +121,7 @@ class AsyncRun:
         self.records: dict[int, dict[int, dict[str, Any]]] = {}
         self.handled: set[int] = set()  # rungs whose end was acted on
         self.noted = 0
+        self.beside = Beside(opts.space, study, study_dir, ladder, say)
 
     def adopt_saved(self) -> None:
         """The rung records an earlier driver wrote (it stopped mid-rung), rung by rung: judged
@@ -139,12 +143,13 @@ class AsyncRun:
 
     def feed(self) -> ProbeJob | None:
         """The next promotion to run (one recorded by an earlier driver is read back instead);
-        None: none now."""
+        with none now, a baseline verification seed beside the top rung (`beside`); None:
+        neither now."""
         while True:
             nxt = self.ladder.next()
             self.after()
             if nxt is None:
-                return None
+                return self.beside.job()
             number, rung = nxt
             saved = read_rung_record(self.study_dir, number, rung, self.plan[rung])
             if saved is None:
@@ -175,7 +180,11 @@ class AsyncRun:
 
     def done(self, job: ProbeJob, out: dict[str, Any], elapsed_s: float) -> None:
         """A rung probe finished: recorded (as the synchronous phase records it), announced,
-        told to the ladder."""
+        told to the ladder. A verification seed run beside the top rung: written for the
+        verification phase."""
+        if is_beside(job):
+            self.beside.done(job, out, elapsed_s)
+            return
         number, rung = job.key
         steps = self.plan[rung]
         out["wall_clock_s"] = elapsed_s

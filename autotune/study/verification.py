@@ -48,13 +48,13 @@ def to_verify(study: Any, space: sp.Space) -> list[Any]:
     return out
 
 
-def baseline_candidate(study: Any, space: sp.Space) -> Any | None:
-    """The baseline as a configuration to verify at the decided length (None: there is no
-    baseline, or it was verified there already)."""
+def baseline_candidate(study: Any, space: sp.Space, steps: int | None = None) -> Any | None:
+    """The baseline as a configuration to verify at `steps` (None: the decided length); None
+    when there is no baseline, or it was verified there already."""
     t = baseline_trial(study)
     if t is None:
         return None
-    steps = decided_steps(study, space)
+    steps = decided_steps(study, space) if steps is None else steps
     done = pick.verified_results(study).get(t.number)
     if done is not None and done.get("steps") == steps:
         return None
@@ -112,6 +112,8 @@ def verify_phase(
     )
     results, pending = _saved_seeds(study_dir, todo, seeds, steps)
     total = len(todo) * len(seeds)
+    if len(pending) < total:
+        say(f"  {total - len(pending)} of {total} seed(s) already run (read back)")
 
     # The baseline's seeds are the reference of the others' relative constraints: they run
     # first, and a candidate is recorded once they are all in (when the baseline is verified).

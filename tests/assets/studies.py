@@ -331,3 +331,21 @@ def recorded_study(
     meta = {"name": name, "storage": url, "tracking_uri": None, "experiment_id": None}
     (study_dir / "study.json").write_text(json.dumps(meta))
     return study_dir
+
+
+def baseline_seeds_once(stdout: str, *, baseline: int = 0, seeds: int = 2) -> str | None:
+    """None when a study's output shows each of the baseline's `seeds` verification seeds run
+    once: beside the top rung (`rungs.promotion: async`, a worker with no promotion to take) or
+    in the verification phase after it, which then says how many it read back; else what is
+    wrong. Whether any ran beside is the machine's timing."""
+    import re
+
+    lines = stdout.splitlines()
+    beside = [x for x in lines if "beside the top rung" in x and f"(trial {baseline})" in x]
+    late = [x for x in lines if x.lstrip().startswith("[") and f"trial {baseline} seed" in x]
+    if len(beside) + len(late) != seeds:
+        return f"baseline seeds run beside {beside}, in the verification phase {late}"
+    read_back = re.findall(r"(\d+) of \d+ seed\(s\) already run \(read back\)", stdout)
+    if read_back != ([str(len(beside))] if beside else []):
+        return f"{len(beside)} ran beside, the verification phase read back {read_back}"
+    return None

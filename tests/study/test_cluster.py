@@ -221,6 +221,9 @@ def test_asynchronous_rungs_on_two_ray_nodes_with_postgres(
     assert None not in nodes and len(nodes) == 2, f"rung probes ran on Ray nodes {nodes}"
     verified = [k for k in study.user_attrs if k.startswith("autotune.verified.")]
     assert verified and all(study.user_attrs[k]["steps"] == 80 for k in verified)
+    assert len(study.user_attrs["autotune.verified.0"]["runs"]) == 2
+    why = h.baseline_seeds_once(result.stdout)
+    assert why is None, why + "\n" + h.explain(result)
     assert not (study_dir / "state").exists(), "the states outlived the decision"
 
 

@@ -233,6 +233,12 @@ def test_asynchronous_promotion_reaches_the_target_without_waiting_for_a_rung(
             rec = json.loads((study_dir / "trials" / f"{n:04d}-r{rung}.json").read_text())
             assert rec["summary"]["resumed_from_step"] == below, rec["summary"]["continuation"]
     assert not (study_dir / "state").exists(), "the states outlived the decision"
+    # The baseline's verification seeds (1 and 2) each ran once: beside the top rung by a
+    # worker the ladder had no promotion for, or in the verification phase after it.
+    why = h.baseline_seeds_once(run.stdout)
+    assert why is None, why + "\n" + h.explain(run)
+    for seed in (1, 2):
+        assert (study_dir / "verify" / f"0000-s120-seed{seed}.json").is_file()
 
     # A driver stopped while the baseline ran the top rung: its record missing,
     # no decision. The same command adopts every other record, whatever order they finished
@@ -247,6 +253,7 @@ def test_asynchronous_promotion_reaches_the_target_without_waiting_for_a_rung(
     assert again.returncode == 0, h.explain(again)
     assert "rung 2: trial 0 promoted to 120 steps" in again.stdout, h.explain(again)
     assert again.stdout.count("promoted to") == 1, h.explain(again)
+    assert "beside the top rung" not in again.stdout, "the baseline was verified already"
     after = {p.name: p.stat().st_mtime_ns for p in (study_dir / "trials").glob("*-r*.json")}
     assert set(after) == set(kept)
     assert {k: v for k, v in after.items() if k != "0000-r2.json"} == {

@@ -1,0 +1,100 @@
+"""The baseline's verification seeds, run beside the top rung by workers that would idle
+(`rungs.promotion: async`).
+
+Once the top rung has an entrant the study decides at the target, and the verification phase
+then runs the baseline at the target over `verify.seeds` seeds whatever is picked (it is the
+yardstick every candidate is compared with, seed by seed). Those seeds need nothing from the
+rungs, so a worker the ladder has no promotion for takes one instead of idling while the top
+rung's probes finish; each seed is written where the verification phase reads it
+(`autotune.study.verification._saved_seeds`), which then runs only the rest. No sample is
+added: the same seeds, earlier. On one worker nothing changes (a free worker with no promotion
+means the ladder has decided). benchmarks/rung_idle_sim.py ("baseline verified beside")
+measured what it saves on 16 workers.
+
+Not run: with `verify.top_k: 0`, without a baseline, once the ladder has decided, or for a seed
+whose file is already there. A study that ends with no candidate to verify does not use them;
+they count in its samples (`autotune.study.compute` reads the files) all the same.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from autotune import space as sp
+from autotune.recipe import verify as vf
+from autotune.study import promotion as pm
+from autotune.study.folder import verify_path
+from autotune.study.progress import fmt_s
+from autotune.study.rungs import target_of
+from autotune.study.verification import baseline_candidate, save_seed
+from autotune.study.workers import ProbeJob
+
+#: The first element of a beside job's key (a rung job's key is (trial number, rung)).
+KIND = "verify"
+
+
+class Beside:
+    """Hands out the baseline's verification seeds at the top rung's length (`job`) while the
+    ladder is undecided and its top rung has an entrant; records each (`done`)."""
+
+    def __init__(
+        self,
+        space: sp.Space,
+        study: Any,
+        study_dir: Path,
+        ladder: pm.Ladder,
+        say: Callable[[str], None],
+    ) -> None:
+        self.space, self.study_dir, self.ladder, self.say = space, study_dir, ladder, say
+        self.steps = ladder.rungs[ladder.top].steps
+        top_k, n = space.verify.top_k, space.verify.seeds
+        base = baseline_candidate(study, space, self.steps) if top_k > 0 and n > 0 else None
+        self.base = base
+        self.todo = [] if base is None else vf.seeds_for(space.probe.seed, n)
+        self.ran = 0
+
+    def job(self) -> ProbeJob | None:
+        """The baseline's next verification seed to run now; None: none (see the module)."""
+        ladder = self.ladder
+        if self.base is None or ladder.decided is not None or ladder.top < 1:
+            return None
+        if not ladder.rungs[ladder.top].entrants:
+            return None
+        while self.todo:
+            seed = self.todo.pop(0)
+            if verify_path(self.study_dir, self.base.number, seed, self.steps).is_file():
+                continue
+            space, c = self.space, self.base
+            probe = sp.probe_config(space, knobs=c.knobs, env=c.env, seed=seed, steps=self.steps)
+            self.say(
+                f"verification: baseline (trial {c.number}) seed {seed} at {self.steps} steps, "
+                "beside the top rung"
+            )
+            return ProbeJob(
+                (KIND, seed),
+                probe.for_baseline(True),
+                c.env,
+                timeout_s=space.budget.trial_timeout_s * self.steps / space.probe.steps,
+            )
+        return None
+
+    def done(self, job: ProbeJob, out: dict[str, Any], elapsed_s: float) -> None:
+        """Write the seed's outcome where the verification phase reads it."""
+        assert self.base is not None
+        seed = int(job.key[1])
+        out.update(seed=seed, number=self.base.number, schedule_steps=target_of(self.space))
+        save_seed(self.study_dir, self.base.number, seed, out, self.steps)
+        self.ran += 1
+        self.say(
+            f"  baseline (trial {self.base.number}) seed {seed} at {self.steps} steps: "
+            + f"{out.get('outcome')}"
+            + (f" ({out['cause']})" if out.get("cause") else "")
+            + f"  [{fmt_s(elapsed_s)}]"
+        )
+
+
+def is_beside(job: ProbeJob) -> bool:
+    """Whether `job` is a verification seed `Beside` handed out."""
+    return isinstance(job.key, tuple) and len(job.key) == 2 and job.key[0] == KIND
