@@ -8,8 +8,14 @@ reproduce) and with `--full` (the recipe and the baseline over the seeds, what e
 cost before). Per run: the verdict, which path decided it, the samples it trained on and their
 share of the study's, and its wall time.
 
+`--here-env KEY=VALUE` sets a variable for migrate's side only: the numerics of another CPU on
+demand, e.g. `ATEN_CPU_CAPABILITY=default` (PyTorch's kernels without AVX2/AVX-512, as on an
+older CPU: its reductions and elementwise functions round differently, so a training run drifts
+from the recorded one). Then the sceptic's question is whether the cheap verdict (one probe,
+judged against the recorded seeds' spread) says what `--full` says.
+
     AUTOTUNE_SECOND_ENV=/path/to/venv python benchmarks/migrate_cost.py [--space gradclip]
-        [--seeds 3] [--json out.json]
+        [--seeds 3] [--threads-here same|other] [--here-env KEY=VALUE ...] [--json out.json]
 """
 
 from __future__ import annotations
@@ -59,18 +65,30 @@ def main() -> None:
     ap.add_argument("--space", default="gradclip")
     ap.add_argument("--seeds", type=int, default=3, help="migrate's seeds per side")
     ap.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="the study's --set"
+    )
+    ap.add_argument(
         "--threads-here",
         choices=("other", "same"),
         default="other",
         help="migrate at another thread count than the study's (numerics move) or the same",
     )
+    ap.add_argument(
+        "--here-env",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a variable for migrate's side only (e.g. ATEN_CPU_CAPABILITY=default)",
+    )
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
+    extra = dict(item.split("=", 1) for item in args.here_env)
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="migrate-cost-") as tmp:
         folder = Path(tmp)
         t0 = time.perf_counter()
-        here(["study", "--space", args.space, "--study-dir", "st"], folder)
+        sets = [x for item in args.set for x in ("--set", item)]
+        here(["study", "--space", args.space, "--study-dir", "st", *sets], folder)
         study_wall = time.perf_counter() - t0
         here(["export", "st", "--audit", "-o", "recipe.yaml"], folder)
         shown = json.loads(here(["show", "st", "--json"], folder))
@@ -80,7 +98,7 @@ def main() -> None:
         recorded = Recipe.load(folder / "recipe.yaml").fingerprint or {}
         had = int(recorded.get("env", {}).get("torch_threads") or 1)
         threads = had if args.threads_here == "same" else (2 if had == 1 else 1)
-        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        env = dict(os.environ, PYTHONPATH=str(ROOT), **extra)
         for mode in ("as a user runs it", "--full"):
             cmd = [other_python(), "-m", "autotune", "migrate", "recipe.yaml", "--json"]
             cmd += ["--seeds", str(args.seeds), "--threads", str(threads), "-o", f"out{len(rows)}"]
@@ -96,6 +114,12 @@ def main() -> None:
                     "path": holds.get("path") or "paired over seeds",
                     "not_reproduced": holds.get("not_reproduced"),
                     "max_rel_diff": (holds.get("curve") or {}).get("max_rel_diff"),
+                    "spread": holds.get("spread"),
+                    "paired": (holds.get("vs_baseline") or {}).get("verdict"),
+                    "differences": [
+                        f"{d['field']}: {d['recorded']} -> {d['here']}"
+                        for d in result["differences"].get("rows", [])
+                    ],
                     "samples": result["compute"]["samples"],
                     "probes": result["compute"]["probes"],
                     "share": result["compute"]["samples"] / study_samples,
@@ -104,8 +128,8 @@ def main() -> None:
             )
             print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     print(
-        f"study {args.space}: {study_samples:,} samples, {study_wall:.0f} s; "
-        f"migrate at {threads} thread(s)"
+        f"study {args.space} {args.set}: {study_samples:,} samples, {study_wall:.0f} s; "
+        f"migrate at {threads} thread(s)" + (f", with {args.here_env}" if extra else "")
     )
     print("| migrate | verdict | decided by | probes | samples | share of the study | wall s |")
     print("|---|---|---|---|---|---|---|")
@@ -118,7 +142,10 @@ def main() -> None:
         meta = {
             "study_samples": study_samples,
             "study_wall_s": study_wall,
+            "space": args.space,
+            "sets": args.set,
             "threads_here": threads,
+            "here_env": extra,
             "load": os.getloadavg(),
         }
         args.json.write_text(json.dumps({"rows": rows, **meta}, indent=1))

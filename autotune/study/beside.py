@@ -1,19 +1,22 @@
-"""The baseline's verification seeds, run beside the top rung by workers that would idle
-(`rungs.promotion: async`).
+"""The baseline's verification seeds, run beside the top rung.
 
-Once the top rung has an entrant the study decides at the target, and the verification phase
-then runs the baseline at the target over `verify.seeds` seeds whatever is picked (it is the
-yardstick every candidate is compared with, seed by seed). Those seeds need nothing from the
-rungs, so a worker the ladder has no promotion for takes one instead of idling while the top
-rung's probes finish; each seed is written where the verification phase reads it
+Once the top rung runs the study decides at the target, and the verification phase then runs
+the baseline at the target over `verify.seeds` seeds whatever is picked (it is the yardstick
+every candidate is compared with, seed by seed). Those seeds need nothing from the rungs, so
+they run beside the top rung's probes, on workers that would otherwise idle while the rung's
+slowest probe finishes; each seed is written where the verification phase reads it
 (`autotune.study.verification._saved_seeds`), which then runs only the rest. No sample is
-added: the same seeds, earlier. On one worker nothing changes (a free worker with no promotion
-means the ladder has decided). benchmarks/rung_idle_sim.py ("baseline verified beside")
-measured what it saves on 16 workers.
+added: the same seeds, earlier.
+
+- `rungs.promotion: sync`: the seeds join the top rung's batch, after its probes (`jobs`).
+- `rungs.promotion: async`: a worker the ladder has no promotion for takes the next seed once
+  the top rung has an entrant (`job`); on one worker nothing changes (a free worker with no
+  promotion means the ladder has decided). benchmarks/rung_idle_sim.py ("baseline verified
+  beside") measured what it saves on 16 workers.
 
 Not run: with `verify.top_k: 0`, without a baseline, once the ladder has decided, or for a seed
-whose file is already there. A study that ends with no candidate to verify does not use them;
-they count in its samples (`autotune.study.compute` reads the files) all the same.
+whose file is already there. A study whose top rung leaves no feasible candidate to verify does
+not use them; they count in its samples (`autotune.study.compute` reads the files) all the same.
 """
 
 from __future__ import annotations
@@ -36,19 +39,21 @@ KIND = "verify"
 
 
 class Beside:
-    """Hands out the baseline's verification seeds at the top rung's length (`job`) while the
-    ladder is undecided and its top rung has an entrant; records each (`done`)."""
+    """Hands out the baseline's verification seeds at the top rung's length `steps`: all at
+    once (`jobs`, the synchronous rungs), or one at a time while `ladder` is undecided and its
+    top rung has an entrant (`job`, the asynchronous rungs); records each (`done`)."""
 
     def __init__(
         self,
         space: sp.Space,
         study: Any,
         study_dir: Path,
-        ladder: pm.Ladder,
+        steps: int,
         say: Callable[[str], None],
+        ladder: pm.Ladder | None = None,
     ) -> None:
         self.space, self.study_dir, self.ladder, self.say = space, study_dir, ladder, say
-        self.steps = ladder.rungs[ladder.top].steps
+        self.steps = steps
         top_k, n = space.verify.top_k, space.verify.seeds
         base = baseline_candidate(study, space, self.steps) if top_k > 0 and n > 0 else None
         self.base = base
@@ -56,24 +61,40 @@ class Beside:
         self.ran = 0
 
     def job(self) -> ProbeJob | None:
-        """The baseline's next verification seed to run now; None: none (see the module)."""
+        """The baseline's next verification seed to run now (the asynchronous rungs); None:
+        none (see the module)."""
         ladder = self.ladder
-        if self.base is None or ladder.decided is not None or ladder.top < 1:
+        if ladder is None or ladder.decided is not None or ladder.top < 1:
             return None
         if not ladder.rungs[ladder.top].entrants:
             return None
-        while self.todo:
+        got = self._next()
+        if got is not None:
+            self.say(
+                f"verification: baseline (trial {got.key[2]}) seed {got.key[1]} at {self.steps} "
+                "steps, beside the top rung"
+            )
+        return got
+
+    def jobs(self) -> list[ProbeJob]:
+        """Every verification seed of the baseline not yet run (the synchronous top rung)."""
+        out = list(iter(self._next, None))
+        if out:
+            self.say(
+                f"  beside them, the baseline's verification (trial {out[0].key[2]}) at "
+                f"{self.steps} steps: seeds {', '.join(str(j.key[1]) for j in out)}"
+            )
+        return out
+
+    def _next(self) -> ProbeJob | None:
+        while self.base is not None and self.todo:
             seed = self.todo.pop(0)
             if verify_path(self.study_dir, self.base.number, seed, self.steps).is_file():
                 continue
             space, c = self.space, self.base
             probe = sp.probe_config(space, knobs=c.knobs, env=c.env, seed=seed, steps=self.steps)
-            self.say(
-                f"verification: baseline (trial {c.number}) seed {seed} at {self.steps} steps, "
-                "beside the top rung"
-            )
             return ProbeJob(
-                (KIND, seed),
+                (KIND, seed, c.number),
                 probe.for_baseline(True),
                 c.env,
                 timeout_s=space.budget.trial_timeout_s * self.steps / space.probe.steps,
@@ -97,4 +118,4 @@ class Beside:
 
 def is_beside(job: ProbeJob) -> bool:
     """Whether `job` is a verification seed `Beside` handed out."""
-    return isinstance(job.key, tuple) and len(job.key) == 2 and job.key[0] == KIND
+    return isinstance(job.key, tuple) and len(job.key) == 3 and job.key[0] == KIND

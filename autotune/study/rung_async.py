@@ -121,7 +121,7 @@ class AsyncRun:
         self.records: dict[int, dict[int, dict[str, Any]]] = {}
         self.handled: set[int] = set()  # rungs whose end was acted on
         self.noted = 0
-        self.beside = Beside(opts.space, study, study_dir, ladder, say)
+        self.beside = Beside(opts.space, study, study_dir, self.plan[-1], say, ladder)
 
     def adopt_saved(self) -> None:
         """The rung records an earlier driver wrote (it stopped mid-rung), rung by rung: judged

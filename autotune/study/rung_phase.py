@@ -22,6 +22,7 @@ from autotune.probe.outcome import Outcome
 from autotune.recipe.seeds import ran_whole
 from autotune.study import attrs as ua
 from autotune.study import rungs as rg
+from autotune.study.beside import Beside, is_beside
 from autotune.study.folder import read_json, rung_path, write_json
 from autotune.study.objectives import constraints_of, reference, values_of
 from autotune.study.options import StudyOptions
@@ -199,7 +200,8 @@ def rung_phase(
         remove_everywhere(ray, study_dir, steps=[steps_plan[k - 1]], keep=numbers)  # not promoted
         say(f"rung {k}: {steps} steps for trials {', '.join(map(str, numbers))}")
         lengths = (steps_plan[k - 1], steps, k == len(steps_plan) - 1)  # from, to, top rung
-        records = _run_rung(opts, study, logger, study_dir, ray, k, lengths, jobs, say)
+        beside = Beside(space, study, study_dir, steps, say) if lengths[2] else None
+        records = _run_rung(opts, study, logger, study_dir, ray, k, lengths, jobs, say, beside)
         if records is None:
             return True
         remove_everywhere(ray, study_dir, steps=[steps_plan[k - 1]])  # all continued from them
@@ -256,7 +258,9 @@ def _baseline_to_target(
     job = job_of(base)
     say(f"rung {top}: {target} steps for the baseline alone (trial {base.number}): {reason}")
     lengths = (below, target, True)
-    records = _run_rung(opts, study, logger, study_dir, ray, top, lengths, [job], say, k - 1)
+    records = _run_rung(
+        opts, study, logger, study_dir, ray, top, lengths, [job], say, below_rung=k - 1
+    )
     if records is None:
         return None
     row = {"rung": top, "steps": target, "numbers": [base.number], "agreement": None}
@@ -274,11 +278,13 @@ def _run_rung(
     lengths: tuple[int, int, bool],
     jobs: Sequence[Job],
     say: Callable[[str], None],
+    beside: Beside | None = None,
     below_rung: int | None = None,
 ) -> list[dict[str, Any]] | None:
     """Run the rung's probes not yet recorded, each continuing its trial's probe at the rung
     below (`lengths`: its steps, this rung's, whether this is the top rung, which keeps no
-    state); every record of the rung (None: interrupted)."""
+    state), and after them `beside`'s seeds (the top rung); every record of the rung (None:
+    interrupted)."""
     space = opts.space
     below, steps, top = lengths
     records: dict[int, dict[str, Any]] = {}
@@ -294,6 +300,9 @@ def _run_rung(
     trials = {t.number: t for t in study.get_trials(deepcopy=False)}
 
     def done(probe: ProbeJob, out: dict[str, Any], elapsed_s: float) -> None:
+        if beside is not None and is_beside(probe):
+            beside.done(probe, out, elapsed_s)
+            return
         out["wall_clock_s"] = elapsed_s
         number = probe.key[0]
         record = record_rung(space, study, study_dir, trials[number], rung, steps, out)
@@ -327,6 +336,7 @@ def _run_rung(
         ProbeJob(job, cfg, job[2], node_below(study_dir, trials[job[0]], under, below))
         for job, cfg in configs
     ]
+    probes += beside.jobs() if beside is not None else []
     if not run_jobs(space, ray, probes, timeout, done, interrupted):
         return None
     judge_rung(space, study, study_dir, list(records.values()))

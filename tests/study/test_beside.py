@@ -47,7 +47,7 @@ def test_baseline_seeds_run_beside_the_top_rung_and_are_read_back_by_verificatio
     tmp_path: Path,
 ) -> None:
     study, space, study_dir, ladder, said = setup(tmp_path)
-    beside = Beside(space, study, study_dir, ladder, said.append)
+    beside = Beside(space, study, study_dir, 90, said.append, ladder)
     assert beside.job() is None, "no entrant at the top rung yet: the study may decide below"
 
     ladder.rungs[ladder.top].entrants.append(3)
@@ -82,8 +82,26 @@ def test_nothing_beside_once_decided_or_without_verification(tmp_path: Path) -> 
     study, space, study_dir, ladder, said = setup(tmp_path)
     ladder.rungs[ladder.top].entrants.append(3)
     ladder.decided = {"steps": 90, "rung": ladder.top, "reason": "target", "tau": None}
-    assert Beside(space, study, study_dir, ladder, said.append).job() is None
+    assert Beside(space, study, study_dir, 90, said.append, ladder).job() is None
 
     study, space, study_dir, ladder, said = setup(tmp_path / "k0", "verify.top_k=0")
     ladder.rungs[ladder.top].entrants.append(3)
-    assert Beside(space, study, study_dir, ladder, said.append).job() is None
+    assert Beside(space, study, study_dir, 90, said.append, ladder).job() is None
+
+
+def test_the_synchronous_top_rung_takes_every_seed_not_yet_run(tmp_path: Path) -> None:
+    study, space, study_dir, _ladder, said = setup(tmp_path)
+    seeds = seeds_for(space.probe.seed, 3)
+    earlier = verify_path(study_dir, 0, seeds[0], 90)
+    earlier.parent.mkdir(parents=True, exist_ok=True)
+    earlier.write_text(json.dumps({"seed": seeds[0], "outcome": "complete"}))
+    beside = Beside(space, study, study_dir, 90, said.append)
+    assert beside.job() is None, "one at a time only under a ladder (async)"
+    jobs = beside.jobs()
+    assert [j.key[1] for j in jobs] == seeds[1:] and all(is_beside(j) for j in jobs)
+    assert all(j.probe.steps == 90 for j in jobs)
+    assert said == [
+        f"  beside them, the baseline's verification (trial 0) at 90 steps: seeds "
+        f"{seeds[1]}, {seeds[2]}"
+    ], said
+    assert beside.jobs() == [], "handed out once"

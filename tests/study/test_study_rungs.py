@@ -118,6 +118,13 @@ def test_a_study_promotes_through_two_rungs_and_picks_at_the_top(tmp_path: Path)
     assert sorted(p.name for p in (study_dir / "verify").iterdir()) == [
         f"{n:04d}-s120-seed{s}.json" for n in verified for s in (1, 2)
     ]
+    # The baseline's seeds ran in the top rung's batch, after its probes, and only there.
+    beside = "  beside them, the baseline's verification (trial 0) at 120 steps: seeds 1, 2"
+    assert beside in run.stdout and "2 of 4 seed(s) already run (read back)" in run.stdout
+    lines = run.stdout.splitlines()
+    at = next(i for i, x in enumerate(lines) if x.startswith("rung 2: 120 steps for trials "))
+    assert lines[at + 1] == beside, h.explain(run)
+    assert not [x for x in lines if x.lstrip().startswith("[") and "trial 0 seed" in x]
     # The compute reported is the samples each record's process ran (continued: its own steps).
     records = [*(study_dir / "trials").glob("*.json"), *(study_dir / "verify").glob("*.json")]
     ran = [ran_samples(json.loads(p.read_text())["summary"] or {}) for p in records]
