@@ -247,6 +247,7 @@ class Built:
 
 MODES = {
     "synchronous": lambda s: Built(s, early=False),
+    "synchronous + baseline verified beside": lambda s: Built(s, early=False, beside="baseline"),
     "asynchronous": lambda s: Built(s, early=True),
     "asynchronous + screen (not built)": lambda s: Built(s, early=True, screen_open=True),
     "asynchronous + baseline verified beside": lambda s: Built(s, early=True, beside="baseline"),
@@ -263,6 +264,7 @@ def run(
     factor: int,
     reps: int,
     open_screen: Sequence[int] = (),
+    only: Sequence[str] = tuple(MODES),
 ) -> list[dict[str, Any]]:
     """Per pool and trial count, the mean over `reps` simulated studies of each mode (the
     "+ screen" mode only at the trial counts in `open_screen`: it ranks the screen at every
@@ -270,7 +272,11 @@ def run(
     rows = []
     for name, pool in pools.items():
         for n in trials:
-            modes = {m: f for m, f in MODES.items() if n in open_screen or "screen" not in m}
+            modes = {
+                m: f
+                for m, f in MODES.items()
+                if m in only and (n in open_screen or "screen" not in m)
+            }
             agg: dict[str, list[dict[str, Any]]] = {m: [] for m in modes}
             for rep in range(reps):
                 s = Study(pool, n, factor, random.Random(rep))
@@ -311,6 +317,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--open-screen", default="48", help="trial counts to run the '+ screen' mode at"
     )
+    ap.add_argument(
+        "--modes",
+        default="",
+        help="comma-separated modes to run (default: all); synchronous always runs",
+    )
     ap.add_argument("--json", metavar="FILE")
     args = ap.parse_args(argv)
     if args.collect:
@@ -325,7 +336,13 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError) as e:
         print(f"rung_idle_sim.py: {e}", file=sys.stderr)
         return 2
-    rows = run(pools, trials, args.workers, args.factor, args.reps, open_screen)
+    wanted = [m.strip() for m in args.modes.split(",") if m.strip()]
+    unknown = [m for m in wanted if m not in MODES]
+    if unknown:
+        print(f"rung_idle_sim.py: unknown mode(s) {unknown}; modes: {list(MODES)}", file=sys.stderr)
+        return 2
+    modes = [m for m in MODES if not wanted or m in wanted or m == "synchronous"]
+    rows = run(pools, trials, args.workers, args.factor, args.reps, open_screen, modes)
     if args.json:
         Path(args.json).write_text(json.dumps({"workers": args.workers, "rows": rows}, indent=1))
     print(
@@ -333,10 +350,10 @@ def main(argv: list[str] | None = None) -> int:
         "share / waiting idle share (idle while a probe below the top rung runs); makespan and "
         "probe-seconds against synchronous; the share of studies decided at the target\n"
     )
-    print("| durations from | trials | rungs | " + " | ".join(MODES) + " |")
-    print("|---|---|---|" + "---|" * len(MODES))
+    print("| durations from | trials | rungs | " + " | ".join(modes) + " |")
+    print("|---|---|---|" + "---|" * len(modes))
     for r in rows:
-        cells = [cell(r.get(m), r["synchronous"], i == 0) for i, m in enumerate(MODES)]
+        cells = [cell(r.get(m), r["synchronous"], i == 0) for i, m in enumerate(modes)]
         plan = " -> ".join(map(str, r["plan"]))
         print(f"| {r['pool']} | {r['trials']} | {plan} | " + " | ".join(cells) + " |")
     return 0
