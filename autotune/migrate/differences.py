@@ -48,6 +48,11 @@ RULES: tuple[tuple[str, str, str], ...] = (
     ("determinism.*", NUMERICS, "deterministic algorithms change which kernels run"),
     ("numerics.*_NUM_THREADS", NUMERICS, "BLAS reductions split over another number of threads"),
     ("numerics.interop_threads", PERFORMANCE, "inter-op threads change speed, not one op"),
+    (
+        "numerics.cpu_capability",
+        NUMERICS,
+        "another vector instruction set (ATEN_CPU_CAPABILITY): CPU kernels round differently",
+    ),
     ("numerics.*", NUMERICS, "changes how a kernel rounds (TF32, reduced precision, BLAS)"),
 )
 

@@ -72,6 +72,10 @@ def test_an_older_fingerprint_names_what_it_does_not_record(here: dict[str, Any]
     assert differences(None, here)["not_recorded"] == ["fingerprint"]
     assert classify("devices.0.arch")[0] == "numerics"
     assert classify("devices.0.total_memory_mb")[0] == "performance"
+    assert classify("numerics.cpu_capability") == (
+        "numerics",
+        "another vector instruction set (ATEN_CPU_CAPABILITY): CPU kernels round differently",
+    )
 
 
 def audit(**errors: float) -> dict[str, Any]:
