@@ -184,7 +184,7 @@ class Built:
             list(range(s.n)),
             baseline=0,
             objectives=OBJECTIVES,
-            settings=pm.Settings(),
+            settings=pm.Settings(grow=GROW[0]),
             early=early,
         )
         self.unscreened = list(range(s.n))
@@ -244,6 +244,9 @@ class Built:
             return
         self.ladder.done(k, r)
 
+
+#: `rungs.grow` of the simulated studies (`--grow`; the study's default: pasha).
+GROW = ["pasha"]
 
 MODES = {
     "synchronous": lambda s: Built(s, early=False),
@@ -322,8 +325,12 @@ def main(argv: list[str] | None = None) -> int:
         default="",
         help="comma-separated modes to run (default: all); synchronous always runs",
     )
+    ap.add_argument(
+        "--grow", default="pasha", choices=("pasha", "always"), help="rungs.grow of the studies"
+    )
     ap.add_argument("--json", metavar="FILE")
     args = ap.parse_args(argv)
+    GROW[0] = args.grow
     if args.collect:
         pools = collect(args.collect)
         Path(args.durations).write_text(json.dumps(pools, indent=1) + "\n")
