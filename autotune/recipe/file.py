@@ -40,6 +40,7 @@ from autotune import space as sp
 from autotune.errors import RecipeError, did_you_mean
 from autotune.knobs import clip_text
 from autotune.probe.config import REFERENCE_CHUNKS, ProbeConfig, steps_at_batch
+from autotune.recipe.recorded import curve_problem, verified_problem
 from autotune.recipe.runtime import RecipeRuntime
 from autotune.space import yaml_reader
 
@@ -267,9 +268,11 @@ class Recipe(RecipeRuntime):
         for key in ("achieved", "source", "recorded"):
             if not isinstance(data.get(key) or {}, dict):
                 raise bad(key, "must be a mapping")
-        wrong = _verified_problem((data.get("recorded") or {}).get("verified"))
-        if wrong is not None:
-            raise bad("recorded.verified", wrong)
+        recorded = data.get("recorded") or {}
+        for key, problem in (("verified", verified_problem), ("curve", curve_problem)):
+            wrong = problem(recorded.get(key))
+            if wrong is not None:
+                raise bad(f"recorded.{key}", wrong)
         fp = data.get("fingerprint")
         if fp is not None and not isinstance(fp, dict):
             raise bad("fingerprint", "must be a mapping")
@@ -435,25 +438,6 @@ _HEADER = """\
 # `autotune.Recipe.load` in your own training code. Edit values with care: `autotune verify`
 # re-measures whatever the file says.
 """
-
-
-def _verified_problem(v: Any) -> str | None:
-    """What is wrong with a recipe's `recorded.verified` (None: absent or well formed): a
-    mapping of `steps` (an integer) and `runs`, each a mapping whose `metrics` map names to
-    numbers (`autotune migrate` computes with them)."""
-    if v is None:
-        return None
-    if not isinstance(v, dict) or not isinstance(v.get("runs"), list):
-        return "must be a mapping with a list of runs"
-    if isinstance(v.get("steps"), bool) or not isinstance(v.get("steps"), int):
-        return f"steps must be an integer, not {v.get('steps')!r}"
-    for i, r in enumerate(v["runs"]):
-        metrics = r.get("metrics") if isinstance(r, dict) else None
-        if not isinstance(metrics, dict) or not all(
-            isinstance(x, int | float) and not isinstance(x, bool) for x in metrics.values()
-        ):
-            return f"runs[{i}] must be a mapping whose metrics are numbers"
-    return None
 
 
 _COMMENTS: dict[str, str] = {

@@ -118,3 +118,34 @@ def test_a_malformed_verified_record_is_refused_at_load(
         Recipe.load(path)
     assert said in str(e.value) and str(path) in str(e.value)
     assert Recipe.load(recipe(RECORDED).save(tmp_path / "ok.yaml")).recorded["verified"]
+
+
+@pytest.mark.parametrize(
+    ("curve", "said"),
+    [
+        ([1, 2], "a mapping of step and value lists"),
+        ({"step": "0-9", "value": []}, "step must be a list of step numbers"),
+        ({"step": [0, -1], "value": [1.0, 1.0]}, "step must be a list of step numbers"),
+        ({"step": [0, 5, 5], "value": [1.0, 1.0, 1.0]}, "step must rise"),
+        ({"step": [0, 1], "value": [1.0]}, "value must be a list as long as step (2)"),
+        ({"step": [0, 1], "value": [1.0, "x"]}, "value must hold numbers"),
+        ({"step": [0], "value": [1.0], "seed": "zero"}, "seed must be an integer"),
+        ({"step": [0], "value": [1.0], "steps_run": 1.5}, "steps_run must be an integer"),
+    ],
+)
+def test_a_malformed_recorded_curve_is_refused_at_load(
+    tmp_path: Any, curve: Any, said: str
+) -> None:
+    # migrate compares a run with it (zip, step lookups): refused where it is read, file named
+    from autotune.errors import RecipeError
+
+    path = recipe(RECORDED).save(tmp_path / "r.yaml")
+    data = yaml.safe_load(path.read_text())
+    data["recorded"]["curve"] = curve
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(RecipeError, match=r"recorded\.curve") as e:
+        Recipe.load(path)
+    assert said in str(e.value) and str(path) in str(e.value)
+    data["recorded"]["curve"] = {"step": [0, 3], "value": [2.0, None], "seed": 0, "steps_run": 4}
+    path.write_text(yaml.safe_dump(data))
+    assert Recipe.load(path).recorded["curve"]["value"] == [2.0, None]
