@@ -73,7 +73,7 @@ objectives:
   - {{metric: final_loss, direction: minimize}}
   - {{metric: throughput, direction: maximize}}
 probe: {{steps: 10, batch: 32, device: cpu, threads: 1, reference_batch: 8, reference_samples: 8}}
-budget: {{trials: 3, trial_timeout_s: 300}}
+budget: {{trials: 2, trial_timeout_s: 300}}
 sampler: {{name: random, seed: 0}}
 verify: {{top_k: 0}}
 knobs:
