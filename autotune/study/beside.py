@@ -34,7 +34,8 @@ from autotune.study.rungs import target_of
 from autotune.study.verification import baseline_candidate, save_seed
 from autotune.study.workers import ProbeJob
 
-#: The first element of a beside job's key (a rung job's key is (trial number, rung)).
+#: The first element of a beside job's key, (KIND, seed, the baseline's trial number); a rung
+#: job's key starts with a trial number.
 KIND = "verify"
 
 
@@ -58,7 +59,6 @@ class Beside:
         base = baseline_candidate(study, space, self.steps) if top_k > 0 and n > 0 else None
         self.base = base
         self.todo = [] if base is None else vf.seeds_for(space.probe.seed, n)
-        self.ran = 0
 
     def job(self) -> ProbeJob | None:
         """The baseline's next verification seed to run now (the asynchronous rungs); None:
@@ -107,7 +107,6 @@ class Beside:
         seed = int(job.key[1])
         out.update(seed=seed, number=self.base.number, schedule_steps=target_of(self.space))
         save_seed(self.study_dir, self.base.number, seed, out, self.steps)
-        self.ran += 1
         self.say(
             f"  baseline (trial {self.base.number}) seed {seed} at {self.steps} steps: "
             + f"{out.get('outcome')}"
