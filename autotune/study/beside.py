@@ -30,8 +30,7 @@ from autotune.recipe import verify as vf
 from autotune.study import promotion as pm
 from autotune.study.folder import verify_path
 from autotune.study.progress import fmt_s
-from autotune.study.rungs import target_of
-from autotune.study.verification import baseline_candidate, save_seed
+from autotune.study.verification import baseline_candidate, record_seed, seed_job
 from autotune.study.workers import ProbeJob
 
 #: The first element of a beside job's key, (KIND, seed, the baseline's trial number); a rung
@@ -91,22 +90,15 @@ class Beside:
             seed = self.todo.pop(0)
             if verify_path(self.study_dir, self.base.number, seed, self.steps).is_file():
                 continue
-            space, c = self.space, self.base
-            probe = sp.probe_config(space, knobs=c.knobs, env=c.env, seed=seed, steps=self.steps)
-            return ProbeJob(
-                (KIND, seed, c.number),
-                probe.for_baseline(True),
-                c.env,
-                timeout_s=space.budget.trial_timeout_s * self.steps / space.probe.steps,
-            )
+            key = (KIND, seed, self.base.number)
+            return seed_job(self.space, self.base, seed, self.steps, key)
         return None
 
     def done(self, job: ProbeJob, out: dict[str, Any], elapsed_s: float) -> None:
         """Write the seed's outcome where the verification phase reads it."""
         assert self.base is not None
         seed = int(job.key[1])
-        out.update(seed=seed, number=self.base.number, schedule_steps=target_of(self.space))
-        save_seed(self.study_dir, self.base.number, seed, out, self.steps)
+        record_seed(self.study_dir, self.space, self.base.number, seed, out, self.steps)
         self.say(
             f"  baseline (trial {self.base.number}) seed {seed} at {self.steps} steps: "
             + f"{out.get('outcome')}"

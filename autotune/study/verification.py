@@ -91,6 +91,23 @@ def save_seed(
     return slim
 
 
+def seed_job(space: sp.Space, c: Any, seed: int, steps: int, key: Any) -> ProbeJob:
+    """Candidate `c`'s verification probe over `seed` at `steps` (the baseline's run as the
+    yardstick is), its time limit the probe's scaled to the length; `key` the caller's."""
+    probe = sp.probe_config(space, knobs=c.knobs, env=c.env, seed=seed, steps=steps)
+    timeout = space.budget.trial_timeout_s * steps / space.probe.steps
+    return ProbeJob(key, probe.for_baseline(c.baseline), c.env, timeout_s=timeout)
+
+
+def record_seed(
+    study_dir: Path, space: sp.Space, number: int, seed: int, out: dict[str, Any], steps: int
+) -> dict[str, Any]:
+    """Trial `number`'s verification seed finished: labelled (seed, trial, the LR schedule's
+    length) and written (`save_seed`); what was written."""
+    out.update(seed=seed, number=number, schedule_steps=target_of(space))
+    return save_seed(study_dir, number, seed, out, steps)
+
+
 def verify_phase(
     opts: StudyOptions, study: Any, logger: MlflowWriter, study_dir: Path, ray: Any
 ) -> bool:
@@ -134,8 +151,7 @@ def verify_phase(
 
     def done(job: ProbeJob, out: dict[str, Any], elapsed_s: float) -> None:
         c, seed = job.key
-        out.update(seed=seed, number=c.number, schedule_steps=target_of(space))
-        results[c.number].append(save_seed(study_dir, c.number, seed, out, steps))
+        results[c.number].append(record_seed(study_dir, space, c.number, seed, out, steps))
         n = sum(len(v) for v in results.values())
         say(
             f"  [{n}/{total}] trial {c.number} seed {seed}: {out['outcome']}"
@@ -145,16 +161,7 @@ def verify_phase(
         finish_ready()
 
     finish_ready()
-    jobs = [
-        ProbeJob(
-            (c, seed),
-            sp.probe_config(space, knobs=c.knobs, env=c.env, seed=seed, steps=steps).for_baseline(
-                c.baseline
-            ),
-            c.env,
-        )
-        for c, seed in pending
-    ]
+    jobs = [seed_job(space, c, seed, steps, (c, seed)) for c, seed in pending]
     return not run_jobs(space, ray, jobs, timeout, done, lambda _s: INTERRUPTED)
 
 

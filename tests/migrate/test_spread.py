@@ -96,6 +96,25 @@ def test_the_spread_is_judged_only_where_it_says_something() -> None:
     assert "records no verified seeds" in within_spread(none, here(0.3, 0.1), 100)["why"]
 
 
+def with_recorded(tmp_path: Any, key: str, value: Any) -> Any:
+    """A saved recipe whose `recorded.KEY` is set to `value`; its path."""
+    path = recipe(RECORDED).save(tmp_path / "r.yaml")
+    data = yaml.safe_load(path.read_text())
+    data["recorded"][key] = value
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def refused(path: Any, key: str) -> str:
+    """The message `Recipe.load` refuses `path` with, naming `recorded.KEY` and the file."""
+    from autotune.errors import RecipeError
+
+    with pytest.raises(RecipeError, match=rf"recorded\.{key}") as e:
+        Recipe.load(path)
+    assert str(path) in str(e.value)
+    return str(e.value)
+
+
 @pytest.mark.parametrize(
     ("verified", "said"),
     [
@@ -108,15 +127,7 @@ def test_the_spread_is_judged_only_where_it_says_something() -> None:
 def test_a_malformed_verified_record_is_refused_at_load(
     tmp_path: Any, verified: Any, said: str
 ) -> None:
-    from autotune.errors import RecipeError
-
-    path = recipe(RECORDED).save(tmp_path / "r.yaml")
-    data = yaml.safe_load(path.read_text())
-    data["recorded"]["verified"] = verified
-    path.write_text(yaml.safe_dump(data))
-    with pytest.raises(RecipeError, match=r"recorded\.verified") as e:
-        Recipe.load(path)
-    assert said in str(e.value) and str(path) in str(e.value)
+    assert said in refused(with_recorded(tmp_path, "verified", verified), "verified")
     assert Recipe.load(recipe(RECORDED).save(tmp_path / "ok.yaml")).recorded["verified"]
 
 
@@ -137,15 +148,9 @@ def test_a_malformed_recorded_curve_is_refused_at_load(
     tmp_path: Any, curve: Any, said: str
 ) -> None:
     # migrate compares a run with it (zip, step lookups): refused where it is read, file named
-    from autotune.errors import RecipeError
-
-    path = recipe(RECORDED).save(tmp_path / "r.yaml")
-    data = yaml.safe_load(path.read_text())
-    data["recorded"]["curve"] = curve
-    path.write_text(yaml.safe_dump(data))
-    with pytest.raises(RecipeError, match=r"recorded\.curve") as e:
-        Recipe.load(path)
-    assert said in str(e.value) and str(path) in str(e.value)
-    data["recorded"]["curve"] = {"step": [0, 3], "value": [2.0, None], "seed": 0, "steps_run": 4}
-    path.write_text(yaml.safe_dump(data))
-    assert Recipe.load(path).recorded["curve"]["value"] == [2.0, None]
+    assert said in refused(with_recorded(tmp_path, "curve", curve), "curve")
+    good = {"step": [0, 3], "value": [2.0, None], "seed": 0, "steps_run": 4}
+    assert Recipe.load(with_recorded(tmp_path, "curve", good)).recorded["curve"]["value"] == [
+        2.0,
+        None,
+    ]
