@@ -82,6 +82,9 @@ def main() -> None:
     )
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
+    bad = [item for item in args.here_env if "=" not in item or not item.split("=", 1)[0]]
+    if bad:
+        ap.error(f"--here-env takes KEY=VALUE, not {bad[0]!r}")
     extra = dict(item.split("=", 1) for item in args.here_env)
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="migrate-cost-") as tmp:
