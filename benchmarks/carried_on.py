@@ -23,7 +23,7 @@ searched configurations' samples at the target (the baseline left out: the yards
 whole length by design), the share the study's search did not spend; a truly divergent
 configuration the study verified is listed apart (a wrong candidate, not a saving).
 
-    python benchmarks/carried_on.py --jobs 2                      # every case (~1 h, 2 cores)
+    python benchmarks/carried_on.py --jobs 2                      # every case (~30 min, 2 cores)
     python benchmarks/carried_on.py --cases heavy_tail,gru_lm --json out.json
     python benchmarks/carried_on.py --rejudge            # results/carried_on.json, judged again
 """
