@@ -25,6 +25,7 @@ configuration the study verified is listed apart (a wrong candidate, not a savin
 
     python benchmarks/carried_on.py --jobs 2                      # every case (~30 min, 2 cores)
     python benchmarks/carried_on.py --cases heavy_tail,gru_lm --json out.json
+    python benchmarks/carried_on.py --seed 1 --cases mlp,resnet --json s1.json  # other studies
     python benchmarks/carried_on.py --rejudge            # results/carried_on.json, judged again
 """
 
@@ -265,6 +266,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=1, help="carried runs at once")
     ap.add_argument("--timeout", type=float, default=3600.0, help="seconds per command")
     ap.add_argument("--json", default=str(HERE / "results" / "carried_on.json"))
+    ap.add_argument("--seed", type=int, help="the studies' probe.seed and sampler.seed")
     ap.add_argument("--rejudge", action="store_true", help="judge --json's saved runs again")
     args = ap.parse_args(argv)
     if args.rejudge:
@@ -275,7 +277,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise SystemExit(f"--cases: known {', '.join(pvd.CASES)} (got {unknown}); --jobs >= 1")
     m, started, results = c.machine(), time.perf_counter(), []
     for name in names:
-        r = run_case(name, pvd.CASES[name], args.jobs, args.timeout)
+        space_ref, study_name, overrides = pvd.CASES[name]
+        if args.seed is not None:  # another study: its probe seed and its sampler's
+            overrides = (*overrides, f"probe.seed={args.seed}", f"sampler.seed={args.seed}")
+        r = run_case(name, (space_ref, study_name, overrides), args.jobs, args.timeout)
+        r["seed"] = args.seed
         c.say(f"{name}: {row(r)}")
         results.append(r)
         c.write_json(args.json, {"machine": m, "results": results})  # nothing lost on a crash
