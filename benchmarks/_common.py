@@ -323,6 +323,17 @@ def finish_machine(m: dict[str, Any], started: float) -> dict[str, Any]:
     return m
 
 
+def close_report(
+    path: str | Path | None, m: dict[str, Any], started: float, results: Any, text: str
+) -> None:
+    """A case-by-case benchmark's end: its table `text` printed, the machine's wall time and
+    load recorded, {"machine", "results"} written to `path`, the footer printed."""
+    print(text)
+    m = finish_machine(m, started)
+    write_json(path, {"machine": m, "results": results})
+    print(footer(m))
+
+
 def table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """A markdown table."""
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]

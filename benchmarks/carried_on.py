@@ -285,10 +285,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         c.say(f"{name}: {row(r)}")
         results.append(r)
         c.write_json(args.json, {"machine": m, "results": results})  # nothing lost on a crash
-    print(c.table(HEADER, [row(r) for r in results]))
-    m = c.finish_machine(m, started)
-    c.write_json(args.json, {"machine": m, "results": results})
-    print(c.footer(m))
+    c.close_report(args.json, m, started, results, c.table(HEADER, [row(r) for r in results]))
     return 0
 
 

@@ -117,10 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         "case", "policy pick", "norm-only pick", "final loss, median (policy / norm)",
         "paired mean diff (seeds lower)", "diverged (policy / norm)", "study time",
     )  # fmt: skip
-    print(c.table(header, [row(r) for r in results]))
-    m = c.finish_machine(m, started)
-    print(c.footer(m))
-    c.write_json(args.json, {"machine": m, "results": results})
+    c.close_report(args.json, m, started, results, c.table(header, [row(r) for r in results]))
     return 0
 
 

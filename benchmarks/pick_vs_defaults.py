@@ -186,10 +186,7 @@ def main(argv: list[str] | None = None) -> int:
         "fresh seeds 101-105: verdict",
         "final loss pick / defaults (fresh)",
     )
-    print(c.table(header, [row(r) for r in results]))
-    m = c.finish_machine(m, started)
-    c.write_json(args.json, {"machine": m, "results": results})
-    print(c.footer(m))
+    c.close_report(args.json, m, started, results, c.table(header, [row(r) for r in results]))
     return 0
 
 

@@ -4,33 +4,26 @@ the calibration's rule, with the study's spend on the truly divergent counted as
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
+from assets.bench import imported
 from hypothesis import given
 from hypothesis import strategies as hs
 
 from autotune.errors import SpaceError
 from autotune.space import yaml_reader
 
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 TARGET = 100
 B = 8  # samples per step
 
 
 @pytest.fixture(scope="module")
 def bench() -> Iterator[ModuleType]:
-    sys.path.insert(0, str(BENCH))
-    try:
-        import carried_on
-
-        yield carried_on
-    finally:
-        sys.path.remove(str(BENCH))
+    with imported("carried_on") as module:
+        yield module
 
 
 @given(

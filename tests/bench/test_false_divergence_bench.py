@@ -5,27 +5,21 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
 import numpy as np
 import pytest
+from assets.bench import imported
 
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 TARGET = 100
 
 
 @pytest.fixture(scope="module")
 def bench() -> Iterator[ModuleType]:
-    sys.path.insert(0, str(BENCH))
-    try:
-        import false_divergence
-
-        yield false_divergence
-    finally:
-        sys.path.remove(str(BENCH))
+    with imported("false_divergence") as module:
+        yield module
 
 
 def save(path: Path, config: str, loss: np.ndarray, lr: float = 0.1) -> None:
