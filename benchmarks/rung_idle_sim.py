@@ -21,11 +21,17 @@ agreement 0.7 over 2 rung pairs), not the durations.
 - asynchronous (`rungs.promotion: async`): the screen, then a free worker takes the Ladder's
   next promotion (from the top rung down, a trial in the top floor(m / eta) of the m finished at
   its rung; the synchronous quota when the rung has ended), else waits;
+- "+ fill idle" (`rungs.fill_idle: true`): a worker with neither a promotion nor a baseline
+  seed to take is given the best finished configuration of an open rung below the top that was
+  not promoted (`Ladder.fill`): more configurations go on, on workers that would idle;
 - "+ screen" (not built): asynchronous promotion from the screen too (a free worker promotes a
   screened trial before starting the next unscreened one), the same Ladder with the screen open.
 
 Verification (`verify.top_k` 2 candidates and the baseline x 3 seeds, at the decided length from
 step 0) runs after the last rung probe, as the study runs it.
+
+The pick's regret: its latent quality less the study's best trial's (0: the study's best was
+picked; the qualities spread 1), for a pick read at the decided rung before verification.
 
 Idle share = idle worker-seconds / (W x makespan), the makespan being the end of the last
 probe. "Waiting" idle is the part spent while a probe below the top rung is still running (work
@@ -173,11 +179,12 @@ class Built:
         early: bool,
         screen_open: bool = False,
         beside: str = "",
+        fill: bool = False,
         top_k: int = 2,
         seeds: int = 3,
     ):
         self.s, self.top_k, self.seeds, self.screen_open = s, top_k, seeds, screen_open
-        self.beside = beside
+        self.beside, self.fill = beside, fill
         self.started: dict[int, int] = {}  # trial -> verification seeds handed out beside
         self.ladder = pm.Ladder(
             s.plan,
@@ -203,7 +210,11 @@ class Built:
             return "rung", self.unscreened.pop(0), 0
         decided = self.ladder.decided
         if decided is None:
-            return self._beside()
+            got = self._beside()
+            if got is None and self.fill:  # `rungs.fill_idle`: the study's own rule
+                more = self.ladder.fill()
+                got = None if more is None else ("rung", more[0], more[1])
+            return got
         k = int(decided["rung"])
         ran = list(self.ladder.rungs[k].results.values())
         best = [n for n in pm.ranked([r for r in ran if not r.baseline], OBJECTIVES)]
@@ -257,6 +268,9 @@ MODES = {
     "asynchronous + candidates verified beside": lambda s: Built(
         s, early=True, beside="candidates"
     ),
+    "asynchronous + baseline verified beside + fill idle": lambda s: Built(
+        s, early=True, beside="baseline", fill=True
+    ),
 }
 
 
@@ -288,12 +302,23 @@ def run(
                     out = schedule(s, workers, p)
                     decided = p.ladder.decided or {}
                     out["at_target"] = float(decided.get("rung") == len(s.plan) - 1)
+                    out["regret"] = regret(s, p.ladder)
                     agg[mode].append(out)
             row: dict[str, Any] = {"pool": name, "trials": n, "plan": s.plan}
             for mode, res in agg.items():
                 row[mode] = {k: statistics.fmean(r[k] for r in res) for k in res[0]}
             rows.append(row)
     return rows
+
+
+def regret(s: Study, ladder: pm.Ladder) -> float:
+    """How far the pick (the best non-baseline at the decided rung, in the pick's order) is
+    from the study's best trial, in the latent quality's units (its spread is 1): 0 when the
+    study picked its best configuration."""
+    k = int((ladder.decided or {}).get("rung", 0))
+    ran = [r for r in ladder.rungs[k].results.values() if not r.baseline]
+    pick = pm.ranked(ran, OBJECTIVES)[0] if ran else 0
+    return s.quality[pick] - min(s.quality)
 
 
 def cell(x: Mapping[str, Any] | None, base: Mapping[str, Any], first: bool) -> str:
@@ -306,7 +331,7 @@ def cell(x: Mapping[str, Any] | None, base: Mapping[str, Any], first: bool) -> s
             f" (makespan {x['makespan_s'] / base['makespan_s']:.2f}x, "
             f"work {x['busy_s'] / base['busy_s']:.2f}x)"
         )
-    return out + f", target {x['at_target']:.0%}"
+    return out + f", target {x['at_target']:.0%}, regret {x['regret']:.2f}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -355,7 +380,8 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"{args.workers} workers, mean of {args.reps} simulated studies per row; per mode: idle "
         "share / waiting idle share (idle while a probe below the top rung runs); makespan and "
-        "probe-seconds against synchronous; the share of studies decided at the target\n"
+        "probe-seconds against synchronous; the share of studies decided at the target; the "
+        "pick's regret\n"
     )
     print("| durations from | trials | rungs | " + " | ".join(modes) + " |")
     print("|---|---|---|" + "---|" * len(modes))

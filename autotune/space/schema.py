@@ -339,6 +339,20 @@ class RungSettings(Section):
     )
     # sync: a rung waits for its slowest probe; async: study/promotion.py (README: Rungs)
     promotion: Literal["sync", "async"] = "sync"
+    fill_idle: bool = Field(
+        False,
+        description="async: a worker with nothing to run takes the next-best configuration "
+        "of an open rung below the top (more probes, no more wall time)",
+    )
+
+    @model_validator(mode="after")
+    def _fill_needs_async(self) -> RungSettings:
+        if self.fill_idle and self.promotion != "async":
+            raise ValueError(
+                "fill_idle: true needs promotion: async (a synchronous rung runs as one batch "
+                "chosen when the rung below has ended; there is no idle worker to fill)"
+            )
+        return self
 
 
 def _check_metric(v: str) -> str:

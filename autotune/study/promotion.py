@@ -191,6 +191,40 @@ class Ladder:
                     return n, k + 1
         return None
 
+    def fill(self) -> tuple[int, int] | None:
+        """A promotion beyond the quota for a worker that would otherwise idle
+        (`rungs.fill_idle`, `early` only): from the highest rung down, the best finished,
+        feasible configuration of rung `k` not yet promoted, into rung `k + 1` below the top,
+        while that rung is open and has not ended. None: none (the study has decided, or no
+        such configuration is there). It adds probes (samples), not wall time on workers that
+        would idle; a filled entrant counts in its rung's ranking and agreement like any other.
+        The top rung is not filled: its probes are the study's longest, and one started late
+        would hold the decision (benchmarks/rung_idle_sim.py measured both)."""
+        if not self.early or self.decided is not None:
+            return None
+        for k in range(self.top - 2, -1, -1):
+            above = self.rungs[k + 1]
+            if above.ended or not self.is_open(k + 1):
+                continue
+            r = self.rungs[k]
+            if self.baseline in r.entrants and self.baseline not in r.results:
+                continue  # feasibility is judged against the baseline's result there
+            waiting = [
+                x
+                for x in r.results.values()
+                if x.feasible
+                and not x.baseline
+                and x.values is not None
+                and x.number not in r.promoted
+            ]
+            if waiting:
+                n = ranked(waiting, self.objectives)[0]
+                r.promoted.add(n)
+                above.entrants.append(n)
+                self.running.add((n, k + 1))
+                return n, k + 1
+        return None
+
     def is_open(self, j: int) -> bool:
         """Whether rung `j` may take promotions now: the rung below is ended and the growth
         rule grew past it, or (`early`) the rule would grow past it whatever its agreement."""

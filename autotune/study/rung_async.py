@@ -5,7 +5,8 @@ for the rung's slowest probe. What a promoted probe is, runs, records and contin
 synchronous phase's (`autotune.study.rung_phase`: `rung_probe`, `record_rung`, `judge_rung`):
 only the order differs. The screen still ends before the first rung starts (Ray Tune runs it).
 A worker the ladder has no promotion for, once the top rung has an entrant, runs one of the
-baseline's verification seeds at the target instead of idling (`autotune.study.beside`).
+baseline's verification seeds at the target instead of idling (`autotune.study.beside`); with
+`rungs.fill_idle` one with neither takes a promotion beyond the quota (`Ladder.fill`).
 
 A rung's row in `autotune.rungs` (its trials and its agreement with the rung below) is written
 when the rung has ended: every promotion into it handed out and every probe of it finished; the
@@ -146,19 +147,25 @@ class AsyncRun:
         with none now, a baseline verification seed beside the top rung (`beside`); None:
         neither now."""
         while True:
-            nxt = self.ladder.next()
+            nxt, filled = self.ladder.next(), False
             self.after()
             if nxt is None:
-                return self.beside.job()
+                got = self.beside.job()
+                if got is not None or not self.space.rungs.fill_idle:
+                    return got
+                nxt, filled = self.ladder.fill(), True  # `rungs.fill_idle`
+                if nxt is None:
+                    return None
             number, rung = nxt
             saved = read_rung_record(self.study_dir, number, rung, self.plan[rung])
             if saved is None:
-                return self.job(number, rung)
+                return self.job(number, rung, filled)
             self.logger.log_rung(saved)  # idempotent: logs it if a driver died before it did
             self.record(saved)
 
-    def job(self, number: int, rung: int) -> ProbeJob:
-        """Trial `number`'s probe at `rung`, continuing its state at the rung below."""
+    def job(self, number: int, rung: int, filled: bool = False) -> ProbeJob:
+        """Trial `number`'s probe at `rung`, continuing its state at the rung below (`filled`:
+        a promotion beyond the quota, for a worker that would idle)."""
         space, trial = self.space, self.trials[number]
         below, steps = self.plan[rung - 1], self.plan[rung]
         env = ua.env(trial)
@@ -169,7 +176,10 @@ class AsyncRun:
             top=rung == len(self.plan) - 1,
             baseline=ua.is_baseline(trial),
         )
-        self.say(f"rung {rung}: trial {number} promoted to {steps} steps")
+        self.say(
+            f"rung {rung}: trial {number} promoted to {steps} steps"
+            + (" (a worker would idle: rungs.fill_idle)" if filled else "")
+        )
         return ProbeJob(
             (number, rung),
             cfg,
@@ -231,6 +241,9 @@ class AsyncRun:
                 judge_rung(self.space, self.study, self.study_dir, list(self.records[k].values()))
                 self.study.set_user_attr(ua.RUNGS, self.ladder.table)
                 remove_everywhere(self.ray, self.study_dir, steps=[self.plan[k - 1]])
-            if r.growth and k < len(self.plan) - 1:
+            fillable = self.space.rungs.fill_idle and k < len(self.plan) - 2
+            if r.growth and k < len(self.plan) - 1 and not fillable:
+                # (with `fill_idle` a rung below the top's may still be filled from: its
+                # states go when the rung above has ended, above)
                 going_on = set(r.promoted) | set(r.todo)
                 remove_everywhere(self.ray, self.study_dir, steps=[r.steps], keep=going_on)

@@ -228,3 +228,94 @@ def test_a_ladder_told_the_recorded_results_again_is_where_the_first_one_was() -
     assert [r["numbers"] for r in again.table] == [r["numbers"] for r in first.table]
     redo = drain(again)
     assert not set(redo) & set(ran), "a recorded probe handed out again"
+
+
+def test_fill_hands_an_idle_worker_the_next_best_below_the_top_only() -> None:
+    """`rungs.fill_idle`: with nothing the quota allows, a free worker takes the best finished,
+    feasible configuration of an open rung not yet promoted; never into the top rung, never
+    an infeasible one, never before the baseline's result at that rung, never with `sync`."""
+    lad = ladder(early=False)
+    drain(lad)
+    assert lad.fill() is None, "sync: no fill"
+    lad = ladder(8)
+    lad.done(0, res(6, 99.0, feasible=False))  # trial 6 judged infeasible
+    assert drain(lad) == [(0, 1), (1, 1), (2, 1), (3, 1)]  # the quota and the baseline
+    # the screen's next best in order, trial 6 skipped: 4, 5, 7; then none
+    assert [lad.fill() for _ in range(4)] == [(4, 1), (5, 1), (7, 1), None]
+    assert lad.rungs[1].entrants == [0, 1, 2, 3, 4, 5, 7]
+    for i in (1, 2, 3, 4, 5, 7):
+        lad.done(1, res(i, float(i)))
+    assert lad.fill() is None, "rung 2 is the top: not filled"
+    assert not lad.rungs[1].ended, "the baseline is still running at rung 1"
+    lad.done(1, res(0, 0.5))
+    assert lad.rungs[1].ended and lad.table[0]["numbers"] == [0, 1, 2, 3, 4, 5, 7]
+
+
+def test_fill_waits_for_the_baselines_result_at_the_rung_it_fills_from() -> None:
+    lad = pm.Ladder(
+        [10, 30, 90, 270], list(range(12)), baseline=0, objectives=OBJ,
+        settings=pm.Settings(), early=True,
+    )  # fmt: skip
+    for i in range(12):
+        lad.done(0, res(i, float(i)))
+    drain(lad)  # rung 1: the baseline and trials 1-4
+    fills = []
+    while (job := lad.fill()) is not None:  # from the screen into rung 1: trials 5..11
+        fills.append(job)
+    assert fills == [(i, 1) for i in range(5, 12)]
+    for i in (1, 2, 3):
+        lad.done(1, res(i, float(i)))
+    assert lad.next() is None and lad.fill() is None, "no baseline result at rung 1 yet"
+    lad.done(1, res(0, 0.5))
+    assert lad.next() == (0, 2)  # the baseline first, then floor(4/3) = 1: trial 1
+    assert lad.next() == (1, 2)
+    assert lad.next() is None
+    assert lad.fill() == (2, 2), "the next best finished at rung 1 goes on into rung 2"
+    assert lad.fill() == (3, 2)
+    assert lad.fill() is None, "rung 3 is the top; rung 1 has no other finished result"
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_a_random_study_with_fill_decides_and_fills_only_below_the_top(seed: int) -> None:
+    """A random study on 6 workers with `fill_idle`: a fill is asked for only when `next` has
+    nothing; each fill is the best finished, feasible, not yet promoted configuration of its
+    rung at that moment, never into the top rung; the ladder still decides, and every rung's
+    row lists every trial that ran it."""
+    rnd = random.Random(seed)
+    n = 30
+    quality = {i: rnd.random() for i in range(n)}
+    plan = [10, 30, 90, 270]
+    lad = pm.Ladder(
+        plan, list(range(n)), baseline=0, objectives=OBJ, settings=pm.Settings(), early=True
+    )
+    for i in range(n):
+        lad.done(0, res(i, quality[i], feasible=rnd.random() > 0.2 or i == 0))
+    running: list[tuple[int, int]] = []
+    fills = 0
+    while True:
+        while len(running) < 6:
+            job = lad.next()
+            if job is None:
+                before = {
+                    k: sorted(
+                        (x.values[0], x.number)  # type: ignore[index]
+                        for x in r.results.values()
+                        if x.feasible and not x.baseline and x.number not in r.promoted
+                    )
+                    for k, r in enumerate(lad.rungs)
+                }
+                job = lad.fill()
+                if job is None:
+                    break
+                i, k = job
+                fills += 1
+                assert k < len(plan) - 1, "filled into the top rung"
+                assert before[k - 1][0][1] == i, (i, k, before[k - 1])
+            running.append(job)
+        if not running:
+            break
+        i, k = running.pop(rnd.randrange(len(running)))
+        lad.done(k, res(i, quality[i] + rnd.gauss(0, 0.2), feasible=rnd.random() > 0.1 or i == 0))
+    assert fills > 0 and lad.decided is not None
+    for row in lad.table:
+        assert row["numbers"] == sorted(lad.rungs[row["rung"]].entrants)

@@ -272,3 +272,44 @@ def test_asynchronous_promotion_reaches_the_target_without_waiting_for_a_rung(
     ]
     _, nested = rung_runs(uri)
     assert len(nested) == r1["trials"] + r2["trials"], "a rung probe logged twice"
+
+
+def test_fill_idle_gives_a_worker_with_nothing_to_run_the_next_best_below_the_top(
+    tmp_path: Path,
+) -> None:
+    # 8 trials screened at 30 steps; the quota max(2, ceil(8/3)) = 3 and the baseline go on to
+    # 60, 4 at a time (half a CPU each), no verification. When the first of them finishes, no
+    # searched trial is in the top third of what finished at 60 yet, so with
+    # `rungs.fill_idle` the free worker takes the screen's next best instead of idling: rung 1
+    # holds more than the quota, each filled probe continues its state at 30 steps, and it
+    # counts in the rung's agreement and in the study's samples like any other.
+    space = h.write(tmp_path, SPACE)
+    uri = h.sqlite_uri(tmp_path)
+    sets = ["rungs.promotion=async", "rungs.fill_idle=true", "rungs.grow=pasha"]
+    sets += ["budget.trials=8", "budget.concurrency=4", "budget.cpus_per_trial=0.5"]
+    sets += ["verify.top_k=0"]
+    cmd = ["study", "--space", str(space), "--tracking-uri", uri]
+    for s in sets:
+        cmd += ["--set", s]
+    run = h.autotune(cmd, tmp_path, token=h.new_token(), timeout=590)
+    assert run.returncode == 0, h.explain(run)
+    filled = [
+        int(line.split("trial ")[1].split()[0])
+        for line in run.stdout.splitlines()
+        if "(a worker would idle: rungs.fill_idle)" in line
+    ]
+    assert filled, "no worker was given a fill\n" + h.explain(run)
+
+    show = h.autotune(["show", "rungs", "--json"], tmp_path, timeout=120)
+    assert show.returncode == 0, h.explain(show)
+    summary = json.loads(show.stdout)
+    r1 = summary["rungs"][1]
+    assert r1["steps"] == 60 and set(filled) <= set(r1["numbers"]), (filled, r1)
+    assert r1["trials"] == 4 + len(filled), r1  # the quota, the baseline and the fills
+    assert r1["agreement"]["n"] == r1["trials"]
+    study_dir = tmp_path / "autotune-studies" / "rungs"
+    for n in filled:
+        rec = json.loads((study_dir / "trials" / f"{n:04d}-r1.json").read_text())
+        assert rec["summary"]["resumed_from_step"] == 30, rec["summary"]["continuation"]
+    assert summary["decided"]["steps"] in (60, 120)
+    assert not (study_dir / "state").exists(), "the states outlived the decision"
