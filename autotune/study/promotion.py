@@ -194,21 +194,23 @@ class Ladder:
     def fill(self) -> tuple[int, int] | None:
         """A promotion beyond the quota for a worker that would otherwise idle
         (`rungs.fill_idle`, `early` only): from the highest rung down, the best finished,
-        feasible configuration of rung `k` not yet promoted, into rung `k + 1` below the top,
-        while that rung is open and has not ended. None: none (the study has decided, or no
-        such configuration is there). It adds probes (samples), not wall time on workers that
-        would idle; a filled entrant counts in its rung's ranking and agreement like any other.
-        The top rung is not filled: its probes are the study's longest, and one started late
-        would hold the decision (benchmarks/rung_idle_sim.py measured both)."""
+        feasible configuration not yet promoted of a rung `k` that is still running (a probe
+        of it has not finished), into rung `k + 1` below the top, once the baseline's result at
+        rung `k` is in (feasibility is judged against it). None: none now. It adds probes
+        (samples) on workers that would idle while a rung's slowest probes finish; a filled
+        entrant counts in its rung's ranking and agreement like any other. Not from a rung that
+        has ended (its ranking is final and its quota chosen: filling from it, the screen
+        above all, adds many probes and holds the rung above open), and not into the top rung
+        (its probes are the study's longest: one started late would hold the decision);
+        benchmarks/rung_idle_sim.py measured both."""
         if not self.early or self.decided is not None:
             return None
         for k in range(self.top - 2, -1, -1):
-            above = self.rungs[k + 1]
-            if above.ended or not self.is_open(k + 1):
+            r, above = self.rungs[k], self.rungs[k + 1]
+            if r.ended or above.ended or not self.is_open(k + 1):
                 continue
-            r = self.rungs[k]
             if self.baseline in r.entrants and self.baseline not in r.results:
-                continue  # feasibility is judged against the baseline's result there
+                continue
             waiting = [
                 x
                 for x in r.results.values()

@@ -241,9 +241,6 @@ class AsyncRun:
                 judge_rung(self.space, self.study, self.study_dir, list(self.records[k].values()))
                 self.study.set_user_attr(ua.RUNGS, self.ladder.table)
                 remove_everywhere(self.ray, self.study_dir, steps=[self.plan[k - 1]])
-            fillable = self.space.rungs.fill_idle and k < len(self.plan) - 2
-            if r.growth and k < len(self.plan) - 1 and not fillable:
-                # (with `fill_idle` a rung below the top's may still be filled from: its
-                # states go when the rung above has ended, above)
+            if r.growth and k < len(self.plan) - 1:
                 going_on = set(r.promoted) | set(r.todo)
                 remove_everywhere(self.ray, self.study_dir, steps=[r.steps], keep=going_on)

@@ -9,6 +9,7 @@ may set and that no platform conditions away):
     hang        start a child process, then sleep for ever (the trial time limit must end both)
     nan         the loss becomes NaN from step NAN_AT on
     kill        the probe process sends itself SIGKILL at step KILL_AT
+    slow        sleep SLOW_S on every training micro-batch (a probe slower than the baseline's)
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ MODE_VAR = "HSA_AUTOTUNE_TEST_MODE"
 MESSAGE = "behaving workload: deliberate failure for the test"
 HANG_CHILD_MARKER = "autotune-test-hang-child"
 RAISE_AT = NAN_AT = KILL_AT = HANG_AT = 3
+SLOW_S = 0.1
 
 
 class BehavingWorkload(MLPWorkload):
@@ -44,6 +46,8 @@ class BehavingWorkload(MLPWorkload):
             return loss
         step = self.calls  # training steps (one micro-batch each)
         self.calls += 1
+        if self.mode == "slow":
+            time.sleep(SLOW_S)
         if self.mode == "raise" and step >= RAISE_AT:
             raise RuntimeError(MESSAGE)
         if self.mode == "nan" and step >= NAN_AT:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from assets import behaving
 from assets import studies as h
 
 pytestmark = [
@@ -274,42 +275,60 @@ def test_asynchronous_promotion_reaches_the_target_without_waiting_for_a_rung(
     assert len(nested) == r1["trials"] + r2["trials"], "a rung probe logged twice"
 
 
+FILL_SPACE = f"""\
+name: rungs
+workload: {{name: {h.BEHAVING}:make, size: tiny}}
+probe: {{steps: 10, batch: 32, device: cpu, telemetry_every: 5, threads: 1}}
+constraints: []
+budget: {{trials: 8, trial_timeout_s: 120, target_steps: 270, concurrency: 5,
+          cpus_per_trial: 0.4}}
+rungs: {{eta: 3, min_promote: 2, promotion: async, fill_idle: true}}
+sampler: {{name: random, seed: 0}}
+verify: {{top_k: 0}}
+knobs:
+  clip_norm: {{low: 0.1, high: 5.0, log: true}}
+  warmup_steps: {{low: 0, high: 10}}
+env:
+  {behaving.MODE_VAR}: {{choices: [slow]}}
+"""
+
+
 def test_fill_idle_gives_a_worker_with_nothing_to_run_the_next_best_below_the_top(
     tmp_path: Path,
 ) -> None:
-    # 8 trials screened at 30 steps; the quota max(2, ceil(8/3)) = 3 and the baseline go on to
-    # 60, 4 at a time (half a CPU each), no verification. When the first of them finishes, no
-    # searched trial is in the top third of what finished at 60 yet, so with
-    # `rungs.fill_idle` the free worker takes the screen's next best instead of idling: rung 1
-    # holds more than the quota, each filled probe continues its state at 30 steps, and it
-    # counts in the rung's agreement and in the study's samples like any other.
-    space = h.write(tmp_path, SPACE)
+    # 8 trials screened at 10 steps, rungs 30 -> 90 -> 270; every searched trial sleeps
+    # 0.1 s a step (the baseline, its environment knob unset, does not), 5 workers. The quota
+    # max(2, ceil(8/3)) = 3 and the baseline start rung 1 together; the baseline finishes
+    # first and goes on to 90. When the next one finishes, nothing may go on by the quota
+    # (floor(2/3) = 0 searched ones), so with `rungs.fill_idle` the free worker takes it on
+    # to 90 while rung 1's last probes still run: rung 2 holds more than the quota would have
+    # put there, each filled probe continues its state at 30 steps, and it counts in the
+    # rung's agreement like any other. Nothing is filled from the screen (it had ended) or
+    # into the top rung.
+    space = h.write(tmp_path, FILL_SPACE)
     uri = h.sqlite_uri(tmp_path)
-    sets = ["rungs.promotion=async", "rungs.fill_idle=true", "rungs.grow=pasha"]
-    sets += ["budget.trials=8", "budget.concurrency=4", "budget.cpus_per_trial=0.5"]
-    sets += ["verify.top_k=0"]
     cmd = ["study", "--space", str(space), "--tracking-uri", uri]
-    for s in sets:
-        cmd += ["--set", s]
     run = h.autotune(cmd, tmp_path, token=h.new_token(), timeout=590)
     assert run.returncode == 0, h.explain(run)
-    filled = [
-        int(line.split("trial ")[1].split()[0])
+    fills = [
+        line.split("rung ")[1].split(":")[0] + ":" + line.split("trial ")[1].split()[0]
         for line in run.stdout.splitlines()
         if "(a worker would idle: rungs.fill_idle)" in line
     ]
-    assert filled, "no worker was given a fill\n" + h.explain(run)
+    assert fills, "no worker was given a fill\n" + h.explain(run)
+    assert {f.split(":")[0] for f in fills} == {"2"}, fills  # only into rung 2 (90 steps)
+    filled = [int(f.split(":")[1]) for f in fills]
 
     show = h.autotune(["show", "rungs", "--json"], tmp_path, timeout=120)
     assert show.returncode == 0, h.explain(show)
     summary = json.loads(show.stdout)
-    r1 = summary["rungs"][1]
-    assert r1["steps"] == 60 and set(filled) <= set(r1["numbers"]), (filled, r1)
-    assert r1["trials"] == 4 + len(filled), r1  # the quota, the baseline and the fills
-    assert r1["agreement"]["n"] == r1["trials"]
+    assert [r["steps"] for r in summary["rungs"]] == [10, 30, 90, 270]
+    r1, r2 = summary["rungs"][1], summary["rungs"][2]
+    assert r1["trials"] == 4, r1  # the quota and the baseline: nothing filled from the screen
+    assert set(filled) <= set(r2["numbers"]) <= set(r1["numbers"]), (filled, r2)
+    assert r2["agreement"]["n"] == r2["trials"]
     study_dir = tmp_path / "autotune-studies" / "rungs"
     for n in filled:
-        rec = json.loads((study_dir / "trials" / f"{n:04d}-r1.json").read_text())
+        rec = json.loads((study_dir / "trials" / f"{n:04d}-r2.json").read_text())
         assert rec["summary"]["resumed_from_step"] == 30, rec["summary"]["continuation"]
-    assert summary["decided"]["steps"] in (60, 120)
     assert not (study_dir / "state").exists(), "the states outlived the decision"
