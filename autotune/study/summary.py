@@ -48,6 +48,9 @@ def summarize(
     best, at_screen = im.best_and_improvement(space, feasible, baseline)
     picked, rungs = _verified_and_pick(study, objectives), _rungs(study, space, counts)
     steps = int(rungs["decided"]["steps"])
+    for part in ("pick", "vs_baseline"):  # a study without rungs decides at the screen
+        if picked.get(part) and picked[part].get("steps") is None:
+            picked[part]["steps"] = steps
     state = im.baseline_at(study, space, baseline, steps)
     ref = reference(state["outcome"], state["metrics"], ran_whole(state)) if state else None
     at_rung = _decided_candidates(study, rungs["decided"])

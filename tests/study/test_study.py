@@ -124,12 +124,16 @@ def test_study_records_every_trial_in_optuna_and_mlflow(shared: h.FinishedStudy)
     assert f"study {shared.name}: {n}/{n} trials" in show.stdout
     assert "Pareto front" in show.stdout
     assert "baseline (trial 0" in show.stdout
+    assert "at None steps" not in show.stdout, show.stdout
 
     as_json = h.autotune(["show", shared.name, "--json"], shared.folder, timeout=120)
     assert as_json.returncode == 0, h.explain(as_json)
     summary = json.loads(as_json.stdout)
     assert summary["study"] == shared.name
     assert summary["baseline"]["number"] == 0
+    # no rungs: the study decides at the screen's length, and says so
+    assert summary["vs_baseline"]["steps"] == shared.steps, summary["vs_baseline"]
+    assert summary["pick"]["steps"] == shared.steps
     front = [row["number"] for row in summary["pareto"]]
     assert front and set(front) <= set(range(n))
     assert front == [row["number"] for row in shared.summary["pareto"]]
