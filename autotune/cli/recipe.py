@@ -9,7 +9,12 @@ from typing import Annotated
 import typer
 
 from autotune.cli.app import app, runs_probes, user_errors
-from autotune.errors import AutotuneError
+from autotune.errors import AutotuneError, UsageError
+from autotune.space.limits import MAX_STEPS
+
+#: The fewest steps a probe runs: the space loader's minimum of probe.steps (and of
+#: budget.target_steps), which `verify --steps` keeps to as well.
+MIN_STEPS = 10
 
 PickOpt = Annotated[
     str,
@@ -60,6 +65,7 @@ def export(
 
     if fmt not in formats.FORMATS:
         raise AutotuneError(f"--format {fmt}: choose one of {', '.join(formats.FORMATS)}")
+    ex.check_output(output)  # before the study is read (or the audit run)
     recipe = ex.recipe_from_study(study_ref, pick, storage, audit=audit)
     text = ex.write(recipe, fmt, output)
     for note in (ex.oom_note(recipe), ex.verdict_note(recipe)):
@@ -93,8 +99,8 @@ def verify(
     steps: Annotated[
         int | None,
         typer.Option(
-            min=1,
-            help="Run the recipe and the baseline this many steps instead of the probe's "
+            help=f"Run the recipe and the baseline this many steps ({MIN_STEPS} to "
+            f"{MAX_STEPS:,}) instead of the probe's "
             "(e.g. 5x: a short probe's ranking does not always hold for a longer run). The "
             "promise is then not compared.",
         ),
@@ -108,6 +114,11 @@ def verify(
     from autotune.recipe import Recipe, paired
     from autotune.recipe import verify as vf
 
+    if steps is not None and not MIN_STEPS <= steps <= MAX_STEPS:  # before the recipe is read
+        raise UsageError(
+            f"--steps {steps}: steps are a whole number from {MIN_STEPS} to {MAX_STEPS:,}, "
+            "as probe.steps"
+        )
     recipe = Recipe.load(recipe_path)
     report = vf.verify_recipe(
         recipe, source=recipe_path, seeds=seeds, baseline=baseline, timeout_s=timeout, steps=steps

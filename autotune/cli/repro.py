@@ -25,6 +25,34 @@ TrackingOpt = Annotated[
 ]
 
 
+def existing_store(tracking_uri: str | None, nothing: str) -> None:
+    """Refuse, naming it, a local tracking store that is not there (or an empty SQLite file):
+    a command that reads runs must not create one just to find no run in it."""
+    from autotune import tracking
+    from autotune.errors import ReproError
+    from autotune.tracking.connection import sqlite_path, uri_scheme
+
+    uri = tracking.resolve_uri(tracking_uri)
+    scheme = uri_scheme(uri)
+    if scheme == "sqlite":
+        path = sqlite_path(uri)
+        if path is not None and (not path.is_file() or path.stat().st_size == 0):
+            state = "no such file" if not path.is_file() else "an empty file"
+            raise ReproError(
+                f"no MLflow tracking store at {uri} ({state}): {nothing}; pass --tracking-uri "
+                "or set MLFLOW_TRACKING_URI to the store the runs were logged to"
+            )
+    elif scheme == "file":
+        from urllib.parse import unquote, urlsplit
+
+        folder = Path(unquote(urlsplit(uri).path))
+        if not folder.is_dir():
+            raise ReproError(
+                f"no MLflow tracking store at {uri} (no such folder): {nothing}; pass "
+                "--tracking-uri or set MLFLOW_TRACKING_URI to the store the runs were logged to"
+            )
+
+
 @app.command("audit")
 @user_errors
 def audit(
@@ -52,6 +80,7 @@ def audit(
     from autotune.repro import audit as au
 
     if compare is not None:
+        existing_store(tracking_uri, f"no run {compare[0]!r} to compare")
         a = au.load_audit(compare[0], tracking_uri)
         b = au.load_audit(compare[1], tracking_uri)
         cmp = au.compare_audits(a, b, factor=factor)
@@ -105,6 +134,7 @@ def compare(
     """Compare the loss curves (or another step series) of two MLflow runs; exit 1 if not alike."""
     from autotune.repro import compare as cm
 
+    existing_store(tracking_uri, f"no run {run_a!r} to compare")
     result = cm.compare_runs(
         run_a,
         run_b,

@@ -171,7 +171,7 @@ def ui(
     host: Annotated[
         str, typer.Option(help="Interface to bind (loopback by default; others need --expose).")
     ] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port.")] = 5000,
+    port: Annotated[int, typer.Option(help="Port (1 to 65535).")] = 5000,
     expose: Annotated[
         bool,
         typer.Option(help="Allow a --host beyond loopback (the UI has no authentication)."),
@@ -179,8 +179,11 @@ def ui(
 ) -> None:
     """Start the MLflow UI on the study's tracking store and print its URL."""
     from autotune import tracking
+    from autotune.errors import UsageError
     from autotune.tracking.ui import check_host, serve
 
+    if not 1 <= port <= 65535:
+        raise UsageError(f"--port {port}: a port is a whole number from 1 to 65535")
     bind_host, poll_host = check_host(host, port, expose=expose)  # before any store is read
     uri = tracking_uri
     experiment_id = None

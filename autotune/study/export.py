@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Mapping
 from pathlib import Path
@@ -79,7 +80,9 @@ def recipe_from_study(
             # The paired verdict of the named pick (or trial N) against the baseline over the
             # verification seeds; `defaults`: the pick gave way to PyTorch's defaults.
             "defaults": decision.defaults_preferred,
+            "baseline": bool(chosen.baseline),  # the exported configuration is the defaults
             "first_choice": decision.first.number,
+            **_unfinished(study, space),
             "vs_baseline": vs,
             "searched": sorted(n for n in space.searched()),
             "fp_hash": chosen.fp_hash,
@@ -222,10 +225,37 @@ def _oom_retried(outcome: dict[str, Any], space: Any) -> dict[str, Any] | None:
     return None if ran == asked else {"asked": asked, "ran": ran}
 
 
+def _unfinished(study: Any, space: Any) -> dict[str, Any]:
+    """`unfinished` (trials finished, trials planned) when the study stopped before running
+    every trial it planned (interrupted): its pick is among those that ran."""
+    import optuna
+
+    done = optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL
+    finished = len(study.get_trials(deepcopy=False, states=done))
+    planned = int(space.budget.trials)
+    if finished >= planned:
+        return {}
+    return {"unfinished": {"trials_finished": finished, "trials_planned": planned}}
+
+
 def verdict_note(recipe: Recipe) -> str | None:
     """One line on the paired verdict: why the defaults were exported, or a warning that the
-    trial asked for is not better than the defaults (or diverged on some seeds)."""
+    trial asked for is not better than the defaults (or diverged on some seeds); first, that
+    the study was stopped before it finished, when it was."""
     src = recipe.source or {}
+    left = src.get("unfinished")
+    note = _verdict_note(src)
+    if not left:
+        return note
+    stopped = (
+        f"study {src.get('study')} was stopped before it finished: "
+        f"{left['trials_finished']} of {left['trials_planned']} trials ran, and the pick is "
+        "among those only (run the same `autotune study` command again to finish it)"
+    )
+    return stopped + (f"; {note}" if note else "")
+
+
+def _verdict_note(src: Mapping[str, Any]) -> str | None:
     vs = src.get("vs_baseline") or {}
     v, why = vs.get("verdict"), vs.get("why") or ""
     if src.get("defaults") and src.get("first_choice") == src.get("trial"):
@@ -318,14 +348,34 @@ def _redact(url: Any) -> Any:
     return redact(url)
 
 
+def check_output(out: str | None) -> None:
+    """Refuse an -o the recipe cannot be written to (before the study is read)."""
+    if out is None or out == "-":
+        return
+    path = Path(out)
+    if path.is_dir():
+        raise RecipeError(
+            f"-o {out}: is a folder; give a file's path, e.g. -o {path / 'recipe.yaml'}"
+        )
+    if not path.parent.is_dir():
+        raise RecipeError(f"-o {out}: folder {path.parent} does not exist")
+
+
 def write(recipe: Recipe, fmt: str, out: str | None) -> str:
-    """Render `recipe` as `fmt`; write it to `out` atomically (or return it for stdout)."""
+    """Render `recipe` as `fmt`; write it to `out` atomically (or return it for stdout): whole
+    or not at all, and no temporary file left behind when it cannot be written."""
     text = exporters.render(recipe, fmt)
     if out is not None and out != "-":
+        check_output(out)
         path = Path(out)
-        if path.parent and not path.parent.exists():
-            raise RecipeError(f"-o {out}: folder {path.parent} does not exist")
         tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(text)
-        tmp.replace(path)
+        try:
+            tmp.write_text(text)
+            tmp.replace(path)
+        except BaseException as e:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+            if isinstance(e, OSError):
+                raise RecipeError(f"-o {out}: cannot write it: {e.strerror or e}") from e
+            raise
     return text

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -10,9 +10,8 @@ from autotune import space as sp
 from autotune.errors import StudyError
 from autotune.study import attrs as ua
 from autotune.study import folder
-from autotune.study.listing import offer
+from autotune.study.listing import offer, open_existing
 from autotune.study.options import STUDIES_DIR, study_dir_for
-from autotune.study.storage import open_storage
 from autotune.tracking.connection import redact
 
 
@@ -27,7 +26,7 @@ def find_study(ref: str, storage: str | None = None) -> tuple[Any, sp.Space, Pat
     for candidate in (path, study_dir_for(ref)):
         if folder.study_json(candidate).is_file():
             study_dir = candidate.resolve()
-            meta = json.loads(folder.study_json(candidate).read_text())
+            meta = folder.read_meta(candidate)
             break
     url = storage or meta.get("storage")
     if url is None:
@@ -36,7 +35,7 @@ def find_study(ref: str, storage: str | None = None) -> tuple[Any, sp.Space, Pat
             f"--storage given{offer(ref)}"
         )
     name = meta.get("name", ref)
-    st = open_storage(url)
+    st = open_existing(url)  # never a new database where the study's should be
     try:
         study = optuna.load_study(study_name=name, storage=st)
     except KeyError:
@@ -45,4 +44,17 @@ def find_study(ref: str, storage: str | None = None) -> tuple[Any, sp.Space, Pat
         raise StudyError(f"no study '{name}' in {where}{offer(name, known, 'there')}") from None
     space = sp.loads(study.user_attrs[ua.SPACE_YAML], source=f"study {name}")
     meta.setdefault("storage", url)
-    return study, space, study_dir, meta
+    return study, planned_at_least_ran(study, space), study_dir, meta
+
+
+def planned_at_least_ran(study: Any, space: sp.Space) -> sp.Space:
+    """`space` planning at least the trials the study holds: the storage keeps the space the
+    study started with, and a resume with a larger budget.trials ran more than that planned."""
+    import optuna
+
+    waiting = optuna.trial.TrialState.WAITING  # enqueued, not started: not run, not planned
+    ran = sum(1 for t in study.get_trials(deepcopy=False) if t.state != waiting)
+    if ran <= space.budget.trials:
+        return space
+    budget = space.budget.model_copy(update={"trials": ran})
+    return dataclasses.replace(space, budget=budget)

@@ -15,10 +15,13 @@ driver killed mid-write leaves the previous record or none, never half of one.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
 from typing import Any
+
+from autotune.errors import StudyError
 
 
 def study_json(study_dir: Path) -> Path:
@@ -79,8 +82,13 @@ def write_json(path: Path, data: Any, indent: int | None = None) -> None:
     the folder is made when missing."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.name}.tmp")
-    tmp.write_text(json.dumps(data, default=str, indent=indent))
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(data, default=str, indent=indent))
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):  # no half-written temporary left beside the record
+            tmp.unlink(missing_ok=True)
+        raise
 
 
 def read_json(path: Path) -> dict[str, Any] | None:
@@ -91,3 +99,22 @@ def read_json(path: Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
+
+
+def read_meta(study_dir: Path) -> dict[str, Any]:
+    """STUDY_DIR/study.json: the study's name and the addresses of its stores. A StudyError
+    naming the file when it cannot be read, is not JSON, or lacks the study's name or storage."""
+    path = study_json(study_dir)
+    rewrite = "run the study's `autotune study` command again to rewrite it"
+    try:
+        data = json.loads(path.read_text())
+    except OSError as e:
+        raise StudyError(f"{path}: cannot read it: {e.strerror or e}") from None
+    except ValueError as e:
+        raise StudyError(f"{path}: not valid JSON ({e}); {rewrite}") from None
+    if not isinstance(data, dict):
+        raise StudyError(f"{path}: not a study record (a JSON object); {rewrite}")
+    for key in ("name", "storage"):
+        if not isinstance(data.get(key), str) or not data[key]:
+            raise StudyError(f"{path}: no {key!r} in it; {rewrite}")
+    return data

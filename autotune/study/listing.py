@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from autotune import space as sp
-from autotune.errors import AutotuneError, did_you_mean
+from autotune.errors import AutotuneError, StudyError, did_you_mean
 from autotune.study import attrs as ua
 from autotune.study import folder
 from autotune.study import pick as pk
@@ -30,11 +29,13 @@ from autotune.tracking import redact
 
 @dataclass(frozen=True)
 class Found:
-    """A study's name, its Optuna storage URL and its folder (None: known from the storage)."""
+    """A study's name, its Optuna storage URL and its folder (None: known from the storage);
+    `error`: why its folder's study.json cannot be read (the name is then the folder's)."""
 
     name: str
     storage: str
     study_dir: Path | None = None
+    error: str | None = None
 
 
 def default_root() -> Path:
@@ -55,10 +56,11 @@ def find_all(root: Path | None = None, storage: str | None = None) -> list[Found
     found: dict[tuple[str, str], Found] = {}
     for where in study_folders(root or default_root()):
         try:
-            meta = json.loads(folder.study_json(where).read_text())
-            key = (str(meta["name"]), str(meta["storage"]))
-        except (OSError, ValueError, KeyError, TypeError):
-            continue  # not a study folder after all
+            meta = folder.read_meta(where)
+        except StudyError as e:  # listed as unreadable, with why: not hidden
+            found[(where.name, "")] = Found(where.name, "", where.resolve(), error=str(e))
+            continue
+        key = (meta["name"], meta["storage"])
         found[key] = Found(key[0], key[1], where.resolve())
     if storage:
         for name in names_in(storage):
@@ -75,7 +77,8 @@ def names_in(storage: str) -> list[str]:
 
 
 def open_existing(url: str) -> Any:
-    """The storage at `url`; an SQLite file that is not there is an error, not a new database."""
+    """The storage at `url`, to read: an SQLite file that is not there, is empty or holds no
+    Optuna storage is an error naming it, never a new (or newly filled) database."""
     from sqlalchemy.engine import make_url
 
     if url.startswith("sqlite"):
@@ -83,9 +86,33 @@ def open_existing(url: str) -> Any:
             database = make_url(url).database
         except Exception as e:
             raise AutotuneError(f"{url}: not a database URL: {e}") from e
-        if database and database != ":memory:" and not Path(database).is_file():
-            raise AutotuneError(f"{url}: no such database file")
+        if database and database != ":memory:" and not database.startswith("file:"):
+            problem = sqlite_problem(Path(database))
+            if problem:
+                raise StudyError(f"{url}: {problem}")
     return open_storage(url)
+
+
+def sqlite_problem(path: Path) -> str | None:
+    """Why the SQLite file `path` holds no Optuna storage to read (None: it does); looked at
+    read-only, so that nothing is created or changed."""
+    import sqlite3
+
+    if not path.is_file():
+        return "no such database file"
+    if path.stat().st_size == 0:
+        return "the database file is empty (no Optuna storage in it)"
+    try:
+        con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            rows = con.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+        finally:
+            con.close()
+    except sqlite3.Error as e:
+        return f"not an SQLite database ({e})"
+    if not {"studies", "version_info"} <= {r[0] for r in rows}:
+        return "not an Optuna storage (its tables are not in the file)"
+    return None
 
 
 def known_names(storage: str | None = None) -> list[str]:
@@ -116,9 +143,12 @@ def describe(found: Found) -> dict[str, Any]:
 
     row: dict[str, Any] = {
         "name": found.name,
-        "storage": redact(found.storage),
+        "storage": redact(found.storage) if found.storage else None,
         "study_dir": str(found.study_dir) if found.study_dir else None,
     }
+    if found.error is not None:
+        row["error"] = found.error
+        return row
     try:
         row.update(_read(found))
     except AutotuneError as e:
@@ -174,7 +204,7 @@ def format_table(rows: list[dict[str, Any]]) -> str:
     table = [("study", "trials", "pick (balanced)", "last change", "storage")]
     for r in rows:
         if "error" in r:
-            table.append((r["name"], "?", f"cannot read: {r['error']}", "", r["storage"]))
+            table.append((r["name"], "?", f"cannot read: {r['error']}", "", r["storage"] or ""))
             continue
         table.append(
             (

@@ -284,16 +284,21 @@ def _pick_lines(summary: Mapping[str, Any]) -> list[str]:
         head = (
             f"pick (balanced: the knee of the front{', verified' if pick['verified'] else ''}): "
             f"trial {pick['number']}  "
-            + (
-                "(the baseline: PyTorch's defaults did best) "
-                if base and pick["number"] == base.get("number")
-                else ""
-            )
+            + (_baseline_won(summary) if base and pick["number"] == base.get("number") else "")
         )
     lines.append(
         head + ", ".join(f"{k}={_short(v)}" for k, v in (pick.get("params") or {}).items())
     )
     return lines
+
+
+def _baseline_won(summary: Mapping[str, Any]) -> str:
+    """What the baseline as the pick means: it did best, or nothing else completed (a study
+    stopped after its baseline, or every other trial failed): then it beat nothing."""
+    others = int((summary.get("counts") or {}).get("complete", 0)) - 1
+    if others > 0:
+        return "(the baseline: PyTorch's defaults did best) "
+    return "(the baseline, PyTorch's defaults: no other trial completed to compare it with) "
 
 
 def _causes_text(causes: Mapping[str, int] | None) -> str:

@@ -95,6 +95,11 @@ def test_promotion_from_a_real_screen_and_the_pick_at_the_decided_rung(tmp_path:
     baseline_won = {**summary, "pick": {**summary["pick"], "number": 0}}
     assert "(the baseline: PyTorch's defaults did best)" in st.format_summary(baseline_won)
     assert "defaults did best" not in text
+    # a study stopped after its baseline (or whose other trials all failed): it beat nothing
+    alone = {**baseline_won, "counts": {**summary["counts"], "complete": 1}}
+    alone_text = st.format_summary(alone)
+    assert "did best" not in alone_text
+    assert "PyTorch's defaults: no other trial completed to compare it with" in alone_text
 
     # The export records the pick's run at the decided length (its rung record), the curve a
     # migration reproduces, not its screen's.

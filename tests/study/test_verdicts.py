@@ -15,6 +15,7 @@ from assets import studies as h
 
 from autotune import space as sp
 from autotune import study as st
+from autotune.recipe import Recipe
 from autotune.recipe import paired as pd
 from autotune.recipe.seeds import paired, ran_whole, summarize_seeds
 from autotune.study import pick as pk
@@ -265,11 +266,22 @@ def test_no_detectable_difference_picks_and_exports_the_defaults(tmp_path: Path)
     )
     recipe = ex.recipe_from_study(str(study_dir))
     assert recipe.source["trial"] == 0 and recipe.source["defaults"] is True
+    assert recipe.source["baseline"] is True
     assert recipe.source["vs_baseline"]["verdict"] == "no detectable difference"
     assert "exporting PyTorch's defaults" in (ex.verdict_note(recipe) or "")
+    assert "unfinished" not in recipe.source, recipe.source.get("unfinished")
+    # the same study, had it been stopped before its planned trials ran: export says so
+    stopped = Recipe.from_dict(
+        {**recipe.to_dict(), "source": {**recipe.source, "unfinished": {
+            "trials_finished": 3, "trials_planned": 8}}}
+    )  # fmt: skip
+    note = ex.verdict_note(stopped) or ""
+    assert note.startswith(f"study {recipe.source['study']} was stopped before it finished: ")
+    assert "3 of 8 trials ran" in note and "exporting PyTorch's defaults" in note
     # an explicit trial N is still exported, with a warning
     mine = ex.recipe_from_study(str(study_dir), f"trial {best}")
     assert mine.source["trial"] == best and mine.source["defaults"] is False
+    assert mine.source["baseline"] is False
     assert "no detectable difference against the defaults" in (ex.verdict_note(mine) or "")
 
 
