@@ -170,6 +170,7 @@ def probe(
     CPU threads."""
     from autotune import space as sp
     from autotune.process.entry import run_here as run_probe
+    from autotune.process.launcher import ProbeFailed
     from autotune.study import check_workload
 
     if config not in PROBE_CONFIGS:
@@ -184,10 +185,20 @@ def probe(
             f"{config} config ({PROBE_CONFIGS[config]}), {threads} as a trial ...",
             err=True,
         )
+    if cfg.script is not None:  # a user's script runs apart, as a trial's: whatever it does
+        run_probe = _apart(s.budget.trial_timeout_s)
     # With --json, stdout is the JSON alone: what the workload prints (a script's own log
     # lines, a Trainer's dicts) goes to stderr, from this process and any it starts.
+    failed = None
     with _stdout_to_stderr() if as_json else contextlib.nullcontext():
-        result = _run_probe_cli(run_probe, cfg, progress=not as_json and sys.stderr.isatty())
+        try:
+            result = _run_probe_cli(run_probe, cfg, progress=not as_json and sys.stderr.isatty())
+        except ProbeFailed as e:
+            failed = e
+    if failed is not None:  # the failure as a trial's: JSON (with --json), one line, status 2
+        if as_json:
+            typer.echo(json.dumps({**failed.record(), "config": config}, indent=2, default=str))
+        raise failed
     result["config"] = config
     if as_json:
         if not series:
@@ -195,6 +206,20 @@ def probe(
         typer.echo(json.dumps(result, indent=2, default=str))
     else:
         typer.echo(format_probe(result))
+
+
+def _apart(timeout_s: float) -> Callable[..., dict[str, Any]]:
+    """`run_apart` for `autotune probe`: the trial's time limit; the probe's log on stderr."""
+    from autotune.process.launcher import run_apart
+
+    def log(line: str) -> None:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+
+    def run(cfg: Any, report: Any) -> dict[str, Any]:
+        return run_apart(cfg, report, timeout_s=timeout_s, on_log=log)
+
+    return run
 
 
 @contextlib.contextmanager
@@ -243,7 +268,8 @@ def _run_probe_cli(
     before = torch.get_num_threads()
     try:
         result = run_probe(cfg, report)
-        result["threads"] = torch.get_num_threads()  # what the probe ran with
+        # what the probe ran with (a script's process: the threads it was given)
+        result["threads"] = (cfg.script and cfg.threads) or torch.get_num_threads()
     finally:
         torch.set_num_threads(before)  # the probe's count belongs to the probe
         if progress:

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from autotune.probe import divergence, metrics, reference, telemetry
+from autotune.probe import divergence, metrics, reference, script_values, telemetry
 from autotune.probe.config import ProbeConfig, Report
 from autotune.probe.first_report import FirstReport
 from autotune.probe.loop import schedule_length
@@ -255,7 +255,9 @@ class ScriptSession:
         try:
             self._check(step, loss)
             values = [self._scalar(v, n) for v, n in ((loss, "loss"), (grad_norm, "grad_norm"))]
-            more = {k: self._number(v, k) for k, v in extra.items()}
+            more = {k: script_values.number(v, k) for k, v in extra.items()}
+            samples = script_values.count(samples, "samples")
+            tokens = script_values.count(tokens, "tokens")
         except BadReport as e:
             self.failure = e
             raise
@@ -291,6 +293,8 @@ class ScriptSession:
             index < until
             or (index + 1 - until) % self.cfg.telemetry_every == 0
             or index == self.cfg.steps - 1
+            # a non-finite loss stops the run at once (known without a sync: on the host)
+            or (self.stop_early is not False and script_values.nonfinite_now(loss))
         ):
             self._flush()
         if self.should_stop:
@@ -340,29 +344,8 @@ class ScriptSession:
         return one * 0
 
     def _scalar(self, v: Any, name: str) -> Any:
-        """A 0-d float32 tensor on the trial's device (NaN for a missing grad_norm)."""
-        import torch
-
-        if v is None:
-            return torch.full((), math.nan, device=self.device)
-        if isinstance(v, torch.Tensor):
-            if v.numel() != 1:
-                raise BadReport(f"trial.report: {name} must be one number, got shape {v.shape}")
-            return v.detach().reshape(()).to(self.device, torch.float32)
-        return torch.tensor(self._number(v, name), dtype=torch.float32, device=self.device)
-
-    @staticmethod
-    def _number(v: Any, name: str) -> float:
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
-            try:
-                import torch
-
-                if isinstance(v, torch.Tensor) and v.numel() == 1:
-                    return float(v)
-            except ImportError:  # pragma: no cover
-                pass
-            raise BadReport(f"trial.report: {name}={v!r} is not a number")
-        return float(v)
+        """A 0-d float tensor on the trial's device (`script_values.scalar`)."""
+        return script_values.scalar(v, name, self.device)
 
     def _flush(self) -> None:
         if not len(self.chunk):
@@ -385,8 +368,22 @@ class ScriptSession:
         self.chunk = Chunk()
         if hit is not None and self.cause is None:
             self.cause, self.diverged_at = hit[0], first + hit[1]
+        bad = script_values.negative_grad_norm(
+            self.series["grad_norm"][-1], first, self.origin or 0
+        )
+        if bad is not None and self.failure is None:
+            self.failure = bad
+            raise bad
 
     # ----- the end -----
+    def ended_early(self) -> bool:
+        """Whether the script ended before its planned steps unasked: no divergence found
+        (its last chunk judged first), no out-of-memory. A continued probe's inherited steps
+        count: a probe is judged at the length it was asked for, never a shorter one."""
+        self._flush()
+        stopped = self.status is ProbeStatus.OOM or self.cause is not None
+        return not stopped and self.reports < self.cfg.steps
+
     def oom(self, e: BaseException) -> None:
         self.status = ProbeStatus.OOM
         self.emit({"event": "oom", "step": self.reports, "message": str(e).splitlines()[0]})

@@ -18,6 +18,7 @@ from autotune.probe.config import ProbeConfig, Report
 from autotune.probe.first_report import GUIDE
 from autotune.probe.oom import is_oom
 from autotune.probe.script import Diverged, ScriptFailure, ScriptSession, set_current
+from autotune.probe.script_values import short_run
 
 
 def run_script(
@@ -30,7 +31,8 @@ def run_script(
     """Run the training script `cfg.script` in this process; return the summary of its reports.
 
     A divergence is a result (`status: diverged`); an out-of-memory is `status: oom`. A script
-    that raises propagates its exception; one that never reports, or reports badly, raises a
+    that raises propagates its exception; one that never reports, reports badly, or ends
+    before its planned steps unasked (`script_values.short_run`), raises a
     `ScriptFailure`/`BadReport` whose `cause` the probe process's entry records. With
     `cfg.first_report_s` (run in the main thread), a script whose first report has not come
     that many seconds after its start is stopped (SIGINT to this thread) with a `no_reports`
@@ -72,6 +74,8 @@ def run_script(
             "the script called autotune.trial() but never trial.report(step, loss=...): "
             + session.first.forgotten(),
         )
+    if session.ended_early():
+        raise short_run(session.reports, cfg.steps)
     return session.finish()
 
 

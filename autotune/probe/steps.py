@@ -189,14 +189,57 @@ def forward_backward(
             with torch.autocast(
                 device_type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None
             ):
-                loss = workload.loss(model, batch) / accum
+                loss = loss_of(workload, model, batch) / accum
             if not loss.requires_grad:
                 check_detached(workload, loss)  # raises NonFiniteLoss or WorkloadError
             scaler.scale(loss).backward()
         loss_sum += loss.detach().float()
-        samples += workload.samples(batch)
-        tokens += workload.tokens(batch)
+        samples += count_of(workload, "samples", batch)
+        tokens += count_of(workload, "tokens", batch)
     return loss_sum, samples, tokens
+
+
+def _named(workload: Any) -> str:
+    return f"workload '{getattr(workload, 'name', workload)}'"
+
+
+def loss_of(workload: Any, model: Any, batch: Any) -> torch.Tensor:
+    """The workload's `loss(model, batch)`, checked to be one number (a 0-d tensor; a
+    one-element one is reshaped): anything else a WorkloadError naming loss() and what it
+    returned, not a torch error further on. No host sync."""
+    import torch
+
+    loss = workload.loss(model, batch)
+    if isinstance(loss, torch.Tensor) and loss.numel() == 1:
+        return loss if loss.dim() == 0 else loss.reshape(())
+    what = (
+        f"a tensor of shape {tuple(loss.shape)}"
+        if isinstance(loss, torch.Tensor)
+        else f"{type(loss).__name__} {str(repr(loss))[:60]}"
+    )
+    raise WorkloadError(
+        f"{_named(workload)}: loss() returned {what}, not a one-element tensor: it must return "
+        "the scalar mean loss of the batch (e.g. torch.nn.functional.cross_entropy(...))"
+    )
+
+
+def count_of(workload: Any, method: str, batch: Any) -> Any:
+    """The workload's `samples(batch)` or `tokens(batch)` (`method`), checked to be a finite
+    count >= 0: a negative or non-finite one (a throughput below zero, a compute count that
+    runs backwards) is a WorkloadError naming the method."""
+    n = getattr(workload, method)(batch)
+    if type(n) is int and n >= 0:  # the usual case, at no cost
+        return n
+    try:
+        value = None if isinstance(n, bool) else float(n)
+    except (TypeError, ValueError, RuntimeError):
+        value = None
+    if value is None or not math.isfinite(value) or value < 0:
+        raise WorkloadError(
+            f"{_named(workload)}: {method}() returned {str(repr(n))[:60]}: it must return how "
+            f"many {method} the batch holds, a finite number >= 0"
+        )
+    return n
 
 
 class NonFiniteLoss(Exception):
@@ -219,9 +262,9 @@ def check_detached(workload: Any, loss: torch.Tensor) -> None:
     if not bool(torch.isfinite(loss).all()):  # a host sync, on this rare path only
         raise NonFiniteLoss(loss.detach().float().sum())
     raise WorkloadError(
-        f"workload '{getattr(workload, 'name', workload)}': loss() returned a tensor that does "
-        "not require grad (detached from the model's parameters, e.g. by .item(), .detach() "
-        "or torch.no_grad()): the probe cannot train on it"
+        f"{_named(workload)}: loss() returned a tensor that does not require grad (detached "
+        "from the model's parameters, e.g. by .item(), .detach() or torch.no_grad()): the "
+        "probe cannot train on it"
     )
 
 

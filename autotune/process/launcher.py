@@ -49,6 +49,8 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from typing import IO, Any, Protocol
 
+from autotune.errors import WorkloadError
+from autotune.probe.config import ProbeConfig
 from autotune.probe.outcome import Outcome
 from autotune.probe.summary import ProbeStatus
 from autotune.process.channel import Channel
@@ -109,6 +111,7 @@ def run_trial_process(
     on_event: Callable[[dict[str, Any]], None] | None = None,
     spare: bool = False,
     extra_env: Mapping[str, str] | None = None,
+    on_log: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Run one probe in a process of its own; return `{outcome, cause, error, log_tail,
     summary, fingerprint, wall_s, node, zygote, spare, start_s}`. Never raises for what the
@@ -119,7 +122,8 @@ def run_trial_process(
     pid of the zygote that forked it (None: a fresh process); `spare`: that zygote was there
     before this trial (its imports were not on this trial's path); `start_s`: seconds from
     asking for the process to the probe's `start` event. `extra_env`: variables of autotune's
-    own for the process (not knobs: never recorded), e.g. the zygote's `AUTOTUNE_PRELOAD`."""
+    own for the process (not knobs: never recorded), e.g. the zygote's `AUTOTUNE_PRELOAD`.
+    `on_log(line)`: each line the probe process prints, as it comes (`autotune probe`)."""
     env = {**probe_env(env_knobs, threads), **(extra_env or {})}
     with tempfile.NamedTemporaryFile(
         "w", suffix=".json", prefix="autotune-probe-", delete=False
@@ -160,7 +164,7 @@ def run_trial_process(
             on_event(msg)
 
     try:
-        out = _watch(proc, channel, timeout_s, event)
+        out = _watch(proc, channel, timeout_s, event, on_log)
     finally:
         with contextlib.suppress(OSError):
             os.unlink(cfg_path)
@@ -171,11 +175,52 @@ def run_trial_process(
     return out
 
 
+class ProbeFailed(WorkloadError):
+    """A probe run apart (`run_apart`) that gave no result: `out`, what `run_trial_process`
+    said of it (its cause and error). One line, as the CLI prints a user error."""
+
+    def __init__(self, out: Mapping[str, Any]) -> None:
+        self.out = dict(out)
+        super().__init__(f"the probe failed ({out.get('cause')}): {out.get('error')}")
+
+    def record(self) -> dict[str, Any]:
+        """The failure as `autotune probe --json` prints it."""
+        return {
+            "status": Outcome.FAILED.value,
+            "cause": self.out.get("cause"),
+            "error": self.out.get("error"),
+        }
+
+
+def run_apart(
+    cfg: ProbeConfig,
+    report: Callable[[dict[str, Any]], None] | None = None,
+    *,
+    timeout_s: float,
+    on_log: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """The probe `cfg` in a process of its own, as a trial runs it (`run_trial_process`: its
+    environment knobs, threads and time limit): its summary, or `ProbeFailed` when it gave
+    none (it raised, reported badly, crashed, called os._exit, ran past `timeout_s`)."""
+    out = run_trial_process(
+        cfg.to_dict(),
+        cfg.env,
+        timeout_s=timeout_s,
+        threads=cfg.threads,
+        on_event=report,
+        on_log=on_log,
+    )
+    if out["summary"] is None or out["outcome"] == Outcome.FAILED:
+        raise ProbeFailed(out)
+    return dict(out["summary"])
+
+
 def _watch(
     proc: ProbeProcess,
     channel: Channel,
     timeout_s: float,
     on_event: Callable[[dict[str, Any]], None] | None,
+    on_log: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     tail: deque[str] = deque(maxlen=LOG_TAIL_LINES)
     events: dict[str, dict[str, Any]] = {}
@@ -184,6 +229,9 @@ def _watch(
         assert proc.stdout is not None
         for line in proc.stdout:
             tail.append(line.rstrip()[:2000])
+            if on_log is not None:
+                with contextlib.suppress(Exception):
+                    on_log(line.rstrip("\n"))
 
     def read_reports() -> None:
         for msg in channel.reports():
@@ -207,6 +255,10 @@ def _watch(
             with contextlib.suppress(ProcessLookupError):
                 os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
+    except BaseException:  # e.g. Ctrl-C in `autotune probe`: the probe goes with it
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        raise
     finally:
         reports.join(timeout=10)  # the probe held the only write end: it ends with it
         reader.join(timeout=10)

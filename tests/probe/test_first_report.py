@@ -25,11 +25,13 @@ from autotune.study import failures
 HEAD = "import autotune, time\ntrial = autotune.trial(steps=99, micro_batch=3)\n"
 
 
-def run(tmp_path: Path, body: str, limit: float | None, **cfg: Any) -> dict[str, Any]:
+def run(
+    tmp_path: Path, body: str, limit: float | None, steps: int = 4, **cfg: Any
+) -> dict[str, Any]:
     script = tmp_path / "train.py"
     script.write_text(textwrap.dedent(body))
     c = ProbeConfig(
-        workload="script:train.py", steps=4, script=str(script), first_report_s=limit, **cfg
+        workload="script:train.py", steps=steps, script=str(script), first_report_s=limit, **cfg
     )
     return run_script(c, lambda _m: None)
 
@@ -105,13 +107,13 @@ def test_a_script_that_ignores_the_interrupt_is_ended_by_its_process(
 
 def test_a_script_that_reports_in_time_runs_on_past_the_limit(tmp_path: Path) -> None:
     body = HEAD + "trial.report(0, loss=1.0)\ntime.sleep(1.5)\ntrial.report(1, loss=1.0)\n"
-    summary = run(tmp_path, body, 0.5)
+    summary = run(tmp_path, body, 0.5, steps=2)
     assert summary["status"] == "ok" and summary["steps_run"] == 2
     assert 0 <= summary["first_report_s"] < 0.5
 
 
 def test_without_a_limit_nothing_watches(tmp_path: Path) -> None:
-    summary = run(tmp_path, HEAD + "time.sleep(0.3)\ntrial.report(0, loss=1.0)\n", None)
+    summary = run(tmp_path, HEAD + "time.sleep(0.3)\ntrial.report(0, loss=1.0)\n", None, steps=1)
     assert summary["status"] == "ok" and summary["first_report_s"] >= 0.3
 
 

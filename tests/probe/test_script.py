@@ -173,10 +173,10 @@ def test_a_script_that_raises_propagates_and_state_is_restored(run: Callable[...
 
 
 def test_exit_status_zero_is_a_normal_end_and_nonzero_fails(run: Callable[..., Any]) -> None:
-    summary, _ = run(HEAD + "trial.report(0, loss=1.0)\nraise SystemExit(0)\n")
+    summary, _ = run(HEAD + "trial.report(0, loss=1.0)\nraise SystemExit(0)\n", steps=1)
     assert summary["status"] == "ok"
     with pytest.raises(ScriptFailure, match="status 2"):
-        run(HEAD + "trial.report(0, loss=1.0)\nraise SystemExit(2)\n")
+        run(HEAD + "trial.report(0, loss=1.0)\nraise SystemExit(2)\n", steps=1)
 
 
 def test_the_script_sees_its_args_and_its_folder(run: Callable[..., Any]) -> None:
@@ -186,7 +186,7 @@ def test_the_script_sees_its_args_and_its_folder(run: Callable[..., Any]) -> Non
         assert os.path.exists("train.py")
         trial.report(0, loss=1.0)
         """)
-    summary, _ = run(body, args=["--width", "7"])
+    summary, _ = run(body, steps=1, args=["--width", "7"])
     assert summary["status"] == "ok"
 
 
@@ -194,7 +194,8 @@ def test_in_a_study_the_knobs_and_steps_are_the_trials(run: Callable[..., Any]) 
     body = HEAD + textwrap.dedent("""
         assert trial.steps == 20 and trial.micro_batch == 16 and trial.in_study
         assert trial.recipe.knobs["clip_norm"] == 0.5 and trial.recipe.lr == 1e-3
-        trial.report(0, loss=1.0)
+        for i in range(trial.steps):
+            trial.report(i, loss=1.0)
         """)
     summary, _ = run(body, knobs={"clip_norm": 0.5})
     assert summary["knobs"]["clip_norm"] == 0.5

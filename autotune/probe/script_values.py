@@ -1,0 +1,100 @@
+"""The values of a training script's `trial.report`, checked (`autotune.probe.script`): a
+number is a finite (or NaN/inf, for the loss) Python or one-element tensor value; a count of
+samples or tokens is a finite number >= 0; a gradient norm is never negative. What cannot be used
+raises `BadReport` with the reason. Nothing is trusted: a trial's numbers are checked before
+they become a throughput or a verdict."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from autotune.probe.script_errors import BadReport
+
+
+def number(v: Any, name: str) -> float:
+    """`v` as a float: a Python int/float or a one-element tensor (BadReport otherwise)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        try:
+            import torch
+
+            if isinstance(v, torch.Tensor) and v.numel() == 1:
+                return float(v)
+        except ImportError:  # pragma: no cover
+            pass
+        raise BadReport(f"trial.report: {name}={v!r} is not a number")
+    return float(v)
+
+
+def count(v: Any, name: str) -> Any:
+    """A per-step count (`samples=`, `tokens=`): None (not reported), else a finite number >= 0,
+    kept as given when it is a Python number (BadReport otherwise)."""
+    if v is None:
+        return None
+    n = number(v, name)
+    if not math.isfinite(n) or n < 0:
+        raise BadReport(
+            f"trial.report: {name}={v!r} is not a count: give the {name} of this optimizer "
+            "step, a finite number >= 0"
+        )
+    return v if isinstance(v, (int, float)) else n
+
+
+def scalar(v: Any, name: str, device: Any) -> Any:
+    """A 0-d float tensor on `device` (NaN for a missing value): float64 for a Python number
+    (a finite 1e308 stays finite; float32 where the device has no float64) and for a float64
+    tensor, float32 for other tensors. A Python number that is negative where it cannot be
+    (`grad_norm`) is refused here; a tensor's is at its chunk's fetch (`negative_grad_norm`)."""
+    import torch
+
+    wide = torch.float32 if getattr(device, "type", "cpu") == "mps" else torch.float64
+    if v is None:
+        return torch.full((), math.nan, device=device)
+    if isinstance(v, torch.Tensor):
+        if v.numel() != 1:
+            raise BadReport(f"trial.report: {name} must be one number, got shape {v.shape}")
+        dtype = wide if v.dtype == torch.float64 else torch.float32
+        return v.detach().reshape(()).to(device, dtype)
+    n = number(v, name)
+    if name == "grad_norm" and n < 0:
+        raise BadReport(f"trial.report: grad_norm={v!r} is negative: a gradient norm is >= 0")
+    return torch.tensor(n, dtype=wide, device=device)
+
+
+def nonfinite_now(v: Any) -> bool:
+    """Whether `v` (a reported loss) is known now, without a device sync, not to be finite: a
+    Python number, or a tensor on the CPU. A loss on an accelerator is judged at its chunk's
+    fetch, as the built-in loop's are."""
+    if isinstance(v, (int, float)):
+        return not math.isfinite(v)
+    try:
+        import torch
+    except ImportError:  # pragma: no cover
+        return False
+    if isinstance(v, torch.Tensor) and v.device.type == "cpu" and v.numel() == 1:
+        return not bool(torch.isfinite(v.detach()).all())
+    return False
+
+
+def negative_grad_norm(grads: Any, first: int, origin: int) -> BadReport | None:
+    """The failure of a fetched chunk (its host `grad_norm`s, the chunk's first report index
+    `first`, the script's first step number `origin`) that holds a negative gradient norm."""
+    import numpy as np
+
+    bad = np.flatnonzero(np.asarray(grads) < 0)
+    if not len(bad):
+        return None
+    i = int(bad[0])
+    return BadReport(
+        f"trial.report(step={origin + first + i}): grad_norm={float(grads[i])!r} is negative: "
+        "a gradient norm is >= 0"
+    )
+
+
+def short_run(reports: int, planned: int) -> BadReport:
+    """The failure of a script that ended after `reports` of its `planned` steps, unasked."""
+    return BadReport(
+        f"the script reported {reports} of {planned} steps and stopped without being asked "
+        "(no divergence, trial.should_stop not set): a probe is judged at its planned length; "
+        "loop over range(trial.steps) and stop only on trial.should_stop"
+    )
