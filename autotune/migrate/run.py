@@ -10,6 +10,7 @@ file, `re-tuned: ...` after the reduced study (`retune`).
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from collections.abc import Callable
@@ -60,11 +61,8 @@ def migrate(
     )
     recipe = Recipe.load(path)
     check_workload(recipe, str(path))
-    client = connect(tracking_uri) if tracking_uri else None  # before any probe: fail fast
-    if space:  # the re-tune's space and engines, before any probe too
-        check_retune(space)
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    client = prepare(out, tracking_uri, space)  # before any probe: fail fast
     threads = int(threads or torch.get_num_threads())
     device = str(recipe.probe.get("device") or "auto")
 
@@ -259,6 +257,36 @@ def check_retune(space: str) -> None:
             f"--space {space}: the re-tune runs a study, and this environment lacks "
             f"{', '.join(missing)}"
         )
+
+
+def prepare(out: Path, tracking_uri: str | None, space: str | None) -> Any:
+    """The report's folder made, the tracking store's client (None without one), the re-tune's
+    space and engines checked (`check_retune`). A refusal removes the folders made for it."""
+    made = make_out(out)
+    try:
+        client = connect(tracking_uri) if tracking_uri else None
+        if space:
+            check_retune(space)
+    except BaseException:
+        for folder in reversed(made):  # nothing written: the folders made for it go again
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
+    return client
+
+
+def make_out(out: Path) -> list[Path]:
+    """`-o`'s folder, made (with those above it) when missing; the folders made. A folder that
+    cannot be made is a UsageError naming it, before anything is made."""
+    from autotune.tracking import folder_problem, make_folder
+
+    problem = folder_problem(out)
+    try:
+        if problem is None:
+            return make_folder(out)
+    except OSError as e:
+        problem = e.strerror or str(e)
+    raise UsageError(f"-o {out}: cannot make the report folder: {problem}")
 
 
 def connect(tracking_uri: str) -> Any:

@@ -9,7 +9,9 @@ refuses all of them with one line, in well under a second, before anything walks
   named);
 - composition counts nodes as they are made, an alias counting as the whole subtree it repeats,
   and stops at `MAX_NODES`; it stops at `MAX_DEPTH` levels of nesting; an alias to a node that
-  is still being composed (recursion) is refused.
+  is still being composed (recursion) is refused;
+- a key repeated in one mapping (a copy-paste slip: YAML keeps the last, silently) is refused,
+  naming its key path and both lines. Keys merged in with `<<` may be overridden, as YAML says.
 
 The composer is PyYAML's own with those checks added, over libyaml's parser when PyYAML has it.
 """
@@ -39,17 +41,26 @@ class LimitError(yaml.YAMLError):
     """The document breaks one of this module's limits."""
 
 
+class DuplicateKeyError(yaml.YAMLError):
+    """A mapping holds the same key twice (the message: `key.path (line N): ...`)."""
+
+
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
 class _BoundedComposer(Composer):
     """PyYAML's composer, counting what it builds (aliases expanded) and how deep it nests."""
 
     check_event: Callable[..., bool]  # the parser's
     peek_event: Callable[[], Any]
+    construct_object: Callable[..., Any]  # the constructor's (a key as the mapping holds it)
 
     def _init_bounds(self) -> None:
         self._made = 0  # nodes composed so far, an alias counting as its anchor's subtree
         self._depth = 0
         self._open: set[str] = set()  # anchors whose node is still being composed
         self._size: dict[str, int] = {}  # anchor -> nodes in its subtree (aliases expanded)
+        self._path: list[str | int] = []  # the key path of the node being composed
 
     def _count(self, n: int) -> None:
         self._made += n
@@ -79,15 +90,56 @@ class _BoundedComposer(Composer):
         before = self._made
         if anchor is not None:
             self._open.add(anchor)
+        step = _step(parent, index)
+        if step is not None:
+            self._path.append(step)
         try:
             node = super().compose_node(parent, index)
         finally:
             self._depth -= 1
+            if step is not None:
+                self._path.pop()
             if anchor is not None:
                 self._open.discard(anchor)
         if anchor is not None:
             self._size[anchor] = self._made - before + 1
         return node
+
+    def compose_mapping_node(self, anchor: Any) -> Any:
+        node = super().compose_mapping_node(anchor)
+        first: dict[Any, int] = {}
+        for key, _ in node.value:
+            if not isinstance(key, yaml.ScalarNode) or key.tag == _MERGE_TAG:
+                continue  # a mapping or list as a key is refused when constructed
+            same = self._key_of(key)
+            line = key.start_mark.line + 1
+            if same in first:
+                where = ".".join(key_text(p) for p in (*self._path, key.value))
+                raise DuplicateKeyError(
+                    f"{where} (line {line}): duplicate key (also at line {first[same]}); a key "
+                    "may appear once in a mapping"
+                )
+            first[same] = line
+        return node
+
+    def _key_of(self, key: yaml.ScalarNode) -> Any:
+        """The key as the mapping will hold it (`true` and `True`, `1` and `1.0` are one key)."""
+        try:
+            value = self.construct_object(key)
+            hash(value)
+        except Exception:  # a scalar Python cannot hold: refused when constructed
+            return (key.tag, key.value)
+        return value
+
+
+def _step(parent: Any, index: Any) -> str | int | None:
+    """The key path's step to a node composed under `parent`: its key (a mapping's value), its
+    position (a list's item); None for a mapping's key or the document's root."""
+    if isinstance(parent, yaml.MappingNode) and isinstance(index, yaml.ScalarNode):
+        return str(index.value)
+    if isinstance(parent, yaml.SequenceNode) and isinstance(index, int):
+        return index
+    return None
 
 
 class _Bounded(_BoundedComposer, SafeConstructor, Resolver):
@@ -154,6 +206,8 @@ def compose(text: str, source: str, error: type[AutotuneError]) -> tuple[Any, ya
         data = loader.construct_document(node) if node is not None else None
     except LimitError as e:
         raise error(one_line(f"{source}: refused: {e}", None)) from None
+    except DuplicateKeyError as e:
+        raise error(one_line(f"{source}: {e}", None)) from None
     except (yaml.YAMLError, ValueError, OverflowError) as e:
         # ValueError/OverflowError: a scalar Python cannot hold (an int of 5000 digits, 2020-13-45)
         raise error(one_line(f"{source}: malformed YAML{_where(e)}: {_problem(e)}", None)) from None

@@ -33,7 +33,13 @@ from autotune.study.rung_async import rung_async
 from autotune.study.rung_phase import pending as rungs_pending
 from autotune.study.rung_phase import rejudge_screen, rung_phase
 from autotune.study.session import check_ray_address, driver_lock, ray_session
-from autotune.study.storage import check_tcp, open_storage, storage_url
+from autotune.study.storage import (
+    check_resumable,
+    check_storage,
+    open_storage,
+    sqlite_file,
+    storage_url,
+)
 from autotune.study.summary import summarize
 from autotune.study.timeline import mark
 from autotune.study.verification import to_verify, verify_phase
@@ -51,16 +57,23 @@ def run(opts: StudyOptions) -> StudyResult:
     space = opts.space
     study_dir = (opts.study_dir or study_dir_for(space.name)).resolve()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    # Every service is checked before anything is written: an unreachable tracking store,
-    # database or Ray cluster stops the study with its address, leaving nothing half-made.
-    # The TCP probes come first; the stores are opened (an SQLite one created) only under the
-    # study lock, so a second driver of the same study stops at the lock.
+    # Every service is checked before anything is written: a study folder that cannot be made,
+    # an unreachable or unknown tracking store, database or Ray cluster, a --resume of no study
+    # stops the study naming it, leaving nothing made. The stores are opened (an SQLite one
+    # created) only under the study lock, so a second driver of the same study stops at the
+    # lock; a failure there before the study is written removes what the run made (`Made`).
     url = storage_url(opts, study_dir)
-    _check_services(opts, url)
     uri = tracking.resolve_uri(opts.tracking_uri)
+    _check_services(opts, url, uri, study_dir)
     mark("services checked")
-    with driver_lock(study_dir), contextlib.closing(RayStart(opts.address, study_dir)) as early:
+    with (
+        driver_lock(study_dir) as made,
+        contextlib.closing(RayStart(opts.address, study_dir)) as early,
+    ):
         exit_on_sigterm()  # Ray starts in a thread of its own while the stores open
+        # A store file this run makes is removed again if the study fails before it is written
+        # (`made.keep`), with the study folder, the lock and Ray's session folder.
+        made.note(tracking.sqlite_path(uri) if uri.startswith("sqlite") else None, "runs")
         client = tracking.connect(uri)
         mark("mlflow store")
         say = (lambda _t: None) if opts.quiet else print
@@ -70,10 +83,12 @@ def run(opts: StudyOptions) -> StudyResult:
         mark("fingerprint")
         for name, why in cond.dropped.items():
             say(f"dropped knob {name}: {why}")
+        made.note(sqlite_file(url), "studies")
         study = open_study(opts, open_storage(url), cond)
         stop_if_baseline_failed(study, study_dir, space.name)
         mark("optuna study")
         logger = _study_run(opts, study, client, cond, url, uri, fp, study_dir)
+        made.keep()  # the study and its MLflow run exist: what follows is kept
         mark("mlflow run")
         reconcile(study, study_dir, logger)
         _write_study_json(study_dir, space.name, url, uri, logger)
@@ -179,10 +194,18 @@ def _auto_clip(
     return False, planned, rerun, finished
 
 
-def _check_services(opts: StudyOptions, url: str) -> None:
-    """The TCP checks of the Optuna database and the Ray cluster, and the workload's name."""
-    if url.startswith(("postgresql", "mysql")):
-        check_tcp(url, what="the Optuna storage", hint="start the database or fix --storage")
+def _check_services(opts: StudyOptions, url: str, uri: str, study_dir: Path) -> None:
+    """What can be checked before anything is made: the study folder can be made; the Optuna
+    storage is a database SQLAlchemy knows that answers, or an SQLite file whose folder is
+    there (with --resume: holds the study); the tracking store answers (or its SQLite folder
+    can be made); the Ray cluster answers; the workload is found."""
+    problem = tracking.folder_problem(study_dir)
+    if problem is not None:
+        raise StudyError(f"cannot make the study folder {study_dir}: {problem}; fix --study-dir")
+    check_storage(url, study_dir)
+    if opts.resume:
+        check_resumable(url, opts.space.name)
+    tracking.check_uri(uri)
     address = opts.address or os.environ.get("RAY_ADDRESS") or None
     if address and address != "auto":
         check_ray_address(address)

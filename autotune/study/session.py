@@ -8,7 +8,9 @@ import contextlib
 import fcntl
 import logging
 import os
+import shutil
 import socket
+import sqlite3
 import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -18,6 +20,7 @@ from autotune import space as sp
 from autotune.errors import ClusterError, StudyError
 from autotune.study.folder import lock_file, ray_dir
 from autotune.study.storage import check_tcp
+from autotune.tracking.connection import make_folder
 
 
 def ray_env() -> None:
@@ -129,15 +132,89 @@ def plan_resources(
     return conc, resources, threads
 
 
+class Made:
+    """What a driver makes before it has written anything of its study (its folder, the lock,
+    Ray's session folder, a new store file): `undo` removes it again when the study fails before
+    `keep` (called once the study and its MLflow run exist)."""
+
+    def __init__(self) -> None:
+        self.kept = False
+        # Made by this run, in order: (path, removed whole, a store's table that must be empty).
+        # The folders above a path are only removed while empty (another study may use them).
+        self._new: list[tuple[Path, bool, str | None]] = []
+        self._entries: dict[Path, set[str]] = {}  # folders that were there: their entries then
+
+    def note(self, path: Path | None, table: str | None = None) -> None:
+        """`path` (a file or folder) is about to be made, with any folder above it that is
+        missing. A folder that is there already: what is made in it. `table`: a store file,
+        removed only while that table of it is empty (another study may have begun to use it)."""
+        if path is None:
+            return
+        path = path.absolute()
+        if _there(path):
+            if path.is_dir() and path not in self._entries:
+                self._entries[path] = set(os.listdir(path))
+            return
+        above = [p for p in path.parents if not _there(p)][::-1]
+        self._new += [(p, False, None) for p in above] + [(path, True, table)]
+
+    def keep(self) -> None:
+        self.kept = True
+
+    def undo(self) -> None:
+        for folder, before in self._entries.items():
+            with contextlib.suppress(OSError):
+                for name in set(os.listdir(folder)) - before:
+                    _remove(folder / name)
+        for path, whole, table in reversed(self._new):
+            if not whole:
+                with contextlib.suppress(OSError):
+                    path.rmdir()
+            elif table is None or _empty_table(path, table):
+                _remove(path)
+                for suffix in ("-journal", "-wal", "-shm") if table else ():
+                    _remove(path.with_name(path.name + suffix))
+
+
+def _there(path: Path) -> bool:
+    return path.exists() or path.is_symlink()
+
+
+def _remove(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
+
+
+def _empty_table(path: Path, table: str) -> bool:
+    """Whether the SQLite file at `path` has `table` with no row (read only)."""
+    try:
+        with contextlib.closing(sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)) as db:
+            return db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0] == 0
+    except (sqlite3.Error, OSError, ValueError):
+        return False
+
+
 @contextlib.contextmanager
-def driver_lock(study_dir: Path) -> Iterator[None]:
+def driver_lock(study_dir: Path) -> Iterator[Made]:
     """One driver per study folder (released by the kernel if the driver dies).
 
     Taken before any store is created, so that a second driver meets this lock, not a race on
-    the stores' schema. Folders made for the lock are removed again if the study fails before
-    writing anything else in them."""
-    made = [d for d in (study_dir, *study_dir.parents) if not d.exists()]
-    study_dir.mkdir(parents=True, exist_ok=True)
+    the stores' schema. Yields the `Made` of this run: the folders made for the lock, the lock
+    and Ray's session folder to begin with; what it notes is removed again if the study fails
+    before `Made.keep`. A folder that cannot be made is a StudyError naming it."""
+    made = Made()
+    made.note(study_dir)
+    made.note(lock_file(study_dir))
+    made.note(ray_dir(study_dir))
+    try:
+        make_folder(study_dir)
+    except OSError as e:
+        raise StudyError(
+            f"cannot make the study folder {study_dir}: {e.strerror or e}; fix --study-dir"
+        ) from None
     path = lock_file(study_dir)
     with open(path, "a+") as f:
         try:
@@ -153,13 +230,10 @@ def driver_lock(study_dir: Path) -> Iterator[None]:
         f.write(f"pid {os.getpid()} on {socket.gethostname()}")
         f.flush()
         try:
-            yield
+            yield made
         except BaseException:
-            if made and [p.name for p in study_dir.iterdir()] == [path.name]:
-                path.unlink()
-                for d in made:
-                    with contextlib.suppress(OSError):
-                        d.rmdir()
+            if not made.kept:
+                made.undo()
             raise
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)

@@ -1,17 +1,22 @@
-"""The Optuna storage: its URL (an SQLite file in the study folder by default), opened with
-engine settings per database, failing fast with the (redacted) address when it cannot be reached.
+"""The Optuna storage: its URL (an SQLite file in the study folder by default), checked before
+anything is made (`check_storage`, `check_resumable`), opened with engine settings per database,
+failing fast with the (redacted) address when it cannot be reached.
 """
 
 from __future__ import annotations
 
+import contextlib
 import socket
+import sqlite3
 from pathlib import Path
 from typing import Any
 
 from autotune.errors import ClusterError, StudyError
 from autotune.study.folder import optuna_db
 from autotune.study.options import StudyOptions
-from autotune.tracking.connection import redact
+from autotune.tracking.connection import folder_problem, one_line, redact
+
+_HINT = "start the database or fix --storage"
 
 
 def storage_url(opts: StudyOptions, study_dir: Path) -> str:
@@ -25,7 +30,7 @@ def open_storage(url: str) -> Any:
     import optuna
 
     if url.startswith(("postgresql", "mysql")):
-        check_tcp(url, what="the Optuna storage", hint="start the database or fix --storage")
+        check_tcp(url, what="the Optuna storage", hint=_HINT)
     try:
         return optuna.storages.RDBStorage(url, engine_kwargs=_engine_kwargs(url))
     except Exception as e:
@@ -33,6 +38,107 @@ def open_storage(url: str) -> Any:
             f"cannot open the Optuna storage {redact(url)}: "
             f"{type(e).__name__}: {str(e).splitlines()[0]}"
         ) from e
+
+
+def check_storage(url: str, study_dir: Path) -> None:
+    """The cheap checks of the storage, before anything is made: a database SQLAlchemy knows
+    (with its driver installed) whose host answers; an SQLite file whose folder exists and is
+    writable (the study folder's own file: whose folder can be made). StudyError naming it."""
+    import sqlalchemy
+
+    def bad(problem: str) -> StudyError:
+        return StudyError(f"cannot open the Optuna storage {redact(url)}: {problem}; fix --storage")
+
+    try:
+        parsed = sqlalchemy.engine.make_url(url)
+        dialect = parsed.get_dialect()
+    except Exception as e:
+        known = "use sqlite:///PATH, postgresql://HOST/DB or mysql://HOST/DB"
+        raise bad(f"not a database URL SQLAlchemy knows ({one_line(e)}); {known}") from None
+    if parsed.get_backend_name() != "sqlite":
+        check_tcp(url, what="the Optuna storage", hint=_HINT)
+        try:
+            dialect.import_dbapi()
+        except ImportError as e:
+            raise bad(f"its database driver is not installed ({e.name or e})") from None
+        return
+    path = sqlite_file(url)
+    if path is None:
+        return
+    own = path.absolute() == optuna_db(study_dir).absolute()
+    if not own and not (path.parent.exists() or path.parent.is_symlink()):
+        raise bad(f"the folder {path.parent} does not exist")
+    problem = folder_problem(path.parent)
+    if problem is None and path.is_dir():
+        problem = f"{path} is a folder"
+    if problem is None and path.is_file():
+        try:  # read only: a file that is not a database is refused before anything is made
+            with contextlib.closing(_read_only(path)) as db:
+                db.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+        except sqlite3.Error as e:
+            problem = f"{path}: {e}"
+    if problem is not None:
+        raise bad(problem)
+
+
+def check_resumable(url: str, name: str) -> None:
+    """For --resume: the storage holds the study `name`. Read only: nothing is made (a missing
+    SQLite file is no study). StudyError naming the storage when it does not."""
+    if name not in _study_names(url):
+        raise StudyError(f"--resume: no study '{name}' in {redact(url)}; drop --resume to start it")
+
+
+def _study_names(url: str) -> list[str]:
+    """The studies in the storage at `url`, read without making or changing anything."""
+    query = "SELECT study_name FROM studies"
+    path = sqlite_file(url)
+    try:
+        if path is not None:
+            if not path.is_file():
+                return []
+            with contextlib.closing(_read_only(path)) as db:
+                if not db.execute("SELECT 1 FROM sqlite_master WHERE name = 'studies'").fetchall():
+                    return []
+                return [row[0] for row in db.execute(query)]
+        return _rdb_study_names(url, query)
+    except (sqlite3.Error, OSError) as e:
+        raise StudyError(f"cannot read the Optuna storage {redact(url)}: {e}") from None
+
+
+def _read_only(path: Path) -> sqlite3.Connection:
+    return sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)
+
+
+def _rdb_study_names(url: str, query: str) -> list[str]:
+    import sqlalchemy
+    from sqlalchemy.pool import NullPool
+
+    try:
+        engine = sqlalchemy.create_engine(url, poolclass=NullPool, **_engine_kwargs(url))
+        try:
+            with engine.connect() as conn:
+                if not sqlalchemy.inspect(conn).has_table("studies"):
+                    return []
+                return [row[0] for row in conn.execute(sqlalchemy.text(query))]
+        finally:
+            engine.dispose()
+    except Exception as e:
+        raise StudyError(
+            f"cannot read the Optuna storage {redact(url)}: {type(e).__name__}: "
+            f"{str(e).splitlines()[0] if str(e) else ''}"
+        ) from None
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The file of an SQLite URL; None for another database, in memory or for a `file:` URI."""
+    import sqlalchemy
+
+    if not url.startswith("sqlite"):
+        return None
+    database = sqlalchemy.engine.make_url(url).database
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return None
+    return Path(database)
 
 
 def _engine_kwargs(url: str) -> dict[str, Any]:

@@ -10,7 +10,16 @@ verification runs), `summary` (the study's summary artifacts), `values` (MLflow'
 `plots`, `ui` (`autotune ui`).
 """
 
-from autotune.tracking.connection import DEFAULT_URI, connect, redact, resolve_uri
+from autotune.tracking.connection import (
+    DEFAULT_URI,
+    check_uri,
+    connect,
+    folder_problem,
+    make_folder,
+    redact,
+    resolve_uri,
+    sqlite_path,
+)
 from autotune.tracking.experiment import EXPERIMENT_KIND, TAG_EXPERIMENT_KIND, ensure_experiment
 from autotune.tracking.runs import (
     ROLE_VERIFICATION,
@@ -45,18 +54,22 @@ __all__ = [
     "TAG_STUDY",
     "TAG_TRIAL_NUMBER",
     "TAG_VERIFIED_TRIAL",
+    "check_uri",
     "connect",
     "ensure_experiment",
     "ensure_study_run",
     "find_study_run",
     "fingerprint_tags",
+    "folder_problem",
     "log_study_summary",
     "log_trial",
     "log_verification",
     "logged_trials",
+    "make_folder",
     "redact",
     "resolve_uri",
     "set_study_status",
+    "sqlite_path",
     "trial_params",
     "trial_run_ids",
 ]

@@ -242,6 +242,72 @@ def _check_sqlite(uri: str) -> None:
             )
 
 
+def folder_problem(folder: Path) -> str | None:
+    """Why files cannot be made in `folder` (made first, as `mkdir -p`, when missing), found
+    without making anything: a part of its path that is a file, or the nearest folder that
+    exists is not writable. None when nothing is in the way."""
+    path = folder.expanduser().absolute()
+    for part in (path, *path.parents):
+        try:
+            if not part.exists():
+                if part.is_symlink():
+                    return f"{part} is a broken link"
+                continue
+        except OSError as exc:
+            return f"{part}: {exc.strerror or exc}"
+        if not part.is_dir():
+            return f"{part} is not a folder"
+        if not os.access(part, os.W_OK | os.X_OK):
+            return f"{part} is not writable"
+        return None
+    return None
+
+
+def make_folder(folder: Path) -> list[Path]:
+    """`mkdir -p folder`; the folders it made, outermost first. On an OSError the folders made
+    are removed again and the error is raised."""
+    path = folder.expanduser().absolute()
+    made = [p for p in (path, *path.parents) if not p.exists()][::-1]
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        for p in reversed(made):
+            with contextlib.suppress(OSError):
+                p.rmdir()
+        raise
+    return made
+
+
+def check_uri(uri: str) -> None:
+    """The cheap checks of a tracking store (resolved), before anything is made: an HTTP server
+    or a database host that answers on its port, an SQLite store whose folder can be made and
+    written. TrackingError naming the URI when one fails; `connect` does the full check."""
+    scheme = uri_scheme(uri)
+    if scheme in ("http", "https"):
+        _check_http(uri)
+    elif scheme in _DB_SCHEMES:
+        parts = urlsplit(uri)
+        try:
+            port = parts.port or _DB_SCHEMES[scheme]
+        except ValueError as exc:
+            raise TrackingError(f"invalid tracking URI {redact(uri)}: {exc}") from exc
+        _check_tcp(uri, parts.hostname, port)
+    elif scheme == "sqlite":
+        path = sqlite_path(uri)
+        if path is None:
+            return
+        problem = folder_problem(path.parent)
+        if problem is None and path.is_dir():
+            problem = f"{path} is a folder"
+        if problem is None and path.exists() and not os.access(path, os.W_OK):
+            problem = f"{path} is not writable"
+        if problem is not None:
+            raise TrackingError(
+                f"cannot open the MLflow tracking store at {uri}: {problem}. Pass --tracking-uri "
+                "/ set MLFLOW_TRACKING_URI to a writable location."
+            )
+
+
 def connect(uri: str) -> MlflowClient:
     """A client for `uri` (already resolved), after checking that the store answers.
 

@@ -5,6 +5,7 @@ classes, the op comparison, the knob classes and re-tune plan, the curve check, 
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -384,3 +385,60 @@ knobs:
     ]
     reduced = sp.loads(text, source="src", overrides=got)
     assert reduced.searched()["accum_steps"].choices == (2, 4)
+
+
+def _tiny_recipe() -> Any:
+    from autotune import Recipe
+    from autotune import space as sp
+
+    knobs = {k: v.default for k, v in sp.KNOBS.items()}
+    knobs.update(lr=0.01, batch=16, clip_norm=1.0)
+    return Recipe(
+        name="r",
+        workload={"name": "mlp", "size": "tiny"},
+        precision="fp32",
+        micro_batch=16,
+        knobs=knobs,
+    )
+
+
+@pytest.mark.parametrize(
+    ("out", "named"),
+    [("afile/x", "afile is not a folder"), ("/proc/autotune-nope", "/proc/autotune-nope")],
+    ids=["under-a-file", "unmakeable"],
+)
+def test_a_report_folder_that_cannot_be_made_is_one_line_and_status_2(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, out: str, named: str
+) -> None:
+    """`migrate -o` a folder that cannot be made: refused before any probe or store, one line
+    naming the folder, status 2, nothing made (the tracking store neither)."""
+    from typer.testing import CliRunner
+
+    from autotune.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    _tiny_recipe().save(tmp_path / "r.yaml")
+    (tmp_path / "afile").write_text("a file, not a folder")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    args = ["migrate", "r.yaml", "-o", out, "--no-audit", "--tracking-uri", "sqlite:///m.db"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output and result.stdout == "", result.output
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("autotune: error: -o "), lines
+    assert named in lines[0], lines
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    assert not Path("/proc/autotune-nope").exists()
+
+
+def test_a_report_folder_made_for_a_refused_migration_is_removed(tmp_path: Any) -> None:
+    """`-o new/folder` with a tracking store that does not answer: the folders made for the
+    report go again (nothing was written in them)."""
+    from autotune.errors import TrackingError
+    from autotune.migrate import migrate
+
+    recipe = _tiny_recipe().save(tmp_path / "r.yaml")
+    out = tmp_path / "a" / "b"
+    with pytest.raises(TrackingError, match=r"127\.0\.0\.1:1"):
+        migrate(recipe, out_dir=out, audit=False, tracking_uri="http://127.0.0.1:1")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.yaml"]

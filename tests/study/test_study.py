@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -541,6 +542,90 @@ def test_unreachable_service_fails_fast(
     assert not (tmp_path / "autotune-studies").exists(), "a study folder was created"
     if option != "--tracking-uri":
         assert not (tmp_path / "mlflow.db").exists(), "a tracking store was created"
+
+
+def tree(folder: Path) -> list[str]:
+    """Every path under `folder`, relative, sorted: what a refused command must leave as it was."""
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["--study-dir", "afile/x"], "afile is not a folder"),
+        (["--study-dir", "/proc/autotune-nope"], "/proc/autotune-nope"),
+        (["--storage", "sqlite:////nonexistent/dir/x.db"], "folder /nonexistent/dir does not"),
+        (["--storage", "bogus://x"], "bogus://x: not a database URL"),
+        (["--storage", "sqlite:///afile"], "afile: file is not a database"),
+        (["--tracking-uri", "http://127.0.0.1:1"], "http://127.0.0.1:1"),
+        (["--tracking-uri", "sqlite:///afile/m.db"], "afile is not a folder"),
+        (["--resume"], "--resume: no study 'r'"),
+    ],
+    ids=[
+        "dir-under-file",
+        "dir-unmakeable",
+        "sqlite-no-folder",
+        "bogus",
+        "sqlite-junk",
+        "tracking-http",
+        "tracking-under-file",
+        "resume-missing",
+    ],
+)
+def test_a_bad_folder_store_or_resume_is_refused_before_anything_is_made(
+    short_dir: Path, args: list[str], named: str
+) -> None:
+    """Refused before the lock and Ray: in seconds, one line, nothing made (not the study
+    folder, not ./mlflow.db, not Ray's session folder, which a short folder holds)."""
+    h.write(short_dir, h.mlp_space("r", trials=2))
+    (short_dir / "afile").write_text("not a folder, not a database")
+    before = tree(short_dir)
+    t0 = time.monotonic()
+    result = h.autotune(["study", "--space", "space.yaml", *args], short_dir, timeout=90)
+    elapsed = time.monotonic() - t0
+    assert result.returncode == 2, h.explain(result)
+    assert "Traceback" not in result.stderr, h.explain(result)
+    lines = [line for line in result.stderr.splitlines() if line.startswith("autotune: error:")]
+    assert len(lines) == 1 and named in lines[0], h.explain(result)
+    assert elapsed < 15, f"took {elapsed:.1f} s to give up (after starting Ray?)"
+    assert tree(short_dir) == before, h.explain(result)
+    assert not Path("/proc/autotune-nope").exists()
+
+
+@pytest.fixture
+def short_dir() -> Iterator[Path]:
+    """A folder with a path short enough that a study's Ray session folder goes inside its
+    study folder (`session.init_ray`: ./autotune-studies/r/ray within 40 bytes)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="at", dir="/tmp") as short:
+        yield Path(short)
+
+
+def test_a_study_refused_under_the_lock_leaves_nothing_behind(
+    tmp_path: Path, short_dir: Path
+) -> None:
+    """A study refused after the lock (here: one of that name with another space is in its
+    storage) removes what the run made: the lock, Ray's session folder, a new ./mlflow.db."""
+    import optuna
+
+    h.write(tmp_path, h.mlp_space("other-space", trials=2))
+    study_dir = short_dir / "s"
+    study_dir.mkdir()
+    storage = f"sqlite:///{study_dir / 'optuna.db'}"
+    optuna.create_study(study_name="other-space", storage=storage).set_user_attr(
+        "autotune.space", "another space"
+    )
+    before, here = tree(short_dir), tree(tmp_path)
+    token = h.new_token()
+    args = ["study", "--space", "space.yaml", "--study-dir", str(study_dir)]
+    result = h.autotune(args, tmp_path, token=token, timeout=300)
+    assert result.returncode == 2, h.explain(result)
+    lines = [ln for ln in result.stderr.splitlines() if ln.startswith("autotune: error:")]
+    assert len(lines) == 1 and "with a different space" in lines[0], h.explain(result)
+    assert not h.wait_gone(token, timeout=30)
+    assert tree(short_dir) == before, h.explain(result)
+    assert tree(tmp_path) == here, h.explain(result)
 
 
 def test_refused_environment_knob(tmp_path: Path) -> None:
