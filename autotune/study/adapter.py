@@ -29,6 +29,7 @@ from autotune.study.records import (
     count_finished,
     observed_metrics,
     read_outcome,
+    screen_feasible,
     screen_reference,
     tell,
     write_outcome,
@@ -246,11 +247,16 @@ def run_trials(
 ) -> bool:
     """Run `planned` trials through Ray Tune. Returns True when interrupted."""
     space = opts.space
+    import optuna
     from ray import tune
 
     conc, resources, threads = plan_resources(space, ray.cluster_resources())
     conc = min(conc, planned)
     progress = Progress(space, space.budget.trials, finished, conc, opts.quiet)
+    feasible = screen_feasible(study)  # a resumed study's best so far counts its earlier trials
+    for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
+        if feasible(t):
+            progress.consider(ua.metrics(t))
     progress.say(
         f"  {conc} trial(s) at a time, each with {resources}"
         + (f", {threads} CPU thread(s)" if threads else "")

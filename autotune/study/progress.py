@@ -78,6 +78,18 @@ class Progress:
     def interrupted(self, number: int) -> None:
         self.running.pop(number, None)
 
+    def consider(self, metrics: Mapping[str, Any]) -> None:
+        """A feasible trial's metrics: the best so far per objective. Also called with the
+        trials a resumed study finished before (the driver that ran them stopped)."""
+        for obj in self.space.objectives:
+            v = metrics.get(obj.metric)
+            if v is None:
+                continue
+            cur = self.best.get(obj.metric)
+            better = cur is None or (v < cur if obj.direction == "minimize" else v > cur)
+            if better:
+                self.best[obj.metric] = float(v)
+
     def finished(self, o: Mapping[str, Any]) -> None:
         # Measured here, from hand-over to record, like the running trials' elapsed time: it
         # includes the scheduling and process start that the probe's own wall_s leaves out.
@@ -89,14 +101,7 @@ class Progress:
             self.durations.append(float(o["wall_s"]))
         metrics = (o.get("summary") or {}).get("metrics") or {}
         if o.get("feasible"):
-            for obj in self.space.objectives:
-                v = metrics.get(obj.metric)
-                if v is None:
-                    continue
-                cur = self.best.get(obj.metric)
-                better = cur is None or (v < cur if obj.direction == "minimize" else v > cur)
-                if better:
-                    self.best[obj.metric] = float(v)
+            self.consider(metrics)
         label = "baseline" if o.get("baseline") else "trial"
         what = o["outcome"] + (f" ({o['cause']})" if o.get("cause") else "")
         if o["outcome"] == Outcome.FAILED and o.get("error"):

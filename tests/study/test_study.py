@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -19,6 +20,8 @@ from typing import Any
 
 import pytest
 from assets import studies as h
+
+from autotune.study.records import screen_feasible
 
 pytestmark = [
     pytest.mark.integration,
@@ -439,14 +442,26 @@ def test_a_resumed_study_continues_its_search(tmp_path: Path) -> None:
     assert not h.wait_gone(token1, timeout=30)
 
     token2 = h.new_token()
-    run2 = h.autotune(cmd[3:], tmp_path, token=token2, timeout=400)
+    loud = [a for a in cmd[3:] if a != "--quiet"]  # the progress lines are looked at below
+    run2 = h.autotune(loud, tmp_path, token=token2, timeout=400)
     assert run2.returncode == 0, h.explain(run2)
     assert f"study {name}: {n}/{n} trials" in run2.stdout, h.explain(run2)
     assert not h.wait_gone(token2, timeout=30)
-    trials = load_optuna(study_dir, name).get_trials(deepcopy=False)
+    study = load_optuna(study_dir, name)
+    trials = study.get_trials(deepcopy=False)
     assert [t.number for t in trials] == list(range(n))
     configs = [tuple(sorted(t.params.items())) for t in trials[1:]]
     assert len(set(configs)) == n - 1, f"a configuration ran twice: {configs}"
+    # The progress line's best so far counts the trials the killed driver finished too: after
+    # the resumed run's first trial it is the best loss_cv of every trial finished by then.
+    lines = run2.stdout.splitlines()
+    first = next(i for i, line in enumerate(lines) if re.match(r"\s+trial\s+\d+\s", line))
+    done = int(lines[first].split()[1])
+    best = re.search(r"best loss_cv (\S+)", lines[first + 1])
+    assert best is not None, h.explain(run2)
+    judged = screen_feasible(study)
+    feasible = [t.values[0] for t in trials[: done + 1] if t.values is not None and judged(t)]
+    assert float(best.group(1)) == pytest.approx(min(feasible), rel=1e-3), lines[first : first + 2]
 
 
 def test_two_drivers_starting_a_new_study_meet_the_lock(tmp_path: Path) -> None:
