@@ -10,11 +10,7 @@ import typer
 
 from autotune.cli.app import app, runs_probes, user_errors
 from autotune.errors import AutotuneError, UsageError
-from autotune.space.limits import MAX_STEPS
-
-#: The fewest steps a probe runs: the space loader's minimum of probe.steps (and of
-#: budget.target_steps), which `verify --steps` keeps to as well.
-MIN_STEPS = 10
+from autotune.space.limits import MAX_STEPS, MIN_STEPS
 
 PickOpt = Annotated[
     str,

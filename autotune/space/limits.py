@@ -8,5 +8,7 @@ from __future__ import annotations
 MAX_BATCH = 1_048_576
 #: The most CPU threads one probe may ask for: more cores than the largest machines have.
 MAX_THREADS = 4096
+#: The fewest steps a probe runs (probe.steps, budget.target_steps, `autotune verify --steps`).
+MIN_STEPS = 10
 #: The most steps anything counts (probe.steps, budget.target_steps, telemetry_every).
 MAX_STEPS = 10_000_000

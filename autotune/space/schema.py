@@ -27,7 +27,7 @@ from pydantic import (
 from autotune.errors import did_you_mean
 from autotune.knobs import KNOBS, Scalar
 from autotune.space.divergence import DivergenceSettings
-from autotune.space.limits import MAX_BATCH, MAX_STEPS, MAX_THREADS
+from autotune.space.limits import MAX_BATCH, MAX_STEPS, MAX_THREADS, MIN_STEPS
 from autotune.space.metric_names import METRICS, POSITIVE_METRICS
 from autotune.space.rung_settings import RungSettings
 from autotune.space.section import Section
@@ -181,7 +181,7 @@ class WorkloadRef(Section):
 
 
 class ProbeSettings(Section):
-    steps: int = Field(200, ge=10, le=10_000_000)
+    steps: int = Field(200, ge=MIN_STEPS, le=MAX_STEPS)
     micro_batch: int = Field(16, ge=1, le=MAX_BATCH)
     batch: int | None = Field(
         None, ge=1, le=MAX_BATCH, description="samples per step; micro-batch = batch / accum"
@@ -297,7 +297,7 @@ class Budget(Section):
         "baseline's time, at least 60 s); null: no limit",
     )
     target_steps: int | None = Field(
-        None, ge=10, le=10_000_000, description="the length you train; null: probe.steps"
+        None, ge=MIN_STEPS, le=MAX_STEPS, description="the length you train; null: probe.steps"
     )
     cpus_per_trial: float | None = Field(None, gt=0, description="null: auto")
     gpus_per_trial: float = Field(1.0, ge=0)

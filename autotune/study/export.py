@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import math
 from collections.abc import Mapping
 from pathlib import Path
@@ -13,12 +12,12 @@ from autotune import space as sp
 from autotune.errors import RecipeError
 from autotune.recipe import Recipe, exporters, now_iso
 from autotune.study import attrs as ua
-from autotune.study import pick, verdict
+from autotune.study import folder, pick, verdict
 from autotune.study.compute import study_compute
 from autotune.study.fidelity import rank_fidelity
 from autotune.study.find import find_study
 from autotune.study.objectives import trial_setup
-from autotune.study.records import read_outcome
+from autotune.study.records import count_finished, read_outcome
 from autotune.study.rung_phase import read_rung_record
 from autotune.tracking import redact
 
@@ -228,10 +227,7 @@ def _oom_retried(outcome: dict[str, Any], space: Any) -> dict[str, Any] | None:
 def _unfinished(study: Any, space: Any) -> dict[str, Any]:
     """`unfinished` (trials finished, trials planned) when the study stopped before running
     every trial it planned (interrupted): its pick is among those that ran."""
-    import optuna
-
-    done = optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL
-    finished = len(study.get_trials(deepcopy=False, states=done))
+    finished = count_finished(study)
     planned = int(space.budget.trials)
     if finished >= planned:
         return {}
@@ -368,14 +364,8 @@ def write(recipe: Recipe, fmt: str, out: str | None) -> str:
     if out is not None and out != "-":
         check_output(out)
         path = Path(out)
-        tmp = path.with_name(f".{path.name}.tmp")
         try:
-            tmp.write_text(text)
-            tmp.replace(path)
-        except BaseException as e:
-            with contextlib.suppress(OSError):
-                tmp.unlink(missing_ok=True)
-            if isinstance(e, OSError):
-                raise RecipeError(f"-o {out}: cannot write it: {e.strerror or e}") from e
-            raise
+            folder.write_text(path, text, path.with_name(f".{path.name}.tmp"))
+        except OSError as e:
+            raise RecipeError(f"-o {out}: cannot write it: {e.strerror or e}") from e
     return text

@@ -81,12 +81,18 @@ def write_json(path: Path, data: Any, indent: int | None = None) -> None:
     """`data` as JSON at `path`, atomically (anything JSON cannot hold is written as its str);
     the folder is made when missing."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.tmp")
+    text = json.dumps(data, default=str, indent=indent)
+    write_text(path, text, path.with_name(f"{path.name}.tmp"))
+
+
+def write_text(path: Path, text: str, tmp: Path) -> None:
+    """`text` to `path` through the temporary file `tmp` and a rename: the file whole or not
+    at all, and no temporary left behind when it cannot be written (the error is raised)."""
     try:
-        tmp.write_text(json.dumps(data, default=str, indent=indent))
+        tmp.write_text(text)
         os.replace(tmp, path)
     except BaseException:
-        with contextlib.suppress(OSError):  # no half-written temporary left beside the record
+        with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)
         raise
 

@@ -22,7 +22,7 @@ from autotune.study import folder
 from autotune.study import pick as pk
 from autotune.study.options import STUDIES_DIR
 from autotune.study.records import count_finished
-from autotune.study.storage import open_storage
+from autotune.study.storage import open_storage, read_only, sqlite_file
 from autotune.study.verdict import decide
 from autotune.tracking import redact
 
@@ -79,17 +79,13 @@ def names_in(storage: str) -> list[str]:
 def open_existing(url: str) -> Any:
     """The storage at `url`, to read: an SQLite file that is not there, is empty or holds no
     Optuna storage is an error naming it, never a new (or newly filled) database."""
-    from sqlalchemy.engine import make_url
-
-    if url.startswith("sqlite"):
-        try:
-            database = make_url(url).database
-        except Exception as e:
-            raise AutotuneError(f"{url}: not a database URL: {e}") from e
-        if database and database != ":memory:" and not database.startswith("file:"):
-            problem = sqlite_problem(Path(database))
-            if problem:
-                raise StudyError(f"{url}: {problem}")
+    try:
+        path = sqlite_file(url)
+    except Exception as e:
+        raise AutotuneError(f"{url}: not a database URL: {e}") from e
+    problem = sqlite_problem(path) if path is not None else None
+    if problem:
+        raise StudyError(f"{url}: {problem}")
     return open_storage(url)
 
 
@@ -103,11 +99,8 @@ def sqlite_problem(path: Path) -> str | None:
     if path.stat().st_size == 0:
         return "the database file is empty (no Optuna storage in it)"
     try:
-        con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-        try:
+        with contextlib.closing(read_only(path)) as con:
             rows = con.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
-        finally:
-            con.close()
     except sqlite3.Error as e:
         return f"not an SQLite database ({e})"
     if not {"studies", "version_info"} <= {r[0] for r in rows}:

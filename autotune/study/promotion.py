@@ -185,11 +185,15 @@ class Ladder:
             chosen = r.todo if r.ended else self._early_of(k)
             for n in chosen:
                 if n not in r.promoted:
-                    r.promoted.add(n)
-                    self.rungs[k + 1].entrants.append(n)
-                    self.running.add((n, k + 1))
-                    return n, k + 1
+                    return self._promote(n, k)
         return None
+
+    def _promote(self, n: int, k: int) -> tuple[int, int]:
+        """Trial `n` goes on from rung `k` to rung `k + 1` (handed out now)."""
+        self.rungs[k].promoted.add(n)
+        self.rungs[k + 1].entrants.append(n)
+        self.running.add((n, k + 1))
+        return n, k + 1
 
     def fill(self) -> tuple[int, int] | None:
         """A promotion beyond the quota for a worker that would otherwise idle
@@ -220,11 +224,7 @@ class Ladder:
                 and x.number not in r.promoted
             ]
             if waiting:
-                n = ranked(waiting, self.objectives)[0]
-                r.promoted.add(n)
-                above.entrants.append(n)
-                self.running.add((n, k + 1))
-                return n, k + 1
+                return self._promote(ranked(waiting, self.objectives)[0], k)
         return None
 
     def is_open(self, j: int) -> bool:

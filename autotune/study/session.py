@@ -19,7 +19,7 @@ from typing import Any
 from autotune import space as sp
 from autotune.errors import ClusterError, StudyError
 from autotune.study.folder import lock_file, ray_dir
-from autotune.study.storage import check_tcp
+from autotune.study.storage import check_tcp, read_only
 from autotune.tracking.connection import make_folder
 
 
@@ -191,7 +191,7 @@ def _remove(path: Path) -> None:
 def _empty_table(path: Path, table: str) -> bool:
     """Whether the SQLite file at `path` has `table` with no row (read only)."""
     try:
-        with contextlib.closing(sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)) as db:
+        with contextlib.closing(read_only(path)) as db:
             return db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0] == 0
     except (sqlite3.Error, OSError, ValueError):
         return False

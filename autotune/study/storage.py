@@ -14,7 +14,7 @@ from typing import Any
 from autotune.errors import ClusterError, StudyError
 from autotune.study.folder import optuna_db
 from autotune.study.options import StudyOptions
-from autotune.tracking.connection import folder_problem, one_line, redact
+from autotune.tracking.connection import file_problem, one_line, redact
 
 _HINT = "start the database or fix --storage"
 
@@ -68,12 +68,10 @@ def check_storage(url: str, study_dir: Path) -> None:
     own = path.absolute() == optuna_db(study_dir).absolute()
     if not own and not (path.parent.exists() or path.parent.is_symlink()):
         raise bad(f"the folder {path.parent} does not exist")
-    problem = folder_problem(path.parent)
-    if problem is None and path.is_dir():
-        problem = f"{path} is a folder"
+    problem = file_problem(path)
     if problem is None and path.is_file():
         try:  # read only: a file that is not a database is refused before anything is made
-            with contextlib.closing(_read_only(path)) as db:
+            with contextlib.closing(read_only(path)) as db:
                 db.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
         except sqlite3.Error as e:
             problem = f"{path}: {e}"
@@ -96,7 +94,7 @@ def _study_names(url: str) -> list[str]:
         if path is not None:
             if not path.is_file():
                 return []
-            with contextlib.closing(_read_only(path)) as db:
+            with contextlib.closing(read_only(path)) as db:
                 if not db.execute("SELECT 1 FROM sqlite_master WHERE name = 'studies'").fetchall():
                     return []
                 return [row[0] for row in db.execute(query)]
@@ -105,7 +103,8 @@ def _study_names(url: str) -> list[str]:
         raise StudyError(f"cannot read the Optuna storage {redact(url)}: {e}") from None
 
 
-def _read_only(path: Path) -> sqlite3.Connection:
+def read_only(path: Path) -> sqlite3.Connection:
+    """A connection to the SQLite file `path` that can neither create nor change it."""
     return sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)
 
 
@@ -123,10 +122,7 @@ def _rdb_study_names(url: str, query: str) -> list[str]:
         finally:
             engine.dispose()
     except Exception as e:
-        raise StudyError(
-            f"cannot read the Optuna storage {redact(url)}: {type(e).__name__}: "
-            f"{str(e).splitlines()[0] if str(e) else ''}"
-        ) from None
+        raise StudyError(f"cannot read the Optuna storage {redact(url)}: {one_line(e)}") from None
 
 
 def sqlite_file(url: str) -> Path | None:

@@ -263,6 +263,15 @@ def folder_problem(folder: Path) -> str | None:
     return None
 
 
+def file_problem(path: Path) -> str | None:
+    """Why the file `path` cannot be made or written in place (`folder_problem` of its folder,
+    or a folder where the file should be); None when nothing is in the way."""
+    problem = folder_problem(path.parent)
+    if problem is None and path.is_dir():
+        problem = f"{path} is a folder"
+    return problem
+
+
 def make_folder(folder: Path) -> list[Path]:
     """`mkdir -p folder`; the folders it made, outermost first. On an OSError the folders made
     are removed again and the error is raised."""
@@ -296,9 +305,7 @@ def check_uri(uri: str) -> None:
         path = sqlite_path(uri)
         if path is None:
             return
-        problem = folder_problem(path.parent)
-        if problem is None and path.is_dir():
-            problem = f"{path} is a folder"
+        problem = file_problem(path)
         if problem is None and path.exists() and not os.access(path, os.W_OK):
             problem = f"{path} is not writable"
         if problem is not None:
