@@ -179,6 +179,7 @@ def ui(
 ) -> None:
     """Start the MLflow UI on the study's tracking store and print its URL."""
     from autotune import tracking
+    from autotune.cli.repro import existing_store
     from autotune.errors import UsageError
     from autotune.tracking.ui import check_host, serve
 
@@ -193,6 +194,7 @@ def ui(
         _, _, _, meta = st.find_study(study_ref)
         uri = uri or meta.get("tracking_uri")
         experiment_id = meta.get("experiment_id")
+    existing_store(uri, "no study has logged to it yet: run `autotune study` first")
     serve(
         tracking.resolve_uri(uri),
         host=bind_host,

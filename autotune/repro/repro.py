@@ -131,6 +131,9 @@ def run_repro(
     seed_list = seed_list if seeds is not None else [base] * runs
     configs = [sp.probe_config(space, seed=s) for s in seed_list]
     timeout = float(space.budget.trial_timeout_s)
+    # A user's training script never runs in this process: whatever it does (os._exit, a
+    # signal, a hang) ends its own process, not the command that judges it.
+    fresh_process = fresh_process or any(cfg.script is not None for cfg in configs)
     results = [_run_fresh(cfg, timeout) if fresh_process else _run_here(cfg) for cfg in configs]
     series = {
         name: compare_run_series([r["series"].get(name, []) for r in results]) for name in SERIES

@@ -173,6 +173,14 @@ def test_comparing_runs_creates_no_tracking_store(
 # --------------------------------------------------------------------------------------------
 
 
+def test_ui_on_no_store_creates_none(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    one_line_error(invoke("ui"), f"{tmp_path / 'mlflow.db'}", "no such file", "autotune study")
+    one_line_error(invoke("ui", "--tracking-uri", str(tmp_path / "mlruns")), "no such folder")
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("port", ["99999", "0", "-1", "65536"])
 def test_ui_port_out_of_range_names_the_option(
     port: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

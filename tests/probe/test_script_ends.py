@@ -142,3 +142,31 @@ def test_probe_runs_a_script_apart_and_reports_its_failure(tmp_path: Path) -> No
     error = [line for line in result.stderr.splitlines() if line.startswith("autotune: error:")]
     assert len(error) == 1 and said in error[0]
     assert "step 2" in result.stderr  # the script's log, on stderr
+
+
+@pytest.mark.integration
+def test_repro_runs_a_script_apart(tmp_path: Path) -> None:
+    # `repro` runs a workload in its own process by default; a script never: one that ends
+    # its process is a failure of its run, not the command's silent exit 0
+    body = """
+        import random
+        for step in range(trial.steps):
+            if step == 3 and LEAVE:
+                os._exit(0)
+            trial.report(step, loss=1.0 / (step + 1) + random.random() * 1e-3, grad_norm=1.0)
+        """
+    space = tmp_path / "space.yaml"
+    space.write_text(SPACE)
+    for leave in (False, True):
+        script = HEAD + f"LEAVE = {leave}\n" + textwrap.dedent(body)
+        (tmp_path / "train.py").write_text(script)
+        result = CliRunner().invoke(app, ["repro", str(space)])
+        if not leave:
+            assert result.exit_code == 0, result.output
+            assert "2 runs in fresh processes" in result.stdout
+            assert "REPRODUCIBLE: bitwise identical" in result.stdout
+            continue
+        assert result.exit_code == 2, result.output
+        (line,) = result.stderr.strip().splitlines()
+        assert line.startswith("autotune: error: ")
+        assert "exited with status 0 without a summary" in line

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from assets import studies as h
+from mlflow.tracking import MlflowClient
 from typer.testing import CliRunner
 
 from autotune.cli import app
@@ -72,6 +73,7 @@ def test_exposed_ui_answers_on_loopback(tmp_path: Path) -> None:
     script = Path(sys.executable).with_name("autotune")
     cmd = [str(script)] if script.is_file() else [sys.executable, "-m", "autotune"]
     store = f"sqlite:///{tmp_path}/m.db"
+    MlflowClient(store).search_experiments()  # the store a study would have made
     proc = subprocess.Popen(
         [*cmd, "ui", "--host", "0", "--expose", "--port", str(port), "--tracking-uri", store],
         stdout=subprocess.PIPE,
