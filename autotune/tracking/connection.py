@@ -11,7 +11,7 @@ import socket
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 from autotune.errors import TrackingError
 from autotune.tracking.store_template import discard, keep_template, seed_new_store
@@ -308,11 +308,16 @@ def check_uri(uri: str) -> None:
         problem = file_problem(path)
         if problem is None and path.exists() and not os.access(path, os.W_OK):
             problem = f"{path} is not writable"
-        if problem is not None:
-            raise TrackingError(
-                f"cannot open the MLflow tracking store at {uri}: {problem}. Pass --tracking-uri "
-                "/ set MLFLOW_TRACKING_URI to a writable location."
-            )
+    elif scheme == "file":  # a file store: a folder that exists or can be made
+        folder = Path(unquote(_file_uri_path(uri)))
+        problem = folder_problem(folder)
+    else:
+        return
+    if problem is not None:
+        raise TrackingError(
+            f"cannot open the MLflow tracking store at {uri}: {problem}. Pass --tracking-uri "
+            "/ set MLFLOW_TRACKING_URI to a writable location."
+        )
 
 
 def connect(uri: str) -> MlflowClient:

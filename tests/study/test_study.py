@@ -574,6 +574,8 @@ def tree(folder: Path) -> list[str]:
         (["--storage", "sqlite:///afile"], "afile: file is not a database"),
         (["--tracking-uri", "http://127.0.0.1:1"], "http://127.0.0.1:1"),
         (["--tracking-uri", "sqlite:///afile/m.db"], "afile is not a folder"),
+        (["--tracking-uri", "file:afile/mlruns"], "afile is not a folder"),
+        (["--tracking-uri", "afile"], "afile is not a folder"),
         (["--resume"], "--resume: no study 'r'"),
     ],
     ids=[
@@ -584,6 +586,8 @@ def tree(folder: Path) -> list[str]:
         "sqlite-junk",
         "tracking-http",
         "tracking-under-file",
+        "tracking-file-store-under-file",
+        "tracking-file-store-is-file",
         "resume-missing",
     ],
 )
