@@ -24,6 +24,10 @@ agreement 0.7 over 2 rung pairs), not the durations.
 - "+ fill idle" (`rungs.fill_idle: true`): a worker with neither a promotion nor a baseline
   seed to take is given the best finished configuration of an open rung below the top that was
   not promoted (`Ladder.fill`): more configurations go on, on workers that would idle;
+- "+ entrants verified beside" (not built, measured and rejected): on top of the fill, once
+  the top rung has entrants, a worker that would idle takes a verification seed of the baseline,
+  then of the top rung's finished probes (best first), then of every other entrant, from its
+  entry: the tail's few long probes run beside more of the same;
 - "+ screen" (not built): asynchronous promotion from the screen too (a free worker promotes a
   screened trial before starting the next unscreened one), the same Ladder with the screen open.
 
@@ -233,9 +237,11 @@ class Built:
         if not self.beside or not self.ladder.rungs[top].entrants:
             return None
         want = [0]
-        if self.beside == "candidates":
+        if self.beside in ("candidates", "entrants"):
             ran = [r for r in self.ladder.rungs[top].results.values() if not r.baseline]
-            want += pm.ranked(ran, OBJECTIVES)[: self.top_k]
+            want += pm.ranked(ran, OBJECTIVES)[: self.top_k if self.beside == "candidates" else None]
+        if self.beside == "entrants":  # every entrant of the top rung, from its entry
+            want += [i for i in self.ladder.rungs[top].entrants if i not in want]
         for i in want:
             if self.started.get(i, 0) < self.seeds:
                 self.started[i] = self.started.get(i, 0) + 1
@@ -270,6 +276,9 @@ MODES = {
     ),
     "asynchronous + baseline verified beside + fill idle": lambda s: Built(
         s, early=True, beside="baseline", fill=True
+    ),
+    "asynchronous + fill idle + entrants verified beside": lambda s: Built(
+        s, early=True, beside="entrants", fill=True
     ),
 }
 
