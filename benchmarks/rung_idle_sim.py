@@ -239,7 +239,8 @@ class Built:
         want = [0]
         if self.beside in ("candidates", "entrants"):
             ran = [r for r in self.ladder.rungs[top].results.values() if not r.baseline]
-            want += pm.ranked(ran, OBJECTIVES)[: self.top_k if self.beside == "candidates" else None]
+            cut = self.top_k if self.beside == "candidates" else None
+            want += pm.ranked(ran, OBJECTIVES)[:cut]
         if self.beside == "entrants":  # every entrant of the top rung, from its entry
             want += [i for i in self.ladder.rungs[top].entrants if i not in want]
         for i in want:
