@@ -204,18 +204,26 @@ def thresholds(k: int, w: int, f: float, d: float) -> DivergenceThresholds:
     )
 
 
-def verdict(r: dict[str, Any], thr: DivergenceThresholds) -> tuple[str | None, int | None]:
+def verdict(
+    r: dict[str, Any], thr: DivergenceThresholds, at_end: bool = False
+) -> tuple[str | None, int | None]:
+    """The monitor's verdict on a recorded run; `at_end`: also the verdict at its end
+    (`DivergenceMonitor.at_end`: the run ran to the end of its schedule)."""
     mon = DivergenceMonitor(
         r["precision"], initial_loss=r["initial_loss"], thresholds=thr, clipping=r["clip"] > 0
     )
     mon.update(r["loss"], r["grad_norm"], r["scale"], r["skipped"])
+    if at_end:
+        mon.at_end()
     return mon.cause, mon.step
 
 
-def judge(runs: list[dict[str, Any]], thr: DivergenceThresholds) -> dict[str, Any]:
+def judge(
+    runs: list[dict[str, Any]], thr: DivergenceThresholds, at_end: bool = False
+) -> dict[str, Any]:
     fp, caught, saved, total, missed = [], 0, 0, 0, 0
     for r in runs:
-        cause, step = verdict(r, thr)
+        cause, step = verdict(r, thr, at_end)
         if r["truth"]:
             total += r["steps_run"]
             if cause is not None and step is not None:
@@ -335,8 +343,6 @@ def main(argv: list[str] | None = None) -> int:
         runs = run_all(names, args.steps, seeds, precisions, Path(args.series_out))
     runs += external_runs()
     out = calibrate(runs)
-    if args.json:
-        Path(args.json).write_text(json.dumps(out, indent=1, default=str))
     c, o = out["chosen"], out["one_step_rule"]
     print(f"runs {out['runs']}: diverged {out['truly_diverged']}, recovered {out['recovered']}")
     print(
@@ -347,6 +353,15 @@ def main(argv: list[str] | None = None) -> int:
         f"chosen k={c['k']} W={c['W']} F={c['F']} R={c['R']}: false divergences {c['false']}, "
         f"caught {c['caught']}, missed {c['missed']}, steps saved {c['saved_share']:.0%}"
     )
+    end = judge(runs, thresholds(c["k"], c["W"], c["F"], c["R"]), at_end=True)
+    out["chosen_at_end"] = end
+    print(
+        f"chosen + the verdict at the run's end (no_recovery of a spike not recovered from when "
+        f"the run ends): false divergences {end['false']}, caught {end['caught']}, missed "
+        f"{end['missed']}"
+    )
+    for line in end["false_runs"]:
+        print(f"  at the end, false divergence: {line}")
     print("no false divergence, nor at the less tolerant neighbours (the best 12):")
     for r in sorted(out["robust"], key=lambda r: (-r["caught"], -r["saved_share"]))[:12]:
         print(
@@ -358,6 +373,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {wl:<16} {row}")
     for line in o["false_runs"]:
         print(f"  one-step false divergence: {line}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=1, default=str))
     return 0
 
 

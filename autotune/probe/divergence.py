@@ -44,6 +44,10 @@ median of a fifth of it is coming back: judged again one window later, not calle
 RECOVERY_FACTOR: Final[float] = 5.0
 """F: the median after a spike above F x the median before it is no recovery."""
 
+END_STEPS: Final[int] = 5
+"""A run that ends with a recovery check open is judged at its end (``DivergenceMonitor.at_end``)
+only when at least this many losses followed the spike: one late jump is no verdict."""
+
 SPIKES_KEPT: Final[int] = 10
 """The monitor records the first this many spikes (step, cause, loss over the reference)."""
 
@@ -183,6 +187,11 @@ class DivergenceMonitor:
        same level) is judged again over the next ``recovery_window`` steps. Otherwise the
        check closes; a later spike opens the next one.
 
+    6. ``no_recovery`` at the end (``at_end``, asked by a probe that ran to the end of its LR
+       schedule: the length the user trains): the check of 5 is still open, at least
+       ``END_STEPS`` finite losses followed its spike, their median is above the check's level
+       and they are not coming back. The run ended inside a spike it had not recovered from.
+
     ``step`` (``diverged_at_step`` in a probe's summary) is the step where the verdict was
     reached; ``onset`` is the step where what led to it began (the first of the persisting
     spikes, the spike that did not recover; the step itself for 1-3).
@@ -258,6 +267,21 @@ class DivergenceMonitor:
         if mode == "nonfinite":
             return self.nonfinite_step is not None
         return bool(mode) and self.cause is not None
+
+    def at_end(self) -> tuple[str, int] | None:
+        """The verdict of a run that ends after the steps fed, at the length it is judged at
+        (verdict 6 of the class): ``("no_recovery", step)``, recorded as the first verdict; None
+        when it had one already or ends recovered."""
+        if self.cause is not None or self._check is None:
+            return None
+        s, _, level = self._check
+        post = self._post
+        if len(post) < END_STEPS or _median(post) <= level:
+            return None
+        if coming_back(post, self.thresholds.recovery_descent):
+            return None
+        self.cause, self.step, self.onset = "no_recovery", self._steps - 1, s
+        return self.cause, self.step
 
     def record(self) -> dict[str, Any]:
         """The spikes for a probe's summary (keys ``divergence_spike_count``,

@@ -298,9 +298,13 @@ def _flush(run: _Run, p: _Progress, emit: Report, rank: Rank | None) -> int:
 def _summary(run: _Run, p: _Progress, t_start: float) -> ProbeSummary:
     """The run's summary (with the state saved for a longer probe, when asked to)."""
     cfg, start = run.cfg, run.start
-    status = ProbeStatus.of(p.oom, p.cause)
     data_series = {name: np.concatenate(parts) for name, parts in run.series.items()}
     steps_run = len(data_series.get("loss", ()))
+    if p.cause is None and not p.oom and steps_run == cfg.steps == schedule_length(cfg):
+        end = run.monitor.at_end()  # the length the user trains: it ended inside a spike
+        if end is not None:
+            p.cause, p.diverged_at = end
+    status = ProbeStatus.of(p.oom, p.cause)
     samples_per_step, tokens_per_step = p.per_step
     saved = _save_for_longer(run, p, status, data_series, steps_run)
     own = metrics.own_timing(data_series, start.step)

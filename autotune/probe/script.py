@@ -404,6 +404,11 @@ class ScriptSession:
         if self.summary is not None:
             return self.summary
         self._flush()
+        ended = self.reports == self.cfg.steps == schedule_length(self.cfg)
+        if self.cause is None and self.status is not ProbeStatus.OOM and ended:
+            end = self.monitor.at_end()  # the length the user trains: it ended inside a spike
+            if end is not None:
+                self.cause, self.diverged_at = end
         status = ProbeStatus.of(self.status is ProbeStatus.OOM, self.cause)
         diverged = status is ProbeStatus.DIVERGED
         data = {name: np.concatenate(parts) for name, parts in self.series.items()}

@@ -386,3 +386,82 @@ def test_coming_back_cuts_the_window_in_aligned_fifths(
     post: list[float], descent: float, expected: bool
 ) -> None:
     assert d.coming_back(post, descent) is expected
+
+
+def test_a_run_that_ends_inside_a_spike_has_not_recovered_at_its_end() -> None:
+    # THR: persist 3, window 20, factor 3; the runs end before the window closes
+    base = decay(160)  # about 0.5 by step 150
+    plateau = base.copy()
+    plateau[150] = 40.0  # the spike (20x the reference), then up at 6x the median, to the end
+    plateau[151:] = 3.0
+    mon, hits = run(plateau, thr=replace(THR, persist_steps=100))
+    assert hits == [] and mon.cause is None  # no verdict while it runs (the window is open)
+    assert mon.at_end() == ("no_recovery", 159)
+    assert (mon.cause, mon.step, mon.onset) == ("no_recovery", 159, 150)
+    assert mon.at_end() is None  # a verdict once
+
+    cases = {
+        "one late jump": (158, None),  # 1 loss after it: fewer than END_STEPS
+        "four steps after it": (155, None),
+        "five steps after it": (154, ("no_recovery", 159)),
+    }
+    for name, (at, want) in cases.items():
+        loss = base.copy()
+        loss[at] = 40.0
+        loss[at + 1 :] = 3.0
+        mon, _ = run(loss, thr=replace(THR, persist_steps=100))
+        assert mon.at_end() == want, name
+
+    back = base.copy()  # the spike's losses already falling back: coming back, no verdict
+    back[150] = 40.0
+    back[151:] = np.geomspace(30.0, 2.0, 9)
+    mon, _ = run(back, thr=replace(THR, persist_steps=100))
+    assert mon.at_end() is None
+
+    recovered = base.copy()  # back at the median within the run: no verdict
+    recovered[150] = 40.0
+    mon, _ = run(recovered, thr=replace(THR, persist_steps=100))
+    assert mon.at_end() is None and mon.spike_count == 1
+
+    mon, _ = run(decay(160))  # no spike at all
+    assert mon.at_end() is None
+
+
+LATE = """
+from autotune.workloads.mlp import MLPWorkload
+
+
+class Late(MLPWorkload):
+    calls = 0
+
+    def loss(self, model, batch):
+        out = super().loss(model, batch)
+        if model.training:
+            self.calls += 1
+        return out * 100 if self.calls > 50 else out  # from then on, to the end
+
+
+def make(size="tiny"):
+    return Late(size)
+"""
+
+
+def test_the_probe_loop_judges_a_run_at_its_schedules_end_only(tmp_path: Path) -> None:
+    (tmp_path / "late.py").write_text(LATE)
+
+    def probe(schedule_steps: int | None) -> dict[str, object]:
+        cfg = ProbeConfig(
+            workload=f"{tmp_path / 'late.py'}:make", steps=60, micro_batch=8,
+            knobs={"lr": 0.001}, schedule_steps=schedule_steps, telemetry_every=5,
+        )  # fmt: skip
+        return run_probe(cfg)
+
+    ended = probe(None)  # the whole run: it ended inside a 100x jump
+    assert (ended["status"], ended["divergence_cause"]) == ("diverged", "no_recovery")
+    loss = ended["series"]["loss"]  # type: ignore[index]
+    onset = next(i for i, x in enumerate(loss) if x > 20)  # (the workload counts loss() calls)
+    assert onset <= 55 and all(x > 20 for x in loss[onset:])
+    assert ended["diverged_at_step"] == 59 and ended["divergence_onset_step"] == onset
+    rung = probe(120)  # the first 60 of 120 steps: not the end, no verdict yet
+    assert (rung["status"], rung["divergence_cause"]) == ("ok", None)
+    assert rung["divergence_spike_count"] == 60 - onset

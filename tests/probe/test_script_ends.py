@@ -113,6 +113,28 @@ def test_a_finite_huge_loss_is_not_called_nonfinite(run: Callable[..., Any]) -> 
     assert summary["divergence_cause"] == "loss_explosion"
 
 
+def test_a_run_that_ends_inside_an_explosion_is_diverged_at_the_length_it_is_trained(
+    run: Callable[..., Any],
+) -> None:
+    # the loss jumps 10x-100x over its start 8 steps before the end and stays there: too few
+    # steps for persistence (75) or a recovery window (300) to close; at the end of the LR
+    # schedule (the length the user trains) it ended inside a spike it never recovered from
+    body = """
+        for step in range(trial.steps):
+            trial.report(step, loss=1.0 / (1 + 0.05 * step) if step < 32 else 50.0, grad_norm=1.0)
+        """
+    ended = run(body, steps=40)
+    assert (ended["status"], ended["divergence_cause"]) == ("diverged", "no_recovery")
+    assert ended["diverged_at_step"] == 39 and ended["divergence_onset_step"] == 32
+    # the same steps as the first rung of a longer schedule: not its end, no verdict yet
+    rung = run(body, steps=40, schedule_steps=120)
+    assert (rung["status"], rung["divergence_cause"]) == ("ok", None)
+    assert rung["divergence_spike_count"] == 8
+    # one jump at the last step is a spike, not a verdict
+    late = run(body.replace("step < 32", "step < 39"), steps=40)
+    assert late["status"] == "ok" and late["divergence_spike_count"] == 1
+
+
 SPACE = """\
 name: apart
 workload: {script: train.py}
