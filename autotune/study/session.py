@@ -11,6 +11,7 @@ import os
 import shutil
 import socket
 import sqlite3
+import sys
 import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Any
 
 from autotune import space as sp
 from autotune.errors import ClusterError, StudyError
+from autotune.process.orphans import end_orphans
 from autotune.study.folder import lock_file, ray_dir
 from autotune.study.storage import check_tcp, read_only
 from autotune.tracking.connection import make_folder
@@ -92,6 +94,13 @@ def init_ray(address: str | None, study_dir: Path, cpus: int | None = None) -> A
     if len(str(temp.resolve())) > 40:  # Ray appends up to 64 bytes to it
         temp = Path(tempfile.gettempdir()) / f"autotune-ray-{os.getuid()}"
     temp.mkdir(parents=True, exist_ok=True)
+    ended = end_orphans(temp)  # what a killed driver's Ray left there
+    if ended:
+        print(
+            f"autotune: ended {len(ended)} Ray process(es) that a killed driver left running in "
+            f"{temp} (pids {', '.join(map(str, ended))})",
+            file=sys.stderr,
+        )
     ray.init(num_cpus=cpus or os.cpu_count() or 1, _temp_dir=str(temp.resolve()), **kwargs)
     return ray
 
