@@ -176,5 +176,7 @@ def run_process(
             os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()
         raise
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)  # what it left running in its group ends with it
     reader.join(timeout=10)
     return subprocess.CompletedProcess(list(args), proc.returncode, out, err), got

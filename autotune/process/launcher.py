@@ -247,6 +247,10 @@ def _watch(
     timed_out = False
     try:
         proc.wait(timeout=timeout_s)
+        # What the probe started and left running in its group (a forked helper, a data loader
+        # pool never shut down) ends with it: it would hold the next trials' cores.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
     except subprocess.TimeoutExpired:
         timed_out = True
         try:

@@ -47,6 +47,25 @@ class Segv(MLPWorkload):
         os.kill(os.getpid(), signal.SIGSEGV)
 
 
+class Leave(MLPWorkload):
+    started = False
+
+    def loss(self, model, batch):
+        # A helper left running when the probe ends: it must not outlive the trial.
+        if not self.started:
+            self.started = True
+            child = subprocess.Popen(
+                [sys.executable, "-c", "import time; time.sleep(3600)"],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            )
+            print(f"left pid {child.pid}", flush=True)
+        return super().loss(model, batch)
+
+
+def leave(size="tiny"):
+    return Leave(size)
+
+
 def hang(size="tiny"):
     return Hang(size)
 
@@ -193,6 +212,19 @@ def test_a_forked_probe_that_hangs_or_crashes_is_reported_and_the_zygote_serves_
     assert not thread.is_alive()
     assert result["zygote"] == zygote
     assert result["outcome"] == "failed" and result["cause"] == "killed", result
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("spare", [True, False], ids=["forked", "fresh"])
+def test_what_a_probe_leaves_running_ends_with_it(tmp_path: Path, spare: bool) -> None:
+    (tmp_path / "misbehaving.py").write_text(MISBEHAVING)
+    for _ in range(2 if spare else 1):  # forked: the second is the zygote's child
+        out = _run(spare=spare, workload=f"{tmp_path / 'misbehaving.py'}:leave")
+        assert out["outcome"] == "complete", out["log_tail"]
+        found = re.search(r"left pid (\d+)", out["log_tail"])
+        assert found, out["log_tail"]
+        assert _gone(int(found.group(1))), "a process the probe started outlived it"
+    assert (out["zygote"] is not None) is spare
 
 
 @pytest.mark.integration
