@@ -16,8 +16,9 @@ Promotion (`autotune.study.rungs.promote`), the rungs' agreement and the picks
   the order is decided on stability and final loss;
 * `order`: Pareto layer by layer (objectives within noise left out); within a layer, the knee
   distance (each objective scaled to [0, 1] over the layer) over the objectives on which some
-  member beats another beyond noise, then `Scored.tiebreak` (stability, then final loss), then
-  the trial number;
+  member beats another beyond noise, then (a tie on it) how much a member gives up in relative
+  terms (`relative_shortfall`), then `Scored.tiebreak` (stability, then final loss), then the
+  trial number;
 * `fastest`: among the trials tied with the fastest, the stablest;
 * `note`: what the summary says of it.
 
@@ -185,6 +186,27 @@ def knee(rows: Sequence[Scored], dirs: Sequence[str], use: Sequence[int]) -> dic
     return {n: math.sqrt(d) for n, d in out.items()}
 
 
+def relative_shortfall(
+    rows: Sequence[Scored], dirs: Sequence[str], use: Sequence[int]
+) -> dict[int, float]:
+    """Each row's distance to the best of `rows` on every objective of `use`, each as a share
+    of that best (`|x - best| / |best|`; the plain difference when the best is 0; a non-finite
+    value is infinitely short): how much it gives up, in relative terms. It breaks the knee's
+    ties: on a layer of two members, each the best on one objective, both are at knee
+    distance 1, however little one gives up and however much the other does."""
+    out = {r.number: 0.0 for r in rows}
+    for i in use:
+        col = [r.values[i] for r in rows if math.isfinite(r.values[i])]
+        if not col:
+            continue
+        best = min(col) if dirs[i] == "minimize" else max(col)
+        for r in rows:
+            x = r.values[i]
+            short = abs(x - best) / abs(best) if best else abs(x - best)
+            out[r.number] += short * short if math.isfinite(x) else math.inf
+    return {n: math.sqrt(d) for n, d in out.items()}
+
+
 def order(rows: Sequence[Scored], dirs: Sequence[str]) -> list[int]:
     """Trial numbers in the order to consider them (see the module docstring)."""
     ignore = {i for i, d in enumerate(dirs) if within_noise(rows, i, d)}
@@ -193,8 +215,8 @@ def order(rows: Sequence[Scored], dirs: Sequence[str]) -> list[int]:
     while left:
         layer = front(left, dirs, ignore)
         use = [i for i, d in enumerate(dirs) if i not in ignore and decides(layer, i, d)]
-        dist = knee(layer, dirs, use)
-        layer.sort(key=lambda r: (dist[r.number], r.tiebreak, r.number))
+        dist, given_up = knee(layer, dirs, use), relative_shortfall(layer, dirs, use)
+        layer.sort(key=lambda r: (dist[r.number], given_up[r.number], r.tiebreak, r.number))
         out.extend(r.number for r in layer)
         taken = {r.number for r in layer}
         left = [r for r in left if r.number not in taken]

@@ -12,7 +12,10 @@ Picks:
 - `balanced` (default): the knee of the Pareto front. Each objective is scaled to [0, 1] over the
   front (0 = the front's best value, 1 = its worst; an objective on which the front agrees scales
   to 0), and the knee is the front member closest (Euclidean) to the ideal point (0, ..., 0): the
-  configuration that gives up least, in relative terms, on every objective at once.
+  configuration that gives up least, in relative terms, on every objective at once. Members at
+  the same distance (two members, each the best on one objective, are both at 1) are ordered by
+  how much they give up as a share of the best value of each objective (`noise.relative_shortfall`):
+  5% less stable beats 85% slower.
 - `fastest`: the highest throughput among the candidates.
 
 Values within each other's noise are ties (`autotune.study.noise`): throughput carries an

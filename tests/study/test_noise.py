@@ -340,3 +340,32 @@ def test_knee_scales_a_missing_value_to_the_worst_and_reads_every_column() -> No
     ]
     # a non-finite value scales to 1, as the worst finite one
     assert noise.knee(mixed, dirs, [0, 1]) == {1: 1.0, 2: 0.0, 3: 1.0}
+
+
+def test_a_two_member_front_goes_to_the_one_that_gives_up_less() -> None:
+    # the black-box review's front: trial 1 ties trial 0 on throughput within noise and is
+    # more stable, so 0 leaves the front; 4 and 1 are each the best on one objective, both at
+    # knee distance 1. Stability broke that tie before: the pick was 85% slower for 5% stabler
+    slow = cand(4, 0.01510, 1392.0, 280.0)
+    mid = cand(1, 0.01591, 9072.0, 3000.0)
+    fast = cand(0, 0.01628, 12400.0, 800.0)
+    front = pk.front([slow, mid, fast], OBJ)
+    assert sorted(c.number for c in front) == [1, 4]
+    assert set(pk.knee_distances(front, OBJ).values()) == {1.0}
+    assert pk.pick([slow, mid, fast], OBJ, "balanced").number == 1
+    assert [c.number for c in pk.ranked([slow, mid, fast], OBJ)] == [1, 4, 0]
+    # the other way round: 50% less stable to be 2% faster loses to the stabler one
+    a = cand(1, 0.010, 1000.0, 1.0)
+    b = cand(2, 0.015, 1020.0, 1.0)
+    assert pk.pick([a, b], OBJ, "balanced").number == 1
+    rows = [pk.scored(c, OBJ) for c in (a, b)]
+    short = noise.relative_shortfall(rows, DIRS, [0, 1])
+    assert short[1] == pytest.approx(20 / 1020) and short[2] == pytest.approx(0.5)
+
+
+def test_relative_shortfall_of_a_zero_best_and_a_non_finite_value() -> None:
+    rows = [row(1, 0.0, 10.0, None), row(2, 0.5, math.nan, None), row(3, 0.25, 5.0, None)]
+    short = noise.relative_shortfall(rows, DIRS, [0, 1])
+    assert short[1] == 0.0  # best on both
+    assert short[2] == math.inf
+    assert short[3] == pytest.approx(math.hypot(0.25, 0.5))
