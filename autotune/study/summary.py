@@ -293,11 +293,12 @@ def _pick_lines(summary: Mapping[str, Any]) -> list[str]:
 
 
 def _baseline_won(summary: Mapping[str, Any]) -> str:
-    """What the baseline as the pick means: it did best, or nothing else completed (a study
+    """What the baseline as the pick means: no other configuration did better (it beat them, or
+    tied: identical runs go to the lower trial number), or nothing else completed (a study
     stopped after its baseline, or every other trial failed): then it beat nothing."""
     others = int((summary.get("counts") or {}).get("complete", 0)) - 1
     if others > 0:
-        return "(the baseline: PyTorch's defaults did best) "
+        return "(the baseline: no other configuration did better than PyTorch's defaults) "
     return "(the baseline, PyTorch's defaults: no other trial completed to compare it with) "
 
 
