@@ -160,7 +160,9 @@ def _build(
     name = data.get("name")
     if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}", name):
         raise err(
-            ["name"], f"required: a study name of letters, digits, '_', '-', '.' (got {name!r})"
+            ["name"],
+            "required: a study name of at most 100 letters, digits, '_', '-', '.', starting with "
+            f"a letter or digit (got {name!r})",
         )
     description = data.get("description", "") or ""
     if not isinstance(description, str):

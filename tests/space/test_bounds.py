@@ -74,3 +74,33 @@ def test_a_space_refuses_absurd_integers_naming_the_key(
         sp.load(path)
     message = str(e.value)
     assert key in message and bound.replace("_", "") in message.replace("_", ""), message
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "budget.trials",
+        "budget.concurrency",
+        "budget.trial_timeout_s",
+        "probe.steps",
+        "probe.seed",
+        "probe.batch",
+        "verify.seeds",
+        "verify.top_k",
+    ],
+)
+@pytest.mark.parametrize("value", ["true", "false"])
+def test_true_or_false_is_not_a_number(key: str, value: str) -> None:
+    # pydantic reads true as 1: `trials: true` ran one trial
+    with pytest.raises(SpaceError, match=rf"{key} \(from --set\): must be a number, not {value}"):
+        sp.load("gradclip", [f"{key}={value}"])
+
+
+def test_true_or_false_still_sets_a_switch() -> None:
+    assert sp.load("gradclip", ["probe.deterministic=true"]).probe.deterministic is True
+
+
+def test_a_long_study_name_is_refused_saying_how_long_a_name_may_be() -> None:
+    with pytest.raises(SpaceError, match=r"name.*at most 100 letters.*'y{101}'"):
+        sp.load("gradclip", ["name=" + "y" * 101])
+    assert sp.load("gradclip", ["name=" + "y" * 100]).name == "y" * 100
