@@ -162,7 +162,8 @@ def schedule_note(r: Recipe, where: str) -> str | None:
         return None
     return (
         f"{where} {n}: the study ran every probe as the first optimizer steps of a run whose "
-        f"learning-rate schedule is {n} steps long (its budget.target_steps), so that is what "
+        f"learning-rate schedule is {n} steps long (the length the study trained to: its "
+        "budget.target_steps, or probe.steps when it set none), so that is what "
         "it measured: schedule your training over it (a schedule over another length is "
         "another schedule)."
     )
