@@ -22,13 +22,15 @@ def migrate(
     ] = None,
     threads: Annotated[
         int | None,
-        typer.Option(min=1, help="Threads per probe (default: this machine's torch default)."),
+        typer.Option(help="Threads per probe, 1 to 4096 (default: this machine's torch default)."),
     ] = None,
     out: Annotated[
         str, typer.Option("--out", "-o", help="Folder for migration.md and its plot.")
     ] = ".",
     audit: Annotated[bool, typer.Option(help="Run the op audit here.")] = True,
-    timeout: Annotated[float, typer.Option(help="Seconds allowed per probe.")] = 600.0,
+    timeout: Annotated[
+        float, typer.Option(help="Seconds allowed per probe (a finite number > 0).")
+    ] = 600.0,
     tracking_uri: Annotated[
         str | None, typer.Option(help="Also log the report to this MLflow store.")
     ] = None,

@@ -9,6 +9,7 @@ user error.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Annotated
 
@@ -80,6 +81,14 @@ def audit(
     from autotune.repro import audit as au
 
     if compare is not None:
+        # NaN slips past `factor <= 1`; an infinite factor lets every difference pass.
+        if not (math.isfinite(factor) and factor > 1):
+            from autotune.errors import ReproError
+
+            raise ReproError(
+                f"--factor must be a finite number > 1 (an infinite one compares nothing), "
+                f"got {factor:g}"
+            )
         existing_store(tracking_uri, f"no run {compare[0]!r} to compare")
         a = au.load_audit(compare[0], tracking_uri)
         b = au.load_audit(compare[1], tracking_uri)
@@ -134,6 +143,7 @@ def compare(
     """Compare the loss curves (or another step series) of two MLflow runs; exit 1 if not alike."""
     from autotune.repro import compare as cm
 
+    cm.check_options(rtol, window, flag="--")  # before the store is looked for
     existing_store(tracking_uri, f"no run {run_a!r} to compare")
     result = cm.compare_runs(
         run_a,

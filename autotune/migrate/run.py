@@ -11,6 +11,7 @@ file, `re-tuned: ...` after the reduced study (`retune`).
 from __future__ import annotations
 
 import contextlib
+import math
 import sys
 import time
 from collections.abc import Callable
@@ -28,6 +29,7 @@ from autotune.migrate.spread import within_spread
 from autotune.recipe.file import Recipe
 from autotune.recipe.verify import check_workload
 from autotune.repro import record
+from autotune.space.limits import MAX_THREADS
 
 EXPERIMENT = "autotune-migrate"
 REPORT = "migration.md"
@@ -54,6 +56,7 @@ def migrate(
     transfer is then re-tuned here by a reduced study (`retune`). First the cheap check
     (`holds.reproduces`: the recipe's recorded run, at its seed, reproduced here); only when it
     does not (or with `full`) the recipe and the baseline over `seeds` (`holds.rerun`)."""
+    check_options(threads, timeout_s)  # before the recipe is read or anything made
     import torch
 
     say: Callable[[str], None] = (
@@ -242,6 +245,18 @@ def _summary(fp: dict[str, Any]) -> str:
     where = devices[0].get("name") if devices else (fp.get("host") or {}).get("cpu_model")
     threads = (fp.get("env") or {}).get("torch_threads")
     return f"{fp.get('platform')}, {where}, torch {versions.get('torch')}, {threads} thread(s)"
+
+
+def check_options(threads: int | None, timeout_s: float) -> None:
+    """`--threads` (None: this machine's default) and `--timeout` in range, as a space file bounds
+    `threads` and `budget.trial_timeout_s`: a UsageError naming the option, before anything is
+    read or made (a typo here must not become a failed probe read as "does not transfer")."""
+    if threads is not None and (
+        isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= MAX_THREADS
+    ):
+        raise UsageError(f"--threads {threads}: must be a whole number from 1 to {MAX_THREADS}")
+    if not (isinstance(timeout_s, (int, float)) and math.isfinite(timeout_s) and timeout_s > 0):
+        raise UsageError(f"--timeout {timeout_s}: must be a finite number of seconds > 0")
 
 
 def check_retune(space: str) -> None:

@@ -32,10 +32,27 @@ if TYPE_CHECKING:
     from mlflow.entities import Run
     from mlflow.tracking import MlflowClient
 
-__all__ = ["EXPERIMENT", "compare_runs", "compare_series", "format_compare", "get_run"]
+__all__ = [
+    "EXPERIMENT",
+    "check_options",
+    "compare_runs",
+    "compare_series",
+    "format_compare",
+    "get_run",
+]
 
 EXPERIMENT = "autotune-compare"
 EPS = 1e-12
+
+
+def check_options(rtol: float, window: int, flag: str = "") -> None:
+    """`rtol` a finite number > 0 (an infinite one agrees with anything and cannot be drawn)
+    and `window` at least one step: a ReproError otherwise, each named as `{flag}rtol` /
+    `{flag}window` (the CLI passes `--`)."""
+    if not (math.isfinite(rtol) and rtol > 0):
+        raise ReproError(f"{flag}rtol must be a finite number > 0, got {rtol}")
+    if window < 1:
+        raise ReproError(f"{flag}window must be >= 1 step, got {window}")
 
 
 def compare_series(
@@ -56,10 +73,7 @@ def compare_series(
     `agree`, `verdict` (one line) and `series` (step, a, b, rel_diff, smoothed as lists).
     Non-finite numbers are reported as None.
     """
-    if not rtol > 0:
-        raise ReproError(f"rtol must be > 0, got {rtol}")
-    if window < 1:
-        raise ReproError(f"window must be >= 1 step, got {window}")
+    check_options(rtol, window)
     sa, va = _series(steps_a, loss_a, "a")
     sb, vb = _series(steps_b, loss_b, "b")
     steps, ia, ib = np.intersect1d(sa, sb, assume_unique=True, return_indices=True)
@@ -258,6 +272,7 @@ def compare_runs(
     """
     from autotune import tracking
 
+    check_options(rtol, window)  # before the store is opened
     uri = tracking.resolve_uri(tracking_uri)
     client = tracking.connect(uri)
     ra, rb = get_run(client, run_a, uri), get_run(client, run_b, uri)

@@ -118,6 +118,12 @@ def run_repro(
         seed_list = [int(s) for s in seeds]
         if len(seed_list) < 2:
             raise ReproError(f"--seeds needs at least two seeds, got {seed_list}")
+        repeated = sorted({s for s in seed_list if seed_list.count(s) > 1})
+        if repeated:  # runs of one seed are --runs' check, not a test that the seed matters
+            raise ReproError(
+                f"--seeds {','.join(map(str, seed_list))}: seed {repeated[0]} is repeated; the "
+                "seeds must differ (for runs of one seed use --runs)"
+            )
     elif runs < 2:
         raise ReproError(f"a repro needs at least 2 runs, got {runs}")
     given = [("--seed", seed_override)] + [("--seeds", int(s)) for s in seeds or ()]
