@@ -40,7 +40,12 @@ from autotune import space as sp
 from autotune.errors import RecipeError, did_you_mean
 from autotune.knobs import clip_text
 from autotune.probe.config import REFERENCE_CHUNKS, ProbeConfig, steps_at_batch
-from autotune.recipe.recorded import curve_problem, verified_problem
+from autotune.recipe.recorded import (
+    achieved_problem,
+    audit_problem,
+    curve_problem,
+    verified_problem,
+)
 from autotune.recipe.runtime import RecipeRuntime
 from autotune.space import yaml_reader
 
@@ -246,6 +251,8 @@ class Recipe(RecipeRuntime):
         for key in _REQUIRED:
             if key not in data:
                 raise bad(key, "required")
+        if not isinstance(data["name"], str) or not data["name"]:
+            raise bad("name", f"must be the recipe's name, a string, got {data['name']!r}")
         workload = sp.validate_section(
             sp.WorkloadRef, data["workload"], ["workload"], _error_at(source)
         )
@@ -265,14 +272,39 @@ class Recipe(RecipeRuntime):
                 f"batch {knobs['batch']} disagrees with micro_batch x accum_steps "
                 f"({layout.micro_batch} x {knobs['accum_steps']} = {layout_batch})",
             )
+        effective = layout_batch * layout.world_size
+        if "effective_batch" in data and (
+            isinstance(data["effective_batch"], bool) or data["effective_batch"] != effective
+        ):
+            raise bad(
+                "effective_batch",
+                f"{data['effective_batch']!r} disagrees with micro_batch x accum_steps x "
+                f"world_size ({layout.micro_batch} x {knobs['accum_steps']} x "
+                f"{layout.world_size} = {effective})",
+            )
         for key in ("achieved", "source", "recorded"):
             if not isinstance(data.get(key) or {}, dict):
                 raise bad(key, "must be a mapping")
+        at = _error_at(source)
+        found = achieved_problem(data.get("achieved") or {})
+        if found is not None:
+            raise at(["achieved", *found[0]], found[1])
         recorded = data.get("recorded") or {}
         for key, problem in (("verified", verified_problem), ("curve", curve_problem)):
             wrong = problem(recorded.get(key))
             if wrong is not None:
                 raise bad(f"recorded.{key}", wrong)
+        found = audit_problem(recorded.get("audit"))
+        if found is not None:
+            raise at(["recorded", "audit", *found[0]], found[1])
+        # How it was measured (verify and migrate run it that long): a file without a probe
+        # section, or one whose probe gives no steps, is cut short or hand-edited. `probe: {}`
+        # is what `Recipe(...).save()` writes for a recipe built without a probe record.
+        # Checked last, so that any other problem of the file is the one named.
+        if "probe" not in data:
+            raise bad("probe", "required (how the recipe was measured: steps, seed, device)")
+        if data["probe"] and "steps" not in data["probe"]:
+            raise bad("probe.steps", "required (the probe's length, in optimizer steps)")
         fp = data.get("fingerprint")
         if fp is not None and not isinstance(fp, dict):
             raise bad("fingerprint", "must be a mapping")

@@ -1,11 +1,20 @@
-"""What a recipe records for `autotune migrate` (`recorded`), checked where the recipe is
-loaded: a malformed `recorded.verified` or `recorded.curve` is refused with the key named, not a
-traceback in migrate, which computes with them (the spread bound, the curve comparison)."""
+"""What a recipe promises (`achieved`) and records for `autotune migrate` (`recorded`), checked
+where the recipe is loaded: a malformed `achieved`, `recorded.verified`, `recorded.curve` or
+`recorded.audit` is refused with the key named, before any probe runs, not a traceback (or a
+false verdict) in verify, `study --warm-start` or migrate, which compute with them."""
 
 from __future__ import annotations
 
 import itertools
+import math
 from typing import Any
+
+from autotune.space.seeds import seed_problem
+
+#: Where a problem is (key path below the section) and what it is.
+Problem = tuple[list[Any], str]
+
+DIRECTIONS = ("minimize", "maximize")
 
 
 def verified_problem(v: Any) -> str | None:
@@ -49,10 +58,120 @@ def curve_problem(c: Any) -> str | None:
     for key in ("seed", "steps_run"):
         if c.get(key) is not None and not _is_int(c.get(key)):
             return f"{key} must be an integer, not {c.get(key)!r}"
+    if c.get("seed") is not None and seed_problem(c["seed"]):
+        return f"seed: {seed_problem(c['seed'])}"
     if not isinstance(c.get("metric", "loss"), str):
         return "metric must be a name"
     return None
 
 
+def achieved_problem(a: dict[Any, Any]) -> Problem | None:
+    """What is wrong with a recipe's `achieved` mapping (None: well formed): per metric a
+    mapping whose `direction` (when given) is minimize or maximize, `value` a finite number (or
+    null: not measured) and `verified` null or the interval over seeds `autotune export`
+    writes: mean, low, high (and std) finite numbers or null, low <= high, `n` a count,
+    `diverged_share` a share from 0 to 1, `seeds` a list of seeds."""
+    for metric, p in a.items():
+        if not isinstance(metric, str):
+            return [metric], "a metric name must be a string"
+        if not isinstance(p, dict):
+            return [metric], f"must be a mapping of direction, value and verified, got {p!r}"
+        if "direction" in p and p["direction"] not in DIRECTIONS:
+            return [metric, "direction"], f"must be minimize or maximize, got {p['direction']!r}"
+        if p.get("value") is not None and not _is_finite(p["value"]):
+            return [metric, "value"], f"must be a finite number, got {p['value']!r}"
+        wrong = _verified_interval_problem(p.get("verified"))
+        if wrong is not None:
+            return [metric, "verified", *wrong[0]], wrong[1]
+    return None
+
+
+def _verified_interval_problem(v: Any) -> Problem | None:
+    if v is None:
+        return None
+    if not isinstance(v, dict):
+        return [], f"must be a mapping (mean, low, high, n, seeds, diverged_share), got {v!r}"
+    for key in ("mean", "low", "high", "std"):
+        if v.get(key) is not None and not _is_finite(v[key]):
+            return [key], f"must be a finite number (or null), got {v[key]!r}"
+    if v.get("low") is not None and v.get("high") is not None and v["low"] > v["high"]:
+        return ["low"], f"{v['low']!r} is above high ({v['high']!r})"
+    if v.get("n") is not None and not (_is_int(v["n"]) and v["n"] >= 0):
+        return ["n"], f"must be a count of seeds (a whole number >= 0), got {v['n']!r}"
+    share = v.get("diverged_share")
+    if share is not None and not (_is_finite(share) and 0 <= share <= 1):
+        return ["diverged_share"], f"must be a share from 0 to 1 (or null), got {share!r}"
+    seeds = v.get("seeds")
+    if seeds is not None and not (
+        isinstance(seeds, list) and all(x is None or (_is_int(x) and 0 <= x < 2**32) for x in seeds)
+    ):
+        return [
+            "seeds"
+        ], f"must be a list of seeds (whole numbers from 0 to 2**32 - 1), got {seeds!r}"
+    return None
+
+
+#: Numbers of a recorded op audit's entry that are errors (>= 0), and the one it must have.
+_AUDIT_ERRORS = ("max_abs", "max_scaled", "ref_rms")
+
+
+def audit_problem(a: Any) -> Problem | None:
+    """What is wrong with a recipe's `recorded.audit` (None: absent or well formed): the compact
+    op audit `autotune export --audit` records (`repro.record.compact_audit`): a mapping with
+    its `dtype` and a list of `entries`, each a mapping of `op` and `pass` (once each) and,
+    unless the op raised (`error`), its `max_abs` error and count of `nonfinite` outputs, every
+    error a finite number >= 0 (`autotune migrate` compares them with this machine's)."""
+    if a is None:
+        return None
+    if not isinstance(a, dict):
+        return [], f"must be a mapping (the op audit `autotune export --audit` records), got {a!r}"
+    entries = a.get("entries")
+    if not isinstance(entries, list):
+        return ["entries"], f"must be a list of the audit's op entries, got {entries!r}"
+    if not isinstance(a.get("dtype"), str):
+        return ["dtype"], f"must be the audit's dtype (fp32, fp16, bf16), got {a.get('dtype')!r}"
+    flagged = a.get("flagged")
+    if flagged is not None and not (
+        isinstance(flagged, list) and all(isinstance(x, str) for x in flagged)
+    ):
+        return ["flagged"], f"must be a list of op.pass names, got {flagged!r}"
+    tol = a.get("tolerance")
+    if tol is not None and not (_is_finite(tol) and tol > 0):
+        return ["tolerance"], f"must be a finite number > 0 (or null), got {tol!r}"
+    seen: set[tuple[str, str]] = set()
+    for i, e in enumerate(entries):
+        at = f"entries[{i}]"
+        if not isinstance(e, dict):
+            return [at], f"must be a mapping (op, pass, max_abs, ...), got {e!r}"
+        for key in ("op", "pass"):
+            if not isinstance(e.get(key), str) or not e[key]:
+                return [at, key], f"must be a name, got {e.get(key)!r}"
+        if (e["op"], e["pass"]) in seen:
+            return [at], f"{e['op']}.{e['pass']} is recorded twice"
+        seen.add((e["op"], e["pass"]))
+        error = e.get("error")
+        if error is not None and not isinstance(error, str):
+            return [at, "error"], f"must be the op's error message (or null), got {error!r}"
+        for key in _AUDIT_ERRORS:
+            x = e.get(key)
+            if x is None and key == "max_abs" and not error:
+                return [at, key], "required (the op's largest error against float64)"
+            if x is not None and not (_is_finite(x) and x >= 0):
+                return [at, key], f"must be a finite number >= 0, got {x!r}"
+        count: Any = e.get("nonfinite")
+        if (count is not None or not error) and not (_is_int(count) and count >= 0):
+            return [at, "nonfinite"], f"must be a count of outputs (>= 0), got {count!r}"
+        if e.get("flagged") is not None and not isinstance(e["flagged"], bool):
+            return [at, "flagged"], f"must be true or false, got {e['flagged']!r}"
+        tol = e.get("tolerance")
+        if tol is not None and not (_is_finite(tol) and tol > 0):
+            return [at, "tolerance"], f"must be a finite number > 0 (or null), got {tol!r}"
+    return None
+
+
 def _is_int(x: Any) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _is_finite(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)

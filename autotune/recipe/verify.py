@@ -150,10 +150,10 @@ def compare_promise(
             if hi >= plo and phi >= lo:
                 verdict = "as promised"
             else:
-                better = (
-                    got["mean"] < p_mean
-                    if promised.get("direction") == "minimize"
-                    else got["mean"] > p_mean
+                better = (  # a recipe without a direction minimises, as everywhere else
+                    got["mean"] > p_mean
+                    if promised.get("direction") == "maximize"
+                    else got["mean"] < p_mean
                 )
                 verdict = "better than promised" if better else "WORSE than promised"
             if metric in HARDWARE_METRICS and not same_hardware:
