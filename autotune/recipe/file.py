@@ -297,10 +297,9 @@ class Recipe(RecipeRuntime):
         found = audit_problem(recorded.get("audit"))
         if found is not None:
             raise at(["recorded", "audit", *found[0]], found[1])
-        # How it was measured (verify and migrate run it that long): a file without a probe
-        # section, or one whose probe gives no steps, is cut short or hand-edited. `probe: {}`
-        # is what `Recipe(...).save()` writes for a recipe built without a probe record.
-        # Checked last, so that any other problem of the file is the one named.
+        # How it was measured: a file without a probe, or a probe without steps, is cut short
+        # or hand-edited (`probe: {}` is what `Recipe(...).save()` writes without a probe
+        # record). Checked last, so that any other problem of the file is the one named.
         if "probe" not in data:
             raise bad("probe", "required (how the recipe was measured: steps, seed, device)")
         if data["probe"] and "steps" not in data["probe"]:

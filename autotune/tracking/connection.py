@@ -292,6 +292,7 @@ def check_uri(uri: str) -> None:
     or a database host that answers on its port, an SQLite store whose folder can be made and
     written. TrackingError naming the URI when one fails; `connect` does the full check."""
     scheme = uri_scheme(uri)
+    problem: str | None = None
     if scheme in ("http", "https"):
         _check_http(uri)
     elif scheme in _DB_SCHEMES:
