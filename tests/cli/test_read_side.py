@@ -11,34 +11,14 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from assets.cli import invoke, one_line_error
 from assets.studies import mlp_space, recorded_study
-from typer.testing import CliRunner, Result
 
 from autotune import space as sp
 from autotune import study as st
-from autotune.cli import app
 from autotune.errors import RecipeError
 from autotune.study import export as ex
 from autotune.study import folder
-
-runner = CliRunner()
-
-
-def invoke(*args: str | Path) -> Result:
-    return runner.invoke(app, [str(a) for a in args])
-
-
-def one_line_error(result: Result, *fragments: str) -> str:
-    """Exit 2, one `autotune: error:` line on stderr, nothing on stdout, no traceback."""
-    assert result.exit_code == 2, (result.output, result.exception)
-    assert result.stdout == ""
-    assert "Traceback" not in result.output
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("autotune: error: ")
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
-    return lines[0]
 
 
 def files_under(root: Path) -> dict[str, str]:
