@@ -24,6 +24,8 @@ from autotune.study.folder import lock_file, ray_dir
 from autotune.study.storage import check_tcp, read_only
 from autotune.tracking.connection import make_folder
 
+WORKER_NICENESS = "RAY_worker_niceness"  # a local Ray's workers (and their probes) run at it
+
 
 def ray_env() -> None:
     """Settings for a quiet, local-friendly Ray: no usage stats, no Tune callback loggers, the
@@ -90,6 +92,11 @@ def init_ray(address: str | None, study_dir: Path, cpus: int | None = None) -> A
     # A local Ray without a token prompt, with its files inside the study folder when the
     # path is short enough for its unix sockets (107 bytes), else in a short temp folder.
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    # Ray runs its workers at nice 15 (its `worker_niceness`), and a probe forked there
+    # inherits it: on a busy machine the probes then get a fraction of a core and their
+    # throughput, the objective, measures the machine's load. A probe runs at the priority the
+    # user's training would (the raylet keeps its own); set RAY_worker_niceness to change it.
+    os.environ.setdefault(WORKER_NICENESS, "0")
     temp = ray_dir(study_dir)
     if len(str(temp.resolve())) > 40:  # Ray appends up to 64 bytes to it
         temp = Path(tempfile.gettempdir()) / f"autotune-ray-{os.getuid()}"

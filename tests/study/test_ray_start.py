@@ -35,3 +35,33 @@ def test_ray_started_in_a_thread_stays_up_until_closed(tmp_path: Path) -> None:
         started.stop()
         started.close()
     assert not ray.is_initialized()
+
+
+def test_a_local_rays_workers_run_at_the_drivers_priority(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ray's own default runs its workers at nice 15, and a probe forked there inherits it:
+    on a busy machine its throughput would measure the load. A local Ray the study starts runs
+    them, and what they start, at the driver's niceness."""
+    if os.nice(0) > 19 - 15:  # Ray's 15 on top would be capped at 19: the test could not fail
+        pytest.skip("the test process runs at nice > 4")
+    monkeypatch.delenv("RAY_worker_niceness", raising=False)
+    started = RayStart(None, tmp_path / "study", cpus=1)
+    ray = started.wait()
+    try:
+
+        @ray.remote
+        def niceness() -> tuple[int, int]:
+            import subprocess
+            import sys
+
+            child = subprocess.run(
+                [sys.executable, "-c", "import os; print(os.nice(0))"],
+                capture_output=True, text=True, check=True,
+            )  # fmt: skip
+            return os.nice(0), int(child.stdout)
+
+        assert ray.get(niceness.remote(), timeout=60) == (os.nice(0), os.nice(0))
+    finally:
+        started.stop()
+        started.close()
