@@ -202,6 +202,7 @@ def repro(
         set_=set_ or [],
         seeds=seed_list,
         fresh_process=fresh_process,
+        check_recipe=checked_recipe,
     )
     if as_json:
         typer.echo(json.dumps(result, indent=2, default=str))
@@ -209,3 +210,12 @@ def repro(
         typer.echo(rp.format_repro(result))
     if result["reproducible"] is False:
         raise typer.Exit(1)
+
+
+def checked_recipe(path: Path) -> None:
+    """A recipe given to `repro`, read as `autotune verify` reads it (`Recipe.load`: the same
+    one-line refusal, before any probe runs), and its script compared with the one it recorded."""
+    from autotune.recipe import Recipe
+    from autotune.recipe.script_hash import warn_if_script_changed
+
+    warn_if_script_changed(Recipe.load(path).workload)

@@ -47,6 +47,7 @@ from autotune.recipe.recorded import (
     verified_problem,
 )
 from autotune.recipe.runtime import RecipeRuntime
+from autotune.recipe.script_hash import workload_section
 from autotune.space import yaml_reader
 
 RECIPE_VERSION = 1
@@ -79,7 +80,7 @@ class Recipe(RecipeRuntime):
     """One tuned configuration. Build with `Recipe.load`, `Recipe.loads` or `study.export`."""
 
     name: str
-    workload: dict[str, Any]  # {name, size}
+    workload: dict[str, Any]  # {name, size}, or {script, args, script_sha256}
     precision: str  # fp32 | fp16 | bf16
     micro_batch: int
     knobs: dict[str, Any]  # every knob of autotune.space.KNOBS, resolved to a value
@@ -253,9 +254,7 @@ class Recipe(RecipeRuntime):
                 raise bad(key, "required")
         if not isinstance(data["name"], str) or not data["name"]:
             raise bad("name", f"must be the recipe's name, a string, got {data['name']!r}")
-        workload = sp.validate_section(
-            sp.WorkloadRef, data["workload"], ["workload"], _error_at(source)
-        )
+        workload = workload_section(data["workload"], _error_at(source))  # + script_sha256
         layout = _check_probe(data, source)
         knobs = _check_knobs(data["knobs"], source)
         env = _check_env(data.get("env") or {}, source)
@@ -309,7 +308,7 @@ class Recipe(RecipeRuntime):
             raise bad("fingerprint", "must be a mapping")
         return cls(
             name=str(data["name"]),
-            workload=workload.model_dump(),
+            workload=workload,
             precision=layout.precision,
             micro_batch=layout.micro_batch,
             knobs=knobs,
@@ -472,7 +471,8 @@ _HEADER = """\
 
 
 _COMMENTS: dict[str, str] = {
-    "workload": "The workload it was tuned on (built-in name, file.py:attr or pkg.mod:attr).",
+    "workload": "The workload it was tuned on (built-in name, file.py:attr or pkg.mod:attr), or\n"
+    "the training script, its args and script_sha256 (the file as its trial ran it).",
     "precision": "fp32, fp16 (autocast + GradScaler) or bf16 (autocast, no scaler).",
     "micro_batch": "Samples per forward/backward; effective batch = micro_batch x accum_steps x "
     "world_size.",

@@ -27,6 +27,7 @@ from autotune.probe.outcome import Outcome
 from autotune.probe.summary import loss_of
 from autotune.recipe import paired
 from autotune.recipe.file import Recipe
+from autotune.recipe.script_hash import warn_if_script_changed
 from autotune.recipe.seeds import (
     POSITIVE_METRICS,
     REPORTED,
@@ -198,7 +199,8 @@ def _divergence_promise(recipe: Recipe, measured: Mapping[str, Any]) -> dict[str
 def check_workload(recipe: Recipe, source: str) -> None:
     """Resolve the recipe's workload here, before any probe runs: a workload that cannot be
     found or built fails once, naming it and the recipe file, not once per seed. Resolving
-    imports the workload's module: a recipe's workload is code that runs."""
+    imports the workload's module: a recipe's workload is code that runs. A script edited
+    since the recipe recorded it is warned of (`script_hash`), and run as it is now."""
     from autotune.errors import WorkloadError
     from autotune.probe.workload import resolve
 
@@ -206,6 +208,7 @@ def check_workload(recipe: Recipe, source: str) -> None:
     if script:
         if not Path(script).is_file():
             raise WorkloadError(f"{source}: workload.script: {script}: no such file")
+        warn_if_script_changed(recipe.workload)
         return
     try:
         resolve(recipe.workload["name"], recipe.workload.get("size", "tiny"))

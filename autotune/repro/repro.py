@@ -26,7 +26,7 @@ import random
 import re
 import subprocess
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +44,11 @@ RECIPE_KEY = "autotune_recipe"
 RECIPE_VERSION = 1  # the newest recipe format this module reads
 
 
-def load_space(ref: str | Path, overrides: Sequence[str] = ()) -> tuple[sp.Space, str]:
+def load_space(
+    ref: str | Path,
+    overrides: Sequence[str] = (),
+    check_recipe: Callable[[Path], object] | None = None,
+) -> tuple[sp.Space, str]:
     """The space of `ref` and its kind (`space` or `recipe`), with `overrides` applied.
 
     A space file (or built-in name) is read by `autotune.space.load`. A YAML file with a
@@ -54,12 +58,19 @@ def load_space(ref: str | Path, overrides: Sequence[str] = ()) -> tuple[sp.Space
     so the probe runs exactly the recipe's configuration. Other recipe keys (achieved, source,
     fingerprint) are not needed and not read. A recipe without `workload:` cannot be probed and
     is an error. Errors inside a recipe name the file and key, not the line.
+
+    `check_recipe(path)`, when given, is called on a recipe file before it becomes a space:
+    `autotune repro` passes `Recipe.load` (of the layer beside this one, which this module may
+    not import), so that a malformed recipe is refused as `autotune verify` refuses it, in the
+    same line, before any probe runs. The script's recorded SHA-256 is not a space's key.
     """
     path = sp.find(ref)
     text = yaml_reader.read_text(path, ReproError)  # bounded: the file may come from elsewhere
     data = yaml_reader.load(text, str(path), SpaceError)
     if not (isinstance(data, dict) and RECIPE_KEY in data):
         return sp.load(path, overrides), "space"
+    if check_recipe is not None:
+        check_recipe(path)
     version = data[RECIPE_KEY]
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise RecipeError(f"{path}: {RECIPE_KEY}: must be a format number, got {version!r}")
@@ -90,7 +101,10 @@ def load_space(ref: str | Path, overrides: Sequence[str] = ()) -> tuple[sp.Space
     name = data.get("name")
     if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name):
         name = re.sub(r"[^A-Za-z0-9_.-]", "-", path.stem).lstrip("-_.") or "recipe"
-    spec: dict[str, Any] = {"name": name, "workload": data["workload"], "probe": spec_probe}
+    workload = data["workload"]
+    if isinstance(workload, dict):  # the script's recorded hash is the recipe's, not a space's
+        workload = {k: v for k, v in workload.items() if k != "script_sha256"}
+    spec: dict[str, Any] = {"name": name, "workload": workload, "probe": spec_probe}
     for key in ("knobs", "env"):
         if data.get(key):
             spec[key] = data[key]
@@ -104,6 +118,7 @@ def run_repro(
     set_: Sequence[str] = (),
     seeds: Sequence[int] | None = None,
     fresh_process: bool = False,
+    check_recipe: Callable[[Path], object] | None = None,
 ) -> dict[str, Any]:
     """Run the space's probe `runs` times in deterministic mode and compare the step series.
 
@@ -112,7 +127,7 @@ def run_repro(
     steps, final loss, the determinism switches that applied), and per series (`loss`,
     `grad_norm`) the comparison of every run with the first (`compare_run_series`).
     `reproducible` is True when all runs share a seed and every series is bitwise equal; None
-    when the seeds differ.
+    when the seeds differ. `check_recipe`: see `load_space`.
     """
     if seeds is not None:
         seed_list = [int(s) for s in seeds]
@@ -131,7 +146,9 @@ def run_repro(
         problem = None if value is None else sp.seed_problem(value)
         if problem:
             raise ReproError(f"{flag}: {problem}")
-    space, kind = load_space(space_or_recipe_path, [*set_, "probe.deterministic=true"])
+    space, kind = load_space(
+        space_or_recipe_path, [*set_, "probe.deterministic=true"], check_recipe
+    )
 
     base = seed_override if seed_override is not None else space.probe.seed
     seed_list = seed_list if seeds is not None else [base] * runs

@@ -59,9 +59,10 @@ def recipe_from_study(
         raise RecipeError(f"study {space.name} trial {chosen.number}: no resolved learning rate")
     retried = _oom_retried(outcome or {}, space)
     kind, _ = pick.parse_pick(how)
+    at_length = _at_length(study_dir, chosen.number, ua.decided(study), summary)
     return Recipe(
         name=f"{space.name}-trial{chosen.number}",
-        workload=space.workload.model_dump(),
+        workload=_workload(space, at_length, summary),
         precision=space.probe.precision,
         micro_batch=_micro_batch(knobs, summary, space),
         knobs=knobs,
@@ -105,7 +106,7 @@ def recipe_from_study(
             },
         },
         recorded=_recorded(
-            _at_length(study_dir, chosen.number, ua.decided(study), summary),
+            at_length,
             fp,
             probe,
             space.probe.precision,
@@ -115,6 +116,17 @@ def recipe_from_study(
         autotune_version=__version__,
         created_at=now_iso(),
     )
+
+
+def _workload(space: sp.Space, *summaries: Mapping[str, Any]) -> dict[str, Any]:
+    """The space's workload; a script's with the SHA-256 of the file the picked trial ran (its
+    probe's record: at the decided length, else the screen's), so that verify, repro and
+    migrate can say when the script has changed since."""
+    out: dict[str, Any] = space.workload.model_dump()
+    sha = next((s["script_sha256"] for s in summaries if s.get("script_sha256")), None)
+    if out.get("script") and sha:
+        out["script_sha256"] = sha
+    return out
 
 
 def _at_length(

@@ -1,8 +1,9 @@
 """Hand-edited recipes are refused where they are read, naming the file and the key: a malformed
 `achieved` (value, direction, verified), `recorded.audit` or `recorded.curve.seed`, a recipe
 without `probe` or `probe.steps`, a `name` that is not a string, an `effective_batch` that
-disagrees with the layout. `autotune verify`, `migrate` and `study --warm-start` print one line,
-exit 2 and run no probe (black-box review bb2, findings 1, 4, 5 and 8)."""
+disagrees with the layout. `autotune verify`, `migrate`, `repro` and `study --warm-start` print
+one line, exit 2 and run no probe (black-box review bb2, findings 1, 4, 5 and 8); `repro` the
+very line `verify` prints."""
 
 from __future__ import annotations
 
@@ -165,11 +166,14 @@ def no_probe(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     import autotune.process.launcher as launcher
     import autotune.study as st
+    from autotune.repro import repro as rp
 
     monkeypatch.setattr(launcher, "run_trial_process", refuse("a probe"))
     monkeypatch.setattr(vf, "verify_recipe", refuse("verify"))
     monkeypatch.setattr(record, "audit_here", refuse("the op audit"))
     monkeypatch.setattr(st, "run", refuse("the study"))
+    monkeypatch.setattr(rp, "_run_here", refuse("a repro probe"))
+    monkeypatch.setattr(rp, "_run_fresh", refuse("a repro probe"))
     return ran
 
 
@@ -323,6 +327,29 @@ def test_verify_refuses_a_hand_edited_recipe(
     assert says in refused(result, path, key, no_probe)
     with pytest.raises(RecipeError, match=re.escape(f"{key}: ")):
         Recipe.load(path)
+
+
+#: Refused by the recipe's own rules where repro, reading the recipe as a space, said otherwise.
+REPRO_CASES = [
+    *CASES,
+    ("short_probe", {"probe.steps": 3}, "probe.steps", "greater than or equal to 10"),
+    ("unknown_key", {"colour": "red"}, "colour", "unknown key"),
+    ("future", {"autotune_recipe": 2}, "autotune_recipe", "upgrade autotune"),
+    ("no_script", {"workload.script_sha256": "0" * 64}, "workload.script_sha256", "a named"),
+]
+
+
+@pytest.mark.parametrize(
+    ("edits", "key", "says"), [c[1:] for c in REPRO_CASES], ids=[c[0] for c in REPRO_CASES]
+)
+def test_repro_refuses_it_as_verify_does(
+    tmp_path: Path, no_probe: list[str], edits: dict[str, Any], key: str, says: str
+) -> None:
+    path = write(tmp_path, edits)
+    verify = runner.invoke(app, ["verify", str(path), "--seeds", "1", "--no-baseline"])
+    repro = runner.invoke(app, ["repro", str(path)])
+    assert says in refused(repro, path, key, no_probe)
+    assert (repro.exit_code, repro.stderr) == (verify.exit_code, verify.stderr)
 
 
 @pytest.mark.parametrize(
