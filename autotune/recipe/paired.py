@@ -4,9 +4,14 @@ verdict.
 Both ran at the same seeds and length. Per compared metric (the final loss, and the study's
 objectives), the per-seed difference configuration - baseline over the seeds where both ran
 their whole length with a finite value (`seeds.paired`: mean and 95% t interval of the mean
-difference); and the share of seeds each diverged on. A metric's verdict is `better` or `worse`
-when the interval excludes 0 (by the metric's direction), else `no detectable difference`
-(also with a single pair: one seed shows no noise). The overall verdict:
+difference); and the share of seeds each diverged on. A quantity that is never zero or negative
+(`POSITIVE_METRICS`: the final loss, noise_per_drop, throughput, ...) is judged by its per-seed
+ratio, on the log scale (the `ratio`: geometric mean of configuration / baseline and its 95%
+interval), as its intervals over seeds are: a loss 20x lower on every seed is a difference
+whatever the baseline's spread, where the raw differences of a few seeds would drown it. A
+metric's verdict is `better` or `worse` when the interval excludes no change (0, or a ratio of
+1) by the metric's direction, else `no detectable difference` (also with a single pair: one
+seed shows no noise). The overall verdict:
 
 - `worse`: it diverged on more seeds than the baseline, or is worse on a metric and better on
   none (a configuration that diverges more often is never better);
@@ -20,12 +25,14 @@ when the interval excludes 0 (by the metric's direction), else `no detectable di
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from autotune.knobs import HARDWARE_METRICS
 from autotune.probe.outcome import Outcome
 from autotune.recipe.seeds import interval, paired, ran_whole
+from autotune.space import POSITIVE_METRICS
 
 VERDICTS = ("better", "no detectable difference", "worse", "mixed", "not compared")
 PREFER_DEFAULTS = ("no detectable difference", "worse")  # the named picks then take the defaults
@@ -60,6 +67,34 @@ def metric_verdict(diff: Mapping[str, Any], direction: str) -> str:
     if low > 0:
         return "worse" if lower_is_better else "better"
     return "no detectable difference"
+
+
+def paired_ratio(xs: Sequence[float | None], ys: Sequence[float | None]) -> dict[str, Any] | None:
+    """The paired comparison on the log scale: per seed log(x / y), the interval of its mean
+    mapped back to a ratio (`mean`: the geometric mean of x / y; `low`, `high`; `n`; with one
+    pair no interval). None when a pair holds a value <= 0 (no ratio; the difference judges)."""
+    pairs = [
+        (float(x), float(y))
+        for x, y in zip(xs, ys, strict=True)
+        if x is not None and y is not None and math.isfinite(float(x)) and math.isfinite(float(y))
+    ]
+    if not pairs or any(x <= 0 or y <= 0 for x, y in pairs):
+        return None
+    logs = interval([math.log(x / y) for x, y in pairs])
+    back = {k: None if logs[k] is None else math.exp(logs[k]) for k in ("mean", "low", "high")}
+    return {**back, "n": logs["n"], "scale": "log"}
+
+
+def _judged(diff: Mapping[str, Any], ratio: Mapping[str, Any] | None) -> dict[str, Any]:
+    """What the metric's verdict reads: the ratio's interval as log(ratio) (no change: 0), else
+    the difference's."""
+    if ratio is None:
+        return dict(diff)
+    return {k: None if ratio[k] is None else math.log(ratio[k]) for k in ("low", "high")}
+
+
+def _arm(values: Sequence[float | None], metric: str) -> dict[str, Any]:
+    return interval(values, scale="log" if metric in POSITIVE_METRICS else "linear")
 
 
 def diverged_count(result: Mapping[str, Any], seeds: Sequence[Any]) -> int:
@@ -98,20 +133,27 @@ def compare(
         "pick_seeds": n_mine,
         "baseline_seeds": n_base,
     }
+    # The seeds whose runs both ran whole: what the metrics are compared over (a seed that
+    # failed or stopped on either side is in `seeds`, for the divergence counts, not here).
+    out["compared_seeds"] = [s for s in seeds if _whole(a[s]) and _whole(b[s])]
     better: list[str] = []
     worse: list[str] = []
+    paired_n = 0  # the seeds a metric was compared over (both ran whole, finite)
     for metric, direction in metrics:
         xs = [_value(a[s], metric) for s in seeds]
         ys = [_value(b[s], metric) for s in seeds]
         diff = paired(xs, ys)
-        v = metric_verdict(diff, direction)
+        ratio = paired_ratio(xs, ys) if metric in POSITIVE_METRICS else None
+        v = metric_verdict(_judged(diff, ratio), direction)
         out["metrics"][metric] = {
             "direction": direction,
             "difference": {k: diff.get(k) for k in ("mean", "low", "high", "n")},
-            "pick": interval(xs),
-            "baseline": interval(ys),
+            **({"ratio": ratio} if ratio is not None else {}),
+            "pick": _arm(xs, metric),
+            "baseline": _arm(ys, metric),
             "verdict": v,
         }
+        paired_n = max(paired_n, int(diff.get("n") or 0))
         (better if v == "better" else worse if v == "worse" else []).append(metric)
     out["better_on"], out["worse_on"] = better, worse
     if n_mine > n_base:
@@ -131,10 +173,14 @@ def compare(
     else:
         out["verdict"] = "no detectable difference"
         out["why"] = (
-            f"no difference beyond the seed noise over {len(seeds)} paired seeds "
+            f"no difference beyond the seed noise over {_seeds_text(paired_n)} "
             f"({', '.join(m for m, _ in metrics)})"
         )
     return out
+
+
+def _seeds_text(n: int) -> str:
+    return "1 paired seed" if n == 1 else f"{n} paired seeds"
 
 
 def compared_metrics(objectives: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
@@ -152,14 +198,25 @@ def format_line(verdict: Mapping[str, Any] | None, label: str = "pick") -> str:
         return f"{label} vs baseline: not compared"
     text = f"{label} vs baseline"
     seeds = verdict.get("seeds") or []
-    if seeds:
+    compared = verdict.get("compared_seeds")
+    if seeds and compared is not None and list(compared) != list(seeds):
+        text += (
+            f" (paired over seeds {list(compared)} of {list(seeds)}: the others did not run whole)"
+        )
+    elif seeds:
         text += f" (paired over seeds {seeds})"
     text += f": {verdict['verdict'].upper()}"
     if verdict.get("why"):
         text += f": {verdict['why']}"
-    fl = (verdict.get("metrics") or {}).get("final_loss")
-    d = (fl or {}).get("difference") or {}
-    if d.get("mean") is not None:
+    fl = (verdict.get("metrics") or {}).get("final_loss") or {}
+    d, r = fl.get("difference") or {}, fl.get("ratio") or {}
+    if r.get("mean") is not None:  # judged on the ratio: it comes first
+        text += f"; final_loss x{r['mean']:.3g} the baseline's"
+        text += f" [x{r['low']:.3g}, x{r['high']:.3g}]" if r.get("low") is not None else ""
+        text += f" (difference {d['mean']:+.4g})" if d.get("mean") is not None else ""
+        if r.get("low") is None:
+            text += " (1 pair: no interval)"
+    elif d.get("mean") is not None:
         if d.get("low") is not None:
             text += f"; final_loss difference {d['mean']:+.4g} [{d['low']:+.4g}, {d['high']:+.4g}]"
         else:

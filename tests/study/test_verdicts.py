@@ -7,6 +7,8 @@ with made-up records (no Ray, no probe process)."""
 
 from __future__ import annotations
 
+import math
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -482,16 +484,27 @@ def test_the_verdict_line_reads_as_documented() -> None:
     )
     assert mets == [("final_loss", "minimize"), ("throughput", "minimize")]
     better = pd.compare(result([1.50, 1.61, 1.42]), result([2.0, 2.1, 1.9]), mets[:1])
+    # The final loss is positive: judged by the per-seed ratio on the log scale. The ratios
+    # 0.75, 0.7667, 0.7474: geometric mean 0.755, its interval t(2) 4.303 x s / sqrt(3) of
+    # the logs mapped back; the raw mean difference beside it.
+    logs = [math.log(a / b) for a, b in ((1.50, 2.0), (1.61, 2.1), (1.42, 1.9))]
+    half = 4.302653 * statistics.stdev(logs) / math.sqrt(3)
+    mid = statistics.fmean(logs)
+    lo, geo, hi = (math.exp(x) for x in (mid - half, mid, mid + half))
     assert pd.format_line(better, "trial 3") == (
         "trial 3 vs baseline (paired over seeds [1, 2, 3]): BETTER: better than the baseline: "
-        "final_loss; final_loss difference -0.49 [-0.5148, -0.4652]"  # t(2) 4.303 x 0.01 / sqrt(3)
+        f"final_loss; final_loss x{geo:.3g} the baseline's [x{lo:.3g}, x{hi:.3g}] "
+        "(difference -0.49)"
     )
     one = pd.compare(result([1.5]), result([2.0]), mets[:1])
     assert pd.format_line(one) == (
         "pick vs baseline (paired over seeds [1]): NO DETECTABLE DIFFERENCE: no difference "
-        "beyond the seed noise over 1 paired seeds (final_loss); final_loss difference -0.5 "
-        "(1 pair: no interval)"
+        "beyond the seed noise over 1 paired seed (final_loss); final_loss x0.75 the baseline's "
+        "(difference -0.5) (1 pair: no interval)"
     )
+    # A metric that can be 0 or negative (loss_drop) keeps the difference.
+    drop = pd.compare(result([0.5, 0.6]), result([0.4, 0.3]), [("loss_drop", "maximize")])
+    assert "ratio" not in drop["metrics"]["loss_drop"]
     assert pd.format_line(None, "recipe") == "recipe vs baseline: not compared"
     alone = {"verdict": "not compared", "why": "it is the baseline"}
     assert pd.format_line(alone) == "pick vs baseline: NOT COMPARED: it is the baseline"
@@ -571,11 +584,13 @@ def test_the_paired_verdict_rows_and_reasons_branch_by_branch() -> None:
         "baseline_seeds": 1,
     }
     row = out["metrics"]["throughput"]
-    assert set(row) == {"direction", "difference", "pick", "baseline", "verdict"}
+    assert set(row) == {"direction", "difference", "ratio", "pick", "baseline", "verdict"}
     assert (row["direction"], row["verdict"]) == ("maximize", "worse")
+    assert row["ratio"]["mean"] == pytest.approx(0.9, rel=0.01) and row["ratio"]["n"] == 3
     assert row["pick"]["n"] == 4 and row["baseline"]["n"] == 3  # seed 4: the baseline stopped
-    assert row["pick"]["mean"] == pytest.approx(90.0) and row["baseline"]["mean"] == (
-        pytest.approx(100.0)
+    # each side over seeds on the log scale: the geometric means
+    assert row["pick"]["mean"] == pytest.approx(90.0, rel=1e-3) and row["baseline"]["mean"] == (
+        pytest.approx(100.0, rel=1e-3)
     )
     # worse on two, better on none, diverging alike: worse, both named
     same_div = seeds_result(
@@ -611,3 +626,32 @@ def test_the_paired_verdict_rows_and_reasons_branch_by_branch() -> None:
     out = pd.compare(alike, elsewhere, THREE)
     assert out["verdict"] == "not compared" and out["seeds"] == []
     assert out["why"] == "the baseline was run at other seeds: no pair to compare"
+
+
+def test_a_loss_many_times_lower_on_every_seed_is_better_whatever_the_raw_spread() -> None:
+    """A black-box review's case: 20-40x lower on each of 3 seeds, while the baseline's losses
+    spread widely (0.09-0.21): the raw differences' interval reached past 0 and the verdict
+    said no detectable difference (and the defaults were exported). Judged by the ratio it is
+    better; each side's interval is on the log scale (never below 0)."""
+    mine, base = result([0.0067, 0.0044, 0.0031]), result([0.205, 0.089, 0.127])
+    raw = paired([0.0067, 0.0044, 0.0031], [0.205, 0.089, 0.127])
+    assert raw["low"] < 0 < raw["high"]  # the raw differences alone could not tell
+    out = pd.compare(mine, base, [("final_loss", "minimize")])
+    assert out["verdict"] == "better", out
+    ratio = out["metrics"]["final_loss"]["ratio"]
+    assert ratio["high"] < 0.1 and ratio["mean"] == pytest.approx(0.034, rel=0.02)
+    assert out["metrics"]["final_loss"]["baseline"]["low"] > 0
+    assert out["metrics"]["final_loss"]["baseline"]["scale"] == "log"
+
+
+def test_the_line_names_the_seeds_compared_when_some_did_not_run_whole() -> None:
+    """A seed that failed on either side is left out of the comparison, and the line says
+    which seeds were compared (a review saw "paired over seeds [1, 2, 3] ... over 3 paired
+    seeds" where seed 2 had failed on both sides)."""
+    failed = ["complete", "failed", "complete"]
+    mine, base = result([2.0, 2.2, 2.1], failed), result([2.1, 2.3, 2.0], failed)
+    out = pd.compare(mine, base, [("final_loss", "minimize")])
+    assert out["seeds"] == [1, 2, 3] and out["compared_seeds"] == [1, 3]
+    line = pd.format_line(out)
+    assert "paired over seeds [1, 3] of [1, 2, 3]" in line
+    assert "over 2 paired seeds" in line
