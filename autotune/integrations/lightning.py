@@ -146,8 +146,8 @@ def configure_optimizers(
         raise ValueError("configure_optimizers: give total_steps (the schedule's length)")
     plist = list(params)
     if recipe.precision == "fp16":  # Lightning clips only with an optimizer it unscales
-        mark_applied("optimizer")
         opt = build_optimizer(plist, recipe.knobs, torch.device("cpu"))
+        mark_applied("optimizer", opt)
     else:
         opt = recipe.optimizer(plist)
     sched = recipe.scheduler(opt, int(steps))

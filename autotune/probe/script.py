@@ -16,7 +16,6 @@ This module imports no recipe (the layer above): `autotune.recipe.trial` wraps t
 from __future__ import annotations
 
 import hashlib
-import math
 import threading
 import time
 from collections.abc import Callable
@@ -30,6 +29,7 @@ from autotune.probe.config import ProbeConfig, Report
 from autotune.probe.first_report import FirstReport
 from autotune.probe.loop import schedule_length
 from autotune.probe.script_errors import BadReport, Diverged, ScriptFailure
+from autotune.probe.script_lr import LrWatch
 from autotune.probe.script_state import Parts, ScriptState, split_extra
 from autotune.probe.steps import pick_device, resolve_knobs, seed_everything, set_deterministic
 from autotune.probe.summary import (
@@ -61,11 +61,13 @@ def set_current(session: ScriptSession | None) -> None:
 APPLIERS = ("optimizer", "scheduler", "hf", "lightning")
 
 
-def mark_applied(what: str) -> None:
+def mark_applied(what: str, optimizer: Any = None) -> None:
     """Record that the running script applied the trial's knobs through `what` (APPLIERS): an
-    export says what the probe was from it (a script without the scheduler ran its own)."""
+    export says what the probe was from it (a script without the scheduler ran its own).
+    `optimizer`: the one the recipe built, whose learning rate the `lr` series reads."""
     if _CURRENT is not None:
         _CURRENT.applied.add(what)
+        _CURRENT.lr.watch(optimizer)
 
 
 class ScriptSession:
@@ -82,6 +84,7 @@ class ScriptSession:
         self.cfg, self.in_study, self.clock = cfg, in_study, clock
         self.script_sha256 = file_sha256(cfg.script)
         self.applied: set[str] = set()  # mark_applied
+        self.lr = LrWatch()  # the `lr` of a report without one (`autotune.probe.script_lr`)
         self.emit: Report = report or (lambda _msg: None)
         self.device = pick_device(cfg.device)
         self.reference = reference.STEP0
@@ -205,6 +208,7 @@ class ScriptSession:
                 "data are built, before training"
             )
             raise self.failure
+        self.lr.watch(parts.optimizer)  # what it trains with: its learning rate is read
         start = self.state.hook(parts, self.knobs, schedule_length(self.cfg))
         if start.step:  # the steps a shorter probe ran: recorded, and seen by the monitor again
             s, self.extra = split_extra(start.series)
@@ -259,8 +263,8 @@ class ScriptSession:
             samples = script_values.count(samples, "samples")
             tokens = script_values.count(tokens, "tokens")
         except BadReport as e:
-            self.failure = e
-            raise
+            self.failure = script_values.at_step(e, step)
+            raise self.failure from None
         import torch
 
         k = self.knobs or {}
@@ -271,7 +275,7 @@ class ScriptSession:
             torch.zeros(0),
             self._clipped(clipped, values[1], one),
             self._scalar(scale, "scale") if scale is not None else one,
-            float(lr) if lr is not None else float(k.get("lr", math.nan)),
+            float(lr) if lr is not None else self.lr.value(),
         )
         self.chunk.step_time.append(now - self.t_last)
         self.t_last = now

@@ -26,6 +26,16 @@ def number(v: Any, name: str) -> float:
     return float(v)
 
 
+def at_step(e: BadReport, step: Any) -> BadReport:
+    """`e` naming the step it was reported at, as the other report failures do:
+    `trial.report: loss='0.5' is not a number` becomes `trial.report(step=3): ...`."""
+    head = "trial.report: "
+    text = str(e)
+    if not text.startswith(head):
+        return e
+    return BadReport(f"trial.report(step={step!r}): {text[len(head) :]}")
+
+
 def count(v: Any, name: str) -> Any:
     """A per-step count (`samples=`, `tokens=`): None (not reported), else a finite number >= 0,
     kept as given when it is a Python number (BadReport otherwise)."""

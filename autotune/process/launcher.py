@@ -164,7 +164,8 @@ def run_trial_process(
             on_event(msg)
 
     try:
-        out = _watch(proc, channel, timeout_s, event, on_log)
+        multi = int(probe.get("world_size") or 1) > 1  # DDP: a collective may hang
+        out = _watch(proc, channel, timeout_s, event, on_log, multi=multi)
     finally:
         with contextlib.suppress(OSError):
             os.unlink(cfg_path)
@@ -221,6 +222,8 @@ def _watch(
     timeout_s: float,
     on_event: Callable[[dict[str, Any]], None] | None,
     on_log: Callable[[str], None] | None = None,
+    *,
+    multi: bool = False,
 ) -> dict[str, Any]:
     tail: deque[str] = deque(maxlen=LOG_TAIL_LINES)
     events: dict[str, dict[str, Any]] = {}
@@ -274,7 +277,7 @@ def _watch(
                     proc.stdout.close()
     if channel.rejected:
         tail.append(channel.rejected_note())
-    return outcome_of(proc.returncode, timed_out, timeout_s, events, "\n".join(tail))
+    return outcome_of(proc.returncode, timed_out, timeout_s, events, "\n".join(tail), multi=multi)
 
 
 def outcome_of(
@@ -283,8 +286,11 @@ def outcome_of(
     timeout_s: float,
     events: Mapping[str, dict[str, Any]],
     log_tail: str,
+    *,
+    multi: bool = False,
 ) -> dict[str, Any]:
-    """What became of a probe process, from its exit status and the events it reported."""
+    """What became of a probe process, from its exit status and the events it reported.
+    `multi`: a probe of several processes (DDP), whose time-out may be a hung collective."""
     summary = events.get("summary")
     out: dict[str, Any] = {
         "summary": summary,
@@ -299,7 +305,8 @@ def outcome_of(
             outcome=Outcome.FAILED.value,
             cause="timeout",
             error=f"the probe ran past the trial time limit of {timeout_s:g} s and was "
-            "killed (hung collective or too slow: raise budget.trial_timeout_s)",
+            f"killed ({'hung collective or too slow' if multi else 'too slow, or stuck'}: "
+            "raise budget.trial_timeout_s)",
         )
     elif summary is not None and rc == 0:
         status = summary["status"]

@@ -58,14 +58,15 @@ class RecipeRuntime:
         from autotune.probe import build_optimizer
         from autotune.probe.script import mark_applied
 
-        mark_applied("optimizer")
         plist = list(params)
         first = next(
             (p for p in plist if isinstance(p, torch.Tensor)),
             next((p for g in plist if isinstance(g, dict) for p in g.get("params", [])), None),
         )
         device = first.device if first is not None else torch.device("cpu")
-        return build_optimizer(plist, self.knobs, device)
+        opt = build_optimizer(plist, self.knobs, device)
+        mark_applied("optimizer", opt)  # in a trial, its `lr` series reads this optimizer's
+        return opt
 
     def scaler(self, device: str = "cuda") -> torch.amp.GradScaler:
         """The GradScaler with the recipe's four knobs; disabled (a no-op) unless fp16."""

@@ -36,6 +36,7 @@ STEPS_RUN = "autotune.steps_run"
 STEPS_PLANNED = "autotune.steps_planned"
 CONSTRAINTS = "autotune.constraints"
 CONSTRAINT_NAMES = "autotune.constraint_names"
+LOSS_HASH = "autotune.loss_hash"  # a hash of its loss series (`identical.loss_hash`)
 
 # A study's attributes.
 SPACE = "autotune.space"  # the space's fingerprint: a resumed study must keep it

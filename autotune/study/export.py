@@ -271,11 +271,15 @@ def _verdict_note(src: Mapping[str, Any]) -> str | None:
     if src.get("defaults"):
         return (
             f"exporting PyTorch's defaults (trial {src.get('trial')}): the pick, trial "
-            f"{src.get('first_choice')}, showed {v} against them over the same seeds ({why})"
+            f"{src.get('first_choice')}, showed {verdict.against(v)} them over the same seeds "
+            f"({why})"
         )
     share = (vs.get("pick") or {}).get("diverged_share")
     if src.get("pick") == "trial" and v not in (None, "better", "not compared"):
-        return f"trial {src.get('trial')} is {v} against the defaults over the same seeds: {why}"
+        return (
+            f"trial {src.get('trial')} shows {verdict.against(v)} the defaults over the same "
+            f"seeds: {why}"
+        )
     if share:
         return f"trial {src.get('trial')} diverged on {share:.0%} of its verification seeds"
     return None

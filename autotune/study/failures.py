@@ -6,6 +6,8 @@ A trial *fails* when its process could not produce a result: the script raised, 
 never reported, reported badly, ran past its time, or its process died. A divergence or an
 out-of-memory is a result, not a failure. Each failed trial's record carries `error`, one
 printable line (`autotune.errors.one_line`), in trials/NNNN.json and the trial's user attributes.
+A verification seed fails the same ways; its error is in its verify/*.json and the trial's
+verified result (`runs`), and is said as a failed trial's is (`failed_seeds`).
 """
 
 from __future__ import annotations
@@ -42,18 +44,46 @@ def failed_trials(study: Any) -> list[dict[str, Any]]:
     return rows
 
 
+def failed_seeds(study: Any) -> list[dict[str, Any]]:
+    """Every verification seed that failed (not diverged: raised, crashed, ran past its time),
+    by trial and seed: `{number, baseline, cause, error, seed, steps}`, `error` one line as a
+    failed trial's is (what the seed's probe raised; not trusted to be readable)."""
+    base = {t.number for t in study.get_trials(deepcopy=False) if ua.is_baseline(t)}
+    rows = []
+    for key, ver in study.user_attrs.items():
+        number = ua.verified_of(key)
+        if number is None:
+            continue
+        for r in (ver or {}).get("runs") or []:
+            if r.get("outcome") == Outcome.FAILED:
+                rows.append(
+                    {
+                        "number": number,
+                        "baseline": number in base,
+                        "cause": r.get("cause"),
+                        "error": one_line(r.get("error") or "") or None,
+                        "seed": r.get("seed"),
+                        "steps": ver.get("steps"),
+                    }
+                )
+    return sorted(rows, key=lambda r: (r["number"], r["seed"] is None, r["seed"] or 0))
+
+
 def describe(row: Mapping[str, Any]) -> str:
-    """`trial 3 failed (exception): ValueError: boom`, from a record or a `failed_trials` row."""
+    """`trial 3 failed (exception): ValueError: boom`, from a record or a `failed_trials` row;
+    `trial 3 failed on verification seed 2 (exception): ...` from a `failed_seeds` row."""
     label = "baseline (trial 0)" if row.get("baseline") else f"trial {row['number']}"
     if row.get("baseline") and row.get("number") not in (None, 0):
         label = f"baseline (trial {row['number']})"
+    on = f" on verification seed {row['seed']}" if row.get("seed") is not None else ""
     cause = f" ({row['cause']})" if row.get("cause") else ""
     error = one_line(row.get("error") or "")
-    return f"{label} failed{cause}" + (f": {error}" if error else "")
+    return f"{label} failed{on}{cause}" + (f": {error}" if error else "")
 
 
 def summary_lines(rows: Sequence[Mapping[str, Any]] | None) -> list[str]:
-    """The summary's lines of failed trials: the first SHOWN, then how many more."""
+    """The summary's lines of failed trials (and verification seeds): the first SHOWN, then
+    how many more."""
     rows = list(rows or [])
     lines = [f"  {describe(r)}" for r in rows[:SHOWN]]
     if len(rows) > SHOWN:
@@ -77,6 +107,7 @@ def every_trial_failed(counts: Mapping[str, int], rows: Sequence[Mapping[str, An
     results = sum(int(counts.get(k.value) or 0) for k in MEASURED)
     if failed == 0 or results > 0:
         return None
+    rows = [r for r in rows if r.get("seed") is None]  # the screen's, not a verification's
     first = f"; {describe(rows[0])}" if rows else ""
     return f"every trial failed ({failed} of {failed}){first}"
 

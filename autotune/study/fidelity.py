@@ -67,6 +67,8 @@ def rank_fidelity(study: Any, space: sp.Space, decided: Mapping[str, Any]) -> di
         out["note"] = f"no ranking to compare (n={len(common)}, or every rank tied)"
         return out
     out["low"], out["high"] = bootstrap(x, y)
+    # as the rungs' agreement of the same pair says it: too few (or too tied) to tell
+    out["note"] = rg.too_few(x, y, space.rungs.min_agreement_n)
     return out
 
 
@@ -140,8 +142,9 @@ def _screen(study: Any, space: sp.Space, numbers: Sequence[int]) -> list[rg.Rung
 
 def format_line(fid: Mapping[str, Any] | None) -> str | None:
     """One line for the end-of-study summary; None without a measured value. Below
-    `rungs.MIN_AGREEMENT_N` configurations it says that they cannot tell (as the rung
-    agreement does): three in perfect order happen by chance one time in six."""
+    `rungs.MIN_AGREEMENT_N` configurations, or with too many ties (`rungs.too_few`), it says
+    that they cannot tell (as the rung agreement of the same pair does): three in perfect
+    order happen by chance one time in six."""
     if not fid or fid.get("tau") is None:
         return None
     if int(fid["n"]) < rg.MIN_AGREEMENT_N:
@@ -149,6 +152,8 @@ def format_line(fid: Mapping[str, Any] | None) -> str | None:
             f"rank fidelity {fid['from_steps']} -> {fid['to_steps']} steps: too few "
             f"configurations to tell (n={fid['n']}, at least {rg.MIN_AGREEMENT_N})"
         )
+    if str(fid.get("note") or "").startswith("too few"):  # as the rankings line says it
+        return f"rank fidelity {fid['from_steps']} -> {fid['to_steps']} steps: {fid['note']}"
     iv = ""
     if fid.get("low") is not None:
         iv = f" [{fid['low']:+.2f}, {fid['high']:+.2f}]"

@@ -308,7 +308,11 @@ def why_not_held(verified: Sequence[Candidate]) -> str:
         bad = next((r for r in runs if r.get("outcome") != Outcome.COMPLETE), None)
         if bad is not None:
             cause = f" ({bad['cause']})" if bad.get("cause") else ""
-            out.append(f"trial {c.number} {bad.get('outcome')} on seed {bad.get('seed')}{cause}")
+            error = one_line(bad.get("error") or "")  # what it raised, one line
+            out.append(
+                f"trial {c.number} {bad.get('outcome')} on seed {bad.get('seed')}{cause}"
+                + (f": {error}" if error else "")
+            )
         elif not c.holds:
             broke = next((r for r in runs if r.get("feasible") is False), None)
             on = f"seed {broke.get('seed')}" if broke else "a seed"

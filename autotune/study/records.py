@@ -14,6 +14,7 @@ from autotune.probe.outcome import Outcome
 from autotune.recipe.seeds import ran_whole
 from autotune.study import attrs as ua
 from autotune.study import folder
+from autotune.study.identical import loss_hash
 from autotune.study.objectives import (
     constraint_names,
     constraints_of,
@@ -149,6 +150,7 @@ def tell(study: Any, frozen: Any, outcome: Mapping[str, Any]) -> None:
         ua.SAMPLES_SEEN: summary.get("samples_seen"),
         ua.STEPS_RUN: summary.get("steps_run"),
         ua.STEPS_PLANNED: summary.get("steps_planned"),
+        ua.LOSS_HASH: loss_hash(summary),  # trials that trained alike (`identical`)
     }
     if outcome.get("knobs"):
         attrs[ua.KNOBS] = outcome["knobs"]

@@ -255,6 +255,19 @@ def best_chance(x: Sequence[float], y: Sequence[float]) -> float:
     return chance(x, aligned)
 
 
+def too_few(x: Sequence[float], y: Sequence[float], min_n: int = MIN_AGREEMENT_N) -> str | None:
+    """Why two rankings of the same configurations (`x`, `y`) cannot show agreement: fewer than
+    `max(min_n, MIN_AGREEMENT_N)` of them, or ties that leave too few distinct ranks for even a
+    perfect agreement to reach `ALPHA` (`best_chance`); None when they can. The rank fidelity
+    says the same of the same pair (`fidelity.rank_fidelity`)."""
+    need = max(min_n, MIN_AGREEMENT_N)
+    if len(x) < need:
+        return f"too few configurations to tell (n={len(x)}, at least {need})"
+    if best_chance(x, y) > ALPHA:
+        return f"too few configurations to tell (n={len(x)}, too many tied)"
+    return None
+
+
 def agreement(
     prev: Sequence[RungResult],
     cur: Sequence[RungResult],
@@ -276,12 +289,7 @@ def agreement(
     a = stability_ranks([r for r in prev if r.number in common], objectives[i], i)
     b = stability_ranks([r for r in cur if r.number in common], objectives[i], i)
     x, y = [a[n] for n in common], [b[n] for n in common]
-    need = max(min_n, MIN_AGREEMENT_N)
-    note = None
-    if len(common) < need:
-        note = f"too few configurations to tell (n={len(common)}, at least {need})"
-    elif best_chance(x, y) > ALPHA:
-        note = f"too few configurations to tell (n={len(common)}, too many tied)"
+    note = too_few(x, y, min_n)
     tau = kendall_tau_b(x, y) if note is None else None
     return {
         "tau": tau,

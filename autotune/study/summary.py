@@ -19,13 +19,15 @@ from autotune.study import improvement as im
 from autotune.study import pick as pk
 from autotune.study.compute import format_line as compute_line
 from autotune.study.compute import study_compute
-from autotune.study.failures import failed_trials, summary_lines
+from autotune.study.failures import failed_seeds, failed_trials, summary_lines
 from autotune.study.fidelity import format_line as fidelity_line
 from autotune.study.fidelity import rank_fidelity
+from autotune.study.identical import identical_losses
+from autotune.study.identical import warning_line as identical_line
 from autotune.study.objectives import directions, reference, vacuous
 from autotune.study.pick import dominates
 from autotune.study.records import screen_feasible
-from autotune.study.verdict import pick_part
+from autotune.study.verdict import against, pick_part
 from autotune.study.yardstick import format_line as yardstick_line
 from autotune.tracking.connection import redact
 
@@ -81,7 +83,9 @@ def summarize(
         "vacuous": {"steps": steps, "constraints": vacuous(space, ref)} if baseline else None,
         "screen_yardstick": study.user_attrs.get(ua.SCREEN_YARDSTICK),
         "counts": counts,
-        "failures": failed_trials(study),  # {number, baseline, cause, error}: one line each
+        # {number, baseline, cause, error}: one line each; a verification seed's with its seed
+        "failures": failed_trials(study) + failed_seeds(study),
+        "identical_losses": identical_losses(study),  # knobs differ, loss series the same
         "dropped_knobs": dict(dropped or {}),
         "clip_norm_auto": study.user_attrs.get(ua.CLIP_NORM_AUTO),
         "study_dir": str(study_dir) if study_dir else None,
@@ -222,6 +226,8 @@ def format_summary(summary: Mapping[str, Any], *, tracking_uri: str | None = Non
     lines += [x for x in both if x]
     if (summary.get("throughput_noise") or {}).get("message"):
         lines.append(summary["throughput_noise"]["message"])
+    same = identical_line(summary.get("identical_losses"))
+    lines += [same] if same else []
     lines += _pick_lines(summary)
     if summary.get("warm_start"):
         lines.append(_warm_start_line(summary["warm_start"]))
@@ -277,7 +283,7 @@ def _pick_lines(summary: Mapping[str, Any]) -> list[str]:
     elif pick.get("defaults_preferred"):
         head = (
             f"pick: the defaults (trial {pick['number']}): trial {pick.get('first_choice')} "
-            f"showed {pick.get('verdict')} against them over the same seeds; the simpler "
+            f"showed {against(pick.get('verdict'))} them over the same seeds; the simpler "
             "configuration is kept"
         )
     else:

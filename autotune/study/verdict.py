@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from autotune.errors import one_line
 from autotune.probe.outcome import Outcome
 from autotune.recipe import paired as pd
 from autotune.study import attrs as ua
@@ -28,6 +29,16 @@ class Decision:
     first: Any
     verdict: dict[str, Any]
     defaults_preferred: bool = False
+
+
+def against(verdict: str | None) -> str:
+    """The paired verdict as words before the defaults: `trial 8 shows {against(v)} the
+    defaults` (no detectable difference against, worse results than, mixed results against)."""
+    return {
+        "better": "better results than",
+        "worse": "worse results than",
+        "mixed": "mixed results against",
+    }.get(str(verdict), f"{verdict} against")
 
 
 def baseline_verified(study: Any, steps: int | None) -> tuple[int | None, dict[str, Any] | None]:
@@ -273,7 +284,10 @@ def _verified_row(c: Any, objectives: list[dict[str, Any]], why_not: str | None)
         "final_loss": (ver.get("metrics") or {}).get("final_loss"),
         "metrics": {o["metric"]: (ver.get("metrics") or {}).get(o["metric"]) for o in objectives},
         "runs": [
-            {k: r.get(k) for k in ("seed", "outcome", "cause", "feasible", "steps_run")}
+            {
+                **{k: r.get(k) for k in ("seed", "outcome", "cause", "feasible", "steps_run")},
+                "error": one_line(r.get("error") or "") or None,  # a failed seed's, one line
+            }
             for r in ver.get("runs") or []
         ],
         "vacuous": ver.get("vacuous") or [],

@@ -48,3 +48,13 @@ def test_the_process_records_the_outcome_as_a_plain_string(
     failed = outcome_of(None, True, 10.0, {}, "")
     assert failed["outcome"] == Outcome.FAILED and type(failed["outcome"]) is str
     assert failed["cause"] == "timeout"
+
+
+def test_a_time_out_names_a_hung_collective_only_for_several_processes() -> None:
+    one = outcome_of(None, True, 30.0, {}, "")["error"]
+    assert one == (
+        "the probe ran past the trial time limit of 30 s and was killed (too slow, or stuck: "
+        "raise budget.trial_timeout_s)"
+    )
+    ddp = outcome_of(None, True, 30.0, {}, "", multi=True)["error"]
+    assert "(hung collective or too slow: raise budget.trial_timeout_s)" in ddp

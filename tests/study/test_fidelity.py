@@ -16,6 +16,7 @@ from autotune import study as st
 from autotune.study import attrs as ua
 from autotune.study import fidelity as fd
 from autotune.study import rung_phase as rp
+from autotune.study import rungs as rg
 from autotune.study.export import recipe_from_study
 
 SCREEN_CV = [0.5, 0.1, 0.2, 0.3, 0.4, 0.6]  # trial i's loss_cv at the screen (30 steps)
@@ -100,3 +101,17 @@ def test_the_recipe_carries_compute_saved_and_the_rank_fidelity(tmp_path: Path) 
     recipe = recipe_from_study(str(study_dir))
     assert recipe.source["rank_fidelity"] == summary["rank_fidelity"]
     assert recipe.source["compute_saved"] == pytest.approx(summary["compute_saved"])
+
+
+def test_too_tied_to_tell_is_said_as_the_rungs_agreement_says_it(tmp_path: Path) -> None:
+    tied = [0.2, 0.2, 0.2, 0.2, 0.2, 0.9]  # two distinct ranks: no order can show agreement
+    study, space, study_dir = rung_study(tmp_path, tied)
+    fid = st.summarize(study, space, study_dir)["rank_fidelity"]
+    objectives = [o.model_dump() for o in space.objectives]
+    screen, target = fd._screen(study, space, range(6)), fd._rung(study, range(6), 90)
+    agreed = rg.agreement(screen, target, objectives)
+    assert agreed["tau"] is None and agreed["note"] == fid["note"]
+    assert fid["note"] == "too few configurations to tell (n=6, too many tied)"
+    assert fd.format_line(fid) == (
+        "rank fidelity 30 -> 90 steps: too few configurations to tell (n=6, too many tied)"
+    )
