@@ -101,9 +101,18 @@ def verify(
             "promise is then not compared.",
         ),
     ] = None,
+    first_seed: Annotated[
+        int | None,
+        typer.Option(
+            help="Run both sides on seeds K ... K+N-1 (N: --seeds). Default: the seeds after "
+            "the recipe's probe seed, the study's own verification seeds (on the same machine "
+            "they reproduce its numbers); e.g. 100 checks on fresh seeds.",
+            metavar="K",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
-    """Re-run a recipe with other seeds on this machine and check what it promised.
+    """Re-run a recipe and the baseline over seeds on this machine and check what it promised.
 
     Exit status 1 when every seed of the recipe failed (the causes are printed), when it
     diverged on every seed, broke its promise, or loses to the baseline over the same seeds."""
@@ -115,9 +124,21 @@ def verify(
             f"--steps {steps}: steps are a whole number from {MIN_STEPS} to {MAX_STEPS:,}, "
             "as probe.steps"
         )
+    if first_seed is not None:  # before the recipe is read
+        from autotune.space.seeds import seed_problem
+
+        problem = seed_problem(first_seed)
+        if problem:
+            raise UsageError(f"--first-seed {first_seed}: {problem}")
     recipe = Recipe.load(recipe_path)
     report = vf.verify_recipe(
-        recipe, source=recipe_path, seeds=seeds, baseline=baseline, timeout_s=timeout, steps=steps
+        recipe,
+        source=recipe_path,
+        seeds=seeds,
+        baseline=baseline,
+        timeout_s=timeout,
+        steps=steps,
+        first_seed=first_seed,
     )
     report["run_id"] = vf.log_report(recipe, report, tracking_uri)
     if as_json:

@@ -18,7 +18,13 @@ from autotune.probe.outcome import Outcome
 from autotune.recipe import paired
 from autotune.recipe.file import Recipe
 from autotune.recipe.seeds import summarize_seeds
-from autotune.recipe.verify import is_baseline, metrics_of, run_baseline, run_local
+from autotune.recipe.verify import (
+    baseline_config,
+    is_baseline,
+    metrics_of,
+    run_interleaved,
+    run_local,
+)
 from autotune.repro.compare import compare_series
 
 RTOL = 0.05  # the curves' tolerance: `autotune compare`'s default
@@ -154,10 +160,20 @@ def rerun(
     seed_list = [cfg.seed + i for i in range(seeds)]
     metrics = metrics_of(recipe)
     done = [r for r in done or [] if r.get("seed") in seed_list]
-    rest = [s for s in seed_list if s not in {r.get("seed") for r in done}]
-    runs = done + run_local(
-        cfg, recipe.env, rest, timeout_s=timeout_s, threads=threads, say=say, label="recipe  "
+    defaults = is_baseline(recipe)
+    arms = [(cfg, recipe.env, "recipe  ")]
+    if not defaults:
+        arms.append((baseline_config(recipe, length), recipe.env, "baseline"))
+    # interleaved by seed: a change in this machine's load falls on both arms of a seed alike
+    ran = run_interleaved(
+        arms,
+        seed_list,
+        timeout_s=timeout_s,
+        threads=threads,
+        say=say,
+        skip=[(0, r["seed"]) for r in done],
     )
+    runs = sorted([*done, *ran[0]], key=lambda r: seed_list.index(r["seed"]))
     out: dict[str, Any] = {
         "steps": length,
         "run_steps": cfg.steps,
@@ -168,12 +184,8 @@ def rerun(
         "fingerprint": next((r["fingerprint"] for r in runs if r.get("fingerprint")), None),
     }
     samples = sum(_samples(r) for r in runs)
-    defaults = is_baseline(recipe)
-    base_runs: list[dict[str, Any]] = []
+    base_runs: list[dict[str, Any]] = ran[1] if not defaults else []
     if not defaults:
-        base_runs = run_baseline(
-            recipe, length, seed_list, timeout_s=timeout_s, threads=threads, say=say
-        )
         out["baseline_result"] = summarize_seeds(base_runs, metrics)
         samples += sum(_samples(r) for r in base_runs)
     compared = paired.compared_metrics(

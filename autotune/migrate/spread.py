@@ -20,15 +20,13 @@ runs: the recipe and the baseline over the seeds, paired.
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from autotune.probe.outcome import Outcome
 from autotune.recipe import paired
 from autotune.recipe.file import Recipe
-from autotune.recipe.seeds import TIMED, t975
-from autotune.space.schema import POSITIVE_METRICS
+from autotune.recipe.seeds import TIMED, prediction_interval
 
 #: Fewer recorded seeds than this and the spread is not judged (n = 2: the bound is the mean
 #: plus 15.6 standard deviations, estimated from two values).
@@ -39,14 +37,10 @@ MACHINE_METRICS = (*TIMED, "peak_mem_mb")
 
 def bound(values: Sequence[float], direction: str, metric: str) -> float:
     """The one-sided 97.5% prediction bound of one more value drawn like `values` (n >= 2):
-    the worst it may be and still look like another seed."""
-    xs = [float(v) for v in values]
-    log = metric in POSITIVE_METRICS and all(x > 0 for x in xs)
-    ys = [math.log(x) for x in xs] if log else xs
-    n = len(ys)
-    half = t975(n - 1) * statistics.stdev(ys) * math.sqrt(1 + 1 / n)
-    b = statistics.fmean(ys) + (half if direction == "minimize" else -half)
-    return math.exp(b) if log else b
+    the worst it may be and still look like another seed (an end of
+    `seeds.prediction_interval`)."""
+    low, high = prediction_interval(values, metric)
+    return high if direction == "minimize" else low
 
 
 def within_spread(recipe: Recipe, run: Mapping[str, Any] | None, steps: int) -> dict[str, Any]:

@@ -108,6 +108,25 @@ def interval(values: Sequence[float | None], scale: str = "linear") -> dict[str,
     return {"mean": mean, "std": std, "low": mean - half, "high": mean + half, "n": n}
 
 
+def prediction_interval(values: Sequence[float], metric: str) -> tuple[float, float]:
+    """The two-sided 95% prediction interval of one more value drawn like `values` (n >= 2):
+
+        mean ± t(0.975, n - 1) · s · √(1 + 1/n),
+
+    on the log scale for a positive metric (`POSITIVE_METRICS`, when every value is > 0). Each
+    end is the one-sided 97.5% prediction bound: where another seed may still fall."""
+    xs = [float(v) for v in values]
+    if len(xs) < 2:
+        raise ValueError("a prediction interval needs at least 2 values")
+    log = metric in POSITIVE_METRICS and all(x > 0 for x in xs)
+    ys = [math.log(x) for x in xs] if log else xs
+    n = len(ys)
+    half = t975(n - 1) * statistics.stdev(ys) * math.sqrt(1 + 1 / n)
+    mean = statistics.fmean(ys)
+    low, high = mean - half, mean + half
+    return (math.exp(low), math.exp(high)) if log else (low, high)
+
+
 def paired(xs: Sequence[float | None], ys: Sequence[float | None]) -> dict[str, Any]:
     """The paired comparison of x against y over the same seeds: per seed the difference
     x - y (seeds where either is missing or non-finite are left out), its mean and the 95%

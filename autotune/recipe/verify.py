@@ -21,12 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from autotune import space as sp
-from autotune.knobs import HARDWARE_METRICS
 from autotune.probe import ProbeConfig
 from autotune.probe.outcome import Outcome
 from autotune.probe.summary import loss_of
 from autotune.recipe import paired
 from autotune.recipe.file import Recipe
+from autotune.recipe.promise import compare_promise, promise_line, seed_origin
 from autotune.recipe.script_hash import warn_if_script_changed
 from autotune.recipe.seeds import (
     POSITIVE_METRICS,
@@ -75,21 +75,47 @@ def baseline_knobs(recipe: Recipe) -> dict[str, Any]:
     return out
 
 
-def run_baseline(
-    recipe: Recipe,
-    length: int,
-    seeds: list[int],
+def baseline_config(recipe: Recipe, length: int) -> ProbeConfig:
+    """The baseline beside `recipe` (its searched knobs at PyTorch's defaults,
+    `baseline_knobs`) at `length` steps, run as the study runs its baseline."""
+    return recipe.probe_config(knobs=baseline_knobs(recipe), steps=length).for_baseline()
+
+
+def run_one(
+    cfg: ProbeConfig,
+    env: Mapping[str, str],
+    seed: int,
     *,
     timeout_s: float,
     threads: int | None,
     say: Callable[[str], None],
-) -> list[dict[str, Any]]:
-    """The baseline beside `recipe` (its searched knobs at PyTorch's defaults, `baseline_knobs`)
-    run here at `length` steps on `seeds`, as `run_local` runs the recipe."""
-    cfg = recipe.probe_config(knobs=baseline_knobs(recipe), steps=length).for_baseline()
-    return run_local(
-        cfg, recipe.env, seeds, timeout_s=timeout_s, threads=threads, say=say, label="baseline"
+    label: str,
+    at: str = "",
+) -> dict[str, Any]:
+    """Run `cfg` at `seed` in a fresh process on this machine; say how it ended (`label`, and
+    `at` after the seed: `(2/3)`)."""
+    from dataclasses import replace
+
+    from autotune.process.launcher import run_trial_process
+
+    out = run_trial_process(
+        replace(cfg, seed=seed).to_dict(),
+        env,
+        timeout_s=timeout_s,
+        threads=threads or cfg.threads,  # as the study ran it (OMP_NUM_THREADS included)
     )
+    out["seed"] = seed
+    m = (out.get("summary") or {}).get("metrics") or {}
+    state = out["outcome"] + (f" ({out['cause']})" if out.get("cause") else "")
+    say(
+        f"  {label} seed {seed}{at}: {state}"
+        + (
+            f"  loss_cv {m['loss_cv']:.4g}  throughput {m['throughput']:.4g}"
+            if out["outcome"] == Outcome.COMPLETE and "loss_cv" in m
+            else ""
+        )
+    )
+    return out
 
 
 def run_local(
@@ -103,97 +129,36 @@ def run_local(
     label: str,
 ) -> list[dict[str, Any]]:
     """Run `cfg` once per seed, one after another, each in a fresh process on this machine."""
-    from dataclasses import replace
+    return run_interleaved(
+        [(cfg, env, label)], seeds, timeout_s=timeout_s, threads=threads, say=say
+    )[0]
 
-    from autotune.process.launcher import run_trial_process
 
-    runs = []
+def run_interleaved(
+    arms: Sequence[tuple[ProbeConfig, Mapping[str, str], str]],
+    seeds: Sequence[int],
+    *,
+    timeout_s: float,
+    threads: int | None,
+    say: Callable[[str], None],
+    skip: Sequence[tuple[int, int]] = (),
+) -> list[list[dict[str, Any]]]:
+    """Run each arm (config, environment, label) over `seeds`, interleaved by seed: every
+    arm's run of the first seed, then of the second, ...; per arm its runs in seed order. A
+    paired comparison (the recipe against the baseline) then sees a change in the machine's
+    load on both arms of a seed alike, not as a difference between arms run one after the
+    other. `skip`: (arm index, seed) pairs not to run (already run)."""
+    out: list[list[dict[str, Any]]] = [[] for _ in arms]
     for i, seed in enumerate(seeds):
-        out = run_trial_process(
-            replace(cfg, seed=seed).to_dict(),
-            env,
-            timeout_s=timeout_s,
-            threads=threads or cfg.threads,  # as the study ran it (OMP_NUM_THREADS included)
-        )
-        out["seed"] = seed
-        m = (out.get("summary") or {}).get("metrics") or {}
-        state = out["outcome"] + (f" ({out['cause']})" if out.get("cause") else "")
-        say(
-            f"  {label} seed {seed} ({i + 1}/{len(seeds)}): {state}"
-            + (
-                f"  loss_cv {m['loss_cv']:.4g}  throughput {m['throughput']:.4g}"
-                if out["outcome"] == Outcome.COMPLETE and "loss_cv" in m
-                else ""
+        for k, (cfg, env, label) in enumerate(arms):
+            if (k, seed) in skip:
+                continue
+            at = f" ({i + 1}/{len(seeds)})"
+            run = run_one(
+                cfg, env, seed, timeout_s=timeout_s, threads=threads, say=say, label=label, at=at
             )
-        )
-        runs.append(out)
-    return runs
-
-
-def compare_promise(
-    recipe: Recipe, measured: Mapping[str, Any], same_hardware: bool
-) -> list[dict[str, Any]]:
-    """Per achieved objective: what the recipe promised, what was measured, and the verdict."""
-    rows = []
-    for metric, promised in recipe.achieved.items():
-        got = (measured.get("metrics") or {}).get(metric)
-        if got is None:
-            got = interval([])
-        ver = promised.get("verified") or {}
-        p_mean = ver.get("mean", promised.get("value"))
-        p_low, p_high = ver.get("low"), ver.get("high")
-        verdict = "not measured"
-        if got.get("mean") is not None and p_mean is not None:
-            lo = got["low"] if got.get("low") is not None else got["mean"]
-            hi = got["high"] if got.get("high") is not None else got["mean"]
-            plo = p_low if p_low is not None else p_mean
-            phi = p_high if p_high is not None else p_mean
-            if hi >= plo and phi >= lo:
-                verdict = "as promised"
-            else:
-                better = (  # a recipe without a direction minimises, as everywhere else
-                    got["mean"] > p_mean
-                    if promised.get("direction") == "maximize"
-                    else got["mean"] < p_mean
-                )
-                verdict = "better than promised" if better else "WORSE than promised"
-            if metric in HARDWARE_METRICS and not same_hardware:
-                verdict += " (other hardware: not comparable)"
-        rows.append(
-            {
-                "metric": metric,
-                "direction": promised.get("direction"),
-                "promised": {"mean": p_mean, "low": p_low, "high": p_high},
-                "measured": dict(got),
-                "verdict": verdict,
-            }
-        )
-    divergence = _divergence_promise(recipe, measured)
-    return rows + ([divergence] if divergence else [])
-
-
-def _divergence_promise(recipe: Recipe, measured: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The share of seeds that diverged against the share the recipe's verification saw (the
-    objectives' intervals cover only the seeds that did not diverge, so "as promised" there says
-    nothing of those that did). None when the recipe records no verified share."""
-    shares = [(p.get("verified") or {}).get("diverged_share") for p in recipe.achieved.values()]
-    promised = next((x for x in shares if x is not None), None)
-    got = measured.get("diverged_share")
-    if promised is None or got is None:
-        return None
-    if got >= 1.0:
-        verdict = "DIVERGED on every seed"  # never "as promised", whatever was promised
-    elif got > promised:
-        verdict = "WORSE than promised"
-    else:
-        verdict = "as promised" if got == promised else "better than promised"
-    return {
-        "metric": "diverged",
-        "direction": "minimize",
-        "promised": {"mean": promised, "low": None, "high": None},
-        "measured": {"mean": got, "low": None, "high": None},
-        "verdict": verdict,
-    }
+            out[k].append(run)
+    return out
 
 
 def check_workload(recipe: Recipe, source: str) -> None:
@@ -226,9 +191,13 @@ def verify_recipe(
     threads: int | None = None,
     quiet: bool = False,
     steps: int | None = None,
+    first_seed: int | None = None,
 ) -> dict[str, Any]:
     """Verify a recipe on this machine: its seeds, the baseline's, the promise, the drift.
 
+    The seeds: `first_seed` ... `first_seed + seeds - 1` for both, else the ones after the
+    recipe's probe seed, as its study's verification ran them (`seed_origin` says which the
+    study ran). The recipe and the baseline run interleaved by seed (`run_interleaved`).
     `steps` runs the recipe and the baseline for that many steps instead of the probe's: a
     study ranks configurations at its probe length, which does not always predict a longer run
     (benchmarks/RESULTS.md, probe fidelity), so check at the length you will train. The promise
@@ -243,7 +212,10 @@ def verify_recipe(
     promised_steps = int(recipe.probe.get("steps", 200))
     length = promised_steps if steps is None else steps  # at the reference batch
     cfg = recipe.probe_config(steps=length)
-    seed_list = seeds_for(cfg.seed, seeds)
+    if first_seed is None:
+        seed_list = seeds_for(cfg.seed, seeds)
+    else:
+        seed_list = [first_seed + i for i in range(seeds)]
     say(
         f"verifying recipe {recipe.name} on this machine ({here.get('hash')}): "
         f"{len(seed_list)} seed(s), {cfg.steps} steps each"
@@ -251,15 +223,14 @@ def verify_recipe(
         + (f", LR scheduled over {cfg.schedule_steps}" if cfg.schedule_steps != cfg.steps else "")
         + (", beside the baseline" if baseline else "")
     )
-    runs = run_local(
-        cfg,
-        recipe.env,
-        seed_list,
-        timeout_s=timeout_s,
-        threads=threads,
-        say=say,
-        label="recipe  ",
-    )
+    is_defaults = is_baseline(recipe)
+    if baseline and is_defaults:
+        say("the recipe is the baseline (PyTorch's defaults): no baseline run beside it")
+    arms = [(cfg, recipe.env, "recipe  ")]
+    if baseline and not is_defaults:
+        arms.append((baseline_config(recipe, length), recipe.env, "baseline"))
+    ran = run_interleaved(arms, seed_list, timeout_s=timeout_s, threads=threads, say=say)
+    runs = ran[0]
     # The probes' own fingerprint (their threads and environment), not this driver's.
     here = next((r["fingerprint"] for r in runs if r.get("fingerprint")), here)
     drift = fingerprint.diff(recipe.fingerprint, here) if recipe.fingerprint else []
@@ -272,20 +243,15 @@ def verify_recipe(
         "drift": [{"field": f, "recipe": a, "here": b} for f, a, b in drift],
         "same_hardware": same,
         "seeds": seed_list,
+        "seed_origin": seed_origin(recipe, seed_list),
         "steps": length,
         "recipe_result": summarize_seeds(runs, metrics_of(recipe)),
         # each seed's loss at every step (JSON: a non-finite loss is null), for MLflow's
         # `loss/seed_N` histories and a user who plots them
         "loss_series": loss_series(runs),
     }
-    is_defaults = is_baseline(recipe)
-    if baseline and is_defaults:
-        say("the recipe is the baseline (PyTorch's defaults): no baseline run beside it")
-    if baseline and not is_defaults:
-        base_runs = run_baseline(
-            recipe, length, seed_list, timeout_s=timeout_s, threads=threads, say=say
-        )
-        report["baseline_result"] = summarize_seeds(base_runs, metrics_of(recipe))
+    if len(ran) > 1:
+        report["baseline_result"] = summarize_seeds(ran[1], metrics_of(recipe))
     report["promised_steps"] = promised_steps
     # The recipe against the baseline, paired over the same seeds at this length.
     metrics = paired.compared_metrics(
@@ -358,6 +324,8 @@ def format_report(report: Mapping[str, Any]) -> str:
             else ""
         )
     ]
+    if report.get("seed_origin"):
+        lines.append(report["seed_origin"]["text"])
     if rec["failed"]:
         lines.append("failed seeds:")
         lines += failure_lines(rec, "recipe  ")
@@ -380,18 +348,7 @@ def format_report(report: Mapping[str, Any]) -> str:
         )
     if report.get("promise"):
         lines.append("against the recipe's promise:")
-        for p in report["promise"]:
-            pr = p["promised"]
-            if p["metric"] == "diverged":  # a share of seeds, not an interval
-                lines.append(
-                    f"  {'diverged':<14} promised {pr['mean']:.0%} of seeds  measured "
-                    f"{p['measured']['mean']:.0%}  -> {p['verdict']}"
-                )
-                continue
-            lines.append(
-                f"  {p['metric']:<14} promised {format_interval(pr)}  measured "
-                f"{format_interval(p['measured'])}  -> {p['verdict']}"
-            )
+        lines += [promise_line(p, format_interval) for p in report["promise"]]
     if report.get("vs_baseline"):
         lines.append(paired.format_line(report["vs_baseline"], label="recipe"))
     if report["drift"]:

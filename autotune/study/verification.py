@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune import space as sp
+from autotune.errors import one_line
 from autotune.probe.outcome import Outcome
 from autotune.probe.summary import loss_of
 from autotune.recipe import verify as vf
@@ -132,10 +133,12 @@ def verify_phase(
     if len(pending) < total:
         say(f"  {total - len(pending)} of {total} seed(s) already run (read back)")
 
-    # The baseline's seeds are the reference of the others' relative constraints: they run
-    # first, and a candidate is recorded once they are all in (when the baseline is verified).
+    # Interleaved by seed (`in_seed_order`): each seed's runs of every configuration and the
+    # baseline are handed out together, so a change in the machine's load falls on the arms of
+    # a paired seed alike. The baseline's seeds are the reference of the others' relative
+    # constraints: a candidate is recorded once they are all in (when the baseline is verified).
     base = next((c.number for c in todo if c.baseline), None)
-    pending.sort(key=lambda cs: not cs[0].baseline)
+    pending = in_seed_order(pending, seeds)
     recorded: set[int] = set()
 
     def finish_ready() -> None:
@@ -156,6 +159,7 @@ def verify_phase(
         say(
             f"  [{n}/{total}] trial {c.number} seed {seed}: {out['outcome']}"
             + (f" ({out['cause']})" if out.get("cause") else "")
+            + (f": {why}" if out["outcome"] == Outcome.FAILED and (why := _why(out)) else "")
             + f"  [{fmt_s(elapsed_s)}]"
         )
         finish_ready()
@@ -163,6 +167,17 @@ def verify_phase(
     finish_ready()
     jobs = [seed_job(space, c, seed, steps, (c, seed)) for c, seed in pending]
     return not run_jobs(space, ray, jobs, timeout, done, lambda _s: INTERRUPTED)
+
+
+def _why(out: dict[str, Any]) -> str:
+    """A failed seed's error, one printable line of at most 200 characters."""
+    return one_line(out.get("error") or "")[:200]
+
+
+def in_seed_order(pending: list[tuple[Any, int]], seeds: list[int]) -> list[tuple[Any, int]]:
+    """The (candidate, seed) runs in the order they are handed out: seed by seed, and within a
+    seed the baseline first, then the candidates in their order (a stable sort)."""
+    return sorted(pending, key=lambda cs: (seeds.index(cs[1]), not cs[0].baseline))
 
 
 #: What an interrupted verification says (on stderr).
