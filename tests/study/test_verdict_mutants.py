@@ -39,7 +39,14 @@ def expected_row(ver: dict[str, Any], number: int, baseline: bool, why: str | No
         "final_loss": ver["metrics"]["final_loss"],
         "metrics": {m: ver["metrics"][m] for m in ("loss_cv", "throughput")},
         "runs": [
-            {"seed": s, "outcome": "complete", "cause": None, "feasible": True, "steps_run": 30}
+            {
+                "seed": s,
+                "outcome": "complete",
+                "cause": None,
+                "feasible": True,
+                "steps_run": 30,
+                "error": None,  # a failed seed's error, one line
+            }
             for s in (1, 2, 3)
         ],
         "vacuous": ver.get("vacuous", []),
