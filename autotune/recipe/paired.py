@@ -31,7 +31,7 @@ from typing import Any
 
 from autotune.knobs import HARDWARE_METRICS
 from autotune.probe.outcome import Outcome
-from autotune.recipe.seeds import interval, paired, ran_whole
+from autotune.recipe.seeds import interval, metric_interval, paired, ran_whole
 from autotune.space import POSITIVE_METRICS
 
 VERDICTS = ("better", "no detectable difference", "worse", "mixed", "not compared")
@@ -93,10 +93,6 @@ def _judged(diff: Mapping[str, Any], ratio: Mapping[str, Any] | None) -> dict[st
     return {k: None if ratio[k] is None else math.log(ratio[k]) for k in ("low", "high")}
 
 
-def _arm(values: Sequence[float | None], metric: str) -> dict[str, Any]:
-    return interval(values, scale="log" if metric in POSITIVE_METRICS else "linear")
-
-
 def diverged_count(result: Mapping[str, Any], seeds: Sequence[Any]) -> int:
     rows = _by_seed(result)
     return sum(1 for s in seeds if (rows.get(s) or {}).get("outcome") == Outcome.DIVERGED)
@@ -149,8 +145,8 @@ def compare(
             "direction": direction,
             "difference": {k: diff.get(k) for k in ("mean", "low", "high", "n")},
             **({"ratio": ratio} if ratio is not None else {}),
-            "pick": _arm(xs, metric),
-            "baseline": _arm(ys, metric),
+            "pick": metric_interval(xs, metric),
+            "baseline": metric_interval(ys, metric),
             "verdict": v,
         }
         paired_n = max(paired_n, int(diff.get("n") or 0))

@@ -108,6 +108,12 @@ def interval(values: Sequence[float | None], scale: str = "linear") -> dict[str,
     return {"mean": mean, "std": std, "low": mean - half, "high": mean + half, "n": n}
 
 
+def metric_interval(values: Sequence[float | None], metric: str) -> dict[str, Any]:
+    """`interval` of `metric`'s values over seeds: on the log scale for a positive metric
+    (`POSITIVE_METRICS`), else linear."""
+    return interval(values, scale="log" if metric in POSITIVE_METRICS else "linear")
+
+
 def prediction_interval(values: Sequence[float], metric: str) -> tuple[float, float]:
     """The two-sided 95% prediction interval of one more value drawn like `values` (n >= 2):
 
@@ -193,9 +199,8 @@ def summarize_seeds(
     names = list(dict.fromkeys([*metrics]))
     out_metrics = {
         m: bounded(
-            interval(
-                [((r.get("summary") or {}).get("metrics") or {}).get(m) for r in ok],
-                scale="log" if m in POSITIVE_METRICS else "linear",
+            metric_interval(
+                [((r.get("summary") or {}).get("metrics") or {}).get(m) for r in ok], m
             ),
             m,
         )

@@ -159,7 +159,7 @@ def verify_phase(
         say(
             f"  [{n}/{total}] trial {c.number} seed {seed}: {out['outcome']}"
             + (f" ({out['cause']})" if out.get("cause") else "")
-            + (f": {why}" if out["outcome"] == Outcome.FAILED and (why := _why(out)) else "")
+            + (f": {why}" if out["outcome"] == Outcome.FAILED and (why := _error(out)) else "")
             + f"  [{fmt_s(elapsed_s)}]"
         )
         finish_ready()
@@ -169,9 +169,9 @@ def verify_phase(
     return not run_jobs(space, ray, jobs, timeout, done, lambda _s: INTERRUPTED)
 
 
-def _why(out: dict[str, Any]) -> str:
-    """A failed seed's error, one printable line of at most 200 characters."""
-    return one_line(out.get("error") or "")[:200]
+def _error(out: dict[str, Any]) -> str:
+    """A failed seed's error as the summary's failures say it (`errors.one_line`)."""
+    return one_line(out.get("error") or "")
 
 
 def in_seed_order(pending: list[tuple[Any, int]], seeds: list[int]) -> list[tuple[Any, int]]:
