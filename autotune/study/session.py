@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import gc
 import logging
 import os
 import shutil
@@ -58,7 +59,15 @@ def ray_session(
         try:
             yield ray
         finally:
-            started.stop()
+            # A Ray handle freed in this thread while Ray shuts down in its own makes Ray end
+            # the process (exit status 1, "The core worker has already been shutdown"): the
+            # handles left in reference cycles are freed now, while Ray is up. On a cluster
+            # the shutdown is only a disconnect: it is waited for, so nothing races it.
+            gc.collect()
+            if address or os.environ.get("RAY_ADDRESS"):
+                started.close()
+            else:
+                started.stop()
         return
     ray = init_ray(address, study_dir, cpus)
     try:
