@@ -405,3 +405,20 @@ def save_figure(fig: Any, path: str | Path) -> Path:
     fig.savefig(target)
     say(f"wrote {target}")
     return target
+
+
+def judged_pair(xs: Sequence[float | None], ys: Sequence[float | None]) -> dict[str, Any]:
+    """x against y over the same seeds for a metric that is minimised, judged as the tool
+    judges it (`autotune.recipe.paired`): a positive metric by the per-seed log ratio x / y
+    (its 95% interval mapped back: `ratio`), else by the difference x - y; `worse` when the
+    whole interval says x is higher. `diff` (the raw difference and its interval) is kept for
+    reading."""
+    from autotune.recipe.paired import paired_ratio
+    from autotune.recipe.seeds import paired
+
+    d = paired(xs, ys)
+    diff = {k: d.get(k) for k in ("mean", "low", "high", "n")}
+    ratio = paired_ratio(xs, ys)
+    low = diff["low"] if ratio is None else ratio["low"]
+    worse = low is not None and low > (0.0 if ratio is None else 1.0)
+    return {"diff": diff, "ratio": ratio, "worse": worse}

@@ -21,9 +21,10 @@ study on one node does, the verification), single-worker wall time (per probe: i
 run at T less its steps at the measured throughput, the fixed cost, plus the probe's steps at that
 throughput: `probe_seconds`), the pick, and the
 pick at T over fresh seeds 11-15 paired against (a)'s pick (per seed: final_loss and the
-stability objective, the pick minus (a)'s; diverged and infeasible counts). "As good as (a)":
-the same configuration, or no more infeasible fresh seeds than (a)'s pick and neither paired
-difference's 95% interval entirely above 0 (not measurably worse).
+stability objective, the pick over (a)'s; diverged and infeasible counts). "As good as (a)":
+the same configuration, or no more infeasible fresh seeds than (a)'s pick and neither metric
+measurably worse as the tool judges it (`_common.judged_pair`: the 95% interval of the per-seed
+ratio entirely above 1).
 
 Probes are read off one run at T per configuration and seed (`_target_study.Runs`: exact on the
 CPU, checked bit for bit once per case). Wall time is thus the study's, estimated, not this
@@ -46,7 +47,7 @@ import _common as c
 from _target_study import Case, tau
 from target_length import FRESH_SEEDS, workload_space
 
-from autotune.recipe.seeds import paired, seeds_for
+from autotune.recipe.seeds import seeds_for
 from autotune.study import rung_phase as rp
 
 STRATEGIES = ("full", "screen_topk", "ladder")
@@ -254,9 +255,9 @@ def against(q: Mapping[str, Any] | None, ref: Mapping[str, Any] | None, stab: st
     out: dict[str, Any] = {"same_config": False}
     worse = False
     for m in ("final_loss", stab):
-        d = paired([r[m] for r in q["seeds"]], [r[m] for r in ref["seeds"]])
-        out[m] = {k: d.get(k) for k in ("mean", "low", "high", "n")}
-        worse = worse or (d.get("low") is not None and d["low"] > 0)
+        j = c.judged_pair([r[m] for r in q["seeds"]], [r[m] for r in ref["seeds"]])
+        out[m] = {**j["diff"], "ratio": j["ratio"]}
+        worse = worse or j["worse"]
     out["as_good"] = q["infeasible"] <= ref["infeasible"] and not worse
     return out
 
@@ -309,6 +310,18 @@ def run_case(name: str, trials: int, factor: int, k: int, quick: bool, fresh_n: 
     }
 
 
+def _pair_text(m: str, d: Mapping[str, Any]) -> str:
+    """`final_loss x1.03 [x0.97, x1.09] (+0.001)`: the ratio the verdict is judged by (results
+    written before it was recorded show the difference and its interval)."""
+    ratio = d.get("ratio")
+    if ratio and ratio.get("low") is not None:
+        return (
+            f"{m} x{ratio['mean']:.3g} [x{ratio['low']:.3g}, x{ratio['high']:.3g}] "
+            f"({d['mean']:+.3g})"
+        )
+    return f"{m} {d['mean']:+.3g} [{c.fmt(d['low'])}, {c.fmt(d['high'])}]"
+
+
 def report(r: Mapping[str, Any]) -> str:
     rows = []
     for s in STRATEGIES:
@@ -329,7 +342,7 @@ def report(r: Mapping[str, Any]) -> str:
             "same config"
             if vs.get("same_config")
             else "; ".join(
-                f"{m} {vs[m]['mean']:+.3g} [{c.fmt(vs[m]['low'])}, {c.fmt(vs[m]['high'])}]"
+                _pair_text(m, vs[m])
                 for m in ("final_loss", r["stability"])
                 if isinstance(vs.get(m), dict) and vs[m].get("mean") is not None
             )

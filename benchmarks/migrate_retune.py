@@ -102,19 +102,22 @@ def quality(recipe: Path, seeds: list[int], memory_mb: int) -> dict[str, Any]:
 
 
 def paired(a: list[float | None], b: list[float | None]) -> dict[str, Any]:
-    """b - a over the seeds where both completed: the mean, its 95% t interval (the study's own
-    `seeds.paired`), how many, and whether b is measurably worse (the interval entirely above
-    0: both metrics here are minimised), the rule `compute_at_scale.py` judges "as good" by."""
-    from autotune.recipe.seeds import paired as seeds_paired
+    """b against a over the seeds where both completed, judged as the tool judges (`_common.
+    judged_pair`: the per-seed log ratio b / a for these positive metrics): the difference's
+    mean and 95% interval for reading, the ratio's, how many, and whether b is measurably
+    worse (the whole interval above: both metrics here are minimised), the rule
+    `compute_at_scale.py` judges "as good" by."""
+    import _common as c
 
-    d = seeds_paired(list(b), list(a))
-    low = d.get("low")
+    j = c.judged_pair(list(b), list(a))
+    d = j["diff"]
     return {
         "n": d.get("n"),
         "mean_diff": d.get("mean"),
-        "low": low,
+        "low": d.get("low"),
         "high": d.get("high"),
-        "measurably_worse": low is not None and low > 0,
+        "ratio": j["ratio"],
+        "measurably_worse": j["worse"],
     }
 
 
