@@ -31,7 +31,14 @@ from typing import Any
 
 from autotune.knobs import HARDWARE_METRICS
 from autotune.probe.outcome import Outcome
-from autotune.recipe.seeds import interval, metric_interval, paired, ran_whole
+from autotune.recipe.seeds import (
+    TIMED,
+    interval,
+    metric_interval,
+    paired,
+    ran_whole,
+    timing_where,
+)
 from autotune.space import POSITIVE_METRICS
 
 VERDICTS = ("better", "no detectable difference", "worse", "mixed", "not compared")
@@ -135,13 +142,16 @@ def compare(
     better: list[str] = []
     worse: list[str] = []
     paired_n = 0  # the seeds a metric was compared over (both ran whole, finite)
+    unpaired: list[str] = []  # timed metrics with no pair measured together
     for metric, direction in metrics:
-        xs = [_value(a[s], metric) for s in seeds]
-        ys = [_value(b[s], metric) for s in seeds]
+        apart = _apart(a, b, seeds) if metric in TIMED else []
+        use = [s for s in seeds if s not in apart]
+        xs = [_value(a[s], metric) for s in use]
+        ys = [_value(b[s], metric) for s in use]
         diff = paired(xs, ys)
         ratio = paired_ratio(xs, ys) if metric in POSITIVE_METRICS else None
         v = metric_verdict(_judged(diff, ratio), direction)
-        out["metrics"][metric] = {
+        row: dict[str, Any] = {
             "direction": direction,
             "difference": {k: diff.get(k) for k in ("mean", "low", "high", "n")},
             **({"ratio": ratio} if ratio is not None else {}),
@@ -149,6 +159,13 @@ def compare(
             "baseline": metric_interval(ys, metric),
             "verdict": v,
         }
+        if apart:
+            row["apart_seeds"] = apart
+            row["apart"] = apart_text(a, b, apart)
+            if not diff.get("n"):
+                row["verdict"] = v = "not compared"
+                unpaired.append(metric)
+        out["metrics"][metric] = row
         paired_n = max(paired_n, int(diff.get("n") or 0))
         (better if v == "better" else worse if v == "worse" else []).append(metric)
     out["better_on"], out["worse_on"] = better, worse
@@ -168,11 +185,42 @@ def compare(
         out["why"] = f"better than the baseline: {', '.join(gains)}"
     else:
         out["verdict"] = "no detectable difference"
+        judged = [m for m, _ in metrics if m not in unpaired]
         out["why"] = (
             f"no difference beyond the seed noise over {_seeds_text(paired_n)} "
-            f"({', '.join(m for m, _ in metrics)})"
+            f"({', '.join(judged)})"
+        )
+    if unpaired:
+        out["why"] = out.get("why", "") + (
+            f"; {', '.join(unpaired)} not compared: " + out["metrics"][unpaired[0]]["apart"]
         )
     return out
+
+
+def _group(row: Mapping[str, Any]) -> str | None:
+    return row.get("timing_group")
+
+
+def _apart(
+    a: Mapping[Any, Mapping[str, Any]], b: Mapping[Any, Mapping[str, Any]], seeds: Sequence[Any]
+) -> list[Any]:
+    """The seeds whose two runs were not measured together (different `timing_group`s: e.g. the
+    baseline's beside the top rung, the configuration's in the verification phase): a timed
+    metric's difference there is as much the machine's load as the configuration."""
+    return [s for s in seeds if _group(a[s]) != _group(b[s])]
+
+
+def apart_text(
+    a: Mapping[Any, Mapping[str, Any]], b: Mapping[Any, Mapping[str, Any]], apart: Sequence[Any]
+) -> str:
+    """Why a timed metric is not paired on `apart`, in one clause."""
+    s = apart[0]
+    return (
+        f"the runs of seed{'s' if len(apart) > 1 else ''} {list(apart)} were timed apart "
+        f"(this configuration's {timing_where(_group(a[s]))}, the baseline's "
+        f"{timing_where(_group(b[s]))}), so a change in the machine's load would read as a "
+        "difference; `autotune verify` times both interleaved"
+    )
 
 
 def _seeds_text(n: int) -> str:

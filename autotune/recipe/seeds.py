@@ -8,6 +8,7 @@ interval over seeds and the runs' own (`with_timing`).
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 import statistics
 from collections.abc import Mapping, Sequence
@@ -161,6 +162,19 @@ def ran_whole(run: Mapping[str, Any] | None) -> bool:
 TIMED = ("throughput", "tokens_per_s")
 
 
+def timing_group(where: str) -> str:
+    """A batch of runs measured together (`where`, e.g. "in the verification phase", and when it
+    started): the paired verdict compares a timed metric only between two runs of the same
+    batch, which ran interleaved under the same load (`paired.compare`)."""
+    return f"{where}@{dt.datetime.now(dt.timezone.utc).isoformat(timespec='seconds')}"
+
+
+def timing_where(group: str | None) -> str:
+    """What `timing_group` said of a batch, without its time ("in the verification phase");
+    "at another time" for a run recorded without one."""
+    return (group or "at another time").split("@", 1)[0]
+
+
 def with_timing(
     iv: dict[str, Any], runs: Sequence[Mapping[str, Any]], metric: str
 ) -> dict[str, Any]:
@@ -224,6 +238,7 @@ def summarize_seeds(
                 "error": r.get("error"),
                 "steps_run": (r.get("summary") or {}).get("steps_run"),
                 "steps_planned": (r.get("summary") or {}).get("steps_planned"),
+                "timing_group": r.get("timing_group"),
                 "metrics": {
                     m: ((r.get("summary") or {}).get("metrics") or {}).get(m) for m in names
                 },

@@ -27,6 +27,7 @@ from typing import Any
 
 from autotune import space as sp
 from autotune.recipe import verify as vf
+from autotune.recipe.seeds import timing_group
 from autotune.study import promotion as pm
 from autotune.study.folder import verify_path
 from autotune.study.progress import fmt_s
@@ -54,6 +55,7 @@ class Beside:
     ) -> None:
         self.space, self.study_dir, self.ladder, self.say = space, study_dir, ladder, say
         self.steps = steps
+        self.group = timing_group("beside the top rung")
         top_k, n = space.verify.top_k, space.verify.seeds
         base = baseline_candidate(study, space, self.steps) if top_k > 0 and n > 0 else None
         self.base = base
@@ -98,7 +100,8 @@ class Beside:
         """Write the seed's outcome where the verification phase reads it."""
         assert self.base is not None
         seed = int(job.key[1])
-        record_seed(self.study_dir, self.space, self.base.number, seed, out, self.steps)
+        number = self.base.number
+        record_seed(self.study_dir, self.space, number, seed, out, self.steps, self.group)
         self.say(
             f"  baseline (trial {self.base.number}) seed {seed} at {self.steps} steps: "
             + f"{out.get('outcome')}"

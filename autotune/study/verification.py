@@ -15,7 +15,7 @@ from autotune.errors import one_line
 from autotune.probe.outcome import Outcome
 from autotune.probe.summary import loss_of
 from autotune.recipe import verify as vf
-from autotune.recipe.seeds import ran_whole
+from autotune.recipe.seeds import ran_whole, timing_group
 from autotune.study import attrs as ua
 from autotune.study import pick
 from autotune.study.folder import verify_path, write_json
@@ -101,11 +101,18 @@ def seed_job(space: sp.Space, c: Any, seed: int, steps: int, key: Any) -> ProbeJ
 
 
 def record_seed(
-    study_dir: Path, space: sp.Space, number: int, seed: int, out: dict[str, Any], steps: int
+    study_dir: Path,
+    space: sp.Space,
+    number: int,
+    seed: int,
+    out: dict[str, Any],
+    steps: int,
+    group: str,
 ) -> dict[str, Any]:
     """Trial `number`'s verification seed finished: labelled (seed, trial, the LR schedule's
-    length) and written (`save_seed`); what was written."""
-    out.update(seed=seed, number=number, schedule_steps=target_of(space))
+    length, `group`: the batch of runs it ran in, `seeds.timing_group`) and written
+    (`save_seed`); what was written."""
+    out.update(seed=seed, number=number, schedule_steps=target_of(space), timing_group=group)
     return save_seed(study_dir, number, seed, out, steps)
 
 
@@ -139,6 +146,7 @@ def verify_phase(
     # constraints: a candidate is recorded once they are all in (when the baseline is verified).
     base = next((c.number for c in todo if c.baseline), None)
     pending = in_seed_order(pending, seeds)
+    group = timing_group("in the verification phase")
     recorded: set[int] = set()
 
     def finish_ready() -> None:
@@ -154,7 +162,7 @@ def verify_phase(
 
     def done(job: ProbeJob, out: dict[str, Any], elapsed_s: float) -> None:
         c, seed = job.key
-        results[c.number].append(record_seed(study_dir, space, c.number, seed, out, steps))
+        results[c.number].append(record_seed(study_dir, space, c.number, seed, out, steps, group))
         n = sum(len(v) for v in results.values())
         say(
             f"  [{n}/{total}] trial {c.number} seed {seed}: {out['outcome']}"

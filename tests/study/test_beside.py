@@ -67,6 +67,8 @@ def test_baseline_seeds_run_beside_the_top_rung_and_are_read_back_by_verificatio
     beside.done(first, out, 1.5)
     written = verify_path(study_dir, 0, seeds[0], 90)
     assert written.is_file()
+    group = json.loads(written.read_text())["timing_group"]
+    assert group.startswith("beside the top rung@"), "timed apart from the verification phase"
 
     second = beside.job()
     assert second is not None and second.key[1] == seeds[2], "seed 2's file is there already"
