@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from autotune.errors import one_line
 from autotune.probe.outcome import Outcome
 from autotune.recipe import paired
 from autotune.recipe.file import Recipe
@@ -207,11 +208,32 @@ def rerun(
         out["problems"].insert(0, oom["why"])
     elif failed == len(runs):
         out["problems"].insert(0, f"every seed failed ({failed} of {len(runs)})")
+    if runs and base_runs and all(_never_ran(r) for r in [*runs, *base_runs]):
+        out["nothing_runs"] = nothing_runs(runs, base_runs)
     out["source_verdict"] = ((recipe.source or {}).get("vs_baseline") or {}).get("verdict")
     out["samples"] = samples
     out["wall_s"] = sum(float(r.get("wall_s") or 0.0) for r in [*runs, *base_runs])
     out["curve"] = curve_check(recipe.recorded.get("curve"), runs[0] if runs else None)
     return out
+
+
+def _never_ran(run: Mapping[str, Any]) -> bool:
+    """A run that trained no step: it failed, or ran out of memory before its first step (no
+    summary: the workload's model or data did not fit)."""
+    outcome = run.get("outcome")
+    return outcome == Outcome.FAILED or (outcome == Outcome.OOM and not run.get("summary"))
+
+
+def nothing_runs(runs: list[dict[str, Any]], base_runs: list[dict[str, Any]]) -> str:
+    """Why nothing could be judged: the recipe and PyTorch's defaults both failed (or ran out
+    of memory before their first step) on every seed here, so the cause is this machine (or
+    how it is set up), not the recipe's knobs."""
+    errors = [one_line(r.get("error") or "") for r in [*runs, *base_runs] if r.get("error")]
+    cause = f": {errors[0]}" if errors else ""
+    return (
+        f"neither the recipe nor the baseline (PyTorch's defaults) trained a step on any seed "
+        f"({len(runs)} and {len(base_runs)} runs){cause}"
+    )
 
 
 def out_of_memory(runs: list[dict[str, Any]], cfg: Any) -> dict[str, Any] | None:

@@ -217,6 +217,13 @@ def verdict_of(
             f"The recipe holds here: paired against the baseline over seeds {holds['seeds']} "
             f"it is {vs['verdict']} ({vs.get('why', '')})."
         )
+    if holds.get("nothing_runs"):
+        return (
+            "cannot tell here: nothing runs, the baseline included",
+            f"The recipe cannot be judged on this machine: {holds['nothing_runs']}. Fix the "
+            "machine (or its limits) and run migrate again; no re-tune can help.",
+            None,
+        )
     if not problems:
         if inert:
             return (

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from autotune.probe import ProbeConfig, Report, needs_processes, run_probe
+from autotune.probe.oom import is_oom
 from autotune.process import channel as report_channel
 from autotune.process import memory_limit
 
@@ -136,12 +137,15 @@ def main(argv: list[str] | None = None, channel: Report | None = None) -> int:
         emit({"event": "fingerprint", "fingerprint": fingerprint.collect()})
         run(cfg, emit, own_process=True)
     except Exception as e:
+        # Out of memory outside the training steps (the workload's model or data, before the
+        # first step): the same event as in a step (`autotune.probe.oom`), classed `oom`.
+        oom = is_oom(e)
         emit(
             {
                 "event": "error",
-                "cause": getattr(e, "cause", None) or "exception",  # e.g. comm_hang (DDP)
+                "cause": "oom" if oom else getattr(e, "cause", None) or "exception",
                 "error_type": type(e).__name__,
-                "message": str(e),
+                "message": (f"out of memory before the first step: {e}" if oom else str(e)),
                 # the innermost frames: the line that raised, deep in a script's framework
                 "traceback": traceback.format_exc(limit=-30),
             }

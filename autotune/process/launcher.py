@@ -323,7 +323,8 @@ def outcome_of(
         # missing; an exception of the workload's is named by its type
         own = cause in ("no_reports", "bad_report")
         out.update(
-            outcome=Outcome.FAILED.value,
+            # out of memory in the workload's setup is `oom`, as in a step (with no summary)
+            outcome=Outcome.OOM.value if cause == "oom" else Outcome.FAILED.value,
             cause=cause,
             error=err["message"] if own else f"{err['error_type']}: {err['message']}",
         )

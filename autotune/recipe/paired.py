@@ -169,6 +169,12 @@ def compare(
         paired_n = max(paired_n, int(diff.get("n") or 0))
         (better if v == "better" else worse if v == "worse" else []).append(metric)
     out["better_on"], out["worse_on"] = better, worse
+    if not out["compared_seeds"] and n_mine == n_base:
+        # Nothing ran whole on both sides and neither diverged more: no evidence either way
+        # (e.g. every seed failed here, the baseline's too: the machine, not the recipe).
+        out["verdict"] = "not compared"
+        out["why"] = "no seed ran its whole length on both sides: " + _unfinished(a, b, seeds)
+        return out
     if n_mine > n_base:
         out["verdict"] = "worse"
         out["why"] = f"diverged on {n_mine} of {len(seeds)} seeds, the baseline on {n_base}"
@@ -195,6 +201,22 @@ def compare(
             f"; {', '.join(unpaired)} not compared: " + out["metrics"][unpaired[0]]["apart"]
         )
     return out
+
+
+def _unfinished(
+    a: Mapping[Any, Mapping[str, Any]], b: Mapping[Any, Mapping[str, Any]], seeds: Sequence[Any]
+) -> str:
+    """`this configuration failed on 2 of 2 seeds; the baseline failed on 2 of 2 seeds`: how
+    the seeds ended where no pair ran whole."""
+
+    def ended(rows: Mapping[Any, Mapping[str, Any]]) -> str:
+        counts: dict[str, int] = {}
+        for s in seeds:
+            how = str(rows[s].get("outcome") or "did not run")
+            counts[how] = counts.get(how, 0) + 1
+        return ", ".join(f"{k} on {n} of {len(seeds)} seeds" for k, n in counts.items())
+
+    return f"this configuration {ended(a)}; the baseline {ended(b)}"
 
 
 def _group(row: Mapping[str, Any]) -> str | None:

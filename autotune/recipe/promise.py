@@ -132,7 +132,12 @@ def _divergence_promise(recipe: Recipe, measured: Mapping[str, Any]) -> dict[str
     got = measured.get("diverged_share")
     if promised is None or got is None:
         return None
-    if got >= 1.0:
+    n, failed = int(measured.get("n") or 0), int(measured.get("failed") or 0)
+    if n and failed:  # the share among the seeds that ran (a failed seed did not diverge)
+        got = None if failed >= n else got * n / (n - failed)
+    if got is None:
+        verdict = f"not judged: every seed failed ({failed} of {n})"
+    elif got >= 1.0:
         verdict = "DIVERGED on every seed"  # never "as promised", whatever was promised
     elif got > promised:
         verdict = "WORSE than promised"
@@ -151,9 +156,10 @@ def promise_line(p: Mapping[str, Any], fmt: Any) -> str:
     """One row of the report's promise section (`fmt`: `seeds.format_interval`)."""
     pr = p["promised"]
     if p["metric"] == "diverged":  # a share of seeds, not an interval
+        got = p["measured"]["mean"]
         return (
             f"  {'diverged':<14} promised {pr['mean']:.0%} of seeds  measured "
-            f"{p['measured']['mean']:.0%}  -> {p['verdict']}"
+            f"{'n/a' if got is None else format(got, '.0%')}  -> {p['verdict']}"
         )
     line = (
         f"  {p['metric']:<14} promised {fmt(pr)}  measured {fmt(p['measured'])}  -> {p['verdict']}"

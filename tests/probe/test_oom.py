@@ -73,3 +73,28 @@ def test_a_probe_past_its_memory_limit_ends_oom(tmp_path: Path) -> None:
         got[limit] = (out["outcome"], out.get("cause"), out.get("error"))
     assert got["600"][:2] == ("oom", "oom"), got
     assert got[None][0] == "complete", got
+
+
+BIG_MODEL = WORKLOAD.replace(
+    "        return torch.nn.Linear(4, 1)",
+    "        self.table = torch.ones(200_000_000)  # 800 MB before the first step\n"
+    "        return torch.nn.Linear(4, 1)",
+).replace("200_000_000 // batch[0].shape[0]", "1")
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(sys.platform != "linux", reason="RLIMIT_DATA as Linux counts it")
+def test_out_of_memory_in_the_workloads_setup_is_oom_not_a_failure(tmp_path: Path) -> None:
+    """The allocator failing while the workload builds its model (before the first step) is the
+    same event as in a step: `oom`, its error said, not `failed (exception)`."""
+    from autotune.probe.config import ProbeConfig
+    from autotune.process.launcher import run_trial_process
+
+    (tmp_path / "big.py").write_text(BIG_MODEL)
+    cfg = ProbeConfig(workload=f"{tmp_path / 'big.py'}:make", steps=3, micro_batch=4)
+    extra = {"AUTOTUNE_PROBE_MEMORY_MB": "600"}
+    out = run_trial_process(cfg.to_dict(), {}, timeout_s=300, threads=1, extra_env=extra)
+    assert (out["outcome"], out["cause"]) == ("oom", "oom"), out
+    assert out["summary"] is None
+    assert "out of memory before the first step" in out["error"], out["error"]
+    assert "DefaultCPUAllocator" in out["error"]
