@@ -131,6 +131,7 @@ def verify(
         if problem:
             raise UsageError(f"--first-seed {first_seed}: {problem}")
     recipe = Recipe.load(recipe_path)
+    store = vf.open_store(recipe, tracking_uri)  # an unreachable store refused before any probe
     report = vf.verify_recipe(
         recipe,
         source=recipe_path,
@@ -140,7 +141,7 @@ def verify(
         steps=steps,
         first_seed=first_seed,
     )
-    report["run_id"] = vf.log_report(recipe, report, tracking_uri)
+    report["run_id"] = vf.log_report(recipe, report, tracking_uri, store)
     if as_json:
         typer.echo(json.dumps(report, indent=2, default=str))
     else:

@@ -367,22 +367,41 @@ def format_report(report: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def log_report(recipe: Recipe, report: Mapping[str, Any], tracking_uri: str | None) -> str:
-    """Log a recipe's verification to MLflow; returns the run id.
-
-    The store: `tracking_uri`, else $MLFLOW_TRACKING_URI, else the recipe's own store when it is
-    reachable from here (then the run is a child of the study's run, in the study's experiment),
-    else `sqlite:///mlflow.db` in this folder (experiment `autotune-verify`)."""
+def open_store(recipe: Recipe, tracking_uri: str | None) -> tuple[str, Any]:
+    """The MLflow store a verification is logged to, connected (a TrackingError naming it when
+    a store the user named does not answer): `tracking_uri`, else $MLFLOW_TRACKING_URI, else
+    the recipe's own store when it answers from here, else `sqlite:///mlflow.db` in this
+    folder. Opened before any probe runs, so an unreachable store costs no compute."""
     import os
 
     from autotune import tracking
+    from autotune.errors import TrackingError
 
     mlflow_src = (recipe.source.get("mlflow") or {}) if recipe.source else {}
     uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
     if not uri and _reachable(mlflow_src.get("tracking_uri")):
-        uri = mlflow_src.get("tracking_uri")
+        own = tracking.resolve_uri(mlflow_src.get("tracking_uri"))
+        try:
+            return own, tracking.connect(own)
+        except TrackingError:
+            pass  # the study's store is not reachable from here: this folder's
     uri = tracking.resolve_uri(uri)
-    client = tracking.connect(uri)
+    return uri, tracking.connect(uri)
+
+
+def log_report(
+    recipe: Recipe,
+    report: Mapping[str, Any],
+    tracking_uri: str | None,
+    store: tuple[str, Any] | None = None,
+) -> str:
+    """Log a recipe's verification to MLflow; returns the run id. `store`: `open_store`'s,
+    else opened here from `tracking_uri` (then the run is a child of the study's run, in the
+    study's experiment, when the store is the recipe's own; else in `autotune-verify`)."""
+    from autotune import tracking
+
+    mlflow_src = (recipe.source.get("mlflow") or {}) if recipe.source else {}
+    uri, client = store or open_store(recipe, tracking_uri)
     parent = None
     experiment_id = None
     if uri == mlflow_src.get("tracking_uri") and mlflow_src.get("experiment_id"):
