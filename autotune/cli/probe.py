@@ -169,6 +169,7 @@ def probe(
     """Run one probe of the space, by default its baseline (a study's trial 0), with a trial's
     CPU threads."""
     from autotune import space as sp
+    from autotune.process import memory_limit
     from autotune.process.entry import run_here as run_probe
     from autotune.process.launcher import ProbeFailed
     from autotune.study import check_workload
@@ -185,14 +186,19 @@ def probe(
             f"{config} config ({PROBE_CONFIGS[config]}), {threads} as a trial ...",
             err=True,
         )
-    if cfg.script is not None:  # a user's script runs apart, as a trial's: whatever it does
+    # A user's script runs apart, as a trial's: whatever it does. So does any probe under
+    # AUTOTUNE_PROBE_MEMORY_MB: the limit is a probe process's own (`memory_limit.apply`), and
+    # this command's process is not one.
+    apart = cfg.script is not None or memory_limit.limit_mb() is not None
+    if apart:
         run_probe = _apart(s.budget.trial_timeout_s)
     # With --json, stdout is the JSON alone: what the workload prints (a script's own log
     # lines, a Trainer's dicts) goes to stderr, from this process and any it starts.
     failed = None
     with _stdout_to_stderr() if as_json else contextlib.nullcontext():
         try:
-            result = _run_probe_cli(run_probe, cfg, progress=not as_json and sys.stderr.isatty())
+            tty = not as_json and sys.stderr.isatty()
+            result = _run_probe_cli(run_probe, cfg, progress=tty, apart=apart)
         except ProbeFailed as e:
             failed = e
     if failed is not None:  # the failure as a trial's: JSON (with --json), one line, status 2
@@ -254,7 +260,7 @@ def probe_config(s: Any, config: str) -> Any:
 
 
 def _run_probe_cli(
-    run_probe: Callable[..., dict[str, Any]], cfg: Any, progress: bool
+    run_probe: Callable[..., dict[str, Any]], cfg: Any, progress: bool, apart: bool
 ) -> dict[str, Any]:
     import torch
 
@@ -268,8 +274,8 @@ def _run_probe_cli(
     before = torch.get_num_threads()
     try:
         result = run_probe(cfg, report)
-        # what the probe ran with (a script's process: the threads it was given)
-        result["threads"] = (cfg.script and cfg.threads) or torch.get_num_threads()
+        # what the probe ran with (a process of its own: the threads it was given)
+        result["threads"] = (apart and cfg.threads) or torch.get_num_threads()
     finally:
         torch.set_num_threads(before)  # the probe's count belongs to the probe
         if progress:

@@ -1,0 +1,72 @@
+"""`autotune probe` honours AUTOTUNE_PROBE_MEMORY_MB as a trial does (a black-box review: it
+checked the value, then ran the probe in its own unlimited process and said it fit). Under the
+variable the probe runs in a process of its own, limited; its result says the threads it ran
+with, not the command's."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from assets import studies as h
+from assets.cli import invoke
+
+from autotune import space as sp
+from autotune.cli.probe import planned_threads
+
+BIG = """
+import torch
+
+class Big:
+    name, size, default_lr, unstable_lr = "big", "tiny", 1e-3, 1e-1
+
+    def build_model(self):
+        self.table = torch.ones(200_000_000)  # 800 MB before the first step
+        return torch.nn.Linear(4, 1)
+
+    def batches(self, micro_batch, seed):
+        while True:
+            yield (torch.ones(micro_batch, 4),)
+
+    def eval_batches(self, micro_batch):
+        return [(torch.ones(micro_batch, 4),)]
+
+    def loss(self, model, batch):
+        return model(batch[0]).pow(2).mean()
+
+    def samples(self, batch):
+        return int(batch[0].shape[0])
+
+    def tokens(self, batch):
+        return 0
+
+def make(size="tiny"):
+    return Big()
+"""
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(sys.platform != "linux", reason="RLIMIT_DATA as Linux counts it")
+def test_probe_runs_under_the_memory_limit_a_trial_gets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "big.py").write_text(BIG)
+    space = h.mlp_space("cap", trials=1, steps=10).replace(
+        "{name: mlp, size: tiny}", f"{{name: '{tmp_path / 'big.py'}:make', size: tiny}}"
+    )
+    h.write(tmp_path, space)
+    monkeypatch.setenv("AUTOTUNE_PROBE_MEMORY_MB", "600")
+    capped = invoke("probe", "--space", "space.yaml")
+    assert capped.exit_code == 2, capped.output
+    assert "(oom)" in capped.stderr and "out of memory before the first step" in capped.stderr
+
+    monkeypatch.setenv("AUTOTUNE_PROBE_MEMORY_MB", "4000")
+    fits = invoke("probe", "--space", "space.yaml", "--json")
+    assert fits.exit_code == 0, fits.output
+    result = json.loads(fits.stdout)
+    assert result["status"] == "ok", result
+    planned = planned_threads(sp.load(tmp_path / "space.yaml"))
+    assert result["threads"] == planned, "the threads the probe process was given (a trial's)"
