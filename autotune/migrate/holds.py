@@ -56,7 +56,14 @@ def reproduces(
         return {"reproduces": False, "why": why, "runs": [], "steps": length}
     say(f"does the recorded run reproduce here: seed {cfg.seed}, {length} steps")
     runs = run_local(
-        cfg, recipe.env, [cfg.seed], timeout_s=timeout_s, threads=threads, say=say, label="recipe  "
+        cfg,
+        recipe.env,
+        [cfg.seed],
+        timeout_s=timeout_s,
+        threads=threads,
+        say=say,
+        label="recipe  ",
+        shown=["final_loss", *recipe.achieved],
     )
     curve = curve_check(recorded, runs[0])
     out: dict[str, Any] = {"reproduces": False, "runs": runs, "curve": curve, "steps": length}
@@ -173,6 +180,7 @@ def rerun(
         threads=threads,
         say=say,
         skip=[(0, r["seed"]) for r in done],
+        shown=["final_loss", *recipe.achieved],
     )
     runs = sorted([*done, *ran[0]], key=lambda r: seed_list.index(r["seed"]))
     out: dict[str, Any] = {

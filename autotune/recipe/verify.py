@@ -91,9 +91,10 @@ def run_one(
     say: Callable[[str], None],
     label: str,
     at: str = "",
+    shown: Sequence[str] = ("final_loss",),
 ) -> dict[str, Any]:
     """Run `cfg` at `seed` in a fresh process on this machine; say how it ended (`label`, and
-    `at` after the seed: `(2/3)`)."""
+    `at` after the seed: `(2/3)`; the metrics `shown`: those the recipe is judged on)."""
     from dataclasses import replace
 
     from autotune.process.launcher import run_trial_process
@@ -107,14 +108,13 @@ def run_one(
     out["seed"] = seed
     m = (out.get("summary") or {}).get("metrics") or {}
     state = out["outcome"] + (f" ({out['cause']})" if out.get("cause") else "")
-    say(
-        f"  {label} seed {seed}{at}: {state}"
-        + (
-            f"  loss_cv {m['loss_cv']:.4g}  throughput {m['throughput']:.4g}"
-            if out["outcome"] == Outcome.COMPLETE and "loss_cv" in m
-            else ""
-        )
+    values = "".join(
+        f"  {name} {m[name]:.4g}"
+        for name in dict.fromkeys(shown)
+        if isinstance(m.get(name), (int, float))
     )
+    done = out["outcome"] == Outcome.COMPLETE
+    say(f"  {label} seed {seed}{at}: {state}" + (values if done else ""))
     return out
 
 
@@ -127,10 +127,11 @@ def run_local(
     threads: int | None,
     say: Callable[[str], None],
     label: str,
+    shown: Sequence[str] = ("final_loss",),
 ) -> list[dict[str, Any]]:
     """Run `cfg` once per seed, one after another, each in a fresh process on this machine."""
     return run_interleaved(
-        [(cfg, env, label)], seeds, timeout_s=timeout_s, threads=threads, say=say
+        [(cfg, env, label)], seeds, timeout_s=timeout_s, threads=threads, say=say, shown=shown
     )[0]
 
 
@@ -142,6 +143,7 @@ def run_interleaved(
     threads: int | None,
     say: Callable[[str], None],
     skip: Sequence[tuple[int, int]] = (),
+    shown: Sequence[str] = ("final_loss",),
 ) -> list[list[dict[str, Any]]]:
     """Run each arm (config, environment, label) over `seeds`, interleaved by seed: every
     arm's run of the first seed, then of the second, ...; per arm its runs in seed order. A
@@ -155,7 +157,15 @@ def run_interleaved(
                 continue
             at = f" ({i + 1}/{len(seeds)})"
             run = run_one(
-                cfg, env, seed, timeout_s=timeout_s, threads=threads, say=say, label=label, at=at
+                cfg,
+                env,
+                seed,
+                timeout_s=timeout_s,
+                threads=threads,
+                say=say,
+                label=label,
+                at=at,
+                shown=shown,
             )
             out[k].append(run)
     return out
@@ -229,7 +239,10 @@ def verify_recipe(
     arms = [(cfg, recipe.env, "recipe  ")]
     if baseline and not is_defaults:
         arms.append((baseline_config(recipe, length), recipe.env, "baseline"))
-    ran = run_interleaved(arms, seed_list, timeout_s=timeout_s, threads=threads, say=say)
+    shown = ["final_loss", *recipe.achieved]  # what the recipe is judged on
+    ran = run_interleaved(
+        arms, seed_list, timeout_s=timeout_s, threads=threads, say=say, shown=shown
+    )
     runs = ran[0]
     # The probes' own fingerprint (their threads and environment), not this driver's.
     here = next((r["fingerprint"] for r in runs if r.get("fingerprint")), here)

@@ -130,11 +130,7 @@ def verify_phase(
     say = (lambda _t: None) if opts.quiet else print
     seeds = vf.seeds_for(space.probe.seed, space.verify.seeds)
     metrics = list(dict.fromkeys([*(o.metric for o in space.objectives), *vf.REPORTED]))
-    with_base = " beside the baseline" if any(c.baseline for c in todo) else ""
-    say(
-        f"verifying {len(todo)} configuration(s){with_base} (trials "
-        f"{', '.join(str(c.number) for c in todo)}) with seeds {seeds} at {steps} steps"
-    )
+    say(f"verifying {verifying_text(todo)} with seeds {seeds} at {steps} steps")
     results, pending = _saved_seeds(study_dir, todo, seeds, steps)
     total = len(todo) * len(seeds)
     if len(pending) < total:
@@ -175,6 +171,21 @@ def verify_phase(
     finish_ready()
     jobs = [seed_job(space, c, seed, steps, (c, seed)) for c, seed in pending]
     return not run_jobs(space, ray, jobs, timeout, done, lambda _s: INTERRUPTED)
+
+
+def verifying_text(todo: list[Any]) -> str:
+    """`2 configurations (trials 3, 9) beside the baseline (trial 0)`: what is verified."""
+    cands = [c.number for c in todo if not c.baseline]
+    base = [c.number for c in todo if c.baseline]
+    text = ""
+    if cands:
+        text = (
+            f"{len(cands)} configuration{'s' if len(cands) > 1 else ''} "
+            f"(trial{'s' if len(cands) > 1 else ''} {', '.join(map(str, cands))})"
+        )
+    if base:
+        text += f"{' beside ' if cands else ''}the baseline (trial {base[0]})"
+    return text
 
 
 def _error(out: dict[str, Any]) -> str:

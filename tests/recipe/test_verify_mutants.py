@@ -504,12 +504,12 @@ def test_verify_recipe_runs_the_recipe_and_the_baseline_on_the_same_seeds(
         f"verifying recipe t on this machine ({fingerprint.collect()['hash']}): 3 seed(s), 50 "
         "steps each, beside "
         "the baseline",
-        "  recipe   seed 1 (1/3): complete  loss_cv 0.11  throughput 101",
-        "  baseline seed 1 (1/3): complete  loss_cv 0.31  throughput 101",
-        "  recipe   seed 2 (2/3): complete  loss_cv 0.12  throughput 102",
+        "  recipe   seed 1 (1/3): complete  final_loss 2.11  loss_cv 0.11",
+        "  baseline seed 1 (1/3): complete  final_loss 2.31  loss_cv 0.31",
+        "  recipe   seed 2 (2/3): complete  final_loss 2.12  loss_cv 0.12",
         "  baseline seed 2 (2/3): diverged (loss_explosion)",
-        "  recipe   seed 3 (3/3): complete  loss_cv 0.13  throughput 103",
-        "  baseline seed 3 (3/3): complete  loss_cv 0.33  throughput 103",
+        "  recipe   seed 3 (3/3): complete  final_loss 2.13  loss_cv 0.13",
+        "  baseline seed 3 (3/3): complete  final_loss 2.33  loss_cv 0.33",
     ]
 
 
