@@ -37,6 +37,7 @@ def check(
 def describe_space(s: Any) -> str:
     """The resolved space: probe, objectives, constraints, searched and fixed knobs."""
     from autotune import space as sp
+    from autotune.study import trial_setup
 
     lines = [f"space {s.name}  ({s.source})"]
     if s.description:
@@ -78,11 +79,18 @@ def describe_space(s: Any) -> str:
         else f"target     none: decided at the probe length ({p.steps} steps)"
     )
     searched = s.searched()
+    dropped = dropped_here(s)
+    _, base_env = trial_setup(s, {}, baseline=True)
     lines.append("searched:" if searched else "searched:  (nothing: every knob is fixed)")
     for name, dom in searched.items():
         under = sp.CLIP_CHILDREN.get(name) if "clip_policy" in searched else None
         when = f"   (only when clip_policy is {under})" if under else ""
-        lines.append(f"  {name:<24} {_domain_text(dom)}   default {s.default_value(name)!r}{when}")
+        if name in s.env:  # the baseline runs with the library's own setting
+            default = repr(base_env[name]) if name in base_env else "unset"
+        else:
+            default = repr(s.default_value(name))
+        here = f"   [dropped here: {dropped[name]}]" if name in dropped else ""
+        lines.append(f"  {name:<24} {_domain_text(dom)}   default {default}{when}{here}")
     lines.append("fixed:")
     for name, value in s.fixed_knobs().items():
         if name in searched:
@@ -104,6 +112,18 @@ def describe_space(s: Any) -> str:
         lines.append("warnings:")
         lines += [f"  {w}" for w in warnings]
     return "\n".join(lines)
+
+
+def dropped_here(s: Any) -> dict[str, str]:
+    """The searched knobs a study on this machine drops (they cannot act here: NCCL/RCCL
+    variables on a CPU or one process, ROCm ones off ROCm, ...), with why: as the study
+    conditions its space (`space.condition` on this machine's fingerprint)."""
+    from autotune import fingerprint
+    from autotune import space as sp
+
+    fp = fingerprint.collect()
+    arch = (fp.get("devices") or [{}])[0].get("arch")
+    return dict(sp.condition(s, platform=fp["platform"], arch=arch).dropped)
 
 
 def _threads_text(s: Any) -> str:
