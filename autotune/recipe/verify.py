@@ -365,9 +365,14 @@ def format_report(report: Mapping[str, Any]) -> str:
     if report.get("vs_baseline"):
         lines.append(paired.format_line(report["vs_baseline"], label="recipe"))
     if report["drift"]:
+        was, now = report["recipe_fingerprint_hash"], report["fingerprint"].get("hash")
         lines.append(
-            "WARNING: this machine differs from the one the recipe was tuned on "
-            f"({report['recipe_fingerprint_hash']} -> {report['fingerprint'].get('hash')}):"
+            f"WARNING: this machine differs from the one the recipe was tuned on ({was} -> {now}):"
+            if was != now
+            # the hash is the hardware's: settings (thread counts, the CPU kernels used, ...)
+            # are outside it and can still change the numbers
+            else f"WARNING: the same hardware ({now}), set up differently from where the recipe "
+            "was tuned:"
         )
         for d in report["drift"][:12]:
             lines.append(f"  {d['field']}: {d['recipe']!r} -> {d['here']!r}")

@@ -783,3 +783,23 @@ def test_verify_recipe_runs_the_baseline_at_the_asked_length_and_threads(
     vf.verify_recipe(r, seeds=1, threads=3, steps=80, quiet=True)
     assert [c["probe"]["steps"] for c in launcher.calls] == [80, 80]
     assert [c["threads"] for c in launcher.calls] == [3, 3]
+
+
+def test_settings_that_differ_on_the_same_hardware_are_not_called_another_machine() -> None:
+    """The fingerprint hash is the hardware's; thread counts and the CPU kernels in use are
+    outside it (a black-box review: "this machine differs ... (9b6a34995cf3 -> 9b6a34995cf3)")."""
+    rec = vf.summarize_seeds([seed_run(1, "complete")], ["loss_cv"])
+    drift = [{"field": "numerics.cpu_capability", "recipe": "AVX512", "here": "DEFAULT"}]
+    report = {
+        "recipe": "t",
+        "seeds": [1],
+        "steps": 50,
+        "recipe_result": rec,
+        "drift": drift,
+        "recipe_fingerprint_hash": "abc",
+        "fingerprint": {"hash": "abc"},
+    }
+    assert vf.format_report(report).splitlines()[-2:] == [
+        "WARNING: the same hardware (abc), set up differently from where the recipe was tuned:",
+        "  numerics.cpu_capability: 'AVX512' -> 'DEFAULT'",
+    ]
