@@ -8,6 +8,8 @@ from typing import Annotated
 import typer
 
 from autotune.cli.app import app, runs_probes, user_errors
+from autotune.errors import UsageError
+from autotune.space.limits import MAX_STEPS, MIN_STEPS
 
 
 @app.command()
@@ -18,7 +20,10 @@ def migrate(
     seeds: Annotated[int, typer.Option(min=1, max=20, help="Seeds for each side.")] = 3,
     steps: Annotated[
         int | None,
-        typer.Option(min=1, help="Steps per run (default: the length the study decided at)."),
+        typer.Option(
+            help=f"Steps per run, {MIN_STEPS} to {MAX_STEPS:,} (default: the length the study "
+            "decided at)."
+        ),
     ] = None,
     threads: Annotated[
         int | None,
@@ -56,6 +61,8 @@ def migrate(
     """Check a recipe from another machine here: what differs, which ops, does it hold."""
     from autotune.migrate import migrate as run
 
+    check_steps(steps)  # before the recipe is read or anything made, as `verify` checks it
+    check_out(out)
     result = run(
         recipe,
         seeds=seeds,
@@ -72,5 +79,26 @@ def migrate(
         typer.echo(json.dumps(result, default=str))
     else:
         typer.echo(f"{result['verdict']}\n{result['why']}\nreport: {result['report']}")
-    if result["verdict"].startswith(("does not transfer", "re-tuned")):
+    if result["verdict"].startswith(("does not transfer", "re-tuned", "cannot tell")):
         raise typer.Exit(1)
+
+
+def check_steps(steps: int | None) -> None:
+    """`--steps` within probe.steps' bounds, in `verify --steps`' words."""
+    if steps is not None and not MIN_STEPS <= steps <= MAX_STEPS:
+        raise UsageError(
+            f"--steps {steps}: steps are a whole number from {MIN_STEPS} to {MAX_STEPS:,}, "
+            "as probe.steps"
+        )
+
+
+def check_out(out: str) -> None:
+    """The files the report replaces in `-o`'s folder: a regular file or none each (a symlink
+    is written through); a device or FIFO there is refused before anything runs."""
+    from pathlib import Path
+
+    from autotune import outfile
+    from autotune.migrate.run import PLOT, REPORT
+
+    for name in (REPORT, PLOT, "recipe-retuned.yaml"):  # the report, its plot, a re-tune's
+        outfile.target(Path(out) / name, "-o")

@@ -85,10 +85,8 @@ def audit(
         if not (math.isfinite(factor) and factor > 1):
             from autotune.errors import ReproError
 
-            raise ReproError(
-                f"--factor must be a finite number > 1 (an infinite one compares nothing), "
-                f"got {factor:g}"
-            )
+            why = " (an infinite one compares nothing)" if math.isinf(factor) else ""
+            raise ReproError(f"--factor must be a finite number > 1{why}, got {factor:g}")
         existing_store(tracking_uri, f"no run {compare[0]!r} to compare")
         a = au.load_audit(compare[0], tracking_uri)
         b = au.load_audit(compare[1], tracking_uri)
@@ -143,7 +141,7 @@ def compare(
     """Compare the loss curves (or another step series) of two MLflow runs; exit 1 if not alike."""
     from autotune.repro import compare as cm
 
-    cm.check_options(rtol, window, flag="--")  # before the store is looked for
+    cm.check_options(rtol, window, flag="--", out_png=output)  # before the store is looked for
     existing_store(tracking_uri, f"no run {run_a!r} to compare")
     result = cm.compare_runs(
         run_a,

@@ -65,7 +65,7 @@ def migrate(
     recipe = Recipe.load(path)
     check_workload(recipe, str(path))
     out = Path(out_dir)
-    client = prepare(out, tracking_uri, space)  # before any probe: fail fast
+    client = prepare(out, tracking_uri, space, recipe)  # before any probe: fail fast
     threads = int(threads or torch.get_num_threads())
     device = str(recipe.probe.get("device") or "auto")
 
@@ -266,13 +266,20 @@ def check_options(threads: int | None, timeout_s: float) -> None:
         raise UsageError(f"--timeout {timeout_s}: must be a finite number of seconds > 0")
 
 
-def check_retune(space: str) -> None:
-    """The space file reads and validates, and Ray, Optuna and MLflow are installed here."""
+def check_retune(space: str, recipe: Recipe | None = None) -> None:
+    """The space file reads and validates, is the recipe's (`source_mismatch`), and Ray, Optuna
+    and MLflow are installed here."""
     import importlib.util
 
     from autotune import space as sp
 
-    sp.load(space)
+    loaded = sp.load(space)
+    wrong = source_mismatch(loaded, recipe) if recipe is not None else None
+    if wrong:
+        raise UsageError(
+            f"--space {space}: not the space this recipe was tuned in ({wrong}); the re-tune "
+            "searches the recipe's own space with its other knobs fixed at the recipe's values"
+        )
     missing = [m for m in ("ray", "optuna", "mlflow") if importlib.util.find_spec(m) is None]
     if missing:
         raise UsageError(
@@ -281,14 +288,45 @@ def check_retune(space: str) -> None:
         )
 
 
-def prepare(out: Path, tracking_uri: str | None, space: str | None) -> Any:
+def source_mismatch(space: Any, recipe: Recipe) -> str | None:
+    """What says `space` is not the one the recipe was tuned in: another workload, or a knob
+    the space fixes at another value than the recipe's (the re-tune would run at that value:
+    a recipe for another job). None when it can be."""
+    import math
+
+    w, rw = space.workload, recipe.workload
+    if (w.script or None) != (rw.get("script") or None):
+        return f"workload.script is {w.script!r} there, {rw.get('script')!r} in the recipe"
+    if not w.script and (w.name, w.size) != (rw.get("name"), rw.get("size", w.size)):
+        return (
+            f"workload is {w.name} ({w.size}) there, {rw.get('name')} ({rw.get('size')}) in "
+            "the recipe"
+        )
+    searched = space.searched()
+    for name, value in space.fixed_knobs().items():
+        mine = recipe.knobs.get(name)
+        if name in searched or value is None or mine is None:
+            continue
+        same = (
+            math.isclose(float(value), float(mine), rel_tol=1e-9, abs_tol=1e-12)
+            if isinstance(value, (int, float)) and isinstance(mine, (int, float))
+            else value == mine
+        )
+        if not same:
+            return f"knobs.{name} is {value!r} there, {mine!r} in the recipe"
+    return None
+
+
+def prepare(
+    out: Path, tracking_uri: str | None, space: str | None, recipe: Recipe | None = None
+) -> Any:
     """The report's folder made, the tracking store's client (None without one), the re-tune's
     space and engines checked (`check_retune`). A refusal removes the folders made for it."""
     made = make_out(out)
     try:
         client = connect(tracking_uri) if tracking_uri else None
         if space:
-            check_retune(space)
+            check_retune(space, recipe)
     except BaseException:
         for folder in reversed(made):  # nothing written: the folders made for it go again
             with contextlib.suppress(OSError):

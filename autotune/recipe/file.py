@@ -27,7 +27,6 @@ The training methods come from `RecipeRuntime` (recipe/runtime.py).
 from __future__ import annotations
 
 import datetime as _dt
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,7 +34,7 @@ from typing import Any
 
 import yaml
 
-from autotune import __version__
+from autotune import __version__, outfile
 from autotune import space as sp
 from autotune.errors import RecipeError, did_you_mean
 from autotune.knobs import clip_text
@@ -210,16 +209,17 @@ class Recipe(RecipeRuntime):
         return "".join(parts)
 
     def save(self, path: str | Path) -> Path:
-        """Write atomically: a failure leaves no half-written recipe."""
-        path = Path(path)
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(self.dump())
-        os.replace(tmp, path)
-        return path
+        """Write atomically: a failure leaves no half-written recipe (a symlink's target is
+        replaced, the link kept; a device or FIFO at `path` is refused: `autotune.outfile`)."""
+        outfile.write(path, self.dump(), "recipe file")
+        return Path(path)
 
     @classmethod
     def load(cls, path: str | Path) -> Recipe:
         p = Path(path)
+        what = outfile.special(p)  # before it is opened: a FIFO would block the read forever
+        if what is not None:
+            raise RecipeError(f"{p}: not a regular file ({what}): not a recipe file")
         return cls.loads(yaml_reader.read_text(p, RecipeError, "recipe file"), source=str(p))
 
     @classmethod
@@ -242,9 +242,9 @@ class Recipe(RecipeRuntime):
         if version > RECIPE_VERSION:
             raise bad(
                 FORMAT_KEY,
-                f"format {version} was written by a newer autotune "
-                f"({data.get('autotune_version', '?')}); this one ({__version__}) reads up to "
-                f"format {RECIPE_VERSION}: upgrade autotune",
+                # The file's own `autotune_version` is not trusted to say which wrote it.
+                f"format {version} was written by a newer autotune than this one "
+                f"({__version__}), which reads up to format {RECIPE_VERSION}: upgrade autotune",
             )
         for key in data:
             if key not in _KEYS:

@@ -293,6 +293,25 @@ def _typical(hist: Mapping[str, int]) -> str:
 # --------------------------------------------------------------------------------------------
 
 
+def measured(e: Mapping[str, Any]) -> bool:
+    """Whether entry `e` measured an error: some output element and its reference are both
+    finite. An output that is non-finite wherever its reference is finite (a scalar loss that
+    overflowed) measured none: its errors, recorded as 0, are not errors of 0. A compact entry
+    (`repro.record`: no element counts) with non-finite outputs measured none when its error
+    and the reference's rms are both 0."""
+    if e.get("error"):
+        return False
+    if not e.get("nonfinite"):
+        return True
+    if "numel" in e and "ref_nonfinite" in e:
+        return int(e["numel"]) - int(e["nonfinite"]) - int(e["ref_nonfinite"]) > 0
+    return bool(e.get("max_abs")) or bool(e.get("ref_rms"))
+
+
+def _error(e: Mapping[str, Any], key: str) -> str:
+    return f"{float(e[key]):.2e}" if measured(e) else "-"
+
+
 def format_audit(result: Mapping[str, Any]) -> str:
     """A readable table: one line per op and pass, flagged ones marked."""
     fp = result.get("fingerprint") or {}
@@ -311,10 +330,10 @@ def format_audit(result: Mapping[str, Any]) -> str:
             lines.append(f"{e['op']:<29}{e['pass']:<5}  ERROR {e['error']}")
             continue
         flag = "FLAGGED" if e["flagged"] else ""
+        errors = [_error(e, key) for key in ("max_abs", "mean_abs", "max_rel", "max_scaled")]
         lines.append(
-            f"{e['op']:<29}{e['pass']:<5}{e['max_abs']:>10.2e}{e['mean_abs']:>10.2e}"
-            f"{e['max_rel']:>10.2e}{e['max_scaled']:>10.2e}{_typical(e['hist']):>10}"
-            f"{e['nonfinite']:>7}  {flag}"
+            f"{e['op']:<29}{e['pass']:<5}{''.join(f'{x:>10}' for x in errors)}"
+            f"{_typical(e['hist']) if measured(e) else '-':>10}{e['nonfinite']:>7}  {flag}"
         )
     flagged = result.get("flagged") or []
     lines.append("")
@@ -356,6 +375,8 @@ def compare_audits(
                 row.update(differs=True, why="raised in " + ("a" if ea.get("error") else "b"))
         elif bool(ea["nonfinite"]) != bool(eb["nonfinite"]):
             row.update(differs=True, why="non-finite in " + ("a" if ea["nonfinite"] else "b"))
+        elif not (measured(ea) and measured(eb)):
+            pass  # non-finite on both sides, and no error measured on one: nothing to divide
         else:
             floor = max(_floor(ea, a["dtype"]), _floor(eb, b["dtype"]))
             va, vb = max(ea["max_abs"], floor), max(eb["max_abs"], floor)
@@ -374,7 +395,7 @@ def compare_audits(
 
 
 def _max_abs(e: Mapping[str, Any] | None) -> float | None:
-    if e is None or e.get("error"):
+    if e is None or not measured(e):
         return None
     return float(e["max_abs"])
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 import tempfile
 import time
 from collections.abc import Sequence
@@ -26,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from autotune import outfile
 from autotune.errors import ReproError
 
 if TYPE_CHECKING:
@@ -45,14 +45,19 @@ EXPERIMENT = "autotune-compare"
 EPS = 1e-12
 
 
-def check_options(rtol: float, window: int, flag: str = "") -> None:
+def check_options(
+    rtol: float, window: int, flag: str = "", out_png: str | Path | None = None
+) -> None:
     """`rtol` a finite number > 0 (an infinite one agrees with anything and cannot be drawn)
     and `window` at least one step: a ReproError otherwise, each named as `{flag}rtol` /
-    `{flag}window` (the CLI passes `--`)."""
+    `{flag}window` (the CLI passes `--`). `out_png`, when given, must be a regular file or
+    not there yet (a symlink's target is written): a device or FIFO is refused as `-o`."""
     if not (math.isfinite(rtol) and rtol > 0):
         raise ReproError(f"{flag}rtol must be a finite number > 0, got {rtol}")
     if window < 1:
         raise ReproError(f"{flag}window must be >= 1 step, got {window}")
+    if out_png is not None:
+        outfile.target(out_png, "-o")
 
 
 def compare_series(
@@ -67,10 +72,11 @@ def compare_series(
     """Compare two step series on their common steps (see the module docstring).
 
     Returns plain data: `common_steps`, `only_a`/`only_b` (steps one series lacks),
-    `first_divergence_step` (the first step whose smoothed relative difference exceeds `rtol`,
-    else None), `max_rel_diff` (and its step), `final_rel_diff` (last common step, raw) and
-    `final_smoothed_rel_diff`, `correlation` (Pearson, over steps where both are finite),
-    `agree`, `verdict` (one line) and `series` (step, a, b, rel_diff, smoothed as lists).
+    `first_divergence_step` (the first step whose smoothed relative difference exceeds `rtol`
+    and whose own does too, else None), `max_rel_diff` (and its step), `final_rel_diff`
+    (last common step, raw) and `final_smoothed_rel_diff`, `correlation` (Pearson, over steps
+    where both are finite), `agree`, `verdict` (one line) and `series` (step, a, b, rel_diff,
+    smoothed as lists).
     Non-finite numbers are reported as None.
     """
     check_options(rtol, window)
@@ -84,7 +90,12 @@ def compare_series(
     a, b = va[ia], vb[ib]
     rel = _rel_diff(a, b, eps)
     smooth = rolling_median(rel, window)
+    # Where the smoothed difference exceeds rtol, the departure starts at the first such step
+    # that departs itself: a centred window reaches forward, and must not pull later steps
+    # into one where the runs still agree (identical at step 0, apart from step 1 on).
     over = np.flatnonzero(smooth > rtol)
+    own = over[rel[over] > rtol]
+    over = own if own.size else over
     first = int(steps[over[0]]) if over.size else None
     only_a, only_b = int(sa.size - steps.size), int(sb.size - steps.size)
     k = int(np.argmax(np.where(np.isnan(rel), -np.inf, rel)))
@@ -186,6 +197,10 @@ def _num(x: Any) -> float | None:
     return value if math.isfinite(value) else None
 
 
+def _or_none(step: int | None) -> str:
+    return "none" if step is None else str(step)
+
+
 def _span(steps: np.ndarray) -> str:
     return f"{int(steps[0])}..{int(steps[-1])} ({steps.size})"
 
@@ -208,7 +223,7 @@ def format_compare(result: dict[str, Any]) -> str:
         f"steps compared     {result['common_steps']} ({result['first_step']}..."
         f"{result['last_step']}); only in a: {result['only_a']}, only in b: {result['only_b']}",
         f"rtol / window      {result['rtol']:g} / {result['window']} steps (rolling median)",
-        f"first divergence   {result['first_divergence_step']}",
+        f"first divergence   {_or_none(result['first_divergence_step'])}",
         f"max rel. diff      {num(result['max_rel_diff'])} at step {result['max_rel_diff_step']}",
         f"final rel. diff    {num(result['final_rel_diff'])} "
         f"(smoothed {num(result['final_smoothed_rel_diff'])})",
@@ -272,7 +287,7 @@ def compare_runs(
     """
     from autotune import tracking
 
-    check_options(rtol, window)  # before the store is opened
+    check_options(rtol, window, out_png=out_png)  # before the store is opened
     uri = tracking.resolve_uri(tracking_uri)
     client = tracking.connect(uri)
     ra, rb = get_run(client, run_a, uri), get_run(client, run_b, uri)
@@ -305,10 +320,12 @@ def compare_runs(
         if out_png is not None:
             target = Path(out_png)
             try:
-                target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(png, target)
+                outfile.target(target, "-o").parent.mkdir(parents=True, exist_ok=True)
+                outfile.write(target, png.read_bytes(), "-o")  # as `export -o` writes
             except OSError as exc:
-                raise ReproError(f"cannot write the plot to {target}: {exc.strerror}") from exc
+                raise ReproError(
+                    f"cannot write the plot to {target}: {exc.strerror or exc}"
+                ) from exc
             result["png"] = str(target)
         result["compare_run_id"] = _log(client, result, png) if log else None
     return result

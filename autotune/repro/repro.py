@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 import yaml
 
+from autotune import outfile
 from autotune import space as sp
 from autotune.errors import RecipeError, ReproError, SpaceError, WorkloadError
 from autotune.space import yaml_reader
@@ -64,6 +65,9 @@ def load_space(
     not import), so that a malformed recipe is refused as `autotune verify` refuses it, in the
     same line, before any probe runs. The script's recorded SHA-256 is not a space's key.
     """
+    what = outfile.special(ref)  # before it is opened: a FIFO would block the read forever
+    if what is not None:
+        raise ReproError(f"{ref}: not a regular file ({what}): not a space or recipe file")
     path = sp.find(ref)
     text = yaml_reader.read_text(path, ReproError)  # bounded: the file may come from elsewhere
     data = yaml_reader.load(text, str(path), SpaceError)

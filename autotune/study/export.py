@@ -7,12 +7,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from autotune import __version__, tracking
+from autotune import __version__, outfile, tracking
 from autotune import space as sp
 from autotune.errors import RecipeError
 from autotune.recipe import Recipe, exporters, now_iso
 from autotune.study import attrs as ua
-from autotune.study import folder, pick, verdict
+from autotune.study import pick, verdict
 from autotune.study.compute import study_compute
 from autotune.study.fidelity import rank_fidelity
 from autotune.study.find import find_study
@@ -35,9 +35,18 @@ def recipe_from_study(
             f"study {space.name} has no trial to export: every trial failed, none ran to a "
             f"result. {pick.why_none(study)}. Fix the training job and run the study again"
         )
-    if not cands:
+    finished = count_finished(study)
+    if not cands and finished == 0:
         raise RecipeError(
-            f"study {space.name} has no feasible trial to export (every trial diverged, failed "
+            f"study {space.name} has no trial to export: none has finished yet (its baseline, "
+            "trial 0, was interrupted or is still running). Run the study's `autotune study` "
+            "command again (or add --resume) to resume it"
+        )
+    if not cands:
+        unfinished = len(study.get_trials(deepcopy=False)) - finished
+        every = f"every finished trial ({finished})" if unfinished else "every trial"
+        raise RecipeError(
+            f"study {space.name} has no feasible trial to export ({every} diverged, failed "
             f"or broke a constraint). Closest: {pick.why_none(study)}. Widen the space, lower "
             "the learning rate, or run more trials"
         )
@@ -369,19 +378,20 @@ def check_output(out: str | None) -> None:
         raise RecipeError(
             f"-o {out}: is a folder; give a file's path, e.g. -o {path / 'recipe.yaml'}"
         )
-    if not path.parent.is_dir():
-        raise RecipeError(f"-o {out}: folder {path.parent} does not exist")
+    dest = outfile.target(path, "-o")  # a device, a FIFO: refused, never replaced
+    if not dest.parent.is_dir():
+        raise RecipeError(f"-o {out}: folder {dest.parent} does not exist")
 
 
 def write(recipe: Recipe, fmt: str, out: str | None) -> str:
     """Render `recipe` as `fmt`; write it to `out` atomically (or return it for stdout): whole
-    or not at all, and no temporary file left behind when it cannot be written."""
+    or not at all, and no temporary file left behind when it cannot be written; a symlink's
+    target is replaced, the link kept (`autotune.outfile`)."""
     text = exporters.render(recipe, fmt)
     if out is not None and out != "-":
         check_output(out)
-        path = Path(out)
         try:
-            folder.write_text(path, text, path.with_name(f".{path.name}.tmp"))
+            outfile.write(out, text, "-o")
         except OSError as e:
             raise RecipeError(f"-o {out}: cannot write it: {e.strerror or e}") from e
     return text

@@ -161,7 +161,7 @@ def test_cli_compare_agrees_on_runs_that_agree(runs: dict[str, str], tmp_path: P
         "compare", runs["base"], runs["noisy"], "--tracking-uri", runs["uri"], "-o", png
     )
     assert result.exit_code == 0, result.output
-    assert "AGREE" in result.stdout and "first divergence   None" in result.stdout
+    assert "AGREE" in result.stdout and "first divergence   none" in result.stdout
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
     client = MlflowClient(runs["uri"])

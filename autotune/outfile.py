@@ -1,0 +1,91 @@
+"""The one way a command writes a file at a path the user gave (`export -o`, `compare -o`, ...).
+
+Atomically (a temporary file beside it, renamed over it), so a failure leaves the old file or
+none, never half of one. A temporary file and a rename replace whatever is at the path, so the
+path is checked first: a symlink is followed and the file it points to is replaced (the link
+stays); anything else that is not a regular file (a device such as /dev/null, a FIFO, a
+socket, a folder) is refused, naming what it is, and nothing is written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+from pathlib import Path
+
+from autotune.errors import UsageError
+
+_KINDS = (
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def kind(mode: int) -> str | None:
+    """What a file of `mode` is when it is not a regular file (None for a regular file)."""
+    if stat.S_ISREG(mode):
+        return None
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+def special(path: str | Path) -> str | None:
+    """What is at `path` (a link followed) when it is there and is not a regular file; None
+    when it is one or cannot be looked at (a reader then names the file missing). A reader
+    asks before it opens: a FIFO would block it forever."""
+    try:
+        return kind(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return None
+
+
+def not_regular(path: str | Path, flag: str) -> UsageError | None:
+    """The error for `path` (given as `flag PATH`) when it is there, the link followed, and is
+    not a regular file; None when it is one or is not there."""
+    what = special(path)
+    if what is None:
+        return None
+    return UsageError(f"{flag} {path}: not a regular file ({what}); give a file path")
+
+
+def target(path: str | Path, flag: str) -> Path:
+    """The file a write to `path` replaces: `path` itself, or the file a symlink at it points
+    to (made when the link dangles). A UsageError when it is there and not a regular file:
+    what a command checks before it does any work."""
+    error = not_regular(path, flag)
+    if error is not None:
+        raise error
+    return _followed(path)
+
+
+def _followed(path: str | Path) -> Path:
+    p = Path(path)
+    return Path(os.path.realpath(p)) if p.is_symlink() else p
+
+
+def write(path: str | Path, data: str | bytes, flag: str) -> Path:
+    """`data` to `path` atomically (see the module docstring); returns the file written. A
+    UsageError for what the rename would replace though it is no regular file (a device, a
+    FIFO, a socket); an OSError when it cannot be written, a folder there included (no
+    temporary file is left behind)."""
+    error = not_regular(path, flag)
+    if error is not None and special(path) != "a folder":  # a rename over a folder fails
+        raise error
+    dest = _followed(path)
+    tmp = dest.with_name(f".{dest.name}.tmp")
+    try:
+        if isinstance(data, bytes):
+            tmp.write_bytes(data)
+        else:
+            tmp.write_text(data)
+        with contextlib.suppress(OSError):  # keep the mode of the file it replaces
+            os.chmod(tmp, stat.S_IMODE(os.stat(dest).st_mode))
+        os.replace(tmp, dest)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise
+    return dest
