@@ -27,7 +27,7 @@ The training methods come from `RecipeRuntime` (recipe/runtime.py).
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,6 +47,9 @@ from autotune.recipe.recorded import (
 )
 from autotune.recipe.runtime import RecipeRuntime
 from autotune.recipe.script_hash import workload_section
+from autotune.recipe.values import check_env as _check_env
+from autotune.recipe.values import check_knobs as _check_knobs
+from autotune.recipe.values import error_at as _error_at
 from autotune.space import yaml_reader
 
 RECIPE_VERSION = 1
@@ -360,16 +363,6 @@ def _workload_text(w: dict[str, Any]) -> str:
     return f"{w['name']} ({w.get('size')})"
 
 
-def _error_at(source: str) -> Callable[[Any, str], RecipeError]:
-    """Errors that name the recipe file and the key path, on one line (the space's rules)."""
-
-    def err(path: Any, message: str) -> RecipeError:
-        dotted = ".".join(yaml_reader.key_text(p) for p in path)
-        return RecipeError(yaml_reader.one_line(f"{source}: {dotted}: {message}", None))
-
-    return err
-
-
 #: Keys at the top of a recipe that are probe settings in a space.
 _LAYOUT = ("precision", "micro_batch", "world_size")
 
@@ -405,48 +398,6 @@ def _probe_record(layout: sp.ProbeSettings, data: dict[str, Any], source: str) -
                 f"({layout.steps}), got {value!r}",
             )
         out["schedule_steps"] = value
-    return out
-
-
-def _check_knobs(raw: Any, source: str) -> dict[str, Any]:
-    if not isinstance(raw, dict):
-        raise RecipeError(f"{source}: knobs: must be a mapping of knob: value")
-    err = _error_at(source)
-    out: dict[str, Any] = {}
-    for name, value in raw.items():
-        name = str(name)
-        if name not in sp.KNOBS:
-            raise err(
-                ["knobs", name],
-                f"unknown knob{did_you_mean(name, sp.KNOBS)} (this autotune {__version__} "
-                f"knows: {', '.join(sp.KNOBS)}); was the recipe written by a newer autotune?",
-            )
-        if isinstance(value, dict | list):
-            raise err(["knobs", name], "a recipe holds one value per knob, not a domain")
-        out[name] = sp.check_value(sp.KNOBS[name], value, ["knobs", name], err)
-    missing = [
-        n
-        for n, info in sp.KNOBS.items()
-        if n not in out and info.default is None and n != "batch"  # batch: micro x accum
-    ]
-    if missing:
-        raise RecipeError(f"{source}: knobs: missing {', '.join(missing)} (no default to assume)")
-    for name, info in sp.KNOBS.items():
-        out.setdefault(name, info.default)
-    return out
-
-
-def _check_env(raw: Any, source: str) -> dict[str, str]:
-    """Environment knobs by the space's rules (names, prefixes, values), one value each."""
-    if not isinstance(raw, dict):
-        raise RecipeError(f"{source}: env: must be a mapping of VARIABLE: value")
-    err = _error_at(source)
-    out: dict[str, str] = {}
-    for name, value in raw.items():
-        name = str(name)
-        if isinstance(value, dict | list) or value is None:
-            raise err(["env", name], f"must be one value, got {value!r}")
-        out[name] = str(sp.env_value(name, value, ["env", name], err))
     return out
 
 
