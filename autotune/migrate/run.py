@@ -167,7 +167,14 @@ def check(
         fast = reproduces(recipe, steps=steps, threads=threads, timeout_s=timeout_s, say=say)
     if fast["reproduces"]:
         return reproduced(recipe, fast, threads)
-    if fast["runs"]:
+    same = fast["runs"] and same_numerics(recipe, fast["runs"][0].get("fingerprint"))
+    if same:  # nothing moved the numbers here: "another seed's spread" would hide a change
+        fast["why"] += (
+            "; this machine's numerics are the recipe's (no numerics difference in the "
+            "fingerprint), so the recipe, the workload's code or a nondeterministic op changed "
+            "the run: not judged by the seeds' spread"
+        )
+    elif fast["runs"]:
         spread = within_spread(recipe, fast["runs"][0], fast["steps"])
         if spread["within"]:
             say(f"{fast['why']}, but {spread['why']}")
@@ -186,6 +193,15 @@ def check(
     holds["reproduced"] = None
     holds["not_reproduced"] = fast["why"]
     return holds
+
+
+def same_numerics(recipe: Recipe, here: dict[str, Any] | None) -> bool:
+    """Whether this machine's fingerprint (`here`, a probe's) records no difference that can
+    change the numbers from the recipe's, every section recorded on both sides."""
+    if not recipe.fingerprint or not here:
+        return False
+    diffs = differences(recipe.fingerprint, here)
+    return not diffs["not_recorded"] and not diffs["counts"].get("numerics")
 
 
 def verdict_of(
