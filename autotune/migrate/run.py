@@ -213,7 +213,14 @@ def verdict_of(
 ) -> tuple[str, str, dict[str, Any] | None]:
     problems = holds.get("problems") or []
     vs = holds["vs_baseline"]
-    if holds.get("path") == "reproduced":
+    if holds.get("path") == "reproduced" and not recipe.recorded.get("verified"):
+        why = (
+            f"The recorded run reproduces here ({holds['reproduced']}): this machine trains the "
+            f"same run. The recipe was not verified in its study (trial "
+            f"{(recipe.source or {}).get('trial')}: no seeds, no paired verdict to stand), so "
+            "nothing more is known; `--full` runs the recipe and the baseline over the seeds."
+        )
+    elif holds.get("path") == "reproduced":
         why = (
             f"The recorded run reproduces here ({holds['reproduced']}): this machine trains the "
             "same run, so the study's verification stands (its paired verdict against the "

@@ -19,6 +19,7 @@ from autotune.study.find import find_study
 from autotune.study.objectives import trial_setup
 from autotune.study.records import count_finished, read_outcome
 from autotune.study.rung_phase import read_rung_record
+from autotune.study.verification import decided_steps
 from autotune.tracking import redact
 
 
@@ -63,6 +64,14 @@ def recipe_from_study(
     mlflow_meta = dict(study.user_attrs.get(ua.MLFLOW) or {})
     run_ids = _trial_run_ids(mlflow_meta)
     probe = _probe_settings(space, fp, chosen.steps)
+    decided_at = decided_steps(study, space)
+    short = None
+    ran = int(chosen.steps or probe.get("steps") or 0)
+    if ran < decided_at and not chosen.verified:
+        # a trial named with --pick that stopped short of the length the study decided at:
+        # its numbers are its own shorter run's; no baseline at another length beside them
+        short = {"steps": ran, "decided_steps": decided_at}
+        vs["baseline"] = None
     knobs = {**space.fixed_knobs(), **chosen.knobs}
     if knobs.get("lr") is None:
         raise RecipeError(f"study {space.name} trial {chosen.number}: no resolved learning rate")
@@ -92,6 +101,7 @@ def recipe_from_study(
             "baseline": bool(chosen.baseline),  # the exported configuration is the defaults
             "first_choice": decision.first.number,
             **_unfinished(study, space),
+            **({"short_of_decided": short} if short else {}),
             "vs_baseline": vs,
             "searched": sorted(n for n in space.searched()),
             "fp_hash": chosen.fp_hash,
@@ -273,6 +283,14 @@ def verdict_note(recipe: Recipe) -> str | None:
 
 
 def _verdict_note(src: Mapping[str, Any]) -> str | None:
+    short = src.get("short_of_decided")
+    if short:
+        return (
+            f"trial {src.get('trial')} ran {short['steps']} steps, short of the "
+            f"{short['decided_steps']} the study decided at, and was not verified: the "
+            f"recipe's numbers are that shorter run's; check it with `autotune verify RECIPE "
+            f"--steps {short['decided_steps']}`"
+        )
     vs = src.get("vs_baseline") or {}
     v, why = vs.get("verdict"), vs.get("why") or ""
     if src.get("defaults") and src.get("first_choice") == src.get("trial"):

@@ -1,0 +1,50 @@
+"""A recipe its study never verified (e.g. `export --pick 'trial N'` of a screened trial): when
+its recorded run reproduces here, migrate says that nothing more is known, not that "the
+study's verification stands" (a black-box review)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from autotune import Recipe
+from autotune import space as sp
+from autotune.migrate.run import verdict_of
+
+
+def recipe(**recorded: Any) -> Recipe:
+    return Recipe(
+        name="t",
+        workload={"name": "mlp", "size": "tiny"},
+        precision="fp32",
+        micro_batch=16,
+        knobs={**{n: info.default for n, info in sp.KNOBS.items()}, "lr": 0.3},
+        env={},
+        probe={"steps": 60, "seed": 0},
+        achieved={},
+        source={"study": "s", "trial": 2, "searched": ["clip_norm"]},
+        recorded=recorded,
+    )
+
+
+HOLDS = {
+    "path": "reproduced",
+    "reproduced": "seed 0, 60 steps",
+    "vs_baseline": {"verdict": "not compared"},
+    "problems": [],
+}
+
+
+def test_an_unverified_recipe_that_reproduces_claims_no_verification() -> None:
+    verdict, why, plan = verdict_of(recipe(), "r.yaml", dict(HOLDS), [], ["clip_norm"])
+    assert verdict == "transfers" and plan is None
+    assert "was not verified in its study (trial 2" in why
+    assert "verification stands" not in why
+
+
+def test_a_verified_recipe_that_reproduces_keeps_its_studys_verdict() -> None:
+    verified = recipe(verified={"steps": 60, "runs": [{"seed": 1, "metrics": {}}]})
+    holds = {**HOLDS, "vs_baseline": {"verdict": "better"}}
+    _, why, _ = verdict_of(verified, "r.yaml", holds, [], ["clip_norm"])
+    assert (
+        "the study's verification stands (its paired verdict against the baseline: better)" in why
+    )
