@@ -49,6 +49,7 @@ VERDICT_MODULES = (
     "autotune/study/pick.py",
     "autotune/study/verdict.py",
     "autotune/recipe/paired.py",
+    "autotune/recipe/promise.py",
     "autotune/recipe/verify.py",
 )
 """The modules whose decisions the tool prints as verdicts (those present are mutated)."""
@@ -91,9 +92,11 @@ def write_config(
         "source_paths=autotune/",
         "only_mutate=" + "\n    ".join(modules),
         # test_layers reads the sources (their length, their imports): mutmut's rewritten copies
-        # are not the code under test there
-        "pytest_add_cli_args=-m\n    not integration\n    -x\n    -q\n    -p\n    no:cacheprovider"
-        "\n    --ignore=tests/test_layers.py" + skip,
+        # are not the code under test there. `-n 0`: one test process (the suite's addopts ask
+        # pytest-xdist for two, whose workers mutmut cannot see: it would find no test reaching
+        # any mutant and judge none)
+        "pytest_add_cli_args=-m\n    not integration\n    -x\n    -q\n    -n\n    0"
+        "\n    -p\n    no:cacheprovider\n    --ignore=tests/test_layers.py" + skip,
         "pytest_add_cli_args_test_selection=" + "\n    ".join(tests or ["tests/"]),
         # what the tests read besides the package and tests/ (mutmut copies only those)
         "also_copy=" + "\n    ".join(ALSO_COPY),
@@ -181,8 +184,8 @@ def main(argv: list[str] | None = None) -> int:
             text=True,
         )
         statuses = results(work)
-        if not statuses:
-            print(f"mutmut produced no results:\n{run.stderr[-2000:]}", file=sys.stderr)
+        if not statuses or not score(statuses)["judged"]:
+            print(f"mutmut judged no mutant:\n{run.stderr[-2000:]}", file=sys.stderr)
             return 1
         survivors = sorted(n for n, s in statuses.items() if s == "survived")
         record = {

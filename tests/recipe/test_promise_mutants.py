@@ -1,0 +1,221 @@
+"""What a recipe promised against what `autotune verify` measured (`autotune.recipe.promise`),
+where its mutants survived the other tests: a one-seed promise at the ends of the prediction
+interval, how many seeds a promise counts, when the one-seed rule applies (a promise of 2 seeds
+and throughput over 2 seeds keep the overlap rule), a verdict not judged on other hardware, the
+seeds a recipe records without per-metric seeds, and every mix of own, probe and fresh seeds.
+Pure functions on hand-made recipes and measurements (no probe runs)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from test_recipe import make_recipe
+
+from autotune.recipe import Recipe
+from autotune.recipe import promise as pm
+from autotune.recipe.seeds import prediction_interval, summarize_seeds
+
+THREE = [0.1, 0.2, 0.3]  # loss_drop measured on three seeds: can be 0 or negative (linear)
+
+
+def measured(metric: str, values: list[float], **timing: float) -> dict[str, Any]:
+    """What `verify` measured: one complete run per value (seeds 1, 2, ...)."""
+    runs = [
+        {
+            "seed": i + 1,
+            "outcome": "complete",
+            "summary": {"metrics": {metric: v, **timing}, "steps_run": 50, "steps_planned": 50},
+        }
+        for i, v in enumerate(values)
+    ]
+    return summarize_seeds(runs, [metric])
+
+
+def rows(metric: str, promised: dict[str, Any], got: dict[str, Any], same: bool = True) -> Any:
+    r = replace(make_recipe(), achieved={metric: promised})
+    out = pm.compare_promise(r, got, same)
+    assert len(out) == 1
+    return out[0]
+
+
+def one_seed(direction: str, value: float) -> dict[str, Any]:
+    return {"direction": direction, "value": value, "verified": None}
+
+
+@pytest.mark.parametrize("direction", ["minimize", "maximize"])
+def test_a_one_seed_promise_at_either_end_of_the_prediction_interval_is_as_promised(
+    direction: str,
+) -> None:
+    # the interval is closed: a promise on its end is where one more seed may still fall
+    low, high = prediction_interval(THREE, "loss_drop")
+    got = measured("loss_drop", THREE)
+    for end in (low, high):
+        r = rows("loss_drop", one_seed(direction, end), got)
+        assert r["verdict"] == "as promised", (direction, end)
+        assert r["one_seed"]["prediction"] == {"low": low, "high": high}
+
+
+def test_how_many_seeds_a_promise_counts() -> None:
+    assert pm.promise_seeds({"value": 1.0}) == 1
+    assert pm.promise_seeds({"value": 1.0, "verified": None}) == 1
+    assert pm.promise_seeds({"value": 1.0, "verified": {}}) == 1
+    assert pm.promise_seeds({"verified": {"mean": 1.0, "low": 0.9, "high": 1.1, "n": 5}}) == 5
+    assert pm.promise_seeds({"verified": {"mean": 1.0, "n": 1}}) == 1
+    # recorded without `n`: an interval means seeds (at least 2), none means the one run
+    assert pm.promise_seeds({"verified": {"mean": 1.0, "low": 0.9, "high": 1.1}}) == 2
+    assert pm.promise_seeds({"verified": {"mean": 1.0, "low": None, "high": None}}) == 1
+    assert pm.promise_seeds({"verified": {"mean": 1.0}}) == 1
+
+
+def test_a_verification_with_one_end_of_its_interval_counts_as_seeds() -> None:
+    # the recipe file allows one end alone (`recorded.verified` checks each end on its own): an
+    # interval over seeds still, judged by overlap with the end it has
+    assert pm.promise_seeds({"verified": {"mean": 1.0, "low": 0.9, "high": None}}) == 2
+    assert pm.promise_seeds({"verified": {"mean": 1.0, "low": None, "high": 1.1}}) == 2
+    for end in ({"low": 0.45}, {"high": 0.55}):
+        promised = {"direction": "minimize", "value": 9.0, "verified": {"mean": 0.5, **end}}
+        r = rows("loss_drop", promised, measured("loss_drop", THREE))  # [-0.048, 0.448]
+        assert r["verdict"] == "better than promised" and "one_seed" not in r, end
+
+
+def test_a_promise_of_two_seeds_keeps_the_overlap_rule() -> None:
+    # two seeds verified: an interval of the mean, judged by overlap, not as one draw
+    verified: dict[str, Any] = {"mean": 0.5, "low": 0.45, "high": 0.55, "n": 2}
+    two = {"direction": "minimize", "value": 9.0, "verified": verified}
+    r = rows("loss_drop", two, measured("loss_drop", THREE))  # [-0.048, 0.448]: lower
+    assert r["verdict"] == "better than promised" and "one_seed" not in r
+    # the same without `n`: its interval says it is from seeds
+    del verified["n"]
+    r = rows("loss_drop", two, measured("loss_drop", THREE))
+    assert r["verdict"] == "better than promised" and "one_seed" not in r
+
+
+def test_throughput_measured_on_two_seeds_is_judged_by_overlap() -> None:
+    promised = {
+        "direction": "maximize",
+        "value": 7.0e4,
+        "verified": {"mean": 7.2e4, "low": 7.0e4, "high": 7.4e4, "n": 3},
+    }
+    got = measured("throughput", [7.1e4, 7.3e4])
+    assert got["metrics"]["throughput"]["n"] == 2
+    r = rows("throughput", promised, got)
+    assert r["verdict"] == "as promised" and "one_seed" not in r
+    # far above the promise over two seeds: better, still by overlap
+    r = rows("throughput", promised, measured("throughput", [9.0e4, 9.1e4]))
+    assert r["verdict"] == "better than promised" and "one_seed" not in r
+
+
+def test_throughput_on_one_run_is_not_judged_on_any_hardware_and_records_why() -> None:
+    promised = {
+        "direction": "maximize",
+        "value": 7.0e4,
+        "verified": {"mean": 7.2e4, "low": 7.0e4, "high": 7.4e4, "n": 3},
+    }
+    got = measured("throughput", [7.9e4], throughput_low=7.6e4, throughput_high=8.3e4)
+    why = "not judged (throughput measured on 1 seed: one run's timing interval)"
+    for same in (True, False):  # nothing judged: nothing to call not comparable either
+        r = rows("throughput", promised, got, same=same)
+        assert r["verdict"] == why, same
+        # the promise was of 3 seeds: the rule applied for the measurement, not the promise
+        assert r["one_seed"] == {"promise_seeds": None, "measured_seeds": 1, "prediction": None}
+    # a one-seed promise not judged (one seed here) on other hardware: not judged either
+    r = rows("throughput", one_seed("maximize", 7.0e4), got, same=False)
+    assert r["verdict"] == "not judged (a promise from 1 seed)"
+    assert r["one_seed"]["promise_seeds"] == 1
+
+
+def test_only_complete_seeds_count_as_the_seeds_measured() -> None:
+    runs = {
+        "runs": [
+            {"seed": 1, "outcome": "complete", "metrics": {"loss_cv": 0.1}},
+            {"seed": 2, "outcome": "diverged", "metrics": {"loss_cv": 0.9}},
+            {"seed": 3, "outcome": "failed", "metrics": {"loss_cv": 0.8}},
+            {"seed": 4, "outcome": "complete", "metrics": {"loss_cv": float("nan")}},
+            {"seed": 5, "outcome": "complete", "metrics": {"loss_cv": None}},
+            {"seed": 6, "outcome": "complete", "metrics": {"loss_cv": 0.2}},
+        ]
+    }
+    assert pm.seed_values(runs, "loss_cv") == [0.1, 0.2]
+
+
+def recipe_with(seeds: list[int] | None = None, runs: list[Any] | None = None) -> Recipe:
+    """A recipe whose study probed seed 0 and verified it on `seeds` (per metric) or recorded
+    only its verified `runs`."""
+    verified: dict[str, Any] | None = None
+    if seeds is not None:
+        verified = {"mean": 0.05, "low": 0.04, "high": 0.06, "n": 3, "seeds": seeds}
+    achieved = {"loss_cv": {"direction": "minimize", "value": 0.05, "verified": verified}}
+    recorded = {} if runs is None else {"verified": {"steps": 50, "runs": runs}}
+    return replace(make_recipe(), achieved=achieved, recorded=recorded)
+
+
+def test_the_recorded_seeds_come_from_the_recorded_runs_without_per_metric_seeds() -> None:
+    runs = [
+        {"seed": 3, "metrics": {"loss_cv": 0.05}},
+        {"seed": None, "metrics": {"loss_cv": 0.06}},  # a run without its seed is left out
+        {"seed": 5, "metrics": {"loss_cv": 0.04}},
+    ]
+    assert pm.recorded_seeds(recipe_with(runs=runs)) == [3, 5]
+    assert pm.recorded_seeds(recipe_with(seeds=[7, 8], runs=runs)) == [7, 8]  # per metric first
+    assert pm.recorded_seeds(recipe_with()) == []
+    origin = pm.seed_origin(recipe_with(runs=runs), [3, 5])
+    assert origin["own"] == [3, 5] and origin["recorded"] == [3, 5]
+
+
+def test_the_next_fresh_seed_is_past_the_highest_recorded_one() -> None:
+    r = recipe_with(seeds=[200, 201, 202])
+    assert pm.seed_origin(r, [200, 201, 202])["text"] == (
+        "seeds [200, 201, 202]: the study's own verification seeds (on the same machine they "
+        "reproduce its numbers; --first-seed 203 checks on fresh seeds)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("seeds", "text"),
+    [
+        ([0], "[0] the study's probe seed (the trial's own run)"),
+        ([1, 9], "[1] the study's own verification seeds, [9] fresh"),
+        ([0, 9], "[0] the study's probe seed (the trial's own run), [9] fresh"),
+        (
+            [0, 2],
+            "[2] the study's own verification seeds, [0] the study's probe seed (the trial's "
+            "own run)",
+        ),
+    ],
+)
+def test_each_mix_of_seeds_names_only_the_kinds_present(seeds: list[int], text: str) -> None:
+    r = recipe_with(seeds=[1, 2, 3])  # probe seed 0
+    origin = pm.seed_origin(r, seeds)
+    assert origin["text"] == f"seeds {seeds}: {text}"
+    kinds = {k: origin[k] for k in ("own", "probe", "fresh")}
+    assert sorted(s for ss in kinds.values() for s in ss) == sorted(seeds)
+
+
+def divergence_row(n: int, diverged: int, failed: int) -> dict[str, Any]:
+    """The divergence promise (0% of seeds) against `n` seeds here, some diverged, some failed."""
+    verified = {"mean": 0.05, "low": 0.04, "high": 0.06, "n": 3, "diverged_share": 0.0}
+    r = replace(
+        make_recipe(),
+        achieved={"loss_cv": {"direction": "minimize", "value": 0.05, "verified": verified}},
+    )
+    got = {"n": n, "failed": failed, "diverged_share": diverged / n, "metrics": {}}
+    return next(p for p in pm.compare_promise(r, got, True) if p["metric"] == "diverged")
+
+
+def test_the_divergence_share_is_over_the_seeds_that_ran_and_none_when_none_ran() -> None:
+    # 4 seeds, 1 failed, 1 diverged: 1 of the 3 that ran (not 1 of 4, nor every seed)
+    row = divergence_row(4, diverged=1, failed=1)
+    assert row["measured"]["mean"] == pytest.approx(1 / 3)
+    assert row["verdict"] == "WORSE than promised"
+    assert pm.promise_line(row, None) == (
+        "  diverged       promised 0% of seeds  measured 33%  -> WORSE than promised"
+    )
+    # every seed failed: nothing measured, nothing judged, and the line says n/a
+    row = divergence_row(2, diverged=0, failed=2)
+    assert row["measured"]["mean"] is None
+    assert pm.promise_line(row, None) == (
+        "  diverged       promised 0% of seeds  measured n/a  -> not judged: every seed failed "
+        "(2 of 2)"
+    )
