@@ -355,9 +355,14 @@ def format_report(report: Mapping[str, Any]) -> str:
         lines.append(row)
     promised_steps = report.get("promised_steps", report["steps"])
     if promised_steps != report["steps"]:
+        check = (
+            "the recipe against the baseline above is the check here"
+            if report.get("baseline_result")
+            else "the recipe is the baseline: its runs above are all there is to read"
+        )
         lines.append(
             f"the recipe's promise was measured at {promised_steps} steps: not compared at "
-            f"{report['steps']} (the recipe against the baseline above is the check here)"
+            f"{report['steps']} ({check})"
         )
     if report.get("promise"):
         lines.append("against the recipe's promise:")

@@ -803,3 +803,23 @@ def test_settings_that_differ_on_the_same_hardware_are_not_called_another_machin
         "WARNING: the same hardware (abc), set up differently from where the recipe was tuned:",
         "  numerics.cpu_capability: 'AVX512' -> 'DEFAULT'",
     ]
+
+
+def test_a_recipe_that_is_the_baseline_at_another_length_names_no_baseline_above() -> None:
+    """A black-box review: "(the recipe against the baseline above is the check here)" above
+    "NOT COMPARED: it is the baseline"."""
+    rec = vf.summarize_seeds([seed_run(1, "complete")], ["loss_cv"])
+    report = {
+        "recipe": "t",
+        "seeds": [1],
+        "steps": 100,
+        "promised_steps": 50,
+        "recipe_result": rec,
+        "baseline_result": None,
+        "drift": [],
+        "recipe_fingerprint_hash": "abc",
+        "fingerprint": {"hash": "abc"},
+    }
+    text = vf.format_report(report)
+    assert "baseline above" not in text
+    assert "not compared at 100 (the recipe is the baseline: its runs above" in text
