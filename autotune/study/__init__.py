@@ -57,7 +57,8 @@ from autotune.study.records import (
 )
 from autotune.study.session import plan_resources
 from autotune.study.storage import open_storage, storage_url
-from autotune.study.summary import format_summary, pareto_front, summarize
+from autotune.study.summary import pareto_front, summarize
+from autotune.study.summary_text import format_summary
 from autotune.study.warmstart import load_warm_start, warm_params
 
 __all__ = [

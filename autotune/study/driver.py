@@ -84,7 +84,14 @@ def run(opts: StudyOptions) -> StudyResult:
         for name, why in cond.dropped.items():
             say(f"dropped knob {name}: {why}")
         made.note(sqlite_file(url), "studies")
-        study = open_study(opts, open_storage(url), cond)
+        storage = open_storage(url)
+        mark("optuna storage")
+        # Ray must be up (the cluster joined) before the study is written: a start or a join
+        # that fails stops the study here, and `made` removes what the run made (the folder,
+        # the stores' new files) instead of leaving a study with an MLflow run stuck RUNNING.
+        early.wait()
+        mark("ray up")
+        study = open_study(opts, storage, cond)
         stop_if_baseline_failed(study, study_dir, space.name)
         mark("optuna study")
         logger = _study_run(opts, study, client, cond, url, uri, fp, study_dir)
@@ -242,17 +249,15 @@ def _study_run(
 
 def _write_study_json(study_dir: Path, name: str, url: str, uri: str, logger: MlflowWriter) -> None:
     """study.json: where the study's stores are (how `find_study` finds it by its folder)."""
-    folder.write_json(
-        folder.study_json(study_dir),
-        {
-            "name": name,
-            "storage": url,
-            "tracking_uri": uri,
-            "experiment_id": logger.experiment_id,
-            "parent_run_id": logger.parent,
-        },
-        indent=2,
+    record = folder.meta_record(
+        study_dir,
+        name,
+        url,
+        tracking_uri=uri,
+        experiment_id=logger.experiment_id,
+        parent_run_id=logger.parent,
     )
+    folder.write_json(folder.study_json(study_dir), record, indent=2)
 
 
 def _announce(

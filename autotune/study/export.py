@@ -53,24 +53,15 @@ def recipe_from_study(
         )
     decision = verdict.decide(study, cands, objectives, how)
     chosen = decision.chosen
-    steps = decision.first.steps or (decision.first.verified or {}).get("steps")
-    vs = {"steps": steps, **decision.verdict}
-    vs.update(pick=verdict.standing(decision.first))
-    base = verdict.baseline_choice(study, cands, decision.first.steps)
-    vs["baseline"] = verdict.standing(base) if base is not None else None
+    vs = _vs_baseline(study, cands, decision)
     outcome = read_outcome(study_dir, chosen.number) if study_dir else None
     fp = (outcome or {}).get("fingerprint")
     summary = (outcome or {}).get("summary") or {}
     mlflow_meta = dict(study.user_attrs.get(ua.MLFLOW) or {})
     run_ids = _trial_run_ids(mlflow_meta)
     probe = _probe_settings(space, fp, chosen.steps)
-    decided_at = decided_steps(study, space)
-    short = None
-    ran = int(chosen.steps or probe.get("steps") or 0)
-    if ran < decided_at and not chosen.verified:
-        # a trial named with --pick that stopped short of the length the study decided at:
-        # its numbers are its own shorter run's; no baseline at another length beside them
-        short = {"steps": ran, "decided_steps": decided_at}
+    short = _short_of_decided(chosen, int(probe.get("steps") or 0), decided_steps(study, space))
+    if short:  # no baseline measured at another length beside its numbers
         vs["baseline"] = None
     knobs = {**space.fixed_knobs(), **chosen.knobs}
     if knobs.get("lr") is None:
@@ -116,13 +107,7 @@ def recipe_from_study(
             **(
                 {"script_applied": summary["script_applied"]} if "script_applied" in summary else {}
             ),
-            "mlflow": {
-                "tracking_uri": _redact(mlflow_meta.get("uri")),
-                "experiment_id": mlflow_meta.get("experiment_id"),
-                "study_run_id": mlflow_meta.get("parent_run_id"),
-                "trial_run_id": run_ids.get(chosen.number),
-                "verification_run_id": (chosen.verified or {}).get("run_id"),
-            },
+            "mlflow": _mlflow_source(mlflow_meta, run_ids.get(chosen.number), chosen.verified),
         },
         recorded=_recorded(
             at_length,
@@ -135,6 +120,38 @@ def recipe_from_study(
         autotune_version=__version__,
         created_at=now_iso(),
     )
+
+
+def _mlflow_source(
+    meta: Mapping[str, Any], trial_run_id: str | None, verified: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """Where the study's MLflow runs of the trial are (the store redacted)."""
+    return {
+        "tracking_uri": _redact(meta.get("uri")),
+        "experiment_id": meta.get("experiment_id"),
+        "study_run_id": meta.get("parent_run_id"),
+        "trial_run_id": trial_run_id,
+        "verification_run_id": (verified or {}).get("run_id"),
+    }
+
+
+def _vs_baseline(study: Any, cands: list[Any], decision: Any) -> dict[str, Any]:
+    """The named pick's paired verdict against the baseline, and where each stands."""
+    first = decision.first
+    vs = {"steps": first.steps or (first.verified or {}).get("steps"), **decision.verdict}
+    vs.update(pick=verdict.standing(first))
+    base = verdict.baseline_choice(study, cands, first.steps)
+    vs["baseline"] = verdict.standing(base) if base is not None else None
+    return vs
+
+
+def _short_of_decided(chosen: Any, probe_steps: int, decided_at: int) -> dict[str, int] | None:
+    """A trial named with --pick that stopped short of the length the study decided at, and
+    was not verified there: its numbers are its own shorter run's (`probe_steps`)."""
+    ran = int(chosen.steps or probe_steps)
+    if ran < decided_at and not chosen.verified:
+        return {"steps": ran, "decided_steps": decided_at}
+    return None
 
 
 def _workload(space: sp.Space, *summaries: Mapping[str, Any]) -> dict[str, Any]:

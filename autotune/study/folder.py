@@ -107,13 +107,37 @@ def read_json(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+#: The largest study.json read (it holds a few short lines).
+META_MAX_BYTES = 1 << 20
+#: study.json's key for a storage kept in the study folder: the file's name in it.
+STORAGE_FILE = "storage_file"
+
+
+def meta_record(study_dir: Path, name: str, url: str, **rest: Any) -> dict[str, Any]:
+    """What study.json holds: the study's name, its storage URL and the rest given. A storage
+    that is an SQLite file in the study folder is also named by its file name alone
+    (`storage_file`), so that the folder is self-contained: moved or copied, it is read from
+    its own file (`read_meta`); `storage` keeps the URL for older readers."""
+    own = _sqlite_path(url)
+    inside = own is not None and own.parent.resolve() == study_dir.resolve()
+    # Always written (null: the storage is elsewhere), so that a reader knows the record is
+    # of this format and never guesses (`_own_storage`).
+    data = {"name": name, "storage": url, STORAGE_FILE: own.name if own and inside else None}
+    return {**data, **rest}
+
+
 def read_meta(study_dir: Path) -> dict[str, Any]:
     """STUDY_DIR/study.json: the study's name and the addresses of its stores. A StudyError
-    naming the file when it cannot be read, is not JSON, or lacks the study's name or storage."""
+    naming the file when it cannot be read (not a regular file, or larger than
+    `META_MAX_BYTES`), is not JSON, or lacks the study's name or storage.
+
+    A storage in the study folder (`storage_file`, or, in a study.json written before that was
+    kept, an `optuna.db` of another folder while this folder has one) is read from the folder
+    `study_dir` is: a moved folder still reads, a copied one reads its own database."""
     path = study_json(study_dir)
     rewrite = "run the study's `autotune study` command again to rewrite it"
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(_read_small(path))
     except OSError as e:
         raise StudyError(f"{path}: cannot read it: {e.strerror or e}") from None
     except ValueError as e:
@@ -123,4 +147,58 @@ def read_meta(study_dir: Path) -> dict[str, Any]:
     for key in ("name", "storage"):
         if not isinstance(data.get(key), str) or not data[key]:
             raise StudyError(f"{path}: no {key!r} in it; {rewrite}")
+    own = _own_storage(study_dir, data)
+    if own is not None:
+        data["storage"] = f"sqlite:///{own}"
     return data
+
+
+def _read_small(path: Path) -> str:
+    """The text of the regular file `path` (a link to one is followed), at most
+    `META_MAX_BYTES`; OSError naming why not (a device, a FIFO or a folder is not read: a
+    link to /dev/zero would never end)."""
+    import errno
+    import stat
+
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = "a folder" if stat.S_ISDIR(mode) else "a device, FIFO or socket"
+            raise OSError(errno.EINVAL, f"not a regular file ({kind})")
+        raw = os.read(fd, META_MAX_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(raw) > META_MAX_BYTES:
+        raise OSError(errno.EFBIG, f"larger than {META_MAX_BYTES // 1024} KiB")
+    return raw.decode("utf-8")
+
+
+def _own_storage(study_dir: Path, data: dict[str, Any]) -> Path | None:
+    """The SQLite file in `study_dir` that holds the study's storage, when study.json says it
+    is the folder's own (None: the storage is elsewhere, and its URL is used as written)."""
+    if STORAGE_FILE in data:
+        own = data[STORAGE_FILE]
+        if isinstance(own, str) and own and Path(own).name == own and own not in (".", ".."):
+            return (study_dir / own).resolve()
+        return None
+    written = _sqlite_path(data["storage"])
+    if written is None or written.name != optuna_db(study_dir).name:
+        return None
+    here = optuna_db(study_dir).resolve()
+    if written.parent.resolve() == here.parent:
+        return here
+    # Written before `storage_file` was kept: an optuna.db of another folder, while this
+    # folder has its own (a study folder only ever holds its own default storage), is this
+    # folder moved or copied.
+    return here if here.is_file() else None
+
+
+def _sqlite_path(url: str) -> Path | None:
+    """The absolute file of an `sqlite:///` URL (None for another URL, or a relative path:
+    it was not written by `storage_url`)."""
+    prefix = "sqlite:///"
+    if not url.startswith(prefix) or "?" in url:
+        return None
+    path = Path(url[len(prefix) :])
+    return path if path.is_absolute() else None

@@ -43,11 +43,18 @@ def default_root() -> Path:
 
 
 def study_folders(root: Path) -> Iterator[Path]:
-    """`root` when it is a study folder, else the study folders in it."""
-    if folder.study_json(root).is_file():
+    """`root` when it is a study folder, else the study folders in it: those with a
+    study.json, whatever it is (one that is not a regular file, or a link to nothing, is
+    listed as unreadable by `find_all`, not hidden)."""
+    if _has_meta(root):
         yield root
     elif root.is_dir():
-        yield from sorted(p for p in root.iterdir() if folder.study_json(p).is_file())
+        yield from sorted(p for p in root.iterdir() if p.is_dir() and _has_meta(p))
+
+
+def _has_meta(where: Path) -> bool:
+    path = folder.study_json(where)
+    return path.exists() or path.is_symlink()
 
 
 def find_all(root: Path | None = None, storage: str | None = None) -> list[Found]:

@@ -35,6 +35,7 @@ class _NoSigtermNote(logging.Filter):
 
 
 _QUIET = _NoSigtermNote()
+START_GRACE_S = 10.0  # how long `close` waits for a start that has not finished
 
 
 class RayStart:
@@ -80,9 +81,13 @@ class RayStart:
         self._end.set()
 
     def close(self) -> None:
-        """Shut Ray down (if `stop` did not already) and wait until it is down."""
+        """Shut Ray down (if `stop` did not already) and wait until it is down. A start that
+        has not finished (a driver stopped while it joins a cluster that does not answer: Ray
+        retries for many minutes) is waited for only `START_GRACE_S`: the thread is a daemon,
+        and a local Ray's processes end with it (their parent-death signal), so a Ctrl-C or a
+        SIGTERM stops the driver instead of waiting on Ray."""
         self._end.set()
-        self._thread.join()
+        self._thread.join(None if self._ready.is_set() else START_GRACE_S)
 
 
 def exit_on_sigterm() -> None:

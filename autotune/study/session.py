@@ -12,8 +12,10 @@ import os
 import shutil
 import socket
 import sqlite3
+import stat
 import sys
 import tempfile
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -222,6 +224,46 @@ def _empty_table(path: Path, table: str) -> bool:
         return False
 
 
+def _lock_now(fd: int) -> None:
+    """The driver's lock on `fd`, exclusive; OSError when another driver holds it. A reader
+    (`driver_running`, from `autotune show`) holds it shared for an instant: that is waited
+    out (up to 1 s), not taken for a driver."""
+    for _ in range(20):
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            time.sleep(0.05)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+def driver_running(study_dir: Path) -> str | None:
+    """Who runs the study in `study_dir` now: the driver lock's note (`pid N on HOST`) while a
+    driver holds it, else None (no lock file, or nobody holds it). Read only: the lock file is
+    neither made nor changed, and its lock is held (shared) only for the instant of the test.
+    The lock is the kernel's, so a driver on another machine over a network folder may not
+    show."""
+    path = lock_file(study_dir)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            note = os.read(fd, 200).decode(errors="replace").strip()
+            return note or "unknown pid"
+        except OSError:
+            return None
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
 @contextlib.contextmanager
 def driver_lock(study_dir: Path) -> Iterator[Made]:
     """One driver per study folder (released by the kernel if the driver dies).
@@ -243,7 +285,7 @@ def driver_lock(study_dir: Path) -> Iterator[Made]:
     path = lock_file(study_dir)
     with open(path, "a+") as f:
         try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            _lock_now(f.fileno())
         except OSError:
             f.seek(0)
             raise StudyError(

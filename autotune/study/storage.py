@@ -149,7 +149,13 @@ def check_tcp(url: str, *, what: str, hint: str) -> None:
     from urllib.parse import urlparse
 
     parsed = urlparse(url if "://" in url else f"tcp://{url}")
-    host, port = parsed.hostname or "127.0.0.1", parsed.port
+    try:
+        host, port = parsed.hostname or "127.0.0.1", parsed.port
+    except ValueError:  # a port that is not a number, or out of range
+        raise ClusterError(
+            f"cannot reach {what} at {redact(url)}: its port is not a whole number from 1 to "
+            f"65535; {hint}"
+        ) from None
     if port is None:
         return
     try:
