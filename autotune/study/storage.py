@@ -6,6 +6,7 @@ failing fast with the (redacted) address when it cannot be reached.
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import sqlite3
 from pathlib import Path
@@ -104,8 +105,29 @@ def _study_names(url: str) -> list[str]:
 
 
 def read_only(path: Path) -> sqlite3.Connection:
-    """A connection to the SQLite file `path` that can neither create nor change it."""
+    """A connection to the SQLite file `path` that can neither create nor change it.
+
+    A driver killed in the middle of a write (SIGKILL, a crash) leaves a hot journal beside the
+    file: until a writer rolls it back, every read-only reader fails ("attempt to write a
+    readonly database"), so a study could be neither resumed nor shown. It is rolled back
+    first (`recover`), as the next writer would: the file returns to its last committed
+    state."""
+    recover(path)
     return sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)
+
+
+def recover(path: Path) -> None:
+    """Roll back the hot journal a killed writer left beside the SQLite file `path`, when there
+    is one and the file can be written (else a read-only reader says why it cannot read)."""
+    journal = Path(f"{path}-journal")
+    try:
+        hot = journal.is_file() and journal.stat().st_size > 0 and os.access(path, os.W_OK)
+    except OSError:
+        return
+    if not hot:
+        return
+    with contextlib.suppress(sqlite3.Error), contextlib.closing(sqlite3.connect(path)) as db:
+        db.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()  # the first read rolls back
 
 
 def _rdb_study_names(url: str, query: str) -> list[str]:
