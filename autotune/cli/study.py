@@ -197,6 +197,15 @@ def ui(
         _, _, _, meta = st.find_study(study_ref)
         uri = uri or meta.get("tracking_uri")
         experiment_id = meta.get("experiment_id")
+    resolved = tracking.resolve_uri(uri)
+    if resolved.split("://", 1)[0].lower() in ("http", "https"):
+        # a tracking server serves its own UI: nothing to start here (the MLflow UI is for a
+        # local store); say whether it answers
+        tracking.connect(resolved)  # a TrackingError naming it when nothing answers
+        raise UsageError(
+            f"{tracking.redact(resolved)} is an MLflow tracking server: it serves its own UI; "
+            "open that address in a browser"
+        )
     existing_store(uri, "no study has logged to it yet: run `autotune study` first")
     serve(
         tracking.resolve_uri(uri),
