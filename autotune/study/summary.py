@@ -20,7 +20,7 @@ from autotune.study.fidelity import rank_fidelity
 from autotune.study.identical import identical_losses
 from autotune.study.objectives import directions, reference, vacuous
 from autotune.study.pick import dominates
-from autotune.study.records import screen_feasible
+from autotune.study.records import screen_feasible, screen_reference
 from autotune.study.verdict import pick_part
 
 
@@ -68,7 +68,8 @@ def summarize(
         "objectives": objectives,
         "constraints": [c.model_dump() for c in space.constraints],
         "trials": space.budget.trials,
-        "baseline": _row(space, baseline, ref) if baseline is not None else None,
+        # its row is its screen run: what it breaks is judged as the screen judged it
+        "baseline": None if baseline is None else _row(space, baseline, screen_reference(study)),
         # Why there is no baseline row yet: its trial is running, was interrupted or has not
         # started (None when it finished, or the study has none).
         "baseline_unfinished": _unfinished(trials, running) if baseline is None else None,
