@@ -76,7 +76,9 @@ def metric_verdict(diff: Mapping[str, Any], direction: str) -> str:
     return "no detectable difference"
 
 
-def paired_ratio(xs: Sequence[float | None], ys: Sequence[float | None]) -> dict[str, Any] | None:
+def paired_ratio(
+    xs: Sequence[float | None], ys: Sequence[float | None], level: float = 0.95
+) -> dict[str, Any] | None:
     """The paired comparison on the log scale: per seed log(x / y), the interval of its mean
     mapped back to a ratio (`mean`: the geometric mean of x / y; `low`, `high`; `n`; with one
     pair no interval). None when a pair holds a value <= 0 (no ratio; the difference judges)."""
@@ -87,7 +89,7 @@ def paired_ratio(xs: Sequence[float | None], ys: Sequence[float | None]) -> dict
     ]
     if not pairs or any(x <= 0 or y <= 0 for x, y in pairs):
         return None
-    logs = interval([math.log(x / y) for x, y in pairs])
+    logs = interval([math.log(x / y) for x, y in pairs], level=level)
     back = {k: None if logs[k] is None else math.exp(logs[k]) for k in ("mean", "low", "high")}
     return {**back, "n": logs["n"], "scale": "log"}
 
@@ -143,18 +145,21 @@ def compare(
     worse: list[str] = []
     paired_n = 0  # the seeds a metric was compared over (both ran whole, finite)
     unpaired: list[str] = []  # timed metrics with no pair measured together
+    level = family_level([m for m, _ in metrics if _judgeable(a, b, seeds, m)])
+    out["level"] = level
     for metric, direction in metrics:
         apart = _apart(a, b, seeds) if metric in TIMED else []
         use = [s for s in seeds if s not in apart]
         xs = [_value(a[s], metric) for s in use]
         ys = [_value(b[s], metric) for s in use]
-        diff = paired(xs, ys)
-        ratio = paired_ratio(xs, ys) if metric in POSITIVE_METRICS else None
+        diff = paired(xs, ys, level)
+        ratio = paired_ratio(xs, ys, level) if metric in POSITIVE_METRICS else None
         v = metric_verdict(_judged(diff, ratio), direction)
         row: dict[str, Any] = {
             "direction": direction,
             "difference": {k: diff.get(k) for k in ("mean", "low", "high", "n")},
             **({"ratio": ratio} if ratio is not None else {}),
+            "level": level,
             "pick": metric_interval(xs, metric),
             "baseline": metric_interval(ys, metric),
             "verdict": v,
@@ -217,6 +222,35 @@ def _unfinished(
         return ", ".join(f"{k} on {n} of {len(seeds)} seeds" for k, n in counts.items())
 
     return f"this configuration {ended(a)}; the baseline {ended(b)}"
+
+
+FAMILY_ERROR = 0.05
+"""The chance, over every metric one verdict compares, that any of them reads `better` or
+`worse` when none differs: each metric's interval is at 1 - FAMILY_ERROR / m (Bonferroni) for
+m metrics judged, so three metrics are each judged at 98.3%, not 95% (at 95% each, one of three
+equal metrics would read a difference about one time in seven)."""
+
+
+def family_level(judged: Sequence[str]) -> float:
+    """The confidence of each metric's interval when `judged` are compared at once."""
+    return 1.0 - FAMILY_ERROR / max(1, len(judged))
+
+
+def _judgeable(
+    a: Mapping[Any, Mapping[str, Any]],
+    b: Mapping[Any, Mapping[str, Any]],
+    seeds: Sequence[Any],
+    metric: str,
+) -> bool:
+    """Whether `metric` is compared over at least 2 pairs (one pair shows no noise, and a timed
+    metric timed apart is not compared): what counts toward the family's size."""
+    apart = _apart(a, b, seeds) if metric in TIMED else []
+    pairs = [
+        s
+        for s in seeds
+        if s not in apart and _value(a[s], metric) is not None and _value(b[s], metric) is not None
+    ]
+    return len(pairs) >= 2
 
 
 def _group(row: Mapping[str, Any]) -> str | None:
@@ -287,7 +321,15 @@ def format_line(verdict: Mapping[str, Any] | None, label: str = "pick") -> str:
             text += f"; final_loss difference {d['mean']:+.4g} [{d['low']:+.4g}, {d['high']:+.4g}]"
         else:
             text += f"; final_loss difference {d['mean']:+.4g} (1 pair: no interval)"
+    level = verdict.get("level")
+    if level is not None and level > 0.95 + 1e-9 and (r.get("low") or d.get("low")) is not None:
+        text += f" (each metric's interval at {level:.1%}: {level_metrics(level)} metrics compared)"
     return text
+
+
+def level_metrics(level: float) -> int:
+    """How many metrics `family_level` shared the error out over, from its level."""
+    return max(1, round(FAMILY_ERROR / (1.0 - level)))
 
 
 def verify_problems(report: Mapping[str, Any]) -> list[str]:

@@ -82,8 +82,21 @@ def bounded(iv: dict[str, Any], metric: str) -> dict[str, Any]:
     return out
 
 
-def interval(values: Sequence[float | None], scale: str = "linear") -> dict[str, Any]:
-    """Mean, sample standard deviation and 95% interval of the mean of finite `values`.
+def t_quantile(level: float, df: int) -> float:
+    """The two-sided `level` quantile of Student's t with `df` degrees of freedom: `t975` for
+    95% (the table every interval here used), else scipy's."""
+    if level == 0.95:
+        return t975(df)
+    from scipy.stats import t
+
+    return float(t.ppf(0.5 + level / 2, df))
+
+
+def interval(
+    values: Sequence[float | None], scale: str = "linear", level: float = 0.95
+) -> dict[str, Any]:
+    """Mean, sample standard deviation and `level` (95%) interval of the mean of finite
+    `values`.
 
     scale "log" (positive quantities, when every value is > 0): the geometric mean and the
     interval of the mean of the logs, mapped back: never below zero. `bounded` clips a linear
@@ -93,7 +106,7 @@ def interval(values: Sequence[float | None], scale: str = "linear") -> dict[str,
     if n == 0:
         return {"mean": None, "std": None, "low": None, "high": None, "n": 0}
     if scale == "log" and all(x > 0 for x in xs):
-        logs = interval([math.log(x) for x in xs])
+        logs = interval([math.log(x) for x in xs], level=level)
         out = {
             k: (math.exp(v) if v is not None and k in ("mean", "low", "high") else v)
             for k, v in logs.items()
@@ -105,7 +118,7 @@ def interval(values: Sequence[float | None], scale: str = "linear") -> dict[str,
     if n == 1:
         return {"mean": mean, "std": None, "low": None, "high": None, "n": 1}
     std = statistics.stdev(xs)
-    half = t975(n - 1) * std / math.sqrt(n)
+    half = t_quantile(level, n - 1) * std / math.sqrt(n)
     return {"mean": mean, "std": std, "low": mean - half, "high": mean + half, "n": n}
 
 
@@ -134,7 +147,9 @@ def prediction_interval(values: Sequence[float], metric: str) -> tuple[float, fl
     return (math.exp(low), math.exp(high)) if log else (low, high)
 
 
-def paired(xs: Sequence[float | None], ys: Sequence[float | None]) -> dict[str, Any]:
+def paired(
+    xs: Sequence[float | None], ys: Sequence[float | None], level: float = 0.95
+) -> dict[str, Any]:
     """The paired comparison of x against y over the same seeds: per seed the difference
     x - y (seeds where either is missing or non-finite are left out), its mean and the 95%
     interval of that mean (`interval`, Student's t with n - 1 degrees of freedom), and the
@@ -146,7 +161,7 @@ def paired(xs: Sequence[float | None], ys: Sequence[float | None]) -> dict[str, 
         a, b = float(x), float(y)
         if math.isfinite(a) and math.isfinite(b):
             diffs.append(a - b)
-    return {**interval(diffs), "differences": diffs}
+    return {**interval(diffs, level=level), "differences": diffs}
 
 
 def ran_whole(run: Mapping[str, Any] | None) -> bool:

@@ -261,7 +261,7 @@ def test_asynchronous_promotion_reaches_the_target_without_waiting_for_a_rung(
     assert again.returncode == 0, h.explain(again)
     assert "rung 2: trial 0 promoted to 120 steps" in again.stdout, h.explain(again)
     assert again.stdout.count("promoted to") == 1, h.explain(again)
-    assert "beside the top rung" not in again.stdout, "the baseline was verified already"
+    assert "verification: baseline (trial" not in again.stdout, "the baseline was verified already"
     after = {p.name: p.stat().st_mtime_ns for p in (study_dir / "trials").glob("*-r*.json")}
     assert set(after) == set(kept)
     assert {k: v for k, v in after.items() if k != "0000-r2.json"} == {

@@ -584,7 +584,7 @@ def test_the_paired_verdict_rows_and_reasons_branch_by_branch() -> None:
         "baseline_seeds": 1,
     }
     row = out["metrics"]["throughput"]
-    assert set(row) == {"direction", "difference", "ratio", "pick", "baseline", "verdict"}
+    assert set(row) == {"direction", "difference", "ratio", "pick", "baseline", "verdict", "level"}
     assert (row["direction"], row["verdict"]) == ("maximize", "worse")
     assert row["ratio"]["mean"] == pytest.approx(0.9, rel=0.01) and row["ratio"]["n"] == 3
     assert row["pick"]["n"] == 4 and row["baseline"]["n"] == 3  # seed 4: the baseline stopped
