@@ -73,3 +73,15 @@ def runs_probes(fn: F) -> F:
         return fn(*args, **kwargs)
 
     return wrapper  # type: ignore[return-value]
+
+
+def check_steps(steps: int | None) -> None:
+    """`--steps` (verify, migrate) within probe.steps' bounds: a UsageError naming it, before
+    the recipe is read or anything made."""
+    from autotune.space.limits import MAX_STEPS, MIN_STEPS
+
+    if steps is not None and not MIN_STEPS <= steps <= MAX_STEPS:
+        raise UsageError(
+            f"--steps {steps}: steps are a whole number from {MIN_STEPS} to {MAX_STEPS:,}, "
+            "as probe.steps"
+        )

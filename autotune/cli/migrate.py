@@ -7,8 +7,7 @@ from typing import Annotated
 
 import typer
 
-from autotune.cli.app import app, runs_probes, user_errors
-from autotune.errors import UsageError
+from autotune.cli.app import app, check_steps, runs_probes, user_errors
 from autotune.space.limits import MAX_STEPS, MIN_STEPS
 
 
@@ -81,15 +80,6 @@ def migrate(
         typer.echo(f"{result['verdict']}\n{result['why']}\nreport: {result['report']}")
     if result["verdict"].startswith(("does not transfer", "re-tuned", "cannot tell")):
         raise typer.Exit(1)
-
-
-def check_steps(steps: int | None) -> None:
-    """`--steps` within probe.steps' bounds, in `verify --steps`' words."""
-    if steps is not None and not MIN_STEPS <= steps <= MAX_STEPS:
-        raise UsageError(
-            f"--steps {steps}: steps are a whole number from {MIN_STEPS} to {MAX_STEPS:,}, "
-            "as probe.steps"
-        )
 
 
 def check_out(out: str) -> None:

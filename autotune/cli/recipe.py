@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from autotune.cli.app import app, runs_probes, user_errors
+from autotune.cli.app import app, check_steps, runs_probes, user_errors
 from autotune.errors import AutotuneError, UsageError
 from autotune.space.limits import MAX_STEPS, MIN_STEPS
 
@@ -119,11 +119,7 @@ def verify(
     from autotune.recipe import Recipe, paired
     from autotune.recipe import verify as vf
 
-    if steps is not None and not MIN_STEPS <= steps <= MAX_STEPS:  # before the recipe is read
-        raise UsageError(
-            f"--steps {steps}: steps are a whole number from {MIN_STEPS} to {MAX_STEPS:,}, "
-            "as probe.steps"
-        )
+    check_steps(steps)  # before the recipe is read
     if first_seed is not None:  # before the recipe is read
         from autotune.space.seeds import seed_problem
 
