@@ -145,8 +145,12 @@ def list_studies(
     as_json: Annotated[bool, typer.Option("--json", help="Print the list as JSON.")] = False,
 ) -> None:
     """List the studies found here (and in --storage): trials, pick, last change, storage."""
+    from autotune.errors import UsageError
     from autotune.study import listing as sl
 
+    if study_dir is not None and not study_dir.is_dir():  # a typo is not "no studies"
+        what = "not a folder" if study_dir.exists() else "no such folder"
+        raise UsageError(f"--study-dir {study_dir}: {what}")
     rows = [sl.describe(f) for f in sl.find_all(study_dir, storage)]
     if as_json:
         typer.echo(json.dumps(rows, indent=2, default=str))
