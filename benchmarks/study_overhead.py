@@ -75,7 +75,18 @@ def breakdown(marks: list[dict], start: float, end: float, records: list[dict]) 
         "service checks": span("driver", "services checked"),
         "MLflow store (connect, create)": span("services checked", "mlflow store"),
         "fingerprint, conditioning": span("mlflow store", "fingerprint"),
-        "Optuna storage and study": span("fingerprint", "optuna study"),
+        # since the driver waits for Ray before it writes the study: storage, Ray, study
+        **(
+            {
+                "Optuna storage": span("fingerprint", "optuna storage"),
+                "waiting for Ray's start (before the study is written)": span(
+                    "optuna storage", "ray up"
+                ),
+                "Optuna study": span("ray up", "optuna study"),
+            }
+            if "ray up" in at
+            else {"Optuna storage and study": span("fingerprint", "optuna study")}
+        ),
         "MLflow experiment and study run": span("optuna study", "mlflow run"),
         "reconcile, study.json, stale trials": span("mlflow run", "resume checked"),
         "Ray start (what is left of it once the stores are open)": span(
