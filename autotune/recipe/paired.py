@@ -33,6 +33,7 @@ from autotune.knobs import HARDWARE_METRICS
 from autotune.probe.outcome import Outcome
 from autotune.recipe.seeds import (
     TIMED,
+    finite_pairs,
     interval,
     metric_interval,
     paired,
@@ -82,11 +83,7 @@ def paired_ratio(
     """The paired comparison on the log scale: per seed log(x / y), the interval of its mean
     mapped back to a ratio (`mean`: the geometric mean of x / y; `low`, `high`; `n`; with one
     pair no interval). None when a pair holds a value <= 0 (no ratio; the difference judges)."""
-    pairs = [
-        (float(x), float(y))
-        for x, y in zip(xs, ys, strict=True)
-        if x is not None and y is not None and math.isfinite(float(x)) and math.isfinite(float(y))
-    ]
+    pairs = finite_pairs(xs, ys)
     if not pairs or any(x <= 0 or y <= 0 for x, y in pairs):
         return None
     logs = interval([math.log(x / y) for x, y in pairs], level=level)
@@ -145,13 +142,19 @@ def compare(
     worse: list[str] = []
     paired_n = 0  # the seeds a metric was compared over (both ran whole, finite)
     unpaired: list[str] = []  # timed metrics with no pair measured together
-    level = family_level([m for m, _ in metrics if _judgeable(a, b, seeds, m)])
-    out["level"] = level
-    for metric, direction in metrics:
+    # Per metric, its values on the seeds paired for it (a timed metric: only those timed
+    # together); the metrics with 2 pairs or more share the verdict's error (`family_level`).
+    values = {}
+    for metric, _ in metrics:
         apart = _apart(a, b, seeds) if metric in TIMED else []
         use = [s for s in seeds if s not in apart]
-        xs = [_value(a[s], metric) for s in use]
-        ys = [_value(b[s], metric) for s in use]
+        xs, ys = [_value(a[s], metric) for s in use], [_value(b[s], metric) for s in use]
+        values[metric] = (apart, xs, ys)
+    judged = [m for m, (_, xs, ys) in values.items() if len(finite_pairs(xs, ys)) >= 2]
+    level = family_level(judged)
+    out["level"], out["judged_metrics"] = level, len(judged)
+    for metric, direction in metrics:
+        apart, xs, ys = values[metric]
         diff = paired(xs, ys, level)
         ratio = paired_ratio(xs, ys, level) if metric in POSITIVE_METRICS else None
         v = metric_verdict(_judged(diff, ratio), direction)
@@ -236,23 +239,6 @@ def family_level(judged: Sequence[str]) -> float:
     return 1.0 - FAMILY_ERROR / max(1, len(judged))
 
 
-def _judgeable(
-    a: Mapping[Any, Mapping[str, Any]],
-    b: Mapping[Any, Mapping[str, Any]],
-    seeds: Sequence[Any],
-    metric: str,
-) -> bool:
-    """Whether `metric` is compared over at least 2 pairs (one pair shows no noise, and a timed
-    metric timed apart is not compared): what counts toward the family's size."""
-    apart = _apart(a, b, seeds) if metric in TIMED else []
-    pairs = [
-        s
-        for s in seeds
-        if s not in apart and _value(a[s], metric) is not None and _value(b[s], metric) is not None
-    ]
-    return len(pairs) >= 2
-
-
 def _group(row: Mapping[str, Any]) -> str | None:
     return row.get("timing_group")
 
@@ -321,15 +307,10 @@ def format_line(verdict: Mapping[str, Any] | None, label: str = "pick") -> str:
             text += f"; final_loss difference {d['mean']:+.4g} [{d['low']:+.4g}, {d['high']:+.4g}]"
         else:
             text += f"; final_loss difference {d['mean']:+.4g} (1 pair: no interval)"
-    level = verdict.get("level")
-    if level is not None and level > 0.95 + 1e-9 and (r.get("low") or d.get("low")) is not None:
-        text += f" (each metric's interval at {level:.1%}: {level_metrics(level)} metrics compared)"
+    judged = int(verdict.get("judged_metrics") or 0)
+    if judged > 1 and any(x.get("low") is not None for x in (r, d)):
+        text += f" (each metric's interval at {verdict['level']:.1%}: {judged} metrics compared)"
     return text
-
-
-def level_metrics(level: float) -> int:
-    """How many metrics `family_level` shared the error out over, from its level."""
-    return max(1, round(FAMILY_ERROR / (1.0 - level)))
 
 
 def verify_problems(report: Mapping[str, Any]) -> list[str]:

@@ -154,14 +154,23 @@ def paired(
     x - y (seeds where either is missing or non-finite are left out), its mean and the 95%
     interval of that mean (`interval`, Student's t with n - 1 degrees of freedom), and the
     differences themselves. With one pair there is no interval (low and high are None)."""
-    diffs = []
+    diffs = [x - y for x, y in finite_pairs(xs, ys)]
+    return {**interval(diffs, level=level), "differences": diffs}
+
+
+def finite_pairs(
+    xs: Sequence[float | None], ys: Sequence[float | None]
+) -> list[tuple[float, float]]:
+    """The (x, y) pairs of the same seeds where both are present and finite: what a paired
+    comparison is over."""
+    out = []
     for x, y in zip(xs, ys, strict=True):
         if x is None or y is None:
             continue
         a, b = float(x), float(y)
         if math.isfinite(a) and math.isfinite(b):
-            diffs.append(a - b)
-    return {**interval(diffs, level=level), "differences": diffs}
+            out.append((a, b))
+    return out
 
 
 def ran_whole(run: Mapping[str, Any] | None) -> bool:
