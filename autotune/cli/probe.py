@@ -121,9 +121,7 @@ def dropped_here(s: Any) -> dict[str, str]:
     from autotune import fingerprint
     from autotune import space as sp
 
-    fp = fingerprint.collect()
-    arch = (fp.get("devices") or [{}])[0].get("arch")
-    return dict(sp.condition(s, platform=fp["platform"], arch=arch).dropped)
+    return dict(sp.condition_on(s, fingerprint.collect()).dropped)
 
 
 def _threads_text(s: Any) -> str:

@@ -27,6 +27,7 @@ from autotune.space.conditioning import (
     Conditioned,
     clip_child_possible,
     condition,
+    condition_on,
 )
 from autotune.space.dtypes import dtype_warnings
 from autotune.space.load import (
@@ -108,6 +109,7 @@ __all__ = [
     "check_value",
     "clip_child_possible",
     "condition",
+    "condition_on",
     "dtype_warnings",
     "dump",
     "env_value",

@@ -3,7 +3,9 @@ precision, schedule) are not searched, each dropped with its reason."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from autotune.knobs import CLIP_CHILDREN, DDP_KNOBS, KNOBS, SCALER_KNOBS, Scalar
 from autotune.space.schema import (
@@ -41,6 +43,13 @@ class Conditioned:
 
     searched: dict[str, Domain]
     dropped: dict[str, str]
+
+
+def condition_on(space: Space, fingerprint: Mapping[str, Any]) -> Conditioned:
+    """`condition` for the machine a fingerprint (`autotune.fingerprint.collect`) describes:
+    its platform and its first device's architecture."""
+    arch = (fingerprint.get("devices") or [{}])[0].get("arch")
+    return condition(space, platform=str(fingerprint["platform"]), arch=arch)
 
 
 def condition(

@@ -78,8 +78,7 @@ def run(opts: StudyOptions) -> StudyResult:
         mark("mlflow store")
         say = (lambda _t: None) if opts.quiet else print
         fp = fpm.collect()
-        arch = (fp.get("devices") or [{}])[0].get("arch")
-        cond = sp.condition(space, platform=fp["platform"], arch=arch)
+        cond = sp.condition_on(space, fp)
         mark("fingerprint")
         for name, why in cond.dropped.items():
             say(f"dropped knob {name}: {why}")
