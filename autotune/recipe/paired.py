@@ -144,12 +144,7 @@ def compare(
     unpaired: list[str] = []  # timed metrics with no pair measured together
     # Per metric, its values on the seeds paired for it (a timed metric: only those timed
     # together); the metrics with 2 pairs or more share the verdict's error (`family_level`).
-    values = {}
-    for metric, _ in metrics:
-        apart = _apart(a, b, seeds) if metric in TIMED else []
-        use = [s for s in seeds if s not in apart]
-        xs, ys = [_value(a[s], metric) for s in use], [_value(b[s], metric) for s in use]
-        values[metric] = (apart, xs, ys)
+    values = {m: _metric_values(a, b, seeds, m) for m, _ in metrics}
     judged = [m for m, (_, xs, ys) in values.items() if len(finite_pairs(xs, ys)) >= 2]
     level = family_level(judged)
     out["level"], out["judged_metrics"] = level, len(judged)
@@ -209,6 +204,19 @@ def compare(
             f"; {', '.join(unpaired)} not compared: " + out["metrics"][unpaired[0]]["apart"]
         )
     return out
+
+
+def _metric_values(
+    a: Mapping[Any, Mapping[str, Any]],
+    b: Mapping[Any, Mapping[str, Any]],
+    seeds: Sequence[Any],
+    metric: str,
+) -> tuple[list[Any], list[float | None], list[float | None]]:
+    """(the seeds left out as timed apart, the configuration's values, the baseline's) of
+    `metric` on the seeds paired for it (a timed metric: those timed together)."""
+    apart = _apart(a, b, seeds) if metric in TIMED else []
+    use = [s for s in seeds if s not in apart]
+    return apart, [_value(a[s], metric) for s in use], [_value(b[s], metric) for s in use]
 
 
 def _unfinished(
