@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from assets.cli import invoke, one_line_error
+from assets.logged import logged_outcome
 from assets.studies import recorded_study
 from typer.testing import Result
 
@@ -78,18 +79,6 @@ def test_export_through_a_symlink_to_a_fifo_or_a_folder_is_refused(here: Path) -
 # --------------------------------------------------------------------------------------------
 
 
-def _outcome(number: int, loss: list[float]) -> dict[str, object]:
-    return {
-        "number": number,
-        "outcome": "complete",
-        "baseline": number == 0,
-        "feasible": True,
-        "knobs": {"clip_norm": 1.0},
-        "summary": {"series": {"loss": loss}, "metrics": {}, "steps_run": len(loss)},
-        "wall_s": 1.0,
-    }
-
-
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """Two logged trial runs with the same loss curve."""
@@ -101,7 +90,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     )
     loss = [2.0 / (1 + i) for i in range(20)]
     ids = {
-        name: tracking.log_trial(client, experiment_id, parent, "curves", _outcome(i, loss))
+        name: tracking.log_trial(client, experiment_id, parent, "curves", logged_outcome(i, loss))
         for i, name in enumerate(("a", "b"))
     }
     return {"uri": uri, **ids}

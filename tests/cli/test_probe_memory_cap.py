@@ -11,40 +11,11 @@ from pathlib import Path
 
 import pytest
 from assets import studies as h
+from assets.big_setup import BIG_SETUP
 from assets.cli import invoke
 
 from autotune import space as sp
 from autotune.cli.probe import planned_threads
-
-BIG = """
-import torch
-
-class Big:
-    name, size, default_lr, unstable_lr = "big", "tiny", 1e-3, 1e-1
-
-    def build_model(self):
-        self.table = torch.ones(200_000_000)  # 800 MB before the first step
-        return torch.nn.Linear(4, 1)
-
-    def batches(self, micro_batch, seed):
-        while True:
-            yield (torch.ones(micro_batch, 4),)
-
-    def eval_batches(self, micro_batch):
-        return [(torch.ones(micro_batch, 4),)]
-
-    def loss(self, model, batch):
-        return model(batch[0]).pow(2).mean()
-
-    def samples(self, batch):
-        return int(batch[0].shape[0])
-
-    def tokens(self, batch):
-        return 0
-
-def make(size="tiny"):
-    return Big()
-"""
 
 
 @pytest.mark.integration
@@ -53,7 +24,7 @@ def test_probe_runs_under_the_memory_limit_a_trial_gets(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "big.py").write_text(BIG)
+    (tmp_path / "big.py").write_text(BIG_SETUP)
     space = h.mlp_space("cap", trials=1, steps=10).replace(
         "{name: mlp, size: tiny}", f"{{name: '{tmp_path / 'big.py'}:make', size: tiny}}"
     )

@@ -5,29 +5,21 @@ this folder's, as documented."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 from assets.cli import invoke, one_line_error
+from assets.recipes import make_recipe
 
 from autotune import Recipe
-from autotune import space as sp
 from autotune.recipe import verify as vf
 
 
 def recipe(**source: Any) -> Recipe:
-    return Recipe(
-        name="r",
-        workload={"name": "mlp", "size": "tiny"},
-        precision="fp32",
-        micro_batch=16,
-        knobs={**{n: info.default for n, info in sp.KNOBS.items()}, "lr": 0.01},
-        env={},
-        probe={"steps": 20, "seed": 0},
-        achieved={},
-        source={"study": "s", "trial": 1, "searched": ["clip_norm"], **source},
-    )
+    r = make_recipe()
+    return replace(r, source={**r.source, **source})
 
 
 def test_an_unreachable_store_is_refused_before_any_probe(

@@ -5,9 +5,11 @@ probe runs: the launcher is stubbed and records the order it is asked in."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
+from assets.recipes import make_recipe
 
 from autotune import Recipe
 from autotune import space as sp
@@ -15,17 +17,7 @@ from autotune.migrate import holds
 
 
 def recipe(**knobs: Any) -> Recipe:
-    return Recipe(
-        name="t",
-        workload={"name": "mlp", "size": "tiny"},
-        precision="fp32",
-        micro_batch=16,
-        knobs={**{n: info.default for n, info in sp.KNOBS.items()}, "lr": 0.01, **knobs},
-        env={},
-        probe={"steps": 50, "seed": 7},
-        achieved={"loss_cv": {"direction": "minimize", "value": 0.05, "verified": None}},
-        source={"study": "s", "trial": 4, "searched": ["clip_norm", "warmup_steps"]},
-    )
+    return replace(make_recipe(**knobs), env={}, probe={"steps": 50, "seed": 7})
 
 
 @pytest.fixture

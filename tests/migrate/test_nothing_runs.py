@@ -9,13 +9,15 @@ promised", with every seed of both sides failed."""
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+from assets.big_setup import BIG_SETUP
+from assets.recipes import make_recipe
 
 from autotune import Recipe
-from autotune import space as sp
 from autotune.migrate import holds
 from autotune.migrate.run import verdict_of
 from autotune.recipe import paired
@@ -48,16 +50,11 @@ def test_diverging_more_still_decides_with_nothing_run_whole() -> None:
 
 def promised_recipe(workload: str = "mlp", **knobs: Any) -> Recipe:
     verified = {"mean": 1.0, "low": 0.9, "high": 1.1, "n": 3, "diverged_share": 0.0}
-    return Recipe(
-        name="t",
+    return replace(
+        make_recipe(**knobs),
         workload={"name": workload, "size": "tiny"},
-        precision="fp32",
-        micro_batch=16,
-        knobs={**{n: info.default for n, info in sp.KNOBS.items()}, "lr": 0.01, **knobs},
         env={},
-        probe={"steps": 50, "seed": 0},
         achieved={"final_loss": {"direction": "minimize", "value": 1.0, "verified": verified}},
-        source={"study": "s", "trial": 4, "searched": ["clip_norm"]},
     )
 
 
@@ -76,44 +73,13 @@ def test_divergence_is_a_share_of_the_seeds_that_ran() -> None:
     assert row["verdict"] == "DIVERGED on every seed"
 
 
-BIG = """
-import torch
-
-class Big:
-    name, size, default_lr, unstable_lr = "big", "tiny", 1e-3, 1e-1
-
-    def build_model(self):
-        self.table = torch.ones(200_000_000)  # 800 MB before the first step
-        return torch.nn.Linear(4, 1)
-
-    def batches(self, micro_batch, seed):
-        while True:
-            yield (torch.ones(micro_batch, 4),)
-
-    def eval_batches(self, micro_batch):
-        return [(torch.ones(micro_batch, 4),)]
-
-    def loss(self, model, batch):
-        return model(batch[0]).pow(2).mean()
-
-    def samples(self, batch):
-        return int(batch[0].shape[0])
-
-    def tokens(self, batch):
-        return 0
-
-def make(size="tiny"):
-    return Big()
-"""
-
-
 @pytest.mark.integration
 @pytest.mark.skipif(sys.platform != "linux", reason="RLIMIT_DATA as Linux counts it")
 def test_migrate_says_nothing_runs_when_the_baseline_fails_too(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Real probe processes under a real memory limit that the workload's model does not fit."""
-    (tmp_path / "big.py").write_text(BIG)
+    (tmp_path / "big.py").write_text(BIG_SETUP)
     r = promised_recipe(f"{tmp_path / 'big.py'}:make", clip_norm=0.5)
     monkeypatch.setenv("AUTOTUNE_PROBE_MEMORY_MB", "600")
     out = holds.rerun(r, seeds=2, steps=20, threads=1, timeout_s=120.0, say=lambda _t: None)

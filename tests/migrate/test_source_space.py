@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from assets.recipes import make_recipe
 
 from autotune import Recipe
 from autotune import space as sp
@@ -25,18 +26,8 @@ knobs:
 """
 
 
-def recipe(workload: str = "mlp", **knobs: Any) -> Recipe:
-    return Recipe(
-        name="t",
-        workload={"name": workload, "size": "tiny"},
-        precision="fp32",
-        micro_batch=16,
-        knobs={**{n: info.default for n, info in sp.KNOBS.items()}, "lr": 0.3, **knobs},
-        env={},
-        probe={"steps": 50, "seed": 0},
-        achieved={},
-        source={"study": "src", "trial": 1, "searched": ["clip_norm"]},
-    )
+def recipe(**knobs: Any) -> Recipe:
+    return make_recipe(lr=0.3, **knobs)
 
 
 def test_the_recipes_own_space_is_accepted(tmp_path: Path) -> None:

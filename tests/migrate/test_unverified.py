@@ -4,25 +4,19 @@ study's verification stands" (a black-box review)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
+from assets.recipes import make_recipe
+
 from autotune import Recipe
-from autotune import space as sp
 from autotune.migrate.run import verdict_of
 
 
 def recipe(**recorded: Any) -> Recipe:
-    return Recipe(
-        name="t",
-        workload={"name": "mlp", "size": "tiny"},
-        precision="fp32",
-        micro_batch=16,
-        knobs={**{n: info.default for n, info in sp.KNOBS.items()}, "lr": 0.3},
-        env={},
-        probe={"steps": 60, "seed": 0},
-        achieved={},
-        source={"study": "s", "trial": 2, "searched": ["clip_norm"]},
-        recorded=recorded,
+    r = make_recipe(lr=0.3)
+    return replace(
+        r, probe={"steps": 60, "seed": 0}, source={**r.source, "trial": 2}, recorded=recorded
     )
 
 

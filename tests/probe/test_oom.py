@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from assets.big_setup import BIG_SETUP, BIG_STEP
 
 from autotune.probe.oom import is_oom
 
@@ -23,38 +24,6 @@ def test_what_is_and_is_not_an_out_of_memory() -> None:
     assert not is_oom(ValueError("DefaultCPUAllocator: can't allocate memory"))
 
 
-WORKLOAD = """
-import torch
-
-class Big:
-    name, size, default_lr, unstable_lr = "big", "tiny", 1e-3, 1e-1
-
-    def build_model(self):
-        return torch.nn.Linear(4, 1)
-
-    def batches(self, micro_batch, seed):
-        while True:
-            yield (torch.ones(micro_batch, 4),)
-
-    def eval_batches(self, micro_batch):
-        return [(torch.ones(micro_batch, 4),)]
-
-    def loss(self, model, batch):
-        # 800 MB of activations per step: past a 600 MB limit, far below this machine's RAM
-        wide = model(batch[0]).expand(batch[0].shape[0], 200_000_000 // batch[0].shape[0])
-        return (wide * 1.0).pow(2).mean()
-
-    def samples(self, batch):
-        return int(batch[0].shape[0])
-
-    def tokens(self, batch):
-        return 0
-
-def make(size="tiny"):
-    return Big()
-"""
-
-
 @pytest.mark.integration
 @pytest.mark.skipif(sys.platform != "linux", reason="RLIMIT_DATA as Linux counts it")
 def test_a_probe_past_its_memory_limit_ends_oom(tmp_path: Path) -> None:
@@ -64,7 +33,7 @@ def test_a_probe_past_its_memory_limit_ends_oom(tmp_path: Path) -> None:
     from autotune.probe.config import ProbeConfig
     from autotune.process.launcher import run_trial_process
 
-    (tmp_path / "big.py").write_text(WORKLOAD)
+    (tmp_path / "big.py").write_text(BIG_STEP)
     cfg = ProbeConfig(workload=f"{tmp_path / 'big.py'}:make", steps=3, micro_batch=4)
     got = {}
     for limit in ("600", None):
@@ -75,13 +44,6 @@ def test_a_probe_past_its_memory_limit_ends_oom(tmp_path: Path) -> None:
     assert got[None][0] == "complete", got
 
 
-BIG_MODEL = WORKLOAD.replace(
-    "        return torch.nn.Linear(4, 1)",
-    "        self.table = torch.ones(200_000_000)  # 800 MB before the first step\n"
-    "        return torch.nn.Linear(4, 1)",
-).replace("200_000_000 // batch[0].shape[0]", "1")
-
-
 @pytest.mark.integration
 @pytest.mark.skipif(sys.platform != "linux", reason="RLIMIT_DATA as Linux counts it")
 def test_out_of_memory_in_the_workloads_setup_is_oom_not_a_failure(tmp_path: Path) -> None:
@@ -90,7 +52,7 @@ def test_out_of_memory_in_the_workloads_setup_is_oom_not_a_failure(tmp_path: Pat
     from autotune.probe.config import ProbeConfig
     from autotune.process.launcher import run_trial_process
 
-    (tmp_path / "big.py").write_text(BIG_MODEL)
+    (tmp_path / "big.py").write_text(BIG_SETUP)
     cfg = ProbeConfig(workload=f"{tmp_path / 'big.py'}:make", steps=3, micro_batch=4)
     extra = {"AUTOTUNE_PROBE_MEMORY_MB": "600"}
     out = run_trial_process(cfg.to_dict(), {}, timeout_s=300, threads=1, extra_env=extra)

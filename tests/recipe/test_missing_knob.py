@@ -7,23 +7,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from assets.recipes import make_recipe
 
 from autotune import Recipe
 from autotune import space as sp
 
 
 def exported(tmp_path: Path) -> Path:
-    r = Recipe(
-        name="t",
-        workload={"name": "mlp", "size": "tiny"},
-        precision="fp32",
-        micro_batch=16,
-        knobs={**{n: info.default for n, info in sp.KNOBS.items()}, "lr": 0.3, "clip_norm": 0.63},
-        env={},
-        probe={"steps": 50, "seed": 0},
-        achieved={},
-        source={"study": "s", "trial": 1, "searched": ["clip_norm"]},
-    )
+    r = make_recipe(lr=0.3, clip_norm=0.63)
     return r.save(tmp_path / "r.yaml")
 
 

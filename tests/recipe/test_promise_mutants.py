@@ -11,26 +11,13 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from test_recipe import make_recipe
+from assets.recipes import make_recipe, measured
 
 from autotune.recipe import Recipe
 from autotune.recipe import promise as pm
-from autotune.recipe.seeds import prediction_interval, summarize_seeds
+from autotune.recipe.seeds import prediction_interval
 
 THREE = [0.1, 0.2, 0.3]  # loss_drop measured on three seeds: can be 0 or negative (linear)
-
-
-def measured(metric: str, values: list[float], **timing: float) -> dict[str, Any]:
-    """What `verify` measured: one complete run per value (seeds 1, 2, ...)."""
-    runs = [
-        {
-            "seed": i + 1,
-            "outcome": "complete",
-            "summary": {"metrics": {metric: v, **timing}, "steps_run": 50, "steps_planned": 50},
-        }
-        for i, v in enumerate(values)
-    ]
-    return summarize_seeds(runs, [metric])
 
 
 def rows(metric: str, promised: dict[str, Any], got: dict[str, Any], same: bool = True) -> Any:

@@ -9,32 +9,14 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from assets.recipes import make_recipe
 
 from autotune import Recipe
-from autotune import space as sp
 from autotune.errors import RecipeError
 from autotune.probe import lr_at, metrics
 from autotune.probe.workload import resolve
 from autotune.recipe import RECIPE_VERSION, verify
 from autotune.study import pick
-
-
-def make_recipe(**knobs: Any) -> Recipe:
-    base = {name: info.default for name, info in sp.KNOBS.items()}
-    return Recipe(
-        name="t",
-        workload={"name": "mlp", "size": "tiny"},
-        precision=knobs.pop("precision", "fp32"),
-        micro_batch=16,
-        knobs={**base, "lr": 0.01, **knobs},
-        env={"NCCL_ALGO": "Ring"},
-        probe={"steps": 50, "seed": 0},
-        achieved={"loss_cv": {"direction": "minimize", "value": 0.05, "verified": None}},
-        fingerprint={"hash": "abc123", "platform": "cpu"},
-        source={"study": "s", "trial": 4, "searched": ["clip_norm", "warmup_steps"]},
-        created_at="2026-01-01T00:00:00+00:00",
-    )
-
 
 # ---------------------------------------------------------------------------------------------
 # The file

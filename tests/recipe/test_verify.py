@@ -4,7 +4,7 @@ compared to, and a real verification (recipe and baseline run as real probe proc
 from __future__ import annotations
 
 import pytest
-from test_recipe import make_recipe
+from assets.recipes import make_recipe
 
 from autotune import space as sp
 from autotune.recipe import verify as vf

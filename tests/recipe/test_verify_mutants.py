@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_recipe import make_recipe
+from assets.recipes import make_recipe
 
 from autotune import space as sp
 from autotune.errors import WorkloadError

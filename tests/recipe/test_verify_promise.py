@@ -11,30 +11,18 @@ from typing import Any
 
 import pytest
 from assets.cli import invoke, one_line_error
-from test_recipe import make_recipe
+from assets.recipes import make_recipe
+from assets.recipes import measured as seeds_measured
 from test_verify_mutants import Launcher, launcher  # noqa: F401  (the fixture)
 
 from autotune.migrate.spread import bound
 from autotune.recipe import paired
 from autotune.recipe import verify as vf
 from autotune.recipe.promise import promise_line, seed_origin
-from autotune.recipe.seeds import prediction_interval, summarize_seeds
+from autotune.recipe.seeds import prediction_interval
 
 # t(0.975, 2) = 4.303; three values 0.1, 0.2, 0.3: mean 0.2, s 0.1, n 3.
 HALF3 = 4.303 * 0.1 * math.sqrt(1 + 1 / 3)  # 0.49687
-
-
-def seeds_measured(metric: str, values: list[float], **timing: float) -> dict[str, Any]:
-    """What `verify` measured: one complete run per value (seeds 1, 2, ...)."""
-    runs = [
-        {
-            "seed": i + 1,
-            "outcome": "complete",
-            "summary": {"metrics": {metric: v, **timing}, "steps_run": 50, "steps_planned": 50},
-        }
-        for i, v in enumerate(values)
-    ]
-    return summarize_seeds(runs, [metric])
 
 
 def one_seed(direction: str, value: float) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from assets.logged import logged_outcome
 from typer.testing import CliRunner
 
 from autotune import tracking
@@ -114,18 +115,6 @@ def test_rolling_median_is_centred_and_shrinks_at_the_ends() -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def _outcome(number: int, loss: list[float]) -> dict[str, Any]:
-    return {
-        "number": number,
-        "outcome": "complete",
-        "baseline": number == 0,
-        "feasible": True,
-        "knobs": {"clip_norm": 1.0},
-        "summary": {"series": {"loss": loss}, "metrics": {}, "steps_run": len(loss)},
-        "wall_s": 1.0,
-    }
-
-
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """A study with four trials: base, base with other noise, diverged, NaN from step 80."""
@@ -143,7 +132,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
         "nan": with_nan,
     }
     ids = {
-        name: tracking.log_trial(client, experiment_id, parent, "curves", _outcome(i, loss))
+        name: tracking.log_trial(client, experiment_id, parent, "curves", logged_outcome(i, loss))
         for i, (name, loss) in enumerate(trials.items())
     }
     return {"uri": uri, **ids}
