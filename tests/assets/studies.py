@@ -165,6 +165,41 @@ def promoted_without_waiting(stdout: str, mid: int, top: int, baseline: int = 0)
     return None
 
 
+def fill_space(name: str, concurrency: int = 5, cpus_per_trial: float = 0.4) -> str:
+    """A space whose rungs fill idle workers (`rungs.fill_idle`): 8 trials of the behaving
+    workload screened at 10 steps, rungs 30 -> 90 -> 270, every searched trial slowed to 0.1 s a
+    step by its environment knob (the baseline, the knob unset, is not), so the baseline
+    finishes rung 1 first and a searched trial finishing next has no quota to go on by."""
+    from assets import behaving
+
+    return f"""\
+name: {name}
+workload: {{name: {BEHAVING}:make, size: tiny}}
+probe: {{steps: 10, batch: 32, device: cpu, telemetry_every: 5, threads: 1}}
+constraints: []
+budget: {{trials: 8, trial_timeout_s: 120, target_steps: 270, concurrency: {concurrency},
+          cpus_per_trial: {cpus_per_trial}}}
+rungs: {{eta: 3, min_promote: 2, promotion: async, fill_idle: true}}
+sampler: {{name: random, seed: 0}}
+verify: {{top_k: 0}}
+knobs:
+  clip_norm: {{low: 0.1, high: 5.0, log: true}}
+  warmup_steps: {{low: 0, high: 10}}
+env:
+  {behaving.MODE_VAR}: {{choices: [slow]}}
+"""
+
+
+def fills(stdout: str) -> list[tuple[int, int]]:
+    """(rung, trial) of each probe a study's output says it gave a worker that would idle."""
+    out = []
+    for line in stdout.splitlines():
+        if "(a worker would idle: rungs.fill_idle)" in line:
+            rung = int(line.split("rung ")[1].split(":")[0])
+            out.append((rung, int(line.split("trial ")[1].split()[0])))
+    return out
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -227,6 +227,48 @@ def test_asynchronous_rungs_on_two_ray_nodes_with_postgres(
     assert not (study_dir / "state").exists(), "the states outlived the decision"
 
 
+def test_fill_idle_on_two_ray_nodes_with_postgres(
+    pg: str, ray_cluster: str, tmp_path: Path
+) -> None:
+    """`rungs.fill_idle` across the two nodes (issue 27: the built strategy checked on the
+    cluster): 8 trials, rungs 30 -> 90 -> 270, asynchronous promotion, 4 slots (0.4 CPU each on
+    two 1-CPU nodes), every searched trial slowed (see `h.fill_space`). A worker with neither
+    a promotion nor a baseline seed to take is given rung 1's next best on to 90 steps while
+    rung 1's last probes still run: only into rung 2, each filled probe continuing the state
+    its 30-step probe left on the node that ran it, the rung probes on both nodes, the states
+    removed after the decision."""
+    import optuna
+
+    storage, tracking = f"{pg}/autotune_optuna", f"{pg}/autotune_mlflow"
+    name = f"cluster-fill-{uuid.uuid4().hex[:10]}"
+    space = h.write(tmp_path, h.fill_space(name, concurrency=4))
+    cmd = ["study", "--space", str(space), "--address", ray_cluster, "--storage", storage]
+    cmd += ["--tracking-uri", tracking]
+    token = h.new_token()
+    result = h.autotune(cmd, tmp_path, token=token, timeout=590)
+    assert result.returncode == 0, h.explain(result)
+    fills = h.fills(result.stdout)
+    assert fills, "no worker was given a fill\n" + h.explain(result)
+    assert {rung for rung, _ in fills} == {2}, fills
+    assert not h.wait_gone(token, timeout=30), "the driver left processes behind"
+
+    study = optuna.load_study(study_name=name, storage=storage)
+    rows = study.user_attrs["autotune.rungs"]
+    assert [r["steps"] for r in rows] == [30, 90, 270]
+    study_dir = tmp_path / "autotune-studies" / name
+    nodes = set()
+    for n in [n for _, n in fills]:
+        assert n in rows[1]["numbers"], (n, rows[1])
+        rec = json.loads((study_dir / "trials" / f"{n:04d}-r2.json").read_text())
+        assert rec["summary"]["resumed_from_step"] == 30, rec["summary"]["continuation"]
+    for rung, row in ((1, rows[0]), (2, rows[1])):
+        for n in row["numbers"]:
+            rec = json.loads((study_dir / "trials" / f"{n:04d}-r{rung}.json").read_text())
+            nodes.add(rec.get("ray_node"))
+    assert None not in nodes and len(nodes) == 2, f"rung probes ran on Ray nodes {nodes}"
+    assert not (study_dir / "state").exists(), "the states outlived the decision"
+
+
 def test_states_are_removed_on_every_node_of_the_cluster(
     ray_cluster: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

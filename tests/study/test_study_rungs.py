@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from assets import behaving
 from assets import studies as h
 
 pytestmark = [
@@ -275,24 +274,6 @@ def test_asynchronous_promotion_reaches_the_target_without_waiting_for_a_rung(
     assert len(nested) == r1["trials"] + r2["trials"], "a rung probe logged twice"
 
 
-FILL_SPACE = f"""\
-name: rungs
-workload: {{name: {h.BEHAVING}:make, size: tiny}}
-probe: {{steps: 10, batch: 32, device: cpu, telemetry_every: 5, threads: 1}}
-constraints: []
-budget: {{trials: 8, trial_timeout_s: 120, target_steps: 270, concurrency: 5,
-          cpus_per_trial: 0.4}}
-rungs: {{eta: 3, min_promote: 2, promotion: async, fill_idle: true}}
-sampler: {{name: random, seed: 0}}
-verify: {{top_k: 0}}
-knobs:
-  clip_norm: {{low: 0.1, high: 5.0, log: true}}
-  warmup_steps: {{low: 0, high: 10}}
-env:
-  {behaving.MODE_VAR}: {{choices: [slow]}}
-"""
-
-
 def test_fill_idle_gives_a_worker_with_nothing_to_run_the_next_best_below_the_top(
     tmp_path: Path,
 ) -> None:
@@ -305,19 +286,15 @@ def test_fill_idle_gives_a_worker_with_nothing_to_run_the_next_best_below_the_to
     # put there, each filled probe continues its state at 30 steps, and it counts in the
     # rung's agreement like any other. Nothing is filled from the screen (it had ended) or
     # into the top rung.
-    space = h.write(tmp_path, FILL_SPACE)
+    space = h.write(tmp_path, h.fill_space("rungs"))
     uri = h.sqlite_uri(tmp_path)
     cmd = ["study", "--space", str(space), "--tracking-uri", uri]
     run = h.autotune(cmd, tmp_path, token=h.new_token(), timeout=590)
     assert run.returncode == 0, h.explain(run)
-    fills = [
-        line.split("rung ")[1].split(":")[0] + ":" + line.split("trial ")[1].split()[0]
-        for line in run.stdout.splitlines()
-        if "(a worker would idle: rungs.fill_idle)" in line
-    ]
+    fills = h.fills(run.stdout)
     assert fills, "no worker was given a fill\n" + h.explain(run)
-    assert {f.split(":")[0] for f in fills} == {"2"}, fills  # only into rung 2 (90 steps)
-    filled = [int(f.split(":")[1]) for f in fills]
+    assert {rung for rung, _ in fills} == {2}, fills  # only into rung 2 (90 steps)
+    filled = [n for _, n in fills]
 
     show = h.autotune(["show", "rungs", "--json"], tmp_path, timeout=120)
     assert show.returncode == 0, h.explain(show)
