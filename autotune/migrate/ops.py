@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from autotune.repro.audit import compare_audits
+from autotune.repro.audit import compare_audits, measured_max_abs
 
 FACTOR = 10.0
 
@@ -24,12 +24,14 @@ def compare_ops(
     `status`: `compared`, or `not recorded` (then the rows are this machine's alone)."""
     flagged_here = list(here.get("flagged") or [])
     if not recorded or not recorded.get("entries"):
+        # Nothing recorded to set beside: no recorded value, no ratio; this machine's error as
+        # `compare_audits` shows it (None, not 0, for an op that raised or measured none).
         rows = [
             {
                 "op": e["op"],
                 "pass": e["pass"],
                 "a_max_abs": None,
-                "b_max_abs": e.get("max_abs"),
+                "b_max_abs": measured_max_abs(e),
                 "ratio": None,
                 "differs": False,
                 "why": None,

@@ -1,18 +1,29 @@
 """The migration report in Markdown: the verdict first, then the differences, the ops, the
-curves (a PNG when matplotlib is installed) and the compute spent."""
+curves (a PNG when matplotlib is installed) and the compute spent. Both files are written
+atomically (`write`, `plot_curve`)."""
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from autotune import outfile
 from autotune.recipe.seeds import format_interval
 
 
+def write(path: Path, text: str) -> Path:
+    """The report to `path` atomically (`autotune.outfile`): a crash or a full disk mid-write
+    leaves the previous report or none, never half of one. The file written: `path`, or the
+    file a symlink at it points to."""
+    return outfile.write(path, text, "-o")
+
+
 def plot_curve(curve: Mapping[str, Any], path: Path) -> Path | None:
-    """The recorded and this machine's loss curves and their difference; None without
-    matplotlib or without a compared curve."""
+    """The recorded and this machine's loss curves and their difference, to `path` (drawn
+    aside, then written as the report is: `write`); None without matplotlib or without a
+    compared curve."""
     if curve.get("status") != "compared":
         return None
     try:
@@ -21,7 +32,10 @@ def plot_curve(curve: Mapping[str, Any], path: Path) -> Path | None:
         return None
     from autotune.repro.compare import plot_comparison
 
-    return plot_comparison(dict(curve), path)
+    with tempfile.TemporaryDirectory() as tmp:
+        png = plot_comparison(dict(curve), Path(tmp) / path.name)
+        outfile.write(path, png.read_bytes(), "-o")
+    return path
 
 
 def markdown(result: Mapping[str, Any], png: str | None = None) -> str:

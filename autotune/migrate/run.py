@@ -25,6 +25,7 @@ from autotune.migrate.differences import differences
 from autotune.migrate.holds import reproduced, reproduces, rerun
 from autotune.migrate.ops import compare_ops
 from autotune.migrate.report import markdown, plot_curve
+from autotune.migrate.report import write as write_report
 from autotune.migrate.spread import within_spread
 from autotune.recipe.file import Recipe
 from autotune.recipe.verify import check_workload
@@ -123,7 +124,7 @@ def migrate(
     result["png"] = str(png) if png else None
     text = markdown(result, png=png.name if png else None)
     report = out / REPORT
-    report.write_text(text)
+    write_report(report, text)  # atomically: a crash mid-write leaves no half a report
     result["report"] = str(report)
     result["run_id"] = log_report(client, result) if client is not None else None
     return result

@@ -27,6 +27,7 @@ The training methods come from `RecipeRuntime` (recipe/runtime.py).
 from __future__ import annotations
 
 import datetime as _dt
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,6 +54,12 @@ from autotune.recipe.values import error_at as _error_at
 from autotune.space import yaml_reader
 
 RECIPE_VERSION = 1
+#: The longest recipe name read: a study's name (at most 100 characters, `space.load`) and
+#: what export and migrate add to it (`-trialN`, `-migrated-trialN`), with room to spare.
+NAME_MAX = 200
+#: A recipe's name: the study name's rule (`space.load`) at NAME_MAX characters. It is printed
+#: and becomes run names and file comments, so no path separators, escapes or line breaks.
+NAME = re.compile(rf"[A-Za-z0-9][A-Za-z0-9_.-]{{0,{NAME_MAX - 1}}}")
 FORMAT_KEY = "autotune_recipe"
 _REQUIRED = ("name", "workload", "precision", "micro_batch", "knobs")
 _KEYS = (
@@ -255,8 +262,13 @@ class Recipe(RecipeRuntime):
         for key in _REQUIRED:
             if key not in data:
                 raise bad(key, "required")
-        if not isinstance(data["name"], str) or not data["name"]:
-            raise bad("name", f"must be the recipe's name, a string, got {data['name']!r}")
+        if not isinstance(data["name"], str) or not NAME.fullmatch(data["name"]):
+            raise bad(
+                "name",
+                f"must be the recipe's name, a string of at most {NAME_MAX} letters, digits, "
+                "'_', '-', '.', starting with a letter or digit, as a study's name is (export "
+                f"names it STUDY-trialN), got {yaml_reader.one_line(repr(data['name']), 80)}",
+            )
         workload = workload_section(data["workload"], _error_at(source))  # + script_sha256
         layout = _check_probe(data, source)
         knobs = _check_knobs(data["knobs"], source)

@@ -19,7 +19,9 @@ Per op and pass (`fwd`, `bwd`) it records:
   is wrong does not;
 - `hist`: counts of |out − ref| per decade (`"0"`, `"<1e-16"`, `"1e-16"` = [1e-16, 1e-15), ...,
   `">=1e+02"`, `"nonfinite"`);
-- `nonfinite`: non-finite outputs where the reference is finite;
+- `nonfinite`: non-finite outputs where the reference is finite (where no output element
+  is finite beside a finite reference, nothing was measured: the four errors are None, shown
+  as `-`, never 0);
 - `flagged` (with `reason`): a non-finite output, an op that raised, or `max_scaled` above
   `TOLERANCE[dtype]` times the op's `tol_factor` (10 for ops that reduce: their rounding grows
   with the reduction). The tolerances catch a kernel that is wrong, not one that rounds
@@ -61,6 +63,7 @@ __all__ = [
     "format_comparison",
     "load_audit",
     "log_audit",
+    "measured_max_abs",
     "run_audit",
 ]
 
@@ -241,19 +244,21 @@ def _errors(pairs: Sequence[tuple[torch.Tensor, torch.Tensor]], tol: float) -> d
         scaled.append(err / torch.clamp(mag, min=max(rms, tiny)))
         rms_all.append(rms)
     err = torch.cat(errs)
-    max_rel = float(torch.cat(rels).max()) if err.numel() else 0.0
-    max_scaled = float(torch.cat(scaled).max()) if err.numel() else 0.0
+    # No element whose output and reference are both finite (a scalar loss that overflowed):
+    # no error was measured, and None says so (0 would be an exact result).
+    some = err.numel() > 0
+    max_scaled = float(torch.cat(scaled).max()) if some else None
     reason = None
     if nonfinite:
         reason = f"{nonfinite} non-finite output(s) where the reference is finite"
-    elif max_scaled > tol:
+    elif max_scaled is not None and max_scaled > tol:
         reason = f"max_scaled {max_scaled:.3g} > tolerance {tol:.3g}"
     return {
         "shape": list(pairs[0][0].shape),
         "numel": numel,
-        "max_abs": float(err.max()) if err.numel() else 0.0,
-        "mean_abs": float(err.mean()) if err.numel() else 0.0,
-        "max_rel": max_rel,
+        "max_abs": float(err.max()) if some else None,
+        "mean_abs": float(err.mean()) if some else None,
+        "max_rel": float(torch.cat(rels).max()) if some else None,
         "max_scaled": max_scaled,
         "ref_rms": max(rms_all),
         "nonfinite": nonfinite,
@@ -296,10 +301,11 @@ def _typical(hist: Mapping[str, int]) -> str:
 def measured(e: Mapping[str, Any]) -> bool:
     """Whether entry `e` measured an error: some output element and its reference are both
     finite. An output that is non-finite wherever its reference is finite (a scalar loss that
-    overflowed) measured none: its errors, recorded as 0, are not errors of 0. A compact entry
+    overflowed) measured none: its errors are None (an audit logged before they were, or a
+    recipe's compact record, holds 0 there, which is not an error of 0). A compact entry
     (`repro.record`: no element counts) with non-finite outputs measured none when its error
     and the reference's rms are both 0."""
-    if e.get("error"):
+    if e.get("error") or e.get("max_abs", 0) is None:
         return False
     if not e.get("nonfinite"):
         return True
@@ -362,8 +368,8 @@ def compare_audits(
         row: dict[str, Any] = {
             "op": key[0],
             "pass": key[1],
-            "a_max_abs": _max_abs(ea),
-            "b_max_abs": _max_abs(eb),
+            "a_max_abs": measured_max_abs(ea),
+            "b_max_abs": measured_max_abs(eb),
             "ratio": None,
             "differs": False,
             "why": None,
@@ -394,7 +400,9 @@ def compare_audits(
     }
 
 
-def _max_abs(e: Mapping[str, Any] | None) -> float | None:
+def measured_max_abs(e: Mapping[str, Any] | None) -> float | None:
+    """Entry `e`'s max-abs error; None when there is no entry or it measured none
+    (`measured`: it raised, or no output element was finite beside a finite reference)."""
     if e is None or not measured(e):
         return None
     return float(e["max_abs"])

@@ -50,6 +50,8 @@ def log_audit(result: Mapping[str, Any], tracking_uri: str | None = None) -> str
         if e.get("error"):
             continue
         for key in ("max_abs", "mean_abs", "max_rel", "max_scaled", "nonfinite"):
+            if e.get(key) is None:  # no error measured (a non-finite output): no metric, not 0
+                continue
             value = float(e[key])
             if math.isfinite(value):
                 metrics.append(Metric(f"{prefix}.{key}", value, ts, 0))

@@ -221,18 +221,41 @@ def _check_database(uri: str, client_uri: str, scheme: str) -> None:
         engine.dispose()
 
 
+def _missing_folder(path: Path) -> str | None:
+    """Why a local store at `path` (an SQLite file, a file store's folder) is not made: the
+    folder it goes in does not exist. A store is made in a folder that exists, never with the
+    folders above it (a typo in a URI made /nonexistent/dir at the root), as an Optuna
+    `--storage` in a missing folder is refused. None when that folder is there (a link to one
+    included; a broken link is named by `folder_problem`)."""
+    folder = path.expanduser().absolute().parent
+    if folder.exists() or folder.is_symlink():
+        return None
+    above = next((p for p in folder.parents if p.exists() or p.is_symlink()), None)
+    why = ""
+    if above is not None and not above.is_dir():
+        why = f" ({above} is {'a broken link' if not above.exists() else 'not a folder'})"
+    return f"the folder {folder} does not exist{why}"
+
+
+def _refused(uri: str, problem: str, *, missing: bool = False) -> TrackingError:
+    what = "Make the folder, or pass" if missing else "Pass"
+    return TrackingError(
+        f"cannot open the MLflow tracking store at {uri}: {problem}. {what} --tracking-uri "
+        "/ set MLFLOW_TRACKING_URI to a writable location."
+    )
+
+
 def _check_sqlite(uri: str) -> None:
     path = sqlite_path(uri)
     if path is None:
         return
+    missing = _missing_folder(path)
+    if missing is not None:
+        raise _refused(uri, missing, missing=True)
     folder = path.parent
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise TrackingError(
-            f"cannot create the folder {folder} for the MLflow store {uri}: {exc}. Pass "
-            "--tracking-uri / set MLFLOW_TRACKING_URI to a writable location."
-        ) from exc
+    problem = folder_problem(folder)
+    if problem is not None:
+        raise _refused(uri, problem)
     # SQLite writes its journal next to the database: the folder must be writable too.
     for target in (folder, path) if path.exists() else (folder,):
         if not os.access(target, os.W_OK):
@@ -240,6 +263,17 @@ def _check_sqlite(uri: str) -> None:
                 f"the MLflow store {uri} is not writable ({target}). Pass --tracking-uri / set "
                 "MLFLOW_TRACKING_URI to a writable location."
             )
+
+
+def _check_file_store(uri: str) -> None:
+    """A file store (`file:` or a plain path): its folder, or the one it is made in, exists."""
+    folder = Path(unquote(_file_uri_path(uri)))
+    missing = _missing_folder(folder)
+    if missing is not None:
+        raise _refused(uri, missing, missing=True)
+    problem = folder_problem(folder)
+    if problem is not None:
+        raise _refused(uri, problem)
 
 
 def folder_problem(folder: Path) -> str | None:
@@ -289,8 +323,9 @@ def make_folder(folder: Path) -> list[Path]:
 
 def check_uri(uri: str) -> None:
     """The cheap checks of a tracking store (resolved), before anything is made: an HTTP server
-    or a database host that answers on its port, an SQLite store whose folder can be made and
-    written. TrackingError naming the URI when one fails; `connect` does the full check."""
+    or a database host that answers on its port, an SQLite store whose folder exists and is
+    writable (a file store: made in a folder that exists). TrackingError naming the URI when
+    one fails; `connect` does the full check."""
     scheme = uri_scheme(uri)
     problem: str | None = None
     if scheme in ("http", "https"):
@@ -306,19 +341,16 @@ def check_uri(uri: str) -> None:
         path = sqlite_path(uri)
         if path is None:
             return
+        missing = _missing_folder(path)
+        if missing is not None:
+            raise _refused(uri, missing, missing=True)
         problem = file_problem(path)
         if problem is None and path.exists() and not os.access(path, os.W_OK):
             problem = f"{path} is not writable"
-    elif scheme == "file":  # a file store: a folder that exists or can be made
-        folder = Path(unquote(_file_uri_path(uri)))
-        problem = folder_problem(folder)
-    else:
-        return
+    elif scheme == "file":  # a file store: a folder that exists, or one made in a folder that does
+        _check_file_store(uri)
     if problem is not None:
-        raise TrackingError(
-            f"cannot open the MLflow tracking store at {uri}: {problem}. Pass --tracking-uri "
-            "/ set MLFLOW_TRACKING_URI to a writable location."
-        )
+        raise _refused(uri, problem)
 
 
 def connect(uri: str) -> MlflowClient:
@@ -326,7 +358,7 @@ def connect(uri: str) -> MlflowClient:
 
     Fails within seconds with a TrackingError naming the URI when the store is unreachable:
     HTTP without retries and with a short timeout, databases with a bounded TCP probe and
-    connect timeout, SQLite with a check that its folder exists (or is created) and is writable.
+    connect timeout, SQLite with a check that its folder exists (it is not made) and is writable.
     """
     scheme = uri_scheme(uri)
     probe_env: dict[str, str] = {}
@@ -342,6 +374,8 @@ def connect(uri: str) -> MlflowClient:
         _check_sqlite(uri)
         path = sqlite_path(uri)
         new_file = path if path is not None and not path.exists() else None
+    elif scheme == "file":
+        _check_file_store(uri)
     elif scheme in _DB_SCHEMES:
         client_uri = _with_connect_timeout(uri, scheme)
         _check_database(uri, client_uri, scheme)

@@ -36,6 +36,7 @@ def test_the_first_store_keeps_the_template_and_the_next_starts_from_it(
     cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     first = tmp_path / "a" / "mlflow.db"
+    first.parent.mkdir()  # a store is made in a folder that exists
     logs_a_run(f"sqlite:///{first}")
     template = st.template_path()
     assert template.parent == cache and template.is_file()

@@ -157,7 +157,7 @@ def test_connect_fails_fast_on_unreachable_store(uri: str) -> None:
 def test_connect_rejects_unwritable_sqlite_folder(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
-    with pytest.raises(TrackingError, match="cannot create the folder"):
+    with pytest.raises(TrackingError, match=f"{blocker}/sub does not exist .{blocker} is not a"):
         tracking.connect(f"sqlite:///{blocker}/sub/mlflow.db")
 
 
