@@ -25,12 +25,16 @@ def check(
     space: Annotated[str, typer.Argument(help="A space file or built-in space name.")],
     set_: SetOpt = None,
 ) -> None:
-    """Validate a space file and print the resolved knobs."""
+    """Validate a space file and print the resolved knobs (a GPU probe.device needs a GPU
+    torch sees here, unless $RAY_ADDRESS names the cluster a study would run on)."""
     from autotune import space as sp
     from autotune.study import check_workload
+    from autotune.study.driver import check_device
 
     s = sp.load(space, set_ or [])
     check_workload(s)
+    if not os.environ.get("RAY_ADDRESS"):  # a study from here runs its probes here
+        check_device(s)
     typer.echo(describe_space(s))
 
 
@@ -191,12 +195,14 @@ def probe(
     from autotune.process.entry import run_here as run_probe
     from autotune.process.launcher import ProbeFailed
     from autotune.study import check_workload
+    from autotune.study.driver import check_device
 
     if config not in PROBE_CONFIGS:
         raise AutotuneError(f"--config {config}: choose one of {', '.join(PROBE_CONFIGS)}")
     s = sp.load(space, set_ or [])
     cfg = probe_config(s, config)
     check_workload(s)
+    check_device(s)  # the probe runs here
     threads = f"{cfg.threads} CPU thread(s)" if cfg.threads else "torch's CPU threads"
     if not as_json:
         typer.echo(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
+from autotune import outfile
 from autotune.errors import SpaceError, did_you_mean
 
 
@@ -24,10 +25,16 @@ def builtin_names() -> list[str]:
 
 
 def find(ref: str | Path) -> Path:
-    """A path that exists, else a built-in space by bare name (`gradclip` or `gradclip.yaml`)."""
+    """A path that exists, else a built-in space by bare name (`gradclip` or `gradclip.yaml`).
+    A path that is there but is not a regular file (a folder, a FIFO, a device, a link to one)
+    is refused saying so, as a recipe file is (`Recipe.load`), before it is opened: a FIFO
+    would block the read forever, and it is not missing."""
     path = Path(ref)
     if path.is_file():
         return path
+    what = outfile.special(path)
+    if what is not None:
+        raise SpaceError(f"{ref}: not a regular file ({what}): not a space file")
     if path.parent == Path(".") and not path.exists():
         candidate = builtin_dir() / (path.name if path.suffix else f"{path.name}.yaml")
         if candidate.is_file():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -88,8 +88,11 @@ def run(opts: StudyOptions) -> StudyResult:
         # Ray must be up (the cluster joined) before the study is written: a start or a join
         # that fails stops the study here, and `made` removes what the run made (the folder,
         # the stores' new files) instead of leaving a study with an MLflow run stuck RUNNING.
-        early.wait()
+        ray = early.wait()
         mark("ray up")
+        cluster = _cluster_address(opts)  # a local Ray is this machine's: checked up front
+        if cluster is not None:
+            check_cluster_device(space, ray.cluster_resources(), cluster)
         study = open_study(opts, storage, cond)
         stop_if_baseline_failed(study, study_dir, space.name)
         mark("optuna study")
@@ -212,10 +215,17 @@ def _check_services(opts: StudyOptions, url: str, uri: str, study_dir: Path) -> 
     if opts.resume:
         check_resumable(url, opts.space.name)
     tracking.check_uri(uri)
-    address = opts.address or os.environ.get("RAY_ADDRESS") or None
+    address = _cluster_address(opts)
     if address and address != "auto":
         check_ray_address(address)
     check_workload(opts.space)
+    if address is None:  # the trials run on a local Ray: this machine's devices
+        check_device(opts.space)
+
+
+def _cluster_address(opts: StudyOptions) -> str | None:
+    """The Ray cluster the study joins (--address, else $RAY_ADDRESS); None: a local Ray."""
+    return opts.address or os.environ.get("RAY_ADDRESS") or None
 
 
 def _study_run(
@@ -293,6 +303,42 @@ def check_workload(space: sp.Space) -> None:
         resolve(space.workload.name, space.workload.size)
     except WorkloadError as e:
         raise WorkloadError(f"{space.source}: workload: {e}") from e
+
+
+def check_device(space: sp.Space) -> None:
+    """A `probe.device` that asks for a GPU (cuda, cuda:N) on this machine, where torch sees
+    none, is refused naming the space file and the key: every probe would raise at its first
+    step (the baseline's, so the study would stop with a folder made for nothing). Run where the
+    probes run: `autotune check` and `probe`, and a study on a local Ray; a study on a cluster
+    asks the cluster (`check_cluster_device`), whose driver may have no GPU of its own."""
+    device = space.probe.device
+    if not device.startswith("cuda"):
+        return
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    build = str(torch.__version__)
+    if torch.version.cuda is None and torch.version.hip is None:
+        build += ", a CPU-only build"
+    raise SpaceError(
+        f"{space.source}: probe.device: {device!r} asks for a GPU, but torch sees none on this "
+        f"machine (torch {build}: torch.cuda.is_available() is False); set probe.device to cpu "
+        "or auto"
+    )
+
+
+def check_cluster_device(space: sp.Space, resources: Mapping[str, float], address: str) -> None:
+    """On a cluster, a `probe.device` that asks for a GPU where the cluster has none (its Ray
+    resources, which place the trials: `session.plan_resources`, list no GPU) is refused, as
+    `check_device` refuses it on this machine (the driver itself may have no GPU)."""
+    device = space.probe.device
+    if device.startswith("cuda") and not float(resources.get("GPU", 0) or 0) > 0:
+        raise SpaceError(
+            f"{space.source}: probe.device: {device!r} asks for a GPU, but the Ray cluster at "
+            f"{address} has none (its resources list no GPU); set probe.device to cpu or auto, "
+            "or join a cluster with GPU nodes"
+        )
 
 
 def check_script(space: sp.Space) -> None:

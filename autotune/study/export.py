@@ -68,7 +68,7 @@ def recipe_from_study(
         raise RecipeError(f"study {space.name} trial {chosen.number}: no resolved learning rate")
     retried = _oom_retried(outcome or {}, space)
     kind, _ = pick.parse_pick(how)
-    at_length = _at_length(study_dir, chosen.number, ua.decided(study), summary)
+    at_length = _at_length(study_dir, chosen, ua.decided(study), summary)
     return Recipe(
         name=f"{space.name}-trial{chosen.number}",
         workload=_workload(space, at_length, summary),
@@ -166,15 +166,18 @@ def _workload(space: sp.Space, *summaries: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _at_length(
-    study_dir: Path | None, number: int, decided: dict[str, Any], summary: dict[str, Any]
+    study_dir: Path | None, chosen: Any, decided: dict[str, Any], summary: dict[str, Any]
 ) -> dict[str, Any]:
-    """The summary of trial `number`'s probe at the length the study `decided` at (its record
-    at that rung), so the recorded curve is the run a migration reproduces; the screen's when
-    the study decided at the screen or there is no such record."""
-    rung, steps = int(decided.get("rung") or 0), decided.get("steps")
+    """The summary of the `chosen` trial's probe whose numbers the recipe has (its record at
+    the rung they came from: the one the study `decided` at, or for an explicit `trial N`
+    that stopped short of it, its longest run), so the recorded curve is the run a migration
+    reproduces; the screen's when the numbers are the screen's or there is no such record."""
+    rung, steps = chosen.rung, chosen.steps
+    if not rung and steps and steps == decided.get("steps"):  # the baseline, verified there
+        rung = decided.get("rung")
     if study_dir is None or not rung or not steps:
         return summary
-    record = read_rung_record(study_dir, number, rung, int(steps))
+    record = read_rung_record(study_dir, chosen.number, rung, int(steps))
     return dict(record["summary"]) if record is not None and record.get("summary") else summary
 
 

@@ -10,7 +10,7 @@ from autotune import space as sp
 from autotune.errors import StudyError
 from autotune.study import attrs as ua
 from autotune.study import folder
-from autotune.study.listing import offer, open_existing
+from autotune.study.listing import has_meta, offer, open_existing
 from autotune.study.options import STUDIES_DIR, study_dir_for
 from autotune.tracking.connection import redact
 
@@ -24,7 +24,10 @@ def find_study(ref: str, storage: str | None = None) -> tuple[Any, sp.Space, Pat
     meta: dict[str, Any] = {}
     study_dir: Path | None = None
     for candidate in (path, study_dir_for(ref)):
-        if folder.study_json(candidate).is_file():
+        # A study.json of any kind makes it a study folder: one that cannot be read (a link to
+        # a device, a FIFO, a folder, a link to nothing) is named with why (`read_meta`), as
+        # `autotune studies` lists it, not taken for no study.
+        if has_meta(candidate):
             study_dir = candidate.resolve()
             meta = folder.read_meta(candidate)
             break

@@ -46,13 +46,14 @@ def study_folders(root: Path) -> Iterator[Path]:
     """`root` when it is a study folder, else the study folders in it: those with a
     study.json, whatever it is (one that is not a regular file, or a link to nothing, is
     listed as unreadable by `find_all`, not hidden)."""
-    if _has_meta(root):
+    if has_meta(root):
         yield root
     elif root.is_dir():
-        yield from sorted(p for p in root.iterdir() if p.is_dir() and _has_meta(p))
+        yield from sorted(p for p in root.iterdir() if p.is_dir() and has_meta(p))
 
 
-def _has_meta(where: Path) -> bool:
+def has_meta(where: Path) -> bool:
+    """Whether `where` holds a study.json of any kind (a link to nothing included)."""
     path = folder.study_json(where)
     return path.exists() or path.is_symlink()
 

@@ -62,6 +62,7 @@ class Candidate:
     verified: dict[str, Any] | None = None  # see autotune.recipe.verify.summarize_seeds
     extra: dict[str, Any] = field(default_factory=dict)
     steps: int | None = None  # the probe length its values were measured at
+    rung: int | None = None  # the rung whose record gave its values (None: the screen's)
 
     @property
     def holds(self) -> bool:
@@ -123,13 +124,16 @@ def is_candidate(
 def candidates(study: Any, every: bool = False) -> list[Candidate]:
     """The study's candidates (`is_candidate`) with their values at the length it decided at
     and their verification results at that length when they have one. `every`: also the
-    feasible screened trials that were not run at that length (for an explicit `trial N`)."""
+    feasible screened trials that were not run at that length (for an explicit `trial N`),
+    each with the values of its longest complete run (`longest_runs`: a rung below, else the
+    screen): the run closest to the length the study decided at."""
     import optuna
 
     verified = verified_results(study)
     decided = ua.decided(study)
     steps = decided.get("steps")
     at_rung = rung_rows(study, int(steps)) if steps and decided.get("rung") else None
+    below = longest_runs(study, int(steps or 0)) if every and at_rung is not None else {}
     out = []
     states = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL)
     judged = screen_feasible(study)
@@ -138,6 +142,9 @@ def candidates(study: Any, every: bool = False) -> list[Candidate]:
         screened = judged(t)
         if not is_candidate(screened, row, above_screen=at_rung is not None, every=every):
             continue
+        there = row is not None or at_rung is None  # its values are at the decided length
+        if row is None:  # not run at the decided length (`every`): its longest run below it
+            row = below.get(t.number)
         ver = verified.get(t.number)
         if ver is not None and steps is not None and ver.get("steps", steps) != steps:
             ver = None  # verified at another length: not evidence for this one
@@ -151,10 +158,27 @@ def candidates(study: Any, every: bool = False) -> list[Candidate]:
                 params=dict(t.params),
                 fp_hash=t.user_attrs.get(ua.FP_HASH),
                 baseline=ua.is_baseline(t),
-                verified=ver if (row is not None or at_rung is None) else None,
+                verified=ver if there else None,
                 steps=int(row["steps"]) if row else (steps if at_rung is None else None),
+                rung=int(row["rung"]) if row and row.get("rung") is not None else None,
             )
         )
+    return out
+
+
+def longest_runs(study: Any, below: int) -> dict[int, dict[str, Any]]:
+    """Per trial, its longest complete rung run (slim record) shorter than `below` steps: the
+    run an explicit `trial N` that did not reach the decided length is exported from (its
+    screen's when it has none). A run that diverged or failed there is not taken."""
+    out: dict[int, dict[str, Any]] = {}
+    for key, row in study.user_attrs.items():
+        at = ua.rung_of(key)
+        if at is None or not at[1] < below or not row.get("values"):
+            continue
+        if row.get("outcome") != Outcome.COMPLETE:
+            continue
+        if at[0] not in out or int(out[at[0]]["steps"]) < at[1]:
+            out[at[0]] = row
     return out
 
 
@@ -251,7 +275,9 @@ def pick(
         for c in cands:
             if c.number == number:
                 return c
-        at = next((c.steps for c in cands if c.steps), None)
+        # The longest: with an explicit pick, a trial short of the decided length is among
+        # them at its own (shorter) length.
+        at = max((c.steps for c in cands if c.steps), default=None)
         length = f" at {at} steps, the length the study decided at" if at else ""
         raise RecipeError(
             f"trial {number} is not a candidate (not a feasible, complete trial{length})"
@@ -328,12 +354,18 @@ def _index(objectives: Sequence[Mapping[str, Any]], metric: str) -> int | None:
 
 
 def why_none(study: Any, limit: int = 3) -> str:
-    """The trials that came closest to being candidates, and why each is not (for an error)."""
+    """The trials that came closest to being candidates, and why each is not (for an error);
+    a trial queued but never run (Optuna's WAITING: e.g. the baseline of a study stopped before
+    it started) comes last, as not run: it did not fail."""
     import optuna
 
-    rows = []
+    rows: list[tuple[float, int, str]] = []  # the trials that ran, closest first
+    queued: list[tuple[float, int, str]] = []  # then those that never ran
     for t in study.get_trials(deepcopy=False):
         if t.state == optuna.trial.TrialState.RUNNING:
+            continue
+        if t.state == optuna.trial.TrialState.WAITING:  # enqueued, never started: not failed
+            queued.append((math.inf, t.number, "queued, not run"))
             continue
         outcome = ua.outcome(t)
         cons = t.user_attrs.get(ua.CONSTRAINTS) or []
@@ -354,6 +386,7 @@ def why_none(study: Any, limit: int = 3) -> str:
             closeness = math.inf
         rows.append((closeness, t.number, why))
     rows.sort()
+    rows += queued
     return "; ".join(f"trial {n}: {why}" for _, n, why in rows[:limit]) or "no finished trial"
 
 
