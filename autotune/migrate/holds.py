@@ -7,11 +7,17 @@ The seeds start at the recipe's probe seed (the seed its study ran every trial w
 first seed's curve is the recorded curve's twin: same seed, same data order, only the machine
 differs. Threads: this machine's (its torch default, or `threads`), not the recipe's: the
 thread count is part of what moved.
+
+A recipe that does not hold in the full check has its Pareto neighbours tried (the study's other
+candidates on the front, `source.neighbours`, recorded by export), nearest first, over the same
+seeds and against the same baseline runs, until one holds (`try_neighbours`).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from autotune.errors import one_line
@@ -122,6 +128,7 @@ def reproduced(
             "seed would have there",
         },
         "problems": [],
+        "neighbours": neighbours_status(recipe, {"problems": []}),  # not needed
         "source_verdict": source.get("verdict"),
         "samples": sum(_samples(r) for r in runs),
         "wall_s": sum(float(r.get("wall_s") or 0.0) for r in runs),
@@ -163,7 +170,9 @@ def rerun(
     done: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Run the recipe and the baseline here; the paired verdict, the problems, the samples.
-    `done`: the recipe's runs already made here at the first seeds (`reproduces`'s)."""
+    `done`: the recipe's runs already made here at the first seeds (`reproduces`'s). When the
+    recipe does not hold (and something runs here), its Pareto neighbours are tried
+    (`try_neighbours`) against the same baseline runs."""
     length, cfg = _probe(recipe, steps)
     seed_list = [cfg.seed + i for i in range(seeds)]
     metrics = metrics_of(recipe)
@@ -183,46 +192,198 @@ def rerun(
         shown=["final_loss", *recipe.achieved],
     )
     runs = sorted([*done, *ran[0]], key=lambda r: seed_list.index(r["seed"]))
+    base_runs: list[dict[str, Any]] = ran[1] if not defaults else []
+    base = summarize_seeds(base_runs, metrics) if not defaults else None
+    judged = judge(recipe, runs, base, cfg, same=defaults)
     out: dict[str, Any] = {
         "steps": length,
         "run_steps": cfg.steps,
         "seeds": seed_list,
         "threads": threads,
-        "recipe_result": summarize_seeds(runs, metrics),
-        "baseline_result": None,
+        "recipe_result": judged["result"],
+        "baseline_result": base,
         "fingerprint": next((r["fingerprint"] for r in runs if r.get("fingerprint")), None),
+        "vs_baseline": judged["vs_baseline"],
+        "problems": judged["problems"],
+        **({"oom": judged["oom"]} if "oom" in judged else {}),
     }
-    samples = sum(_samples(r) for r in runs)
-    base_runs: list[dict[str, Any]] = ran[1] if not defaults else []
-    if not defaults:
-        out["baseline_result"] = summarize_seeds(base_runs, metrics)
-        samples += sum(_samples(r) for r in base_runs)
+    if runs and base_runs and all(_never_ran(r) for r in [*runs, *base_runs]):
+        out["nothing_runs"] = nothing_runs(runs, base_runs)
+    out["source_verdict"] = ((recipe.source or {}).get("vs_baseline") or {}).get("verdict")
+    out["samples"] = sum(_samples(r) for r in [*runs, *base_runs])
+    out["wall_s"] = sum(float(r.get("wall_s") or 0.0) for r in [*runs, *base_runs])
+    out["curve"] = curve_check(recipe.recorded.get("curve"), runs[0] if runs else None)
+    out["neighbours"] = neighbours_status(recipe, out)
+    if out["neighbours"]["status"] == "to try":
+        # the recipe is the baseline: its own runs are the baseline's
+        against = base if base is not None else judged["result"]
+        out["neighbours"] = try_neighbours(
+            recipe, against, length, seed_list, timeout_s=timeout_s, threads=threads, say=say
+        )
+        out["samples"] += out["neighbours"]["samples"]
+        out["wall_s"] += out["neighbours"]["wall_s"]
+    return out
+
+
+def judge(
+    recipe: Recipe,
+    runs: list[dict[str, Any]],
+    base: Mapping[str, Any] | None,
+    cfg: Any,
+    *,
+    same: bool = False,
+) -> dict[str, Any]:
+    """`runs` (the recipe's, or a neighbour's with its config `cfg`) judged as `autotune verify`
+    judges a recipe: summarized on the recipe's metrics, the paired verdict against the
+    baseline's runs (`base`; `same`: they are the baseline), the problems (`verify_problems`),
+    running out of memory or failing on every seed first."""
+    result = summarize_seeds(runs, metrics_of(recipe))
     compared = paired.compared_metrics(
         [
             {"metric": m, "direction": p.get("direction", "minimize")}
             for m, p in recipe.achieved.items()
         ]
     )
-    out["vs_baseline"] = paired.compare(
-        out["recipe_result"], out["baseline_result"], compared, same=defaults
-    )
-    out["problems"] = paired.verify_problems(
-        {"recipe_result": out["recipe_result"], "vs_baseline": out["vs_baseline"]}
-    )
+    vs = paired.compare(result, base, compared, same=same)
+    problems = paired.verify_problems({"recipe_result": result, "vs_baseline": vs})
+    out: dict[str, Any] = {"result": result, "vs_baseline": vs, "problems": problems}
     oom = out_of_memory(runs, cfg)
-    failed = out["recipe_result"]["failed"]
+    failed = result["failed"]
     if oom is not None:
         out["oom"] = oom
-        out["problems"].insert(0, oom["why"])
+        problems.insert(0, oom["why"])
     elif failed == len(runs):
-        out["problems"].insert(0, f"every seed failed ({failed} of {len(runs)})")
-    if runs and base_runs and all(_never_ran(r) for r in [*runs, *base_runs]):
-        out["nothing_runs"] = nothing_runs(runs, base_runs)
-    out["source_verdict"] = ((recipe.source or {}).get("vs_baseline") or {}).get("verdict")
-    out["samples"] = samples
-    out["wall_s"] = sum(float(r.get("wall_s") or 0.0) for r in [*runs, *base_runs])
-    out["curve"] = curve_check(recipe.recorded.get("curve"), runs[0] if runs else None)
+        problems.insert(0, f"every seed failed ({failed} of {len(runs)})")
     return out
+
+
+def neighbours_status(recipe: Recipe, holds: Mapping[str, Any]) -> dict[str, Any]:
+    """Whether the recipe's Pareto neighbours (`source.neighbours`, recorded by export) are to
+    be tried here (`status` "to try"), or why not: the recipe holds ("not needed"), nothing
+    runs here ("not run"), the recipe records none ("not recorded": exported before autotune
+    recorded them; "none": its study had no other candidate on the front)."""
+    recorded = (recipe.source or {}).get("neighbours")
+    out: dict[str, Any] = {
+        "recorded": None if recorded is None else len(recorded),
+        "tried": [],
+        "held": None,
+        "samples": 0,
+        "probes": 0,
+        "wall_s": 0.0,
+    }
+    if not holds.get("problems"):
+        return {**out, "status": "not needed", "why": "the recipe holds here"}
+    if holds.get("nothing_runs"):
+        return {
+            **out,
+            "status": "not run",
+            "why": "nothing runs here, the baseline included: no configuration can be judged",
+        }
+    if recorded is None:
+        return {
+            **out,
+            "status": "not recorded",
+            "why": "the recipe records no Pareto neighbours (exported before autotune "
+            "recorded them): export it again from its study",
+        }
+    if not recorded:
+        return {
+            **out,
+            "status": "none",
+            "why": "its study had no other candidate on the Pareto front",
+        }
+    return {**out, "status": "to try", "why": ""}
+
+
+def try_neighbours(
+    recipe: Recipe,
+    base: Mapping[str, Any],
+    length: int,
+    seed_list: list[int],
+    *,
+    timeout_s: float,
+    threads: int,
+    say: Callable[[str], None],
+) -> dict[str, Any]:
+    """The recipe's Pareto neighbours, nearest first, each run here over the recipe's seeds at
+    its length (the recipe's probe with the neighbour's knobs and env) and judged as the recipe
+    is (`judge`) against the same baseline runs (`base`, not re-run); the first that holds ends
+    it (`held`: its trial), the ones after it are not run."""
+    out = neighbours_status(recipe, {"problems": ["not held"]})
+    out["status"] = "tried"
+    for n in recipe.source["neighbours"]:
+        entry: dict[str, Any] = {"trial": n["trial"], "changes": knob_changes(recipe, n)}
+        if out["held"] is not None:
+            out["tried"].append({**entry, "status": "not run", "holds": None})
+            continue
+        cfg = replace(recipe.probe_config(knobs=n["knobs"], steps=length), env=dict(n["env"]))
+        say(f"the recipe does not hold here: its Pareto neighbour trial {n['trial']}")
+        runs = run_local(
+            cfg,
+            n["env"],
+            seed_list,
+            timeout_s=timeout_s,
+            threads=threads,
+            say=say,
+            label=f"trial {n['trial']}",
+            shown=["final_loss", *recipe.achieved],
+        )
+        judged = judge(recipe, runs, base, cfg)
+        holds = not judged["problems"]
+        entry.update(
+            status="holds" if holds else "does not hold",
+            holds=holds,
+            verdict=judged["vs_baseline"]["verdict"],
+            vs_baseline=judged["vs_baseline"],
+            problems=judged["problems"],
+            result=judged["result"],
+            samples=sum(_samples(r) for r in runs),
+            probes=len(runs),
+            wall_s=sum(float(r.get("wall_s") or 0.0) for r in runs),
+        )
+        out["tried"].append(entry)
+        out["samples"] += entry["samples"]
+        out["probes"] += entry["probes"]
+        out["wall_s"] += entry["wall_s"]
+        if holds:
+            out["held"] = n["trial"]
+    out["why"] = (
+        f"trial {out['held']} holds here"
+        if out["held"] is not None
+        else "none of them holds here either"
+    )
+    return out
+
+
+def knob_changes(recipe: Recipe, neighbour: Mapping[str, Any]) -> list[str]:
+    """What the neighbour changes from the recipe: `knob: recipe value -> neighbour value` for
+    each knob and env variable that differs (a knob the neighbour leaves unset is the
+    recipe's)."""
+    out = []
+    for name, value in neighbour["knobs"].items():
+        mine = recipe.knobs.get(name)
+        if value is None or _same(mine, value):
+            continue
+        out.append(f"{name}: {_value_text(mine)} -> {_value_text(value)}")
+    env = neighbour.get("env") or {}
+    for name in dict.fromkeys([*recipe.env, *env]):
+        if recipe.env.get(name) != env.get(name):
+            out.append(f"{name}: {recipe.env.get(name, '(unset)')} -> {env.get(name, '(unset)')}")
+    return out
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a == b
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=1e-12)
+    return bool(a == b)
+
+
+def _value_text(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v)
 
 
 def _never_ran(run: Mapping[str, Any]) -> bool:

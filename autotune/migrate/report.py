@@ -53,6 +53,7 @@ def markdown(result: Mapping[str, Any], png: str | None = None) -> str:
         "",
     ]
     lines += _holds_section(holds)
+    lines += _neighbours_section(holds.get("neighbours") or {})
     lines += _differences_section(result["differences"])
     lines += _ops_section(result["ops"])
     lines += _curve_section(holds.get("curve") or {}, png)
@@ -135,6 +136,46 @@ def _holds_section(h: Mapping[str, Any]) -> list[str]:
     for p in h.get("problems") or []:
         out.append(f"- does not hold: {p}")
     return out + ([""] if h.get("problems") else [])
+
+
+def _neighbours_section(nb: Mapping[str, Any]) -> list[str]:
+    """The recipe's Pareto neighbours (`holds.try_neighbours`): each one tried, what it changes
+    and its verdict; or why none was run."""
+    out = ["## Pareto neighbours", ""]
+    recorded = nb.get("recorded")
+    if nb.get("status") != "tried":
+        if recorded is None:
+            text = (
+                "The recipe records no Pareto neighbours (exported before autotune recorded them)"
+            )
+        elif recorded == 0:
+            text = "The recipe records none (its study had no other candidate on the front)"
+        else:
+            text = f"The recipe records {recorded} Pareto neighbour(s)"
+        reasons = {"not needed": "not needed: the recipe holds here", "not run": nb.get("why")}
+        more = reasons.get(str(nb.get("status")))
+        return [*out, text + (f"; {more}" if more else "") + ".", ""]
+    out += [
+        f"The recipe does not hold here: its {recorded} Pareto neighbour(s) from its study, "
+        "nearest first, over the same seeds at the same length, each paired against the same "
+        "baseline runs. "
+        + (
+            f"Trial {nb['held']} holds."
+            if nb.get("held") is not None
+            else "None holds here either."
+        ),
+        "",
+        "| trial | knobs that differ | paired verdict | holds here |",
+        "|---|---|---|---|",
+    ]
+    for e in nb.get("tried") or []:
+        changes = (", ".join(e.get("changes") or []) or "none").replace("|", "\\|")
+        if e.get("status") == "not run":
+            out.append(f"| {e['trial']} | {changes} | not run | not needed: trial {nb['held']} |")
+            continue
+        why = "yes" if e.get("holds") else "no: " + "; ".join(e.get("problems") or [])
+        out.append(f"| {e['trial']} | {changes} | {e.get('verdict')} | {why.replace('|', '/')} |")
+    return [*out, ""]
 
 
 def _differences_section(d: Mapping[str, Any]) -> list[str]:

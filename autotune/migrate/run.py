@@ -3,9 +3,11 @@
 The verdict: `transfers` when the recipe holds here (the paired verdict against the baseline
 finds no problem: it did not diverge on more seeds than the baseline nor on every seed, and is
 not worse on the final loss or a stability objective); `transfers with these changes` when it
-holds but some of its environment knobs cannot act here (they are dropped); `does not transfer`
-otherwise, naming what a re-tune searches (`knob_classes.retune_plan`); given the source's space
-file, `re-tuned: ...` after the reduced study (`retune`).
+holds but some of its environment knobs cannot act here (they are dropped), or when it does not
+hold but one of its Pareto neighbours does (`use trial N (...)`: `holds.try_neighbours`; no
+re-tune then); `does not transfer` otherwise, naming what a re-tune searches
+(`knob_classes.retune_plan`); given the source's space file, `re-tuned: ...` after the reduced
+study (`retune`).
 """
 
 from __future__ import annotations
@@ -134,8 +136,10 @@ def _compute(
     recipe: Recipe, holds: dict[str, Any], audit_wall: float, retuned: dict[str, Any] | None
 ) -> dict[str, Any]:
     """What the check spent, beside what the source study spent."""
-    n_probes = len(holds["recipe_result"]["runs"]) + len(
-        (holds.get("baseline_result") or {}).get("runs") or []
+    n_probes = (
+        len(holds["recipe_result"]["runs"])
+        + len((holds.get("baseline_result") or {}).get("runs") or [])
+        + int((holds.get("neighbours") or {}).get("probes") or 0)  # its Pareto neighbours'
     )
     study_compute = (recipe.source or {}).get("compute") or {}
     return {
@@ -248,6 +252,8 @@ def verdict_of(
             "machine (or its limits) and run migrate again; no re-tune can help.",
             None,
         )
+    if problems and (holds.get("neighbours") or {}).get("held") is not None:
+        return neighbour_verdict(recipe, holds)
     if not problems:
         if inert:
             return (
@@ -265,8 +271,42 @@ def verdict_of(
     knobs = ", ".join(plan["knobs"]) or "nothing it searched (a cold study)"
     return (
         f"does not transfer: re-tune {knobs}",
-        "The recipe does not hold here: " + "; ".join(problems) + ".",
+        "The recipe does not hold here: " + "; ".join(problems) + "." + neighbours_failed(holds),
         plan,
+    )
+
+
+def neighbour_verdict(recipe: Recipe, holds: dict[str, Any]) -> tuple[str, str, None]:
+    """The recipe does not hold here, but one of its Pareto neighbours (`holds.neighbours.held`)
+    does: use that trial (what it changes), exported from the source study; no re-tune."""
+    nb = holds["neighbours"]
+    n = nb["held"]
+    entry = next(e for e in nb["tried"] if e["trial"] == n)
+    vs = entry["vs_baseline"]
+    changes = ", ".join(entry["changes"]) or "no knob differs"
+    source = recipe.source or {}
+    study = source.get("study_dir") or source.get("study") or "STUDY"
+    return (
+        f"transfers with these changes: use trial {n} ({changes})",
+        f"The recipe (trial {source.get('trial')}) does not hold here: "
+        + "; ".join(holds["problems"])
+        + f". Its Pareto neighbour trial {n} (beside it on its study's front) holds: paired "
+        f"against the same baseline runs over seeds {holds['seeds']} it is {vs['verdict']} "
+        f"({vs.get('why', '')}). `autotune export {study} --pick 'trial {n}'` on the source "
+        "study exports it; no re-tune is needed.",
+        None,
+    )
+
+
+def neighbours_failed(holds: dict[str, Any]) -> str:
+    """A sentence on the Pareto neighbours tried that did not hold either ('' when none were)."""
+    tried = [e for e in (holds.get("neighbours") or {}).get("tried") or [] if e.get("problems")]
+    if not tried:
+        return ""
+    return (
+        " Its Pareto neighbours do not hold here either: "
+        + "; ".join(f"trial {e['trial']}: {'; '.join(e['problems'])}" for e in tried)
+        + "."
     )
 
 

@@ -50,6 +50,7 @@ from autotune.recipe.runtime import RecipeRuntime
 from autotune.recipe.script_hash import workload_section
 from autotune.recipe.values import check_env as _check_env
 from autotune.recipe.values import check_knobs as _check_knobs
+from autotune.recipe.values import check_source as _check_source
 from autotune.recipe.values import error_at as _error_at
 from autotune.space import yaml_reader
 
@@ -332,7 +333,7 @@ class Recipe(RecipeRuntime):
             probe=_probe_record(layout, data, source),
             achieved=dict(data.get("achieved") or {}),
             fingerprint=fp,
-            source=dict(data.get("source") or {}),
+            source=_check_source(data.get("source"), source),  # + its Pareto neighbours
             recorded=dict(data.get("recorded") or {}),
             autotune_version=str(data.get("autotune_version", "?")),
             created_at=str(data.get("created_at", "")),
@@ -459,5 +460,6 @@ _COMMENTS: dict[str, str] = {
     "seeds (`verified`: per seed the outcome and the metrics at the decided length).",
     "source": "Where it came from: study, storage, trial, pick, MLflow runs; oom_retry (when the\n"
     "trial ran out of memory and was retried): the layout it was asked for and the one it ran\n"
-    "with, which the recipe has.",
+    "with, which the recipe has; neighbours: the study's other candidates on the Pareto front,\n"
+    "nearest the pick first (`autotune migrate` re-runs them when the recipe does not hold).",
 }

@@ -4,7 +4,7 @@ named with the recipe file and the key path on one line (`autotune.recipe.file` 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from autotune import __version__
@@ -23,35 +23,38 @@ def error_at(source: str) -> Callable[[Any, str], RecipeError]:
     return err
 
 
-def check_knobs(raw: Any, source: str) -> dict[str, Any]:
+def check_knobs(raw: Any, source: str, at: Sequence[str] = ("knobs",)) -> dict[str, Any]:
+    """Every knob by the space's rules, PyTorch's default for one not given (warned of); `at`:
+    the key path of the mapping (`source.neighbours[1].knobs` for a Pareto neighbour's)."""
+    where = ".".join(at)
     if not isinstance(raw, dict):
-        raise RecipeError(f"{source}: knobs: must be a mapping of knob: value")
+        raise RecipeError(f"{source}: {where}: must be a mapping of knob: value")
     err = error_at(source)
     out: dict[str, Any] = {}
     for name, value in raw.items():
         name = str(name)
         if name not in sp.KNOBS:
             raise err(
-                ["knobs", name],
+                [*at, name],
                 f"unknown knob{did_you_mean(name, sp.KNOBS)} (this autotune {__version__} "
                 f"knows: {', '.join(sp.KNOBS)}); was the recipe written by a newer autotune?",
             )
         if isinstance(value, dict | list):
-            raise err(["knobs", name], "a recipe holds one value per knob, not a domain")
-        out[name] = sp.check_value(sp.KNOBS[name], value, ["knobs", name], err)
+            raise err([*at, name], "a recipe holds one value per knob, not a domain")
+        out[name] = sp.check_value(sp.KNOBS[name], value, [*at, name], err)
     missing = [
         n
         for n, info in sp.KNOBS.items()
         if n not in out and info.default is None and n != "batch"  # batch: micro x accum
     ]
     if missing:
-        raise RecipeError(f"{source}: knobs: missing {', '.join(missing)} (no default to assume)")
+        raise RecipeError(f"{source}: {where}: missing {', '.join(missing)} (no default to assume)")
     assumed = [n for n, info in sp.KNOBS.items() if n not in out and info.default is not None]
     if assumed:  # an exported recipe lists every knob: one missing was deleted, or is newer
         shown = ", ".join(f"{n} ({sp.KNOBS[n].default!r})" for n in assumed[:6])
         more = f" and {len(assumed) - 6} more" if len(assumed) > 6 else ""
         print(
-            f"autotune: warning: {source}: knobs: {shown}{more} missing: PyTorch's default "
+            f"autotune: warning: {source}: {where}: {shown}{more} missing: PyTorch's default "
             "used (an exported recipe lists every knob: was this one edited?)",
             file=sys.stderr,
         )
@@ -60,15 +63,65 @@ def check_knobs(raw: Any, source: str) -> dict[str, Any]:
     return out
 
 
-def check_env(raw: Any, source: str) -> dict[str, str]:
+def check_env(raw: Any, source: str, at: Sequence[str] = ("env",)) -> dict[str, str]:
     """Environment knobs by the space's rules (names, prefixes, values), one value each."""
     if not isinstance(raw, dict):
-        raise RecipeError(f"{source}: env: must be a mapping of VARIABLE: value")
+        raise RecipeError(f"{source}: {'.'.join(at)}: must be a mapping of VARIABLE: value")
     err = error_at(source)
     out: dict[str, str] = {}
     for name, value in raw.items():
         name = str(name)
         if isinstance(value, dict | list) or value is None:
-            raise err(["env", name], f"must be one value, got {value!r}")
-        out[name] = str(sp.env_value(name, value, ["env", name], err))
+            raise err([*at, name], f"must be one value, got {value!r}")
+        out[name] = str(sp.env_value(name, value, [*at, name], err))
+    return out
+
+
+NEIGHBOUR_KEYS = ("trial", "knobs", "env", "values")
+
+
+def check_source(raw: Any, source: str) -> dict[str, Any]:
+    """The recipe's `source` section, its `neighbours` checked (`check_neighbours`) when it
+    has them: a recipe from before export recorded them loads unchanged."""
+    out = dict(raw or {})
+    if "neighbours" in out:
+        out["neighbours"] = check_neighbours(out["neighbours"], source)
+    return out
+
+
+def check_neighbours(raw: Any, source: str) -> list[dict[str, Any]]:
+    """`source.neighbours`: the study's other candidates on the Pareto front beside the pick
+    (`autotune migrate` re-runs them when the recipe does not hold), each a mapping of its
+    `trial` number, its `knobs` (checked as the recipe's own are), its `env` and its objective
+    `values`; a malformed one is refused naming the file and key (`source.neighbours[1].knobs`)."""
+    err = error_at(source)
+    if not isinstance(raw, list):
+        raise err(["source", "neighbours"], f"must be a list, got {type(raw).__name__}")
+    out = []
+    for i, entry in enumerate(raw):
+        at = ["source", f"neighbours[{i}]"]
+        if not isinstance(entry, dict):
+            raise err(at, f"must be a mapping of {', '.join(NEIGHBOUR_KEYS)}")
+        for key in entry:
+            if key not in NEIGHBOUR_KEYS:
+                raise err([*at, str(key)], f"unknown key{did_you_mean(str(key), NEIGHBOUR_KEYS)}")
+        trial = entry.get("trial")
+        if not isinstance(trial, int) or isinstance(trial, bool) or trial < 0:
+            raise err([*at, "trial"], f"must be a trial number (0, 1, ...), got {trial!r}")
+        if "knobs" not in entry:
+            raise err([*at, "knobs"], "required (the neighbour's knobs, every one resolved)")
+        values = entry.get("values") or {}
+        if not isinstance(values, dict) or not all(
+            v is None or (isinstance(v, int | float) and not isinstance(v, bool))
+            for v in values.values()
+        ):
+            raise err([*at, "values"], "must be a mapping of objective: number")
+        out.append(
+            {
+                "trial": trial,
+                "knobs": check_knobs(entry["knobs"], source, [*at, "knobs"]),
+                "env": check_env(entry.get("env") or {}, source, [*at, "env"]),
+                "values": {str(k): v for k, v in values.items()},
+            }
+        )
     return out

@@ -91,6 +91,7 @@ def recipe_from_study(
             "defaults": decision.defaults_preferred,
             "baseline": bool(chosen.baseline),  # the exported configuration is the defaults
             "first_choice": decision.first.number,
+            "neighbours": _neighbours(study, space, cands, chosen, objectives, how),
             **_unfinished(study, space),
             **({"short_of_decided": short} if short else {}),
             "vs_baseline": vs,
@@ -120,6 +121,33 @@ def recipe_from_study(
         autotune_version=__version__,
         created_at=now_iso(),
     )
+
+
+def _neighbours(
+    study: Any,
+    space: sp.Space,
+    cands: list[Any],
+    chosen: Any,
+    objectives: list[dict[str, Any]],
+    how: str,
+) -> list[dict[str, Any]]:
+    """The pick's Pareto neighbours (`pick.pareto_neighbours`: up to 3 other candidates at the
+    decided length on the front, not the baseline, nearest first), as `autotune migrate`
+    re-runs them: the trial, its knobs resolved as the recipe's are, its env, its values."""
+    if pick.parse_pick(how)[0] == "trial":  # `cands` also holds trials short of the length
+        cands = pick.candidates(study)
+    out = []
+    for c in pick.pareto_neighbours(cands, chosen, objectives):
+        knobs = {**space.fixed_knobs(), **c.knobs}
+        if knobs.get("batch") is None:  # as the recipe's: its micro-batch x accum_steps
+            accum = int(knobs.get("accum_steps") or 1)
+            knobs["batch"] = space.probe.micro_for(accum) * accum
+        values = {
+            o["metric"]: (float(v) if math.isfinite(float(v)) else None)
+            for o, v in zip(objectives, c.values, strict=True)
+        }
+        out.append({"trial": c.number, "knobs": knobs, "env": dict(c.env), "values": values})
+    return out
 
 
 def _mlflow_source(

@@ -28,6 +28,7 @@ def test_a_recipe_that_does_not_hold_is_retuned(shared: h.FinishedStudy, tmp_pat
     data = yaml.safe_load(good.read_text())
     data["knobs"]["warmup_steps"] = 100 * shared.steps  # the learning rate never rises here
     data["source"]["defaults"] = False
+    data["source"].pop("neighbours", None)  # a sane neighbour would hold: the re-tune is tested
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump(data))
     out = tmp_path / "report"
@@ -65,6 +66,7 @@ def test_a_re_tune_that_finds_nothing_is_the_verdict_with_its_report(
     data = yaml.safe_load(good.read_text())
     data["knobs"]["warmup_steps"] = 100 * shared.steps
     data["source"]["defaults"] = False
+    data["source"].pop("neighbours", None)  # a sane neighbour would hold: the re-tune is tested
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump(data))
     space = yaml.safe_load((shared.folder / "space.yaml").read_text())

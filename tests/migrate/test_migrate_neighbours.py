@@ -1,0 +1,174 @@
+"""`autotune migrate` tries the recipe's Pareto neighbours (`source.neighbours`, recorded by
+export) only when the recipe does not hold here (issue 28): each over the recipe's seeds at its
+length, judged as the recipe is against the same baseline runs. One that holds is the verdict
+(`transfers with these changes: use trial N (...)`, no re-tune even with `--space`); when none
+does, the verdict is the recipe's (`does not transfer`), the neighbours listed; a recipe that
+holds never runs them.
+
+Real probes of the built-in `mlp` workload (30 steps, micro-batch 16) through the CLI. The
+recipe is broken on purpose as the re-tune tests break it (a warm-up far longer than the run:
+its learning rate never rises, its loss stays near the start while the baseline's falls: it
+loses to the baseline on the final loss over 3 seeds)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from assets import studies as h
+from assets.recipes import make_recipe
+
+from autotune import Recipe
+from autotune.migrate.holds import neighbours_status
+from autotune.migrate.report import markdown
+
+STEPS = 30
+SAMPLES = STEPS * 16  # one probe: 30 steps of the recipe's micro-batch of 16
+
+
+def recipe(warmup: int, neighbours: list[dict[str, Any]] | None) -> Recipe:
+    """The hand-made recipe (clip_norm and warmup_steps searched), at `warmup` steps of warm-up,
+    with `neighbours` (None: none recorded, as an older export)."""
+    r = make_recipe(warmup_steps=warmup, clip_norm=1.0)
+    source = {**r.source, "study": "src-study", "defaults": False}
+    if neighbours is not None:
+        source["neighbours"] = neighbours
+    return replace(r, env={}, probe={"steps": STEPS, "seed": 0, "device": "cpu"}, source=source)
+
+
+def neighbour(trial: int, warmup: int, clip: float) -> dict[str, Any]:
+    knobs = {**make_recipe().knobs, "warmup_steps": warmup, "clip_norm": clip}
+    return {"trial": trial, "knobs": knobs, "env": {}, "values": {"loss_cv": 0.1}}
+
+
+def migrate(r: Recipe, tmp_path: Path, *extra: str, seeds: int = 3) -> tuple[Any, dict[str, Any]]:
+    path = r.save(tmp_path / "recipe.yaml")
+    args = ["migrate", str(path), "--seeds", str(seeds), "--no-audit", "--threads", "1"]
+    out = tmp_path / "report"
+    mig = h.autotune([*args, *extra, "-o", str(out), "--json"], tmp_path)
+    assert mig.returncode in (0, 1), h.explain(mig)
+    return mig, json.loads(mig.stdout)
+
+
+@pytest.mark.integration
+def test_a_neighbour_that_holds_where_the_recipe_does_not_is_the_verdict(tmp_path: Path) -> None:
+    space = h.write(tmp_path, h.mlp_space("src-study", trials=4))
+    nbs = [neighbour(5, 2000, 0.5), neighbour(7, 2, 1.0), neighbour(9, 3, 2.0)]
+    mig, result = migrate(recipe(3000, nbs), tmp_path, "--space", str(space))
+    assert mig.returncode == 0, h.explain(mig)
+    holds = result["holds"]
+    assert holds["problems"] and "loses to the baseline" in holds["problems"][0]
+    nb = holds["neighbours"]
+    assert nb["status"] == "tried" and nb["held"] == 7 and nb["recorded"] == 3
+    first, second, third = nb["tried"]
+    # the nearest first: broken too (its warm-up never ends), then trial 7 holds; 9 not needed
+    assert first["trial"] == 5 and first["holds"] is False and first["verdict"] == "worse"
+    assert any("loses to the baseline" in p for p in first["problems"])
+    assert second["trial"] == 7 and second["holds"] is True and second["problems"] == []
+    assert second["changes"] == ["warmup_steps: 3000 -> 2"]
+    assert second["result"]["seeds"] == holds["seeds"] == [0, 1, 2]
+    assert third["trial"] == 9 and third["status"] == "not run"
+    assert (
+        result["verdict"] == "transfers with these changes: use trial 7 (warmup_steps: 3000 -> 2)"
+    )
+    why = result["why"]
+    assert "does not hold here: it loses to the baseline" in why
+    assert "Pareto neighbour trial 7" in why and "holds: paired against the same baseline" in why
+    assert "`autotune export src-study --pick 'trial 7'`" in why
+    # No re-tune, --space given or not: something holds.
+    assert result["retune"] is None and result["compute"]["retune_samples"] is None
+    assert not (tmp_path / "report" / "recipe-retuned.yaml").exists()
+    # The recipe and the baseline (3 seeds each), then 2 neighbours (3 each): the samples count.
+    assert result["compute"]["probes"] == 12
+    assert result["compute"]["samples"] == 12 * SAMPLES
+    assert first["samples"] == second["samples"] == 3 * SAMPLES
+    text = Path(result["report"]).read_text()
+    section = text[text.index("## Pareto neighbours") : text.index("## What differs")]
+    assert "Trial 7 holds." in section
+    assert "| 5 | clip_norm: 1 -> 0.5, warmup_steps: 3000 -> 2000 | worse | no: it loses" in section
+    assert "| 7 | warmup_steps: 3000 -> 2 | " in section and "| yes |" in section
+    assert "| 9 | clip_norm: 1 -> 2, warmup_steps: 3000 -> 3 | not run |" in section
+
+
+@pytest.mark.integration
+def test_when_no_neighbour_holds_the_recipe_does_not_transfer_and_they_are_listed(
+    tmp_path: Path,
+) -> None:
+    mig, result = migrate(recipe(3000, [neighbour(5, 2000, 0.5)]), tmp_path)
+    assert mig.returncode == 1, h.explain(mig)
+    assert result["verdict"] == "does not transfer: re-tune clip_norm, warmup_steps"
+    nb = result["holds"]["neighbours"]
+    assert nb["status"] == "tried" and nb["held"] is None
+    (only,) = nb["tried"]
+    assert only["trial"] == 5 and only["holds"] is False
+    assert "Its Pareto neighbours do not hold here either: trial 5: it loses" in result["why"]
+    assert result["retune"]["knobs"] == ["clip_norm", "warmup_steps"]  # the plan, as before
+    assert result["compute"]["probes"] == 9 and result["compute"]["samples"] == 9 * SAMPLES
+    text = Path(result["report"]).read_text()
+    assert "None holds here either." in text
+    assert "| 5 | clip_norm: 1 -> 0.5, warmup_steps: 3000 -> 2000 | worse | no: " in text
+
+
+@pytest.mark.integration
+def test_a_recipe_that_holds_never_runs_its_neighbours(tmp_path: Path) -> None:
+    mig, result = migrate(recipe(2, [neighbour(5, 2000, 0.5)]), tmp_path, seeds=2)
+    assert mig.returncode == 0 and result["verdict"] == "transfers", h.explain(mig)
+    nb = result["holds"]["neighbours"]
+    assert nb["status"] == "not needed" and nb["tried"] == [] and nb["probes"] == 0
+    # the recipe and the baseline over 2 seeds: nothing else ran
+    assert result["compute"]["probes"] == 4 and result["compute"]["samples"] == 4 * SAMPLES
+    assert "The recipe records 1 Pareto neighbour(s); not needed: the recipe holds here." in (
+        Path(result["report"]).read_text()
+    )
+
+
+def test_why_the_neighbours_were_not_run() -> None:
+    """Without a probe: the status of each case, and the report's words for it."""
+    broken = {"problems": ["it loses to the baseline over the same seeds on final_loss"]}
+    old = neighbours_status(recipe(3000, None), broken)
+    assert old["status"] == "not recorded" and old["recorded"] is None
+    assert neighbours_status(recipe(3000, []), broken)["status"] == "none"
+    assert neighbours_status(recipe(3000, [neighbour(5, 2, 1.0)]), broken)["status"] == "to try"
+    gone = neighbours_status(recipe(3000, [neighbour(5, 2, 1.0)]), {**broken, "nothing_runs": "x"})
+    assert gone["status"] == "not run"
+    assert neighbours_status(recipe(2, None), {"problems": []})["status"] == "not needed"
+
+    def section(nb: dict[str, Any]) -> str:
+        text = markdown(_result(nb))
+        return text[text.index("## Pareto neighbours") : text.index("## What differs")]
+
+    assert "records no Pareto neighbours (exported before autotune recorded them)." in section(old)
+    assert "records none (its study had no other candidate on the front)." in section(
+        neighbours_status(recipe(3000, []), broken)
+    )
+    assert "nothing runs here, the baseline included" in section(gone)
+
+
+def _result(nb: dict[str, Any]) -> dict[str, Any]:
+    """The least of `run.migrate`'s result the report reads."""
+    rec = {"metrics": {}, "diverged_share": 0.0, "runs": []}
+    return {
+        "recipe": "t",
+        "verdict": "does not transfer",
+        "why": "",
+        "recorded_hash": "abc",
+        "here_hash": "def",
+        "here_summary": "cpu",
+        "holds": {
+            "recipe_result": rec,
+            "baseline_result": rec,
+            "vs_baseline": {"verdict": "worse"},
+            "seeds": [0],
+            "steps": STEPS,
+            "threads": 1,
+            "problems": ["x"],
+            "neighbours": nb,
+        },
+        "differences": {"not_recorded": ["fingerprint"], "rows": [], "counts": {}},
+        "ops": {"status": "skipped"},
+        "knob_classes": {"hardware-bound": [], "portable": []},
+        "compute": {"samples": 0, "probes": 0, "probe_wall_s": 0.0, "audit_wall_s": 0.0},
+    }

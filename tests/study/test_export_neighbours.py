@@ -1,0 +1,178 @@
+"""`autotune export` records the pick's Pareto neighbours in the recipe's `source.neighbours`
+(issue 28: `autotune migrate` re-runs them when the recipe does not hold on another machine):
+up to 3 other candidates on the front, not the baseline, nearest the pick first in objective
+space scaled per objective over the candidates; each with its trial, knobs, env and values.
+A recipe without them (an older file) loads unchanged; a malformed one is refused naming the
+file and the key."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pytest
+import yaml
+from assets import studies as h
+from assets.recipes import make_recipe
+
+from autotune.errors import RecipeError
+from autotune.recipe import Recipe
+from autotune.study import export as ex
+
+# Trial 0 is the baseline (dominated by trial 1). On the front: 1 (the stablest), 2 (the
+# knee: the balanced pick) and 3 (the fastest); trial 4 is dominated by trial 2.
+METRICS = [
+    {"loss_cv": 0.50, "throughput": 50.0, "loss_drop": 0.5},
+    {"loss_cv": 0.01, "throughput": 60.0, "loss_drop": 0.5},
+    {"loss_cv": 0.03, "throughput": 190.0, "loss_drop": 0.5},
+    {"loss_cv": 0.30, "throughput": 200.0, "loss_drop": 0.5},
+    {"loss_cv": 0.05, "throughput": 150.0, "loss_drop": 0.5},
+]
+
+
+@pytest.fixture
+def study_dir(tmp_path: Path) -> Path:
+    return h.recorded_study(tmp_path, "exp", trials=5, finished=5, metrics=METRICS)
+
+
+def _trials(study_dir: Path) -> list[Any]:
+    study = optuna.load_study(study_name="exp", storage=f"sqlite:///{study_dir}/optuna.db")
+    return study.trials
+
+
+def test_the_recipe_records_its_pareto_neighbours_nearest_first(study_dir: Path) -> None:
+    r = ex.recipe_from_study(str(study_dir))
+    assert r.source["trial"] == 2
+    got = r.source["neighbours"]
+    # Scaled over the candidates (loss_cv over 0.49, throughput over 150): trial 3 is
+    # (0.55, 0.07) from the pick, trial 1 (0.04, 0.87). Not the dominated 4, not the baseline.
+    assert [n["trial"] for n in got] == [3, 1]
+    trials = _trials(study_dir)
+    for n in got:
+        assert n["values"] == pytest.approx(
+            {k: METRICS[n["trial"]][k] for k in ("loss_cv", "throughput")}
+        )
+        assert n["env"] == {}
+        # every knob resolved as the recipe's own, with the trial's searched values
+        assert set(n["knobs"]) == set(r.knobs)
+        for knob, value in trials[n["trial"]].params.items():
+            assert n["knobs"][knob] == pytest.approx(value)
+        assert n["knobs"]["lr"] == r.knobs["lr"] and n["knobs"]["batch"] == r.knobs["batch"]
+    # It goes through the file whole: written, read back, the same.
+    out = study_dir / "recipe.yaml"
+    ex.write(r, "yaml", str(out))
+    assert Recipe.load(out).source["neighbours"] == got
+    # The other formats are as they were: no neighbour's value in them.
+    for fmt in ("env", "python", "hf", "lightning"):
+        assert "neighbours" not in ex.write(r, fmt, None)
+
+
+def test_a_pick_off_the_front_has_the_whole_front_but_the_baseline_as_neighbours(
+    study_dir: Path,
+) -> None:
+    r = ex.recipe_from_study(str(study_dir), "trial 4")
+    # From trial 4 (0.05, 150): trial 2 at 0.27, trial 1 at 0.606, trial 3 at 0.609.
+    assert [n["trial"] for n in r.source["neighbours"]] == [2, 1, 3]
+
+
+def test_the_baseline_on_the_front_is_no_neighbour_and_at_most_three_are(tmp_path: Path) -> None:
+    # Every trial on the front (each faster and less stable than the one after it), the
+    # baseline the fastest of them.
+    cvs = [0.30, 0.25, 0.20, 0.15, 0.12, 0.02]
+    speeds = [300.0, 260.0, 220.0, 180.0, 150.0, 100.0]
+    metrics = [
+        {"loss_cv": cv, "throughput": s, "loss_drop": 0.5}
+        for cv, s in zip(cvs, speeds, strict=True)
+    ]
+    folder = h.recorded_study(tmp_path, "all", trials=6, finished=6, metrics=metrics)
+    r = ex.recipe_from_study(str(folder), "trial 3")
+    # From trial 3, scaled over 0.28 and 200: trial 4 at 0.18, 2 at 0.27, 1 at 0.54, 5 at 0.61.
+    assert [n["trial"] for n in r.source["neighbours"]] == [4, 2, 1]
+
+
+def test_a_recipe_without_neighbours_loads_unchanged(study_dir: Path) -> None:
+    r = ex.recipe_from_study(str(study_dir))
+    source = {k: v for k, v in r.source.items() if k != "neighbours"}
+    old = Recipe.loads(replace(r, source=source).dump(), source="old.yaml")
+    assert old.source == source and "neighbours" not in old.source
+    hand = make_recipe()
+    assert Recipe.loads(hand.dump()).source == hand.source
+
+
+def _with(study_dir: Path, change: Any) -> str:
+    data = yaml.safe_load(ex.recipe_from_study(str(study_dir)).dump())
+    change(data["source"])
+    return yaml.safe_dump(data)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            lambda s: s["neighbours"][1]["knobs"].update(lr="fast"),
+            r"recipe\.yaml: source\.neighbours\[1\]\.knobs\.lr: ",
+        ),
+        (
+            lambda s: s["neighbours"][1]["knobs"].update(warmup_stesp=3),
+            r"recipe\.yaml: source\.neighbours\[1\]\.knobs\.warmup_stesp: unknown knob.*"
+            r"warmup_steps",
+        ),
+        (
+            lambda s: s["neighbours"][1].update(knobs=[1, 2]),
+            r"recipe\.yaml: source\.neighbours\[1\]\.knobs: must be a mapping",
+        ),
+        (
+            lambda s: s["neighbours"][0]["knobs"].update(clip_norm={"low": 0.1}),
+            r"recipe\.yaml: source\.neighbours\[0\]\.knobs\.clip_norm: .*not a domain",
+        ),
+        (
+            lambda s: s["neighbours"][1].pop("knobs"),
+            r"recipe\.yaml: source\.neighbours\[1\]\.knobs: required",
+        ),
+        (
+            lambda s: s["neighbours"][0].update(trial="three"),
+            r"recipe\.yaml: source\.neighbours\[0\]\.trial: must be a trial number",
+        ),
+        (
+            lambda s: s["neighbours"][0].update(nobs={}),
+            r"recipe\.yaml: source\.neighbours\[0\]\.nobs: unknown key",
+        ),
+        (
+            lambda s: s["neighbours"][1].update(env={"NCCL_ALGO": ["Ring", "Tree"]}),
+            r"recipe\.yaml: source\.neighbours\[1\]\.env\.NCCL_ALGO: must be one value",
+        ),
+        (
+            lambda s: s["neighbours"][0].update(values={"loss_cv": "low"}),
+            r"recipe\.yaml: source\.neighbours\[0\]\.values: must be a mapping",
+        ),
+        (
+            lambda s: s.update(neighbours={"trial": 3}),
+            r"recipe\.yaml: source\.neighbours: must be a list",
+        ),
+        (
+            lambda s: s.update(neighbours=[3]),
+            r"recipe\.yaml: source\.neighbours\[0\]: must be a mapping",
+        ),
+    ],
+    ids=[
+        "knob-value",
+        "unknown-knob",
+        "knobs-not-mapping",
+        "knob-domain",
+        "no-knobs",
+        "trial",
+        "unknown-key",
+        "env",
+        "values",
+        "not-a-list",
+        "entry-not-mapping",
+    ],
+)
+def test_a_malformed_neighbour_is_refused_naming_the_key(
+    study_dir: Path, change: Any, message: str
+) -> None:
+    text = _with(study_dir, change)
+    with pytest.raises(RecipeError, match=message):
+        Recipe.loads(text, source="recipe.yaml")
