@@ -31,6 +31,7 @@ from typing import Any
 
 from autotune.knobs import HARDWARE_METRICS
 from autotune.probe.outcome import Outcome
+from autotune.recipe.intervals import same_seed_intervals
 from autotune.recipe.seeds import (
     TIMED,
     finite_pairs,
@@ -113,7 +114,21 @@ def compare(
 ) -> dict[str, Any]:
     """The paired verdict of `mine` against `base` (both `seeds.summarize_seeds` results at the
     same length); `metrics`: (metric, direction) pairs to compare; `same`: `mine` is the
-    baseline itself."""
+    baseline itself. Each side's interval of a metric is the one its own summary reports
+    wherever the paired values are over the same seeds (`intervals.same_seed_intervals`)."""
+    out = _compare(mine, base, metrics, same=same)
+    if mine is not None and base is not None and not same:
+        out = same_seed_intervals(out, mine, base)
+    return out
+
+
+def _compare(
+    mine: Mapping[str, Any] | None,
+    base: Mapping[str, Any] | None,
+    metrics: Sequence[tuple[str, str]],
+    *,
+    same: bool = False,
+) -> dict[str, Any]:
     out: dict[str, Any] = {"verdict": "not compared", "seeds": [], "metrics": {}, "diverged": None}
     if same:
         out["why"] = "it is the baseline (PyTorch's defaults): nothing to compare with"

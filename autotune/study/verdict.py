@@ -8,7 +8,6 @@ are the pick, said so (`defaults_preferred`), and `autotune export` exports them
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -16,7 +15,6 @@ from typing import Any
 from autotune.errors import one_line
 from autotune.probe.outcome import Outcome
 from autotune.recipe import paired as pd
-from autotune.recipe.seeds import ran_whole
 from autotune.study import attrs as ua
 from autotune.study import pick as pk
 from autotune.study.records import baseline_trial
@@ -66,55 +64,7 @@ def against_baseline(
         out = pd.compare(None, None, metrics)
         out["why"] = "not verified over seeds: no paired comparison"
         return out
-    out = pd.compare(cand.verified, base, metrics)
-    return same_seed_intervals(out, cand.verified, base) if base is not None else out
-
-
-def same_seed_intervals(
-    verdict: dict[str, Any], mine: Mapping[str, Any], base: Mapping[str, Any]
-) -> dict[str, Any]:
-    """`verdict` (`paired.compare` of `mine` against `base`) with each metric's `pick` and
-    `baseline` interval over seeds made the one its side's verification reports
-    (`seeds.summarize_seeds`: a timed metric's never narrower than its runs' own timing
-    intervals, `seeds.with_timing`; a bounded metric's clipped) wherever the row's values are
-    over the same seeds as that verification's: the same seeds and the same quantity carry one
-    interval (the pick's throughput was [10279, 20451] in the verdict and [10279, 23103] in
-    its verification and the recipe's `achieved`). A row over other seeds (timed apart, or a
-    seed labelled diverged that ran on, which the paired values count) keeps its own. The
-    verdict itself is the per-seed ratio's or difference's, which this does not touch."""
-    for metric, row in (verdict.get("metrics") or {}).items():
-        apart = set(row.get("apart_seeds") or [])
-        paired_seeds = [s for s in verdict.get("seeds") or [] if s not in apart]
-        for side, result in (("pick", mine), ("baseline", base)):
-            iv = (result.get("metrics") or {}).get(metric)
-            if iv is None or side not in row:
-                continue
-            every = [r.get("seed") for r in result.get("runs") or []]
-            same = _counted(result, metric, paired_seeds, ran_on=True) == _counted(
-                result, metric, every, ran_on=False
-            )
-            if same:
-                row[side] = dict(iv)
-    return verdict
-
-
-def _counted(
-    result: Mapping[str, Any], metric: str, seeds: Sequence[Any], *, ran_on: bool
-) -> set[Any]:
-    """The seeds among `seeds` whose run of `result` has a finite `metric` and counts for an
-    interval: complete (a verification's), or also labelled diverged but run whole (`ran_on`:
-    the paired comparison's values)."""
-    runs = {r.get("seed"): r for r in result.get("runs") or []}
-    out = set()
-    for s in seeds:
-        r = runs.get(s) or {}
-        counts = r.get("outcome") == Outcome.COMPLETE or (
-            ran_on and r.get("outcome") == Outcome.DIVERGED and ran_whole(r)
-        )
-        v = (r.get("metrics") or {}).get(metric)
-        if counts and isinstance(v, int | float) and math.isfinite(float(v)):
-            out.add(s)
-    return out
+    return pd.compare(cand.verified, base, metrics)
 
 
 def baseline_choice(study: Any, cands: Sequence[Any], steps: int | None) -> Any | None:
