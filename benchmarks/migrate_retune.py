@@ -122,7 +122,9 @@ def paired(a: list[float | None], b: list[float | None]) -> dict[str, Any]:
 
 
 def one_seed(folder: Path, seed: int, args: argparse.Namespace) -> dict[str, Any]:
-    """A cold study and a migration with a re-tune on the new machine, at sampler seed `seed`."""
+    """A cold study and a migration with a re-tune on the new machine, at sampler seed `seed`.
+    When one of the recipe's Pareto neighbours holds there (migrate says `use trial N`, and no
+    re-tune runs), that trial, exported from the source study (`st`), is what is compared."""
     here = folder / f"seed{seed}"
     here.mkdir()
     (here / "space.yaml").write_text(yaml.safe_dump(space(args.trials, seed), sort_keys=False))
@@ -150,6 +152,14 @@ def one_seed(folder: Path, seed: int, args: argparse.Namespace) -> dict[str, Any
         "migrate_wall_s": round(mig_wall, 1),
         "check_samples": mig["compute"]["samples"],
     }
+    held = (mig["holds"].get("neighbours") or {}).get("held")
+    if held is not None and not (folder / "st").exists():  # --source-recipe: no study to
+        return {**row, "neighbour": held}  # export the neighbour from
+    if held is not None:  # a Pareto neighbour of the recipe holds here: no re-tune ran
+        cli(["export", "st", "--pick", f"trial {held}", "-o", str(here / "neighbour.yaml")],
+            folder, None)  # fmt: skip
+        row.update(neighbour=held, retune_trials=0, trial_share=0.0)
+        return with_quality(row, here, here / "neighbour.yaml", fresh, args)
     result = (mig.get("retune") or {}).get("result")
     if result is None:
         return row
@@ -163,8 +173,16 @@ def one_seed(folder: Path, seed: int, args: argparse.Namespace) -> dict[str, Any
     if result["recipe"] is None:  # the re-tune found nothing that holds here
         row["retune_failed"] = result.get("failed")
         return row
+    return with_quality(row, here, here / result["recipe"], fresh, args)
+
+
+def with_quality(
+    row: dict[str, Any], here: Path, migrated: Path, fresh: list[int], args: argparse.Namespace
+) -> dict[str, Any]:
+    """`row` with the cold pick's and the migrated recipe's (the re-tuned one, or the Pareto
+    neighbour that held) quality over the fresh seeds, paired."""
     row["cold_quality"] = quality(here / "cold.yaml", fresh, args.memory_mb)
-    row["retune_quality"] = quality(here / result["recipe"], fresh, args.memory_mb)
+    row["retune_quality"] = quality(migrated, fresh, args.memory_mb)
     for m in ("final_loss", "noise_per_drop"):
         row[f"{m}_retune_minus_cold"] = paired(row["cold_quality"][m], row["retune_quality"][m])
     return row
@@ -184,7 +202,8 @@ def main() -> None:
         folder = Path(tmp)
         (folder / "space.yaml").write_text(yaml.safe_dump(space(args.trials, 0), sort_keys=False))
         t0 = time.perf_counter()
-        if args.source_recipe:  # an export of this script's source study, run before
+        if args.source_recipe:  # an export of this script's source study, run before (without
+            # the study, a neighbour that holds cannot be exported: its row stops at the verdict)
             (folder / "recipe.yaml").write_text(args.source_recipe.read_text())
         else:
             cli(["study", "--space", "space.yaml", "--study-dir", "st", "--quiet"], folder, None)
@@ -192,13 +211,16 @@ def main() -> None:
         source_wall = time.perf_counter() - t0
         from autotune import Recipe
 
-        knobs = Recipe.load(folder / "recipe.yaml").knobs
-        print(json.dumps({"source_pick": knobs, "wall_s": source_wall}), file=sys.stderr)
+        source = Recipe.load(folder / "recipe.yaml")
+        knobs, neighbours = source.knobs, (source.source or {}).get("neighbours")
+        print(json.dumps({"source_pick": knobs, "neighbours": neighbours, "wall_s": source_wall}),
+              file=sys.stderr)  # fmt: skip
         for seed in range(args.seeds):
             rows.append(one_seed(folder, seed, args))
             print(json.dumps(rows[-1], default=str), file=sys.stderr, flush=True)
             if args.json:
-                args.json.write_text(json.dumps({"source_pick": knobs, "rows": rows}, indent=1))
+                out = {"source_pick": knobs, "neighbours": neighbours, "rows": rows}
+                args.json.write_text(json.dumps(out, indent=1, default=str))
     print(f"source pick: {knobs}; new machine: {args.memory_mb} MiB per probe")
     print("| seed | verdict | re-tune trials / cold | final loss cold | re-tuned | paired diff |")
     print("|---|---|---|---|---|---|")

@@ -217,9 +217,11 @@ def rerun(
     if out["neighbours"]["status"] == "to try":
         # the recipe is the baseline: its own runs are the baseline's
         against = base if base is not None else judged["result"]
+        oom_mb = (out.get("oom") or {}).get("micro_batch")
         out["neighbours"] = try_neighbours(
-            recipe, against, length, seed_list, timeout_s=timeout_s, threads=threads, say=say
-        )
+            recipe, against, length, seed_list, timeout_s=timeout_s, threads=threads, say=say,
+            oom_micro_batch=oom_mb,
+        )  # fmt: skip
         out["samples"] += out["neighbours"]["samples"]
         out["wall_s"] += out["neighbours"]["wall_s"]
     return out
@@ -304,11 +306,15 @@ def try_neighbours(
     timeout_s: float,
     threads: int,
     say: Callable[[str], None],
+    oom_micro_batch: int | None = None,
 ) -> dict[str, Any]:
     """The recipe's Pareto neighbours, nearest first, each run here over the recipe's seeds at
     its length (the recipe's probe with the neighbour's knobs and env) and judged as the recipe
     is (`judge`) against the same baseline runs (`base`, not re-run); the first that holds ends
-    it (`held`: its trial), the ones after it are not run."""
+    it (`held`: its trial), the ones after it are not run. `oom_micro_batch`: the recipe ran out
+    of memory here at that micro-batch, so a neighbour at a micro-batch as large is not run
+    (the layout is what failed: a lucky seed that fits proves nothing, as on the edge of a
+    memory limit, where the same micro-batch fits on one run and not the next)."""
     out = neighbours_status(recipe, {"problems": ["not held"]})
     out["status"] = "tried"
     for n in recipe.source["neighbours"]:
@@ -317,6 +323,11 @@ def try_neighbours(
             out["tried"].append({**entry, "status": "not run", "holds": None})
             continue
         cfg = replace(recipe.probe_config(knobs=n["knobs"], steps=length), env=dict(n["env"]))
+        if oom_micro_batch is not None and int(cfg.micro_batch) >= int(oom_micro_batch):
+            why = f"not run: its micro-batch of {cfg.micro_batch} is as large as the one that "
+            why += "ran out of memory here"
+            out["tried"].append({**entry, "status": why, "holds": False, "problems": [why]})
+            continue
         say(f"the recipe does not hold here: its Pareto neighbour trial {n['trial']}")
         runs = run_local(
             cfg,

@@ -174,7 +174,8 @@ def _neighbours_section(nb: Mapping[str, Any]) -> list[str]:
             out.append(f"| {e['trial']} | {changes} | not run | not needed: trial {nb['held']} |")
             continue
         why = "yes" if e.get("holds") else "no: " + "; ".join(e.get("problems") or [])
-        out.append(f"| {e['trial']} | {changes} | {e.get('verdict')} | {why.replace('|', '/')} |")
+        verdict = e.get("verdict") or "not run"
+        out.append(f"| {e['trial']} | {changes} | {verdict} | {why.replace('|', '/')} |")
     return [*out, ""]
 
 

@@ -172,3 +172,27 @@ def _result(nb: dict[str, Any]) -> dict[str, Any]:
         "knob_classes": {"hardware-bound": [], "portable": []},
         "compute": {"samples": 0, "probes": 0, "probe_wall_s": 0.0, "audit_wall_s": 0.0},
     }
+
+
+def test_a_neighbour_at_the_micro_batch_that_ran_out_of_memory_is_not_run() -> None:
+    # From benchmarks/migrate_retune.py: the recipe ran out of memory at micro-batch 64, its
+    # neighbour at the same micro-batch fitted on 2 lucky seeds (the limit is on the edge), was
+    # said to hold, and ran out of memory on 5 of 5 fresh seeds. The layout that failed is not
+    # tried again: nothing runs, and nothing holds.
+    from autotune.migrate.holds import try_neighbours
+
+    r = recipe(3000, [neighbour(7, 2, 1.0)])
+    mb = int(r.probe_config(steps=STEPS).micro_batch)
+    out = try_neighbours(
+        r, {}, STEPS, [0], timeout_s=60, threads=1, say=lambda _t: None, oom_micro_batch=mb
+    )
+    assert out["held"] is None and out["probes"] == 0 and out["samples"] == 0
+    (entry,) = out["tried"]
+    assert entry["status"].startswith(f"not run: its micro-batch of {mb} is as large"), entry
+    assert "not run" in "\n".join(markdown_section(out))
+
+
+def markdown_section(nb: dict[str, Any]) -> list[str]:
+    from autotune.migrate.report import _neighbours_section
+
+    return _neighbours_section(nb)
