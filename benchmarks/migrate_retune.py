@@ -8,7 +8,8 @@ per sample, and the space searches `accum_steps` in {1, 2, 4} at batch 64 (micro
 16). The source study runs unlimited; on the "new machine" every probe process is limited to
 `--memory-mb` MiB of data memory (`AUTOTUNE_PROBE_MEMORY_MB`, `RLIMIT_DATA`), between what
 micro-batch 32 and micro-batch 64 need at one thread, so a micro-batch of 64 fails in torch's
-CPU allocator there (classed `oom`).
+CPU allocator there (classed `oom`). The default size, `wide`, keeps 4x tiny's activations a
+sample, so the limit sits ~100 MiB clear of both micro-batches.
 
 1. The source study (unlimited), its pick exported with `--audit` (measured: the pick is at
    accum_steps 1, the fastest layout, which the source machine affords).
@@ -18,7 +19,8 @@ CPU allocator there (classed `oom`).
 3. Quality, paired over the same fresh probe seeds at the decided length on the new machine:
    the cold pick's and the re-tuned recipe's final loss (and noise_per_drop).
 
-    python benchmarks/migrate_retune.py [--seeds 3] [--memory-mb 325] [--json out.json]
+    python benchmarks/migrate_retune.py [--seeds 3] [--memory-mb 580] [--size wide]
+        [--json out.json]
         [--source-recipe recipe.yaml]
 """
 
@@ -41,10 +43,10 @@ WORKLOAD = HERE / "workloads" / "long_signal.py"
 MEMORY_ENV = "AUTOTUNE_PROBE_MEMORY_MB"
 
 
-def space(trials: int, sampler_seed: int) -> dict[str, Any]:
+def space(trials: int, sampler_seed: int, size: str = "wide") -> dict[str, Any]:
     return {
         "name": "long-signal",
-        "workload": {"name": f"{WORKLOAD}:make", "size": "tiny"},
+        "workload": {"name": f"{WORKLOAD}:make", "size": size},
         "probe": {"steps": 40, "batch": 64, "seed": 0, "threads": 1},
         "objectives": [
             {"metric": "noise_per_drop", "direction": "minimize"},
@@ -127,7 +129,9 @@ def one_seed(folder: Path, seed: int, args: argparse.Namespace) -> dict[str, Any
     re-tune runs), that trial, exported from the source study (`st`), is what is compared."""
     here = folder / f"seed{seed}"
     here.mkdir()
-    (here / "space.yaml").write_text(yaml.safe_dump(space(args.trials, seed), sort_keys=False))
+    (here / "space.yaml").write_text(
+        yaml.safe_dump(space(args.trials, seed, args.size), sort_keys=False)
+    )
     (here / "recipe.yaml").write_text((folder / "recipe.yaml").read_text())
     t0 = time.perf_counter()
     cli(["study", "--space", "space.yaml", "--study-dir", "cold", "--quiet"], here, args.memory_mb)
@@ -192,7 +196,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=3, help="sampler seeds (cold study, re-tune)")
     ap.add_argument("--trials", type=int, default=10, help="the cold study's trials")
-    ap.add_argument("--memory-mb", type=int, default=325, help="the new machine's probe memory")
+    # At `wide`, one thread: micro-batch 64 needs 650-700 MiB, 32 480-540, 16 less (measured
+    # with AUTOTUNE_PROBE_MEMORY_MB over seeds 0-1): 580 is clear of both. At `tiny` (325 MiB,
+    # the first runs) the micro-batches were ~20 MiB apart and the limit let 64 fit on some runs.
+    ap.add_argument("--memory-mb", type=int, default=580, help="the new machine's probe memory")
+    ap.add_argument("--size", default="wide", help="long_signal's size (tiny: the first runs)")
     ap.add_argument("--quality-seeds", type=int, default=5, help="fresh probe seeds per pick")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--source-recipe", type=Path, help="skip the source study: its export")
@@ -200,7 +208,9 @@ def main() -> None:
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="migrate-retune-") as tmp:
         folder = Path(tmp)
-        (folder / "space.yaml").write_text(yaml.safe_dump(space(args.trials, 0), sort_keys=False))
+        (folder / "space.yaml").write_text(
+            yaml.safe_dump(space(args.trials, 0, args.size), sort_keys=False)
+        )
         t0 = time.perf_counter()
         if args.source_recipe:  # an export of this script's source study, run before (without
             # the study, a neighbour that holds cannot be exported: its row stops at the verdict)

@@ -5,8 +5,10 @@ space's trials, warm-started from the recipe; the new recipe records where it ca
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -24,17 +26,25 @@ def reduced_overrides(
     share: float,
     oom_micro_batch: int | None = None,
 ) -> list[str]:
-    """`--set` items: the searched knobs not in `keep` fixed at the recipe's values, the trials
+    """`--set` items: the searched knobs not in `keep` fixed at the recipe's values (a choice of
+    the recipe's and its Pareto neighbours' values where they differ: `front_values`), the trials
     cut to `share` of the space's (rounded down, so never more; at least 2), the study named
     apart from the source's. `oom_micro_batch`: the recipe's micro-batch ran out of memory here,
     so the accumulation choices that give a micro-batch as large are dropped (`fitting_accum`)."""
     out = [f"name={space.name}-migrated"]
     searched = space.searched()
+    fronts = front_values(recipe)
     for name in sorted(searched):
         if name in keep or name.isupper():
             continue
         value = recipe.knobs.get(name)
-        if value is not None:
+        if value is None:
+            continue
+        values = [value, *[v for v in fronts.get(name, []) if v != value]]
+        if len(values) > 1:  # the recipe's value or one of its Pareto neighbours'
+            choices = ", ".join(json.dumps(v) for v in dict.fromkeys(values))
+            out.append(f"knobs.{name}={{choices: [{choices}]}}")
+        else:
             out.append(f"knobs.{name}={value}")
     if oom_micro_batch and "accum_steps" in keep and "accum_steps" in searched:
         fits = fitting_accum(searched["accum_steps"], space.probe.micro_for, oom_micro_batch)
@@ -42,6 +52,19 @@ def reduced_overrides(
             out.append(f"knobs.accum_steps={{choices: [{', '.join(str(a) for a in fits)}]}}")
     trials = max(2, math.floor(share * space.budget.trials + 1e-9))
     out.append(f"budget.trials={trials}")
+    return out
+
+
+def front_values(recipe: Recipe) -> dict[str, list[Any]]:
+    """Per knob, the values the recipe's Pareto neighbours (`source.neighbours`) give it, nearest
+    neighbour first: a re-tune keeps a portable knob at the recipe's value or one of these, so a
+    trade-off the source study found on its front can be chosen again at the new layout (a
+    neighbour that failed here at the recipe's micro-batch may hold at a smaller one)."""
+    out: dict[str, list[Any]] = {}
+    for n in (recipe.source or {}).get("neighbours") or []:
+        for name, value in (n.get("knobs") or {}).items():
+            if value is not None and value not in out.setdefault(name, []):
+                out[name].append(value)
     return out
 
 
@@ -56,6 +79,18 @@ def fitting_accum(
         step = int(domain.step or 1)
         values = list(range(int(domain.low or 1), int(domain.high or 1) + 1, step))
     return [a for a in values if a >= 1 and micro_for(a) < oom_micro_batch]
+
+
+def with_neighbours(warm: Any, recipe: Recipe) -> Any:
+    """The recipe's warm start, then its Pareto neighbours' configurations, nearest first (tried
+    after the baseline and the recipe, as far as the re-tune's trials go; a value outside the
+    reduced space, such as the micro-batch that failed, is left to the sampler)."""
+    extra = [
+        {"knobs": dict(n["knobs"]), "env": dict(n.get("env") or {}),
+         "label": f"Pareto neighbour trial {n['trial']}"}
+        for n in (recipe.source or {}).get("neighbours") or []
+    ]  # fmt: skip
+    return replace(warm, configs=[*warm.configs, *extra]) if extra else warm
 
 
 def retune(
@@ -81,7 +116,7 @@ def retune(
     )
     space = sp.load(space_ref, overrides)
     say(f"re-tuning {', '.join(sorted(space.searched()))} over {space.budget.trials} trial(s)")
-    warm = st.load_warm_start(str(recipe_path))
+    warm = with_neighbours(st.load_warm_start(str(recipe_path)), recipe)
     result = st.run(
         st.StudyOptions(
             space=space,
@@ -113,7 +148,10 @@ def retune(
         "re_tuned": searched,
         "trials": space.budget.trials,
         "source_trials": source.budget.trials,
-        "why": dict(plan.get("why") or {}),
+        "why": {
+            **{k: "the recipe's or a Pareto neighbour's value" for k in searched},
+            **dict(plan.get("why") or {}),
+        },
     }
     new = Recipe.from_dict(
         {**new.to_dict(), "source": {**new.source, "migrated_from": migrated}},

@@ -442,3 +442,62 @@ def test_a_report_folder_made_for_a_refused_migration_is_removed(tmp_path: Any) 
     with pytest.raises(TrackingError, match=r"127\.0\.0\.1:1"):
         migrate(recipe, out_dir=out, audit=False, tracking_uri="http://127.0.0.1:1")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.yaml"]
+
+
+def test_the_reduced_study_chooses_among_the_recipe_and_its_pareto_neighbours() -> None:
+    # A portable knob the re-tune does not search stays the recipe's, or takes a value one of
+    # its Pareto neighbours has (the source study's front), so that a trade-off found there can
+    # be chosen again at the layout that fits here; the neighbours are warm-started after the
+    # recipe. From benchmarks/migrate_retune.py: the recipe (clip off) ran out of memory at
+    # micro-batch 64, its neighbour (clip 3.9) at the same micro-batch was not run, and a cold
+    # study here found clip ~4 at micro-batch 16, which the re-tune could not reach.
+    from dataclasses import replace
+
+    from autotune import Recipe
+    from autotune import space as sp
+    from autotune.migrate.retune import reduced_overrides, with_neighbours
+    from autotune.study.options import WarmStart
+
+    text = """\
+name: src
+workload: {name: mlp, size: tiny}
+probe: {steps: 30, batch: 64, device: cpu}
+budget: {trials: 10}
+knobs:
+  clip_norm: {low: 0.0, high: 5.0}
+  warmup_steps: {low: 0, high: 10}
+  accum_steps: {choices: [1, 2, 4]}
+"""
+    space = sp.loads(text, source="src")
+    knobs = {k: v.default for k, v in sp.KNOBS.items()}
+    knobs.update(lr=0.01, batch=64, accum_steps=1, clip_norm=0.0, warmup_steps=2)
+    near = {**knobs, "clip_norm": 3.9, "warmup_steps": 2}
+    far = {**knobs, "clip_norm": 1.5, "warmup_steps": 2, "accum_steps": 2}
+    neighbours = [
+        {"trial": 6, "knobs": near, "env": {}, "values": {}},
+        {"trial": 3, "knobs": far, "env": {}, "values": {}},
+    ]
+    recipe = Recipe(
+        name="r",
+        workload={"name": "mlp", "size": "tiny"},
+        precision="fp32",
+        micro_batch=64,
+        knobs=knobs,
+        source={"neighbours": neighbours},
+    )
+    got = reduced_overrides(space, recipe, ["accum_steps"], 0.3, 64)
+    assert got == [
+        "name=src-migrated",
+        "knobs.clip_norm={choices: [0.0, 3.9, 1.5]}",
+        "knobs.warmup_steps=2",
+        "knobs.accum_steps={choices: [2, 4]}",
+        "budget.trials=3",
+    ]
+    reduced = sp.loads(text, source="src", overrides=got)
+    assert reduced.searched()["clip_norm"].choices == (0.0, 3.9, 1.5)
+    warm = WarmStart(ref="r.yaml", configs=[{"knobs": knobs, "env": {}, "label": "recipe"}])
+    labels = [c["label"] for c in with_neighbours(warm, recipe).configs]
+    assert labels == ["recipe", "Pareto neighbour trial 6", "Pareto neighbour trial 3"]
+    bare = replace(recipe, source={})
+    assert with_neighbours(warm, bare) is warm
+    assert "knobs.clip_norm=0.0" in reduced_overrides(space, bare, ["accum_steps"], 0.3, 64)
