@@ -39,6 +39,27 @@ def ray_env() -> None:
     os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "1e9")
 
 
+AUTH_MODE = "RAY_AUTH_MODE"
+
+
+def auth_hint() -> str:
+    """What to check when a cluster that answers cannot be joined and this driver does not use
+    Ray's token authentication: Ray 2.59 and later start a cluster with it on (`ray start`
+    prints "Token authentication is enabled"), and a driver without the token is refused
+    (InvalidAuthToken in Ray's log lines above the error)."""
+    if os.environ.get(AUTH_MODE, "").strip().lower() == "token":
+        return (
+            " (this driver uses Ray's token authentication, RAY_AUTH_MODE=token: its token, "
+            "RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token, must be the cluster's)"
+        )
+    return (
+        "; if Ray's log above says InvalidAuthToken, the cluster uses Ray's token "
+        "authentication (on by default from Ray 2.59): run the study with RAY_AUTH_MODE=token "
+        "and the cluster's token (~/.ray/auth_token on the head, or RAY_AUTH_TOKEN), or start "
+        "every node with RAY_AUTH_MODE=disabled on a network you trust (README, Scaling out)"
+    )
+
+
 def check_ray_address(address: str) -> None:
     check_tcp(
         address if "://" in address else f"ray://{address}",
@@ -97,12 +118,12 @@ def init_ray(address: str | None, study_dir: Path, cpus: int | None = None) -> A
             raise ClusterError(
                 f"cannot join the Ray cluster at {address}: {type(e).__name__}: "
                 f"{str(e).splitlines()[0] if str(e) else ''}; start it with "
-                "`ray start --head` or fix --address / RAY_ADDRESS"
+                f"`ray start --head` or fix --address / RAY_ADDRESS{auth_hint()}"
             ) from e
         return ray
     # A local Ray without a token prompt, with its files inside the study folder when the
     # path is short enough for its unix sockets (107 bytes), else in a short temp folder.
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    os.environ.setdefault(AUTH_MODE, "disabled")
     # Ray runs its workers at nice 15 (its `worker_niceness`), and a probe forked there
     # inherits it: on a busy machine the probes then get a fraction of a core and their
     # throughput, the objective, measures the machine's load. A probe runs at the priority the

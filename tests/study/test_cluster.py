@@ -10,9 +10,11 @@ each run uses a study name of its own.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
+import secrets
 import shutil
 import subprocess
 import sys
@@ -58,12 +60,13 @@ def pg() -> str:
     return base
 
 
-@pytest.fixture
-def ray_cluster() -> Iterator[str]:
-    """A head and a second node on loopback, one CPU each; yields the head's host:port.
-    (A test that needs PostgreSQL asks for `pg` first, so that a missing server starts nothing.)
+@contextlib.contextmanager
+def cluster(nodes: int = 2, **env: str) -> Iterator[str]:
+    """A head and `nodes - 1` more nodes on loopback, one CPU each, started with `env` on top of
+    the tests' (`h.cli_env`: Ray's token authentication off unless `env` says otherwise);
+    yields the head's host:port.
 
-    Teardown stops exactly the processes these two `ray start` calls made (found by a token in
+    Teardown stops exactly the processes these `ray start` calls made (found by a token in
     their environment): `ray stop --force` would also stop any other Ray on this machine.
     """
     token = h.new_token()
@@ -93,10 +96,10 @@ def ray_cluster() -> Iterator[str]:
         *common,
     ]
     try:
-        for cmd in (head, node):
+        for cmd in [head, *[node] * (nodes - 1)]:
             started = subprocess.run(
                 cmd,
-                env=h.cli_env(token),
+                env=h.cli_env(token, **env),
                 capture_output=True,
                 text=True,
                 timeout=120,
@@ -108,6 +111,33 @@ def ray_cluster() -> Iterator[str]:
         h.kill_tagged(token, grace_s=3)
         shutil.rmtree(temp, ignore_errors=True)
     assert not h.tagged_processes(token), "Ray processes outlived the test"
+
+
+@pytest.fixture
+def ray_cluster() -> Iterator[str]:
+    """A head and a second node on loopback, one CPU each; yields the head's host:port.
+    (A test that needs PostgreSQL asks for `pg` first, so that a missing server starts nothing.)"""
+    with cluster() as address:
+        yield address
+
+
+def test_a_cluster_with_rays_token_authentication(tmp_path: Path) -> None:
+    """Ray 2.59 and later start a cluster with token authentication on (the README's `ray
+    start` lines as a user runs them): a driver without the token is refused in one line that
+    says so and what to do, and makes nothing; with RAY_AUTH_MODE=token and the cluster's
+    token it runs. The token is given as RAY_AUTH_TOKEN, so nothing is written to ~/.ray."""
+    auth = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(16)}
+    with cluster(nodes=1, **auth) as address:
+        space = h.write(tmp_path, h.mlp_space("tok", trials=2, steps=STEPS, verify_top_k=0))
+        cmd = ["study", "--space", str(space), "--address", address]
+        refused = h.autotune(cmd, tmp_path, env=h.cli_env(h.new_token()), timeout=300)
+        assert refused.returncode == 2, h.explain(refused)
+        last = refused.stderr.strip().splitlines()[-1]
+        assert last.startswith("autotune: error: cannot join the Ray cluster"), last
+        assert "InvalidAuthToken" in last and "RAY_AUTH_MODE=token" in last, last
+        assert not (tmp_path / "autotune-studies" / "tok").exists(), "a refused join made a study"
+        joined = h.autotune(cmd, tmp_path, env=h.cli_env(h.new_token(), **auth), timeout=590)
+        assert joined.returncode == 0, h.explain(joined)
 
 
 def test_study_on_two_ray_nodes_with_postgres(pg: str, ray_cluster: str, tmp_path: Path) -> None:
