@@ -40,6 +40,7 @@ LOSS_HASH = "autotune.loss_hash"  # a hash of its loss series (`identical.loss_h
 
 # A study's attributes.
 SPACE = "autotune.space"  # the space's fingerprint: a resumed study must keep it
+HOME = "autotune.home"  # {"host", "folder"}: where its records and MLflow runs are (`home`)
 SPACE_YAML = "autotune.space_yaml"  # the space itself, to show or export the study
 OBJECTIVES = "autotune.objectives"
 MLFLOW = "autotune.mlflow"  # {uri, experiment_id, parent_run_id}

@@ -15,7 +15,7 @@ from autotune import tracking
 from autotune.errors import SpaceError, StudyError, TrialsFailed, WorkloadError
 from autotune.probe.workload import resolve
 from autotune.study import attrs as ua
-from autotune.study import clip_seed, folder
+from autotune.study import clip_seed, folder, home
 from autotune.study.adapter import run_trials
 from autotune.study.failures import (
     BaselineFailed,
@@ -93,7 +93,9 @@ def run(opts: StudyOptions) -> StudyResult:
         cluster = _cluster_address(opts)  # a local Ray is this machine's: checked up front
         if cluster is not None:
             check_cluster_device(space, ray.cluster_resources(), cluster)
-        study = open_study(opts, storage, cond)
+        # a shared --storage: the study is continued only from its home (`home`); the default
+        # storage is the study folder's own file, which moves with it
+        study = open_study(opts, storage, cond, study_dir if opts.storage else None)
         stop_if_baseline_failed(study, study_dir, space.name)
         mark("optuna study")
         logger = _study_run(opts, study, client, cond, url, uri, fp, study_dir)
@@ -399,7 +401,9 @@ def identity(space: sp.Space) -> str:
     return json.dumps(d, sort_keys=True)
 
 
-def open_study(opts: StudyOptions, storage: Any, cond: sp.Conditioned) -> Any:
+def open_study(
+    opts: StudyOptions, storage: Any, cond: sp.Conditioned, study_dir: Path | None = None
+) -> Any:
     import optuna
 
     space = opts.space
@@ -422,6 +426,9 @@ def open_study(opts: StudyOptions, storage: Any, cond: sp.Conditioned) -> Any:
                 "schedule runs over changed); give the new one another "
                 f"name with --set name={space.name}-2, or delete {storage.url}"
             )
+        if study_dir is not None:  # continued only from the folder that holds its records
+            home.check(study, study_dir, space.name, redact(storage.url))
+            home.claim(study, study_dir)
         study.sampler = make_sampler(space, cond.searched, len(study.get_trials(deepcopy=False)))
         name_metrics(study, space)
         return study
@@ -433,6 +440,8 @@ def open_study(opts: StudyOptions, storage: Any, cond: sp.Conditioned) -> Any:
     )
     name_metrics(study, space)
     study.set_user_attr(ua.SPACE, fingerprint_space)
+    if study_dir is not None:
+        home.claim(study, study_dir)
     study.set_user_attr(ua.SPACE_YAML, sp.dump(space))
     study.set_user_attr(ua.OBJECTIVES, [o.model_dump() for o in space.objectives])
     # Trial 0 is always the baseline: PyTorch's defaults for the searched knobs.

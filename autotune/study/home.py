@@ -1,0 +1,52 @@
+"""Where a study lives: the folder whose trial records, rung states and MLflow store hold its
+results (`autotune.home` in the Optuna storage: the host and the folder that created it).
+
+A shared `--storage` lets the study be reached from any machine, but its files are in one
+folder. A driver started from another folder (another node, or another directory on this one)
+would split them: its trial records and MLflow runs in its own folder, promoted probes without
+their states, a resumed MLflow run it cannot find, and, with the first driver still running, a
+second driver re-running the first one's trials as "interrupted" and running a budget of its
+own. So a study is continued only from its home: the same folder on this machine, or the same
+path on a shared filesystem (another host whose study folder at that path is the study's).
+"""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+from typing import Any
+
+from autotune.errors import StudyError
+from autotune.study import attrs as ua
+
+
+def here(study_dir: Path) -> dict[str, str]:
+    """This driver's home for the study: its host and its study folder (resolved)."""
+    return {"host": socket.gethostname(), "folder": str(study_dir.resolve())}
+
+
+def claim(study: Any, study_dir: Path) -> None:
+    """Record the study's home when it has none (a new study, or one made before homes were
+    recorded: its folder becomes this one)."""
+    if not isinstance(study.user_attrs.get(ua.HOME), dict):
+        study.set_user_attr(ua.HOME, here(study_dir))
+
+
+def check(study: Any, study_dir: Path, name: str, where: str) -> None:
+    """A StudyError when study `name` (in the storage `where`) lives in another folder than
+    `study_dir`: on this host another path, or on another host a path whose folder here is not
+    the study's (no study.json at that path: not a shared filesystem)."""
+    home = study.user_attrs.get(ua.HOME)
+    if not isinstance(home, dict) or not home.get("folder"):
+        return
+    mine = here(study_dir)
+    folder, host = str(home["folder"]), str(home.get("host") or "")
+    if folder == mine["folder"] and (host == mine["host"] or (study_dir / "study.json").exists()):
+        return
+    raise StudyError(
+        f"study '{name}' in {where} lives in {host or 'another host'}:{folder} (its trial "
+        "records, rung states and MLflow runs are there), not in this folder "
+        f"({mine['host']}:{mine['folder']}); continue it from there (the same command, or "
+        f"--study-dir {folder} on {host or 'that host'}), or start another study here with "
+        f"--set name={name}-2. Two drivers of one study would split its records"
+    )

@@ -1,0 +1,50 @@
+"""A study in a shared `--storage` is continued only from its home folder (`study/home.py`).
+
+From the fifth black-box review: a second driver started from another folder with the same
+`--storage` re-ran the first driver's running baseline as "interrupted", ran 15 trials of a
+budget of 8 and split the records between two folders and two MLflow stores; `--resume` from
+another folder split them the same way. Real studies (local Ray, a real SQLite Optuna storage
+shared by two folders, SQLite MLflow stores) through the CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import optuna
+import pytest
+from assets import studies as h
+
+from autotune.study import attrs as ua
+
+pytestmark = pytest.mark.integration
+
+
+def test_a_study_in_a_shared_storage_is_continued_only_from_its_folder(tmp_path: Path) -> None:
+    storage = f"sqlite:///{tmp_path / 'shared.db'}"
+    first, second = tmp_path / "B", tmp_path / "C"
+    first.mkdir()
+    second.mkdir()
+    space = h.write(tmp_path, h.mlp_space("shared", trials=2, steps=20))
+    cmd = ["study", "--space", str(space), "--storage", storage]
+    done = h.autotune(cmd, first, token=h.new_token(), timeout=590)
+    assert done.returncode == 0, h.explain(done)
+    study = optuna.load_study(study_name="shared", storage=storage)
+    home = study.user_attrs[ua.HOME]
+    assert home["folder"] == str((first / "autotune-studies" / "shared").resolve())
+
+    for extra in ([], ["--resume"]):  # a second driver, or a resume, from another folder
+        other = h.autotune([*cmd, *extra], second, token=h.new_token(), timeout=300)
+        assert other.returncode == 2, h.explain(other)
+        line = other.stderr.strip().splitlines()[-1]
+        assert line.startswith("autotune: error: study 'shared'"), line
+        assert home["folder"] in line and "continue it from there" in line, line
+        assert not (second / "autotune-studies").exists(), "the refused driver made a folder"
+        assert not (second / "mlflow.db").exists(), "the refused driver made an MLflow store"
+    trials = optuna.load_study(study_name="shared", storage=storage).get_trials()
+    assert len(trials) == 2, "the refused driver ran trials"
+
+    again = h.autotune([*cmd, "--resume"], first, token=h.new_token(), timeout=300)
+    assert again.returncode == 0, h.explain(again)  # from its home it continues
+    meta = json.loads((first / "autotune-studies" / "shared" / "study.json").read_text())
+    assert meta["name"] == "shared"
