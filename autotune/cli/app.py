@@ -10,6 +10,7 @@ import typer
 
 from autotune.errors import AutotuneError, UsageError
 from autotune.process import memory_limit
+from autotune.space.builtin import builtin_names
 
 app = typer.Typer(
     name="autotune",
@@ -32,7 +33,9 @@ EXIT_AT_ONCE = {"on": False}
 SpaceOpt = Annotated[
     str,
     typer.Option(
-        "--space", "-s", help="A space file, or the name of a built-in space (gradclip, amp, full)."
+        "--space",
+        "-s",
+        help=f"A space file, or the name of a built-in space ({', '.join(builtin_names())}).",
     ),
 ]
 SetOpt = Annotated[

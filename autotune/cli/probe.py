@@ -84,17 +84,18 @@ def describe_space(s: Any) -> str:
     )
     searched = s.searched()
     dropped = dropped_here(s)
-    _, base_env = trial_setup(s, {}, baseline=True)
+    base_knobs, base_env = trial_setup(s, {}, baseline=True)  # what trial 0 runs
     lines.append("searched:" if searched else "searched:  (nothing: every knob is fixed)")
     for name, dom in searched.items():
         under = sp.CLIP_CHILDREN.get(name) if "clip_policy" in searched else None
         when = f"   (only when clip_policy is {under})" if under else ""
         if name in s.env:  # the baseline runs with the library's own setting
-            default = repr(base_env[name]) if name in base_env else "unset"
-        else:
-            default = repr(s.default_value(name))
+            base = repr(base_env[name]) if name in base_env else "unset"
+        else:  # the baseline runs PyTorch's default (the learning rate: the space's)
+            value = base_knobs.get(name, s.default_value(name))
+            base = "(workload's default)" if value is None else repr(value)
         here = f"   [dropped here: {dropped[name]}]" if name in dropped else ""
-        lines.append(f"  {name:<24} {_domain_text(dom)}   default {default}{when}{here}")
+        lines.append(f"  {name:<24} {_domain_text(dom)}   baseline {base}{when}{here}")
     lines.append("fixed:")
     for name, value in s.fixed_knobs().items():
         if name in searched:

@@ -57,6 +57,9 @@ class ProbeConfig:
     # A script's first trial.report must come within this many seconds of its start, or it
     # fails naming the API it forgot (`autotune.probe.script`); None: no limit.
     first_report_s: float | None = None
+    # Where the study's rule after the baseline set `first_report_s` (5x the baseline's time):
+    # that rule and what lifts it, for the failure's advice; None: budget.first_report_s.
+    first_report_rule: str | None = None
     # Continuation (autotune.probe.checkpoint): write the state after the last step to
     # `save_state`; start from the state at `resume_from` (a shorter probe of this config).
     save_state: str | None = None

@@ -25,7 +25,10 @@ GRACE_S = 30.0  # after the interrupt, how long the script may take to end befor
 class FirstReport:
     """One script run's first-report watch, and which integration reports for it."""
 
-    def __init__(self) -> None:
+    def __init__(self, rule: str | None = None) -> None:
+        # why the limit is what it is and what lifts it, where the study's baseline rule set it
+        # (`autotune.study.failures.first_report_rule`); None: budget.first_report_s did
+        self.rule = rule
         self.trial_at_s: float | None = None  # when it called autotune.trial(), from its start
         self.integration: str | None = None  # "hf", "lightning": set by the integration
         self.attached = False  # the integration's reporting is attached
@@ -62,7 +65,7 @@ class FirstReport:
         return "call trial.report(step, loss=...) after each optimizer step"
 
     def message(self, limit: float) -> str:
-        raise_it = "if the job needs longer to start, raise budget.first_report_s"
+        raise_it = self.rule or "if the job needs longer to start, raise budget.first_report_s"
         if self.trial_at_s is None:
             return (
                 f"the script did not call autotune.trial() within {limit:g} s of its start "

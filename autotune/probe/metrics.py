@@ -29,7 +29,8 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from autotune.probe import timing
+from autotune.probe import safe_stats, timing
+from autotune.probe.safe_stats import relative_drop
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -121,7 +122,7 @@ def _window_len(n: int, fraction: float) -> int:
 
 def _finite_mean(x: FloatArray) -> float:
     f = finite_values(x)
-    return float(np.mean(f)) if f.size else math.nan
+    return safe_stats.mean(f) if f.size else math.nan
 
 
 def check_precision(precision: str) -> None:
@@ -161,22 +162,16 @@ def final_loss(loss: npt.ArrayLike) -> float:
     return _finite_mean(x[len(x) - _window_len(len(x), FINAL_FRACTION) :])
 
 
-def _drop(first: float, last: float) -> float:
-    """``1 - last / first``; NaN unless both are finite and ``first > 0``."""
-    if not (math.isfinite(first) and math.isfinite(last)) or first <= 0:
-        return math.nan
-    return 1.0 - last / first
-
-
 def loss_drop(loss: npt.ArrayLike, reference: float | None = None) -> float:
-    """Relative loss decrease: ``loss_drop = 1 - final_loss / initial_loss`` (`initial_loss`
-    of `loss` and `reference`).
+    """Relative loss decrease: ``loss_drop = (initial_loss - final_loss) / |initial_loss|``
+    (`initial_loss` of `loss` and `reference`; `safe_stats.relative_drop`), which is
+    ``1 - final_loss / initial_loss`` for a positive initial loss.
 
-    0 for a run that does not learn, 1 for a loss driven to 0, negative when the loss went up.
-    NaN when either term is NaN or ``initial_loss <= 0`` (the ratio is only meaningful for a
-    positive loss).
+    0 for a run that does not learn, 1 for a loss driven to 0, negative when the loss went up;
+    a loss that is not positive (an NLL) has one too. NaN when either term is NaN or
+    ``initial_loss == 0``.
     """
-    return _drop(initial_loss(loss, reference), final_loss(loss))
+    return relative_drop(initial_loss(loss, reference), final_loss(loss))
 
 
 # --------------------------------------------------------------------------------------------
@@ -226,7 +221,7 @@ def loss_cv(loss: npt.ArrayLike) -> float:
         trend[i]    = median of tail[j] for 0 < |j - i| <= 4   (TREND_WINDOW = 9, centre left out,
                                                                  truncated at the tail's edges)
         residual    = tail - trend
-        loss_cv     = std(residual) / mean(trend)                (population std, ddof = 0)
+        loss_cv     = std(residual) / |mean(trend)|              (population std, ddof = 0)
 
     The centre is left out of the median on purpose: a centred median over an odd window of
     ``2h + 1`` points passes a period-2 oscillation (the signature of a too-high learning rate)
@@ -236,12 +231,12 @@ def loss_cv(loss: npt.ArrayLike) -> float:
     ~0; a single spike does not move the trend, so it shows up fully in the residual.
 
     NaN when the tail holds fewer than ``MIN_CV_POINTS`` (3) finite losses or
-    ``mean(trend) <= 0``.
+    ``mean(trend) == 0``. The std does not overflow on a finite loss (`safe_stats.std`).
     """
     noise, level = _tail_noise(loss)
-    if not level > 0:
+    if not (math.isfinite(level) and level != 0):
         return math.nan
-    return noise / level
+    return noise / abs(level)
 
 
 def _tail_noise(loss: npt.ArrayLike) -> tuple[float, float]:
@@ -251,7 +246,7 @@ def _tail_noise(loss: npt.ArrayLike) -> tuple[float, float]:
     if tail.size < MIN_CV_POINTS:
         return math.nan, math.nan
     trend = rolling_median(tail, TREND_WINDOW, exclude_center=True)
-    return float(np.std(tail - trend)), float(np.mean(trend))
+    return safe_stats.std(tail - trend), safe_stats.mean(trend)
 
 
 def noise_per_drop(loss: npt.ArrayLike, reference: float | None = None) -> float:
@@ -427,7 +422,7 @@ def summarize(
     * ``initial_loss``, ``final_loss``, ``loss_drop``, ``loss_cv``, ``noise_per_drop``,
       ``loss_range``, ``spike_count`` (int): the functions of the same name on ``loss``, except
       that with a finite ``final_reference`` the final loss is that held-out loss (and
-      ``loss_drop`` ``1 - final_reference / initial_loss``): a mean of the last training losses
+      ``loss_drop`` relative to it, `relative_drop`): a mean of the last training losses
       is decided by the few outlier batches of heavy-tailed data, a held-out set is the same for
       every run
     * ``final_train_loss``: ``final_loss(loss)``, the mean of the last 10% of training losses
@@ -463,7 +458,7 @@ def summarize(
         "initial_loss": first,
         "final_loss": last,
         "final_train_loss": train_last,
-        "loss_drop": _drop(first, last),
+        "loss_drop": relative_drop(first, last),
         "loss_cv": loss_cv(loss),
         "noise_per_drop": noise_per_drop(loss, reference),
         "loss_range": loss_range(loss),

@@ -79,6 +79,14 @@ def run_script(
     return session.finish()
 
 
+def exit_text(code: object) -> str:
+    """Why a script that called `sys.exit(code)` failed: an int is its status; anything else
+    (`sys.exit("message")`) is printed by Python, which exits with status 1."""
+    if isinstance(code, int):
+        return f"the script exited with status {int(code)}"
+    return f"the script exited with status 1: {code}"
+
+
 def _run(cfg: ProbeConfig, session: ScriptSession) -> None:
     """The script under `runpy`, as `__main__` in its folder with its arguments, while
     `session` is current; what it raised, sorted into a result or a failure."""
@@ -98,7 +106,7 @@ def _run(cfg: ProbeConfig, session: ScriptSession) -> None:
         if session.stalled is not None:  # a framework that exits on an interrupt (Lightning)
             raise session.stalled from None
         if e.code not in (0, None) and session.cause is None and session.failure is None:
-            raise ScriptFailure("exception", f"the script exited with status {e.code}") from None
+            raise ScriptFailure("exception", exit_text(e.code)) from None
     except KeyboardInterrupt:
         if session.stalled is not None:
             raise session.stalled from None

@@ -1,8 +1,8 @@
 """The values of a training script's `trial.report`, checked (`autotune.probe.script`): a
 number is a finite (or NaN/inf, for the loss) Python or one-element tensor value; a count of
-samples or tokens is a finite number >= 0; a gradient norm is never negative. What cannot be used
-raises `BadReport` with the reason. Nothing is trusted: a trial's numbers are checked before
-they become a throughput or a verdict."""
+samples or tokens is a finite number from 0 to MAX_COUNT; a gradient norm is never negative.
+What cannot be used raises `BadReport` with the reason. Nothing is trusted: a trial's numbers
+are checked before they become a throughput or a verdict."""
 
 from __future__ import annotations
 
@@ -36,9 +36,15 @@ def at_step(e: BadReport, step: Any) -> BadReport:
     return BadReport(f"trial.report(step={step!r}): {text[len(head) :]}")
 
 
+#: The most samples or tokens one optimizer step may report: 10^12, orders of magnitude past
+#: any machine's step (the largest LLM batches are ~10^7 tokens). A count above it is a bug of
+#: the script (a total, a wrong unit), and would become a throughput objective as it is.
+MAX_COUNT = 1e12
+
+
 def count(v: Any, name: str) -> Any:
-    """A per-step count (`samples=`, `tokens=`): None (not reported), else a finite number >= 0,
-    kept as given when it is a Python number (BadReport otherwise)."""
+    """A per-step count (`samples=`, `tokens=`): None (not reported), else a finite number from
+    0 to MAX_COUNT, kept as given when it is a Python number (BadReport otherwise)."""
     if v is None:
         return None
     n = number(v, name)
@@ -46,6 +52,12 @@ def count(v: Any, name: str) -> Any:
         raise BadReport(
             f"trial.report: {name}={v!r} is not a count: give the {name} of this optimizer "
             "step, a finite number >= 0"
+        )
+    if n > MAX_COUNT:
+        raise BadReport(
+            f"trial.report: {name}={v!r} is not the {name} of one optimizer step (more than "
+            f"{MAX_COUNT:.0e}, past what any machine processes in a step): give this step's "
+            f"{name}, not a total or another unit; it is the throughput's numerator"
         )
     return v if isinstance(v, (int, float)) else n
 

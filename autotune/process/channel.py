@@ -28,6 +28,7 @@ results are as trustworthy as the workload code a user chose to run.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hmac
 import json
 import os
@@ -41,6 +42,28 @@ from typing import Any
 FD_ENV = "AUTOTUNE_REPORT_FD"
 NONCE_ENV = "AUTOTUNE_REPORT_NONCE"
 MAX_LINE = 1 << 26  # bytes of one report (a summary with long series is a few MB at most)
+#: How `ChannelClosed` begins, in the log a probe process leaves (`closed_cause` finds it).
+CLOSED = "autotune's report channel (fd "
+
+
+class ChannelClosed(OSError):
+    """The report channel's descriptor was closed under the probe (a workload that closes the
+    descriptors it inherited: `os.closerange(3, ...)`): no report can reach the launcher."""
+
+    def __init__(self, fd: int) -> None:
+        super().__init__(
+            errno.EBADF,
+            f"{CLOSED}{fd}) was closed by the workload (e.g. os.closerange over inherited "
+            f"descriptors): leave fd {fd} open; autotune marks it close-on-exec, so no "
+            "process the workload starts holds it",
+        )
+
+
+def closed_cause(log_tail: str) -> str | None:
+    """The `ChannelClosed` message in a probe process's log, if it left one: why the process
+    ended without a summary."""
+    at = log_tail.rfind(CLOSED)
+    return log_tail[at:].splitlines()[0] if at >= 0 else None
 
 
 def json_default(o: Any) -> Any:
@@ -92,7 +115,12 @@ class Writer:
         view = memoryview(encode(msg, self.nonce))
         with self._lock:
             while view:
-                view = view[os.write(self.fd, view) :]
+                try:
+                    view = view[os.write(self.fd, view) :]
+                except OSError as e:
+                    if e.errno == errno.EBADF:
+                        raise ChannelClosed(self.fd) from e
+                    raise
 
     def close(self) -> None:
         with contextlib.suppress(OSError):

@@ -53,7 +53,7 @@ from autotune.errors import WorkloadError
 from autotune.probe.config import ProbeConfig
 from autotune.probe.outcome import Outcome
 from autotune.probe.summary import ProbeStatus
-from autotune.process.channel import Channel
+from autotune.process.channel import Channel, closed_cause
 from autotune.process.entry import STDIN_ARG
 from autotune.process.env import process_env
 from autotune.process.spawn import kill_group, popen, python_module
@@ -340,9 +340,11 @@ def outcome_of(
         )
     else:
         early = " (the workload ended the process early)" if rc == 0 else ""
+        closed = closed_cause(log_tail)
         out.update(
             outcome=Outcome.FAILED.value,
             cause="crash",
-            error=f"the probe process exited with status {rc} without a summary{early}",
+            error=f"the probe process exited with status {rc} without a summary{early}"
+            + (f": {closed}" if closed else ""),
         )
     return out

@@ -391,7 +391,10 @@ def _death(r: int, rc: int, tail: deque[str]) -> tuple[str, str]:
             return "comm_hang", f"rank {r} died from {name} after a collective timed out"
         killed = sig in (signal.SIGKILL, signal.SIGTERM)
         return ("killed" if killed else "crash"), f"rank {r} died from {name}"
-    return "crash", f"rank {r} exited with status {rc} without a summary"
+    closed = report_channel.closed_cause("\n".join(tail))
+    return "crash", f"rank {r} exited with status {rc} without a summary" + (
+        f": {closed}" if closed else ""
+    )
 
 
 def _error_text(r: int, err: Mapping[str, Any]) -> str:

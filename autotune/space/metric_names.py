@@ -14,7 +14,7 @@ METRICS: dict[str, str] = {
     "final_loss": "the trained model's mean loss on the held-out set of the initial loss "
     "(no held-out set: the mean training loss over the last 10% of steps)",
     "final_train_loss": "mean training loss over the last 10% of steps",
-    "loss_drop": "1 - final_loss / initial_loss",
+    "loss_drop": "(initial_loss - final_loss) / abs(initial_loss) (1 - final / initial if > 0)",
     "grad_norm_p50": "median total gradient norm before clipping",
     "grad_norm_p99": "99th percentile of the gradient norm",
     "grad_norm_max": "largest gradient norm",

@@ -18,7 +18,12 @@ from typing import Any
 from autotune import space as sp
 from autotune.probe.outcome import Outcome
 from autotune.study import attrs as ua
-from autotune.study.failures import BaselineFailed, baseline_stop, first_report_s
+from autotune.study.failures import (
+    BaselineFailed,
+    baseline_stop,
+    first_report_rule,
+    first_report_s,
+)
 from autotune.study.folder import tune_dir
 from autotune.study.objectives import stand_ins, suggest, trial_setup
 from autotune.study.options import StudyOptions
@@ -179,7 +184,8 @@ class Driver:
             )
             if not baseline and probe.script is not None:  # its first report: see failures
                 limit = first_report_s(probe.first_report_s, self.baseline_first_s)
-                probe = dataclasses.replace(probe, first_report_s=limit)
+                rule = first_report_rule(probe.first_report_s, self.baseline_first_s)
+                probe = dataclasses.replace(probe, first_report_s=limit, first_report_rule=rule)
             self.progress.started(trial.number)
             return {
                 "number": trial.number,

@@ -121,5 +121,20 @@ def first_report_s(limit: float | None, baseline_first_s: float | None) -> float
     return min(limit, max(FLOOR_S, MULTIPLE * baseline_first_s))
 
 
+def first_report_rule(limit: float | None, baseline_first_s: float | None) -> str | None:
+    """Why a script trial's first-report limit (`first_report_s`) is what it is and what lifts
+    it, where the baseline's rule set it under `budget.first_report_s` (`limit`); None where
+    that setting did (raising it helps then)."""
+    tight = first_report_s(limit, baseline_first_s)
+    if limit is None or tight is None or baseline_first_s is None or tight >= limit:
+        return None
+    return (
+        f"the limit is {MULTIPLE}x the baseline's {baseline_first_s:.3g} s to its first report, "
+        f"at least {FLOOR_S:g} s (budget.first_report_s, {limit:g} s, only caps it): a trial "
+        "that starts much slower than the baseline is stopped there; budget.first_report_s: "
+        "null lifts every first-report limit"
+    )
+
+
 class BaselineFailed(Exception):
     """The screen stopped because the baseline failed; its message is `baseline_stop`'s."""

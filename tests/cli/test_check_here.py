@@ -25,7 +25,7 @@ def test_check_marks_what_this_machine_drops_and_the_unset_env_baseline(tmp_path
     result = invoke("check", tmp_path / "space.yaml")
     assert result.exit_code == 0, result.output
     line = next(x for x in result.stdout.splitlines() if x.strip().startswith("NCCL_ALGO"))
-    assert "default unset" in line and "'Ring'" in line, line  # the choices, not the default
+    assert "baseline unset" in line and "'Ring'" in line, line  # the choices, not the default
     assert "[dropped here: NCCL/RCCL variables act only on GPU collectives" in line, line
     clip = next(x for x in result.stdout.splitlines() if x.strip().startswith("clip_norm"))
     assert "dropped here" not in clip

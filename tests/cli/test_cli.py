@@ -166,12 +166,12 @@ def test_check_prints_searched_knobs_and_their_domains(write_space: Callable[...
     assert result.output.startswith(f"space checked  ({path})")
     searched = _section(result.output, "searched:")
     assert searched[:3] == [
-        "clip_norm [0.1, 10] log default 1.0",
-        "warmup_steps [0, 20] step 5 default 0",
-        "clip_mode choices 'global', 'per_layer' default 'global'",
+        "clip_norm [0.1, 10] log baseline 0.0",  # trial 0 runs PyTorch's: no clipping
+        "warmup_steps [0, 20] step 5 baseline 0",
+        "clip_mode choices 'global', 'per_layer' baseline 'global'",
     ]
     # the baseline leaves an environment knob unset; a one-process probe drops NCCL's
-    assert searched[3].startswith("NCCL_ALGO choices 'Ring', 'Tree' default unset"), searched
+    assert searched[3].startswith("NCCL_ALGO choices 'Ring', 'Tree' baseline unset"), searched
     assert len(searched) == 4
     fixed = _section(result.output, "fixed:")
     assert "lr 0.01" in fixed

@@ -96,8 +96,8 @@ def test_loss_drop_values() -> None:
     assert m.loss_drop(np.r_[np.full(50, 4.0), np.full(50, 1.0)]) == pytest.approx(0.75)
     rising = np.r_[np.full(50, 1.0), np.full(50, 2.0)]
     assert m.loss_drop(rising) == pytest.approx(-1.0)
-    assert math.isnan(m.loss_drop(np.full(10, 0.0)))  # initial <= 0
-    assert math.isnan(m.loss_drop(-np.ones(10)))
+    assert math.isnan(m.loss_drop(np.full(10, 0.0)))  # initial == 0: nothing to be relative to
+    assert m.loss_drop(-np.ones(10)) == 0.0  # a negative loss that did not learn (test_safe_stats)
 
 
 def test_loss_drop_is_not_inflated_by_an_early_explosion() -> None:
@@ -226,7 +226,9 @@ def test_loss_cv_nan_cases() -> None:
     assert math.isnan(m.loss_cv([]))
     assert math.isnan(m.loss_cv([1.0, 2.0, 3.0, 4.0]))  # tail = 2 points < MIN_CV_POINTS
     assert math.isnan(m.loss_cv(np.r_[np.ones(10), np.full(10, np.nan)]))
-    assert math.isnan(m.loss_cv(-exp_decay()))  # mean(trend) <= 0
+    # a negative level: relative to its size (test_script_extremes); a level of 0 has none
+    assert m.loss_cv(-exp_decay()) == pytest.approx(m.loss_cv(exp_decay()), rel=1e-12)
+    assert math.isnan(m.loss_cv(np.zeros(20)))
     # non-finite values in the tail are dropped, not propagated
     loss = exp_decay()
     loss[250] = np.nan
