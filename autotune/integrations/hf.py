@@ -135,6 +135,7 @@ class Callback(TrainerCallback):
     def __init__(self, trial: Trial) -> None:
         self.trial = trial
         self.clipper: Any = None
+        self._clipped: Any = None  # whether the callback's clipping fired this step
         # while the Trainer saves the state: (the user's output_dir, a private one, the
         # trial's state folder it is moved to)
         self._staging: tuple[str, str, str] | None = None
@@ -161,7 +162,7 @@ class Callback(TrainerCallback):
         if params:
             if self.clipper is None:
                 self.clipper = recipe.clip_policy()
-            apply_clipping(self.clipper, params)
+            _, _, self._clipped = apply_clipping(self.clipper, params)
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
         if state.global_step >= self.trial.steps:  # max_steps is the schedule's length
@@ -191,12 +192,14 @@ class Callback(TrainerCallback):
     def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kw: Any) -> None:
         if not logs or "loss" not in logs:
             return  # the final train_runtime log
+        clipped, self._clipped = self._clipped, None  # None: the Trainer's global norm clipped
         try:
             self.trial.report(
                 state.global_step - 1,
                 loss=float(logs["loss"]),
                 grad_norm=logs.get("grad_norm"),
                 lr=logs.get("learning_rate"),
+                clipped=clipped,
             )
         except Diverged:
             control.should_training_stop = True

@@ -16,6 +16,7 @@ the cause and the fix when either is not that mean.
 from __future__ import annotations
 
 import math
+from collections.abc import MutableMapping
 from typing import Any
 
 import torch
@@ -60,27 +61,59 @@ class AccumulationCheck(TrainerCallback):
         self.trainer, self.rel = trainer, rel
         self.losses: list[float] = []  # the first step's micro-batch losses, as compute_loss gave
         self.weights: list[torch.Tensor] = []  # and the gradient that reached each one
+        # per compute_loss call: the gradient that reached the model's own loss (its forward's
+        # `loss`), whatever compute_loss made of it; [] when none reached it
+        self.model_weights: list[list[torch.Tensor]] = []
+        self._call: list[torch.Tensor] | None = None  # the call now running's
         self.judged = False
         self.mean: float | None = None  # the first step's mean micro-batch loss, once judged
         self.applies = getattr(trainer, "compute_loss_func", None) is None
         self._inner = trainer.compute_loss
+        self._hook: Any = None
         if self.applies:
             trainer.compute_loss = self._compute_loss  # type: ignore[method-assign]
+            model = getattr(trainer, "model", None)
+            if isinstance(model, torch.nn.Module):
+                self._hook = model.register_forward_hook(self._tap_model_loss)
 
     def _compute_loss(self, model: Any, inputs: Any, *args: Any, **kwargs: Any) -> Any:
-        out = self._inner(model, inputs, *args, **kwargs)
+        call: list[torch.Tensor] = []
+        self._call = None if self.judged else call
+        try:
+            out = self._inner(model, inputs, *args, **kwargs)
+        finally:
+            self._call = None
         loss = out[0] if isinstance(out, tuple) else out
         if self.judged or not torch.is_tensor(loss) or not loss.requires_grad:
             return out  # judged already, or an evaluation
         self.losses.append(float(loss.detach().float().mean()))
+        self.model_weights.append(call)
         tapped = _Tap.apply(loss, self.weights)
         return (tapped, *out[1:]) if isinstance(out, tuple) else tapped
+
+    def _tap_model_loss(self, module: Any, args: Any, output: Any) -> Any:
+        """The model's forward, inside a training compute_loss of the first step: its `loss`
+        (a mapping's or a ModelOutput's) tapped, to measure its weight in the gradient
+        independently of what compute_loss returns."""
+        call = self._call
+        if call is None or not isinstance(output, MutableMapping):
+            return None
+        loss = output.get("loss")
+        if not torch.is_tensor(loss) or not loss.requires_grad or loss.numel() != 1:
+            return None
+        try:
+            output["loss"] = _Tap.apply(loss, call)
+        except Exception:  # an immutable mapping: not measured
+            return None
+        return output
 
     def _judge(self) -> None:
         if self.judged or not self.applies:
             return
         self.judged = True
         self.trainer.compute_loss = self._inner  # type: ignore[method-assign]
+        if self._hook is not None:
+            self._hook.remove()
         if not self.weights:
             return  # compute_loss was not called for training (an overridden training_step)
         k = len(self.weights)
@@ -90,6 +123,9 @@ class AccumulationCheck(TrainerCallback):
         self.mean = sum(self.losses[:k]) / k
         if all(math.isfinite(w) for w in got) and any(abs(w * k - 1.0) > self.rel for w in got):
             raise AccumulationMismatch(self._message(k, sum(got) / k))
+        undone = _undone(self.model_weights[:k], k, scale)
+        if undone is not None:
+            raise AccumulationMismatch(_undone_message(k, undone))
 
     def _message(self, k: int, weight: float) -> str:
         import transformers
@@ -140,3 +176,36 @@ class AccumulationCheck(TrainerCallback):
                 "trains on. Fix: log the mean of the step's micro-batch losses "
                 "(logging_steps=1, as hf.training_args sets)."
             )
+
+
+# How close the model's loss's weight must come to 1 (not 1/k) to be called undone.
+UNDONE_REL = 1e-3
+
+
+def _undone(calls: list[list[torch.Tensor]], k: int, scale: float) -> float | None:
+    """The weight the model's own loss had in the gradient when compute_loss multiplied it by
+    the micro-batch count (`* gradient_accumulation_steps`: the sum, not the mean, of the
+    step's losses), which the Trainer's division by k then undoes: 1, not 1/k. None when it
+    was not undone, or not measured (no accumulation, a compute_loss that computes its own
+    loss from the logits). Another factor is the user's weighting, and is left alone."""
+    if k < 2 or not calls or any(not c for c in calls):
+        return None
+    got = [sum(float(w) for w in c) / scale for c in calls]
+    if not all(math.isfinite(w) for w in got):
+        return None
+    if all(abs(w - 1.0) <= UNDONE_REL for w in got):
+        return sum(got) / len(got)
+    return None
+
+
+def _undone_message(k: int, weight: float) -> str:
+    return (
+        f"autotune.integrations.hf: gradient_accumulation_steps={k}: the model's own loss "
+        f"entered the gradient with weight {weight:.4g} per micro-batch, not 1/{k}: "
+        f"compute_loss returned it multiplied by {k} (the micro-batch count), which undoes "
+        "the Trainer's division by the micro-batches. The loss reported and the gradient "
+        f"clipped are {k}x the mean over the step's samples. Cause: an overridden "
+        "compute_loss/training_step that scales the loss by gradient_accumulation_steps. Fix: "
+        "have compute_loss return the micro-batch's mean loss (the Trainer divides it by the "
+        "micro-batches), or run with accum_steps=1."
+    )

@@ -151,7 +151,38 @@ def configure_optimizers(
     else:
         opt = recipe.optimizer(plist)
     sched = recipe.scheduler(opt, int(steps))
+    if trial is not None:
+        _watch_reporting(trial, opt)
     return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+
+FORGOT = (
+    "the script called autotune.trial() but never trial.report(step, loss=...): with "
+    "Lightning, build the Trainer as lightning.Trainer(**autotune.integrations.lightning."
+    "trainer_kwargs(trial, ...)): its callback reports each step (and applies the trial's "
+    "steps, accumulation, clipping and precision)"
+)
+
+
+def _watch_reporting(trial: Trial, optimizer: torch.optim.Optimizer) -> None:
+    """In a study, stop a fit whose Trainer was built without `trainer_kwargs` (nothing
+    reports) at its second optimizer step with the Lightning advice (`no_reports`), instead of
+    the generic one at the end of the fit; a script that reports itself goes on."""
+    if not trial.reporting_forgotten():
+        return
+    from autotune.probe.script_errors import ScriptFailure
+
+    steps = [0]
+
+    def check(_opt: Any, _args: Any, _kwargs: Any) -> None:
+        steps[0] += 1
+        if steps[0] < 2:
+            return
+        handle.remove()
+        if trial.reporting_forgotten():
+            raise ScriptFailure("no_reports", FORGOT)
+
+    handle = optimizer.register_step_pre_hook(check)
 
 
 def ckpt_path(trial: Trial, model: pl.LightningModule) -> str | None:
@@ -183,6 +214,10 @@ class Callback(pl.Callback):
         if inherited:  # a continued fit: the clipping policy's state, as the run had it
             self._clipper = self.trial.recipe.clip_policy()
             self._clipper.replay(inherited)
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if self.trial.inherited_grad_norms():  # a continued fit
+            warn_if_data_restarts(trainer)
 
     def on_train_batch_start(self, trainer: pl.Trainer, *args: Any) -> None:
         self._step_before = trainer.global_step
@@ -232,6 +267,34 @@ class Callback(pl.Callback):
         if folder is not None and trainer.global_step >= self.trial.steps:
             os.makedirs(folder, exist_ok=True)
             trainer.save_checkpoint(os.path.join(folder, CKPT))
+
+
+def warn_if_data_restarts(trainer: pl.Trainer) -> bool:
+    """A continued fit whose training DataLoader cannot be put at its position (no
+    `state_dict`/`load_state_dict`, e.g. a plain `torch.utils.data.DataLoader`): say on stderr
+    (the trial's log) that its batches are drawn afresh. Whether it said so."""
+    import sys
+
+    loaders = trainer.train_dataloader
+    found = loaders if isinstance(loaders, (list, tuple)) else [loaders]
+    if isinstance(loaders, dict):
+        found = list(loaders.values())
+    plain = [
+        type(d).__name__
+        for d in found
+        if d is not None and not (hasattr(d, "state_dict") and hasattr(d, "load_state_dict"))
+    ]
+    if not plain:
+        return False
+    print(
+        f"autotune: warning: this fit continues a shorter probe's checkpoint, but its "
+        f"{plain[0]} has no state_dict/load_state_dict: Lightning cannot put it at its "
+        "position, so the batches are drawn afresh from where the script seeded them, not "
+        "those the run from step 0 would see next (use a stateful loader such as torchdata's "
+        "StatefulDataLoader, or rungs.continuation: false)",
+        file=sys.stderr,
+    )
+    return True
 
 
 def _scale_of(trainer: pl.Trainer) -> torch.Tensor | None:

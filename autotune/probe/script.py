@@ -110,7 +110,7 @@ class ScriptSession:
         self.t_last = self.t_start
         self.summary: dict[str, Any] | None = None
         self.first_report_s: float | None = None  # seconds from the start to the first report
-        self.first = FirstReport()  # the first-report rule (`watch`) and what a script forgot
+        self.first = FirstReport(cfg.first_report_rule)  # the first-report rule (`watch`)
         self.state = ScriptState(cfg, self.device, self.script_sha256)  # `resume`
 
     @property
@@ -334,18 +334,21 @@ class ScriptSession:
             raise BadReport(f"trial.report(step={step}): loss is missing (loss=...)")
 
     def _clipped(self, clipped: Any, grad_norm: Any, one: Any) -> Any:
-        """Whether clipping fired: as reported, else (global clipping) whether the gradient norm
-        before clipping exceeded clip_norm, as `Recipe.clip_and_step` clips; a tensor, no sync.
-        Per-layer clipping and the other policies cannot be told from the total norm: 0 unless
-        reported."""
+        """Whether clipping fired: as reported (`Trial.report` passes what `Recipe.clip_and_step`
+        did), else (global clipping) whether the gradient norm before clipping exceeded
+        clip_norm, as `Recipe.clip_and_step` clips; a tensor, no sync. Without clipping (policy
+        none, a norm of 0) 0; per-layer clipping and the adaptive policies cannot be told from
+        the total norm: NaN (not known) unless reported."""
         if clipped is not None:
             return self._scalar(float(clipped) if isinstance(clipped, bool) else clipped, "clipped")
         k = self.knobs or {}
         clip = float(k.get("clip_norm") or 0.0)
-        norm_policy = k.get("clip_policy", "norm") == "norm"
-        if norm_policy and clip > 0 and k.get("clip_mode", "global") == "global":
+        policy = k.get("clip_policy") or "norm"
+        if policy == "none" or (policy == "norm" and clip <= 0):
+            return one * 0
+        if policy == "norm" and k.get("clip_mode", "global") == "global":
             return (grad_norm > clip).to(one.dtype)  # NaN (no grad_norm reported) compares False
-        return one * 0
+        return one * float("nan")
 
     def _scalar(self, v: Any, name: str) -> Any:
         """A 0-d float tensor on the trial's device (`script_values.scalar`)."""

@@ -24,6 +24,23 @@ if TYPE_CHECKING:
 #: autoclip's history): one per optimizer, gone with it.
 _POLICIES: weakref.WeakKeyDictionary[Any, NoClip] = weakref.WeakKeyDictionary()
 
+#: Whether the last `clip_and_step` clipped (a 0-d bool tensor, on the device: no sync), until
+#: the trial's next report takes it (`take_clipped`): the `clipped` series of a script that
+#: clips through the recipe, whatever its policy.
+_FIRED: list[Any] = []
+
+
+def take_clipped() -> Any:
+    """Whether clipping fired in the `clip_and_step` calls since the last report (a 0-d bool
+    tensor), else None (not known here); forgotten once taken."""
+    if not _FIRED:
+        return None
+    fired = _FIRED[0]
+    for more in _FIRED[1:]:
+        fired = fired | more
+    _FIRED.clear()
+    return fired
+
 
 class RecipeRuntime:
     """The training-side methods of a recipe; the fields live on `Recipe`."""
@@ -150,7 +167,8 @@ class RecipeRuntime:
         unscale the gradients, clip them (the recipe's clip_policy and its settings: a norm
         and mode, agc, zclip or autoclip; a norm of 0 or none: no clipping), step (skipped
         when a gradient is inf/NaN), update the scale, zero the gradients. A stateful policy
-        keeps its state per `optimizer`. Returns the total gradient norm before clipping."""
+        keeps its state per `optimizer`. Returns the total gradient norm before clipping; whether it
+        clipped goes to the trial's next `report` (its `clipped` series, `clip_fraction`)."""
         from autotune.probe import apply_clipping
 
         params = list(parameters) if parameters is not None else _params_of(optimizer)
@@ -162,8 +180,10 @@ class RecipeRuntime:
             policy = _POLICIES.get(optimizer)
             if policy is None:
                 policy = _POLICIES[optimizer] = self.clip_policy()
-            total, _, _ = apply_clipping(policy, with_grad)
+            total, _, fired = apply_clipping(policy, with_grad)
             norm = float(total)
+            del _FIRED[7:]  # a loop that never reports keeps no more than a few
+            _FIRED.append(fired)
         if scaler is not None and scaler.is_enabled():
             scaler.step(optimizer)  # skipped by the scaler when a gradient is inf/NaN
             scaler.update()

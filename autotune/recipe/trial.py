@@ -67,7 +67,14 @@ class Trial:
     ) -> None:
         """Report optimizer step `step` (0, 1, 2, ...): its loss (a number or a 0-d tensor,
         kept on the device until the next fetch), its gradient norm before clipping, and any
-        other metrics. Raises `Diverged` once the probe's checks find a divergence."""
+        other metrics. Raises `Diverged` once the probe's checks find a divergence. `clipped`:
+        whether clipping fired; by default what `recipe.clip_and_step` did since the last
+        report (else, under a global norm, whether `grad_norm` exceeded it)."""
+        from autotune.recipe.runtime import take_clipped
+
+        fired = take_clipped()
+        if clipped is None:
+            clipped = fired
         self._session.report(
             step,
             loss,
@@ -182,6 +189,12 @@ class Trial:
         `lightning`) and whether its reporting is attached, so that a script that never
         reports is told the call it forgot (e.g. `hf.attach`)."""
         self._session.first.uses(integration, attached=attached)
+
+    def reporting_forgotten(self) -> bool:
+        """For autotune's integrations: in a study, no integration's reporting is attached and
+        this process has not reported yet (a framework's loop ran without the reporting hook)."""
+        first = self._session.first
+        return self.in_study and not first.attached and not first.reported.is_set()
 
     def summary(self) -> dict[str, Any]:
         """The summary metrics of the steps reported so far (ends the session)."""
