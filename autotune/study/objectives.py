@@ -82,11 +82,15 @@ def constraints_of(
 
 
 def _bound(c: sp.Constraint, baseline: Mapping[str, Any] | None) -> float | None:
-    """The constraint's bound: its value, or its factor x the baseline's (None: vacuous)."""
+    """The constraint's bound: its value, or its factor x the baseline's (None: vacuous). The
+    factor scales the baseline's size: `<= 1.05 x baseline` allows 5% of it worse, whatever the
+    sign (a loss that is legitimately negative, -2.5, allows -2.375, not -2.625)."""
     if c.relative_to is None:
         return c.value
     ref = _finite((baseline or {}).get(c.metric))
-    return None if ref is None else c.value * ref
+    if ref is None:
+        return None
+    return c.value * ref if ref >= 0 else ref + (c.value - 1.0) * abs(ref)
 
 
 def _finite(v: Any) -> float | None:

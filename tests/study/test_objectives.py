@@ -43,6 +43,20 @@ def test_relative_constraints_scale_the_baselines_metric() -> None:
     assert all(c <= 0 for c in at.constraints_of(SPACE, "complete", within, BASE))
 
 
+def test_a_negative_baseline_loss_allows_its_factor_worse_not_better() -> None:
+    # A loss that is legitimately negative (NLL-style, the fifth black-box review): the
+    # baseline ends at -2.5, so `final_loss <= 1.05 x baseline` allows 5% of its size worse,
+    # -2.375; a factor times -2.5 (-2.625) would have asked for 5% better than the baseline,
+    # and the baseline itself would have broken it.
+    base = {**BASE, "final_loss": -2.5}
+    slightly_worse = {**BASE, "final_loss": -2.4}
+    cons = at.constraints_of(SPACE, "complete", slightly_worse, base)
+    assert cons[2] == pytest.approx(-2.4 - (-2.375))
+    assert all(c <= 0 for c in at.constraints_of(SPACE, "complete", base, base))
+    much_worse = {**BASE, "final_loss": -2.0}
+    assert at.constraints_of(SPACE, "complete", much_worse, base)[2] > 0
+
+
 def test_the_baseline_against_itself_is_feasible() -> None:
     cons = at.constraints_of(SPACE, "complete", BASE, BASE)
     assert all(c <= 0 for c in cons), cons
