@@ -52,12 +52,14 @@ class FirstReport:
             )
         if self.attached:
             return f"its {self.integration} integration is attached, but no optimizer step ended"
-        if "transformers" in sys.modules:
+        lightning = "lightning" in sys.modules or "pytorch_lightning" in sys.modules
+        # `import lightning` imports transformers too: its Trainer module says which one is used
+        if "transformers" in sys.modules and not (lightning and hf_trainer_unused()):
             return (
                 f"with a transformers Trainer, call {HF}.attach(trainer, trial) before "
                 f"trainer.train() (and build its arguments with {HF}.training_args(trial, ...))"
             )
-        if "lightning" in sys.modules or "pytorch_lightning" in sys.modules:
+        if lightning:
             return (
                 "with Lightning, build the Trainer as lightning.Trainer(**autotune.integrations."
                 "lightning.trainer_kwargs(trial, ...)): its callback reports each step"
@@ -102,3 +104,9 @@ class FirstReport:
         with self._lock:
             self._over = True
         self._ended.set()
+
+
+def hf_trainer_unused() -> bool:
+    """No Hugging Face Trainer was imported (its module `transformers.trainer` is loaded only
+    when one is used), though transformers itself may be (Lightning imports it)."""
+    return "transformers.trainer" not in sys.modules

@@ -6,6 +6,7 @@ its own length under AUTOTUNE_RECIPE unless the script keeps its own steps."""
 from __future__ import annotations
 
 import signal
+import subprocess
 import sys
 import textwrap
 import time
@@ -259,3 +260,24 @@ def test_a_replayed_script_runs_the_recipes_length(recipe_env: Path, tmp_path: P
     assert done.returncode == 0, done.stderr
     summary = json.loads(out.read_text())
     assert (summary["steps_run"], summary["schedule_steps"], summary["seed"]) == (12, 40, 4)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(
+    ("imports", "advice"),
+    [
+        ("import lightning", "lightning.Trainer(**autotune.integrations.lightning.trainer_kwargs"),
+        ("import lightning; from transformers import Trainer", "hf.attach(trainer, trial)"),
+        ("from transformers import Trainer", "hf.attach(trainer, trial)"),
+    ],
+    ids=["lightning", "both", "hf"],
+)
+def test_a_lightning_job_gets_lightnings_advice(imports: str, advice: str) -> None:
+    # `import lightning` imports transformers too (the fifth black-box review: a Lightning job
+    # that forgot trainer_kwargs was told to attach an HF Trainer); the HF advice is for a job
+    # that imported the Trainer. In a fresh interpreter: what is imported is the point.
+    code = f"{imports}\nfrom autotune.probe.first_report import FirstReport\n"
+    code += "print(FirstReport().forgotten())"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert advice in out.stdout, out.stdout
