@@ -283,12 +283,14 @@ HARDWARE_METRICS = frozenset({"throughput", "tokens_per_s", "peak_mem_mb", "scal
 
 def clip_text(knobs: dict[str, Any]) -> str:
     """The clipping of resolved knobs as a person reads it: `off`, `1 (global)`,
-    `agc lambda 0.01`, `zclip z 2.5 alpha 0.97`, `autoclip p10`."""
+    `agc lambda 0.01`, `zclip z 2.5 alpha 0.97 warm-up 25`, `autoclip p10`."""
     policy = knobs.get("clip_policy") or "norm"
     if policy == "agc":
         return f"agc lambda {float(knobs['agc_lambda']):g}"
     if policy == "zclip":
-        return f"zclip z {float(knobs['zclip_z']):g} alpha {float(knobs['zclip_alpha']):g}"
+        warmup = knobs.get("zclip_warmup")
+        text = f"zclip z {float(knobs['zclip_z']):g} alpha {float(knobs['zclip_alpha']):g}"
+        return text if warmup is None else f"{text} warm-up {int(warmup)}"
     if policy == "autoclip":
         return f"autoclip p{float(knobs['autoclip_percentile']):g}"
     clip = float(knobs.get("clip_norm") or 0.0)

@@ -454,7 +454,7 @@ def test_trial_params_show_the_clip_policy_as_it_acted() -> None:
     knobs = resolve_knobs({"clip_policy": "zclip", "zclip_z": 3.0, "clip_norm": 1.0}, 0.01)
     params = trial_params({"knobs": knobs}, {"knobs": knobs})
     assert params["clip_policy"] == "zclip" and params["zclip_z"] == 3.0
-    assert params["clip"] == "zclip z 3 alpha 0.97"  # clip_norm is not the policy's
+    assert params["clip"] == "zclip z 3 alpha 0.97 warm-up 25"  # clip_norm is not the policy's
     plain = trial_params({"knobs": resolve_knobs({"clip_norm": 0.5}, 0.01)}, {})
     assert plain["clip"] == "0.5 (global)"
 
