@@ -318,7 +318,11 @@ def try_neighbours(
     out = neighbours_status(recipe, {"problems": ["not held"]})
     out["status"] = "tried"
     for n in recipe.source["neighbours"]:
-        entry: dict[str, Any] = {"trial": n["trial"], "changes": knob_changes(recipe, n)}
+        entry: dict[str, Any] = {
+            "trial": n["trial"],
+            "front": n.get("front") or "every objective",
+            "changes": knob_changes(recipe, n),
+        }
         if out["held"] is not None:
             out["tried"].append({**entry, "status": "not run", "holds": None})
             continue

@@ -165,17 +165,18 @@ def _neighbours_section(nb: Mapping[str, Any]) -> list[str]:
             else "None holds here either."
         ),
         "",
-        "| trial | knobs that differ | paired verdict | holds here |",
-        "|---|---|---|---|",
+        "| trial | on the front of | knobs that differ | paired verdict | holds here |",
+        "|---|---|---|---|---|",
     ]
     for e in nb.get("tried") or []:
         changes = (", ".join(e.get("changes") or []) or "none").replace("|", "\\|")
+        head = f"| {e['trial']} | {_cell(e.get('front') or 'every objective')} | {changes}"
         if e.get("status") == "not run":
-            out.append(f"| {e['trial']} | {changes} | not run | not needed: trial {nb['held']} |")
+            out.append(f"{head} | not run | not needed: trial {nb['held']} |")
             continue
         why = "yes" if e.get("holds") else "no: " + "; ".join(e.get("problems") or [])
         verdict = e.get("verdict") or "not run"
-        out.append(f"| {e['trial']} | {changes} | {verdict} | {why.replace('|', '/')} |")
+        out.append(f"{head} | {verdict} | {why.replace('|', '/')} |")
     return [*out, ""]
 
 

@@ -77,7 +77,7 @@ def check_env(raw: Any, source: str, at: Sequence[str] = ("env",)) -> dict[str, 
     return out
 
 
-NEIGHBOUR_KEYS = ("trial", "knobs", "env", "values")
+NEIGHBOUR_KEYS = ("trial", "knobs", "env", "values", "front")
 
 
 def check_source(raw: Any, source: str) -> dict[str, Any]:
@@ -92,8 +92,10 @@ def check_source(raw: Any, source: str) -> dict[str, Any]:
 def check_neighbours(raw: Any, source: str) -> list[dict[str, Any]]:
     """`source.neighbours`: the study's other candidates on the Pareto front beside the pick
     (`autotune migrate` re-runs them when the recipe does not hold), each a mapping of its
-    `trial` number, its `knobs` (checked as the recipe's own are), its `env` and its objective
-    `values`; a malformed one is refused naming the file and key (`source.neighbours[1].knobs`)."""
+    `trial` number, its `knobs` (checked as the recipe's own are), its `env`, its objective
+    `values` and the `front` it is on (`every objective`, or `without throughput`: the front of
+    the study's other objectives); a malformed one is refused naming the file and key
+    (`source.neighbours[1].knobs`)."""
     err = error_at(source)
     if not isinstance(raw, list):
         raise err(["source", "neighbours"], f"must be a list, got {type(raw).__name__}")
@@ -116,12 +118,16 @@ def check_neighbours(raw: Any, source: str) -> list[dict[str, Any]]:
             for v in values.values()
         ):
             raise err([*at, "values"], "must be a mapping of objective: number")
+        on = entry.get("front")
+        if on is not None and not (isinstance(on, str) and on.isprintable() and len(on) <= 200):
+            raise err([*at, "front"], f"must be a line of text (the front it is on), got {on!r}")
         out.append(
             {
                 "trial": trial,
                 "knobs": check_knobs(entry["knobs"], source, [*at, "knobs"]),
                 "env": check_env(entry.get("env") or {}, source, [*at, "env"]),
                 "values": {str(k): v for k, v in values.items()},
+                **({"front": on} if on is not None else {}),
             }
         )
     return out

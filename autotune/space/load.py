@@ -324,15 +324,19 @@ def reference_accums(knobs: Mapping[str, KnobValue]) -> list[int]:
     """The accum_steps values probe.batch runs with. Without a batch knob it is every trial's
     batch: all of them. With a searched batch it is the reference the lengths count at and runs
     only in the baseline, whose searched knobs are PyTorch's defaults: the fixed accum_steps,
-    else 1 (where the reference is inside the batch domain, it is one of the values the batch
-    knob's check covers). With a fixed batch it never runs: none."""
+    else 1, or the smallest searched value when 1 is not one (`Space.baseline_knobs`; where the
+    reference is inside the batch domain, it is one of the values the batch knob's check
+    covers). With a fixed batch it never runs: none."""
     batch = knobs.get("batch")
     if batch is None:
         return accum_values(knobs.get("accum_steps"))
     if not isinstance(batch, Domain):
         return []
     accum = knobs.get("accum_steps")
-    return accum_values(None if isinstance(accum, Domain) else accum)
+    if isinstance(accum, Domain):
+        values = accum_values(accum)
+        return [1] if 1 in values else [min(values)]
+    return accum_values(accum)
 
 
 def _check_batch_knob(

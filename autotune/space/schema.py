@@ -436,11 +436,17 @@ class Space:
 
         The learning rate is the study's (fixed, or its domain's default), so the baseline says
         what doing nothing about the searched knobs gives at the learning rate being tuned for.
+        `accum_steps` searched over values without 1 (a micro-batch of the whole batch does not
+        fit, as in a migration's re-tune): the smallest it allows, the same arithmetic at a
+        layout that fits, not one that cannot run.
         """
         out = self.fixed_knobs()
         for name, value in self.knobs.items():
             if isinstance(value, Domain) and name != "lr":
                 out[name] = KNOBS[name].default
+                if name == "accum_steps" and not value.contains(out[name]):
+                    ends = value.choices if value.is_choice else (value.low,)
+                    out[name] = min(int(v) for v in ends if isinstance(v, int | float))
         return out
 
     def baseline_env(self) -> dict[str, str]:

@@ -43,7 +43,7 @@ from autotune.study.storage import (
 from autotune.study.summary import summarize
 from autotune.study.timeline import mark
 from autotune.study.verification import to_verify, verify_phase
-from autotune.study.warmstart import warm_params
+from autotune.study.warmstart import distinct_params
 from autotune.study.writer import MlflowWriter
 from autotune.study.yardstick import yardstick_phase
 from autotune.tracking.connection import redact
@@ -452,8 +452,8 @@ def open_study(
             ua.WARM_START,
             {"ref": ws.ref, "fp_hash": ws.fp_hash, "objectives": ws.objectives, "best": ws.best},
         )
-        for config in ws.configs:
-            params = warm_params(config, cond.searched)
+        # Not one the study already runs: the baseline again, or the same params twice.
+        for config, params in distinct_params(ws.configs, cond.searched, space.baseline_knobs()):
             study.enqueue_trial(
                 params,
                 user_attrs={

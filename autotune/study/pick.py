@@ -427,37 +427,3 @@ def matched_at(
         if ok:
             return number
     return None
-
-
-def pareto_neighbours(
-    cands: Sequence[Candidate],
-    chosen: Candidate,
-    objectives: Sequence[Mapping[str, Any]],
-    limit: int = 3,
-) -> list[Candidate]:
-    """Up to `limit` of the candidates on their Pareto front (`front`) other than `chosen` and
-    the baseline (and none whose verification did not hold), nearest `chosen` first: the
-    Euclidean distance in objective space, each objective scaled by its range over `cands`
-    (an objective on which they all agree adds nothing). `autotune migrate` re-runs them when
-    the recipe does not hold on another machine."""
-    members = [
-        c
-        for c in front(cands, objectives)
-        if c.number != chosen.number and not c.baseline and (c.verified is None or c.holds)
-    ]
-    vectors = {c.number: _vector(c, objectives) for c in cands}
-    spans = []
-    for i in range(len(objectives)):
-        column = [v[i] for v in vectors.values() if math.isfinite(v[i])]
-        spans.append(max(column) - min(column) if column else 0.0)
-    here = vectors.get(chosen.number) or _vector(chosen, objectives)
-
-    def distance(c: Candidate) -> float:
-        total = 0.0
-        for x, y, span in zip(vectors[c.number], here, spans, strict=True):
-            if span > 0:
-                gap = (x - y) / span
-                total += gap * gap if math.isfinite(gap) else math.inf
-        return math.sqrt(total)
-
-    return sorted(members, key=lambda c: (distance(c), c.number))[:limit]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +39,39 @@ def warm_params(config: Mapping[str, Any], searched: Mapping[str, sp.Domain]) ->
         is_int = info.kind == "int" if info is not None else isinstance(dom.low, int)
         out[name] = round(x) if is_int else x
     return out
+
+
+#: Knobs that lay the same arithmetic out differently (the micro-batch that fits).
+LAYOUT = ("accum_steps", "batch")
+
+
+def distinct_params(
+    configs: Sequence[Mapping[str, Any]],
+    searched: Mapping[str, sp.Domain],
+    baseline: Mapping[str, Any],
+) -> list[tuple[Mapping[str, Any], dict[str, Any]]]:
+    """Each warm-start configuration with its params (`warm_params`), leaving out one the study
+    already runs: the baseline (every searched knob but the batch layout at the baseline's
+    value: a recipe that is PyTorch's defaults, moved to a layout that fits, is the baseline
+    again) or an earlier configuration (the same params)."""
+    out: list[tuple[Mapping[str, Any], dict[str, Any]]] = []
+    seen: list[dict[str, Any]] = []
+    own = [n for n in searched if n not in LAYOUT]
+    for config in configs:
+        params = warm_params(config, searched)
+        if own and all(n in params and _same(params[n], baseline.get(n)) for n in own):
+            continue
+        if any(params == p for p in seen):
+            continue
+        seen.append(params)
+        out.append((config, params))
+    return out
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return bool(a == b or math.isclose(float(a), float(b), rel_tol=1e-9))
+    return a == b or str(a) == str(b)
 
 
 def load_warm_start(ref: str, storage: str | None = None, top: int = 3) -> WarmStart:

@@ -39,9 +39,10 @@ def recipe(warmup: int, neighbours: list[dict[str, Any]] | None) -> Recipe:
     return replace(r, env={}, probe={"steps": STEPS, "seed": 0, "device": "cpu"}, source=source)
 
 
-def neighbour(trial: int, warmup: int, clip: float) -> dict[str, Any]:
+def neighbour(trial: int, warmup: int, clip: float, front: str | None = None) -> dict[str, Any]:
     knobs = {**make_recipe().knobs, "warmup_steps": warmup, "clip_norm": clip}
-    return {"trial": trial, "knobs": knobs, "env": {}, "values": {"loss_cv": 0.1}}
+    out = {"trial": trial, "knobs": knobs, "env": {}, "values": {"loss_cv": 0.1}}
+    return {**out, "front": front} if front else out  # none: an export before fronts
 
 
 def migrate(r: Recipe, tmp_path: Path, *extra: str, seeds: int = 3) -> tuple[Any, dict[str, Any]]:
@@ -56,7 +57,11 @@ def migrate(r: Recipe, tmp_path: Path, *extra: str, seeds: int = 3) -> tuple[Any
 @pytest.mark.integration
 def test_a_neighbour_that_holds_where_the_recipe_does_not_is_the_verdict(tmp_path: Path) -> None:
     space = h.write(tmp_path, h.mlp_space("src-study", trials=4))
-    nbs = [neighbour(5, 2000, 0.5), neighbour(7, 2, 1.0), neighbour(9, 3, 2.0)]
+    nbs = [
+        neighbour(5, 2000, 0.5),
+        neighbour(7, 2, 1.0, "without throughput"),
+        neighbour(9, 3, 2.0, "every objective"),
+    ]
     mig, result = migrate(recipe(3000, nbs), tmp_path, "--space", str(space))
     assert mig.returncode == 0, h.explain(mig)
     holds = result["holds"]
@@ -69,6 +74,8 @@ def test_a_neighbour_that_holds_where_the_recipe_does_not_is_the_verdict(tmp_pat
     assert any("loses to the baseline" in p for p in first["problems"])
     assert second["trial"] == 7 and second["holds"] is True and second["problems"] == []
     assert second["changes"] == ["warmup_steps: 3000 -> 2"]
+    fronts = ["every objective", "without throughput", "every objective"]
+    assert [e["front"] for e in nb["tried"]] == fronts
     assert second["result"]["seeds"] == holds["seeds"] == [0, 1, 2]
     assert third["trial"] == 9 and third["status"] == "not run"
     assert (
@@ -88,9 +95,12 @@ def test_a_neighbour_that_holds_where_the_recipe_does_not_is_the_verdict(tmp_pat
     text = Path(result["report"]).read_text()
     section = text[text.index("## Pareto neighbours") : text.index("## What differs")]
     assert "Trial 7 holds." in section
-    assert "| 5 | clip_norm: 1 -> 0.5, warmup_steps: 3000 -> 2000 | worse | no: it loses" in section
-    assert "| 7 | warmup_steps: 3000 -> 2 | " in section and "| yes |" in section
-    assert "| 9 | clip_norm: 1 -> 2, warmup_steps: 3000 -> 3 | not run |" in section
+    every = "| every objective |"
+    row = f"| 5 {every} clip_norm: 1 -> 0.5, warmup_steps: 3000 -> 2000 | worse | no: it loses"
+    assert row in section
+    assert "| 7 | without throughput | warmup_steps: 3000 -> 2 | " in section
+    assert "| yes |" in section
+    assert f"| 9 {every} clip_norm: 1 -> 2, warmup_steps: 3000 -> 3 | not run |" in section
 
 
 @pytest.mark.integration
@@ -109,7 +119,8 @@ def test_when_no_neighbour_holds_the_recipe_does_not_transfer_and_they_are_liste
     assert result["compute"]["probes"] == 9 and result["compute"]["samples"] == 9 * SAMPLES
     text = Path(result["report"]).read_text()
     assert "None holds here either." in text
-    assert "| 5 | clip_norm: 1 -> 0.5, warmup_steps: 3000 -> 2000 | worse | no: " in text
+    row = "| 5 | every objective | clip_norm: 1 -> 0.5, warmup_steps: 3000 -> 2000 | worse | no: "
+    assert row in text
 
 
 @pytest.mark.integration

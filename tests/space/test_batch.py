@@ -84,6 +84,16 @@ def test_a_searched_batch_leaves_probe_batch_a_reference_run_only_by_the_baselin
     assert (base.micro_batch, base.knobs["accum_steps"], base.steps) == (12, 1, 40)
     # A fixed batch knob: probe.batch never runs at all.
     space("  batch: 16\n  accum_steps: {choices: [1, 8]}\n", "steps: 40, batch: 12, device: cpu")
+    # Searched without 1 (a micro-batch of the whole batch does not fit): the baseline is the
+    # same arithmetic at the smallest layout allowed, and probe.batch is checked against it.
+    s = space("  batch: {choices: [16, 32]}\n  accum_steps: {choices: [8, 4]}\n", "batch: 12")
+    base = sp.probe_config(s, knobs=s.baseline_knobs())
+    assert (base.micro_batch, base.knobs["accum_steps"]) == (3, 4)
+    with pytest.raises(SpaceError, match=r"probe\.batch 12 is not divisible by .* value 8"):
+        space("  batch: {choices: [16, 32]}\n  accum_steps: {choices: [8, 16]}\n", "batch: 12")
+    s = space("  accum_steps: {low: 2, high: 6, step: 2}\n", "steps: 40, batch: 24")
+    assert s.baseline_knobs()["accum_steps"] == 2
+    assert sp.probe_config(s, knobs=s.baseline_knobs()).micro_batch == 12
     # With accum_steps fixed the baseline splits probe.batch by it: still checked.
     with pytest.raises(SpaceError, match=r"probe\.batch 12 is not divisible by knobs\.accum_steps"):
         space("  batch: {choices: [16, 32]}\n  accum_steps: 8\n", "steps: 40, batch: 12")

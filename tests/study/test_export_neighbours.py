@@ -89,7 +89,55 @@ def test_the_baseline_on_the_front_is_no_neighbour_and_at_most_three_are(tmp_pat
     folder = h.recorded_study(tmp_path, "all", trials=6, finished=6, metrics=metrics)
     r = ex.recipe_from_study(str(folder), "trial 3")
     # From trial 3, scaled over 0.28 and 200: trial 4 at 0.18, 2 at 0.27, 1 at 0.54, 5 at 0.61.
-    assert [n["trial"] for n in r.source["neighbours"]] == [4, 2, 1]
+    got = r.source["neighbours"]
+    assert [n["trial"] for n in got[:3]] == [4, 2, 1]
+    assert {n["front"] for n in got[:3]} == {"every objective"}
+    # Then the front without throughput (a hardware number): loss_cv alone, whose best is trial
+    # 5, the farthest on the whole front. It is recorded once, after the three.
+    assert [(n["trial"], n["front"]) for n in got[3:]] == [(5, "without throughput")]
+
+
+def test_the_front_without_the_hardware_objectives_adds_the_stabler_trade_offs(
+    tmp_path: Path,
+) -> None:
+    # The pick (trial 2) and four more on the front; without throughput, loss_cv and final_loss
+    # remain, and their front is trials 4 (the stablest) and 5 (the lowest loss): trial 3 is
+    # nearest the pick on the whole front, but dominated by both without throughput.
+    rows = [
+        (0.50, 1.00, 100.0),  # the baseline
+        (0.30, 0.90, 300.0),
+        (0.10, 0.60, 250.0),
+        (0.08, 0.65, 200.0),
+        (0.02, 0.50, 40.0),
+        (0.05, 0.40, 30.0),
+    ]
+    metrics = [
+        {"loss_cv": cv, "final_loss": fl, "throughput": tp, "loss_drop": 0.5} for cv, fl, tp in rows
+    ]
+    objectives = ["loss_cv: minimize", "final_loss: minimize", "throughput: maximize"]
+
+    def study(folder: Path, objs: list[str]) -> Path:
+        listed = ", ".join(
+            f"{{metric: {o.split(':')[0]}, direction:{o.split(':')[1]}}}" for o in objs
+        )
+        overrides = [f"objectives=[{listed}]"]
+        return h.recorded_study(
+            folder, "o", trials=6, finished=6, metrics=metrics, overrides=overrides
+        )
+
+    folder = study(tmp_path, objectives)
+    r = ex.recipe_from_study(str(folder), "trial 2")
+    got = [(n["trial"], n["front"]) for n in r.source["neighbours"]]
+    # The whole front's three nearest (scaled: 3 at 0.21, 1 at 0.68, 4 at 0.81, 5 at 0.89),
+    # then the other front's, not repeated: 5.
+    assert got[:3] == [(3, "every objective"), (1, "every objective"), (4, "every objective")]
+    assert got[3:] == [(5, "without throughput")]
+    # Only the configuration's own objectives (front 4, 5), or only a hardware one (front 1):
+    # the first front alone.
+    for objs, expected in ((objectives[:2], 1), (objectives[2:], 0)):
+        other = study(tmp_path / objs[0].split(":")[0], objs)
+        fronts = [n["front"] for n in ex.recipe_from_study(str(other)).source["neighbours"]]
+        assert fronts == ["every objective"] * expected
 
 
 def test_a_recipe_without_neighbours_loads_unchanged(study_dir: Path) -> None:
@@ -148,6 +196,10 @@ def _with(study_dir: Path, change: Any) -> str:
             r"recipe\.yaml: source\.neighbours\[0\]\.values: must be a mapping",
         ),
         (
+            lambda s: s["neighbours"][0].update(front={"every": "objective"}),
+            r"recipe\.yaml: source\.neighbours\[0\]\.front: must be a line of text",
+        ),
+        (
             lambda s: s.update(neighbours={"trial": 3}),
             r"recipe\.yaml: source\.neighbours: must be a list",
         ),
@@ -166,6 +218,7 @@ def _with(study_dir: Path, change: Any) -> str:
         "unknown-key",
         "env",
         "values",
+        "front",
         "not-a-list",
         "entry-not-mapping",
     ],
