@@ -16,7 +16,7 @@ from autotune.study import pick, verdict
 from autotune.study.compute import study_compute
 from autotune.study.fidelity import rank_fidelity
 from autotune.study.find import find_study
-from autotune.study.neighbours import pareto_neighbours
+from autotune.study.neighbours import pareto_neighbours, screened
 from autotune.study.objectives import trial_setup
 from autotune.study.records import count_finished, read_outcome
 from autotune.study.rung_phase import read_rung_record
@@ -134,12 +134,15 @@ def _neighbours(
 ) -> list[dict[str, Any]]:
     """The pick's Pareto neighbours (`neighbours.pareto_neighbours`: up to 3 other candidates at
     the decided length on the front, not the baseline, nearest first; then up to 2 on the front
-    without the hardware objectives), as `autotune migrate` re-runs them: the trial, its knobs
-    resolved as the recipe's are, its env, its values, the front it is on."""
+    without the hardware objectives, from the screen where the study decided above it), as
+    `autotune migrate` re-runs them: the trial, its knobs resolved as the recipe's are, its env,
+    its values, the front it is on."""
     if pick.parse_pick(how)[0] == "trial":  # `cands` also holds trials short of the length
         cands = pick.candidates(study)
+    above_screen = bool(ua.decided(study).get("rung"))
+    screen = screened(study) if above_screen else None
     out = []
-    for c, on in pareto_neighbours(cands, chosen, objectives):
+    for c, on in pareto_neighbours(cands, chosen, objectives, screen=screen):
         knobs = {**space.fixed_knobs(), **c.knobs}
         if knobs.get("batch") is None:  # as the recipe's: its micro-batch x accum_steps
             accum = int(knobs.get("accum_steps") or 1)

@@ -21,7 +21,9 @@ from dataclasses import replace
 from typing import Any
 
 from autotune.knobs import HARDWARE_METRICS
+from autotune.study import attrs as ua
 from autotune.study.pick import Candidate, front, knee_distances
+from autotune.study.records import screen_feasible
 
 #: The `front` a neighbour came from, as the recipe records it.
 EVERY_OBJECTIVE = "every objective"
@@ -33,12 +35,20 @@ def pareto_neighbours(
     objectives: Sequence[Mapping[str, Any]],
     limit: int = 3,
     portable_limit: int = 2,
+    screen: Sequence[Candidate] | None = None,
 ) -> list[tuple[Candidate, str]]:
     """The neighbours, each with the front it is on (`EVERY_OBJECTIVE`, or `without X, Y`
     naming the hardware objectives left out): up to `limit` from every objective's front,
     nearest `chosen` first, then up to `portable_limit` more from the front without the hardware
-    objectives. Never `chosen`, the baseline, or a candidate whose verification did not hold."""
+    objectives. Never `chosen`, the baseline, or a candidate whose verification did not hold.
+
+    `screen` (`screened`: every trial feasible at the screen, with its screen values): where the
+    study decided above the screen, the second front is drawn from it, `at the screen`. The
+    rungs promoted by every objective, throughput included, so the stabler, slower trade-offs
+    rarely reached the decided length; the screen measured them all at one length."""
     near = [(c, EVERY_OBJECTIVE) for c in nearest(cands, chosen, objectives, limit)]
+    failed = {c.number for c in cands if not (c.verified is None or c.holds)}
+    pool = [c for c in screen if c.number not in failed] if screen is not None else cands
     idx = [i for i, o in enumerate(objectives) if o["metric"] not in HARDWARE_METRICS]
     if not idx or len(idx) == len(objectives):
         return near
@@ -46,7 +56,7 @@ def pareto_neighbours(
     left_out = ", ".join(o["metric"] for o in objectives if o["metric"] in HARDWARE_METRICS)
     taken = {c.number for c, _ in near} | {chosen.number}
     # The candidates seen through their own objectives only (a value's index is its objective's).
-    seen = {c.number: replace(c, values=[c.values[i] for i in idx]) for c in cands}
+    seen = {c.number: replace(c, values=[c.values[i] for i in idx]) for c in pool}
     members = [
         seen[c.number]
         for c in _eligible(front(list(seen.values()), own), chosen)
@@ -54,8 +64,40 @@ def pareto_neighbours(
     ]
     distance = knee_distances(members, own)
     members.sort(key=lambda c: (distance[c.number], c.number))
-    by_number = {c.number: c for c in cands}
-    return near + [(by_number[c.number], f"without {left_out}") for c in members[:portable_limit]]
+    by_number = {c.number: c for c in pool}
+    label = f"without {left_out}" + (", at the screen" if screen is not None else "")
+    return near + [(by_number[c.number], label) for c in members[:portable_limit]]
+
+
+def screened(study: Any) -> list[Candidate]:
+    """Every trial feasible at the screen, with its screen values (`t.values`), less those run
+    longer by a rung and found infeasible there (a divergence, a failure or a broken constraint
+    at a longer length outweighs a screen that looked fine)."""
+    import optuna
+
+    failed_above = set()
+    for key, row in study.user_attrs.items():
+        at = ua.rung_of(key)
+        if at is not None and isinstance(row, Mapping) and not row.get("feasible"):
+            failed_above.add(at[0])
+    judged = screen_feasible(study)
+    out = []
+    for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
+        if t.number in failed_above or not judged(t):
+            continue
+        out.append(
+            Candidate(
+                number=t.number,
+                values=[float(v) for v in t.values],
+                metrics=dict(t.user_attrs.get(ua.METRICS) or {}),
+                knobs=ua.knobs(t),
+                env=ua.env(t),
+                params=dict(t.params),
+                fp_hash=t.user_attrs.get(ua.FP_HASH),
+                baseline=ua.is_baseline(t),
+            )
+        )
+    return out
 
 
 def nearest(

@@ -229,3 +229,54 @@ def test_a_malformed_neighbour_is_refused_naming_the_key(
     text = _with(study_dir, change)
     with pytest.raises(RecipeError, match=message):
         Recipe.loads(text, source="recipe.yaml")
+
+
+def _rung_run(study: Any, study_dir: Path, number: int, rung: int, steps: int, values: Any) -> None:
+    """Trial `number`'s run at `rung` (`steps`) as the rung phase keeps it: a slim row in the
+    study and a record with its loss curve in the folder; `values` None: it diverged there."""
+    from autotune.study import attrs as ua
+    from autotune.study import folder
+
+    feasible = values is not None
+    values = values or [0.9, 10.0]
+    metrics = {"loss_cv": values[0], "throughput": values[1], "loss_drop": 0.5}
+    row = {
+        "number": number, "rung": rung, "steps": steps, "baseline": number == 0,
+        "outcome": "complete" if feasible else "diverged", "metrics": metrics,
+        "steps_run": steps, "steps_planned": steps, "values": values,
+        "constraints": [0.0 if feasible else 1.0, -0.45], "feasible": feasible,
+    }  # fmt: skip
+    study.set_user_attr(ua.rung_key(number, steps), row)
+    summary = {"metrics": metrics, "seed": 0, "steps_run": steps, "steps_planned": steps}
+    summary["series"] = {"loss": [2.0 - i / steps for i in range(steps)]}
+    folder.write_json(folder.rung_path(study_dir, number, rung), {**row, "summary": summary})
+
+
+def test_decided_above_the_screen_the_second_front_is_drawn_from_the_screen(
+    tmp_path: Path,
+) -> None:
+    # Screened: 1 and 2 fast, 3 the stablest there but slow (not promoted: the rungs weigh
+    # throughput too), 4 stabler still at the screen but diverged at the middle rung, 5 dominated.
+    screen = [(0.5, 100.0), (0.10, 300.0), (0.08, 250.0), (0.01, 50.0), (0.005, 40.0), (0.2, 60.0)]
+    metrics = [{"loss_cv": cv, "throughput": tp, "loss_drop": 0.5} for cv, tp in screen]
+    study_dir = h.recorded_study(
+        tmp_path, "rs", trials=6, finished=6, metrics=metrics, overrides=["budget.target_steps=90"]
+    )
+    study = optuna.load_study(study_name="rs", storage=f"sqlite:///{study_dir / 'optuna.db'}")
+    from autotune.study import attrs as ua
+
+    study.set_user_attr(ua.DECIDED, {"steps": 90, "rung": 2, "reason": "target"})
+    at_top = {0: [0.4, 100.0], 1: [0.09, 300.0], 2: [0.07, 250.0]}
+    for number, values in at_top.items():
+        _rung_run(study, study_dir, number, 1, 60, values)
+        _rung_run(study, study_dir, number, 2, 90, values)
+    _rung_run(study, study_dir, 4, 1, 60, None)
+    r = ex.recipe_from_study(str(study_dir), "trial 1")
+    got = [(n["trial"], n["front"]) for n in r.source["neighbours"]]
+    # At the decided length the front is 1 and 2 alone; from the screen, without throughput,
+    # the stablest that did not fail longer is 3 (not 4, which diverged at 60 steps).
+    assert got == [(2, "every objective"), (3, "without throughput, at the screen")]
+    third = r.source["neighbours"][1]
+    assert third["values"] == {"loss_cv": 0.01, "throughput": 50.0}
+    for knob, value in study.trials[3].params.items():
+        assert third["knobs"][knob] == pytest.approx(value)
