@@ -4,12 +4,12 @@ over the fresh seeds (the paired 95% interval of re-tuned - cold not entirely ab
 
 The case (real, on a CPU): the new machine gives each probe less memory than the recipe's
 micro-batch needs. The workload `workloads/long_signal.py` keeps about half a MB of activations
-per sample, and the space searches `accum_steps` in {1, 2, 4} at batch 64 (micro-batch 64, 32,
-16). The source study runs unlimited; on the "new machine" every probe process is limited to
-`--memory-mb` MiB of data memory (`AUTOTUNE_PROBE_MEMORY_MB`, `RLIMIT_DATA`), between what
-micro-batch 32 and micro-batch 64 need at one thread, so a micro-batch of 64 fails in torch's
-CPU allocator there (classed `oom`). The default size, `wide`, keeps 4x tiny's activations a
-sample, so the limit sits ~100 MiB clear of both micro-batches.
+per sample, and the space searches `accum_steps` in {1, 4} at batch 64 (micro-batch 64 or 16;
+`--accum 1,2,4` adds 32, which sits near the limit: use 580 with it). The source study runs
+unlimited; on the "new machine" every probe process is limited to `--memory-mb` MiB of data
+memory (`AUTOTUNE_PROBE_MEMORY_MB`, `RLIMIT_DATA`), between what the smaller micro-batches and
+micro-batch 64 need at one thread, so a micro-batch of 64 fails in torch's CPU allocator there
+(classed `oom`). The default size, `wide`, keeps 4x tiny's activations a sample.
 
 1. The source study (unlimited), its pick exported with `--audit` (measured: the pick is at
    accum_steps 1, the fastest layout, which the source machine affords).
@@ -19,7 +19,7 @@ sample, so the limit sits ~100 MiB clear of both micro-batches.
 3. Quality, paired over the same fresh probe seeds at the decided length on the new machine:
    the cold pick's and the re-tuned recipe's final loss (and noise_per_drop).
 
-    python benchmarks/migrate_retune.py [--seeds 3] [--memory-mb 580] [--size wide]
+    python benchmarks/migrate_retune.py [--seeds 3] [--memory-mb 480] [--size wide] [--accum 1,4]
         [--json out.json]
         [--source-recipe recipe.yaml]
 """
@@ -43,7 +43,9 @@ WORKLOAD = HERE / "workloads" / "long_signal.py"
 MEMORY_ENV = "AUTOTUNE_PROBE_MEMORY_MB"
 
 
-def space(trials: int, sampler_seed: int, size: str = "wide") -> dict[str, Any]:
+def space(
+    trials: int, sampler_seed: int, size: str = "wide", accum: tuple[int, ...] = (1, 4)
+) -> dict[str, Any]:
     return {
         "name": "long-signal",
         "workload": {"name": f"{WORKLOAD}:make", "size": size},
@@ -61,7 +63,7 @@ def space(trials: int, sampler_seed: int, size: str = "wide") -> dict[str, Any]:
             "clip_norm": {"low": 0.05, "high": 5.0, "log": True},
             "warmup_steps": {"low": 0, "high": 30, "step": 5},
             "adam_eps": {"low": 1.0e-10, "high": 1.0e-5, "log": True},
-            "accum_steps": {"choices": [1, 2, 4]},
+            "accum_steps": {"choices": list(accum)},
         },
     }
 
@@ -84,14 +86,14 @@ def cli(args: list[str], cwd: Path, memory_mb: int | None, ok: tuple[int, ...] =
     return done.stdout
 
 
-def quality(recipe: Path, seeds: list[int], memory_mb: int) -> dict[str, Any]:
-    """The recipe on the new machine at its decided length over `seeds`: per-seed final loss
+def quality(recipe: Path, seeds: list[int], memory_mb: int, steps: int) -> dict[str, Any]:
+    """The recipe on the new machine at `steps` over `seeds`: per-seed final loss
     and noise_per_drop (None where the run did not complete)."""
     from autotune import Recipe
     from autotune.recipe.verify import run_local
 
     r = Recipe.load(recipe)
-    cfg = r.probe_config(steps=int(r.probe.get("steps") or 120))
+    cfg = r.probe_config(steps=steps)
     os.environ[MEMORY_ENV] = str(memory_mb)
     try:
         runs = run_local(cfg, r.env, seeds, timeout_s=600, threads=1, say=lambda _t: None, label="")
@@ -130,7 +132,7 @@ def one_seed(folder: Path, seed: int, args: argparse.Namespace) -> dict[str, Any
     here = folder / f"seed{seed}"
     here.mkdir()
     (here / "space.yaml").write_text(
-        yaml.safe_dump(space(args.trials, seed, args.size), sort_keys=False)
+        yaml.safe_dump(space(args.trials, seed, args.size, args.accum), sort_keys=False)
     )
     (here / "recipe.yaml").write_text((folder / "recipe.yaml").read_text())
     t0 = time.perf_counter()
@@ -185,8 +187,13 @@ def with_quality(
 ) -> dict[str, Any]:
     """`row` with the cold pick's and the migrated recipe's (the re-tuned one, or the Pareto
     neighbour that held) quality over the fresh seeds, paired."""
-    row["cold_quality"] = quality(here / "cold.yaml", fresh, args.memory_mb)
-    row["retune_quality"] = quality(migrated, fresh, args.memory_mb)
+    from autotune import Recipe
+
+    # Both at the cold pick's length (the target): a neighbour exported from the source study's
+    # screen (`--pick 'trial N'` short of the decided length) would otherwise run at its 40 steps.
+    steps = int(Recipe.load(here / "cold.yaml").probe.get("steps") or 120)
+    row["cold_quality"] = quality(here / "cold.yaml", fresh, args.memory_mb, steps)
+    row["retune_quality"] = quality(migrated, fresh, args.memory_mb, steps)
     for m in ("final_loss", "noise_per_drop"):
         row[f"{m}_retune_minus_cold"] = paired(row["cold_quality"][m], row["retune_quality"][m])
     return row
@@ -199,8 +206,22 @@ def main() -> None:
     # At `wide`, one thread: micro-batch 64 needs 650-700 MiB, 32 480-540, 16 less (measured
     # with AUTOTUNE_PROBE_MEMORY_MB over seeds 0-1): 580 is clear of both. At `tiny` (325 MiB,
     # the first runs) the micro-batches were ~20 MiB apart and the limit let 64 fit on some runs.
-    ap.add_argument("--memory-mb", type=int, default=580, help="the new machine's probe memory")
+    # With {1, 4} (the default below), in 6-trial studies of this space: micro-batch 16 peaked
+    # at 390-431 MiB RSS under a limit of 460 or 520; micro-batch 64 (770-900 MiB unlimited)
+    # squeezes under a limit, and finished its 40-step screen under 520, 580 and 620 on some
+    # seeds (then ran out of memory longer) but never got past step 24 under 460. 480 sits
+    # between them.
+    ap.add_argument("--memory-mb", type=int, default=480, help="the new machine's probe memory")
     ap.add_argument("--size", default="wide", help="long_signal's size (tiny: the first runs)")
+    # {1, 2, 4} until 2026-12-04: micro-batch 32 (480-540 MiB measured on two seeds) then ran
+    # out of memory under 580 MiB on 1-2 of 5 fresh seeds, cold picks and re-tuned alike, and
+    # those partial runs widened every quality interval. Micro-batch 16 is far from the limit.
+    ap.add_argument(
+        "--accum",
+        type=lambda t: tuple(int(x) for x in t.split(",")),
+        default=(1, 4),
+        help="the accum_steps choices at batch 64 (comma-separated)",
+    )
     ap.add_argument("--quality-seeds", type=int, default=5, help="fresh probe seeds per pick")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--source-recipe", type=Path, help="skip the source study: its export")
@@ -209,7 +230,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="migrate-retune-") as tmp:
         folder = Path(tmp)
         (folder / "space.yaml").write_text(
-            yaml.safe_dump(space(args.trials, 0, args.size), sort_keys=False)
+            yaml.safe_dump(space(args.trials, 0, args.size, args.accum), sort_keys=False)
         )
         t0 = time.perf_counter()
         if args.source_recipe:  # an export of this script's source study, run before (without

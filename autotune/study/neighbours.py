@@ -6,8 +6,9 @@ Two fronts give them:
 - **every objective's**: up to 3 candidates on it, nearest the pick first (the Euclidean
   distance in objective space, each objective scaled by its range over the candidates);
 - **the configuration's own objectives'**, when the study also optimises a hardware number
-  (throughput, tokens_per_s, peak_mem_mb, scaling_efficiency): up to 2 more, on the front of
-  the other objectives alone, nearest that front's ideal point first. A pick that is the knee of
+  (throughput, tokens_per_s, peak_mem_mb, scaling_efficiency): up to 2 more, the first by the
+  other objectives alone (`pick.ranked`: Pareto layer by layer, each by knee distance; with
+  one such objective, the best of it first), not already taken. A pick that is the knee of
   stability against throughput traded stability for this machine's speed; on a machine where the
   speeds differ (a layout that no longer fits makes every configuration slower) the knee moves
   towards the stabler configurations, and these are the ones the source study found.
@@ -22,7 +23,7 @@ from typing import Any
 
 from autotune.knobs import HARDWARE_METRICS
 from autotune.study import attrs as ua
-from autotune.study.pick import Candidate, front, knee_distances
+from autotune.study.pick import Candidate, front, ranked
 from autotune.study.records import screen_feasible
 
 #: The `front` a neighbour came from, as the recipe records it.
@@ -39,11 +40,12 @@ def pareto_neighbours(
 ) -> list[tuple[Candidate, str]]:
     """The neighbours, each with the front it is on (`EVERY_OBJECTIVE`, or `without X, Y`
     naming the hardware objectives left out): up to `limit` from every objective's front,
-    nearest `chosen` first, then up to `portable_limit` more from the front without the hardware
-    objectives. Never `chosen`, the baseline, or a candidate whose verification did not hold.
+    nearest `chosen` first, then up to `portable_limit` more, the first by the objectives left
+    when the hardware ones are left out. Never `chosen`, the baseline, or a candidate whose
+    verification did not hold.
 
     `screen` (`screened`: every trial feasible at the screen, with its screen values): where the
-    study decided above the screen, the second front is drawn from it, `at the screen`. The
+    study decided above the screen, the second set is drawn from it, `at the screen`. The
     rungs promoted by every objective, throughput included, so the stabler, slower trade-offs
     rarely reached the decided length; the screen measured them all at one length."""
     near = [(c, EVERY_OBJECTIVE) for c in nearest(cands, chosen, objectives, limit)]
@@ -58,12 +60,8 @@ def pareto_neighbours(
     # The candidates seen through their own objectives only (a value's index is its objective's).
     seen = {c.number: replace(c, values=[c.values[i] for i in idx]) for c in pool}
     members = [
-        seen[c.number]
-        for c in _eligible(front(list(seen.values()), own), chosen)
-        if c.number not in taken
+        c for c in _eligible(ranked(list(seen.values()), own), chosen) if c.number not in taken
     ]
-    distance = knee_distances(members, own)
-    members.sort(key=lambda c: (distance[c.number], c.number))
     by_number = {c.number: c for c in pool}
     label = f"without {left_out}" + (", at the screen" if screen is not None else "")
     return near + [(by_number[c.number], label) for c in members[:portable_limit]]
