@@ -4,12 +4,13 @@ over the fresh seeds (the paired 95% interval of re-tuned - cold not entirely ab
 
 The case (real, on a CPU): the new machine gives each probe less memory than the recipe's
 micro-batch needs. The workload `workloads/long_signal.py` keeps about half a MB of activations
-per sample, and the space searches `accum_steps` in {1, 4} at batch 64 (micro-batch 64 or 16;
-`--accum 1,2,4` adds 32, which sits near the limit: use 580 with it). The source study runs
-unlimited; on the "new machine" every probe process is limited to `--memory-mb` MiB of data
-memory (`AUTOTUNE_PROBE_MEMORY_MB`, `RLIMIT_DATA`), between what the smaller micro-batches and
-micro-batch 64 need at one thread, so a micro-batch of 64 fails in torch's CPU allocator there
-(classed `oom`). The default size, `wide`, keeps 4x tiny's activations a sample.
+per sample, and the space searches `accum_steps` in {1, 2, 4} at batch 64 (micro-batch 64, 32,
+16; `--accum`, `--batch` to change them). The source study runs unlimited; on the "new
+machine" every probe process is limited to `--memory-mb` MiB of data memory
+(`AUTOTUNE_PROBE_MEMORY_MB`, `RLIMIT_DATA`), so that micro-batch 64 fails in torch's CPU
+allocator there (classed `oom`). Measured on 2026-12-04: under such a limit this workload's
+need barely depends on the micro-batch (the arenas glibc keeps dominate it; RESULTS.md), so
+which micro-batches fit is close to chance near the limit: a case to replace.
 
 1. The source study (unlimited), its pick exported with `--audit` (measured: the pick is at
    accum_steps 1, the fastest layout, which the source machine affords).
@@ -44,12 +45,16 @@ MEMORY_ENV = "AUTOTUNE_PROBE_MEMORY_MB"
 
 
 def space(
-    trials: int, sampler_seed: int, size: str = "wide", accum: tuple[int, ...] = (1, 4)
+    trials: int,
+    sampler_seed: int,
+    size: str = "wide",
+    accum: tuple[int, ...] = (1, 2, 4),
+    batch: int = 64,
 ) -> dict[str, Any]:
     return {
         "name": "long-signal",
         "workload": {"name": f"{WORKLOAD}:make", "size": size},
-        "probe": {"steps": 40, "batch": 64, "seed": 0, "threads": 1},
+        "probe": {"steps": 40, "batch": batch, "seed": 0, "threads": 1},
         "objectives": [
             {"metric": "noise_per_drop", "direction": "minimize"},
             {"metric": "throughput", "direction": "maximize"},
@@ -132,7 +137,7 @@ def one_seed(folder: Path, seed: int, args: argparse.Namespace) -> dict[str, Any
     here = folder / f"seed{seed}"
     here.mkdir()
     (here / "space.yaml").write_text(
-        yaml.safe_dump(space(args.trials, seed, args.size, args.accum), sort_keys=False)
+        yaml.safe_dump(space(args.trials, seed, args.size, args.accum, args.batch), sort_keys=False)
     )
     (here / "recipe.yaml").write_text((folder / "recipe.yaml").read_text())
     t0 = time.perf_counter()
@@ -203,25 +208,22 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=3, help="sampler seeds (cold study, re-tune)")
     ap.add_argument("--trials", type=int, default=10, help="the cold study's trials")
-    # At `wide`, one thread: micro-batch 64 needs 650-700 MiB, 32 480-540, 16 less (measured
-    # with AUTOTUNE_PROBE_MEMORY_MB over seeds 0-1): 580 is clear of both. At `tiny` (325 MiB,
-    # the first runs) the micro-batches were ~20 MiB apart and the limit let 64 fit on some runs.
-    # With {1, 4} (the default below), in 6-trial studies of this space: micro-batch 16 peaked
-    # at 390-431 MiB RSS under a limit of 460 or 520; micro-batch 64 (770-900 MiB unlimited)
-    # squeezes under a limit, and finished its 40-step screen under 520, 580 and 620 on some
-    # seeds (then ran out of memory longer) but never got past step 24 under 460. 480 sits
-    # between them.
-    ap.add_argument("--memory-mb", type=int, default=480, help="the new machine's probe memory")
+    # 580 was chosen from peaks measured over seeds 0-1 (micro-batch 64: 650-700 MiB, 32:
+    # 480-540), which were not what each needs. Under a limit, this workload's need barely
+    # depends on its micro-batch (2026-12-04, 6-trial studies): at batch 128 under 520 MiB,
+    # micro-batches 128 and 16 both peaked at 407-435 MiB RSS; unlimited, 64 peaked at 770-900
+    # and 16 at 420-440. The difference is what glibc's malloc arenas keep (RLIMIT_DATA counts
+    # them), not the activations: micro-batch 64 ran out of memory under 460 by step 24, and
+    # finished 40 steps under 520, 580 and 620 on some seeds and 120 under 480 once.
+    ap.add_argument("--memory-mb", type=int, default=580, help="the new machine's probe memory")
     ap.add_argument("--size", default="wide", help="long_signal's size (tiny: the first runs)")
-    # {1, 2, 4} until 2026-12-04: micro-batch 32 (480-540 MiB measured on two seeds) then ran
-    # out of memory under 580 MiB on 1-2 of 5 fresh seeds, cold picks and re-tuned alike, and
-    # those partial runs widened every quality interval. Micro-batch 16 is far from the limit.
     ap.add_argument(
         "--accum",
         type=lambda t: tuple(int(x) for x in t.split(",")),
-        default=(1, 4),
-        help="the accum_steps choices at batch 64 (comma-separated)",
+        default=(1, 2, 4),
+        help="the accum_steps choices (comma-separated)",
     )
+    ap.add_argument("--batch", type=int, default=64, help="the probe's batch")
     ap.add_argument("--quality-seeds", type=int, default=5, help="fresh probe seeds per pick")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--source-recipe", type=Path, help="skip the source study: its export")
@@ -230,7 +232,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="migrate-retune-") as tmp:
         folder = Path(tmp)
         (folder / "space.yaml").write_text(
-            yaml.safe_dump(space(args.trials, 0, args.size, args.accum), sort_keys=False)
+            yaml.safe_dump(
+                space(args.trials, 0, args.size, args.accum, args.batch), sort_keys=False
+            )
         )
         t0 = time.perf_counter()
         if args.source_recipe:  # an export of this script's source study, run before (without
