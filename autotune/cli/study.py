@@ -126,7 +126,8 @@ def show(
     if as_json:
         typer.echo(json.dumps(summary, indent=2, default=str))
     else:
-        typer.echo(st.format_summary(summary, tracking_uri=meta.get("tracking_uri")))
+        tracking = meta.get("tracking_uri")
+        typer.echo(st.format_summary(summary, tracking_uri=tracking, storage=storage))
 
 
 @app.command("studies")

@@ -216,8 +216,11 @@ class Callback(pl.Callback):
             self._clipper.replay(inherited)
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        if self.trial.inherited_grad_norms():  # a continued fit
-            warn_if_data_restarts(trainer)
+        if self.trial.inherited_grad_norms() and warn_if_data_restarts(trainer):  # continued
+            self.trial.note_continuation(
+                "the training DataLoader has no state_dict: its batches were drawn afresh, not "
+                "those the run from step 0 would see next"
+            )
 
     def on_train_batch_start(self, trainer: pl.Trainer, *args: Any) -> None:
         self._step_before = trainer.global_step

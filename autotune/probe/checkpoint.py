@@ -70,12 +70,16 @@ class Continuation:
     series: dict[str, np.ndarray] = field(default_factory=dict)
     why: str | None = None
     per_step: tuple[int, int] = (0, 0)  # samples and tokens per optimizer step, as they ran
+    # What continued differently from the run from step 0 (a script's framework says it: its
+    # batches drawn afresh by a loader Lightning cannot put at its position).
+    note: str | None = None
 
     def record(self, source: str | None) -> dict[str, Any] | None:
         """What the summary says of it (None: the probe was not asked to continue)."""
         if source is None:
             return None
-        return {"from": source, "step": self.step, "why": self.why}
+        out = {"from": source, "step": self.step, "why": self.why}
+        return {**out, "note": self.note} if self.note else out
 
 
 def unsupported(cfg: ProbeConfig) -> str | None:

@@ -157,7 +157,9 @@ class DivergenceMonitor:
 
     * ``loss_explosion``: ``g >= 1`` (no update precedes step 0) and ``loss[g] >
       loss_explosion_factor × L0``, ``L0`` the initial loss: the ``initial_loss`` argument if
-      given (the probe's held-out reference), else the first finite loss fed; or
+      given (the probe's held-out reference), else the first finite loss fed (a negative ``L0``:
+      ``loss[g] > L0 + (factor - 1) × |L0|``, the same distance in units of its size, `above`;
+      ``L0 = 0``: no scale, no test); or
     * ``grad_explosion``: ``grad_norm[g]`` is finite and ``> grad_explosion_factor × median``
       of the finite grad norms of steps ``< g``, once ``grad_history_min`` (5) exist, unless
       ``clipping`` (the run clips: a huge norm before clipping is what clipping bounds).
@@ -180,7 +182,8 @@ class DivergenceMonitor:
        at ``g = s + recovery_window`` the median ``m_post`` of the finite losses of steps
        ``s+1 .. g`` is compared with ``m_pre``, the median of the finite losses of the
        ``recovery_window`` steps before ``s`` (``L0`` if there are none), and their MAD:
-       diverged when ``m_post > max(recovery_factor × m_pre, m_pre + 6 × 1.4826 × MAD)``,
+       diverged when ``m_post > max(recovery_factor × m_pre, m_pre + 6 × 1.4826 × MAD)``
+       (``recovery_factor × m_pre`` sign-aware: `above`),
        unless the loss is coming back: the window cut in fifths (``q = W // 5`` steps, at
        least 1), the median of its last ``q`` losses times ``recovery_descent`` is at most the
        highest median of its consecutive ``q``-step chunks. Then the same check (same spike,
@@ -360,13 +363,15 @@ class DivergenceMonitor:
 
     def _spike(self, g: int, loss: float, grad: float | None) -> str | None:
         thr, l0 = self.thresholds, self._initial
-        ratio = None
-        if g > 0 and l0 is not None and math.isfinite(l0) and l0 > 0 and math.isfinite(loss):
-            ratio = loss / l0
-            if self.max_loss_ratio is None or ratio > self.max_loss_ratio:
-                self.max_loss_ratio = ratio
+        ratio, exploded = None, False
+        if g > 0 and l0 is not None and math.isfinite(l0) and l0 != 0 and math.isfinite(loss):
+            exploded = loss > above(l0, thr.loss_explosion_factor)
+            if l0 > 0:  # a ratio to a negative loss says nothing
+                ratio = loss / l0
+                if self.max_loss_ratio is None or ratio > self.max_loss_ratio:
+                    self.max_loss_ratio = ratio
         cause = None
-        if ratio is not None and ratio > thr.loss_explosion_factor:
+        if exploded:
             cause = "loss_explosion"
         elif grad is not None and math.isfinite(grad) and not self.clipping:
             median = self.grad_norm_median
@@ -435,5 +440,14 @@ class DivergenceMonitor:
             pre = [l0]
         m_pre = _median(pre)
         mad = _median([abs(x - m_pre) for x in pre])
-        level = max(self.thresholds.recovery_factor * m_pre, m_pre + RECOVERY_SIGMA * 1.4826 * mad)
+        level = max(
+            above(m_pre, self.thresholds.recovery_factor), m_pre + RECOVERY_SIGMA * 1.4826 * mad
+        )
         self._check, self._post = (s, s, level), []
+
+
+def above(level: float, factor: float) -> float:
+    """`factor` x `level` for a level >= 0, and as far above a negative one (`level +
+    (factor - 1) x |level|`): a loss that can go below 0 (a log-likelihood of a density, an
+    ELBO) explodes or fails to recover by the same distance, in units of its own size."""
+    return level + (factor - 1.0) * abs(level)

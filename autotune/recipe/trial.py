@@ -167,6 +167,13 @@ class Trial:
             return []
         return [g for arr in self._session.series.get("grad_norm", []) for g in arr.tolist()]
 
+    def note_continuation(self, text: str) -> None:
+        """Say in the probe's record (`continuation.note`) how a continued run differs from the
+        run from step 0 (an integration that knows: Lightning's plain DataLoader). Nothing
+        from step 0."""
+        if self._session.state.start.step:
+            self._session.state.start.note = text[:300]
+
     @property
     def batch(self) -> int:
         """Samples per optimizer step (this process): `micro_batch` x accum_steps. A study that

@@ -46,8 +46,38 @@ def find_study(ref: str, storage: str | None = None) -> tuple[Any, sp.Space, Pat
         where = redact(url)
         raise StudyError(f"no study '{name}' in {where}{offer(name, known, 'there')}") from None
     space = sp.loads(study.user_attrs[ua.SPACE_YAML], source=f"study {name}")
+    if study_dir is None:  # named in a storage: its home folder, when this machine sees it
+        study_dir, meta = _home_folder(study, name, url) or (None, meta)
     meta.setdefault("storage", url)
     return study, planned_at_least_ran(study, space), study_dir, meta
+
+
+def _home_folder(study: Any, name: str, url: str) -> tuple[Path, dict[str, Any]] | None:
+    """The study's home folder (`autotune.home`: where its trial, rung and verification
+    records are) and its study.json, when this machine sees it (the same host, or a shared
+    filesystem) and it is this study's: its name, in this storage. None otherwise: a study
+    read from its storage alone (no compute, no recorded curves)."""
+    home = study.user_attrs.get(ua.HOME)
+    if not isinstance(home, dict) or not home.get("folder"):
+        return None
+    where = Path(str(home["folder"]))
+    try:
+        if not has_meta(where):
+            return None
+        meta = folder.read_meta(where)
+    except (OSError, StudyError):
+        return None
+    if meta.get("name") != name or not _same_storage(str(meta.get("storage")), url):
+        return None
+    return where.resolve(), meta
+
+
+def _same_storage(a: str, b: str) -> bool:
+    """The same storage URL, an SQLite file compared by its resolved path."""
+    prefix = "sqlite:///"
+    if a.startswith(prefix) and b.startswith(prefix) and "?" not in a + b:
+        return Path(a[len(prefix) :]).resolve() == Path(b[len(prefix) :]).resolve()
+    return a == b
 
 
 def planned_at_least_ran(study: Any, space: sp.Space) -> sp.Space:

@@ -21,8 +21,11 @@ from autotune.study.yardstick import format_line as yardstick_line
 from autotune.tracking.connection import redact
 
 
-def format_summary(summary: Mapping[str, Any], *, tracking_uri: str | None = None) -> str:
-    """The end-of-study report: counts, baseline vs best, the Pareto front, where to look."""
+def format_summary(
+    summary: Mapping[str, Any], *, tracking_uri: str | None = None, storage: str | None = None
+) -> str:
+    """The end-of-study report: counts, baseline vs best, the Pareto front, where to look
+    (`storage`: the study was named in that storage, and the commands it suggests name it)."""
     pick = summary.get("pick")
     lines = [
         _counts_line(summary),
@@ -48,12 +51,13 @@ def format_summary(summary: Mapping[str, Any], *, tracking_uri: str | None = Non
         lines.append(f"not searched: {name} ({why})")
     if summary.get("clip_norm_auto"):
         lines.append(clip_seed.text(summary["clip_norm_auto"]))
+    at = f" --storage {redact(storage)}" if storage else ""
     lines.append(
         "next: `autotune ui` to browse the trials"
         + (f" ({redact(tracking_uri)})" if tracking_uri else "")
-        + f", `autotune show {summary['study']}` for this summary again"
+        + f", `autotune show {summary['study']}{at}` for this summary again"
         + (
-            f", `autotune export {summary['study']} -o recipe.yaml` for the recipe"
+            f", `autotune export {summary['study']}{at} -o recipe.yaml` for the recipe"
             if pick and pick.get("number") is not None
             else ""
         )

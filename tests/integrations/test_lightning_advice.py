@@ -101,6 +101,9 @@ def test_a_continued_fit_with_a_plain_dataloader_warns(
     err = capfd.readouterr().err
     assert "autotune: warning: this fit continues" in err and "DataLoader" in err
     assert "drawn afresh" in err
+    # and the probe's record says so, where the study's records and MLflow keep it
+    assert "drawn afresh" in longer["continuation"]["note"]
+    assert longer["continuation"]["step"] == 5
 
 
 def test_a_stateful_loader_is_not_warned_about(capfd: pytest.CaptureFixture[str]) -> None:

@@ -59,6 +59,41 @@ def test_k_minus_one_spikes_in_a_row_are_not_a_divergence_k_are() -> None:
     assert mon.spike_count == 7
 
 
+def test_a_loss_below_zero_explodes_and_fails_to_recover_by_the_same_distance() -> None:
+    # A loss that starts at -2 (a log-likelihood of a density): 10 x -2 would be a "threshold"
+    # below the loss itself, every step a spike. The threshold is as far above -2 as 10 x 2 is
+    # above 2: -2 + 9 x 2 = 16; a recovery level is likewise above a negative median.
+    def negative(loss: np.ndarray) -> np.ndarray:
+        return loss - 4.0  # decay's 2.0 -> -2.0, its 0.5 floor -> -3.5
+
+    mon = d.DivergenceMonitor("fp32", initial_loss=-2.0, thresholds=THR)
+    assert mon.update(negative(decay(120))) is None and mon.spike_count == 0
+    assert mon.max_loss_ratio is None  # a ratio to a negative loss says nothing
+    loss = negative(decay(120))
+    loss[2] = 15.0  # below the threshold of 16: no spike
+    loss[50] = 17.0  # above it: one spike, recovered at once
+    mon = d.DivergenceMonitor("fp32", initial_loss=-2.0, thresholds=THR)
+    assert mon.update(loss) is None and mon.spike_count == 1
+    assert mon.spikes == [{"step": 50, "cause": "loss_explosion", "loss_ratio": None}]
+    loss[60:65] = 40.0  # persisting: diverged at the third
+    mon = d.DivergenceMonitor("fp32", initial_loss=-2.0, thresholds=THR)
+    assert mon.update(loss) == ("loss_explosion", 62)
+    # A spike, then a plateau. The pre-spike median is about -3.5, so with recovery_factor 3
+    # the level is -3.5 + 2 x 3.5 = 3.5: a plateau at 0 recovered, one at 5 did not.
+    base = negative(decay(200))
+    base[150] = 40.0
+    for plateau, diverged in ((0.0, False), (5.0, True)):
+        loss = base.copy()
+        loss[151:] = plateau
+        mon = d.DivergenceMonitor("fp32", initial_loss=-2.0, thresholds=THR)
+        hit = mon.update(loss)
+        assert (hit is not None and hit[0] == "no_recovery") == diverged, plateau
+    # At L0 = 0 there is no scale: no loss explosion (the other tests still run).
+    zero = d.DivergenceMonitor("fp32", initial_loss=0.0, thresholds=THR)
+    assert zero.update(np.array([0.0, 5.0, 50.0, 0.1])) is None and zero.spike_count == 0
+    assert d.above(2.0, 10.0) == 20.0 and d.above(-2.0, 10.0) == 16.0
+
+
 def test_persisting_grad_spikes_are_a_grad_explosion_unless_clipped() -> None:
     n = 60
     grad = np.ones(n)
