@@ -34,6 +34,7 @@ from autotune.study.rung_phase import (
     judge_rung,
     node_below,
     pending,
+    probe_line,
     read_rung_record,
     record_rung,
     screen_results,
@@ -202,15 +203,7 @@ class AsyncRun:
             self.space, self.study, self.study_dir, self.trials[number], rung, steps, out
         )
         self.logger.log_rung(record)
-        summary = record.get("summary") or {}
-        resumed = summary.get("resumed_from_step")
-        why = (summary.get("continuation") or {}).get("why")
-        self.say(
-            f"  trial {number} at {steps} steps: {record['outcome']}"
-            + (f" ({record['cause']})" if record.get("cause") else "")
-            + (f", continued from step {resumed}" if resumed else ", from step 0")
-            + (f": {why}" if why and not resumed else "")
-        )
+        self.say(probe_line(number, steps, record))
         self.record(record)
         self.after()
 

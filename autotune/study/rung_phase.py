@@ -96,6 +96,8 @@ def slim(record: Mapping[str, Any]) -> dict[str, Any]:
         "metrics": summary.get("metrics") or {},
         "samples_seen": summary.get("samples_seen"),
         "resumed_from_step": summary.get("resumed_from_step"),
+        # how a continued run differed from the run from step 0 (its data drawn afresh)
+        "continuation_note": (summary.get("continuation") or {}).get("note"),
         "samples_run": summary.get("samples_run"),
         "steps_run": summary.get("steps_run"),
         "steps_planned": summary.get("steps_planned"),
@@ -103,6 +105,22 @@ def slim(record: Mapping[str, Any]) -> dict[str, Any]:
         "constraints": record.get("constraints"),
         "feasible": bool(record.get("feasible")),
     }
+
+
+def probe_line(number: int, steps: int, record: Mapping[str, Any]) -> str:
+    """The console's line for one rung probe: how it ended, whether it continued the rung
+    below (and why not, or how it differed from the run from step 0)."""
+    summary = record.get("summary") or {}
+    resumed = summary.get("resumed_from_step")
+    cont = summary.get("continuation") or {}
+    why = cont.get("why")  # e.g. a script without the hook
+    return (
+        f"  trial {number} at {steps} steps: {record['outcome']}"
+        + (f" ({record['cause']})" if record.get("cause") else "")
+        + (f", continued from step {resumed}" if resumed else ", from step 0")
+        + (f": {why}" if why and not resumed else "")
+        + (f" ({cont['note']})" if resumed and cont.get("note") else "")
+    )
 
 
 def as_result(row: Mapping[str, Any]) -> rg.RungResult:
@@ -308,15 +326,7 @@ def _run_rung(
         record = record_rung(space, study, study_dir, trials[number], rung, steps, out)
         logger.log_rung(record)
         records[number] = record
-        summary = record.get("summary") or {}
-        resumed = summary.get("resumed_from_step")
-        why = (summary.get("continuation") or {}).get("why")  # e.g. a script without the hook
-        say(
-            f"  trial {number} at {steps} steps: {record['outcome']}"
-            + (f" ({record['cause']})" if record.get("cause") else "")
-            + (f", continued from step {resumed}" if resumed else ", from step 0")
-            + (f": {why}" if why and not resumed else "")
-        )
+        say(probe_line(number, steps, record))
 
     configs = [
         (

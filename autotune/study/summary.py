@@ -194,8 +194,16 @@ def _rungs(study: Any, space: sp.Space, counts: Mapping[str, int]) -> dict[str, 
     attrs = study.user_attrs
     for r in attrs.get(ua.RUNGS) or []:
         slims = [attrs.get(ua.rung_key(n, r["steps"])) or {} for n in r.get("numbers") or []]
-        continued = sum(bool(x.get("resumed_from_step")) for x in slims)  # else started over
-        rows.append({**r, "trials": len(r.get("numbers") or []), "continued": continued})
+        continued = [x for x in slims if x.get("resumed_from_step")]  # else started over
+        afresh = sum(bool(x.get("continuation_note")) for x in continued)  # its data, say
+        rows.append(
+            {
+                **r,
+                "trials": len(r.get("numbers") or []),
+                "continued": len(continued),
+                **({"continued_differently": afresh} if afresh else {}),
+            }
+        )
     decided = study.user_attrs.get(ua.DECIDED)
     if not decided or decided.get("target_steps") != target:
         decided = {

@@ -151,6 +151,12 @@ def _decided_line(summary: Mapping[str, Any]) -> str | None:
         ran = sum(int(r.get("trials") or 0) for r in rows[1:])
         went_on = sum(int(r.get("continued") or 0) for r in rows[1:])
         agreed += f"; {went_on} of {ran} promoted probes continued from the rung below"
+        unlike = sum(int(r.get("continued_differently") or 0) for r in rows[1:])
+        if unlike:  # e.g. a Lightning fit whose plain DataLoader drew its batches afresh
+            agreed += (
+                f" ({unlike} not as the run from step 0 would have: see their records' "
+                "continuation.note)"
+            )
     if steps == target:
         if len(rows) == 1:
             return f"decided at {steps} steps, the probe length (no budget.target_steps)"
