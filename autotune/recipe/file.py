@@ -461,5 +461,6 @@ _COMMENTS: dict[str, str] = {
     "source": "Where it came from: study, storage, trial, pick, MLflow runs; oom_retry (when the\n"
     "trial ran out of memory and was retried): the layout it was asked for and the one it ran\n"
     "with, which the recipe has; neighbours: the study's other candidates on the Pareto front,\n"
-    "nearest the pick first (`autotune migrate` re-runs them when the recipe does not hold).",
+    "nearest the pick first, then the stablest without the hardware objectives (`front` says\n"
+    "which; `autotune migrate` re-runs them when the recipe does not hold).",
 }

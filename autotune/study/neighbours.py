@@ -1,17 +1,17 @@
 """The pick's neighbours on the study's Pareto front: the configurations `autotune migrate`
 re-runs (and a re-tune starts from) when the recipe does not hold on another machine.
 
-Two fronts give them:
+Two sets give them:
 
-- **every objective's**: up to 3 candidates on it, nearest the pick first (the Euclidean
+- **every objective's front**: up to 3 candidates on it, nearest the pick first (the Euclidean
   distance in objective space, each objective scaled by its range over the candidates);
-- **the configuration's own objectives'**, when the study also optimises a hardware number
-  (throughput, tokens_per_s, peak_mem_mb, scaling_efficiency): up to 2 more, the first by the
-  other objectives alone (`pick.ranked`: Pareto layer by layer, each by knee distance; with
-  one such objective, the best of it first), not already taken. A pick that is the knee of
-  stability against throughput traded stability for this machine's speed; on a machine where the
-  speeds differ (a layout that no longer fits makes every configuration slower) the knee moves
-  towards the stabler configurations, and these are the ones the source study found.
+- **the configuration's own objectives' ranking**, when the study also optimises a hardware
+  number (throughput, tokens_per_s, peak_mem_mb, scaling_efficiency): up to 2 more, the first
+  by the other objectives alone (`pick.ranked`: Pareto layer by layer, each by knee distance;
+  with one such objective, the best of it first), not already taken. A pick that is the knee
+  of stability against throughput traded stability for this machine's speed; on a machine
+  where the speeds differ (a layout that no longer fits makes every configuration slower) the
+  knee moves towards the stabler configurations, and these are the ones the source study found.
 """
 
 from __future__ import annotations
