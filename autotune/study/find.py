@@ -12,6 +12,7 @@ from autotune.study import attrs as ua
 from autotune.study import folder
 from autotune.study.listing import has_meta, offer, open_existing
 from autotune.study.options import STUDIES_DIR, study_dir_for
+from autotune.study.storage import sqlite_file
 from autotune.tracking.connection import redact
 
 
@@ -74,9 +75,9 @@ def _home_folder(study: Any, name: str, url: str) -> tuple[Path, dict[str, Any]]
 
 def _same_storage(a: str, b: str) -> bool:
     """The same storage URL, an SQLite file compared by its resolved path."""
-    prefix = "sqlite:///"
-    if a.startswith(prefix) and b.startswith(prefix) and "?" not in a + b:
-        return Path(a[len(prefix) :]).resolve() == Path(b[len(prefix) :]).resolve()
+    file_a, file_b = sqlite_file(a), sqlite_file(b)
+    if file_a is not None and file_b is not None:
+        return file_a.resolve() == file_b.resolve()
     return a == b
 
 

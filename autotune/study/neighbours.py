@@ -23,7 +23,7 @@ from typing import Any
 
 from autotune.knobs import HARDWARE_METRICS
 from autotune.study import attrs as ua
-from autotune.study.pick import Candidate, front, ranked
+from autotune.study.pick import Candidate, front, ranked, vector
 from autotune.study.records import screen_feasible
 
 #: The `front` a neighbour came from, as the recipe records it.
@@ -109,12 +109,12 @@ def nearest(
     Euclidean distance in objective space, each objective scaled by its range over `cands`
     (an objective on which they all agree adds nothing)."""
     members = _eligible(front(cands, objectives), chosen)
-    vectors = {c.number: _vector(c, objectives) for c in cands}
+    vectors = {c.number: vector(c, objectives) for c in cands}
     spans = []
     for i in range(len(objectives)):
         column = [v[i] for v in vectors.values() if math.isfinite(v[i])]
         spans.append(max(column) - min(column) if column else 0.0)
-    here = vectors.get(chosen.number) or _vector(chosen, objectives)
+    here = vectors.get(chosen.number) or vector(chosen, objectives)
 
     def distance(c: Candidate) -> float:
         total = 0.0
@@ -133,7 +133,3 @@ def _eligible(members: Sequence[Candidate], chosen: Candidate) -> list[Candidate
         for c in members
         if c.number != chosen.number and not c.baseline and (c.verified is None or c.holds)
     ]
-
-
-def _vector(c: Candidate, objectives: Sequence[Mapping[str, Any]]) -> list[float]:
-    return [c.value(o["metric"], i) for i, o in enumerate(objectives)]

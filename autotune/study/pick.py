@@ -201,7 +201,8 @@ def verified_results(study: Any) -> dict[int, dict[str, Any]]:
     return out
 
 
-def _vector(c: Candidate, objectives: Sequence[Mapping[str, Any]]) -> list[float]:
+def vector(c: Candidate, objectives: Sequence[Mapping[str, Any]]) -> list[float]:
+    """`c`'s value of each objective, in the objectives' order (`Candidate.value`)."""
     return [c.value(o["metric"], i) for i, o in enumerate(objectives)]
 
 
@@ -221,7 +222,7 @@ def scored(c: Candidate, objectives: Sequence[Mapping[str, Any]]) -> noise.Score
     intervals (verified over seeds, else its run's own timing interval), its tie-break."""
     return noise.Scored(
         number=c.number,
-        values=tuple(_vector(c, objectives)),
+        values=tuple(vector(c, objectives)),
         bounds=tuple(noise.bounds_of(c.metrics, o["metric"], c.verified) for o in objectives),
         tiebreak=noise.tiebreak(objectives, c.value),
     )
