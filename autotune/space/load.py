@@ -36,6 +36,7 @@ from autotune.space.schema import (
     Space,
     VerifySettings,
     WorkloadRef,
+    baseline_accum,
 )
 from autotune.space.values import ErrorAt, env_value, knob_value
 
@@ -334,8 +335,7 @@ def reference_accums(knobs: Mapping[str, KnobValue]) -> list[int]:
         return []
     accum = knobs.get("accum_steps")
     if isinstance(accum, Domain):
-        values = accum_values(accum)
-        return [1] if 1 in values else [min(values)]
+        return [baseline_accum(accum)]
     return accum_values(accum)
 
 

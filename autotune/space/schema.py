@@ -443,15 +443,21 @@ class Space:
         out = self.fixed_knobs()
         for name, value in self.knobs.items():
             if isinstance(value, Domain) and name != "lr":
-                out[name] = KNOBS[name].default
-                if name == "accum_steps" and not value.contains(out[name]):
-                    ends = value.choices if value.is_choice else (value.low,)
-                    out[name] = min(int(v) for v in ends if isinstance(v, int | float))
+                out[name] = baseline_accum(value) if name == "accum_steps" else KNOBS[name].default
         return out
 
     def baseline_env(self) -> dict[str, str]:
         """Fixed environment knobs only: searched ones are left unset (the library's default)."""
         return {k: str(v) for k, v in self.env.items() if not isinstance(v, Domain)}
+
+
+def baseline_accum(domain: Domain) -> int:
+    """The baseline's `accum_steps` when the space searches it over `domain`: PyTorch's 1 (no
+    accumulation) where the domain has it, else its smallest value."""
+    if domain.contains(1):
+        return 1
+    ends = domain.choices if domain.is_choice else (domain.low,)
+    return min(int(v) for v in ends if isinstance(v, int | float))
 
 
 #: `clip_norm: auto` before the baseline is measured: the range the shipped spaces guess.
