@@ -14,6 +14,7 @@ import pytest
 pytest.importorskip("lightning")
 
 import torch
+from assets.scripts import LIGHTNING_DATA, LIGHTNING_MODULE
 
 from autotune.integrations import lightning as lt
 from autotune.probe.config import ProbeConfig
@@ -22,7 +23,8 @@ from autotune.probe.script_run import run_script
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 
-SCRIPT = """
+SCRIPT = (
+    """
 import sys
 import lightning, torch
 import torch.nn.functional as F
@@ -31,27 +33,15 @@ from autotune.integrations import lightning as lt
 
 trial = autotune.trial(steps=99, micro_batch=4)
 how = sys.argv[1]
-
-class M(lightning.LightningModule):
-    def __init__(self):
-        super().__init__()
-        nn = torch.nn
-        self.net = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 1))
-    def training_step(self, batch, i):
-        x, y = batch
-        return F.mse_loss(self.net(x), y)
-    def configure_optimizers(self):
-        return lt.configure_optimizers(trial, self.parameters())
-
+"""
+    + LIGHTNING_MODULE
+    + """
 class Own(lightning.Callback):  # a script that reports itself
     def on_train_batch_end(self, trainer, module, outputs, *a):
         trial.report(trainer.global_step - 1, loss=outputs["loss"])
-
-g = torch.Generator().manual_seed(0)
-x = torch.randn(1024, 8, generator=g)
-data = torch.utils.data.TensorDataset(x, x.sum(1, keepdim=True))
-model = M()
-quiet = dict(logger=False, enable_checkpointing=False, enable_progress_bar=False)
+"""
+    + LIGHTNING_DATA
+    + """quiet = dict(logger=False, enable_checkpointing=False, enable_progress_bar=False)
 if how == "kwargs":
     trainer = lightning.Trainer(**lt.trainer_kwargs(trial, **quiet))
 else:
@@ -60,6 +50,7 @@ else:
 trainer.fit(model, torch.utils.data.DataLoader(data, batch_size=trial.micro_batch),
             ckpt_path=lt.ckpt_path(trial, model))
 """
+)
 
 
 def probe(tmp_path: Path, how: str, steps: int, **cfg: Any) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from assets.scripts import hf_trainer_job
 
 import autotune
 from autotune import space as sp
@@ -360,28 +361,9 @@ def test_clipping_is_counted_from_the_reported_norm(run: Callable[..., Any]) -> 
     assert reported["metrics"]["clip_fraction"] == 0.0
 
 
-HF_SCRIPT = """
-import torch
-from transformers import Trainer
-import autotune
-from autotune.integrations import hf
-
-trial = autotune.trial(steps=99, micro_batch=4)
-
-class Net(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.lin = torch.nn.Linear(4, 1)
-    def forward(self, x, labels):
-        return {"loss": torch.nn.functional.mse_loss(self.lin(x), labels)}
-
-g = torch.Generator().manual_seed(0)
-rows = [{"x": v, "labels": v.sum(0, keepdim=True)} for v in torch.randn(256, 4, generator=g)]
-trainer = Trainer(model=Net(), args=hf.training_args(trial), train_dataset=rows)
-hf.attach(trainer, trial)
-trainer.train()
-assert trainer.state.global_step == trial.steps, trainer.state.global_step
-"""
+HF_SCRIPT = hf_trainer_job(
+    after="assert trainer.state.global_step == trial.steps, trainer.state.global_step\n"
+)
 
 
 def test_an_hf_trainer_schedules_over_schedule_steps_and_stops_at_steps(

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from assets.scripts import hf_trainer_job
 
 from autotune.probe.config import ProbeConfig
 from autotune.probe.script_run import run_script
@@ -73,27 +74,7 @@ def test_without_clipping_nothing_is_clipped_and_a_reported_value_wins(
     assert told["metrics"]["clip_fraction"] == 0.0  # the script's own `clipped=` wins
 
 
-HF = """
-import torch
-from transformers import Trainer
-import autotune
-from autotune.integrations import hf
-
-trial = autotune.trial(steps=99, micro_batch=4)
-
-class Net(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.lin = torch.nn.Linear(4, 1)
-    def forward(self, x, labels):
-        return {"loss": torch.nn.functional.mse_loss(self.lin(x), labels)}
-
-g = torch.Generator().manual_seed(0)
-rows = [{"x": v, "labels": v.sum(0, keepdim=True) * 5} for v in torch.randn(256, 4, generator=g)]
-trainer = Trainer(model=Net(), args=hf.training_args(trial), train_dataset=rows)
-hf.attach(trainer, trial)
-trainer.train()
-"""
+HF = hf_trainer_job(label_scale=" * 5")
 
 
 def test_an_hf_trainer_records_what_the_callbacks_policy_clipped(

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from assets.scripts import LIGHTNING_DATA, LIGHTNING_MODULE
 
 from autotune.probe.config import ProbeConfig
 from autotune.probe.script import BadReport
@@ -237,34 +238,23 @@ def test_an_hf_trainer_continues_through_its_own_checkpoint(tmp_path: Path) -> N
     np.testing.assert_allclose(longer["series"]["lr"], whole["series"]["lr"], rtol=1e-9)
 
 
-LIGHTNING_SCRIPT = """
+LIGHTNING_SCRIPT = (
+    """
 import lightning, torch
 import torch.nn.functional as F
 import autotune
 from autotune.integrations import lightning as lt
 
 trial = autotune.trial(steps=99, micro_batch=4)
-
-class M(lightning.LightningModule):
-    def __init__(self):
-        super().__init__()
-        nn = torch.nn
-        self.net = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 1))
-    def training_step(self, batch, i):
-        x, y = batch
-        return F.mse_loss(self.net(x), y)
-    def configure_optimizers(self):
-        return lt.configure_optimizers(trial, self.parameters())
-
-g = torch.Generator().manual_seed(0)
-x = torch.randn(1024, 8, generator=g)
-data = torch.utils.data.TensorDataset(x, x.sum(1, keepdim=True))
-model = M()
-trainer = lightning.Trainer(**lt.trainer_kwargs(trial))
+"""
+    + LIGHTNING_MODULE
+    + LIGHTNING_DATA
+    + """trainer = lightning.Trainer(**lt.trainer_kwargs(trial))
 trainer.fit(model, torch.utils.data.DataLoader(data, batch_size=trial.micro_batch),
             ckpt_path=lt.ckpt_path(trial, model))
 assert trainer.global_step == trial.steps, trainer.global_step
 """
+)
 
 
 def test_a_lightning_fit_continues_through_its_own_checkpoint(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from assets.scripts import hf_trainer_job
 
 from autotune import Recipe
 from autotune import space as sp
@@ -19,27 +20,7 @@ from autotune.probe.config import ProbeConfig
 from autotune.probe.script_run import run_script
 from autotune.recipe import exporters
 
-HF_SCRIPT = """
-import torch
-from transformers import Trainer
-import autotune
-from autotune.integrations import hf
-
-trial = autotune.trial(steps=99, micro_batch=4)
-
-class Net(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.lin = torch.nn.Linear(4, 1)
-    def forward(self, x, labels):
-        return {"loss": torch.nn.functional.mse_loss(self.lin(x), labels)}
-
-g = torch.Generator().manual_seed(0)
-rows = [{"x": v, "labels": v.sum(0, keepdim=True)} for v in torch.randn(64, 4, generator=g)]
-trainer = Trainer(model=Net(), args=hf.training_args(trial), train_dataset=rows)
-hf.attach(trainer, trial)
-trainer.train()
-"""
+HF_SCRIPT = hf_trainer_job(rows=64)
 
 LOOP = """
 import torch
