@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # autotune's GPU check: one prepared script for a machine with CUDA or ROCm GPUs (torch.cuda).
-# Run it from the repository root, in one call; it finishes in about 6 minutes on one GPU:
+# Run it from the repository root, in one call; it took 4 min 40 s on one H200 (RESULTS.md):
 #   bash benchmarks/gpu_check.sh          (table and logs under $OUT, else ./gpu-check)
 # It uses the active Python when torch, ray, optuna and mlflow import there (your ROCm or CUDA
-# torch), else makes a venv (.venv-gpu: torch from the registry, its default CUDA build); then:
+# torch), else makes a venv (.venv-gpu: torch from the registry, its default CUDA build). A GPU
+# node that reaches no registry: install the wheels of ray, optuna, mlflow and their needs with
+# `pip install --target DIR` where it can, and put DIR and this folder on PYTHONPATH. Then:
 #   - the fingerprint;
 #   - the probe on the GPU in fp32, bf16 and fp16 with the GradScaler, each counting the host
 #     synchronisations it makes (torch's sync debug mode) against the number the telemetry
@@ -36,6 +38,11 @@ if python3 -c 'import torch, ray, optuna, mlflow' 2>/dev/null; then
 else
   step venv 420 bash -c 'python3 -m venv .venv-gpu && . .venv-gpu/bin/activate && pip install -q torch && pip install -q -e .'
   . .venv-gpu/bin/activate || { cat "$T"; exit 1; }
+fi
+# The project importable without its console script (on PYTHONPATH, say): call it through python.
+if ! command -v autotune > /dev/null; then
+  mkdir -p "$OUT/bin" && printf '#!/bin/sh\nexec python3 -m autotune "$@"\n' > "$OUT/bin/autotune"
+  chmod +x "$OUT/bin/autotune" && export PATH="$OUT/bin:$PATH"
 fi
 NGPU=$(python3 -c 'import torch; print(torch.cuda.device_count() if torch.cuda.is_available() else 0)' 2>/dev/null || echo 0)
 step devices 60 python3 -c 'import torch; n = torch.cuda.device_count() if torch.cuda.is_available() else 0; print(torch.__version__, "cuda", torch.version.cuda, "hip", torch.version.hip, "devices", n, torch.cuda.get_device_name(0) if n else "(none)")'

@@ -75,7 +75,8 @@ def migrate(
     audit_wall = 0.0
     here_audit: dict[str, Any] = {}
     if audit:
-        say(f"op audit here ({device}, {recipe.precision}, {threads} thread(s))")
+        shown = device if device != "auto" else "cuda" if torch.cuda.is_available() else "cpu"
+        say(f"op audit here ({shown}, {recipe.precision}, {threads} thread(s))")
         t0 = time.perf_counter()
         here_audit = record.audit_here(device, recipe.precision, threads)
         audit_wall = time.perf_counter() - t0
