@@ -131,7 +131,9 @@ def main(argv: list[str] | None = None, channel: Report | None = None) -> int:
     with open(args[0]) as f:
         cfg = ProbeConfig.from_dict(json.load(f))
     try:
-        memory_limit.apply()  # AUTOTUNE_PROBE_MEMORY_MB: a machine with less memory
+        if memory_limit.limit_mb() is not None:
+            preload()  # a fresh process's imports, as a zygote's child has them: the N MiB
+            memory_limit.apply()  # are the probe's own (AUTOTUNE_PROBE_MEMORY_MB)
         from autotune import fingerprint
 
         emit({"event": "fingerprint", "fingerprint": fingerprint.collect()})

@@ -1,13 +1,34 @@
 """The memory a probe process may use, when the machine gives it less than it has.
 
 `AUTOTUNE_PROBE_MEMORY_MB=N` in the environment of `autotune study`, `verify` or `migrate` (or
-of a Ray worker) limits each probe process's data memory (`RLIMIT_DATA`: its heap and private
-writable mappings, the tensors of a CPU probe) to N MiB, set by the process itself before it
-reads its config. An allocation past it fails as it fails on a machine with that much memory:
-torch's CPU allocator raises, and the probe classes that as `oom` (`autotune.probe.oom`), as it
-classes a GPU's out-of-memory. What it stands for: a smaller machine, container or device, the
-case where a recipe's micro-batch no longer fits (`autotune migrate`). Only the probe is
-limited, not Ray, Optuna or MLflow. Linux and macOS; elsewhere it is ignored.
+of a Ray worker) gives each probe process N MiB of data memory for the probe itself: its model,
+optimizer state, data and activations. The process first does the imports every probe process
+does (`autotune.process.entry.preload`: torch and autotune), then limits its data memory
+(`RLIMIT_DATA`: its heap and private writable mappings) to what it holds at that point plus N
+MiB. An allocation past it fails as it fails on a device with that much memory: torch's CPU
+allocator raises, and the probe classes that as `oom` (`autotune.probe.oom`), as it classes a
+GPU's out-of-memory. What it stands for: a smaller machine, container or device, the case where
+a recipe's micro-batch no longer fits (`autotune migrate`). Only the probe is limited, not Ray,
+Optuna or MLflow. Linux (on macOS the N MiB are the whole process's); elsewhere it is ignored.
+
+The limit counts from the imports because a probe process starts two ways: forked from a
+worker's zygote, which did them already and whose mappings the child inherits, or fresh. An
+absolute limit gave the two paths ~40 MiB apart (measured on long_signal wide, batch 64: a
+zygote's child needed ~387 MiB at micro-batch 64 where a fresh process needed ~345), as far
+apart as two micro-batches: a study's trial ran out of memory where `migrate`'s check of the
+same configuration fit.
+
+Under such a limit a probe process built on glibc also gets a fixed mmap threshold (128 KiB):
+every allocation from there up gets pages of its own, returned when it is freed. glibc's default
+raises the threshold as blocks are freed and serves them from a heap that keeps what it freed,
+so a run's data memory grew with its steps (measured on a workload with ~1 MiB of activations a
+sample, micro-batch 16: ~400 MiB needed at 6 steps, ~455 at 120) and whether a micro-batch fit
+depended on how long the probe ran, more than on the micro-batch. With the fixed threshold the
+need is the live tensors' and the same at every length (long_signal wide, batch 64, over the
+imports: +52 MiB at micro-batch 16, +68 at 32, +100 at 64; at 10 steps and at 120 alike). The price: a probe of small tensors pays a page fault per fresh
+allocation (that workload at micro-batch 16: -39% throughput; at 128, whose blocks were past
+glibc's ceiling anyway, unchanged), so throughput under a limit is this limited machine's, not
+the unlimited one's. benchmarks/RESULTS.md, "The limit measures the tensors".
 """
 
 from __future__ import annotations
@@ -15,6 +36,8 @@ from __future__ import annotations
 import os
 
 ENV = "AUTOTUNE_PROBE_MEMORY_MB"
+M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter (malloc.h)
+MMAP_THRESHOLD = 128 * 1024  # glibc's default start; setting it stops the raising
 
 
 def limit_mb(environ: dict[str, str] | None = None) -> int | None:
@@ -33,8 +56,9 @@ def limit_mb(environ: dict[str, str] | None = None) -> int | None:
 
 
 def apply(environ: dict[str, str] | None = None) -> int | None:
-    """Limit this process's data memory as the environment asks (see the module); the limit
-    set, in MiB, or None."""
+    """Limit this process's data memory as the environment asks: what it holds now plus the N
+    MiB (see the module; call it once the probe process's imports are done). The N MiB, or
+    None."""
     mb = limit_mb(environ)
     if mb is None:
         return None
@@ -42,9 +66,39 @@ def apply(environ: dict[str, str] | None = None) -> int | None:
         import resource
     except ImportError:  # not a POSIX system
         return None
-    cap = mb << 20
+    cap = data_now() + (mb << 20)
     _, hard = resource.getrlimit(resource.RLIMIT_DATA)
     if hard != resource.RLIM_INFINITY:
         cap = min(cap, hard)
     resource.setrlimit(resource.RLIMIT_DATA, (cap, hard))
-    return cap >> 20
+    fixed_mmap_threshold()
+    return mb
+
+
+def data_now() -> int:
+    """The data memory this process holds now, in bytes (Linux: `VmData`, what `RLIMIT_DATA`
+    is checked against); 0 where it cannot be read."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmData:"):
+                    return int(line.split()[1]) << 10
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def fixed_mmap_threshold() -> bool:
+    """Give every allocation of 128 KiB and up pages of its own, returned when freed (glibc's
+    `mallopt(M_MMAP_THRESHOLD)`; see the module). False where the C library is not glibc."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None)  # this process's symbols, its C library's among them
+        mallopt = getattr(libc, "mallopt", None)
+        gnu = getattr(libc, "gnu_get_libc_version", None)
+    except OSError:
+        return False
+    if mallopt is None or gnu is None:  # musl or macOS: another allocator
+        return False
+    return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD))

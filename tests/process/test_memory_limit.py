@@ -1,0 +1,59 @@
+"""Under AUTOTUNE_PROBE_MEMORY_MB a probe's data memory is its live tensors', the same at every
+length: a micro-batch that fits for 5 steps fits for 40 (glibc's default mmap threshold let the
+heap keep what the steps freed, ~30 MiB over 60 steps of this workload, so what fit depended on
+how long the probe ran)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from autotune.process import memory_limit
+
+ROOT = Path(__file__).resolve().parents[2]
+WORKLOAD = ROOT / "benchmarks" / "workloads" / "long_signal.py"
+
+SCRIPT = """
+import json, sys
+from autotune.process import memory_limit
+fixed = sys.argv[1] == "limited"
+if fixed:
+    memory_limit.apply()
+def vmdata():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmData"):
+            return int(line.split()[1]) / 1024
+from autotune.probe import ProbeConfig, run_probe
+cfg = ProbeConfig(workload=sys.argv[2] + ":make", size="wide", steps=5, micro_batch=16,
+                  knobs={"accum_steps": 4, "lr": 0.1}, threads=1)
+run_probe(cfg)
+before = vmdata()
+run_probe(ProbeConfig(**{**cfg.to_dict(), "steps": 40}))
+print(json.dumps({"grew_mb": vmdata() - before}))
+"""
+
+
+def _growth(tmp_path: Path, mode: str) -> float:
+    env = {**os.environ, memory_limit.ENV: "4000"}
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT, mode, str(WORKLOAD)],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    return float(json.loads(done.stdout.strip().splitlines()[-1])["grew_mb"])
+
+
+@pytest.mark.integration  # two probe processes
+@pytest.mark.skipif(sys.platform != "linux", reason="VmData and glibc's mallopt: Linux")
+def test_the_data_memory_does_not_grow_with_the_steps_under_the_limit(tmp_path: Path) -> None:
+    assert memory_limit.fixed_mmap_threshold(), "this Linux's C library is glibc"
+    limited = _growth(tmp_path, "limited")
+    assert limited <= 4.0, f"under the limit, data memory grew {limited:.1f} MiB over 40 steps"
+    # The same run without the limit's allocator setting keeps what its steps freed: the
+    # measurement above is one that can fail.
+    assert _growth(tmp_path, "default") > limited + 8.0
