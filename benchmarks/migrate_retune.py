@@ -3,14 +3,15 @@ quality in at most 30% of the cold study's trials (issue 28)? "As good": not mea
 over the fresh seeds (the paired 95% interval of re-tuned - cold not entirely above 0).
 
 The case (real, on a CPU): the new machine gives each probe less memory than the recipe's
-micro-batch needs. The workload `workloads/long_signal.py` keeps about half a MB of activations
+micro-batch needs. The workload `workloads/long_signal.py` keeps about 1 MiB of activations
 per sample, and the space searches `accum_steps` in {1, 2, 4} at batch 64 (micro-batch 64, 32,
 16; `--accum`, `--batch` to change them). The source study runs unlimited; on the "new
-machine" every probe process is limited to `--memory-mb` MiB of data memory
-(`AUTOTUNE_PROBE_MEMORY_MB`, `RLIMIT_DATA`), so that micro-batch 64 fails in torch's CPU
-allocator there (classed `oom`). Measured on 2026-12-04: under such a limit this workload's
-need barely depends on the micro-batch (the arenas glibc keeps dominate it; RESULTS.md), so
-which micro-batches fit is close to chance near the limit: a case to replace.
+machine" every probe process gets `--memory-mb` MiB of data memory over its imports
+(`AUTOTUNE_PROBE_MEMORY_MB`, `RLIMIT_DATA`, glibc's mmap threshold fixed), so that micro-batch
+64 fails in torch's CPU allocator there (classed `oom`) and 32 and 16 fit, the same way on every
+run and however the probe process started (RESULTS.md, "The limit measures the tensors").
+`--no-neighbours` drops the recipe's Pareto neighbours, so that a recipe that does not hold
+goes to the re-tune.
 
 1. The source study (unlimited), its pick exported with `--audit` (measured: the pick is at
    accum_steps 1, the fastest layout, which the source machine affords).
@@ -20,8 +21,8 @@ which micro-batches fit is close to chance near the limit: a case to replace.
 3. Quality, paired over the same fresh probe seeds at the decided length on the new machine:
    the cold pick's and the re-tuned recipe's final loss (and noise_per_drop).
 
-    python benchmarks/migrate_retune.py [--seeds 3] [--memory-mb 480] [--size wide] [--accum 1,4]
-        [--json out.json]
+    python benchmarks/migrate_retune.py [--seeds 3] [--memory-mb 84] [--size wide] [--accum 1,4]
+        [--no-neighbours] [--json out.json]
         [--source-recipe recipe.yaml]
 """
 
@@ -204,18 +205,22 @@ def with_quality(
     return row
 
 
+def _drop_neighbours(path: Path) -> None:
+    """The recipe at `path` without `source.neighbours`."""
+    data = yaml.safe_load(path.read_text())
+    (data.get("source") or {}).pop("neighbours", None)
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=3, help="sampler seeds (cold study, re-tune)")
     ap.add_argument("--trials", type=int, default=10, help="the cold study's trials")
-    # 580 was chosen from peaks measured over seeds 0-1 (micro-batch 64: 650-700 MiB, 32:
-    # 480-540), which were not what each needs. Under a limit, this workload's need barely
-    # depends on its micro-batch (2026-12-04, 6-trial studies): at batch 128 under 520 MiB,
-    # micro-batches 128 and 16 both peaked at 407-435 MiB RSS; unlimited, 64 peaked at 770-900
-    # and 16 at 420-440. The difference is what glibc's malloc arenas keep (RLIMIT_DATA counts
-    # them), not the activations: micro-batch 64 ran out of memory under 460 by step 24, and
-    # finished 40 steps under 520, 580 and 620 on some seeds and 120 under 480 once.
-    ap.add_argument("--memory-mb", type=int, default=580, help="the new machine's probe memory")
+    # The probe's own room over its imports (AUTOTUNE_PROBE_MEMORY_MB counts from them, with
+    # glibc's mmap threshold fixed): long_signal wide at batch 64 needs +52 MiB at micro-batch
+    # 16, +68 at 32, +100 at 64, at every length and however the process started (2026-12-04;
+    # RESULTS.md, "The limit measures the tensors"). 84 sits ~16 MiB from 32 and from 64.
+    ap.add_argument("--memory-mb", type=int, default=84, help="the new machine's probe memory")
     ap.add_argument("--size", default="wide", help="long_signal's size (tiny: the first runs)")
     ap.add_argument(
         "--accum",
@@ -227,6 +232,12 @@ def main() -> None:
     ap.add_argument("--quality-seeds", type=int, default=5, help="fresh probe seeds per pick")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--source-recipe", type=Path, help="skip the source study: its export")
+    ap.add_argument(
+        "--no-neighbours",
+        action="store_true",
+        help="drop the recipe's Pareto neighbours (as exported before autotune recorded them): "
+        "a recipe that does not hold goes to the re-tune",
+    )
     args = ap.parse_args()
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="migrate-retune-") as tmp:
@@ -244,6 +255,8 @@ def main() -> None:
             cli(["study", "--space", "space.yaml", "--study-dir", "st", "--quiet"], folder, None)
             cli(["export", "st", "-o", "recipe.yaml"], folder, None)
         source_wall = time.perf_counter() - t0
+        if args.no_neighbours:
+            _drop_neighbours(folder / "recipe.yaml")
         from autotune import Recipe
 
         source = Recipe.load(folder / "recipe.yaml")
@@ -257,16 +270,23 @@ def main() -> None:
                 out = {"source_pick": knobs, "neighbours": neighbours, "rows": rows}
                 args.json.write_text(json.dumps(out, indent=1, default=str))
     print(f"source pick: {knobs}; new machine: {args.memory_mb} MiB per probe")
-    print("| seed | verdict | re-tune trials / cold | final loss cold | re-tuned | paired diff |")
-    print("|---|---|---|---|---|---|")
+    print(
+        "| seed | verdict | re-tune trials / cold | final_loss re-tuned / cold | noise_per_drop |"
+    )
+    print("|---|---|---|---|---|")
     for r in rows:
-        fl = r.get("final_loss_retune_minus_cold") or {}
-        cold = r.get("cold_quality", {}).get("final_loss")
-        new = r.get("retune_quality", {}).get("final_loss")
+        cells = []
+        for m in ("final_loss", "noise_per_drop"):
+            p = r.get(f"{m}_retune_minus_cold") or {}
+            q = p.get("ratio") or {}
+            cells.append(
+                f"x{q.get('mean', float('nan')):.2f} [x{q.get('low', float('nan')):.2f}, "
+                f"x{q.get('high', float('nan')):.2f}] (n {p.get('n')}; measurably worse: "
+                f"{p.get('measurably_worse')})"
+            )
         print(
             f"| {r['seed']} | {r['verdict']} | {r.get('retune_trials')} / {r['cold_trials']} | "
-            f"{cold} | {new} | {fl.get('mean_diff')} [{fl.get('low')}, {fl.get('high')}] "
-            f"(n {fl.get('n')}; measurably worse: {fl.get('measurably_worse')}) |"
+            f"{cells[0]} | {cells[1]} |"
         )
 
 

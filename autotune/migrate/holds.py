@@ -21,6 +21,7 @@ from dataclasses import replace
 from typing import Any
 
 from autotune.errors import one_line
+from autotune.migrate.layout_baseline import LayoutBaselines, ran_out_of_memory
 from autotune.probe.outcome import Outcome
 from autotune.recipe import paired
 from autotune.recipe.file import Recipe
@@ -220,7 +221,7 @@ def rerun(
         oom_mb = (out.get("oom") or {}).get("micro_batch")
         out["neighbours"] = try_neighbours(
             recipe, against, length, seed_list, timeout_s=timeout_s, threads=threads, say=say,
-            oom_micro_batch=oom_mb,
+            oom_micro_batch=oom_mb, base_oom=ran_out_of_memory(base_runs if not defaults else runs),
         )  # fmt: skip
         out["samples"] += out["neighbours"]["samples"]
         out["wall_s"] += out["neighbours"]["wall_s"]
@@ -307,6 +308,7 @@ def try_neighbours(
     threads: int,
     say: Callable[[str], None],
     oom_micro_batch: int | None = None,
+    base_oom: bool = False,
 ) -> dict[str, Any]:
     """The recipe's Pareto neighbours, nearest first, each run here over the recipe's seeds at
     its length (the recipe's probe with the neighbour's knobs and env) and judged as the recipe
@@ -314,7 +316,10 @@ def try_neighbours(
     it (`held`: its trial), the ones after it are not run. `oom_micro_batch`: the recipe ran out
     of memory here at that micro-batch, so a neighbour at a micro-batch as large is not run
     (the layout is what failed: a lucky seed that fits proves nothing, as on the edge of a
-    memory limit, where the same micro-batch fits on one run and not the next)."""
+    memory limit, where the same micro-batch fits on one run and not the next). `base_oom`: the
+    baseline's runs all ran out of memory here; each neighbour is then paired against the
+    defaults at its own layout (`layout_baseline`), run beside it."""
+    layouts = LayoutBaselines(recipe, length, seed_list) if base_oom else None
     out = neighbours_status(recipe, {"problems": ["not held"]})
     out["status"] = "tried"
     for n in recipe.source["neighbours"]:
@@ -333,17 +338,17 @@ def try_neighbours(
             out["tried"].append({**entry, "status": why, "holds": False, "problems": [why]})
             continue
         say(f"the recipe does not hold here: its Pareto neighbour trial {n['trial']}")
-        runs = run_local(
-            cfg,
-            n["env"],
-            seed_list,
-            timeout_s=timeout_s,
-            threads=threads,
-            say=say,
-            label=f"trial {n['trial']}",
-            shown=["final_loss", *recipe.achieved],
-        )
-        judged = judge(recipe, runs, base, cfg)
+        shown = ["final_loss", *recipe.achieved]
+        against, extra = base, []
+        if layouts is None:
+            runs = run_local(cfg, n["env"], seed_list, timeout_s=timeout_s, threads=threads,
+                             say=say, label=f"trial {n['trial']}", shown=shown)  # fmt: skip
+        else:  # the baseline ran out of memory: the defaults at this neighbour's layout
+            runs, at = layouts.run_with(cfg, n["env"], f"trial {n['trial']}", timeout_s=timeout_s,
+                                        threads=threads, say=say, shown=shown)  # fmt: skip
+            against, extra = at["summary"], at["fresh_runs"]
+            entry["baseline_accum"] = at["accum_steps"]
+        judged = judge(recipe, runs, against, cfg)
         holds = not judged["problems"]
         entry.update(
             status="holds" if holds else "does not hold",
@@ -352,9 +357,9 @@ def try_neighbours(
             vs_baseline=judged["vs_baseline"],
             problems=judged["problems"],
             result=judged["result"],
-            samples=sum(_samples(r) for r in runs),
-            probes=len(runs),
-            wall_s=sum(float(r.get("wall_s") or 0.0) for r in runs),
+            samples=sum(_samples(r) for r in [*runs, *extra]),
+            probes=len(runs) + len(extra),
+            wall_s=sum(float(r.get("wall_s") or 0.0) for r in [*runs, *extra]),
         )
         out["tried"].append(entry)
         out["samples"] += entry["samples"]

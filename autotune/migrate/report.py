@@ -155,10 +155,17 @@ def _neighbours_section(nb: Mapping[str, Any]) -> list[str]:
         reasons = {"not needed": "not needed: the recipe holds here", "not run": nb.get("why")}
         more = reasons.get(str(nb.get("status")))
         return [*out, text + (f"; {more}" if more else "") + ".", ""]
+    layouts = sorted({e["baseline_accum"] for e in nb.get("tried") or [] if "baseline_accum" in e})
+    against = (
+        "the same baseline runs. "
+        if not layouts
+        else "PyTorch's defaults at its own micro-batch, run beside it (the recipe's baseline ran "
+        f"out of memory here; accum_steps {', '.join(map(str, layouts))}). "
+    )
     out += [
         f"The recipe does not hold here: its {recorded} Pareto neighbour(s) from its study, "
-        "nearest first, over the same seeds at the same length, each paired against the same "
-        "baseline runs. "
+        "nearest first, over the same seeds at the same length, each paired against "
+        + against
         + (
             f"Trial {nb['held']} holds."
             if nb.get("held") is not None

@@ -287,12 +287,18 @@ def neighbour_verdict(recipe: Recipe, holds: dict[str, Any]) -> tuple[str, str, 
     changes = ", ".join(entry["changes"]) or "no knob differs"
     source = recipe.source or {}
     study = source.get("study_dir") or source.get("study") or "STUDY"
+    against = (
+        "the same baseline runs"
+        if "baseline_accum" not in entry
+        else f"PyTorch's defaults at its micro-batch (accum_steps {entry['baseline_accum']}; the "
+        "recipe's baseline ran out of memory here)"
+    )
     return (
         f"transfers with these changes: use trial {n} ({changes})",
         f"The recipe (trial {source.get('trial')}) does not hold here: "
         + "; ".join(holds["problems"])
         + f". Its Pareto neighbour trial {n} (beside it on its study's front) holds: paired "
-        f"against the same baseline runs over seeds {holds['seeds']} it is {vs['verdict']} "
+        f"against {against} over seeds {holds['seeds']} it is {vs['verdict']} "
         f"({vs.get('why', '')}). `autotune export {study} --pick 'trial {n}'` on the source "
         "study exports it; no re-tune is needed.",
         None,

@@ -207,3 +207,42 @@ def markdown_section(nb: dict[str, Any]) -> list[str]:
     from autotune.migrate.report import _neighbours_section
 
     return _neighbours_section(nb)
+
+
+@pytest.mark.integration
+def test_when_the_baseline_ran_out_of_memory_each_neighbour_meets_the_defaults_at_its_layout() -> (
+    None
+):
+    """The recipe's baseline ran out of memory here (its micro-batch does not fit): a neighbour
+    paired against those runs would be "not compared" and "hold" for having run. It is paired
+    instead against PyTorch's defaults at its own micro-batch, run beside it over the same seeds,
+    once per layout: the broken neighbour loses to them, the next one at the same layout holds
+    and reuses their runs."""
+    from autotune.migrate.holds import try_neighbours
+
+    def at_accum(n: dict[str, Any], accum: int) -> dict[str, Any]:
+        return {**n, "knobs": {**n["knobs"], "accum_steps": accum}}
+
+    r = recipe(3000, [at_accum(neighbour(5, 2000, 0.5), 2), at_accum(neighbour(7, 2, 1.0), 2)])
+    seeds = [0, 1, 2]  # 2 paired seeds cannot tell the broken one apart (t(0.975, 1) = 12.7)
+    out = try_neighbours(
+        r, {}, STEPS, seeds, timeout_s=120, threads=1, say=lambda _t: None, base_oom=True
+    )
+    first, second = out["tried"]
+    assert first["baseline_accum"] == second["baseline_accum"] == 2
+    assert first["verdict"] == "worse" and first["holds"] is False, first
+    assert any("loses to the baseline" in p for p in first["problems"])
+    assert second["holds"] is True and second["verdict"] != "not compared", second
+    assert out["held"] == 7
+    # the defaults at accum 2 ran once, beside the first neighbour: 3 + 3 probes, then 3
+    assert (first["probes"], second["probes"]) == (6, 3)
+    assert out["samples"] == 9 * SAMPLES  # each probe: 30 steps of a batch of 16
+    assert "paired against PyTorch's defaults at its own micro-batch" in "\n".join(
+        markdown_section(out)
+    )
+    from autotune.migrate.run import neighbour_verdict
+
+    holds = {"neighbours": out, "problems": ["it ran out of memory"], "seeds": seeds}
+    verdict, why, _ = neighbour_verdict(r, holds)
+    assert verdict.startswith("transfers with these changes: use trial 7"), verdict
+    assert "against PyTorch's defaults at its micro-batch (accum_steps 2;" in why, why

@@ -1,0 +1,79 @@
+"""The baseline at a neighbour's batch layout, when the recipe's baseline ran out of memory here.
+
+A recipe whose micro-batch does not fit here has a baseline (PyTorch's defaults for the searched
+knobs, at the recipe's layout) that does not fit either, and when the recipe is the defaults its
+own runs are the baseline's. A Pareto neighbour at a smaller micro-batch paired against those
+runs is "not compared" (no seed ran on both sides): "holds" would say only that it ran. The
+defaults at the neighbour's own accumulation are the same arithmetic at a layout that fits (as
+the re-tune's baseline is, `Space.baseline_knobs`): run over the same seeds, interleaved with the
+neighbour's runs (a change in this machine's load falls on both), once per layout, they give the
+neighbour a paired verdict against the defaults. Where the study searched the batch too, the
+defaults keep their batch and take the accumulation that brings their micro-batch down to the
+neighbour's (or below).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from autotune.probe.config import ProbeConfig
+from autotune.probe.outcome import Outcome
+from autotune.recipe.file import Recipe
+from autotune.recipe.seeds import summarize_seeds
+from autotune.recipe.verify import baseline_knobs, metrics_of, run_interleaved
+
+
+def ran_out_of_memory(runs: list[dict[str, Any]]) -> bool:
+    """Every one of `runs` (at least one) ended out of memory."""
+    return bool(runs) and all(r.get("outcome") == Outcome.OOM for r in runs)
+
+
+class LayoutBaselines:
+    """The defaults at each neighbour's layout, run at most once per accumulation."""
+
+    def __init__(self, recipe: Recipe, length: int, seeds: list[int]) -> None:
+        self.recipe, self.length, self.seeds = recipe, length, seeds
+        self.by_accum: dict[int, dict[str, Any]] = {}
+
+    def accum(self, neighbour_cfg: ProbeConfig) -> int:
+        """The defaults' accumulation at the neighbour's micro-batch: their batch over it."""
+        batch = int(baseline_knobs(self.recipe)["batch"])
+        return max(1, math.ceil(batch / max(1, int(neighbour_cfg.micro_batch))))
+
+    def config(self, neighbour_cfg: ProbeConfig) -> ProbeConfig:
+        """The defaults at the neighbour's micro-batch (or below)."""
+        knobs = {**baseline_knobs(self.recipe), "accum_steps": self.accum(neighbour_cfg)}
+        return self.recipe.probe_config(knobs=knobs, steps=self.length).for_baseline()
+
+    def run_with(
+        self,
+        neighbour_cfg: ProbeConfig,
+        env: Mapping[str, str],
+        label: str,
+        *,
+        timeout_s: float,
+        threads: int,
+        say: Callable[[str], None],
+        shown: list[str],
+    ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        """The neighbour's runs over the seeds, and the baseline at its layout (its summary,
+        `label` and runs), both interleaved by seed; a layout already run is reused."""
+        accum = self.accum(neighbour_cfg)
+        arms = [(neighbour_cfg, env, label)]
+        if accum not in self.by_accum:
+            arms.append((self.config(neighbour_cfg), self.recipe.env, f"baseline (accum {accum})"))
+        ran = run_interleaved(
+            arms, self.seeds, timeout_s=timeout_s, threads=threads, say=say, shown=shown
+        )
+        if accum not in self.by_accum:
+            self.by_accum[accum] = {
+                "accum_steps": accum,
+                "runs": ran[1],
+                "summary": summarize_seeds(ran[1], metrics_of(self.recipe)),
+            }
+            fresh = ran[1]
+        else:
+            fresh = []
+        return ran[0], {**self.by_accum[accum], "fresh_runs": fresh}
