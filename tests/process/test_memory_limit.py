@@ -1,7 +1,7 @@
 """Under AUTOTUNE_PROBE_MEMORY_MB a probe's data memory is its live tensors', the same at every
 length: a micro-batch that fits for 5 steps fits for 40 (glibc's default mmap threshold let the
-heap keep what the steps freed, ~30 MiB over 60 steps of this workload, so what fit depended on
-how long the probe ran)."""
+heap keep what the steps freed, 5-29 MiB over 40-60 steps of this workload, so what fit depended
+on how long the probe ran)."""
 
 from __future__ import annotations
 
@@ -52,8 +52,7 @@ def _growth(tmp_path: Path, mode: str) -> float:
 @pytest.mark.skipif(sys.platform != "linux", reason="VmData and glibc's mallopt: Linux")
 def test_the_data_memory_does_not_grow_with_the_steps_under_the_limit(tmp_path: Path) -> None:
     assert memory_limit.fixed_mmap_threshold(), "this Linux's C library is glibc"
+    # Without the limit's allocator setting the same run kept 5-29 MiB of what its steps freed
+    # (measured alone, and beside the rest of the suite); with it, 0.0 in both.
     limited = _growth(tmp_path, "limited")
-    assert limited <= 4.0, f"under the limit, data memory grew {limited:.1f} MiB over 40 steps"
-    # The same run without the limit's allocator setting keeps what its steps freed: the
-    # measurement above is one that can fail.
-    assert _growth(tmp_path, "default") > limited + 8.0
+    assert limited <= 1.0, f"under the limit, data memory grew {limited:.1f} MiB over 40 steps"
