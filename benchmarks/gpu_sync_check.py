@@ -29,6 +29,7 @@ import torch
 
 from autotune.probe import ProbeConfig, run_probe
 from autotune.probe.metrics import throughput_warmup_steps
+from autotune.probe.telemetry import fetch_after
 
 
 def main() -> int:
@@ -105,13 +106,10 @@ def main() -> int:
 
 
 def _fetches(steps: int, every: int) -> int:
-    """How many times the probe's step loop fetches its telemetry over `steps` steps (the rule
-    of `autotune.probe.loop._train`): each of the first `throughput_warmup_steps`, then every
-    `every` steps, and the last."""
+    """How many times the probe's step loop fetches its telemetry over `steps` steps (its own
+    rule, `autotune.probe.telemetry.fetch_after`)."""
     early = throughput_warmup_steps(steps)
-    return sum(
-        1 for s in range(steps) if s < early or (s + 1 - early) % every == 0 or s == steps - 1
-    )
+    return sum(fetch_after(s, steps, every, early) for s in range(steps))
 
 
 def _is_step_loop(frame: traceback.FrameSummary) -> bool:

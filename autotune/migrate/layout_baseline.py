@@ -58,22 +58,18 @@ class LayoutBaselines:
         say: Callable[[str], None],
         shown: list[str],
     ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-        """The neighbour's runs over the seeds, and the baseline at its layout (its summary,
-        `label` and runs), both interleaved by seed; a layout already run is reused."""
+        """The neighbour's runs over the seeds, and the baseline at its layout (its
+        `accum_steps`, its `summary`, and `fresh_runs`: the runs made now, none when the layout
+        was run for an earlier neighbour), both interleaved by seed."""
         accum = self.accum(neighbour_cfg)
+        new = accum not in self.by_accum
         arms = [(neighbour_cfg, env, label)]
-        if accum not in self.by_accum:
+        if new:
             arms.append((self.config(neighbour_cfg), self.recipe.env, f"baseline (accum {accum})"))
         ran = run_interleaved(
             arms, self.seeds, timeout_s=timeout_s, threads=threads, say=say, shown=shown
         )
-        if accum not in self.by_accum:
-            self.by_accum[accum] = {
-                "accum_steps": accum,
-                "runs": ran[1],
-                "summary": summarize_seeds(ran[1], metrics_of(self.recipe)),
-            }
-            fresh = ran[1]
-        else:
-            fresh = []
-        return ran[0], {**self.by_accum[accum], "fresh_runs": fresh}
+        if new:
+            summary = summarize_seeds(ran[1], metrics_of(self.recipe))
+            self.by_accum[accum] = {"accum_steps": accum, "summary": summary}
+        return ran[0], {**self.by_accum[accum], "fresh_runs": ran[1] if new else []}

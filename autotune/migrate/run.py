@@ -29,6 +29,7 @@ from autotune.migrate.ops import compare_ops
 from autotune.migrate.report import markdown, plot_curve
 from autotune.migrate.report import write as write_report
 from autotune.migrate.spread import within_spread
+from autotune.probe.steps import pick_device
 from autotune.recipe.file import Recipe
 from autotune.recipe.verify import check_workload
 from autotune.repro import record
@@ -75,7 +76,7 @@ def migrate(
     audit_wall = 0.0
     here_audit: dict[str, Any] = {}
     if audit:
-        shown = device if device != "auto" else "cuda" if torch.cuda.is_available() else "cpu"
+        shown = pick_device(device).type if device == "auto" else device  # the probe's rule
         say(f"op audit here ({shown}, {recipe.precision}, {threads} thread(s))")
         t0 = time.perf_counter()
         here_audit = record.audit_here(device, recipe.precision, threads)

@@ -47,7 +47,7 @@ from autotune.probe.summary import (
     ProbeSummary,
     summary_metrics,
 )
-from autotune.probe.telemetry import Chunk, anomaly, flush, thresholds
+from autotune.probe.telemetry import Chunk, anomaly, fetch_after, flush, thresholds
 
 if TYPE_CHECKING:
     import torch
@@ -223,12 +223,7 @@ def _train(run: _Run, p: _Progress, emit: Report) -> None:
         for step in range(run.start.step, cfg.steps):
             p.step = step
             _step(run, p)
-            # Chunks end at the same steps whether the probe started at 0 or continued.
-            if (
-                step < check_each_step_until
-                or (step + 1 - check_each_step_until) % cfg.telemetry_every == 0
-                or step == cfg.steps - 1
-            ):
+            if fetch_after(step, cfg.steps, cfg.telemetry_every, check_each_step_until):
                 first = _flush(run, p, emit, run.rank)
                 g = run.monitor.grad_event_step  # the first gradient spike: where the layers are
                 if p.found is None and g is not None and first <= g < first + len(p.chunk):

@@ -40,7 +40,7 @@ from autotune.probe.summary import (
     ScriptRun,
     summary_metrics,
 )
-from autotune.probe.telemetry import Chunk, flush, thresholds
+from autotune.probe.telemetry import Chunk, fetch_after, flush, thresholds
 
 _CURRENT: ScriptSession | None = None  # set only while run_script runs
 
@@ -291,14 +291,10 @@ class ScriptSession:
         index = self.reports - 1
         if index == self.cfg.steps - 1:
             self.state.at_last_report()
-        # Chunks end at the same steps whether the probe started at 0 or continued.
-        until = self.check_each_step_until
-        if (
-            index < until
-            or (index + 1 - until) % self.cfg.telemetry_every == 0
-            or index == self.cfg.steps - 1
+        cfg = self.cfg
+        if fetch_after(index, cfg.steps, cfg.telemetry_every, self.check_each_step_until) or (
             # a non-finite loss stops the run at once (known without a sync: on the host)
-            or (self.stop_early is not False and script_values.nonfinite_now(loss))
+            self.stop_early is not False and script_values.nonfinite_now(loss)
         ):
             self._flush()
         if self.should_stop:

@@ -74,6 +74,14 @@ class Chunk:
         }
 
 
+def fetch_after(step: int, steps: int, every: int, early: int) -> bool:
+    """Whether the step loop fetches its telemetry after `step` (0-based) of `steps`: after each
+    of the first `early` steps (`metrics.throughput_warmup_steps(steps)`), then every `every`
+    steps, and after the last. Chunks end at the same steps whether the probe started at 0 or
+    continued."""
+    return step < early or (step + 1 - early) % every == 0 or step == steps - 1
+
+
 def flush(
     chunk: Chunk,
     first: int,
