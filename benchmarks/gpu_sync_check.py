@@ -43,6 +43,8 @@ def main() -> int:
         "--profile", type=int, default=0, help="then profile this many steps: the top ops"
     )
     args = ap.parse_args()
+    if args.steps < 1 or args.profile < 0:
+        ap.error("--steps must be >= 1 and --profile >= 0")
     if not torch.cuda.is_available():
         print("no CUDA/ROCm device: nothing to check", file=sys.stderr)
         return 2

@@ -38,6 +38,15 @@ def plot_curve(curve: Mapping[str, Any], path: Path) -> Path | None:
     return path
 
 
+def layout_defaults(accums: Sequence[int]) -> str:
+    """What a neighbour is paired against when the recipe's baseline ran out of memory here
+    (`layout_baseline`): one phrase for the report's table and the verdict's sentence."""
+    return (
+        "PyTorch's defaults at its own micro-batch, run beside it (the recipe's baseline ran out "
+        f"of memory here; accum_steps {', '.join(map(str, accums))})"
+    )
+
+
 def markdown(result: Mapping[str, Any], png: str | None = None) -> str:
     """The report as Markdown (`result`: what `run.migrate` returns)."""
     holds = result["holds"]
@@ -156,12 +165,7 @@ def _neighbours_section(nb: Mapping[str, Any]) -> list[str]:
         more = reasons.get(str(nb.get("status")))
         return [*out, text + (f"; {more}" if more else "") + ".", ""]
     layouts = sorted({e["baseline_accum"] for e in nb.get("tried") or [] if "baseline_accum" in e})
-    against = (
-        "the same baseline runs. "
-        if not layouts
-        else "PyTorch's defaults at its own micro-batch, run beside it (the recipe's baseline ran "
-        f"out of memory here; accum_steps {', '.join(map(str, layouts))}). "
-    )
+    against = "the same baseline runs. " if not layouts else layout_defaults(layouts) + ". "
     out += [
         f"The recipe does not hold here: its {recorded} Pareto neighbour(s) from its study, "
         "nearest first, over the same seeds at the same length, each paired against "

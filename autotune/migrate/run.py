@@ -26,7 +26,7 @@ from autotune.migrate import knob_classes
 from autotune.migrate.differences import differences
 from autotune.migrate.holds import reproduced, reproduces, rerun
 from autotune.migrate.ops import compare_ops
-from autotune.migrate.report import markdown, plot_curve
+from autotune.migrate.report import layout_defaults, markdown, plot_curve
 from autotune.migrate.report import write as write_report
 from autotune.migrate.spread import within_spread
 from autotune.probe.steps import pick_device
@@ -291,8 +291,7 @@ def neighbour_verdict(recipe: Recipe, holds: dict[str, Any]) -> tuple[str, str, 
     against = (
         "the same baseline runs"
         if "baseline_accum" not in entry
-        else f"PyTorch's defaults at its micro-batch (accum_steps {entry['baseline_accum']}; the "
-        "recipe's baseline ran out of memory here)"
+        else layout_defaults([entry["baseline_accum"]])
     )
     return (
         f"transfers with these changes: use trial {n} ({changes})",

@@ -427,7 +427,8 @@ def summarize(
       every run
     * ``final_train_loss``: ``final_loss(loss)``, the mean of the last 10% of training losses
     * ``grad_norm_p50``, ``grad_norm_p99``, ``grad_norm_max``: ``grad_norm_stats(grad_norm)``
-    * ``clip_fraction``: ``clip_fraction(clipped)``; 0.0 when ``clipped`` is absent
+    * ``clip_fraction``: ``clip_fraction(clipped)``; NaN (not known) when ``clipped`` is absent:
+      a run that did not say whether it clipped is not a run that never clipped
     * ``skipped_steps`` (int): number of steps with ``skipped != 0``; 0 when absent
     * ``throughput``: ``throughput(step_time, samples_per_step)`` in samples/s, and
       ``throughput_low``, ``throughput_high``: its 95% interval (`throughput_interval`)
@@ -466,7 +467,7 @@ def summarize(
         "grad_norm_p50": grads["p50"],
         "grad_norm_p99": grads["p99"],
         "grad_norm_max": grads["max"],
-        "clip_fraction": clip_fraction(arrays["clipped"]) if "clipped" in arrays else 0.0,
+        "clip_fraction": clip_fraction(arrays["clipped"]) if "clipped" in arrays else math.nan,
         "skipped_steps": (
             int(np.count_nonzero(finite_values(arrays["skipped"]))) if "skipped" in arrays else 0
         ),

@@ -245,4 +245,7 @@ def test_when_the_baseline_ran_out_of_memory_each_neighbour_meets_the_defaults_a
     holds = {"neighbours": out, "problems": ["it ran out of memory"], "seeds": seeds}
     verdict, why, _ = neighbour_verdict(r, holds)
     assert verdict.startswith("transfers with these changes: use trial 7"), verdict
-    assert "against PyTorch's defaults at its micro-batch (accum_steps 2;" in why, why
+    assert (
+        "against PyTorch's defaults at its own micro-batch, run beside it (the recipe's "
+        "baseline ran out of memory here; accum_steps 2)"
+    ) in why, why
