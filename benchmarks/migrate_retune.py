@@ -217,9 +217,9 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=3, help="sampler seeds (cold study, re-tune)")
     ap.add_argument("--trials", type=int, default=10, help="the cold study's trials")
     # The probe's own room over its imports (AUTOTUNE_PROBE_MEMORY_MB counts from them, with
-    # glibc's mmap threshold fixed): long_signal wide at batch 64 needs +52 MiB at micro-batch
-    # 16, +68 at 32, +100 at 64, at every length and however the process started (2026-12-04;
-    # RESULTS.md, "The limit measures the tensors"). 84 sits ~16 MiB from 32 and from 64.
+    # glibc's mmap threshold fixed): long_signal wide at batch 64 needs +49-56 MiB at
+    # micro-batch 16, +65-72 at 32, +97-104 at 64, at 10 and 120 steps, fresh or forked
+    # (`memory_limit_need.py`, RESULTS.md). 84 sits 12 MiB over 32's and 13 under 64's.
     ap.add_argument("--memory-mb", type=int, default=84, help="the new machine's probe memory")
     ap.add_argument("--size", default="wide", help="long_signal's size (tiny: the first runs)")
     ap.add_argument(

@@ -24,8 +24,9 @@ raises the threshold as blocks are freed and serves them from a heap that keeps 
 so a run's data memory grew with its steps (measured on a workload with ~1 MiB of activations a
 sample, micro-batch 16: ~400 MiB needed at 6 steps, ~455 at 120) and whether a micro-batch fit
 depended on how long the probe ran, more than on the micro-batch. With the fixed threshold the
-need is the live tensors' and the same at every length (long_signal wide, batch 64, over the
-imports: +52 MiB at micro-batch 16, +68 at 32, +100 at 64; at 10 steps and at 120 alike).
+need is the live tensors' and nearly the same at every length (long_signal wide, batch 64, over
+the imports, at 10 steps and at 120, fresh and forked: +49-56 MiB at micro-batch 16, +65-72 at
+32, +97-104 at 64; `benchmarks/memory_limit_need.py` bisects it).
 The price: a probe of small tensors pays a page fault per fresh allocation (that workload at
 micro-batch 16: -39% throughput; at 128, whose blocks were past glibc's ceiling anyway,
 unchanged), so throughput under a limit is this limited machine's, not the unlimited one's.
