@@ -165,11 +165,12 @@ def one_seed(folder: Path, seed: int, args: argparse.Namespace) -> dict[str, Any
         "check_samples": mig["compute"]["samples"],
     }
     held = (mig["holds"].get("neighbours") or {}).get("held")
-    if held is not None and not (folder / "st").exists():  # --source-recipe: no study to
+    study = source_study(folder)
+    if held is not None and study is None:  # --source-recipe without its study: nothing to
         return {**row, "neighbour": held}  # export the neighbour from
     if held is not None:  # a Pareto neighbour of the recipe holds here: no re-tune ran
-        cli(["export", "st", "--pick", f"trial {held}", "-o", str(here / "neighbour.yaml")],
-            folder, None)  # fmt: skip
+        cli(["export", str(study), "--pick", f"trial {held}", "-o",
+             str(here / "neighbour.yaml")], folder, None)  # fmt: skip
         row.update(neighbour=held, retune_trials=0, trial_share=0.0)
         return with_quality(row, here, here / "neighbour.yaml", fresh, args)
     result = (mig.get("retune") or {}).get("result")
@@ -186,6 +187,17 @@ def one_seed(folder: Path, seed: int, args: argparse.Namespace) -> dict[str, Any
         row["retune_failed"] = result.get("failed")
         return row
     return with_quality(row, here, here / result["recipe"], fresh, args)
+
+
+def source_study(folder: Path) -> Path | None:
+    """The source study's folder: this run's, or (`--source-recipe`) the one the recipe records
+    (`source.study_dir`) if it is still there; None otherwise."""
+    if (folder / "st").exists():
+        return folder / "st"
+    recorded = (yaml.safe_load((folder / "recipe.yaml").read_text()).get("source") or {}).get(
+        "study_dir"
+    )
+    return Path(recorded) if recorded and Path(recorded).is_dir() else None
 
 
 def with_quality(

@@ -12,6 +12,8 @@ Two sets give them:
   of stability against throughput traded stability for this machine's speed; on a machine
   where the speeds differ (a layout that no longer fits makes every configuration slower) the
   knee moves towards the stabler configurations, and these are the ones the source study found.
+  Where the study decided above the screen, those that ran at the decided length are ranked by
+  what they did there, before the screen's others.
 """
 
 from __future__ import annotations
@@ -45,26 +47,37 @@ def pareto_neighbours(
     verification did not hold.
 
     `screen` (`screened`: every trial feasible at the screen, with its screen values): where the
-    study decided above the screen, the second set is drawn from it, `at the screen`. The
+    study decided above the screen, the second set is drawn from the candidates at the decided
+    length first, then from the screen's trials that never ran that long (`at the screen`). The
     rungs promoted by every objective, throughput included, so the stabler, slower trade-offs
-    rarely reached the decided length; the screen measured them all at one length."""
+    rarely reached the decided length; the screen measured them all at one length. But a trial
+    that did run at the decided length is ranked by what it did there: the screen's ranking can
+    be the reverse of the longer one's (a tight clip looks stable for 40 steps and learns too
+    slowly over 120), and migrate re-runs a neighbour at the decided length."""
     near = [(c, EVERY_OBJECTIVE) for c in nearest(cands, chosen, objectives, limit)]
-    failed = {c.number for c in cands if not (c.verified is None or c.holds)}
-    pool = [c for c in screen if c.number not in failed] if screen is not None else cands
     idx = [i for i, o in enumerate(objectives) if o["metric"] not in HARDWARE_METRICS]
     if not idx or len(idx) == len(objectives):
         return near
     own = [objectives[i] for i in idx]
     left_out = ", ".join(o["metric"] for o in objectives if o["metric"] in HARDWARE_METRICS)
+    pools = [(list(cands), f"without {left_out}")]
+    if screen is not None:
+        failed = {c.number for c in cands if not (c.verified is None or c.holds)}
+        ran_long = {c.number for c in cands}
+        shorter = [c for c in screen if c.number not in failed | ran_long]
+        pools = [*pools, (shorter, f"without {left_out}, at the screen")]
     taken = {c.number for c, _ in near} | {chosen.number}
-    # The candidates seen through their own objectives only (a value's index is its objective's).
-    seen = {c.number: replace(c, values=[c.values[i] for i in idx]) for c in pool}
-    members = [
-        c for c in _eligible(ranked(list(seen.values()), own), chosen) if c.number not in taken
-    ]
-    by_number = {c.number: c for c in pool}
-    label = f"without {left_out}" + (", at the screen" if screen is not None else "")
-    return near + [(by_number[c.number], label) for c in members[:portable_limit]]
+    more: list[tuple[Candidate, str]] = []
+    for pool, label in pools:
+        # The candidates seen through their own objectives only (a value's index is its
+        # objective's).
+        seen = {c.number: replace(c, values=[c.values[i] for i in idx]) for c in pool}
+        by_number = {c.number: c for c in pool}
+        for c in _eligible(ranked(list(seen.values()), own), chosen):
+            if c.number not in taken:
+                taken.add(c.number)
+                more.append((by_number[c.number], label))
+    return near + more[:portable_limit]
 
 
 def screened(study: Any) -> list[Candidate]:

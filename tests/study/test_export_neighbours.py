@@ -288,3 +288,33 @@ def test_decided_above_the_screen_the_second_front_is_drawn_from_the_screen(
     assert third["values"] == {"loss_cv": 0.01, "throughput": 50.0}
     for knob, value in study.trials[3].params.items():
         assert third["knobs"][knob] == pytest.approx(value)
+
+
+def test_a_trial_that_ran_at_the_decided_length_is_ranked_by_what_it_did_there(
+    tmp_path: Path,
+) -> None:
+    # Trial 3 is the stablest at the screen (40 steps of a tight clip look calm) and was promoted
+    # to the decided length, where it is the least stable: the screen's ranking there was the
+    # reverse of the longer one's. Its screen value must not make it a neighbour ahead of the
+    # trials that did better at the length migrate re-runs them at.
+    screen = [(0.5, 100.0), (0.10, 300.0), (0.08, 250.0), (0.01, 50.0), (0.03, 200.0)]
+    screen += [(0.02, 45.0), (0.04, 180.0)]
+    metrics = [{"loss_cv": cv, "throughput": tp, "loss_drop": 0.5} for cv, tp in screen]
+    study_dir = h.recorded_study(
+        tmp_path, "rl", trials=7, finished=7, metrics=metrics, overrides=["budget.target_steps=90"]
+    )
+    study = optuna.load_study(study_name="rl", storage=f"sqlite:///{study_dir / 'optuna.db'}")
+    from autotune.study import attrs as ua
+
+    study.set_user_attr(ua.DECIDED, {"steps": 90, "rung": 2, "reason": "target"})
+    at_top = {0: [0.4, 100.0], 1: [0.09, 300.0], 2: [0.07, 250.0], 3: [0.5, 50.0]}
+    at_top |= {4: [0.2, 200.0], 6: [0.15, 180.0]}
+    for number, values in at_top.items():
+        _rung_run(study, study_dir, number, 1, 60, values)
+        _rung_run(study, study_dir, number, 2, 90, values)
+    r = ex.recipe_from_study(str(study_dir), "trial 1")
+    got = [(n["trial"], n["front"]) for n in r.source["neighbours"]]
+    # The front at 90 steps is 1 and 2; without throughput, at 90 steps: 2 (taken), 1 (the
+    # pick), then 6 and 4, ahead of 3; trial 5 never ran that long and comes after them.
+    assert got == [(2, "every objective"), (6, "without throughput"), (4, "without throughput")]
+    assert r.source["neighbours"][1]["values"] == {"loss_cv": 0.15, "throughput": 180.0}
