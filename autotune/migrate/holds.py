@@ -312,8 +312,11 @@ def try_neighbours(
 ) -> dict[str, Any]:
     """The recipe's Pareto neighbours, nearest first, each run here over the recipe's seeds at
     its length (the recipe's probe with the neighbour's knobs and env) and judged as the recipe
-    is (`judge`) against the same baseline runs (`base`, not re-run); the first that holds ends
-    it (`held`: its trial), the ones after it are not run. `oom_micro_batch`: the recipe ran out
+    is (`judge`) against the same baseline runs (`base`, not re-run), and more strictly: it
+    holds only when it is `better` than them (`not_better`: two or three paired seeds cannot
+    show a neighbour worse unless it is several times so, and it replaces the recipe on this
+    check alone). The first that holds ends it (`held`: its trial), the ones after it are not
+    run. `oom_micro_batch`: the recipe ran out
     of memory here at that micro-batch, so a neighbour at a micro-batch as large is not run
     (the layout is what failed: a lucky seed that fits proves nothing, as on the edge of a
     memory limit, where the same micro-batch fits on one run and not the next). `base_oom`: the
@@ -349,6 +352,8 @@ def try_neighbours(
             against, extra = at["summary"], at["fresh_runs"]
             entry["baseline_accum"] = at["accum_steps"]
         judged = judge(recipe, runs, against, cfg)
+        if not judged["problems"] and judged["vs_baseline"]["verdict"] != "better":
+            judged["problems"].append(not_better(judged["vs_baseline"]))
         holds = not judged["problems"]
         entry.update(
             status="holds" if holds else "does not hold",
@@ -373,6 +378,16 @@ def try_neighbours(
         else "none of them holds here either"
     )
     return out
+
+
+def not_better(vs: Mapping[str, Any]) -> str:
+    """Why a neighbour that is not worse than the defaults still does not hold: it replaces the
+    recipe on this check alone, so it must beat them; one that only ties them gives way to them,
+    as a study's pick does (`paired.PREFER_DEFAULTS`)."""
+    return (
+        f"it does not beat PyTorch's defaults here ({vs['verdict']}): a neighbour replaces the "
+        "recipe only when it does"
+    )
 
 
 def knob_changes(recipe: Recipe, neighbour: Mapping[str, Any]) -> list[str]:

@@ -165,7 +165,8 @@ def _neighbours_section(nb: Mapping[str, Any]) -> list[str]:
         more = reasons.get(str(nb.get("status")))
         return [*out, text + (f"; {more}" if more else "") + ".", ""]
     layouts = sorted({e["baseline_accum"] for e in nb.get("tried") or [] if "baseline_accum" in e})
-    against = "the same baseline runs. " if not layouts else layout_defaults(layouts) + ". "
+    against = "the same baseline runs" if not layouts else layout_defaults(layouts)
+    against += "; one holds only when it beats them. "
     out += [
         f"The recipe does not hold here: its {recorded} Pareto neighbour(s) from its study, "
         "nearest first, over the same seeds at the same length, each paired against "
