@@ -3,8 +3,9 @@
 round, run (a) in this process, which has run a probe before (the direct loop of
 `study_overhead.py`); (b) in a child forked from this warm process; (c) in a child forked from a
 process that did the probe process's imports and nothing else (a study's zygote); (d) as (c),
-with glibc told to keep what it frees (`mallopt`: trim threshold 256 MiB, top pad 64 MiB, mmap
-threshold 32 MiB). Each reports the probe's own wall time and its minor page faults.
+with glibc told to keep what it frees (`autotune.process.malloc.keep_freed`, what every probe
+process now does: trim threshold 256 MiB, top pad 64 MiB, mmap threshold 32 MiB). Each reports
+the probe's own wall time and its minor page faults.
 
     python benchmarks/fork_page_faults.py [--steps 2000] [--rounds 4] [--json out.json]
 """
@@ -12,7 +13,6 @@ threshold 32 MiB). Each reports the probe's own wall time and its minor page fau
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import os
 import sys
@@ -23,19 +23,12 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import close_report, machine, table
 
-M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_THRESHOLD = -1, -2, -3  # glibc's malloc.h
+from autotune.process.malloc import keep_freed
 
 
 def minor_faults() -> int:
     with open("/proc/self/stat") as f:
         return int(f.read().rsplit(")", 1)[1].split()[7])
-
-
-def keep_freed() -> None:
-    libc = ctypes.CDLL(None)
-    libc.mallopt(M_TRIM_THRESHOLD, 256 << 20)
-    libc.mallopt(M_TOP_PAD, 64 << 20)
-    libc.mallopt(M_MMAP_THRESHOLD, 32 << 20)
 
 
 def one(cfg: Any) -> dict[str, Any]:

@@ -28,7 +28,7 @@ from typing import Any
 from autotune.probe import ProbeConfig, Report, needs_processes, run_probe
 from autotune.probe.oom import is_oom
 from autotune.process import channel as report_channel
-from autotune.process import memory_limit
+from autotune.process import malloc, memory_limit
 
 STDIN_ARG = "-"  # the config path comes on stdin, after the imports
 
@@ -134,6 +134,8 @@ def main(argv: list[str] | None = None, channel: Report | None = None) -> int:
         if memory_limit.limit_mb() is not None:
             preload()  # a fresh process's imports, as a zygote's child has them: the N MiB
             memory_limit.apply()  # are the probe's own (AUTOTUNE_PROBE_MEMORY_MB)
+        else:  # a cold process: its steps' memory kept from one step to the next
+            malloc.keep_freed()
         from autotune import fingerprint
 
         emit({"event": "fingerprint", "fingerprint": fingerprint.collect()})

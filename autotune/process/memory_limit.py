@@ -18,8 +18,9 @@ zygote's child needed ~387 MiB at micro-batch 64 where a fresh process needed ~3
 apart as two micro-batches: a study's trial ran out of memory where `migrate`'s check of the
 same configuration fit.
 
-Under such a limit a probe process built on glibc also gets a fixed mmap threshold (128 KiB):
-every allocation from there up gets pages of its own, returned when it is freed. glibc's default
+Under such a limit a probe process built on glibc also gets a fixed mmap threshold (128 KiB,
+`autotune.process.malloc`; without a limit it keeps what it frees instead): every allocation
+from there up gets pages of its own, returned when it is freed. glibc's default
 raises the threshold as blocks are freed and serves them from a heap that keeps what it freed,
 so a run's data memory grew with its steps (measured on a workload with ~1 MiB of activations a
 sample, micro-batch 16: ~400 MiB needed at 6 steps, ~455 at 120) and whether a micro-batch fit
@@ -37,9 +38,9 @@ from __future__ import annotations
 
 import os
 
+from autotune.process.malloc import fixed_mmap_threshold
+
 ENV = "AUTOTUNE_PROBE_MEMORY_MB"
-M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter (malloc.h)
-MMAP_THRESHOLD = 128 * 1024  # glibc's default start; setting it stops the raising
 
 
 def limit_mb(environ: dict[str, str] | None = None) -> int | None:
@@ -88,19 +89,3 @@ def data_now() -> int:
     except (OSError, ValueError, IndexError):
         pass
     return 0
-
-
-def fixed_mmap_threshold() -> bool:
-    """Give every allocation of 128 KiB and up pages of its own, returned when freed (glibc's
-    `mallopt(M_MMAP_THRESHOLD)`; see the module). False where the C library is not glibc."""
-    import ctypes
-
-    try:
-        libc = ctypes.CDLL(None)  # this process's symbols, its C library's among them
-        mallopt = getattr(libc, "mallopt", None)
-        gnu = getattr(libc, "gnu_get_libc_version", None)
-    except OSError:
-        return False
-    if mallopt is None or gnu is None:  # musl or macOS: another allocator
-        return False
-    return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD))

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from autotune.process import memory_limit
+from autotune.process import malloc, memory_limit
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKLOAD = ROOT / "benchmarks" / "workloads" / "long_signal.py"
@@ -51,7 +51,7 @@ def _growth(tmp_path: Path, mode: str) -> float:
 @pytest.mark.integration  # two probe processes
 @pytest.mark.skipif(sys.platform != "linux", reason="VmData and glibc's mallopt: Linux")
 def test_the_data_memory_does_not_grow_with_the_steps_under_the_limit(tmp_path: Path) -> None:
-    assert memory_limit.fixed_mmap_threshold(), "this Linux's C library is glibc"
+    assert malloc.fixed_mmap_threshold(), "this Linux's C library is glibc"
     # Without the limit's allocator setting the same run kept 5-29 MiB of what its steps freed
     # (measured alone, and beside the rest of the suite); with it, 0.0 in both.
     limited = _growth(tmp_path, "limited")
