@@ -69,7 +69,10 @@ def retune_plan(
     by = classes(names, env)
     knobs = list(by["hardware-bound"])
     why = {k: "hardware-bound" for k in knobs}
-    diverged = any("diverged" in p for p in holds.get("problems") or [])
+    # the recipe at a layout that fits (`layout`) and still not holding: what it shows counts
+    fitted = [e for e in (holds.get("layout") or {}).get("tried") or [] if not e["out_of_memory"]]
+    problems = [*(holds.get("problems") or []), *(p for e in fitted for p in e["problems"])]
+    diverged = any("diverged" in p for p in problems)
     if diverged:
         for k in STABILITY:
             if k in names and k not in knobs:
@@ -82,7 +85,12 @@ def retune_plan(
                 if k not in knobs:
                     knobs.append(k)
                 why[k] = f"implicated: micro-batch {oom['micro_batch']} ran out of memory here"
-    worse = [m for m in (holds.get("vs_baseline") or {}).get("worse_on") or []]
+    worse = [
+        m
+        for vs in [holds.get("vs_baseline"), *(e["vs_baseline"] for e in fitted)]
+        for m in (vs or {}).get("worse_on") or []
+    ]
+    worse = list(dict.fromkeys(worse))
     for k in by["portable"]:
         if worse and k not in knobs:
             knobs.append(k)

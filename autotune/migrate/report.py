@@ -62,6 +62,7 @@ def markdown(result: Mapping[str, Any], png: str | None = None) -> str:
         "",
     ]
     lines += _holds_section(holds)
+    lines += _layout_section(holds.get("layout"))
     lines += _neighbours_section(holds.get("neighbours") or {})
     lines += _differences_section(result["differences"])
     lines += _ops_section(result["ops"])
@@ -147,6 +148,36 @@ def _holds_section(h: Mapping[str, Any]) -> list[str]:
     return out + ([""] if h.get("problems") else [])
 
 
+def _layout_section(layout: Mapping[str, Any] | None) -> list[str]:
+    """The recipe at a layout that fits (`layout.try_layout`), when its micro-batch ran out of
+    memory here."""
+    if not layout:
+        return []
+    out = [
+        "## The same batch in more steps",
+        "",
+        f"The recipe's micro-batch ran out of memory here, so its batch of {layout['batch']} was "
+        f"run in more accumulation steps (from {layout['from_accum']}), the same arithmetic at a "
+        "smaller micro-batch, over the same seeds and judged as the recipe is: "
+        f"{layout['why']}.",
+        "",
+    ]
+    if not layout["tried"]:
+        return out
+    out += [
+        "| accum_steps | micro-batch | paired against | paired verdict | holds here |",
+        "|---|---|---|---|---|",
+    ]
+    for e in layout["tried"]:
+        against = e["against"]
+        why = "yes" if e["holds"] else "no: " + "; ".join(e["problems"])
+        out.append(
+            f"| {e['accum_steps']} | {e['micro_batch']} | {against} | {e['verdict']} | "
+            f"{why.replace('|', '/')} |"
+        )
+    return [*out, ""]
+
+
 def _neighbours_section(nb: Mapping[str, Any]) -> list[str]:
     """The recipe's Pareto neighbours (`holds.try_neighbours`): each one tried, what it changes
     and its verdict; or why none was run."""
@@ -161,7 +192,7 @@ def _neighbours_section(nb: Mapping[str, Any]) -> list[str]:
             text = "The recipe records none (its study had no other candidate on the front)"
         else:
             text = f"The recipe records {recorded} Pareto neighbour(s)"
-        reasons = {"not needed": "not needed: the recipe holds here", "not run": nb.get("why")}
+        reasons = {"not needed": f"not needed: {nb.get('why')}", "not run": nb.get("why")}
         more = reasons.get(str(nb.get("status")))
         return [*out, text + (f"; {more}" if more else "") + ".", ""]
     layouts = sorted({e["baseline_accum"] for e in nb.get("tried") or [] if "baseline_accum" in e})

@@ -25,6 +25,7 @@ from autotune.errors import TrackingError, UsageError
 from autotune.migrate import knob_classes
 from autotune.migrate.differences import differences
 from autotune.migrate.holds import reproduced, reproduces, rerun
+from autotune.migrate.layout import layout_failed, layout_verdict, write_recipe
 from autotune.migrate.ops import compare_ops
 from autotune.migrate.report import layout_defaults, markdown, plot_curve
 from autotune.migrate.report import write as write_report
@@ -93,6 +94,10 @@ def migrate(
     inert = knob_classes.inert_env(recipe.env, str(here_fp.get("platform")), int(recipe.world_size))
     searched = list((recipe.source or {}).get("searched") or [])
     verdict, why, plan = verdict_of(recipe, path, holds, inert, searched)
+    written = None  # the recipe at the layout that held here (`layout`)
+    if (holds.get("layout") or {}).get("held") is not None:
+        written = write_recipe(recipe, holds["layout"], out, str(here_fp.get("hash")))
+        why += f" The recipe at that layout: {written}."
     retuned = None
     if plan is not None and space:
         from autotune.migrate.retune import retune
@@ -122,6 +127,7 @@ def migrate(
         "knob_classes": knob_classes.classes(searched, recipe.env),
         "inert_env": inert,
         "retune": plan,
+        "migrated_recipe": str(written) if written else None,
         "compute": _compute(recipe, holds, audit_wall, retuned),
     }
     png = plot_curve(holds.get("curve") or {}, out / PLOT)
@@ -141,6 +147,7 @@ def _compute(
     n_probes = (
         len(holds["recipe_result"]["runs"])
         + len((holds.get("baseline_result") or {}).get("runs") or [])
+        + int((holds.get("layout") or {}).get("probes") or 0)  # at a layout that fits
         + int((holds.get("neighbours") or {}).get("probes") or 0)  # its Pareto neighbours'
     )
     study_compute = (recipe.source or {}).get("compute") or {}
@@ -254,6 +261,8 @@ def verdict_of(
             "machine (or its limits) and run migrate again; no re-tune can help.",
             None,
         )
+    if problems and (holds.get("layout") or {}).get("held") is not None:
+        return layout_verdict(recipe, holds)
     if problems and (holds.get("neighbours") or {}).get("held") is not None:
         return neighbour_verdict(recipe, holds)
     if not problems:
@@ -273,7 +282,11 @@ def verdict_of(
     knobs = ", ".join(plan["knobs"]) or "nothing it searched (a cold study)"
     return (
         f"does not transfer: re-tune {knobs}",
-        "The recipe does not hold here: " + "; ".join(problems) + "." + neighbours_failed(holds),
+        "The recipe does not hold here: "
+        + "; ".join(problems)
+        + "."
+        + layout_failed(holds)
+        + neighbours_failed(holds),
         plan,
     )
 

@@ -22,7 +22,7 @@ from assets import studies as h
 from assets.recipes import make_recipe
 
 from autotune import Recipe
-from autotune.migrate.holds import neighbours_status
+from autotune.migrate.neighbours import neighbours_status
 from autotune.migrate.report import markdown
 
 STEPS = 30
@@ -208,7 +208,7 @@ def test_a_neighbour_at_the_micro_batch_that_ran_out_of_memory_is_not_run() -> N
     # neighbour at the same micro-batch fitted on 2 lucky seeds (the limit is on the edge), was
     # said to hold, and ran out of memory on 5 of 5 fresh seeds. The layout that failed is not
     # tried again: nothing runs, and nothing holds.
-    from autotune.migrate.holds import try_neighbours
+    from autotune.migrate.neighbours import try_neighbours
 
     r = recipe(3000, [neighbour(7, 2, 1.0)])
     mb = int(r.probe_config(steps=STEPS).micro_batch)
@@ -236,7 +236,7 @@ def test_when_the_baseline_ran_out_of_memory_each_neighbour_meets_the_defaults_a
     instead against PyTorch's defaults at its own micro-batch, run beside it over the same seeds,
     once per layout: the broken neighbour loses to them, the next one at the same layout holds
     and reuses their runs."""
-    from autotune.migrate.holds import try_neighbours
+    from autotune.migrate.neighbours import try_neighbours
 
     def at_accum(n: dict[str, Any], accum: int) -> dict[str, Any]:
         return {**n, "knobs": {**n["knobs"], "accum_steps": accum}}
