@@ -133,8 +133,9 @@ def paired(a: list[float | None], b: list[float | None]) -> dict[str, Any]:
 
 def one_seed(folder: Path, seed: int, args: argparse.Namespace) -> dict[str, Any]:
     """A cold study and a migration with a re-tune on the new machine, at sampler seed `seed`.
-    When one of the recipe's Pareto neighbours holds there (migrate says `use trial N`, and no
-    re-tune runs), that trial, exported from the source study (`st`), is what is compared."""
+    When the recipe holds there as the same batch in more steps (migrate says `accum_steps A ->
+    B`), its `recipe-migrated.yaml` is what is compared; when one of its Pareto neighbours holds
+    (`use trial N`, and no re-tune runs), that trial, exported from the source study (`st`)."""
     here = folder / f"seed{seed}"
     here.mkdir()
     (here / "space.yaml").write_text(
@@ -164,6 +165,9 @@ def one_seed(folder: Path, seed: int, args: argparse.Namespace) -> dict[str, Any
         "migrate_wall_s": round(mig_wall, 1),
         "check_samples": mig["compute"]["samples"],
     }
+    if mig.get("migrated_recipe"):  # the recipe holds as the same batch in more steps
+        row.update(layout=mig["holds"]["layout"]["held"], retune_trials=0, trial_share=0.0)
+        return with_quality(row, here, here / mig["migrated_recipe"], fresh, args)
     held = (mig["holds"].get("neighbours") or {}).get("held")
     study = source_study(folder)
     if held is not None and study is None:  # --source-recipe without its study: nothing to
