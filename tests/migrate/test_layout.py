@@ -4,6 +4,7 @@ under a real memory limit: `test_migrate_oom.py`)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from autotune.migrate.layout import _why, fitting_accums, layout_failed
@@ -77,3 +78,33 @@ def test_a_layout_that_fits_and_does_not_hold_implicates_knobs_in_the_re_tune_pl
     # the recipe's own out-of-memory alone implicates the layout only
     alone = retune_plan(searched, {}, {**holds, "layout": {"tried": [], "held": None}})
     assert alone["knobs"] == ["accum_steps"]
+
+
+def test_the_verdict_names_the_change_and_how_it_was_judged(tmp_path: Path) -> None:
+    from assets.recipes import make_recipe
+
+    from autotune import Recipe
+    from autotune.migrate.layout import layout_verdict, write_recipe
+
+    fits = entry(2, oom=False, problems=[])
+    fits["vs_baseline"] = {"verdict": "better", "why": "better than the baseline: loss_cv"}
+    fits["result"] = {"diverged_share": 0.0, "failed": 0}
+    layout = {"from_accum": 1, "batch": 16, "held": 2, "tried": [fits]}
+    holds = {"problems": ["it ran out of memory here on 2 of 2 seeds"], "seeds": [0, 1],
+             "layout": layout}  # fmt: skip
+    tuned = make_recipe(clip_norm=0.5)
+    verdict, why, plan = layout_verdict(tuned, holds)
+    assert verdict == "transfers with these changes: accum_steps 1 -> 2" and plan is None
+    assert "paired against PyTorch's defaults at accum_steps 2, beside it over seeds [0, 1] " in why
+    assert "it is better (better than the baseline: loss_cv)" in why
+    _, why_defaults, _ = layout_verdict(make_recipe(), holds)
+    assert "the recipe is PyTorch's defaults, its own baseline" in why_defaults
+    assert "paired against" not in why_defaults
+    # the recipe at that layout: the same knobs but the accumulation, saved beside the report
+    path = write_recipe(tuned, layout, tmp_path, "here123")
+    new = Recipe.load(path)
+    assert new.knobs == {**tuned.knobs, "accum_steps": 2} and new.micro_batch == 8
+    assert new.effective_batch == tuned.effective_batch
+    came = new.source["migrated_from"]
+    assert came["changed"] == {"accum_steps": [1, 2]} and came["here"] == "here123"
+    assert came["recipe"] == tuned.name and new.name == f"{tuned.name}-accum2"
