@@ -182,13 +182,15 @@ def check(
     if fast["reproduces"]:
         return reproduced(recipe, fast, threads)
     same = fast["runs"] and same_numerics(recipe, fast["runs"][0].get("fingerprint"))
-    if same:  # nothing moved the numbers here: "another seed's spread" would hide a change
+    # out of memory: the memory's doing ("the run here ended oom"), not the numerics'
+    oom = fast["runs"] and fast["runs"][0].get("outcome") == "oom"
+    if same and not oom:  # nothing moved the numbers: "another seed's spread" hides a change
         fast["why"] += (
             "; this machine's numerics are the recipe's (no numerics difference in the "
             "fingerprint), so the recipe, the workload's code or a nondeterministic op changed "
             "the run: not judged by the seeds' spread"
         )
-    elif fast["runs"]:
+    elif fast["runs"] and not oom:
         spread = within_spread(recipe, fast["runs"][0], fast["steps"])
         if spread["within"]:
             say(f"{fast['why']}, but {spread['why']}")
