@@ -8,9 +8,11 @@ first seed's curve is the recorded curve's twin: same seed, same data order, onl
 differs. Threads: this machine's (its torch default, or `threads`), not the recipe's: the
 thread count is part of what moved.
 
-A recipe that does not hold in the full check has its Pareto neighbours tried (the study's other
-candidates on the front, `source.neighbours`, recorded by export), nearest first, over the same
-seeds and against the same baseline runs, until one holds (`try_neighbours`).
+A recipe whose micro-batch ran out of memory in the full check runs first as the same batch in
+more accumulation steps (`layout.try_layout`); one that does not hold (there, or at all) has its
+Pareto neighbours tried (the study's other candidates on the front, `source.neighbours`,
+recorded by export), nearest first, over the same seeds and against the same baseline runs,
+until one holds (`neighbours.try_neighbours`).
 """
 
 from __future__ import annotations

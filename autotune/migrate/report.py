@@ -179,7 +179,7 @@ def _layout_section(layout: Mapping[str, Any] | None) -> list[str]:
 
 
 def _neighbours_section(nb: Mapping[str, Any]) -> list[str]:
-    """The recipe's Pareto neighbours (`holds.try_neighbours`): each one tried, what it changes
+    """The recipe's Pareto neighbours (`neighbours.try_neighbours`): each one tried, what it changes
     and its verdict; or why none was run."""
     out = ["## Pareto neighbours", ""]
     recorded = nb.get("recorded")
