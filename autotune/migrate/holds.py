@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from autotune.migrate.judged import judge, never_ran, nothing_runs, samples_of
+from autotune.migrate.judged import add_cost, judge, never_ran, nothing_runs, samples_of
 from autotune.migrate.layout import try_layout
 from autotune.migrate.layout_baseline import LayoutBaselines, ran_out_of_memory
 from autotune.migrate.neighbours import neighbours_status, try_neighbours
@@ -222,7 +222,7 @@ def rerun(
         out["layout"] = try_layout(
             recipe, judged["oom"], length, seed_list, base=fit, layouts=layouts, **kw
         )
-        _add_cost(out, out["layout"])
+        add_cost(out, out["layout"], ("samples", "wall_s"))
     held_at_layout = (out.get("layout") or {}).get("held") is not None
     if runs and base_runs and not held_at_layout and all(never_ran(r) for r in [*runs, *base_runs]):
         out["nothing_runs"] = nothing_runs(runs, base_runs)
@@ -234,13 +234,8 @@ def rerun(
             recipe, against, length, seed_list, oom_micro_batch=oom_mb, base_oom=base_oom,
             layouts=layouts, **kw,
         )  # fmt: skip
-        _add_cost(out, out["neighbours"])
+        add_cost(out, out["neighbours"], ("samples", "wall_s"))
     return out
-
-
-def _add_cost(out: dict[str, Any], part: Mapping[str, Any]) -> None:
-    out["samples"] += part["samples"]
-    out["wall_s"] += part["wall_s"]
 
 
 def curve_check(

@@ -87,6 +87,30 @@ def out_of_memory(runs: list[dict[str, Any]], cfg: Any) -> dict[str, Any] | None
     }
 
 
+COST = ("samples", "probes", "wall_s")
+
+
+def judged_entry(judged: Mapping[str, Any], runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """What a tried configuration's entry records of `judge`'s result (`judged`) and of the
+    runs it cost (`runs`: its own and any baseline's run beside it)."""
+    return {
+        "holds": not judged["problems"],
+        "verdict": judged["vs_baseline"]["verdict"],
+        "vs_baseline": judged["vs_baseline"],
+        "problems": judged["problems"],
+        "result": judged["result"],
+        "samples": sum(samples_of(r) for r in runs),
+        "probes": len(runs),
+        "wall_s": sum(float(r.get("wall_s") or 0.0) for r in runs),
+    }
+
+
+def add_cost(total: dict[str, Any], part: Mapping[str, Any], keys: tuple[str, ...] = COST) -> None:
+    """Add what `part` cost (`keys` of it) to `total`."""
+    for key in keys:
+        total[key] += part[key]
+
+
 def samples_of(run: Mapping[str, Any]) -> int:
     summary = run.get("summary") or {}
     seen = summary.get("samples_seen")

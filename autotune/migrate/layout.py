@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from autotune.migrate.judged import judge, samples_of
+from autotune.migrate.judged import add_cost, judge, judged_entry
 from autotune.migrate.layout_baseline import LayoutBaselines
 from autotune.recipe.file import NAME_MAX, Recipe
 from autotune.recipe.verify import is_baseline, run_local
@@ -87,20 +87,9 @@ def try_layout(
             runs = run_local(cfg, recipe.env, seed_list, timeout_s=timeout_s, threads=threads,
                              say=say, label=label, shown=shown)  # fmt: skip
         judged = judge(recipe, runs, None if defaults else against, cfg, same=defaults)
-        entry.update(
-            holds=not judged["problems"],
-            verdict=judged["vs_baseline"]["verdict"],
-            vs_baseline=judged["vs_baseline"],
-            problems=judged["problems"],
-            result=judged["result"],
-            samples=sum(samples_of(r) for r in [*runs, *extra]),
-            probes=len(runs) + len(extra),
-            wall_s=sum(float(r.get("wall_s") or 0.0) for r in [*runs, *extra]),
-            out_of_memory="oom" in judged,
-        )
+        entry.update(judged_entry(judged, [*runs, *extra]), out_of_memory="oom" in judged)
         out["tried"].append(entry)
-        for key in ("samples", "probes", "wall_s"):
-            out[key] += entry[key]
+        add_cost(out, entry)
         if entry["out_of_memory"]:
             continue  # this layout does not fit either: the next
         if entry["holds"]:

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from autotune.migrate.judged import judge, samples_of
+from autotune.migrate.judged import add_cost, judge, judged_entry
 from autotune.migrate.layout_baseline import LayoutBaselines
 from autotune.recipe.file import Recipe
 from autotune.recipe.verify import run_local
@@ -117,23 +117,11 @@ def try_neighbours(
         judged = judge(recipe, runs, against, cfg)
         if not judged["problems"] and judged["vs_baseline"]["verdict"] != "better":
             judged["problems"].append(not_better(judged["vs_baseline"]))
-        holds = not judged["problems"]
-        entry.update(
-            status="holds" if holds else "does not hold",
-            holds=holds,
-            verdict=judged["vs_baseline"]["verdict"],
-            vs_baseline=judged["vs_baseline"],
-            problems=judged["problems"],
-            result=judged["result"],
-            samples=sum(samples_of(r) for r in [*runs, *extra]),
-            probes=len(runs) + len(extra),
-            wall_s=sum(float(r.get("wall_s") or 0.0) for r in [*runs, *extra]),
-        )
+        entry.update(judged_entry(judged, [*runs, *extra]))
+        entry["status"] = "holds" if entry["holds"] else "does not hold"
         out["tried"].append(entry)
-        out["samples"] += entry["samples"]
-        out["probes"] += entry["probes"]
-        out["wall_s"] += entry["wall_s"]
-        if holds:
+        add_cost(out, entry)
+        if entry["holds"]:
             out["held"] = n["trial"]
     out["why"] = (
         f"trial {out['held']} holds here"
