@@ -7,7 +7,6 @@ import re
 import signal
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -79,12 +78,7 @@ def segv(size="tiny"):
 """
 
 
-@pytest.fixture(autouse=True)
-def no_zygote_left(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    # Away from the source tree: a probe process must import the installed package.
-    monkeypatch.chdir(tmp_path)
-    yield
-    discard_zygote()
+pytestmark = pytest.mark.usefixtures("no_zygote_left")  # tests/process/conftest.py
 
 
 def _probe(steps: int = 20, workload: str | None = None) -> dict[str, Any]:

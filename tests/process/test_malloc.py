@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from autotune.probe import ProbeConfig
 from autotune.process import launcher
-from autotune.process.zygote import discard_zygote
 
 # tiny_gpt, printing the minor page faults its steps took from step 20 to step 60.
 COUNTING = """
@@ -40,11 +38,7 @@ def make(size="tiny"):
 """
 
 
-@pytest.fixture(autouse=True)
-def no_zygote_left(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.chdir(tmp_path)
-    yield
-    discard_zygote()
+pytestmark = pytest.mark.usefixtures("no_zygote_left")  # tests/process/conftest.py
 
 
 def _step_faults(tmp_path: Path, spare: bool) -> int:
