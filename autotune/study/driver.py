@@ -23,7 +23,7 @@ from autotune.study.failures import (
     every_trial_failed,
     failed_trials,
 )
-from autotune.study.importance import import_early, importances
+from autotune.study.importance import importances
 from autotune.study.objectives import directions, make_sampler, name_metrics
 from autotune.study.options import StudyOptions, StudyResult, study_dir_for
 from autotune.study.ray_start import RayStart, exit_on_sigterm
@@ -113,7 +113,6 @@ def run(opts: StudyOptions) -> StudyResult:
         if planned > 0 or rungs_pending(study, space) or to_verify(study, space):
             with ray_session(opts.address, study_dir, started=early) as ray:
                 mark("ray started")
-                import_early()  # the importances' imports, while the trials run
                 args = (opts, study, cond, logger, study_dir, ray, say, planned, rerun, finished)
                 interrupted, failure = _phases(*args)
             mark("ray stopped")  # its shutdown goes on in its thread (`early.close` waits)

@@ -3,25 +3,11 @@ PED-ANOVA evaluator), for the summary's MLflow artifacts and plot."""
 
 from __future__ import annotations
 
-import importlib
-import threading
 import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from autotune.study.records import screen_feasible
-
-
-def import_early() -> threading.Thread:
-    """Import Optuna's importance evaluators in a thread of their own, while the trials run:
-    `optuna.importance` imports scikit-learn (for fANOVA, never used here), ~1 s that the end
-    of every study waited for (benchmarks/RESULTS.md, Study overhead). The study's end imports
-    it again, which then costs nothing, or waits for this import to finish."""
-    thread = threading.Thread(
-        target=importlib.import_module, args=("optuna.importance",), daemon=True
-    )
-    thread.start()
-    return thread
 
 
 def importances(study: Any, summary: Mapping[str, Any]) -> dict[str, dict[str, float]] | None:
