@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import os
 
-from autotune.process.malloc import fixed_mmap_threshold
+from autotune.process.malloc import fixed_mmap_threshold, keep_freed
 
 ENV = "AUTOTUNE_PROBE_MEMORY_MB"
 
@@ -76,6 +76,15 @@ def apply(environ: dict[str, str] | None = None) -> int | None:
     resource.setrlimit(resource.RLIMIT_DATA, (cap, hard))
     fixed_mmap_threshold()
     return mb
+
+
+def settle_allocator(environ: dict[str, str] | None = None) -> bool:
+    """The C allocator's setting for a probe process whose limit, if any, is already in place
+    (a DDP rank inherits its launcher's `RLIMIT_DATA`, but not its `mallopt` settings, which
+    a new program starts without): under a limit every large block gets pages of its own
+    (`fixed_mmap_threshold`), else freed memory is kept for the next step (`keep_freed`).
+    False where the C library is not glibc."""
+    return fixed_mmap_threshold() if limit_mb(environ) is not None else keep_freed()
 
 
 def data_now() -> int:

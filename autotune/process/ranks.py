@@ -38,7 +38,7 @@ from autotune.probe import ProbeConfig, run_probe
 from autotune.probe.oom import is_oom
 from autotune.probe.summary import ProbeStatus
 from autotune.process import channel as report_channel
-from autotune.process import malloc, memory_limit
+from autotune.process import memory_limit
 
 if TYPE_CHECKING:
     import torch
@@ -365,8 +365,7 @@ def rank_main(cfg_path: str) -> int:
                 msg = {k: v for k, v in msg.items() if k != "series"}
             channel({**msg, "rank": rank})
 
-    if memory_limit.limit_mb() is None:  # under a limit, the launcher's (inherited) holds
-        malloc.keep_freed()  # a rank is a cold probe process (autotune.process.malloc)
+    memory_limit.settle_allocator()  # a rank is a cold probe process (autotune.process.malloc)
     try:
         import torch
         import torch.distributed as dist

@@ -21,9 +21,10 @@ WORKLOAD = ROOT / "benchmarks" / "workloads" / "long_signal.py"
 SCRIPT = """
 import json, sys
 from autotune.process import memory_limit
-fixed = sys.argv[1] == "limited"
-if fixed:
+if sys.argv[1] == "limited":  # a probe process: the limit and the allocator
     memory_limit.apply()
+else:  # a DDP rank: the limit inherited, the allocator set by the rank itself
+    memory_limit.settle_allocator()
 def vmdata():
     for line in open("/proc/self/status"):
         if line.startswith("VmData"):
@@ -50,9 +51,14 @@ def _growth(tmp_path: Path, mode: str) -> float:
 
 @pytest.mark.integration  # two probe processes
 @pytest.mark.skipif(sys.platform != "linux", reason="VmData and glibc's mallopt: Linux")
-def test_the_data_memory_does_not_grow_with_the_steps_under_the_limit(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["limited", "rank"])
+def test_the_data_memory_does_not_grow_with_the_steps_under_the_limit(
+    tmp_path: Path, mode: str
+) -> None:
+    """`limited`: a probe process (`memory_limit.apply`); `rank`: a DDP rank, which inherits
+    the launcher's limit but sets its own allocator (`memory_limit.settle_allocator`)."""
     assert malloc.fixed_mmap_threshold(), "this Linux's C library is glibc"
     # Without the limit's allocator setting the same run kept 5-29 MiB of what its steps freed
     # (measured alone, and beside the rest of the suite); with it, 0.0 in both.
-    limited = _growth(tmp_path, "limited")
+    limited = _growth(tmp_path, mode)
     assert limited <= 1.0, f"under the limit, data memory grew {limited:.1f} MiB over 40 steps"
