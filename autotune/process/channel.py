@@ -189,6 +189,7 @@ def run_process(
             env={**env, **channel.env()},
             pass_fds=(channel.write_fd,),
             text=True,
+            errors="replace",  # a stray byte a program prints: U+FFFD, never a dead reader
             start_new_session=True,  # a timeout kills what it started too
         )
     except BaseException:

@@ -54,6 +54,7 @@ def popen(
             pass_fds=pass_fds,
             env=dict(env),
             text=True,
+            errors="replace",  # a stray byte a program prints: U+FFFD, never a dead reader
             bufsize=1,
             start_new_session=True,  # the probe and all it starts are one process group
             preexec_fn=die_with_parent,  # in the probe process: SIGKILL when the worker dies

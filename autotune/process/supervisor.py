@@ -250,6 +250,7 @@ def _run_ranks(cfg: ProbeConfig, emit: Report) -> dict[str, Any]:
                     env={**rank_env(cfg, r, world, store.port), **channel.env()},
                     pass_fds=(channel.write_fd,),
                     text=True,
+                    errors="replace",  # a stray byte a program prints: U+FFFD, never a dead reader
                     bufsize=1,
                     preexec_fn=die_with_parent,  # in a rank: SIGKILL when the launcher dies
                 )

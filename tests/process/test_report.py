@@ -81,6 +81,16 @@ class NoNewline(MLPWorkload):
         return super().loss(model, batch)
 
 
+class Garbler(MLPWorkload):
+    '''Prints bytes that are not UTF-8 and more than a pipe holds, every step.'''
+
+    def loss(self, model, batch):
+        sys.stdout.buffer.write(b"\\xff\\xfe\\x80 not utf-8\\n" + b"x" * 70000 + b"\\n")
+        sys.stdout.flush()
+        print("after the bytes", flush=True)
+        return super().loss(model, batch)
+
+
 def forger(size="tiny"):
     return Forger(size)
 
@@ -91,6 +101,10 @@ def scribbler(size="tiny"):
 
 def no_newline(size="tiny"):
     return NoNewline(size)
+
+
+def garbler(size="tiny"):
+    return Garbler(size)
 """
 
 STEPS = 20
@@ -149,6 +163,25 @@ def test_output_without_a_newline_does_not_swallow_the_reports(
     assert sum(len(e["loss"]) for e in tele) == STEPS
     assert out["summary"]["steps_run"] == STEPS
     assert "." * STEPS in out["log_tail"]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("spare", [False, True], ids=["fresh", "forked"])
+def test_bytes_that_are_not_utf8_are_log_not_a_dead_reader(workloads: Path, spare: bool) -> None:
+    # A strict UTF-8 reader of a fresh process's output died at the first such byte; the
+    # pipe then filled and the probe hung until its time limit.
+    out, _ = _trial(workloads, "garbler", spare)
+    assert out["outcome"] == "complete", out["log_tail"]
+    assert out["summary"]["steps_run"] == STEPS
+    assert "\ufffd" in out["log_tail"] and "after the bytes" in out["log_tail"]
+
+
+@pytest.mark.integration
+def test_a_process_run_to_its_end_may_print_bytes_that_are_not_utf8() -> None:
+    code = "import sys\nfor s in sys.stdout, sys.stderr: s.buffer.write(b'\\xff\\xfe x\\n')"
+    done, reports = report.run_process([sys.executable, "-c", code], env=os.environ, timeout=60)
+    assert done.returncode == 0 and reports == []
+    assert done.stdout == done.stderr == "\ufffd\ufffd x\n"
 
 
 @pytest.mark.integration
