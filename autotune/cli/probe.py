@@ -30,11 +30,13 @@ def check(
     from autotune import space as sp
     from autotune.study import check_workload
     from autotune.study.driver import check_device
+    from autotune.study.fits import check_trial_fits, local_node
 
     s = sp.load(space, set_ or [])
     check_workload(s)
     if not os.environ.get("RAY_ADDRESS"):  # a study from here runs its probes here
         check_device(s)
+        check_trial_fits(s, [local_node(s)], "this machine")
     typer.echo(describe_space(s))
 
 

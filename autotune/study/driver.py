@@ -23,6 +23,7 @@ from autotune.study.failures import (
     every_trial_failed,
     failed_trials,
 )
+from autotune.study.fits import check_trial_fits, cluster_nodes, local_node
 from autotune.study.importance import importances
 from autotune.study.objectives import directions, make_sampler, name_metrics
 from autotune.study.options import StudyOptions, StudyResult, study_dir_for
@@ -93,6 +94,7 @@ def run(opts: StudyOptions) -> StudyResult:
         cluster = _cluster_address(opts)  # a local Ray is this machine's: checked up front
         if cluster is not None:
             check_cluster_device(space, ray.cluster_resources(), cluster)
+            check_trial_fits(space, cluster_nodes(ray), f"the Ray cluster at {cluster}")
         # a shared --storage: the study is continued only from its home (`home`); the default
         # storage is the study folder's own file, which moves with it
         study = open_study(opts, storage, cond, study_dir if opts.storage else None)
@@ -223,6 +225,7 @@ def _check_services(opts: StudyOptions, url: str, uri: str, study_dir: Path) -> 
     check_workload(opts.space)
     if address is None:  # the trials run on a local Ray: this machine's devices
         check_device(opts.space)
+        check_trial_fits(opts.space, [local_node(opts.space)], "this machine")
 
 
 def _cluster_address(opts: StudyOptions) -> str | None:

@@ -161,7 +161,7 @@ def test_probe_json_is_json_alone_on_stdout(tmp_path: Path) -> None:
 def test_check_shows_the_script_its_args_and_threads(tmp_path: Path) -> None:
     (tmp_path / "train.py").write_text(SCRIPT)
     space = tmp_path / "space.yaml"
-    space.write_text(SPACE.format(steps=STEPS, threads=", threads: 3"))
+    space.write_text(SPACE.format(steps=STEPS, threads=", threads: 2"))
     result = CliRunner().invoke(app, ["check", str(space)])
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
@@ -169,7 +169,7 @@ def test_check_shows_the_script_its_args_and_threads(tmp_path: Path) -> None:
     assert str(tmp_path / "train.py") in workload
     assert "args --width 8 --name 'two words'" in workload
     probe = next(line for line in lines if line.startswith("probe"))
-    assert "3 CPU thread(s) per trial (probe.threads)" in probe
+    assert "2 CPU thread(s) per trial (probe.threads)" in probe
     space.write_text(SPACE.format(steps=STEPS, threads=""))
     result = CliRunner().invoke(app, ["check", str(space)])
     probe = next(line for line in result.stdout.splitlines() if line.startswith("probe"))

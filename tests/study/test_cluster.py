@@ -140,6 +140,22 @@ def test_a_cluster_with_rays_token_authentication(tmp_path: Path) -> None:
         assert joined.returncode == 0, h.explain(joined)
 
 
+def test_a_trial_no_node_can_hold_is_refused(ray_cluster: str, tmp_path: Path) -> None:
+    """Two CPUs in all, one a node: a trial of two CPUs would never be placed, and Tune waited
+    for it forever; the driver asks each node once it has joined, and removes what it made."""
+    text = h.mlp_space("nofit", trials=2, steps=STEPS).replace(
+        "trial_timeout_s: 120}", "trial_timeout_s: 120, cpus_per_trial: 2}"
+    )
+    space = h.write(tmp_path, text)
+    cmd = ["study", "--space", str(space), "--address", ray_cluster]
+    result = h.autotune([*cmd, "--tracking-uri", h.sqlite_uri(tmp_path)], tmp_path, timeout=300)
+    assert result.returncode == 2, h.explain(result)
+    last = result.stderr.strip().splitlines()[-1]
+    assert "budget.cpus_per_trial: each trial asks for 2 CPU(s)" in last, last
+    assert f"the largest node of the Ray cluster at {ray_cluster} has 1 CPU(s)" in last, last
+    assert not (tmp_path / "autotune-studies" / "nofit").exists(), "a refused study was kept"
+
+
 def test_study_on_two_ray_nodes_with_postgres(pg: str, ray_cluster: str, tmp_path: Path) -> None:
     import optuna
     from mlflow.tracking import MlflowClient
