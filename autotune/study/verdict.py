@@ -268,7 +268,30 @@ def pick_part(study: Any, objectives: list[dict[str, Any]]) -> dict[str, Any]:
         "baseline": base_row,
         **decision.verdict,
     }
+    out["throughput_noise"] = paired_noise_note(out["throughput_noise"], decision)
     return out
+
+
+def paired_noise_note(note: dict[str, Any] | None, decision: Decision) -> dict[str, Any] | None:
+    """The throughput note, told what the paired comparison saw. "Within noise" is judged on
+    the candidates' own intervals, each wide with its runs' step timings; the comparison with
+    the defaults pairs the same seeds and can measure a difference those intervals hide (a
+    clipped step is slower than an unclipped one). Then the note says both (`paired`: the
+    paired verdict on that metric), instead of a tie next to a measured difference."""
+    if not note or not note.get("within_noise"):
+        return note
+    row = (decision.verdict.get("metrics") or {}).get(note["metric"]) or {}
+    if row.get("verdict") not in ("better", "worse"):
+        return note
+    ratio = row.get("ratio") or {}
+    metric = note["metric"]
+    message = (
+        f"{metric} differences among the candidates are within their timing noise: decided on "
+        f"stability and final loss. Paired over the same seeds, trial {decision.first.number} "
+        f"is {row['verdict']} on {metric} than the defaults (x{ratio.get('mean', 0):.3g} the "
+        f"defaults' [x{ratio.get('low', 0):.3g}, x{ratio.get('high', 0):.3g}])"
+    )
+    return {**note, "paired": row["verdict"], "message": message}
 
 
 def _verified_row(c: Any, objectives: list[dict[str, Any]], why_not: str | None) -> dict[str, Any]:
