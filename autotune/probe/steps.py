@@ -19,6 +19,7 @@ import numpy as np
 from autotune.errors import WorkloadError
 from autotune.knobs import KNOBS
 from autotune.probe.clipping import NoClip, NormClip, make_clip_policy
+from autotune.probe.script_values import MAX_COUNT
 
 if TYPE_CHECKING:
     import torch
@@ -225,19 +226,20 @@ def loss_of(workload: Any, model: Any, batch: Any) -> torch.Tensor:
 
 def count_of(workload: Any, method: str, batch: Any) -> Any:
     """The workload's `samples(batch)` or `tokens(batch)` (`method`), checked to be a finite
-    count >= 0: a negative or non-finite one (a throughput below zero, a compute count that
-    runs backwards) is a WorkloadError naming the method."""
+    count from 0 to `MAX_COUNT` (10^12, the bound a script's reports have): a negative,
+    non-finite or impossible one (a throughput below zero or of 10^18 a second, a compute
+    count that runs backwards) is a WorkloadError naming the method."""
     n = getattr(workload, method)(batch)
-    if type(n) is int and n >= 0:  # the usual case, at no cost
+    if type(n) is int and 0 <= n <= MAX_COUNT:  # the usual case, at no cost
         return n
     try:
         value = None if isinstance(n, bool) else float(n)
-    except (TypeError, ValueError, RuntimeError):
+    except (TypeError, ValueError, OverflowError, RuntimeError):
         value = None
-    if value is None or not math.isfinite(value) or value < 0:
+    if value is None or not math.isfinite(value) or not 0 <= value <= MAX_COUNT:
         raise WorkloadError(
             f"{_named(workload)}: {method}() returned {str(repr(n))[:60]}: it must return how "
-            f"many {method} the batch holds, a finite number >= 0"
+            f"many {method} the batch holds, a finite number from 0 to {MAX_COUNT:.0e}"
         )
     return n
 

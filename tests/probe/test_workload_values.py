@@ -36,7 +36,8 @@ ODD = textwrap.dedent(
 
         def samples(self, batch):
             n = super().samples(batch)
-            return {"negative": -5, "nan": float("nan")}.get(self.what, n)
+            lies = {"negative": -5, "nan": float("nan"), "huge": 10**15, "huge_float": 1e300}
+            return lies.get(self.what, n)
 
         def tokens(self, batch):
             return -1 if self.what == "negative_tokens" else super().tokens(batch)
@@ -44,7 +45,8 @@ ODD = textwrap.dedent(
     def make(size="tiny", what="ok"):
         return Odd(size, what)
 
-    for what in ("string", "vector", "one", "negative", "nan", "negative_tokens"):
+    for what in ("string", "vector", "one", "negative", "nan", "negative_tokens", "huge",
+                 "huge_float"):
         globals()[what] = lambda size="tiny", what=what: Odd(size, what)
     """
 )
@@ -80,9 +82,12 @@ def test_a_one_element_loss_trains(tmp_path: Path) -> None:
         ("negative", r"samples\(\) returned -5: it must return how many samples"),
         ("nan", r"samples\(\) returned nan"),
         ("negative_tokens", r"tokens\(\) returned -1"),
+        # a count no step holds: a throughput of 10^18 a second, and compute lines to match
+        ("huge", r"samples\(\) returned 1000000000000000: .* a finite number from 0 to 1e\+12"),
+        ("huge_float", r"samples\(\) returned 1e\+300"),
     ],
 )
-def test_a_count_below_zero_or_not_finite_names_the_method(
+def test_a_count_below_zero_not_finite_or_impossible_names_the_method(
     tmp_path: Path, factory: str, said: str
 ) -> None:
     with pytest.raises(WorkloadError, match=said):
