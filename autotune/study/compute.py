@@ -21,6 +21,10 @@ every screened trial and the same verification at budget.target_steps T (the ver
 measured, once some has run: it may hold more probes than V); `today` =
 b x probe.steps x (N + V), the flow without rungs. `vs_today` = total / today, `saved_vs_full` =
 1 - total / full_length.
+
+A rung or verification record that cannot be read as one probe's (not JSON, not an object, a
+summary of the wrong shape: a file damaged or edited by hand) is counted as nothing and named in
+`unreadable`, which the summary's line says: a figure that left something out says so.
 """
 
 from __future__ import annotations
@@ -63,14 +67,26 @@ class Plan:
 def samples_of(record: Mapping[str, Any]) -> int:
     """The samples one probe's process trained on, from its record (`summary.samples_run`: a
     continued probe's own steps; else `samples_seen`; for a summary that lacks both, samples
-    per step x steps run); 0 for a probe without a summary."""
+    per step x steps run); 0 for a probe without a summary. ValueError for a record that is not
+    a probe's (a summary that is not an object, a count that is not a number >= 0)."""
     summary = record.get("summary") or {}
+    if not isinstance(summary, Mapping):
+        raise ValueError("its summary is not an object")
     seen = summary.get("samples_run")
     if seen is None:
         seen = summary.get("samples_seen")
     if seen is None:
-        seen = (summary.get("samples_per_step") or 0) * (summary.get("steps_run") or 0)
-    return int(seen)
+        seen = _number(summary.get("samples_per_step")) * _number(summary.get("steps_run"))
+    return int(_number(seen))
+
+
+def _number(v: Any) -> float:
+    """A count as a record holds it (None: 0); ValueError for anything else."""
+    if v is None:
+        return 0.0
+    if isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v < float("inf"):
+        raise ValueError(f"a count of {str(v)[:40]!r}")
+    return float(v)
 
 
 def account(
@@ -106,26 +122,39 @@ def study_compute(study: Any, space: sp.Space, study_dir: Path | None) -> dict[s
     if study_dir is None:
         return None
     lengths = rg.plan(space)
-    return account(
-        screen_samples(study, study_dir),
-        (
-            samples_of(r)
-            for r in _records(folder.trials_dir(study_dir), _RUNG_FILE)
-            if _current(r, lengths)
-        ),
-        (samples_of(r) for r in _records(folder.verify_dir(study_dir), _VERIFY_FILE)),
+    unreadable: list[str] = []
+    rung_records = _records(folder.trials_dir(study_dir), _RUNG_FILE, unreadable)
+    verify_records = _records(folder.verify_dir(study_dir), _VERIFY_FILE, unreadable)
+    out = account(
+        screen_samples(study, study_dir, unreadable),
+        (_samples(p, r, unreadable) for p, r in rung_records if _current(r, lengths)),
+        (_samples(p, r, unreadable) for p, r in verify_records),
         Plan.of(space),
     )
+    out["unreadable"] = sorted(unreadable)
+    return out
+
+
+def _samples(path: Path, record: Mapping[str, Any], unreadable: list[str]) -> int:
+    """`samples_of(record)`, or 0 with `path` noted as unreadable (its folder/name)."""
+    try:
+        return samples_of(record)
+    except (ValueError, TypeError, OverflowError):
+        unreadable.append(f"{path.parent.name}/{path.name}")
+        return 0
 
 
 def _current(record: Mapping[str, Any], plan: list[int]) -> bool:
     """Whether a rung record is at its rung's length in the space's current `plan`."""
-    rung = int(record.get("rung") or 0)
+    rung = record.get("rung")
+    if isinstance(rung, bool) or not isinstance(rung, int):
+        return False
     return 0 < rung < len(plan) and record.get("steps") == plan[rung]
 
 
-def screen_samples(study: Any, study_dir: Path) -> list[int]:
-    """Per finished trial, the samples its probe saw."""
+def screen_samples(study: Any, study_dir: Path, unreadable: list[str] | None = None) -> list[int]:
+    """Per finished trial, the samples its probe saw (a trial record that is not a probe's:
+    0, its name added to `unreadable`)."""
     import optuna
 
     done = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL)
@@ -133,18 +162,30 @@ def screen_samples(study: Any, study_dir: Path) -> list[int]:
     for t in study.get_trials(deepcopy=False, states=done):
         seen = t.user_attrs.get(ua.SAMPLES_SEEN)
         if seen is None:
-            seen = samples_of(folder.read_json(folder.trial_path(study_dir, t.number)) or {})
+            path = folder.trial_path(study_dir, t.number)
+            bad = [] if unreadable is None else unreadable
+            seen = _samples(path, folder.read_json(path) or {}, bad)
         out.append(int(seen))
     return out
 
 
-def _records(where: Path, name: re.Pattern[str]) -> list[dict[str, Any]]:
-    """The JSON records in `where` whose file name matches `name`."""
+def _records(
+    where: Path, name: re.Pattern[str], unreadable: list[str]
+) -> list[tuple[Path, dict[str, Any]]]:
+    """The JSON records in `where` whose file name matches `name`, with their paths; the names
+    of those that are not a JSON object go to `unreadable`."""
     if not where.is_dir():
         return []
-    paths = sorted(where.glob("*.json"))
-    found = (folder.read_json(p) for p in paths if name.fullmatch(p.name))
-    return [r for r in found if r is not None]
+    out = []
+    for p in sorted(where.glob("*.json")):
+        if not name.fullmatch(p.name):
+            continue
+        record = folder.read_json(p)
+        if record is None:
+            unreadable.append(f"{p.parent.name}/{p.name}")
+        else:
+            out.append((p, record))
+    return out
 
 
 def format_line(compute: Mapping[str, Any] | None) -> str | None:
@@ -167,6 +208,10 @@ def format_line(compute: Mapping[str, Any] | None) -> str | None:
             f", {abs(saved):.0%} {more} than every trial (and the same verification) "
             f"at {target} steps"
         )
+    bad = compute.get("unreadable") or []
+    if bad:
+        named = ", ".join(bad[:3]) + (f" and {len(bad) - 3} more" if len(bad) > 3 else "")
+        text += f"; {len(bad)} record file(s) unreadable, counted as nothing: {named}"
     return text
 
 

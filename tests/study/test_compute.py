@@ -137,3 +137,19 @@ def test_a_real_study_read_back_from_its_storage_and_folder(tmp_path: Path) -> N
     assert cp.format_line(c) in st.format_summary(summary).splitlines()
     # without the study folder (a study known from its storage only) nothing is claimed
     assert st.summarize(study, space, None)["compute"] is None
+    assert c["unreadable"] == []
+
+    # A record damaged or edited by hand is counted as nothing, and the line says so.
+    (study_dir / "verify" / "0003-s90-seed2.json").write_text("[1,2")
+    write_record(study_dir / "trials" / "0000-r1.json", {"number": 0, "rung": 1, "steps": 90,
+                 "summary": {"samples_seen": "x"}})  # fmt: skip
+    summary = st.summarize(study, space, study_dir)
+    c = summary["compute"]
+    assert c["unreadable"] == ["trials/0000-r1.json", "verify/0003-s90-seed2.json"]
+    assert c["verification"] == 32 * 90 and c["rungs"] == 32 * 60
+    line = cp.format_line(c)
+    assert line is not None and line.endswith(
+        "; 2 record file(s) unreadable, counted as nothing: trials/0000-r1.json, "
+        "verify/0003-s90-seed2.json"
+    )
+    assert line in st.format_summary(summary).splitlines()
