@@ -318,8 +318,28 @@ def _standalone(
     session = ScriptSession(cfg, None, in_study=False)
     out = os.environ.get(SUMMARY_ENV)
     if out:
-        atexit.register(_write_summary, session, out)
+        atexit.register(_write_summary, session, summary_target(out))
     return session
+
+
+def summary_target(raw: str) -> Path:
+    """Where AUTOTUNE_SUMMARY asks for the summary, checked now rather than at exit (where a
+    failed write would pass unseen under the script's status 0): a file, in a folder that is
+    there and writable. ValueError naming the variable otherwise."""
+    path = Path(raw).expanduser()
+    folder = path.parent
+    why = None
+    if path.is_dir():
+        why = "is a folder: name a file, e.g. summary.json"
+    elif not folder.is_dir():
+        why = f"its folder {folder} is not there"
+    elif not os.access(folder, os.W_OK | os.X_OK):
+        why = f"its folder {folder} cannot be written"
+    elif path.exists() and not os.access(path, os.W_OK):
+        why = "cannot be written"
+    if why:
+        raise ValueError(f"autotune.trial(): {SUMMARY_ENV}={raw}: {why}")
+    return path
 
 
 def _recipe_steps(recipe: Recipe, path: str, steps: int | None, own_steps: bool) -> int:
@@ -344,9 +364,19 @@ def _recipe_steps(recipe: Recipe, path: str, steps: int | None, own_steps: bool)
     return n
 
 
-def _write_summary(session: ScriptSession, path: str) -> None:
+def _write_summary(session: ScriptSession, path: Path) -> None:
+    """At exit: the summary, written whole (a temporary file renamed) or not at all; a write
+    that fails all the same (a full disk) is one line on stderr and exit status 1."""
     summary = session.finish()
-    Path(path).write_text(json.dumps(summary, default=str))
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(json.dumps(summary, default=str))
+        os.replace(tmp, path)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        print(f"autotune.trial(): {SUMMARY_ENV}={path}: not written: {e}", file=sys.stderr)
+        sys.stderr.flush()
+        os._exit(1)
 
 
 def _note_differences(cfg: ProbeConfig, **own: int | None) -> None:

@@ -264,6 +264,35 @@ def test_a_replayed_script_runs_the_recipes_length(recipe_env: Path, tmp_path: P
 
 @pytest.mark.integration
 @pytest.mark.parametrize(
+    ("where", "said"),
+    [("folder", "is a folder: name a file"), ("missing/s.json", "missing is not there")],
+)
+def test_a_summary_that_cannot_be_written_fails_at_the_start(
+    tmp_path: Path, where: str, said: str
+) -> None:
+    # It failed at exit, as a traceback under exit status 0, with no summary written.
+    import os
+
+    (tmp_path / "folder").mkdir()
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import autotune\n"
+        "trial = autotune.trial(steps=5, micro_batch=16)\n"
+        "print('started')\n"
+        "for i in range(trial.steps):\n"
+        "    trial.report(i, loss=1.0 / (i + 1))\n"
+    )
+    env = {**os.environ, "AUTOTUNE_SUMMARY": str(tmp_path / where)}
+    done = subprocess.run(
+        [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode != 0 and "started" not in done.stdout
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("ValueError: autotune.trial(): AUTOTUNE_SUMMARY=") and said in last
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(
     ("imports", "advice"),
     [
         ("import lightning", "lightning.Trainer(**autotune.integrations.lightning.trainer_kwargs"),
