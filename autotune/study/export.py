@@ -18,7 +18,7 @@ from autotune.study.fidelity import rank_fidelity
 from autotune.study.find import find_study
 from autotune.study.neighbours import pareto_neighbours, screened
 from autotune.study.objectives import trial_setup
-from autotune.study.records import count_finished, read_outcome
+from autotune.study.records import count_finished, damaged_outcome, read_outcome
 from autotune.study.rung_phase import read_rung_record
 from autotune.study.verification import decided_steps
 from autotune.tracking import redact
@@ -55,6 +55,13 @@ def recipe_from_study(
     decision = verdict.decide(study, cands, objectives, how)
     chosen = decision.chosen
     vs = _vs_baseline(study, cands, decision)
+    damaged = damaged_outcome(study_dir, chosen.number) if study_dir else None
+    if damaged is not None:
+        raise RecipeError(
+            f"{damaged}: trial {chosen.number}'s record is damaged (not a trial's record); the "
+            "recipe's fingerprint and the probe's own values come from it: restore the file, or "
+            "export another trial (--pick 'trial N')"
+        )
     outcome = read_outcome(study_dir, chosen.number) if study_dir else None
     fp = (outcome or {}).get("fingerprint")
     summary = (outcome or {}).get("summary") or {}

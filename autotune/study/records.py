@@ -125,8 +125,30 @@ def write_outcome(study_dir: Path, outcome: Mapping[str, Any]) -> Path:
 
 
 def read_outcome(study_dir: Path, number: int) -> dict[str, Any] | None:
-    """Trial `number`'s record; None when it has none (or none that can be read)."""
-    return folder.read_json(folder.trial_path(study_dir, number))
+    """Trial `number`'s record; None when it has none, or none that can be read as a trial's
+    (`damaged_outcome` tells the two apart)."""
+    record = folder.read_json(folder.trial_path(study_dir, number))
+    return record if record is not None and _well_formed(record) else None
+
+
+def damaged_outcome(study_dir: Path, number: int) -> Path | None:
+    """trials/NNNN.json of trial `number` when it is there but not a trial's record (not JSON,
+    or its outcome, summary or fingerprint of the wrong kind: a file damaged or edited by hand);
+    else None."""
+    path = folder.trial_path(study_dir, number)
+    if not path.exists() or read_outcome(study_dir, number) is not None:
+        return None
+    return path
+
+
+def _well_formed(record: Mapping[str, Any]) -> bool:
+    """The parts of a trial's record that its readers take apart are of their kind."""
+    summary = record.get("summary")
+    metrics = summary.get("metrics") if isinstance(summary, dict) else None
+    parts = (summary, record.get("fingerprint"), metrics)
+    return isinstance(record.get("outcome"), str) and all(
+        v is None or isinstance(v, dict) for v in parts
+    )
 
 
 def tell(study: Any, frozen: Any, outcome: Mapping[str, Any]) -> None:

@@ -59,6 +59,21 @@ def test_a_trial_picked_by_number_and_one_that_is_no_candidate(study_dir: Path) 
         ex.recipe_from_study(str(study_dir), "trial 9")
 
 
+@pytest.mark.parametrize(
+    "text",
+    ['{"summary": "x", "outcome": 5}', "[1, 2", '{"outcome": "complete", "fingerprint": []}'],
+    ids=["wrong-kinds", "not-json", "fingerprint-list"],
+)
+def test_a_damaged_trial_record_is_named_not_a_traceback(study_dir: Path, text: str) -> None:
+    # export read the picked trial's trials/NNNN.json as it was and raised AttributeError
+    (study_dir / "trials").mkdir(exist_ok=True)
+    damaged = study_dir / "trials" / "0002.json"
+    damaged.write_text(text)
+    with pytest.raises(RecipeError, match=r"0002\.json: trial 2's record is damaged"):
+        ex.recipe_from_study(str(study_dir))
+    assert ex.recipe_from_study(str(study_dir), "trial 4").source["trial"] == 4  # another
+
+
 def test_a_study_with_no_feasible_trial_names_the_closest(tmp_path: Path) -> None:
     flat = [{"loss_cv": 0.01, "throughput": 100.0, "loss_drop": d} for d in (0.0, 0.04)]
     folder = h.recorded_study(tmp_path, "flat", trials=2, finished=2, metrics=flat)
