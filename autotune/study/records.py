@@ -146,7 +146,8 @@ def _well_formed(record: Mapping[str, Any]) -> bool:
     summary = record.get("summary")
     metrics = summary.get("metrics") if isinstance(summary, dict) else None
     parts = (summary, record.get("fingerprint"), metrics)
-    return isinstance(record.get("outcome"), str) and all(
+    outcome = record.get("outcome")
+    return (outcome is None or isinstance(outcome, str)) and all(
         v is None or isinstance(v, dict) for v in parts
     )
 
