@@ -8,6 +8,9 @@ from __future__ import annotations
 MAX_BATCH = 1_048_576
 #: The most CPU threads one probe may ask for: more cores than the largest machines have.
 MAX_THREADS = 4096
+#: The most GPUs one trial may ask for (budget.gpus_per_trial): as probe.world_size, more than one
+#: node has.
+MAX_GPUS = 1024
 #: The fewest steps a probe runs (probe.steps, budget.target_steps, `autotune verify --steps`).
 MIN_STEPS = 10
 #: The most steps anything counts (probe.steps, budget.target_steps, telemetry_every).

@@ -27,7 +27,7 @@ from pydantic import (
 from autotune.errors import did_you_mean
 from autotune.knobs import KNOBS, Scalar
 from autotune.space.divergence import DivergenceSettings
-from autotune.space.limits import MAX_BATCH, MAX_STEPS, MAX_THREADS, MIN_STEPS
+from autotune.space.limits import MAX_BATCH, MAX_GPUS, MAX_STEPS, MAX_THREADS, MIN_STEPS
 from autotune.space.metric_names import METRICS, POSITIVE_METRICS
 from autotune.space.rung_settings import RungSettings
 from autotune.space.section import Section
@@ -299,8 +299,8 @@ class Budget(Section):
     target_steps: int | None = Field(
         None, ge=MIN_STEPS, le=MAX_STEPS, description="the length you train; null: probe.steps"
     )
-    cpus_per_trial: float | None = Field(None, gt=0, description="null: auto")
-    gpus_per_trial: float = Field(1.0, ge=0)
+    cpus_per_trial: float | None = Field(None, gt=0, le=MAX_THREADS, description="null: auto")
+    gpus_per_trial: float = Field(1.0, ge=0, le=MAX_GPUS)
 
 
 class SamplerSettings(Section):

@@ -59,6 +59,9 @@ def test_a_recipe_refuses_absurd_integers_naming_the_key(
         ("probe: {steps: 100000000000}", "probe.steps", "10000000"),
         ("probe: {seed: 100000000000}", "probe.seed", "4294967195"),
         ("budget: {concurrency: 100000}", "budget.concurrency", "4096"),
+        ("budget: {cpus_per_trial: 1.0e+300}", "budget.cpus_per_trial", "4096"),
+        ("budget: {cpus_per_trial: 4096.5}", "budget.cpus_per_trial", "4096"),
+        ("budget: {gpus_per_trial: 1.0e+300}", "budget.gpus_per_trial", "1024"),
         ("budget: {target_steps: 100000000000}", "budget.target_steps", "10000000"),
         ("verify: {seeds: 100000}", "verify.seeds", "100"),
         ("knobs: {accum_steps: {low: 1, high: 100000}}", "knobs.accum_steps", "4096"),
@@ -74,6 +77,13 @@ def test_a_space_refuses_absurd_integers_naming_the_key(
         sp.load(path)
     message = str(e.value)
     assert key in message and bound.replace("_", "") in message.replace("_", ""), message
+
+
+def test_a_space_at_its_cpu_and_gpu_bounds_loads() -> None:
+    budget = sp.load(
+        "gradclip", ["budget.cpus_per_trial=4096", "budget.gpus_per_trial=1024"]
+    ).budget
+    assert (budget.cpus_per_trial, budget.gpus_per_trial) == (4096, 1024)
 
 
 @pytest.mark.parametrize(
