@@ -15,3 +15,9 @@ MAX_GPUS = 1024
 MIN_STEPS = 10
 #: The most steps anything counts (probe.steps, budget.target_steps, telemetry_every).
 MAX_STEPS = 10_000_000
+#: The most seconds one screen probe may run (budget.trial_timeout_s): 30 days. Python's timers
+#: refuse a wait of more than ~9.2e9 s (OverflowError: timestamp out of range for platform time_t).
+MAX_TIMEOUT_S = 30 * 24 * 3600
+#: The most seconds any probe may be given: a rung probe's limit is budget.trial_timeout_s scaled
+#: by its steps (target_steps / probe.steps at the top); ~31 years, well below that overflow.
+MAX_PROBE_TIMEOUT_S = 1e9

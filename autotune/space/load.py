@@ -19,6 +19,7 @@ from autotune.probe.config import steps_at_batch
 from autotune.probe.workload import names_file
 from autotune.space import yaml_reader
 from autotune.space.builtin import find
+from autotune.space.limits import MAX_PROBE_TIMEOUT_S
 from autotune.space.overrides import apply_override
 from autotune.space.schema import (
     AUTO_CLIP_NORM,
@@ -185,6 +186,7 @@ def _build(
             f"{budget.target_steps} is shorter than probe.steps ({probe.steps}): the target is "
             "the length you train, at least the probe's",
         )
+    _check_timeout(probe, budget, err)
     objectives = tuple(_list(Objective, data, "objectives", DEFAULT_OBJECTIVES, err))
     if not objectives:
         raise err(["objectives"], "at least one objective is needed")
@@ -215,6 +217,21 @@ def _build(
         env=env,
         source=source,
     )
+
+
+def _check_timeout(probe: ProbeSettings, budget: Budget, err: _Err) -> None:
+    """A rung probe's time limit is budget.trial_timeout_s scaled by its steps: at the target
+    it must still be a wait Python's timers can make (else every rung probe overflows)."""
+    steps = budget.target_steps or probe.steps
+    longest = budget.trial_timeout_s * steps / probe.steps
+    if longest > MAX_PROBE_TIMEOUT_S:
+        raise err(
+            ["budget", "trial_timeout_s"],
+            f"{budget.trial_timeout_s:g} s per screen probe is {longest:g} s for a probe at "
+            f"target_steps {steps} (scaled by its steps from probe.steps {probe.steps}), more "
+            f"than any probe may be given ({MAX_PROBE_TIMEOUT_S:g} s): lower trial_timeout_s "
+            "or target_steps",
+        )
 
 
 def _knobs(data: dict[str, Any], err: _Err) -> dict[str, KnobValue]:

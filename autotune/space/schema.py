@@ -27,7 +27,14 @@ from pydantic import (
 from autotune.errors import did_you_mean
 from autotune.knobs import KNOBS, Scalar
 from autotune.space.divergence import DivergenceSettings
-from autotune.space.limits import MAX_BATCH, MAX_GPUS, MAX_STEPS, MAX_THREADS, MIN_STEPS
+from autotune.space.limits import (
+    MAX_BATCH,
+    MAX_GPUS,
+    MAX_STEPS,
+    MAX_THREADS,
+    MAX_TIMEOUT_S,
+    MIN_STEPS,
+)
 from autotune.space.metric_names import METRICS, POSITIVE_METRICS
 from autotune.space.rung_settings import RungSettings
 from autotune.space.section import Section
@@ -288,7 +295,7 @@ class Constraint(Section):
 class Budget(Section):
     trials: int = Field(20, ge=1, le=100_000)
     concurrency: int | None = Field(None, ge=1, le=MAX_THREADS, description="null: auto")
-    trial_timeout_s: float = Field(600.0, gt=0)
+    trial_timeout_s: float = Field(600.0, gt=0, le=MAX_TIMEOUT_S, description="per screen probe")
     first_report_s: float | None = Field(
         300.0,
         gt=0,

@@ -62,6 +62,7 @@ def test_a_recipe_refuses_absurd_integers_naming_the_key(
         ("budget: {cpus_per_trial: 1.0e+300}", "budget.cpus_per_trial", "4096"),
         ("budget: {cpus_per_trial: 4096.5}", "budget.cpus_per_trial", "4096"),
         ("budget: {gpus_per_trial: 1.0e+300}", "budget.gpus_per_trial", "1024"),
+        ("budget: {trial_timeout_s: 1.0e+10}", "budget.trial_timeout_s", "2592000"),
         ("budget: {target_steps: 100000000000}", "budget.target_steps", "10000000"),
         ("verify: {seeds: 100000}", "verify.seeds", "100"),
         ("knobs: {accum_steps: {low: 1, high: 100000}}", "knobs.accum_steps", "4096"),

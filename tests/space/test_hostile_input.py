@@ -6,7 +6,7 @@ bounded time: never another exception, never minutes of work or gigabytes of mem
 
 from __future__ import annotations
 
-import math
+import socket
 import subprocess
 import sys
 import time
@@ -25,6 +25,7 @@ from autotune.errors import AutotuneError, RecipeError, SpaceError
 from autotune.recipe import RECIPE_VERSION
 from autotune.repro import repro
 from autotune.space import yaml_reader
+from autotune.space.limits import MAX_PROBE_TIMEOUT_S, MAX_STEPS, MAX_TIMEOUT_S
 
 # ~30 s for the whole file on the 2-core CI machine; each example well under its deadline.
 FUZZ = settings(
@@ -340,8 +341,60 @@ def test_set_cannot_smuggle_a_nul_into_env(tmp_path: Path) -> None:
 
 
 def test_finite_values_still_load(tmp_path: Path) -> None:
-    space = sp.load(_write(tmp_path, yaml.safe_dump(SPACE)), ["budget.trial_timeout_s=1e9"])
-    assert space.budget.trial_timeout_s == 1e9 and math.isfinite(space.budget.trial_timeout_s)
+    space = sp.load(_write(tmp_path, yaml.safe_dump(SPACE)), ["budget.trial_timeout_s=2592000"])
+    assert space.budget.trial_timeout_s == MAX_TIMEOUT_S == 30 * 24 * 3600
+
+
+@pytest.mark.parametrize(
+    ("overrides", "fragment"),
+    [
+        (
+            ["budget.trial_timeout_s=1e10"],
+            "Input should be less than or equal to 2592000 (got '1e10')",
+        ),
+        (
+            ["budget.trial_timeout_s=1e300"],
+            "Input should be less than or equal to 2592000 (got '1e300')",
+        ),
+        (["budget.trial_timeout_s=2592000.5"], "Input should be less than or equal to 2592000"),
+        (
+            ["budget.trial_timeout_s=2592000", "budget.target_steps=50000"],
+            "2.592e+06 s per screen probe is 2.592e+09 s for a probe at target_steps 50000",
+        ),
+    ],
+    ids=["1e10", "1e300", "past-30-days", "scaled-to-the-target"],
+)
+def test_a_timeout_no_timer_can_wait_is_refused(
+    tmp_path: Path, overrides: list[str], fragment: str
+) -> None:
+    """Every trial crashed with `OverflowError: timestamp out of range for platform time_t`."""
+    message = outcome(lambda p: sp.load(p, overrides), _write(tmp_path, yaml.safe_dump(SPACE)))
+    assert message is not None and "budget.trial_timeout_s (from --set): " + fragment in message
+
+
+@FUZZ
+@given(
+    timeout=st.floats(min_value=1e-3, max_value=1e12),
+    steps=st.integers(min_value=10, max_value=1000),
+    scale=st.integers(min_value=1, max_value=100_000),
+)
+def test_any_probe_limit_that_loads_is_a_wait_python_can_make(
+    timeout: float, steps: int, scale: int
+) -> None:
+    """The longest probe of a space that loads (a rung probe at the target: trial_timeout_s scaled
+    by its steps) gets a limit the process launcher's socket accepts."""
+    target = min(steps * scale, MAX_STEPS)
+    text = yaml.safe_dump(SPACE)
+    sets = [f"budget.trial_timeout_s={timeout!r}", f"probe.steps={steps}"]
+    try:
+        space = sp.loads(text, overrides=[*sets, f"budget.target_steps={target}"])
+    except SpaceError as e:
+        assert "budget.trial_timeout_s (from --set): " in str(e), e
+        assert timeout > MAX_TIMEOUT_S or timeout * target / steps > MAX_PROBE_TIMEOUT_S
+        return
+    longest = space.budget.trial_timeout_s * target / space.probe.steps
+    with socket.socket() as s:
+        s.settimeout(longest)  # OverflowError past ~9.2e9 s
 
 
 def test_the_error_classes_match_the_file_kind(tmp_path: Path) -> None:
