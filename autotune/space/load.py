@@ -166,20 +166,20 @@ def _build(
             "required: a study name of at most 100 letters, digits, '_', '-', '.', starting with "
             f"a letter or digit (got {name!r})",
         )
-    description = data.get("description", "") or ""
+    description = _given(data, "description", "")
     if not isinstance(description, str):
-        raise err(["description"], "must be text")
+        raise err(["description"], f"must be text, got {_tname(description)}")
     workload_raw = data.get("workload")
     if isinstance(workload_raw, str):
         workload_raw = {"name": workload_raw}
     if workload_raw is None:
         raise err(["workload"], "required: e.g. `workload: {name: tiny_gpt, size: tiny}`")
     workload = validate_section(WorkloadRef, workload_raw, ["workload"], err)
-    probe = validate_section(ProbeSettings, data.get("probe") or {}, ["probe"], err)
-    budget = validate_section(Budget, data.get("budget") or {}, ["budget"], err)
-    sampler = validate_section(SamplerSettings, data.get("sampler") or {}, ["sampler"], err)
-    verify = validate_section(VerifySettings, data.get("verify") or {}, ["verify"], err)
-    rungs = validate_section(RungSettings, data.get("rungs") or {}, ["rungs"], err)
+    probe = _section(ProbeSettings, data, "probe", err)
+    budget = _section(Budget, data, "budget", err)
+    sampler = _section(SamplerSettings, data, "sampler", err)
+    verify = _section(VerifySettings, data, "verify", err)
+    rungs = _section(RungSettings, data, "rungs", err)
     if budget.target_steps is not None and budget.target_steps < probe.steps:
         raise err(
             ["budget", "target_steps"],
@@ -234,8 +234,30 @@ def _check_timeout(probe: ProbeSettings, budget: Budget, err: _Err) -> None:
         )
 
 
+#: What to write instead of a section that is not a mapping (`verify: false`, `rungs: false`).
+_INSTEAD = {
+    "verify": "; `verify: {top_k: 0}` turns verification off",
+    "rungs": "; a study has rungs only with budget.target_steps: leave that out for none",
+}
+
+
+def _given(data: dict[str, Any], key: str, default: Any) -> Any:
+    """A top-level key's value, `default` where the file leaves it out or gives it nothing
+    (`verify:` alone). Any other value stays as written, to be checked: `verify: false`,
+    `probe: []` or `env: ""` are refused, not read as the defaults."""
+    raw = data.get(key)
+    return default if raw is None else raw
+
+
+def _section(cls: type[BaseModel], data: dict[str, Any], key: str, err: _Err) -> Any:
+    raw = _given(data, key, {})
+    if not isinstance(raw, dict):
+        raise err([key], f"must be a mapping, got {_tname(raw)}{_INSTEAD.get(key, '')}")
+    return validate_section(cls, raw, [key], err)
+
+
 def _knobs(data: dict[str, Any], err: _Err) -> dict[str, KnobValue]:
-    knobs_raw = data.get("knobs") or {}
+    knobs_raw = _given(data, "knobs", {})
     if not isinstance(knobs_raw, dict):
         raise err(["knobs"], f"must be a mapping of knob: value-or-domain, got {_tname(knobs_raw)}")
     knobs: dict[str, KnobValue] = {}
@@ -271,7 +293,7 @@ def _check_clip_mode(knobs: Mapping[str, KnobValue], err: _Err) -> None:
 
 
 def _env(data: dict[str, Any], err: _Err) -> dict[str, KnobValue]:
-    env_raw = data.get("env") or {}
+    env_raw = _given(data, "env", {})
     if not isinstance(env_raw, dict):
         raise err(["env"], f"must be a mapping of VARIABLE: value-or-domain, got {_tname(env_raw)}")
     return {

@@ -186,6 +186,24 @@ def test_any_set_override(tmp_path: Path, key: str, raw: str) -> None:
     outcome(lambda p: sp.load(p, [f"{key}={raw}"]), path)
 
 
+SECTIONS = ["probe", "budget", "sampler", "verify", "rungs", "knobs", "env", "description"]
+
+
+@FUZZ
+@given(
+    key=st.sampled_from(SECTIONS),
+    value=values.filter(lambda v: v is not None and not isinstance(v, dict | str)),
+)
+def test_a_section_that_is_not_a_mapping_is_refused(tmp_path: Path, key: str, value: Any) -> None:
+    """Whatever a section holds that is not a mapping (a description: not text), however empty
+    (`verify: false`, `probe: []`, `budget: 0`), is refused naming the section: never read as
+    the defaults."""
+    path = _write(tmp_path, yaml.safe_dump({**SPACE, key: value}))
+    message = outcome(load_space, path)
+    assert message is not None and f"{path}: {key} (line " in message, message
+    assert f"must be {'text' if key == 'description' else 'a mapping'}" in message, message
+
+
 def test_the_valid_bases_load(tmp_path: Path) -> None:
     """The fuzzed files start from files that load (else the properties test little)."""
     assert outcome(load_space, _write(tmp_path, yaml.safe_dump(SPACE))) is None

@@ -278,6 +278,62 @@ def test_top_level_shape_errors(write_space: Callable[..., Path], text: str, fra
     assert fragment in message
 
 
+SECTION_TYPES = {
+    "probe": "a mapping",
+    "budget": "a mapping",
+    "sampler": "a mapping",
+    "verify": "a mapping",
+    "rungs": "a mapping",
+    "knobs": "a mapping of knob",
+    "env": "a mapping of VARIABLE",
+    "description": "text",
+}
+
+
+WRONG_TYPES = [("[]", "list"), ("0", "int"), ('""', "str"), ("false", "bool"), ("[1]", "list")]
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "got"),
+    [
+        (key, value, got)
+        for key in SECTION_TYPES
+        for value, got in WRONG_TYPES
+        if (key, got) != ("description", "str")  # text is what a description is
+    ],
+)
+def test_a_section_of_the_wrong_type_is_refused_even_when_empty(
+    write_space: Callable[..., Path], key: str, value: str, got: str
+) -> None:
+    """`verify: false` read as the defaults (and verification ran); `probe: []`, `budget: 0`,
+    `env: ""` were silently the defaults too, while `probe: [1]` was refused."""
+    path = write_space(f"name: x\nworkload: mlp\n{key}: {value}\n")
+    message = load_error(path)
+    assert message.startswith(f"{path}: {key} (line 3): "), message
+    assert f"must be {SECTION_TYPES[key]}" in message and f"got {got}" in message, message
+
+
+@pytest.mark.parametrize(
+    ("key", "instead"),
+    [
+        ("verify", "`verify: {top_k: 0}` turns verification off"),
+        ("rungs", "a study has rungs only with budget.target_steps: leave that out for none"),
+    ],
+)
+def test_turning_a_section_off_with_false_says_how(
+    write_space: Callable[..., Path], key: str, instead: str
+) -> None:
+    message = load_error(write_space(f"{BASE}{key}: false\n"))
+    assert message.endswith(f"{key} (line 16): must be a mapping, got bool; {instead}"), message
+
+
+def test_a_section_given_nothing_is_its_defaults(write_space: Callable[..., Path]) -> None:
+    text = "name: x\nworkload: mlp\n" + "".join(f"{key}:\n" for key in SECTION_TYPES)
+    space = sp.load(write_space(text))
+    assert (space.verify.top_k, space.rungs.eta, space.knobs, space.env) == (3, 3, {}, {})
+    assert space.description == "" and space.budget.trials == 20
+
+
 def test_loads_names_its_source() -> None:
     with pytest.raises(SpaceError, match=r"^study x: knobs.beta1 \(line 4\): "):
         sp.loads("name: x\nworkload: mlp\nknobs:\n  beta1: 2\n", source="study x")
