@@ -92,13 +92,15 @@ def domain_of(raw: dict[str, Any], kind: str, path: list[str | int], err: ErrorA
             )
         if not isinstance(choices, list) or not choices:
             raise err([*path, "choices"], "must be a non-empty list")
-        if len({repr(c) for c in choices}) != len(choices):
-            raise err([*path, "choices"], f"duplicate choices in {choices}")
         default = raw.get("default")
         if kind in ("float", "int"):
             choices = [number(c, kind, [*path, "choices"], err) for c in choices]
             if default is not None:  # YAML reads 1e-8 (no dot) as a string
                 default = number(default, kind, [*path, "default"], err)
+        # Compared as they run: 1, 1.0 and "1e0" are one number (repr keeps true apart from 1).
+        same = choices if kind in ("float", "int") else [repr(c) for c in choices]
+        if len(set(same)) != len(choices):
+            raise err([*path, "choices"], f"duplicate choices in {raw['choices']}")
         return Domain(choices=tuple(choices), default=default)
     if kind in ("choice", "bool"):
         raise err(path, "this knob takes `{choices: [...]}`, not low/high")
@@ -165,6 +167,8 @@ def env_value(name: str, raw: Any, path: list[str | int], err: ErrorAt) -> KnobV
             domain = domain_of(raw, "choice", path, err)
             for c in domain.choices:
                 env_scalar(c, [*path, "choices"], err)
+            if len({str(c) for c in domain.choices}) != len(domain.choices):  # 1 and "1": "1"
+                raise err([*path, "choices"], f"duplicate choices in {raw['choices']}")
         else:
             domain = domain_of(raw, "int", path, err)
         if domain.default is not None and not domain.contains(domain.default):

@@ -1,9 +1,11 @@
 """A key repeated in one mapping of a space or recipe file (a copy-paste slip: YAML keeps the last
 one, silently) is refused with one line naming the file, the key path and both lines. Keys
-merged in with `<<` may still be overridden, and the shipped files have no repeated key."""
+merged in with `<<` may still be overridden, and the shipped files have no repeated key. Choices
+are duplicates when the values they run with are: 1 and 1.0, 0.1 and "1e-1"."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -118,3 +120,29 @@ def test_the_shipped_files_have_no_duplicate_key() -> None:
             assert "duplicate key" not in str(e), e
         except yaml.YAMLError:  # not ours to read (a workflow file with tabs, say)
             pass
+
+
+#: Numbers a float knob and an int knob may choose from.
+POOLS: dict[str, list[float]] = {"clip_norm": [0.1, 0.5, 1.0, 4.0], "accum_steps": [1, 2, 4]}
+
+
+def _spellings(x: float, kind: str) -> list[object]:
+    """Ways a space file may write the number x: a float, the texts YAML leaves unparsed (`1e-1`),
+    and for a whole number an int."""
+    out: list[object] = [x, f"{x:e}", repr(x)]
+    return [*out, int(x)] if kind == "int" else out
+
+
+@settings(max_examples=150, deadline=2000)
+@given(name=st.sampled_from(sorted(POOLS)), data=st.data())
+def test_choices_are_duplicates_when_their_numbers_are(name: str, data: st.DataObject) -> None:
+    kind = sp.KNOBS[name].kind
+    numbers = data.draw(st.lists(st.sampled_from(POOLS[name]), min_size=1, max_size=4))
+    written = [data.draw(st.sampled_from(_spellings(float(x), kind))) for x in numbers]
+    text = BASE + f"  {name}: {{choices: {json.dumps(written)}}}\n"
+    if len(set(numbers)) == len(numbers):
+        domain = sp.loads(text).knobs[name]
+        assert isinstance(domain, sp.Domain) and domain.choices == tuple(numbers)
+        return
+    with pytest.raises(SpaceError, match=rf"knobs\.{name}\.choices \(line 6\): duplicate choices"):
+        sp.loads(text)
