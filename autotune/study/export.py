@@ -55,14 +55,7 @@ def recipe_from_study(
     decision = verdict.decide(study, cands, objectives, how)
     chosen = decision.chosen
     vs = _vs_baseline(study, cands, decision)
-    damaged = damaged_outcome(study_dir, chosen.number) if study_dir else None
-    if damaged is not None:
-        raise RecipeError(
-            f"{damaged}: trial {chosen.number}'s record is damaged (not a trial's record); the "
-            "recipe's fingerprint and the probe's own values come from it: restore the file, or "
-            "export another trial (--pick 'trial N')"
-        )
-    outcome = read_outcome(study_dir, chosen.number) if study_dir else None
+    outcome = _trial_record(study_dir, chosen.number)
     fp = (outcome or {}).get("fingerprint")
     summary = (outcome or {}).get("summary") or {}
     mlflow_meta = dict(study.user_attrs.get(ua.MLFLOW) or {})
@@ -298,6 +291,21 @@ def _micro_batch(knobs: dict[str, Any], summary: dict[str, Any], space: Any) -> 
     if knobs.get("batch") is not None:
         return int(knobs["batch"]) // int(knobs.get("accum_steps") or 1)
     return int(summary.get("micro_batch") or space.probe.micro_batch)
+
+
+def _trial_record(study_dir: Path | None, number: int) -> dict[str, Any] | None:
+    """The picked trial's trials/NNNN.json (None: none, or no study folder); a damaged one is a
+    RecipeError naming it: the recipe's fingerprint and the probe's own values come from it."""
+    if study_dir is None:
+        return None
+    damaged = damaged_outcome(study_dir, number)
+    if damaged is not None:
+        raise RecipeError(
+            f"{damaged}: trial {number}'s record is damaged (not a trial's record); the recipe's "
+            "fingerprint and the probe's own values come from it: restore the file, or export "
+            "another trial (--pick 'trial N')"
+        )
+    return read_outcome(study_dir, number)
 
 
 def _oom_retried(outcome: dict[str, Any], space: Any) -> dict[str, Any] | None:
