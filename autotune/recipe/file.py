@@ -312,12 +312,12 @@ class Recipe(RecipeRuntime):
         found = audit_problem(recorded.get("audit"))
         if found is not None:
             raise at(["recorded", "audit", *found[0]], found[1])
-        # How it was measured: a file without a probe, or a probe without steps, is cut short
-        # or hand-edited (`probe: {}` is what `Recipe(...).save()` writes without a probe
-        # record). Checked last, so that any other problem of the file is the one named.
+        # How it was measured: a file without a probe, or a probe without steps (`probe: {}`
+        # too), is cut short or hand-edited: nobody measured it at a length of our choosing.
+        # Checked last, so that any other problem of the file is the one named.
         if "probe" not in data:
             raise bad("probe", "required (how the recipe was measured: steps, seed, device)")
-        if data["probe"] and "steps" not in data["probe"]:
+        if "steps" not in (data["probe"] or {}):
             raise bad("probe.steps", "required (the probe's length, in optimizer steps)")
         fp = data.get("fingerprint")
         if fp is not None and not isinstance(fp, dict):

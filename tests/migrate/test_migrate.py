@@ -181,6 +181,7 @@ def test_a_recipe_keeps_what_it_recorded(tmp_path: Any) -> None:
         precision="fp32",
         micro_batch=8,
         knobs=knobs,
+        probe={"steps": 30},
         recorded=recorded,
     )
     back = Recipe.load(r.save(tmp_path / "r.yaml"))
@@ -192,6 +193,7 @@ def test_a_recipe_keeps_what_it_recorded(tmp_path: Any) -> None:
             precision="fp32",
             micro_batch=8,
             knobs=knobs,
+            probe={"steps": 30},  # a recipe file without probe.steps is refused
         ).save(tmp_path / "p.yaml")
     )
     assert plain.recorded == {} and "recorded:" not in (tmp_path / "p.yaml").read_text()
@@ -399,6 +401,7 @@ def _tiny_recipe() -> Any:
         precision="fp32",
         micro_batch=16,
         knobs=knobs,
+        probe={"steps": 30},
     )
 
 

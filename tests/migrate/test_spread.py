@@ -24,6 +24,7 @@ def recipe(runs: list[dict[str, Any]], steps: int = 100) -> Recipe:
         precision="fp32",
         micro_batch=8,
         knobs=knobs,
+        probe={"steps": steps},  # a recipe file without probe.steps is refused
         achieved={
             "loss_cv": {"direction": "minimize", "value": 0.1, "verified": None},
             "throughput": {"direction": "maximize", "value": 900.0, "verified": None},

@@ -310,6 +310,9 @@ CASES: list[tuple[str, dict[str, Any], str, str]] = [
     # finding 8: incomplete or inconsistent recipes
     ("no_probe", {"probe": _DROP}, "probe", "required"),
     ("no_probe_steps", {"probe.steps": _DROP}, "probe.steps", "required"),
+    # review: `probe: {}` (or `probe:` and nothing) was read as a probe of 200 steps
+    ("empty_probe", {"probe": {}}, "probe.steps", "required"),
+    ("null_probe", {"probe": None}, "probe.steps", "required"),
     ("name_list", {"name": [1, 2]}, "name", "a string"),
     ("effective_batch", {"effective_batch": 999}, "effective_batch", "32 x 2 x 1 = 64"),
     ("curve_seed", {"recorded.curve.seed": -5}, "recorded.curve", "a seed is a whole number"),
