@@ -44,6 +44,8 @@ from autotune.recipe.recorded import (
     achieved_problem,
     audit_problem,
     curve_problem,
+    is_steps,
+    steps_text,
     verified_problem,
 )
 from autotune.recipe.runtime import RecipeRuntime
@@ -53,6 +55,7 @@ from autotune.recipe.values import check_knobs as _check_knobs
 from autotune.recipe.values import check_source as _check_source
 from autotune.recipe.values import error_at as _error_at
 from autotune.space import yaml_reader
+from autotune.space.limits import MAX_STEPS
 
 RECIPE_VERSION = 1
 #: The longest recipe name read: a study's name (at most 100 characters, `space.load`) and
@@ -404,11 +407,11 @@ def _probe_record(layout: sp.ProbeSettings, data: dict[str, Any], source: str) -
     out = {k: v for k, v in layout.model_dump().items() if k in raw}
     if "schedule_steps" in raw:
         value = raw["schedule_steps"]
-        if not isinstance(value, int) or isinstance(value, bool) or value < layout.steps:
+        if not is_steps(value, layout.steps):  # bounded as probe.steps is
             raise _error_at(source)(
                 ["probe", "schedule_steps"],
                 f"the LR schedule's length is a whole number of steps, at least probe.steps "
-                f"({layout.steps}), got {value!r}",
+                f"({layout.steps}) and at most {MAX_STEPS:,}, got {steps_text(value)}",
             )
         out["schedule_steps"] = value
     return out

@@ -9,6 +9,7 @@ import itertools
 import math
 from typing import Any
 
+from autotune.space.limits import MAX_STEPS
 from autotune.space.seeds import seed_problem
 
 #: Where a problem is (key path below the section) and what it is.
@@ -25,8 +26,9 @@ def verified_problem(v: Any) -> str | None:
         return None
     if not isinstance(v, dict) or not isinstance(v.get("runs"), list):
         return "must be a mapping with a list of runs"
-    if isinstance(v.get("steps"), bool) or not isinstance(v.get("steps"), int):
-        return f"steps must be an integer, not {v.get('steps')!r}"
+    if not is_steps(v.get("steps"), 1):
+        got = steps_text(v.get("steps"))
+        return f"steps must be an integer from 1 to {MAX_STEPS:,}, not {got}"
     for i, r in enumerate(v["runs"]):
         metrics = r.get("metrics") if isinstance(r, dict) else None
         if not isinstance(metrics, dict) or not all(
@@ -45,8 +47,8 @@ def curve_problem(c: Any) -> str | None:
     if not isinstance(c, dict):
         return "must be a mapping of step and value lists"
     steps, values = c.get("step"), c.get("value")
-    if not isinstance(steps, list) or not all(_is_int(x) and x >= 0 for x in steps):
-        return "step must be a list of step numbers"
+    if not isinstance(steps, list) or not all(is_steps(x) for x in steps):
+        return f"step must be a list of step numbers (0 to {MAX_STEPS:,})"
     if any(b <= a for a, b in itertools.pairwise(steps)):
         return "step must rise"
     if not isinstance(values, list) or len(values) != len(steps):
@@ -55,9 +57,11 @@ def curve_problem(c: Any) -> str | None:
         x is None or (isinstance(x, int | float) and not isinstance(x, bool)) for x in values
     ):
         return "value must hold numbers (or null)"
-    for key in ("seed", "steps_run"):
-        if c.get(key) is not None and not _is_int(c.get(key)):
-            return f"{key} must be an integer, not {c.get(key)!r}"
+    if c.get("seed") is not None and not _is_int(c.get("seed")):
+        return f"seed must be an integer, not {c.get('seed')!r}"
+    if c.get("steps_run") is not None and not is_steps(c["steps_run"]):
+        got = steps_text(c["steps_run"])
+        return f"steps_run must be an integer from 0 to {MAX_STEPS:,}, not {got}"
     if c.get("seed") is not None and seed_problem(c["seed"]):
         return f"seed: {seed_problem(c['seed'])}"
     if not isinstance(c.get("metric", "loss"), str):
@@ -167,6 +171,21 @@ def audit_problem(a: Any) -> Problem | None:
         if tol is not None and not (_is_finite(tol) and tol > 0):
             return [at, "tolerance"], f"must be a finite number > 0 (or null), got {tol!r}"
     return None
+
+
+def is_steps(x: Any, low: int = 0) -> bool:
+    """`x` is a count of steps a recipe may record: a whole number from `low` to MAX_STEPS (the
+    bound of probe.steps: anything larger is a typo or a cut, not a run a machine made)."""
+    return _is_int(x) and low <= x <= MAX_STEPS
+
+
+def steps_text(x: Any) -> str:
+    """A count of steps as an error message shows it: a whole number past MAX_STEPS is not
+    written out (10**300 is 301 digits; Python refuses to print one of over 4,300)."""
+    if _is_int(x) and abs(x) > MAX_STEPS:
+        return f"a number above {MAX_STEPS:,}" if x > 0 else f"a number below -{MAX_STEPS:,}"
+    text = repr(x)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _is_int(x: Any) -> bool:

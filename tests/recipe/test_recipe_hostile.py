@@ -313,6 +313,11 @@ CASES: list[tuple[str, dict[str, Any], str, str]] = [
     # review: `probe: {}` (or `probe:` and nothing) was read as a probe of 200 steps
     ("empty_probe", {"probe": {}}, "probe.steps", "required"),
     ("null_probe", {"probe": None}, "probe.steps", "required"),
+    # review: step counts past probe.steps' bound (10,000,000) were taken, 10**300 printed whole
+    ("schedule_huge", {"probe.schedule_steps": 10**300}, "probe.schedule_steps", "at most 10,"),
+    ("verified_steps_huge", {"recorded.verified.steps": 10**300}, "recorded.verified", "to 10,"),
+    ("curve_steps_run_huge", {"recorded.curve.steps_run": 10**8}, "recorded.curve", "to 10,"),
+    ("curve_step_huge", {"recorded.curve.step.2": 10**300}, "recorded.curve", "to 10,"),
     ("name_list", {"name": [1, 2]}, "name", "a string"),
     ("effective_batch", {"effective_batch": 999}, "effective_batch", "32 x 2 x 1 = 64"),
     ("curve_seed", {"recorded.curve.seed": -5}, "recorded.curve", "a seed is a whole number"),
