@@ -116,8 +116,9 @@ def verify(
 
     Exit status 1 when every seed of the recipe failed (the causes are printed), when it
     diverged on every seed, broke its promise, or loses to the baseline over the same seeds."""
-    from autotune.recipe import Recipe, paired
+    from autotune.recipe import paired
     from autotune.recipe import verify as vf
+    from autotune.recipe.preflight import load_checked
 
     check_steps(steps)  # before the recipe is read
     if first_seed is not None:  # before the recipe is read
@@ -126,7 +127,7 @@ def verify(
         problem = seed_problem(first_seed)
         if problem:
             raise UsageError(f"--first-seed {first_seed}: {problem}")
-    recipe = Recipe.load(recipe_path)
+    recipe = load_checked(recipe_path)  # the file and its workload, as repro and migrate check
     store = vf.open_store(recipe, tracking_uri)  # an unreachable store refused before any probe
     report = vf.verify_recipe(
         recipe,
@@ -136,6 +137,7 @@ def verify(
         timeout_s=timeout,
         steps=steps,
         first_seed=first_seed,
+        checked=True,
     )
     report["run_id"] = vf.log_report(recipe, report, tracking_uri, store)
     if as_json:

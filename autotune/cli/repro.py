@@ -211,9 +211,9 @@ def repro(
 
 
 def checked_recipe(path: Path) -> None:
-    """A recipe given to `repro`, read as `autotune verify` reads it (`Recipe.load`: the same
-    one-line refusal, before any probe runs), and its script compared with the one it recorded."""
-    from autotune.recipe import Recipe
-    from autotune.recipe.script_hash import warn_if_script_changed
+    """A recipe given to `repro`, checked as `autotune verify` checks it before any probe runs
+    (`preflight.load_checked`: the file, and its workload resolved here, a missing script
+    refused in the same one line; its script compared with the one it recorded)."""
+    from autotune.recipe.preflight import load_checked
 
-    warn_if_script_changed(Recipe.load(path).workload)
+    load_checked(path)

@@ -33,7 +33,7 @@ from autotune.migrate.report import write as write_report
 from autotune.migrate.spread import within_spread
 from autotune.probe.steps import pick_device
 from autotune.recipe.file import Recipe
-from autotune.recipe.verify import check_workload
+from autotune.recipe.preflight import load_checked
 from autotune.repro import record
 from autotune.space.limits import MAX_THREADS
 
@@ -68,8 +68,7 @@ def migrate(
     say: Callable[[str], None] = (
         (lambda _t: None) if quiet else (lambda t: print(t, file=sys.stderr))
     )
-    recipe = Recipe.load(path)
-    check_workload(recipe, str(path))
+    recipe = load_checked(path)  # the file and its workload, as verify and repro check them
     out = Path(out_dir)
     client = prepare(out, tracking_uri, space, recipe)  # before any probe: fail fast
     threads = int(threads or torch.get_num_threads())

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from autotune import space as sp
@@ -26,8 +25,8 @@ from autotune.probe.outcome import Outcome
 from autotune.probe.summary import loss_of
 from autotune.recipe import paired
 from autotune.recipe.file import Recipe
+from autotune.recipe.preflight import check_workload
 from autotune.recipe.promise import compare_promise, promise_line, seed_origin
-from autotune.recipe.script_hash import warn_if_script_changed
 from autotune.recipe.seeds import (
     POSITIVE_METRICS,
     REPORTED,
@@ -42,6 +41,7 @@ __all__ = [
     "POSITIVE_METRICS",
     "REPORTED",
     "baseline_knobs",
+    "check_workload",
     "compare_promise",
     "format_interval",
     "format_report",
@@ -171,26 +171,6 @@ def run_interleaved(
     return out
 
 
-def check_workload(recipe: Recipe, source: str) -> None:
-    """Resolve the recipe's workload here, before any probe runs: a workload that cannot be
-    found or built fails once, naming it and the recipe file, not once per seed. Resolving
-    imports the workload's module: a recipe's workload is code that runs. A script edited
-    since the recipe recorded it is warned of (`script_hash`), and run as it is now."""
-    from autotune.errors import WorkloadError
-    from autotune.probe.workload import resolve
-
-    script = recipe.workload.get("script")
-    if script:
-        if not Path(script).is_file():
-            raise WorkloadError(f"{source}: workload.script: {script}: no such file")
-        warn_if_script_changed(recipe.workload)
-        return
-    try:
-        resolve(recipe.workload["name"], recipe.workload.get("size", "tiny"))
-    except WorkloadError as e:
-        raise WorkloadError(f"{source}: workload: {e}") from None
-
-
 def verify_recipe(
     recipe: Recipe,
     *,
@@ -202,6 +182,7 @@ def verify_recipe(
     quiet: bool = False,
     steps: int | None = None,
     first_seed: int | None = None,
+    checked: bool = False,
 ) -> dict[str, Any]:
     """Verify a recipe on this machine: its seeds, the baseline's, the promise, the drift.
 
@@ -211,13 +192,15 @@ def verify_recipe(
     `steps` runs the recipe and the baseline for that many steps instead of the probe's: a
     study ranks configurations at its probe length, which does not always predict a longer run
     (benchmarks/RESULTS.md, probe fidelity), so check at the length you will train. The promise
-    was measured at the probe length: at another length it is not compared."""
+    was measured at the probe length: at another length it is not compared. `checked`: the
+    workload was resolved already (`preflight.load_checked`)."""
     from autotune import fingerprint
 
     say: Callable[[str], None] = (
         (lambda _t: None) if quiet else (lambda t: print(t, file=sys.stderr))
     )
-    check_workload(recipe, source)
+    if not checked:
+        check_workload(recipe, source)
     here = fingerprint.collect()
     promised_steps = int(recipe.probe.get("steps", 200))
     length = promised_steps if steps is None else steps  # at the reference batch

@@ -344,6 +344,13 @@ REPRO_CASES = [
     ("unknown_key", {"colour": "red"}, "colour", "unknown key"),
     ("future", {"autotune_recipe": 2}, "autotune_recipe", "upgrade autotune"),
     ("no_script", {"workload.script_sha256": "0" * 64}, "workload.script_sha256", "a named"),
+    # review: repro started a probe of a script that is not there (verify refused it)
+    (
+        "script_gone",
+        {"workload": {"script": "/nonexistent/train.py", "args": []}},
+        "workload.script",
+        "/nonexistent/train.py: no such file",
+    ),
 ]
 
 

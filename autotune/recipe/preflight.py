@@ -1,0 +1,40 @@
+"""What `autotune verify`, `autotune repro` and `autotune migrate` check of a recipe before any
+probe runs or anything is logged: the file (`Recipe.load`), its workload resolved here
+(`check_workload`). One place, so that a bad recipe is refused by each command in the same line
+and with the same exit status."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from autotune.recipe.file import Recipe
+from autotune.recipe.script_hash import warn_if_script_changed
+
+
+def check_workload(recipe: Recipe, source: str) -> None:
+    """Resolve the recipe's workload here, before any probe runs: a workload that cannot be
+    found or built fails once, naming it and the recipe file, not once per seed. Resolving
+    imports the workload's module: a recipe's workload is code that runs. A script edited
+    since the recipe recorded it is warned of (`script_hash`), and run as it is now."""
+    from autotune.errors import WorkloadError
+    from autotune.probe.workload import resolve
+
+    script = recipe.workload.get("script")
+    if script:
+        if not Path(script).is_file():
+            raise WorkloadError(f"{source}: workload.script: {script}: no such file")
+        warn_if_script_changed(recipe.workload)
+        return
+    try:
+        resolve(recipe.workload["name"], recipe.workload.get("size", "tiny"))
+    except WorkloadError as e:
+        raise WorkloadError(f"{source}: workload: {e}") from None
+
+
+def load_checked(path: str | Path) -> Recipe:
+    """The recipe file at `path` as verify, repro and migrate take it: read by its own rules
+    (`Recipe.load`: the file and key of a problem named) and its workload resolved here
+    (`check_workload`), before any probe runs."""
+    recipe = Recipe.load(path)
+    check_workload(recipe, str(path))
+    return recipe
