@@ -91,7 +91,9 @@ def verify(
             "sqlite:///mlflow.db in this folder."
         ),
     ] = None,
-    timeout: Annotated[float, typer.Option(help="Seconds allowed per probe.")] = 600.0,
+    timeout: Annotated[
+        float, typer.Option(help="Seconds allowed per probe (a finite number > 0).")
+    ] = 600.0,
     steps: Annotated[
         int | None,
         typer.Option(
@@ -118,9 +120,10 @@ def verify(
     diverged on every seed, broke its promise, or loses to the baseline over the same seeds."""
     from autotune.recipe import paired
     from autotune.recipe import verify as vf
-    from autotune.recipe.preflight import load_checked
+    from autotune.recipe.preflight import check_timeout, load_checked
 
     check_steps(steps)  # before the recipe is read
+    check_timeout(timeout)  # as migrate checks it
     if first_seed is not None:  # before the recipe is read
         from autotune.space.seeds import seed_problem
 

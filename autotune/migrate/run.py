@@ -14,7 +14,6 @@ given the source's space file, `re-tuned: ...` after the reduced study (`retune`
 from __future__ import annotations
 
 import contextlib
-import math
 import sys
 import time
 from collections.abc import Callable
@@ -33,7 +32,7 @@ from autotune.migrate.report import write as write_report
 from autotune.migrate.spread import within_spread
 from autotune.probe.steps import pick_device
 from autotune.recipe.file import Recipe
-from autotune.recipe.preflight import load_checked
+from autotune.recipe.preflight import check_timeout, load_checked
 from autotune.repro import record
 from autotune.space.limits import MAX_THREADS
 
@@ -348,8 +347,7 @@ def check_options(threads: int | None, timeout_s: float) -> None:
         isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= MAX_THREADS
     ):
         raise UsageError(f"--threads {threads}: must be a whole number from 1 to {MAX_THREADS}")
-    if not (isinstance(timeout_s, (int, float)) and math.isfinite(timeout_s) and timeout_s > 0):
-        raise UsageError(f"--timeout {timeout_s}: must be a finite number of seconds > 0")
+    check_timeout(timeout_s)  # verify's check
 
 
 def check_retune(space: str, recipe: Recipe | None = None) -> None:

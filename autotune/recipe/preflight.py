@@ -1,14 +1,30 @@
 """What `autotune verify`, `autotune repro` and `autotune migrate` check of a recipe before any
 probe runs or anything is logged: the file (`Recipe.load`), its workload resolved here
-(`check_workload`). One place, so that a bad recipe is refused by each command in the same line
-and with the same exit status."""
+(`check_workload`) and the seconds a probe may take (`check_timeout`). One place, so that a bad
+recipe or option is refused by each command in the same line and with the same exit status."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
+from typing import Any
 
+from autotune.errors import UsageError
 from autotune.recipe.file import Recipe
 from autotune.recipe.script_hash import warn_if_script_changed
+
+
+def check_timeout(timeout_s: Any, flag: str = "--timeout") -> None:
+    """Seconds per probe: a finite number > 0 (as a space bounds `budget.trial_timeout_s`), a
+    UsageError naming `flag` otherwise. A limit of 0, -1 or NaN fails every probe, and every
+    failed probe reads as the recipe's failure."""
+    if not (
+        isinstance(timeout_s, int | float)
+        and not isinstance(timeout_s, bool)
+        and math.isfinite(timeout_s)
+        and timeout_s > 0
+    ):
+        raise UsageError(f"{flag} {timeout_s}: must be a finite number of seconds > 0")
 
 
 def check_workload(recipe: Recipe, source: str) -> None:

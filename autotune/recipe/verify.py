@@ -25,7 +25,7 @@ from autotune.probe.outcome import Outcome
 from autotune.probe.summary import loss_of
 from autotune.recipe import paired
 from autotune.recipe.file import Recipe
-from autotune.recipe.preflight import check_workload
+from autotune.recipe.preflight import check_timeout, check_workload
 from autotune.recipe.promise import compare_promise, promise_line, seed_origin
 from autotune.recipe.seeds import (
     POSITIVE_METRICS,
@@ -41,6 +41,7 @@ __all__ = [
     "POSITIVE_METRICS",
     "REPORTED",
     "baseline_knobs",
+    "check_timeout",
     "check_workload",
     "compare_promise",
     "format_interval",
@@ -199,6 +200,7 @@ def verify_recipe(
     say: Callable[[str], None] = (
         (lambda _t: None) if quiet else (lambda t: print(t, file=sys.stderr))
     )
+    check_timeout(timeout_s)
     if not checked:
         check_workload(recipe, source)
     here = fingerprint.collect()

@@ -367,6 +367,28 @@ def test_repro_refuses_it_as_verify_does(
     assert (repro.exit_code, repro.stderr) == (verify.exit_code, verify.stderr)
 
 
+@pytest.mark.parametrize("timeout", ["-1", "0", "nan", "inf", "-inf"])
+def test_a_bad_timeout_is_refused_by_verify_as_by_migrate(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_probe: list[str], timeout: str
+) -> None:
+    """Review: `verify --timeout -1` ran its probes (each "ran past the time limit of -1 s"),
+    logged a run and exited 1; migrate refused the same value. One check, before the recipe is
+    read or a store made."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    path = write(tmp_path, {})
+    before = sorted(p.name for p in tmp_path.iterdir())
+    out: dict[str, Any] = {}
+    for cmd in (["verify", str(path), "--seeds", "1"], ["migrate", str(path), "-o", "m"]):
+        result = runner.invoke(app, [*cmd, "--timeout", timeout])
+        assert not no_probe and result.exit_code == 2, (result.output, result.exception)
+        out[cmd[0]] = result.stderr
+    assert out["verify"] == out["migrate"]
+    assert out["verify"].strip().endswith("must be a finite number of seconds > 0")
+    assert len(out["verify"].strip().splitlines()) == 1 and "--timeout" in out["verify"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # no store, no report folder
+
+
 @pytest.mark.parametrize(
     ("edits", "key"),
     [
