@@ -242,6 +242,7 @@ def verify_recipe(
         "same_hardware": same,
         "seeds": seed_list,
         "seed_origin": seed_origin(recipe, seed_list),
+        "recipe_is_baseline": is_defaults,  # PyTorch's defaults: no baseline beside it
         "steps": length,
         "recipe_result": summarize_seeds(runs, metrics_of(recipe)),
         # each seed's loss at every step (JSON: a non-finite loss is null), for MLflow's
@@ -340,11 +341,12 @@ def format_report(report: Mapping[str, Any]) -> str:
         lines.append(row)
     promised_steps = report.get("promised_steps", report["steps"])
     if promised_steps != report["steps"]:
-        check = (
-            "the recipe against the baseline above is the check here"
-            if report.get("baseline_result")
-            else "the recipe is the baseline: its runs above are all there is to read"
-        )
+        if report.get("baseline_result"):
+            check = "the recipe against the baseline above is the check here"
+        elif report.get("recipe_is_baseline"):
+            check = "the recipe is the baseline: its runs above are all there is to read"
+        else:  # --no-baseline: a recipe that is not the defaults, run alone
+            check = "no baseline ran beside it (--no-baseline): its runs above are all there is"
         lines.append(
             f"the recipe's promise was measured at {promised_steps} steps: not compared at "
             f"{report['steps']} ({check})"

@@ -486,6 +486,7 @@ def test_verify_recipe_runs_the_recipe_and_the_baseline_on_the_same_seeds(
             "text": "seeds [1, 2, 3]: fresh (this recipe was not verified in its study, "
             "which ran it on seed 0)",
         },
+        "recipe_is_baseline": False,
         "steps": 50,
         "recipe_result": rec,
         "loss_series": vf.loss_series(runs[0::2]),  # none here: the fake probes report no series
@@ -816,6 +817,7 @@ def test_a_recipe_that_is_the_baseline_at_another_length_names_no_baseline_above
         "promised_steps": 50,
         "recipe_result": rec,
         "baseline_result": None,
+        "recipe_is_baseline": True,
         "drift": [],
         "recipe_fingerprint_hash": "abc",
         "fingerprint": {"hash": "abc"},
@@ -823,3 +825,20 @@ def test_a_recipe_that_is_the_baseline_at_another_length_names_no_baseline_above
     text = vf.format_report(report)
     assert "baseline above" not in text
     assert "not compared at 100 (the recipe is the baseline: its runs above" in text
+    # A review: `--no-baseline --steps N` on a recipe that is NOT the defaults said it was
+    alone = vf.format_report({**report, "recipe_is_baseline": False})
+    assert "the recipe is the baseline" not in alone and "baseline above" not in alone
+    assert "not compared at 100 (no baseline ran beside it (--no-baseline): its runs" in alone
+
+
+def test_verify_says_whether_the_recipe_is_the_baseline(launcher: Launcher) -> None:
+    """The report records it (`recipe_is_baseline`), so that a recipe run alone with
+    --no-baseline is not called the baseline."""
+    tuned = make_recipe(clip_norm=0.7, warmup_steps=20)
+    assert not vf.is_baseline(tuned)
+    report = vf.verify_recipe(tuned, seeds=1, baseline=False, steps=80, quiet=True)
+    assert report["recipe_is_baseline"] is False and "baseline_result" not in report
+    assert "(the recipe is the baseline" not in vf.format_report(report)
+    defaults = replace(tuned, source={**tuned.source, "defaults": True})
+    got = vf.verify_recipe(defaults, seeds=1, baseline=False, steps=80, quiet=True)
+    assert got["recipe_is_baseline"] is True
