@@ -24,6 +24,7 @@ def neighbours_status(recipe: Recipe, holds: Mapping[str, Any]) -> dict[str, Any
     recorded = (recipe.source or {}).get("neighbours")
     out: dict[str, Any] = {
         "recorded": None if recorded is None else len(recorded),
+        "source": bool(recipe.source),  # a recipe without one records no neighbours either
         "tried": [],
         "held": None,
         "samples": 0,
@@ -43,12 +44,13 @@ def neighbours_status(recipe: Recipe, holds: Mapping[str, Any]) -> dict[str, Any
             "why": "nothing runs here, the baseline included: no configuration can be judged",
         }
     if recorded is None:
-        return {
-            **out,
-            "status": "not recorded",
-            "why": "the recipe records no Pareto neighbours (exported before autotune "
-            "recorded them): export it again from its study",
-        }
+        why = (
+            "the recipe records no Pareto neighbours (exported before autotune recorded them): "
+            "export it again from its study"
+            if recipe.source
+            else "the recipe has no `source` section: no Pareto neighbours to try"
+        )
+        return {**out, "status": "not recorded", "why": why}
     if not recorded:
         return {
             **out,

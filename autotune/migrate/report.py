@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune import outfile
+from autotune.migrate import lacks
 from autotune.recipe.seeds import format_interval
 
 
@@ -57,10 +58,15 @@ def markdown(result: Mapping[str, Any], png: str | None = None) -> str:
         "",
         result["why"],
         "",
-        f"Tuned on `{result['recorded_hash']}`, checked here on `{result['here_hash']}` "
-        f"({result['here_summary']}).",
+        (
+            f"Tuned on `{result['recorded_hash']}`"
+            if result["recorded_hash"]
+            else "Tuned on a machine the recipe does not record (no `fingerprint`)"
+        )
+        + f", checked here on `{result['here_hash']}` ({result['here_summary']}).",
         "",
     ]
+    lines += lacks.section(list(result.get("lacks") or []))
     lines += _holds_section(holds)
     lines += _layout_section(holds.get("layout"))
     lines += _neighbours_section(holds.get("neighbours") or {})
@@ -125,7 +131,7 @@ def _holds_section(h: Mapping[str, Any]) -> list[str]:
         "",
         f"The recipe and the baseline (PyTorch's defaults for the searched knobs) over seeds "
         f"{h['seeds']} at {h['steps']} steps (the decided length), {h['threads']} thread(s)"
-        + (f"; the recorded run did not reproduce here: {missed}" if missed else "")
+        + (f"; why the cheap check did not stand: {missed}" if missed else "")
         + ".",
         "",
         "| metric | recipe: mean [95% interval] | baseline: mean [95% interval] | paired verdict |",
@@ -184,7 +190,9 @@ def _neighbours_section(nb: Mapping[str, Any]) -> list[str]:
     out = ["## Pareto neighbours", ""]
     recorded = nb.get("recorded")
     if nb.get("status") != "tried":
-        if recorded is None:
+        if recorded is None and nb.get("source") is False:
+            text = "The recipe records no Pareto neighbours (it has no `source` section)"
+        elif recorded is None:
             text = (
                 "The recipe records no Pareto neighbours (exported before autotune recorded them)"
             )

@@ -25,6 +25,7 @@ from autotune.errors import TrackingError, UsageError
 from autotune.migrate import knob_classes
 from autotune.migrate.differences import differences
 from autotune.migrate.holds import reproduced, reproduces, rerun
+from autotune.migrate.lacks import lacking, note
 from autotune.migrate.layout import layout_failed, layout_verdict, write_recipe
 from autotune.migrate.ops import compare_ops
 from autotune.migrate.report import layout_defaults, markdown, plot_curve
@@ -93,6 +94,8 @@ def migrate(
     inert = knob_classes.inert_env(recipe.env, str(here_fp.get("platform")), int(recipe.world_size))
     searched = list((recipe.source or {}).get("searched") or [])
     verdict, why, plan = verdict_of(recipe, path, holds, inert, searched)
+    lacks = lacking(recipe)  # a hand-written or cut recipe: what its verdict cannot say
+    why += note(lacks, verdict)
     written = None  # the recipe at the layout that held here (`layout`)
     if (holds.get("layout") or {}).get("held") is not None:
         written = write_recipe(recipe, holds["layout"], out, str(here_fp.get("hash")))
@@ -120,6 +123,7 @@ def migrate(
         "recorded_hash": recipe.fingerprint_hash,
         "here_hash": here_fp.get("hash"),
         "here_summary": _summary(here_fp),
+        "lacks": lacks,
         "differences": diffs,
         "ops": ops,
         "holds": holds,

@@ -1,0 +1,61 @@
+"""The sections an exported recipe has that a recipe given to `autotune migrate` may lack (one
+written by hand, or a file cut short), and what each one's absence means for the verdict: the
+report says so plainly rather than naming a machine `None` or blaming an old export."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from autotune.recipe.file import Recipe
+
+#: Per section of a recipe file: what its absence means for the check here.
+MEANS = {
+    "fingerprint": 'the machine it was tuned on is unknown: no "What differs" section can be '
+    "made, and a run that does not reproduce here cannot be put down to moved numerics",
+    "achieved": "it promises nothing: `transfers` can only say that it runs here and is no "
+    "worse than the baseline on the final loss and on divergence, not that it keeps a promise",
+    "recorded": "no recorded run or verified seeds: neither cheap check can stand, so the "
+    "recipe and the baseline run here over the seeds",
+    "source": "its study is unknown: which knobs it searched (the baseline is PyTorch's "
+    "defaults for every knob but lr and the batch layout), its Pareto neighbours (none to try) "
+    "and what its study spent",
+}
+
+
+def lacking(recipe: Recipe) -> list[str]:
+    """The sections of `MEANS` the recipe does not record (empty or absent), in that order."""
+    have: dict[str, Any] = {
+        "fingerprint": recipe.fingerprint,
+        "achieved": recipe.achieved,
+        "recorded": {k: v for k, v in recipe.recorded.items() if k in ("curve", "verified")},
+        "source": recipe.source,
+    }
+    return [name for name in MEANS if not have[name]]
+
+
+def section(names: list[str]) -> list[str]:
+    """The report's "What the recipe lacks" section ([] when it lacks nothing)."""
+    if not names:
+        return []
+    quoted = [f"`{n}`" for n in names]
+    listed = quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
+    return [
+        "## What the recipe lacks",
+        "",
+        f"The recipe has no {listed} section (`autotune export` writes each: this recipe was "
+        "written by hand, or the file was cut short). What that means here:",
+        "",
+        *(f"- no `{n}`: {MEANS[n]}." for n in names),
+        "",
+    ]
+
+
+def note(names: list[str], verdict: str) -> str:
+    """A sentence for the verdict's `why` when a missing section limits what it says."""
+    if "achieved" in names and verdict.startswith("transfers"):
+        return (
+            " The recipe records no `achieved` values: it promised nothing, so this says only "
+            "that it runs here and is no worse than the baseline on the final loss and on "
+            "divergence."
+        )
+    return ""
