@@ -12,19 +12,24 @@ from typing import Any
 from autotune.errors import UsageError
 from autotune.recipe.file import Recipe
 from autotune.recipe.script_hash import warn_if_script_changed
+from autotune.space.limits import MAX_TIMEOUT_S
 
 
 def check_timeout(timeout_s: Any, flag: str = "--timeout") -> None:
-    """Seconds per probe: a finite number > 0 (as a space bounds `budget.trial_timeout_s`), a
-    UsageError naming `flag` otherwise. A limit of 0, -1 or NaN fails every probe, and every
-    failed probe reads as the recipe's failure."""
+    """Seconds per probe: a finite number > 0 and at most 30 days (as a space bounds
+    `budget.trial_timeout_s`), a UsageError naming `flag` otherwise. A limit of 0, -1 or NaN
+    fails every probe, and every failed probe reads as the recipe's failure; one of 1e10 s
+    overflows the launcher's clock."""
     if not (
         isinstance(timeout_s, int | float)
         and not isinstance(timeout_s, bool)
         and math.isfinite(timeout_s)
-        and timeout_s > 0
+        and 0 < timeout_s <= MAX_TIMEOUT_S
     ):
-        raise UsageError(f"{flag} {timeout_s}: must be a finite number of seconds > 0")
+        raise UsageError(
+            f"{flag} {timeout_s}: must be a finite number of seconds > 0 and at most "
+            f"{MAX_TIMEOUT_S} (30 days)"
+        )
 
 
 def check_workload(recipe: Recipe, source: str) -> None:
