@@ -157,7 +157,7 @@ def layout_verdict(recipe: Recipe, holds: Mapping[str, Any]) -> tuple[str, str, 
         )
     else:
         judged = (
-            f"paired against {entry['against']} over seeds {holds['seeds']} it is "
+            f"paired against {entry['against']} over seeds {holds['seeds']} the verdict is "
             f"{vs['verdict']} ({vs.get('why', '')})"
         )
     return (

@@ -257,7 +257,7 @@ def verdict_of(
     elif not problems:
         why = (
             f"The recipe holds here: paired against the baseline over seeds {holds['seeds']} "
-            f"it is {vs['verdict']} ({vs.get('why', '')})."
+            f"the verdict is {vs['verdict']} ({vs.get('why', '')})."
         )
     if holds.get("nothing_runs"):
         return (
@@ -316,7 +316,7 @@ def neighbour_verdict(recipe: Recipe, holds: dict[str, Any]) -> tuple[str, str, 
         f"The recipe (trial {source.get('trial')}) does not hold here: "
         + "; ".join(holds["problems"])
         + f". Its Pareto neighbour trial {n} (beside it on its study's front) holds: paired "
-        f"against {against} over seeds {holds['seeds']} it is {vs['verdict']} "
+        f"against {against} over seeds {holds['seeds']} the verdict is {vs['verdict']} "
         f"({vs.get('why', '')}). `autotune export {study} --pick 'trial {n}'` on the source "
         "study exports it; no re-tune is needed.",
         None,

@@ -96,7 +96,7 @@ def test_the_verdict_names_the_change_and_how_it_was_judged(tmp_path: Path) -> N
     verdict, why, plan = layout_verdict(tuned, holds)
     assert verdict == "transfers with these changes: accum_steps 1 -> 2" and plan is None
     assert "paired against PyTorch's defaults at accum_steps 2, beside it over seeds [0, 1] " in why
-    assert "it is better (better than the baseline: loss_cv)" in why
+    assert "the verdict is better (better than the baseline: loss_cv)" in why
     _, why_defaults, _ = layout_verdict(make_recipe(), holds)
     assert "the recipe is PyTorch's defaults, its own baseline" in why_defaults
     assert "paired against" not in why_defaults
