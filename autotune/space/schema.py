@@ -201,7 +201,7 @@ class ProbeSettings(Section):
     threads: int | None = Field(None, ge=1, le=MAX_THREADS, description="CPU threads; null: auto")
     divergence: DivergenceSettings = DivergenceSettings()
     world_size: int = Field(
-        1, ge=1, le=1024, description="processes of one DDP probe on this node (1: no DDP)"
+        1, ge=1, le=MAX_GPUS, description="processes of one DDP probe on this node (1: no DDP)"
     )
     oom_retry: bool = Field(
         False, description="on out-of-memory: retry once at half micro-batch, double accumulation"
