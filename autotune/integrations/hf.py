@@ -41,7 +41,7 @@ from autotune.probe.script import mark_applied
 from autotune.recipe import Recipe
 from autotune.recipe.trial import Diverged, Trial
 
-__all__ = ["Callback", "attach", "recipe_fields", "training_args"]
+__all__ = ["Callback", "RecipeClipping", "attach", "recipe_fields", "training_args"]
 
 
 def recipe_fields(recipe: Recipe, *, cpu: bool) -> dict[str, Any]:
@@ -95,6 +95,18 @@ def _unscale(optimizer: Any) -> None:
             raise
 
 
+def _refuse_clipping(recipe: Recipe) -> None:
+    """A recipe's clipping that TrainingArguments cannot express, refused naming its knob."""
+    key = "clip_mode: per_layer"
+    if recipe.adaptive_clipping:
+        key = f"clip_policy: {recipe.knobs.get('clip_policy')}"
+    raise ValueError(
+        f"training_args: the recipe clips by {key}, which TrainingArguments cannot express "
+        "(max_grad_norm is one global norm): add `callbacks=[hf.RecipeClipping(recipe)]` to the "
+        "Trainer and pass clipped_by_callback=True here, or run the script under autotune.trial()"
+    )
+
+
 # What the callback needs to see every step: a NaN loss must not be replaced by a running mean.
 _OBSERVE = {"logging_strategy": "steps", "logging_steps": 1, "logging_nan_inf_filter": False}
 
@@ -108,6 +120,9 @@ def training_args(trial_or_recipe: Trial | Recipe, **user: Any) -> TrainingArgum
     cpu = trial is None or trial.device.type == "cpu"
     if trial is not None and cpu and recipe.precision == "fp16":
         raise ValueError("training_args: fp16 on a CPU: the Trainer would silently train fp32")
+    by_callback = bool(user.pop("clipped_by_callback", False))
+    if trial is None and _callback_clips(recipe) and not by_callback:
+        _refuse_clipping(recipe)
     owned = recipe_fields(recipe, cpu=cpu)
     if trial is not None:
         mark_applied("hf")  # the Trainer applies the knobs: its schedule, its weight decay
@@ -126,6 +141,28 @@ def training_args(trial_or_recipe: Trial | Recipe, **user: Any) -> TrainingArgum
         user.setdefault("disable_tqdm", True)
         user.setdefault("output_dir", tempfile.mkdtemp(prefix="autotune-hf-"))
     return TrainingArguments(**user, **owned)
+
+
+class RecipeClipping(TrainerCallback):
+    """A recipe's per-layer or adaptive clipping in a Trainer of your own, as the probe applies
+    it (on unscaled gradients before each optimizer step, the policy's state kept across
+    steps): `Trainer(..., callbacks=[hf.RecipeClipping(recipe)])`. With a trial, `attach`'s
+    callback does it."""
+
+    def __init__(self, recipe: Recipe) -> None:
+        self.recipe = recipe
+        self.clipper: Any = None
+
+    def on_pre_optimizer_step(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+        model = kw.get("model")
+        if not _callback_clips(self.recipe) or model is None:
+            return
+        _unscale(kw.get("optimizer"))
+        params = [p for p in model.parameters() if p.grad is not None]
+        if params:
+            if self.clipper is None:
+                self.clipper = self.recipe.clip_policy()
+            apply_clipping(self.clipper, params)
 
 
 class Callback(TrainerCallback):

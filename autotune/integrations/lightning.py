@@ -122,6 +122,8 @@ def trainer_kwargs(trial_or_recipe: Trial | Recipe, **user: Any) -> dict[str, An
             raise ValueError(f"trainer_kwargs: {name} is the trial's: remove it")
     owned["plugins"] = [*plugins, *owned.get("plugins", [])] or None
     callbacks = list(user.pop("callbacks", None) or [])
+    if trial is None and _policy_clips(recipe):
+        callbacks.append(RecipeClipping(recipe))  # what gradient_clip_val cannot say
     if trial is not None:
         callbacks.append(Callback(trial))
         if trial.in_study:
@@ -129,6 +131,33 @@ def trainer_kwargs(trial_or_recipe: Trial | Recipe, **user: Any) -> dict[str, An
                 user.setdefault(name, value)
             user.setdefault("default_root_dir", tempfile.mkdtemp(prefix="autotune-lightning-"))
     return {**user, **owned, "callbacks": callbacks}
+
+
+def _policy_clips(recipe: Recipe) -> bool:
+    """Whether the recipe clips by a rule Lightning's `gradient_clip_val` cannot express: a
+    per-layer norm, or an adaptive policy (agc, zclip, autoclip)."""
+    k = recipe.knobs
+    per_layer = k.get("clip_policy", "norm") == "norm" and k["clip_mode"] == "per_layer"
+    return per_layer or recipe.adaptive_clipping
+
+
+class RecipeClipping(pl.Callback):
+    """A recipe's per-layer or adaptive clipping, applied as the probe applies it: on the
+    unscaled gradients before each optimizer step, the policy's state kept across steps
+    (`trainer_kwargs` adds it for a recipe that clips so; with a trial, `Callback` does it)."""
+
+    def __init__(self, recipe: Recipe) -> None:
+        self.recipe = recipe
+        self._clipper: Any = None
+
+    def on_before_optimizer_step(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, optimizer: Any
+    ) -> None:
+        params = [p for p in pl_module.parameters() if p.grad is not None]
+        if params:
+            if self._clipper is None:
+                self._clipper = self.recipe.clip_policy()
+            apply_clipping(self._clipper, params)
 
 
 def configure_optimizers(
