@@ -92,11 +92,23 @@ def test_promotion_from_a_real_screen_and_the_pick_at_the_decided_rung(tmp_path:
     assert f"loss_cv      pick {cv:.4g}  baseline 0.4  ({imp['change_pct']:+.1f}%)" in text
     assert summary["screen_improvement"]["loss_cv"]["baseline"] == pytest.approx(0.5)
     assert "at the screen (30 steps; not what the pick was decided on): best loss_cv" in text
-    baseline_won = {**summary, "pick": {**summary["pick"], "number": 0}}
+    # The baseline picked, alone on its front: nothing did better; beside trade-offs on the
+    # front: the balanced choice, and those are named (not "nothing did better").
+    base_row = (
+        next(r for r in summary["pareto"] if r["number"] == 0)
+        if any(r["number"] == 0 for r in summary["pareto"])
+        else {**summary["pareto"][0], "number": 0}
+    )
+    baseline_won = {**summary, "pick": {**summary["pick"], "number": 0}, "pareto": [base_row]}
     assert (
         "(the baseline: no other configuration did better than PyTorch's defaults)"
         in st.format_summary(baseline_won)
     )
+    others = [r["number"] for r in summary["pareto"] if r["number"] != 0]
+    assert others
+    traded = st.format_summary({**baseline_won, "pareto": summary["pareto"]})
+    assert "did better" not in traded
+    assert f"the balanced choice of the front, where trial(s) {others[0]}" in traded
     assert "did better than PyTorch's defaults" not in text
     # a study stopped after its baseline (or whose other trials all failed): it beat nothing
     alone = {**baseline_won, "counts": {**summary["counts"], "complete": 1}}
