@@ -24,6 +24,10 @@ DEFAULT_URI = "sqlite:///mlflow.db"
 
 
 _CREDENTIALS = re.compile(r"^([^:/?#]+://[^:@/]*:).*@([^@/]*(?:/.*)?)$", re.S)
+# A secret given as a query parameter (`?password=...`, libpq's `sslpassword`, a token).
+_QUERY_SECRET = re.compile(
+    r"([?&](?:password|passwd|pwd|sslpassword|token|access_token|secret|api_key)=)[^&#]*", re.I
+)
 _DB_SCHEMES = {"postgresql": 5432, "postgres": 5432, "mysql": 3306, "mariadb": 3306, "mssql": 1433}
 
 
@@ -106,8 +110,9 @@ def _unreachable(uri: str, reason: object) -> TrackingError:
 
 def redact(uri: str) -> str:
     """The URI (an MLflow store, a database URL) with its password, if any, as `***`; for
-    messages and records. A password may hold `@`: the host starts after the last one."""
-    return _CREDENTIALS.sub(r"\1***@\2", uri)
+    messages and records. A password may hold `@`: the host starts after the last one. A secret
+    in the query (`?password=`, `sslpassword`, a token) is hidden too."""
+    return _QUERY_SECRET.sub(r"\1***", _CREDENTIALS.sub(r"\1***@\2", uri))
 
 
 def one_line(exc: BaseException) -> str:

@@ -429,6 +429,13 @@ def test_log_study_summary_leaves_plots_and_pareto_table(
         ("postgresql://u@db/optuna", "postgresql://u@db/optuna"),  # no password: as it is
         ("sqlite:///runs/a@b.db", "sqlite:///runs/a@b.db"),
         ("http://127.0.0.1:5000", "http://127.0.0.1:5000"),
+        # in the query (review: `?password=` was printed in full by every command)
+        ("postgresql://u@h:9/x?password=s3cret", "postgresql://u@h:9/x?password=***"),
+        (
+            "postgresql://u@h/x?sslmode=require&PASSWORD=a&b=1",
+            "postgresql://u@h/x?sslmode=require&PASSWORD=***&b=1",
+        ),
+        ("postgresql://u:p@h/x?sslpassword=k", "postgresql://u:***@h/x?sslpassword=***"),
     ],
 )
 def test_redact_hides_only_the_password(uri: str, shown: str) -> None:
