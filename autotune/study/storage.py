@@ -65,6 +65,11 @@ def check_storage(url: str, study_dir: Path) -> None:
         return
     path = sqlite_file(url)
     if path is None:
+        if parsed.database in (None, "", ":memory:") or "mode=memory" in url:
+            raise bad(
+                "an SQLite database in memory lives only as long as this command: nothing of "
+                "the study could be shown, exported or resumed; give a file, sqlite:///PATH"
+            )
         return
     own = path.absolute() == optuna_db(study_dir).absolute()
     if not own and not (path.parent.exists() or path.parent.is_symlink()):
