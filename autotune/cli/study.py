@@ -211,6 +211,7 @@ def ui(
             f"{tracking.redact(resolved)} is an MLflow tracking server: it serves its own UI; "
             "open that address in a browser"
         )
+    tracking.check_uri(resolved)  # a database store whose host does not answer: one line
     existing_store(uri, "no study has logged to it yet: run `autotune study` first")
     serve(
         tracking.resolve_uri(uri),
