@@ -48,7 +48,7 @@ def recipe_fields(recipe: Recipe, *, cpu: bool) -> dict[str, Any]:
     """The TrainingArguments a recipe owns."""
     k = recipe.knobs
     warmup, ratio, sched = int(k["warmup_steps"]), float(k["min_lr_ratio"]), str(k["schedule"])
-    by_callback = _callback_clips(recipe)
+    by_callback = recipe.callback_clipping
     out: dict[str, Any] = {
         "learning_rate": float(k["lr"]),
         "adam_beta1": float(k["beta1"]),
@@ -71,14 +71,6 @@ def recipe_fields(recipe: Recipe, *, cpu: bool) -> dict[str, Any]:
     else:
         out["lr_scheduler_type"] = sched
     return out
-
-
-def _callback_clips(recipe: Recipe) -> bool:
-    """Whether the callback clips (TrainingArguments.max_grad_norm is one global norm): a
-    per-layer norm, agc, zclip or autoclip."""
-    k = recipe.knobs
-    per_layer = k.get("clip_policy", "norm") == "norm" and k["clip_mode"] == "per_layer"
-    return per_layer or recipe.adaptive_clipping
 
 
 def _unscale(optimizer: Any) -> None:
@@ -121,7 +113,7 @@ def training_args(trial_or_recipe: Trial | Recipe, **user: Any) -> TrainingArgum
     if trial is not None and cpu and recipe.precision == "fp16":
         raise ValueError("training_args: fp16 on a CPU: the Trainer would silently train fp32")
     by_callback = bool(user.pop("clipped_by_callback", False))
-    if trial is None and _callback_clips(recipe) and not by_callback:
+    if trial is None and recipe.callback_clipping and not by_callback:
         _refuse_clipping(recipe)
     owned = recipe_fields(recipe, cpu=cpu)
     if trial is not None:
@@ -147,22 +139,27 @@ class RecipeClipping(TrainerCallback):
     """A recipe's per-layer or adaptive clipping in a Trainer of your own, as the probe applies
     it (on unscaled gradients before each optimizer step, the policy's state kept across
     steps): `Trainer(..., callbacks=[hf.RecipeClipping(recipe)])`. With a trial, `attach`'s
-    callback does it."""
+    callback clips through one of these."""
 
     def __init__(self, recipe: Recipe) -> None:
         self.recipe = recipe
         self.clipper: Any = None
 
     def on_pre_optimizer_step(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
-        model = kw.get("model")
-        if not _callback_clips(self.recipe) or model is None:
-            return
-        _unscale(kw.get("optimizer"))
+        self.clip(kw.get("model"), kw.get("optimizer"))
+
+    def clip(self, model: Any, optimizer: Any) -> Any:
+        """Clip `model`'s gradients by the recipe's policy where the Trainer cannot; whether it
+        fired (None: nothing clipped here)."""
+        if not self.recipe.callback_clipping or model is None:
+            return None
+        _unscale(optimizer)
         params = [p for p in model.parameters() if p.grad is not None]
-        if params:
-            if self.clipper is None:
-                self.clipper = self.recipe.clip_policy()
-            apply_clipping(self.clipper, params)
+        if not params:
+            return None
+        if self.clipper is None:
+            self.clipper = self.recipe.clip_policy()
+        return apply_clipping(self.clipper, params)[2]
 
 
 class Callback(TrainerCallback):
@@ -171,7 +168,7 @@ class Callback(TrainerCallback):
 
     def __init__(self, trial: Trial) -> None:
         self.trial = trial
-        self.clipper: Any = None
+        self.clipping = RecipeClipping(trial.recipe)  # where the Trainer cannot clip
         self._clipped: Any = None  # whether the callback's clipping fired this step
         # while the Trainer saves the state: (the user's output_dir, a private one, the
         # trial's state folder it is moved to)
@@ -183,23 +180,14 @@ class Callback(TrainerCallback):
             if str(got).split(".")[-1].lower() != str(want).lower():
                 raise ValueError(f"autotune needs TrainingArguments({name}={want!r}), got {got!r}")
         inherited = self.trial.inherited_grad_norms()
-        if inherited and _callback_clips(self.trial.recipe):  # a continued run: the policy's
-            self.clipper = self.trial.recipe.clip_policy()  # state, as the run had it
-            self.clipper.replay(inherited)
+        if inherited and self.trial.recipe.callback_clipping:  # a continued run: the policy's
+            self.clipping.clipper = self.trial.recipe.clip_policy()  # state, as the run had it
+            self.clipping.clipper.replay(inherited)
 
     def on_pre_optimizer_step(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
         """Clip by the recipe's policy where the Trainer cannot (per-layer, agc, zclip,
         autoclip), on unscaled gradients, the policy's state kept across steps."""
-        recipe = self.trial.recipe
-        model = kw.get("model")
-        if not _callback_clips(recipe) or model is None:
-            return
-        _unscale(kw.get("optimizer"))
-        params = [p for p in model.parameters() if p.grad is not None]
-        if params:
-            if self.clipper is None:
-                self.clipper = recipe.clip_policy()
-            _, _, self._clipped = apply_clipping(self.clipper, params)
+        self._clipped = self.clipping.clip(kw.get("model"), kw.get("optimizer"))
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
         if state.global_step >= self.trial.steps:  # max_steps is the schedule's length

@@ -122,7 +122,7 @@ def trainer_kwargs(trial_or_recipe: Trial | Recipe, **user: Any) -> dict[str, An
             raise ValueError(f"trainer_kwargs: {name} is the trial's: remove it")
     owned["plugins"] = [*plugins, *owned.get("plugins", [])] or None
     callbacks = list(user.pop("callbacks", None) or [])
-    if trial is None and _policy_clips(recipe):
+    if trial is None and recipe.callback_clipping:
         callbacks.append(RecipeClipping(recipe))  # what gradient_clip_val cannot say
     if trial is not None:
         callbacks.append(Callback(trial))
@@ -131,14 +131,6 @@ def trainer_kwargs(trial_or_recipe: Trial | Recipe, **user: Any) -> dict[str, An
                 user.setdefault(name, value)
             user.setdefault("default_root_dir", tempfile.mkdtemp(prefix="autotune-lightning-"))
     return {**user, **owned, "callbacks": callbacks}
-
-
-def _policy_clips(recipe: Recipe) -> bool:
-    """Whether the recipe clips by a rule Lightning's `gradient_clip_val` cannot express: a
-    per-layer norm, or an adaptive policy (agc, zclip, autoclip)."""
-    k = recipe.knobs
-    per_layer = k.get("clip_policy", "norm") == "norm" and k["clip_mode"] == "per_layer"
-    return per_layer or recipe.adaptive_clipping
 
 
 class RecipeClipping(pl.Callback):

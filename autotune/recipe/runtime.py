@@ -140,6 +140,14 @@ class RecipeRuntime:
         return self.knobs.get("clip_policy", "norm") in ("agc", "zclip", "autoclip")
 
     @property
+    def callback_clipping(self) -> bool:
+        """Whether the recipe clips by a rule a trainer's one global norm cannot express: a
+        per-layer norm, or an adaptive policy (`adaptive_clipping`); a callback clips instead."""
+        k = self.knobs
+        per_layer = k.get("clip_policy", "norm") == "norm" and k.get("clip_mode") == "per_layer"
+        return per_layer or self.adaptive_clipping
+
+    @property
     def global_clip_norm(self) -> float:
         """The threshold of the recipe's clipping as one global norm: clip_norm under the norm
         policy, 0.0 (off) under none, agc, zclip and autoclip."""

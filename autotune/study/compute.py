@@ -140,8 +140,13 @@ def _samples(path: Path, record: Mapping[str, Any], unreadable: list[str]) -> in
     try:
         return samples_of(record)
     except (ValueError, TypeError, OverflowError):
-        unreadable.append(f"{path.parent.name}/{path.name}")
+        unreadable.append(_shown(path))
         return 0
+
+
+def _shown(path: Path) -> str:
+    """A record's name as the compute line gives it: its folder (trials, verify) and file."""
+    return f"{path.parent.name}/{path.name}"
 
 
 def _current(record: Mapping[str, Any], plan: list[int]) -> bool:
@@ -158,13 +163,13 @@ def screen_samples(study: Any, study_dir: Path, unreadable: list[str] | None = N
     import optuna
 
     done = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL)
+    noted = [] if unreadable is None else unreadable
     out = []
     for t in study.get_trials(deepcopy=False, states=done):
         seen = t.user_attrs.get(ua.SAMPLES_SEEN)
         if seen is None:
             path = folder.trial_path(study_dir, t.number)
-            bad = [] if unreadable is None else unreadable
-            seen = _samples(path, folder.read_json(path) or {}, bad)
+            seen = _samples(path, folder.read_json(path) or {}, noted)
         out.append(int(seen))
     return out
 
@@ -182,7 +187,7 @@ def _records(
             continue
         record = folder.read_json(p)
         if record is None:
-            unreadable.append(f"{p.parent.name}/{p.name}")
+            unreadable.append(_shown(p))
         else:
             out.append((p, record))
     return out

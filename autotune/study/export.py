@@ -12,13 +12,13 @@ from autotune import space as sp
 from autotune.errors import RecipeError
 from autotune.recipe import Recipe, exporters, now_iso
 from autotune.study import attrs as ua
-from autotune.study import pick, verdict
+from autotune.study import folder, pick, verdict
 from autotune.study.compute import study_compute
 from autotune.study.fidelity import rank_fidelity
 from autotune.study.find import find_study
 from autotune.study.neighbours import pareto_neighbours, screened
 from autotune.study.objectives import trial_setup
-from autotune.study.records import count_finished, damaged_outcome, read_outcome
+from autotune.study.records import count_finished, read_outcome
 from autotune.study.rung_phase import read_rung_record
 from autotune.study.verification import decided_steps
 from autotune.tracking import redact
@@ -298,14 +298,15 @@ def _trial_record(study_dir: Path | None, number: int) -> dict[str, Any] | None:
     RecipeError naming it: the recipe's fingerprint and the probe's own values come from it."""
     if study_dir is None:
         return None
-    damaged = damaged_outcome(study_dir, number)
-    if damaged is not None:
+    record = read_outcome(study_dir, number)
+    path = folder.trial_path(study_dir, number)
+    if record is None and path.exists():
         raise RecipeError(
-            f"{damaged}: trial {number}'s record is damaged (not a trial's record); the recipe's "
+            f"{path}: trial {number}'s record is damaged (not a trial's record); the recipe's "
             "fingerprint and the probe's own values come from it: restore the file, or export "
             "another trial (--pick 'trial N')"
         )
-    return read_outcome(study_dir, number)
+    return record
 
 
 def _oom_retried(outcome: dict[str, Any], space: Any) -> dict[str, Any] | None:

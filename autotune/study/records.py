@@ -126,19 +126,10 @@ def write_outcome(study_dir: Path, outcome: Mapping[str, Any]) -> Path:
 
 def read_outcome(study_dir: Path, number: int) -> dict[str, Any] | None:
     """Trial `number`'s record; None when it has none, or none that can be read as a trial's
-    (`damaged_outcome` tells the two apart)."""
+    (not JSON, or its outcome, summary or fingerprint of the wrong kind: a file damaged or
+    edited by hand; `folder.trial_path` tells the two apart: the file is there)."""
     record = folder.read_json(folder.trial_path(study_dir, number))
     return record if record is not None and _well_formed(record) else None
-
-
-def damaged_outcome(study_dir: Path, number: int) -> Path | None:
-    """trials/NNNN.json of trial `number` when it is there but not a trial's record (not JSON,
-    or its outcome, summary or fingerprint of the wrong kind: a file damaged or edited by hand);
-    else None."""
-    path = folder.trial_path(study_dir, number)
-    if not path.exists() or read_outcome(study_dir, number) is not None:
-        return None
-    return path
 
 
 def _well_formed(record: Mapping[str, Any]) -> bool:
