@@ -15,6 +15,8 @@ from autotune.study.records import read_outcome
 from autotune.tracking.runs import log_rung
 from autotune.tracking.verdicts import set_feasible
 
+_VERDICTS = "_screen_verdicts"  # a queued item: the screen's verdicts judged again
+
 
 class MlflowWriter:
     """The single MLflow writer; a tracking failure is reported, never kills the study.
@@ -83,6 +85,9 @@ class MlflowWriter:
             )
 
     def _log_now(self, outcome: Mapping[str, Any]) -> None:
+        if _VERDICTS in outcome:
+            self._set_feasible_now(outcome[_VERDICTS])
+            return
         if outcome.get("_rung_record"):
             self._log_rung_now({k: v for k, v in outcome.items() if k != "_rung_record"})
             return
@@ -129,13 +134,15 @@ class MlflowWriter:
 
     def screen_verdicts(self, study: Any) -> None:
         """Bring the trial runs' `autotune.feasible` tags in line with the screen's verdicts
-        judged again (`attrs.SCREEN_FEASIBLE`)."""
+        judged again (`attrs.SCREEN_FEASIBLE`): queued after the trials still being logged, so
+        the rungs start without waiting for them."""
         verdicts = _verdicts(study)
-        if not verdicts:
-            return
-        self.drain()
+        if verdicts:  # queued: the last trial's series is still being logged (~1 s)
+            self.log({_VERDICTS: verdicts})
+
+    def _set_feasible_now(self, verdicts: Mapping[int, bool]) -> None:
         try:
-            set_feasible(self.client, self.experiment_id, self.parent, verdicts)
+            set_feasible(self.client, self.experiment_id, self.parent, dict(verdicts))
         except Exception as e:
             print(
                 "warning: could not update the trials' feasibility in MLflow "

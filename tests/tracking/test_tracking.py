@@ -494,5 +494,6 @@ def test_the_screens_verdicts_judged_again_replace_the_told_ones_on_the_trial_ru
 
     assert tags() == {1: ("true", None), 2: ("true", None), 3: ("false", None)}
     for _ in range(2):  # a resumed study writes it again: unchanged
-        writer.screen_verdicts(opt)
+        writer.screen_verdicts(opt)  # queued behind the trials still being logged
+        writer.drain()
         assert tags() == {1: ("false", "true"), 2: ("true", None), 3: ("false", None)}
