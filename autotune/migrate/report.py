@@ -297,12 +297,17 @@ def _curve_section(c: Mapping[str, Any], png: str | None) -> list[str]:
 
 def _retune_section(result: Mapping[str, Any]) -> list[str]:
     kc = result["knob_classes"]
-    out = [
-        "## Knobs",
-        "",
-        f"Hardware-bound: {', '.join(kc['hardware-bound']) or 'none'}; "
-        f"portable: {', '.join(kc['portable']) or 'none'}.",
-    ]
+    if kc["hardware-bound"] or kc["portable"]:
+        line = (
+            f"Hardware-bound: {', '.join(kc['hardware-bound']) or 'none'}; "
+            f"portable: {', '.join(kc['portable']) or 'none'}."
+        )
+    else:  # nothing to class: the recipe does not say what its study searched
+        line = (
+            "Not classed: the recipe does not record which knobs its study searched "
+            "(`source.searched`) and sets no environment knob."
+        )
+    out = ["## Knobs", "", line]
     if result.get("inert_env"):
         out.append(f"Cannot act here (dropped): {', '.join(result['inert_env'])}.")
     plan = result.get("retune")

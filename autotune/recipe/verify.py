@@ -252,6 +252,7 @@ def verify_recipe(
     if len(ran) > 1:
         report["baseline_result"] = summarize_seeds(ran[1], metrics_of(recipe))
     report["promised_steps"] = promised_steps
+    report["promised_metrics"] = list(recipe.achieved)  # empty: the recipe promised nothing
     # The recipe against the baseline, paired over the same seeds at this length.
     metrics = paired.compared_metrics(
         [
@@ -350,6 +351,11 @@ def format_report(report: Mapping[str, Any]) -> str:
         lines.append(
             f"the recipe's promise was measured at {promised_steps} steps: not compared at "
             f"{report['steps']} ({check})"
+        )
+    if report.get("promised_metrics") == [] and promised_steps == report["steps"]:
+        lines.append(
+            "the recipe records no `achieved` values: it promised nothing, so nothing is "
+            "compared with a promise (the runs above and the baseline beside them are the check)"
         )
     if report.get("promise"):
         lines.append("against the recipe's promise:")

@@ -86,6 +86,8 @@ def test_a_cut_recipe_is_migrated_saying_what_it_lacks(tmp_path: Path) -> None:
     for name, means in MEANS.items():
         assert f"- no `{name}`: {means}." in text
     assert "it has no `source` section" in text
+    assert "Hardware-bound: none; portable: none" not in text  # nothing was classed
+    assert "Not classed: the recipe does not record which knobs its study searched" in text
     assert "why the cheap check did not stand: the recipe records no loss curve" in text
     # the verdict's sentence says what `transfers` means without a promise
     assert "records no `achieved` values: it promised nothing" in result["why"]
@@ -105,6 +107,9 @@ def test_an_exported_recipe_lacks_nothing(tmp_path: Path) -> None:
     text = markdown({**result_of(full), "lacks": []})
     assert "## What the recipe lacks" not in text and "Tuned on `abc`" in text
     assert "exported before autotune recorded them" in text  # it has a source, no neighbours
+    classed = {"hardware-bound": ["accum_steps"], "portable": ["clip_norm"]}
+    text = markdown({**result_of(full), "lacks": [], "knob_classes": classed})
+    assert "Hardware-bound: accum_steps; portable: clip_norm." in text
     only = lacking(replace(full, achieved={}))
     assert only == ["achieved"] and note(only, "does not transfer: re-tune x") == ""
     assert "no `achieved` section (" in markdown({**result_of(full), "lacks": only})

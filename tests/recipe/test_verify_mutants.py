@@ -492,6 +492,7 @@ def test_verify_recipe_runs_the_recipe_and_the_baseline_on_the_same_seeds(
         "loss_series": vf.loss_series(runs[0::2]),  # none here: the fake probes report no series
         "baseline_result": base,
         "promised_steps": 50,
+        "promised_metrics": ["loss_cv"],
         "vs_baseline": vf.paired.compare(
             rec, base, [("final_loss", "minimize"), ("loss_cv", "minimize")]
         ),
@@ -831,6 +832,26 @@ def test_a_recipe_that_is_the_baseline_at_another_length_names_no_baseline_above
     assert "not compared at 100 (no baseline ran beside it (--no-baseline): its runs" in alone
 
 
+def test_a_recipe_that_promised_nothing_says_so() -> None:
+    """A review: a recipe without `achieved` printed no promise section and no word why."""
+    rec = vf.summarize_seeds([seed_run(1, "complete")], ["loss_cv"])
+    report = {
+        "recipe": "t",
+        "seeds": [1],
+        "steps": 50,
+        "promised_steps": 50,
+        "promised_metrics": [],
+        "recipe_result": rec,
+        "drift": [],
+        "recipe_fingerprint_hash": "abc",
+        "fingerprint": {"hash": "abc"},
+    }
+    said = "the recipe records no `achieved` values: it promised nothing"
+    assert said in vf.format_report(report)
+    assert said not in vf.format_report({**report, "promised_metrics": ["loss_cv"]})
+    assert said not in vf.format_report({**report, "steps": 100})  # said: another length
+
+
 def test_verify_says_whether_the_recipe_is_the_baseline(launcher: Launcher) -> None:
     """The report records it (`recipe_is_baseline`), so that a recipe run alone with
     --no-baseline is not called the baseline."""
@@ -838,6 +859,7 @@ def test_verify_says_whether_the_recipe_is_the_baseline(launcher: Launcher) -> N
     assert not vf.is_baseline(tuned)
     report = vf.verify_recipe(tuned, seeds=1, baseline=False, steps=80, quiet=True)
     assert report["recipe_is_baseline"] is False and "baseline_result" not in report
+    assert report["promised_metrics"] == list(tuned.achieved)
     assert "(the recipe is the baseline" not in vf.format_report(report)
     defaults = replace(tuned, source={**tuned.source, "defaults": True})
     got = vf.verify_recipe(defaults, seeds=1, baseline=False, steps=80, quiet=True)
