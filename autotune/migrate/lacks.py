@@ -4,8 +4,11 @@ report says so plainly rather than naming a machine `None` or blaming an old exp
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
 from typing import Any
 
+from autotune.recipe import digest
 from autotune.recipe.file import Recipe
 
 #: Per section of a recipe file: what its absence means for the check here.
@@ -33,17 +36,41 @@ def lacking(recipe: Recipe) -> list[str]:
     return [name for name in MEANS if not have[name]]
 
 
-def section(names: list[str]) -> list[str]:
-    """The report's "What the recipe lacks" section ([] when it lacks nothing)."""
+def set_aside(
+    recipe: Recipe, say: Callable[[str], None] = lambda _t: None
+) -> tuple[Recipe, list[str]]:
+    """A recipe changed since its export (`Recipe.edited_sections`) without what was measured
+    on the configuration exported: its promise (`achieved`) and its recorded run and seeds
+    (its op audit is kept unless the precision changed). Returns it and the sections changed
+    (`[]`: the recipe as it is)."""
+    changed = recipe.edited_sections() or []
+    if not changed:
+        return recipe, []
+    say(digest.text(changed))
+    kept = {} if "precision" in changed else {"audit": recipe.recorded.get("audit")}
+    recorded = {k: v for k, v in kept.items() if v}
+    return dataclasses.replace(recipe, achieved={}, recorded=recorded), changed
+
+
+def section(names: list[str], edited: list[str] | None = None) -> list[str]:
+    """The report's "What the recipe lacks" section ([] when it lacks nothing); `edited`: the
+    sections changed since export, for which its promise and recordings were set aside."""
     if not names:
         return []
     quoted = [f"`{n}`" for n in names]
     listed = quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
+    why = (
+        f"the recipe was changed since its export ({', '.join(f'`{e}`' for e in edited)}): "
+        "what it promised and recorded was measured on the configuration exported, and is set "
+        "aside"
+        if edited
+        else "`autotune export` writes each: this recipe was written by hand, or the file was "
+        "cut short"
+    )
     return [
         "## What the recipe lacks",
         "",
-        f"The recipe has no {listed} section (`autotune export` writes each: this recipe was "
-        "written by hand, or the file was cut short). What that means here:",
+        f"The recipe has no {listed} section ({why}). What that means here:",
         "",
         *(f"- no `{n}`: {MEANS[n]}." for n in names),
         "",

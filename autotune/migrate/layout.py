@@ -136,6 +136,8 @@ def write_recipe(recipe: Recipe, layout: Mapping[str, Any], out_dir: Path, here:
     if audit:
         data["recorded"] = {"audit": audit}
     new = Recipe.from_dict(data, source="migrated recipe")
+    if new.edited_sections() is not None:  # the layout changed on purpose, and held here
+        new = new.with_digests()
     return new.save(out_dir / RECIPE_FILE)
 
 

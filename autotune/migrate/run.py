@@ -25,7 +25,7 @@ from autotune.errors import TrackingError, UsageError
 from autotune.migrate import knob_classes
 from autotune.migrate.differences import differences
 from autotune.migrate.holds import reproduced, reproduces, rerun
-from autotune.migrate.lacks import lacking, note
+from autotune.migrate.lacks import lacking, note, set_aside
 from autotune.migrate.layout import layout_failed, layout_verdict, write_recipe
 from autotune.migrate.ops import compare_ops
 from autotune.migrate.report import layout_defaults, markdown, plot_curve
@@ -68,24 +68,13 @@ def migrate(
     say: Callable[[str], None] = (
         (lambda _t: None) if quiet else (lambda t: print(t, file=sys.stderr))
     )
-    recipe = load_checked(path)  # the file and its workload, as verify and repro check them
+    # the file and its workload, as verify and repro check them; a recipe changed since its
+    # export without the promise and recordings of the configuration exported
+    recipe, edited = set_aside(load_checked(path), say)
     out = Path(out_dir)
     client = prepare(out, tracking_uri, space, recipe)  # before any probe: fail fast
     threads = int(threads or torch.get_num_threads())
-    device = str(recipe.probe.get("device") or "auto")
-
-    audit_wall = 0.0
-    here_audit: dict[str, Any] = {}
-    if audit:
-        shown = pick_device(device).type if device == "auto" else device  # the probe's rule
-        say(f"op audit here ({shown}, {recipe.precision}, {threads} thread(s))")
-        t0 = time.perf_counter()
-        here_audit = record.audit_here(device, recipe.precision, threads)
-        audit_wall = time.perf_counter() - t0
-    ops = compare_ops(recipe.recorded.get("audit") if audit else None, here_audit)
-    if not audit:
-        ops["status"] = "skipped"
-
+    ops, audit_wall = _ops(recipe, audit, threads, say)
     holds = check(
         recipe, full, seeds=seeds, steps=steps, threads=threads, timeout_s=timeout_s, say=say
     )
@@ -124,6 +113,7 @@ def migrate(
         "here_hash": here_fp.get("hash"),
         "here_summary": _summary(here_fp),
         "lacks": lacks,
+        "edited": edited,
         "differences": diffs,
         "ops": ops,
         "holds": holds,
@@ -221,6 +211,22 @@ def same_numerics(recipe: Recipe, here: dict[str, Any] | None) -> bool:
         return False
     diffs = differences(recipe.fingerprint, here)
     return not diffs["not_recorded"] and not diffs["counts"].get("numerics")
+
+
+def _ops(
+    recipe: Recipe, audit: bool, threads: int, say: Callable[[str], None]
+) -> tuple[dict[str, Any], float]:
+    """The op audit here against the recipe's recorded one (`compare_ops`; status `skipped`
+    without `audit`) and the audit's wall time."""
+    if not audit:
+        return {**compare_ops(None, {}), "status": "skipped"}, 0.0
+    device = str(recipe.probe.get("device") or "auto")
+    shown = pick_device(device).type if device == "auto" else device  # the probe's rule
+    say(f"op audit here ({shown}, {recipe.precision}, {threads} thread(s))")
+    t0 = time.perf_counter()
+    here_audit = record.audit_here(device, recipe.precision, threads)
+    wall = time.perf_counter() - t0
+    return compare_ops(recipe.recorded.get("audit"), here_audit), wall
 
 
 def verdict_of(

@@ -26,6 +26,7 @@ The training methods come from `RecipeRuntime` (recipe/runtime.py).
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import re
 from collections.abc import Mapping
@@ -40,6 +41,7 @@ from autotune import space as sp
 from autotune.errors import RecipeError, did_you_mean
 from autotune.knobs import clip_text
 from autotune.probe.config import REFERENCE_CHUNKS, ProbeConfig, steps_at_batch
+from autotune.recipe import digest
 from autotune.recipe.recorded import (
     achieved_problem,
     audit_problem,
@@ -183,6 +185,16 @@ class Recipe(RecipeRuntime):
             reference_batch=chunk,
             reference_samples=samples,
         )
+
+    def edited_sections(self) -> list[str] | None:
+        """The sections changed since export (`recipe.digest`; None: not recorded)."""
+        return digest.edited(self.to_dict())
+
+    def with_digests(self) -> Recipe:
+        """This recipe with `source.digests` of its sections as a file reads them back."""
+        read_back = Recipe.loads(self.dump()).to_dict()
+        source = {**self.source, digest.KEY: digest.digests(read_back)}
+        return dataclasses.replace(self, source=source)
 
     @property
     def fingerprint_hash(self) -> str | None:

@@ -23,7 +23,7 @@ from autotune import space as sp
 from autotune.probe import ProbeConfig
 from autotune.probe.outcome import Outcome
 from autotune.probe.summary import loss_of
-from autotune.recipe import paired
+from autotune.recipe import digest, paired
 from autotune.recipe.file import Recipe
 from autotune.recipe.preflight import check_timeout, check_workload
 from autotune.recipe.promise import compare_promise, promise_line, seed_origin
@@ -263,9 +263,9 @@ def verify_recipe(
     report["vs_baseline"] = paired.compare(
         report["recipe_result"], report.get("baseline_result"), metrics, same=is_defaults
     )
-    report["promise"] = (
-        compare_promise(recipe, report["recipe_result"], same) if length == promised_steps else []
-    )
+    report["edited"] = recipe.edited_sections() or []  # another configuration's promise
+    compared = length == promised_steps and not report["edited"]
+    report["promise"] = compare_promise(recipe, report["recipe_result"], same) if compared else []
     return report
 
 
@@ -352,7 +352,9 @@ def format_report(report: Mapping[str, Any]) -> str:
             f"the recipe's promise was measured at {promised_steps} steps: not compared at "
             f"{report['steps']} ({check})"
         )
-    if report.get("promised_metrics") == [] and promised_steps == report["steps"]:
+    if report.get("edited"):
+        lines.append(digest.text(report["edited"]))
+    elif report.get("promised_metrics") == [] and promised_steps == report["steps"]:
         lines.append(
             "the recipe records no `achieved` values: it promised nothing, so nothing is "
             "compared with a promise (the runs above and the baseline beside them are the check)"

@@ -70,7 +70,7 @@ def recipe_from_study(
     retried = _oom_retried(outcome or {}, space)
     kind, _ = pick.parse_pick(how)
     at_length = _at_length(study_dir, chosen, ua.decided(study), summary)
-    return Recipe(
+    recipe = Recipe(
         name=f"{space.name}-trial{chosen.number}",
         workload=_workload(space, at_length, summary),
         precision=space.probe.precision,
@@ -122,6 +122,7 @@ def recipe_from_study(
         autotune_version=__version__,
         created_at=now_iso(),
     )
+    return recipe.with_digests()  # what verify checks it against: a later edit is seen
 
 
 def _neighbours(

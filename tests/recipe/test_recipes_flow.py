@@ -165,6 +165,32 @@ def test_verify_at_another_length_runs_both_sides_that_long(shared: h.FinishedSt
     assert f"measured at {shared.steps} steps: not compared at {longer}" in vf.format_report(report)
 
 
+def test_a_recipe_edited_after_export_is_not_judged_by_its_promise(
+    shared: h.FinishedStudy,
+) -> None:
+    """A review: a recipe edited by hand (here a knob) verified "as promised" against what the
+    exported configuration promised. Export records each section's digest; verify sees the
+    edit, says so, and compares no promise (the paired check with the baseline still runs)."""
+    path = shared.folder / "recipe-edited.yaml"
+    r = h.autotune(["export", shared.name, "-o", str(path)], shared.folder)
+    assert r.returncode == 0, h.explain(r)
+    exported = Recipe.load(path)
+    assert exported.edited_sections() == [] and exported.achieved
+    data = exported.to_dict()
+    data["knobs"]["adam_eps"] = 3e-7  # a user's own tweak
+    Recipe.from_dict(data).save(path)
+    args = ["verify", str(path), "--seeds", "1", "--no-baseline", "--json"]
+    r = h.autotune([*args, "--tracking-uri", shared.tracking_uri], shared.folder)
+    assert r.returncode == 0, h.explain(r)
+    report = json.loads(r.stdout)
+    assert report["edited"] == ["knobs"] and report["promise"] == []
+    from autotune.recipe import verify as vf
+
+    text = vf.format_report(report)
+    assert "the recipe was changed since its export (`knobs`)" in text
+    assert "against the recipe's promise" not in text
+
+
 def test_warm_start_enqueues_the_source_configs_first(shared: h.FinishedStudy) -> None:
     space = h.write(shared.folder, h.mlp_space("warm", trials=2), "warm.yaml")
     r = h.autotune(

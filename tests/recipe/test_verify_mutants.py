@@ -493,6 +493,7 @@ def test_verify_recipe_runs_the_recipe_and_the_baseline_on_the_same_seeds(
         "baseline_result": base,
         "promised_steps": 50,
         "promised_metrics": ["loss_cv"],
+        "edited": [],
         "vs_baseline": vf.paired.compare(
             rec, base, [("final_loss", "minimize"), ("loss_cv", "minimize")]
         ),
