@@ -247,6 +247,7 @@ def _study_run(
     writer that logs to them."""
     space = opts.space
     experiment_id = tracking.ensure_experiment(client, space.name)
+    before = study.user_attrs.get(ua.MLFLOW) or {}  # a resumed study's own run
     parent = tracking.ensure_study_run(
         client,
         experiment_id,
@@ -254,6 +255,7 @@ def _study_run(
         space_yaml=sp.dump(space),
         params=_study_params(space, cond, url),
         tags={tracking.TAG_DRIVER_FP: str(fp.get("hash")), **opts.extra_tags},
+        run_id=before.get("parent_run_id") if isinstance(before, dict) else None,
     )
     study.set_user_attr(
         ua.MLFLOW, {"uri": uri, "experiment_id": experiment_id, "parent_run_id": parent}

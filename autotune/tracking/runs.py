@@ -128,29 +128,43 @@ def ensure_study_run(
     space_yaml: str,
     params: dict[str, Any],
     tags: dict[str, str],
+    run_id: str | None = None,
 ) -> str:
-    """The study's parent run: found again by its tags (and set RUNNING), else created.
+    """The study's parent run: `run_id`, the run this study logged to before (set RUNNING
+    again), when it is still in this experiment; else a new one. Not found by the study's
+    name: a new study of a name used before (its folder removed, or another folder) gets runs
+    of its own instead of logging beside the old study's trials.
 
     A new run gets `params`, `tags` and the `space.yaml` artifact. On an existing run the tags are
     set again and only params it does not have yet are logged (MLflow params are immutable).
     """
     from mlflow.entities import RunStatus
 
-    existing = study_runs(client, experiment_id, study_name)
+    run = _own_run(client, experiment_id, run_id)
     cleaned_params = clean_params(params)
     run_tags = {**{k: str(v) for k, v in tags.items()}, TAG_ROLE: "study", TAG_STUDY: study_name}
-    if existing:
-        run = existing[0]
-        run_id = run.info.run_id
-        client.update_run(run_id, status=RunStatus.to_string(RunStatus.RUNNING))
+    if run is not None:
+        found = str(run.info.run_id)
+        client.update_run(found, status=RunStatus.to_string(RunStatus.RUNNING))
         new_params = {k: v for k, v in cleaned_params.items() if k not in run.data.params}
-        log_entities(client, run_id, params=new_params, tags=run_tags)
-        return str(run_id)
-    run = client.create_run(experiment_id, run_name=study_name, tags=clean_tags(run_tags))
-    run_id = run.info.run_id
-    log_entities(client, run_id, params=cleaned_params)
-    client.log_text(run_id, space_yaml, "space.yaml")
-    return str(run_id)
+        log_entities(client, found, params=new_params, tags=run_tags)
+        return found
+    made = client.create_run(experiment_id, run_name=study_name, tags=clean_tags(run_tags))
+    log_entities(client, made.info.run_id, params=cleaned_params)
+    client.log_text(made.info.run_id, space_yaml, "space.yaml")
+    return str(made.info.run_id)
+
+
+def _own_run(client: MlflowClient, experiment_id: str, run_id: str | None) -> Run | None:
+    """The study run `run_id` when it exists, is live and is a study run of `experiment_id`."""
+    if not run_id:
+        return None
+    try:
+        run = client.get_run(run_id)
+    except Exception:  # not in this store (another tracking URI than before), or gone
+        return None
+    live = run.info.lifecycle_stage == "active" and run.data.tags.get(TAG_ROLE) == "study"
+    return run if live and str(run.info.experiment_id) == str(experiment_id) else None
 
 
 def find_study_run(client: MlflowClient, study_name: str) -> tuple[str, str] | None:

@@ -230,6 +230,7 @@ def test_ensure_study_run_found_again(study: tuple[Any, str, str, str], tmp_path
         space_yaml="changed",
         params={"n_trials": 20, "extra": "x" * 7000},
         tags={},
+        run_id=parent,  # what the resumed study recorded
     )
     assert again == parent
     run = client.get_run(parent)
@@ -497,3 +498,28 @@ def test_the_screens_verdicts_judged_again_replace_the_told_ones_on_the_trial_ru
         writer.screen_verdicts(opt)  # queued behind the trials still being logged
         writer.drain()
         assert tags() == {1: ("false", "true"), 2: ("true", None), 3: ("false", None)}
+
+
+def test_a_study_run_is_found_again_by_its_id_never_by_its_name(store: Any) -> None:
+    """A review: a study of a name used before (its folder removed) logged its trials under the
+    old study's parent run. Only the run the study itself recorded is continued."""
+    name = "same-name"
+    experiment_id = tracking.ensure_experiment(store, name)
+
+    def run(run_id: str | None = None) -> str:
+        return tracking.ensure_study_run(
+            store, experiment_id, name, space_yaml="name: x\n", params={}, tags={}, run_id=run_id
+        )
+
+    first = run()
+    second = run()  # a new study of the same name: a run of its own
+    assert second != first
+    assert run(first) == first and run(second) == second  # a resumed study: its own run
+    other = tracking.ensure_experiment(store, "another-name")
+    elsewhere = tracking.ensure_study_run(
+        store, other, "another-name", space_yaml="x", params={}, tags={}
+    )
+    assert run(elsewhere) not in (elsewhere, first, second)  # another experiment's run
+    assert run("0" * 32) not in (first, second)  # not in this store
+    store.delete_run(first)
+    assert run(first) != first  # deleted: a new one
