@@ -30,7 +30,8 @@ def find_study(ref: str, storage: str | None = None) -> tuple[Any, sp.Space, Pat
         # `autotune studies` lists it, not taken for no study.
         if has_meta(candidate):
             study_dir = candidate.resolve()
-            meta = folder.read_meta(candidate)
+            # one that lost its study.json is read from the --storage its message names
+            meta = {} if storage and folder.orphaned(candidate) else folder.read_meta(candidate)
             break
     url = storage or meta.get("storage")
     if url is None:

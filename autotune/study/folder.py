@@ -136,6 +136,13 @@ def read_meta(study_dir: Path) -> dict[str, Any]:
     `study_dir` is: a moved folder still reads, a copied one reads its own database."""
     path = study_json(study_dir)
     rewrite = "run the study's `autotune study` command again to rewrite it"
+    if orphaned(study_dir):
+        raise StudyError(
+            f"{path}: missing: the folder holds a study's storage ({optuna_db(study_dir).name}) "
+            "but not its record of the study's name and stores (or its driver is starting "
+            f"now); {rewrite} (or add --resume), or read it with `--storage "
+            f"sqlite:///{optuna_db(study_dir).resolve()}` and the study's name"
+        )
     try:
         data = json.loads(_read_small(path))
     except OSError as e:
@@ -151,6 +158,13 @@ def read_meta(study_dir: Path) -> dict[str, Any]:
     if own is not None:
         data["storage"] = f"sqlite:///{own}"
     return data
+
+
+def orphaned(study_dir: Path) -> bool:
+    """A study folder whose study.json is gone (deleted, or a driver killed before it wrote
+    it) while its own storage is there."""
+    path = study_json(study_dir)
+    return not (path.exists() or path.is_symlink()) and optuna_db(study_dir).is_file()
 
 
 def _read_small(path: Path) -> str:

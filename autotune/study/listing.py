@@ -53,9 +53,10 @@ def study_folders(root: Path) -> Iterator[Path]:
 
 
 def has_meta(where: Path) -> bool:
-    """Whether `where` holds a study.json of any kind (a link to nothing included)."""
+    """Whether `where` holds a study.json of any kind (a link to nothing included), or is a
+    study folder that lost it (`folder.orphaned`: `read_meta` then says so)."""
     path = folder.study_json(where)
-    return path.exists() or path.is_symlink()
+    return path.exists() or path.is_symlink() or folder.orphaned(where)
 
 
 def find_all(root: Path | None = None, storage: str | None = None) -> list[Found]:
