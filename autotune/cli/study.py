@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from autotune.cli.app import EXIT_AT_ONCE, SetOpt, SpaceOpt, app, runs_probes, user_errors
+from autotune.errors import UsageError
 
 
 @app.command()
@@ -42,8 +43,10 @@ def study(
         ),
     ] = None,
     study_dir: Annotated[
-        Path | None,
-        typer.Option(help="Folder for the study's files. Default: ./autotune-studies/NAME."),
+        str | None,
+        typer.Option(
+            metavar="PATH", help="Folder for the study's files. Default: ./autotune-studies/NAME."
+        ),
     ] = None,
     resume: Annotated[
         bool,
@@ -67,6 +70,8 @@ def study(
     from autotune import space as sp
     from autotune import study as st
 
+    if study_dir is not None and not study_dir.strip():  # an unset shell variable, say
+        raise UsageError("--study-dir is empty: give a folder (e.g. --study-dir ./runs/NAME)")
     overrides = list(set_ or [])
     if seed is not None:
         problem = sp.seed_problem(seed)
@@ -78,7 +83,7 @@ def study(
     result = st.run(
         st.StudyOptions(
             space=s,
-            study_dir=study_dir,
+            study_dir=Path(study_dir) if study_dir is not None else None,
             storage=storage,
             tracking_uri=tracking_uri,
             address=address,

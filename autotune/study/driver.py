@@ -97,7 +97,7 @@ def run(opts: StudyOptions) -> StudyResult:
             check_trial_fits(space, cluster_nodes(ray), f"the Ray cluster at {cluster}")
         # a shared --storage: the study is continued only from its home (`home`); the default
         # storage is the study folder's own file, which moves with it
-        study = open_study(opts, storage, cond, study_dir if opts.storage else None)
+        study = open_study(opts, storage, cond, study_dir if opts.storage else None, study_dir)
         stop_if_baseline_failed(study, study_dir, space.name)
         mark("optuna study")
         logger = _study_run(opts, study, client, cond, url, uri, fp, study_dir)
@@ -407,8 +407,15 @@ def identity(space: sp.Space) -> str:
 
 
 def open_study(
-    opts: StudyOptions, storage: Any, cond: sp.Conditioned, study_dir: Path | None = None
+    opts: StudyOptions,
+    storage: Any,
+    cond: sp.Conditioned,
+    study_dir: Path | None = None,
+    records: Path | None = None,
 ) -> Any:
+    """The study, continued or created (`study_dir`: its home checked and claimed, for a
+    shared storage; `records`: the folder a new study's trial records go to, refused when it
+    holds an earlier study's)."""
     import optuna
 
     space = opts.space
@@ -437,6 +444,8 @@ def open_study(
         study.sampler = make_sampler(space, cond.searched, len(study.get_trials(deepcopy=False)))
         name_metrics(study, space)
         return study
+    if records is not None:
+        home.refuse_overwrite(records, space.name, redact(storage.url))
     study = optuna.create_study(
         study_name=space.name,
         storage=storage,

@@ -50,3 +50,18 @@ def check(study: Any, study_dir: Path, name: str, where: str) -> None:
         f"--study-dir {folder} on {host or 'that host'}), or start another study here with "
         f"--set name={name}-2. Two drivers of one study would split its records"
     )
+
+
+def refuse_overwrite(study_dir: Path, name: str, where: str) -> None:
+    """A StudyError when a new study `name` would start in a folder that holds an earlier
+    one's trial records while the storage `where` has no such study (its optuna.db deleted or
+    replaced): the new trials would overwrite the old records one by one, without a word."""
+    records = sorted((study_dir / "trials").glob("*.json")) if study_dir.is_dir() else []
+    if not records:
+        return
+    raise StudyError(
+        f"{study_dir} holds {len(records)} trial record(s) of an earlier study, while {where} "
+        f"has no study '{name}' (its storage deleted or replaced); a new study here would "
+        "overwrite them. Restore the storage to continue it, or remove the folder (or "
+        f"--set name={name}-2) to start afresh"
+    )
