@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -24,6 +23,7 @@ from autotune.study.failures import (
     failed_trials,
 )
 from autotune.study.fits import check_trial_fits, cluster_nodes, local_node
+from autotune.study.identity import changed_parts, identity
 from autotune.study.importance import importances
 from autotune.study.objectives import directions, make_sampler, name_metrics
 from autotune.study.options import StudyOptions, StudyResult, study_dir_for
@@ -389,23 +389,6 @@ def _study_params(space: sp.Space, cond: sp.Conditioned, url: str) -> dict[str, 
     }
 
 
-def identity(space: sp.Space) -> str:
-    """What a study's stored values depend on: the space without its budget, verification and
-    rung settings (a study can be continued with more trials or a new target), except that
-    every probe schedules its learning rate over `budget.target_steps`: when the schedule can
-    stretch (linear or cosine, fixed or searched), the target is part of what was measured."""
-    d = {
-        k: v
-        for k, v in space.to_dict().items()
-        if k not in ("budget", "description", "verify", "rungs")
-    }
-    sched = space.knobs.get("schedule")
-    values = sched.choices if isinstance(sched, sp.Domain) else [space.default_value("schedule")]
-    if any(v != "constant" for v in values or ["linear"]):
-        d["schedule_over"] = space.budget.target_steps
-    return json.dumps(d, sort_keys=True)
-
-
 def open_study(
     opts: StudyOptions,
     storage: Any,
@@ -434,9 +417,8 @@ def open_study(
         if before is not None and before != fingerprint_space:
             raise StudyError(
                 f"study '{space.name}' already exists in {redact(storage.url)} with a different "
-                "space (knobs, probe, objectives, sampler, or the target a linear or cosine LR "
-                "schedule runs over changed); give the new one another "
-                f"name with --set name={space.name}-2, or delete {storage.url}"
+                f"space ({changed_parts(before, fingerprint_space)} changed); give the new one "
+                f"another name with --set name={space.name}-2, or delete {redact(storage.url)}"
             )
         if study_dir is not None:  # continued only from the folder that holds its records
             home.check(study, study_dir, space.name, redact(storage.url))

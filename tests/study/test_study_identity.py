@@ -37,3 +37,20 @@ def test_a_schedule_that_stretches_makes_the_target_part_of_the_identity(schedul
     # every probe schedules its lr over the target: another target is another measurement
     assert ident(schedule, 60) != ident(schedule, 120)
     assert ident(schedule, 60) == ident(schedule, 60, trials=9)
+
+
+def test_the_refusal_names_what_changed() -> None:
+    """A review: the message listed "knobs, probe, objectives, sampler, or the target" but not
+    the constraints, and never which one changed."""
+    from autotune.study.identity import changed_parts
+
+    base = SPACE.format(schedule="  schedule: linear", target=60, trials=4)
+    a = identity(sp.loads(base, source="a"))
+    wider = base.replace("high: 1.0", "high: 2.0")
+    assert changed_parts(a, identity(sp.loads(wider, source="b"))) == "knobs.clip_norm"
+    longer = SPACE.format(schedule="  schedule: linear", target=90, trials=4)
+    said = changed_parts(a, identity(sp.loads(longer, source="c")))
+    assert said == "budget.target_steps (the LR schedule's length)"
+    held = base + "constraints:\n  - {metric: loss_drop, op: '>=', value: 0.1}\n"
+    assert changed_parts(a, identity(sp.loads(held, source="d"))) == "constraints"
+    assert changed_parts("not json", a) == "the space"
