@@ -168,7 +168,9 @@ def repro(
             metavar="SPACE_OR_RECIPE", help="A space file, a built-in space name or a recipe."
         ),
     ],
-    runs: Annotated[int, typer.Option(help="How many times to run the probe.")] = 2,
+    runs: Annotated[
+        int | None, typer.Option(help="How many times to run the probe (default 2).")
+    ] = None,
     set_: Annotated[
         list[str] | None,
         typer.Option("--set", help="Override a key of the space: key.path=value (repeatable)."),
@@ -183,7 +185,8 @@ def repro(
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
-    """Run the probe several times in deterministic mode; exit 1 if the step series differ."""
+    """Run the probe several times in deterministic mode; exit 1 if the step series differ
+    (with --seeds: if runs on different seeds are identical, the seed having no effect)."""
     from autotune.errors import ReproError
     from autotune.repro import repro as rp
 
@@ -193,9 +196,17 @@ def repro(
             seed_list = [int(s) for s in seeds.split(",") if s.strip()]
         except ValueError:
             raise ReproError(f"--seeds {seeds}: expected whole numbers, e.g. --seeds 0,1") from None
+        # one seed per run: a --seed or another --runs beside them would be ignored
+        if seed is not None:
+            raise ReproError(f"--seed {seed} with --seeds {seeds}: give one or the other")
+        if runs is not None and runs != len(seed_list):
+            raise ReproError(
+                f"--runs {runs} with --seeds {seeds}: --seeds runs one probe per seed "
+                f"({len(seed_list)}); drop --runs"
+            )
     result = rp.run_repro(
         space,
-        runs=runs,
+        runs=2 if runs is None else runs,
         seed_override=seed,
         set_=set_ or [],
         seeds=seed_list,
@@ -207,6 +218,15 @@ def repro(
     else:
         typer.echo(rp.format_repro(result))
     if result["reproducible"] is False:
+        raise typer.Exit(1)
+    if result["reproducible"] is None and result["bitwise_equal"]:  # --seeds: no effect
+        typer.echo(
+            "autotune: the runs on seeds "
+            f"{', '.join(str(s) for s in seed_list or [])} are identical: the workload "
+            "ignores its seed, so runs over seeds (verification, the paired verdicts) measure "
+            "nothing of the noise",
+            err=True,
+        )
         raise typer.Exit(1)
 
 

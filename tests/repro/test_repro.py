@@ -160,6 +160,8 @@ def test_cli_repro(tiny: Path, write_space: Callable[..., Path]) -> None:
         (["--set", "probe.stepz=3"], "stepz"),
         (["--seed", str(2**64)], f"--seed: a seed is a whole number from 0 to {sp.MAX_SEED}"),
         (["--seeds", "0,-1"], "--seeds: a seed is a whole number from 0 to"),
+        (["--seeds", "0,1", "--seed", "3"], "--seed 3 with --seeds 0,1: give one or the other"),
+        (["--seeds", "0,1", "--runs", "3"], "--seeds runs one probe per seed (2); drop --runs"),
     ):
         bad = runner.invoke(app, ["repro", str(tiny), *args])
         assert bad.exit_code == 2, bad.output
@@ -190,3 +192,61 @@ def test_set_deterministic_turns_on_every_lever() -> None:
             os.environ.pop("CUBLAS_WORKSPACE_CONFIG", None)
         else:
             os.environ["CUBLAS_WORKSPACE_CONFIG"] = saved
+
+
+SEEDLESS = """\
+import torch
+from torch import nn
+
+
+class W:
+    name = "seedless"
+    default_lr = 3e-3
+    unstable_lr = 1.0
+
+    def __init__(self, size):
+        self.size = size
+        self.w = torch.randn(8, 1, generator=torch.Generator().manual_seed(1))
+
+    def build_model(self):
+        torch.manual_seed(0)  # its own seed, whatever the probe's
+        return nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 1))
+
+    def batches(self, micro_batch, seed):
+        g = torch.Generator().manual_seed(7)  # the seed it is given is ignored
+        while True:
+            x = torch.randn(micro_batch, 8, generator=g)
+            yield x, x @ self.w
+
+    def eval_batches(self, micro_batch):
+        g = torch.Generator().manual_seed(9)
+        return [(x, x @ self.w) for x in [torch.randn(micro_batch, 8, generator=g)]]
+
+    def loss(self, model, batch):
+        return nn.functional.mse_loss(model(batch[0]), batch[1])
+
+    def samples(self, batch):
+        return batch[0].shape[0]
+
+    def tokens(self, batch):
+        return 0
+
+
+def make(size="tiny"):
+    return W(size)
+"""
+
+
+def test_runs_on_different_seeds_that_are_identical_exit_1(
+    tmp_path: Path, write_space: Callable[..., Path]
+) -> None:
+    """A review: a workload that ignores its seed passed `repro --seeds 0,1` with status 0
+    ("the seed has no effect"), though every verdict over seeds then measures no noise."""
+    (tmp_path / "seedless.py").write_text(SEEDLESS)
+    space = write_space(
+        TINY.replace("{name: mlp, size: tiny}", f"{{name: {tmp_path}/seedless.py:make}}")
+    )
+    result = runner.invoke(app, ["repro", str(space), "--set", "probe.steps=10", "--seeds", "0,1"])
+    assert result.exit_code == 1, result.output
+    assert "the runs are identical: the seed has no effect" in result.stdout
+    assert "the workload ignores its seed" in result.stderr
