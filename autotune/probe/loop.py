@@ -168,6 +168,11 @@ def _prepare(cfg: ProbeConfig, rank: Rank | None) -> _Run:
     ref = reference.of_probe(model, workload, cfg, device, amp_dtype, rank)
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     params = [p for _, p in named]
+    if not params:
+        raise ValueError(
+            f"workload {cfg.workload}: build_model() returned a model with no trainable "
+            "parameters: there is nothing for the optimizer to train"
+        )
     if rank is not None:
         model = rank.wrap(model, k)  # DistributedDataParallel with the DDP knobs
     optimizer = build_optimizer(params, k, device)
@@ -257,7 +262,13 @@ def _step(run: _Run, p: _Progress) -> None:
         group["lr"] = p.lr
     p.timer = start_timer(run.device)
 
-    batches = [to_device(next(run.data), run.device) for _ in range(run.accum)]
+    try:
+        batches = [to_device(next(run.data), run.device) for _ in range(run.accum)]
+    except StopIteration:  # a bare StopIteration says nothing of whose it was
+        raise RuntimeError(
+            f"workload {run.cfg.workload}: batches() ran out at step {p.step}: it must yield "
+            "micro-batches for as long as the probe asks (cycle over the data)"
+        ) from None
     loss_sum, samples, tokens = forward_backward(
         run.model, run.workload, batches, run.scaler, run.amp_dtype
     )

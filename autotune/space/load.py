@@ -62,7 +62,8 @@ def anchor_script(space: Space, base: Path, source: str) -> Space:
         return space
     absolute = (base / Path(script).expanduser()).resolve()
     if not absolute.is_file():
-        raise SpaceError(f"{source}: workload.script: {absolute}: no such file")
+        what = "a folder, not a script" if absolute.is_dir() else "no such file"
+        raise SpaceError(f"{source}: workload.script: {absolute}: {what}")
     return replace(space, workload=space.workload.model_copy(update={"script": str(absolute)}))
 
 

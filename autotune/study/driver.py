@@ -363,8 +363,10 @@ def check_script(space: sp.Space) -> None:
             )
     try:
         compile(Path(path).read_bytes(), path, "exec")
-    except SyntaxError as e:
-        raise WorkloadError(f"{Path(path).name}:{e.lineno}: {e.msg}") from None
+    except (SyntaxError, ValueError) as e:  # ValueError: null bytes, on some Pythons
+        line = getattr(e, "lineno", None)
+        at = f"{Path(path).name}:{line}" if line else f"{path}: not Python source"
+        raise WorkloadError(f"{at}: {getattr(e, 'msg', None) or e}") from None
     except OSError as e:
         raise WorkloadError(f"{space.source}: workload.script: {path}: {e.strerror}") from None
 
