@@ -26,6 +26,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
 
 from autotune.errors import WorkloadError, did_you_mean
+from autotune.probe.workload_guard import WorkloadExited, workload_code
 
 if TYPE_CHECKING:
     import torch
@@ -110,7 +111,8 @@ def resolve(ref: str, size: str = "tiny") -> Workload:
     except ValueError:
         pass  # no signature to inspect (a C function): let the call decide
     try:
-        workload = factory(size=size)
+        with workload_code(ref, "its factory ran", ref):  # its prints on stderr, its exit named
+            workload = factory(size=size)
     except WorkloadError:
         raise
     except Exception as exc:
@@ -224,7 +226,11 @@ def _import_file(path: Path, ref: str) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # before running it, as `import` does (dataclasses look it up)
     try:
-        spec.loader.exec_module(module)
+        with workload_code(ref, "it was imported", str(path)):  # see workload_guard
+            spec.loader.exec_module(module)
+    except WorkloadExited:
+        del sys.modules[name]
+        raise
     except Exception as exc:
         del sys.modules[name]
         raise WorkloadError(_raised(ref, "importing", exc)) from exc
@@ -233,7 +239,10 @@ def _import_file(path: Path, ref: str) -> ModuleType:
 
 def _import_module(name: str, ref: str) -> ModuleType:
     try:
-        return importlib.import_module(name)
+        with workload_code(ref, "it was imported", name):  # see workload_guard
+            return importlib.import_module(name)
+    except WorkloadExited:
+        raise
     except ModuleNotFoundError as exc:
         missing = exc.name or ""
         if not (name == missing or name.startswith(missing + ".")):
