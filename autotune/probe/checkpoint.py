@@ -70,6 +70,9 @@ class Continuation:
     series: dict[str, np.ndarray] = field(default_factory=dict)
     why: str | None = None
     per_step: tuple[int, int] = (0, 0)  # samples and tokens per optimizer step, as they ran
+    # the samples and tokens of those steps, summed (a script's steps differ: a short last
+    # batch); None: not saved (the built-in loop's steps are alike: per_step x step)
+    seen: tuple[Any, Any] | None = None
     # What continued differently from the run from step 0 (a script's framework says it: its
     # batches drawn afresh by a loader Lightning cannot put at its position).
     note: str | None = None
@@ -264,7 +267,13 @@ def continued(state: dict[str, Any]) -> Continuation:
     """Where a probe continuing `state` starts: its step, series and per-step counts."""
     series = {name: t.numpy() for name, t in state["series"].items()}
     samples, tokens = (int(x) for x in state.get("per_step") or (0, 0))
-    return Continuation(step=int(state["step"]), series=series, per_step=(samples, tokens))
+    seen = state.get("seen")
+    return Continuation(
+        step=int(state["step"]),
+        series=series,
+        per_step=(samples, tokens),
+        seen=None if seen is None else (seen[0], seen[1]),
+    )
 
 
 def _nbytes(value: Any) -> int:

@@ -405,8 +405,8 @@ _REQUIRED_SERIES: Final[tuple[str, ...]] = ("loss", "grad_norm", "step_time")
 def summarize(
     series: Mapping[str, npt.ArrayLike],
     *,
-    samples_per_step: int,
-    tokens_per_step: int = 0,
+    samples_per_step: float,
+    tokens_per_step: float = 0,
     precision: str = "fp32",
     reference: float | None = None,
     final_reference: float | None = None,

@@ -28,6 +28,7 @@ from autotune.probe import divergence, metrics, reference, script_values, teleme
 from autotune.probe.config import ProbeConfig, Report
 from autotune.probe.first_report import FirstReport
 from autotune.probe.loop import schedule_length
+from autotune.probe.script_counts import StepCounts
 from autotune.probe.script_errors import BadReport, Diverged, ScriptFailure
 from autotune.probe.script_lr import LrWatch
 from autotune.probe.script_state import Parts, ScriptState, split_extra
@@ -105,7 +106,7 @@ class ScriptSession:
         self.diverged_at: int | None = None
         self.failure: BadReport | None = None
         self.status = ProbeStatus.OK
-        self.samples_per_step = self.tokens_per_step = 0
+        self.counts = StepCounts()  # each step's samples and tokens
         self.t_start = clock()
         self.t_last = self.t_start
         self.summary: dict[str, Any] | None = None
@@ -216,6 +217,7 @@ class ScriptSession:
             self.grad_reported = bool(np.isfinite(grads).any()) if len(grads) else True
             self.series = {name: [arr] for name, arr in s.items()}
             self.reports = start.step
+            self.counts.inherit(start.step, start.per_step, start.seen)
             self.origin = self.state.origin
             self.last = self.origin + start.step - 1
             self._replay_inherited()
@@ -282,8 +284,7 @@ class ScriptSession:
         for name, v in more.items():
             self.extra.setdefault(name, []).append(v)
         accum = int(k.get("accum_steps", 1))
-        self.samples_per_step = samples if samples is not None else self.cfg.micro_batch * accum
-        self.tokens_per_step = tokens if tokens is not None else self.tokens_per_step
+        self.counts.add(samples, tokens, self.cfg.micro_batch * accum)
         self.reports += 1
         if self.first_report_s is None:  # this process's first (a continued probe's too)
             self.first_report_s = now - self.t_start
@@ -421,11 +422,14 @@ class ScriptSession:
         accum = int(k.get("accum_steps", 1))
         cfg = self.cfg
         steps_run = len(data.get("loss", ()))
-        per_step = (self.samples_per_step, self.tokens_per_step)
+        counts = self.counts
+        (samples, tokens), seen = counts.per_step, counts.seen
         saved = (
             None
             if status is ProbeStatus.OOM
-            else self.state.save(data, self.extra, per_step, steps_run, self.reference.record())
+            else self.state.save(
+                data, self.extra, (samples, tokens), steps_run, self.reference.record(), seen
+            )
         )
         resumed = self.state.start.step
         final = self._final_reference(status)
@@ -437,8 +441,7 @@ class ScriptSession:
             metrics=summary_metrics(
                 cfg,
                 metrics.own_timing(data, resumed),
-                self.samples_per_step,
-                self.tokens_per_step,
+                *counts.rate_per_step,  # each step's own counts: their mean
                 self.device,
                 self.reference.loss,
                 final.loss,
@@ -468,13 +471,13 @@ class ScriptSession:
             micro_batch=cfg.micro_batch,
             accum_steps=accum,
             effective_batch=cfg.micro_batch * accum,
-            samples_per_step=self.samples_per_step,
-            tokens_per_step=self.tokens_per_step,
-            samples_seen=self.samples_per_step * steps_run,
-            tokens_seen=self.tokens_per_step * steps_run,
+            samples_per_step=samples,
+            tokens_per_step=tokens,
+            samples_seen=seen[0],
+            tokens_seen=seen[1],
             continued=Continued(
                 resumed_from_step=resumed,
-                samples_run=self.samples_per_step * (steps_run - resumed),
+                samples_run=counts.own_seen,
                 continuation=self.state.record(),
                 state_saved=saved,
             ),

@@ -163,10 +163,12 @@ class ScriptState:
         per_step: tuple[int, int],
         steps_run: int,
         reference: dict[str, Any] | None = None,
+        seen: tuple[Any, Any] | None = None,
     ) -> dict[str, Any] | None:
         """Write the state after the run's last step when asked to (`save_state`) and the run
         made all its steps; what became of it (None: not asked, or the run ended early).
-        `reference`: the run's initial-loss reference (`Reference.record()`), kept with it."""
+        `reference`: the run's initial-loss reference (`Reference.record()`), kept with it;
+        `seen`: the samples and tokens its steps processed (their own counts, summed)."""
         path = self.cfg.save_state
         if not path or steps_run != self.cfg.steps:
             return None
@@ -183,6 +185,7 @@ class ScriptState:
             "step": steps_run,
             "origin": self.origin,
             "per_step": list(per_step),
+            "seen": None if seen is None else list(seen),
             "series": checkpoint.series_tensors(saved),
             "reference": reference,
         }

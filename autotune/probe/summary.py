@@ -314,8 +314,8 @@ def loss_of(summary: Mapping[str, Any] | None) -> list[Any]:
 def summary_metrics(
     cfg: ProbeConfig,
     data_series: dict[str, np.ndarray],
-    samples_per_step: int,
-    tokens_per_step: int,
+    samples_per_step: float,
+    tokens_per_step: float,
     device: torch.device,
     initial: float | None = None,
     final: float | None = None,
