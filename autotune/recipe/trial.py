@@ -24,7 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 from autotune.probe.config import ProbeConfig, steps_at_batch
 from autotune.probe.loop import schedule_length
+from autotune.probe.oom import is_oom
 from autotune.probe.script import Diverged, ScriptSession, current
+from autotune.probe.script_values import short_run
 from autotune.recipe import Recipe
 
 if TYPE_CHECKING:
@@ -366,8 +368,12 @@ def _recipe_steps(recipe: Recipe, path: str, steps: int | None, own_steps: bool)
 
 def _write_summary(session: ScriptSession, path: Path) -> None:
     """At exit: the summary, written whole (a temporary file renamed) or not at all; a write
-    that fails all the same (a full disk) is one line on stderr and exit status 1."""
+    that fails all the same (a full disk) is one line on stderr and exit status 1. A run a
+    probe would fail (`standalone_failure`) is `failed`, with its cause and error."""
+    failure = standalone_failure(session, getattr(sys, "last_value", None))
     summary = session.finish()
+    if failure is not None:
+        summary = {**summary, "status": "failed", **failure}
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         tmp.write_text(json.dumps(summary, default=str))
@@ -377,6 +383,27 @@ def _write_summary(session: ScriptSession, path: Path) -> None:
         print(f"autotune.trial(): {SUMMARY_ENV}={path}: not written: {e}", file=sys.stderr)
         sys.stderr.flush()
         os._exit(1)
+
+
+def standalone_failure(
+    session: ScriptSession, raised: BaseException | None
+) -> dict[str, str] | None:
+    """The cause and error a probe (`run_script`) would fail this standalone run with, at its
+    exit (`raised`: the exception that ended the script, Python's `sys.last_value`): a bad
+    report (even one the script caught), an exception, no report, or steps left unrun unasked
+    (a `sys.exit(3)` at step 10 of 30 too: its status is not known at exit). None for a run a
+    probe judges: ok, diverged, out of memory (recorded here, as the probe does)."""
+    if session.failure is not None:
+        return {"cause": "bad_report", "error": str(session.failure)}
+    if raised is not None and not isinstance(raised, Diverged) and session.cause is None:
+        if not is_oom(raised):
+            return {"cause": "exception", "error": f"{type(raised).__name__}: {raised}"}
+        session.oom(raised)
+    if session.reports == 0:
+        return {"cause": "no_reports", "error": "the script never called trial.report()"}
+    if session.ended_early():
+        return {"cause": "bad_report", "error": str(short_run(session.reports, session.cfg.steps))}
+    return None
 
 
 def _note_differences(cfg: ProbeConfig, **own: int | None) -> None:
