@@ -154,6 +154,8 @@ def run_repro(
         space_or_recipe_path, [*set_, "probe.deterministic=true"], check_recipe
     )
 
+    if kind == "space" and space.workload.script is None:
+        _check_workload(space)  # a recipe's was checked by check_recipe
     base = seed_override if seed_override is not None else space.probe.seed
     seed_list = seed_list if seeds is not None else [base] * runs
     configs = [sp.probe_config(space, seed=s) for s in seed_list]
@@ -280,6 +282,18 @@ def format_repro(result: Mapping[str, Any]) -> str:
 # --------------------------------------------------------------------------------------------
 # Running the probes
 # --------------------------------------------------------------------------------------------
+
+
+def _check_workload(space: sp.Space) -> None:
+    """Resolve the space's workload here once, as `autotune check` and a study do: a workload
+    that cannot be imported or built (or exits while it is) is one line naming the space file
+    and its `workload` key, before any probe runs."""
+    from autotune.probe.workload import resolve
+
+    try:
+        resolve(space.workload.name, space.workload.size)
+    except WorkloadError as e:
+        raise WorkloadError(f"{space.source}: workload: {e}") from None
 
 
 def _run_here(cfg: Any) -> dict[str, Any]:

@@ -33,13 +33,21 @@ def _space(write_space: Callable[..., Path], tmp_path: Path, top: str, make: str
     return write_space(SPACE.format(ref=f"{module}:make"))
 
 
-@pytest.mark.parametrize("command", ["check", "probe"])
+COMMANDS = {
+    "check": ["check", "{path}"],
+    "probe": ["probe", "--space", "{path}", "--json"],
+    "repro": ["repro", "{path}", "--json"],
+}
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_a_module_that_exits_at_import_is_one_line_naming_it(
     write_space: Callable[..., Path], tmp_path: Path, command: str
 ) -> None:
-    """Once every command ended silently with the module's own status (3 here)."""
+    """Once every command ended silently with the module's own status (3 here); repro named
+    neither the space file nor its key."""
     path = _space(write_space, tmp_path, "raise SystemExit(3)")
-    args = ["check", path] if command == "check" else ["probe", "--space", path, "--json"]
+    args = [a.format(path=path) for a in COMMANDS[command]]
     one_line_error(
         invoke(*args),
         f"{path}: workload: workload '{tmp_path / 'user_workload.py'}:make'",
