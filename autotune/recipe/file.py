@@ -191,8 +191,12 @@ class Recipe(RecipeRuntime):
         return digest.edited(self.to_dict())
 
     def with_digests(self) -> Recipe:
-        """This recipe with `source.digests` of its sections as a file reads them back."""
-        read_back = Recipe.loads(self.dump()).to_dict()
+        """This recipe with `source.digests` of its sections as a file reads them back (as it
+        is when it does not read back: no digests, so nothing is claimed of its edits)."""
+        try:
+            read_back = Recipe.loads(self.dump()).to_dict()
+        except RecipeError:
+            return self
         source = {**self.source, digest.KEY: digest.digests(read_back)}
         return dataclasses.replace(self, source=source)
 

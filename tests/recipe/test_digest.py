@@ -59,3 +59,10 @@ def test_migrate_sets_aside_an_edited_recipes_promise_and_recordings() -> None:
     text = "\\n".join(section(["achieved", "recorded"], changed))
     assert "changed since its export (`knobs`)" in text and "written by hand" not in text
     assert "written by hand" in "\\n".join(section(["achieved"]))
+
+
+def test_a_recipe_that_does_not_read_back_gets_no_digests() -> None:
+    """Export must not fail on the read-back: such a recipe claims nothing of its edits."""
+    r = make_recipe(clip_norm=0.7)
+    odd = dataclasses.replace(r, probe={"steps": 90, "schedule_steps": 30, "seed": 0})
+    assert odd.with_digests() is odd and odd.with_digests().edited_sections() is None
