@@ -39,7 +39,7 @@ from autotune.study.records import (
     tell,
     write_outcome,
 )
-from autotune.study.rung_phase import pending as rungs_pending
+from autotune.study.rungs import pending as rungs_pending
 from autotune.study.session import plan_resources
 from autotune.study.states import screen_probe
 from autotune.study.timeline import mark

@@ -213,6 +213,8 @@ def format_line(compute: Mapping[str, Any] | None) -> str | None:
             f", {abs(saved):.0%} {more} than every trial (and the same verification) "
             f"at {target} steps"
         )
+    if compute.get("cut_short"):  # `unfinished.spent`: what never ran is no saving
+        text += f", so far: the study was cut short ({compute['cut_short']}), no saving figure"
     bad = compute.get("unreadable") or []
     if bad:
         named = ", ".join(bad[:3]) + (f" and {len(bad) - 3} more" if len(bad) > 3 else "")

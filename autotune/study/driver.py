@@ -31,8 +31,8 @@ from autotune.study.ray_start import RayStart, exit_on_sigterm
 from autotune.study.records import count_finished, read_outcome
 from autotune.study.resume import reconcile, stale_trials
 from autotune.study.rung_async import rung_async
-from autotune.study.rung_phase import pending as rungs_pending
 from autotune.study.rung_phase import rejudge_screen, rung_phase
+from autotune.study.rungs import pending as rungs_pending
 from autotune.study.session import check_ray_address, driver_lock, ray_session
 from autotune.study.storage import (
     check_resumable,
@@ -285,6 +285,9 @@ def _announce(
     url: str,
     uri: str,
 ) -> None:
+    if planned == 0 and finished > space.budget.trials:  # budget.trials lowered on a resume
+        say(f"study {space.name}: {finished} trials done, the budget is {space.budget.trials}")
+        return
     if planned == 0:
         say(f"study {space.name}: all {space.budget.trials} trials are done")
         return

@@ -12,14 +12,14 @@ from autotune import space as sp
 from autotune.errors import RecipeError
 from autotune.recipe import Recipe, exporters, now_iso
 from autotune.study import attrs as ua
-from autotune.study import folder, pick, verdict
-from autotune.study.compute import study_compute
+from autotune.study import folder, pick, unfinished, verdict
 from autotune.study.fidelity import rank_fidelity
 from autotune.study.find import find_study
 from autotune.study.neighbours import pareto_neighbours, screened
 from autotune.study.objectives import trial_setup
 from autotune.study.records import count_finished, read_outcome
 from autotune.study.rung_phase import read_rung_record
+from autotune.study.session import driver_running
 from autotune.study.verification import decided_steps
 from autotune.tracking import redact
 
@@ -45,14 +45,16 @@ def recipe_from_study(
             "command again (or add --resume) to resume it"
         )
     if not cands:
-        unfinished = len(study.get_trials(deepcopy=False)) - finished
-        every = f"every finished trial ({finished})" if unfinished else "every trial"
+        not_done = len(study.get_trials(deepcopy=False)) - finished
+        every = f"every finished trial ({finished})" if not_done else "every trial"
         raise RecipeError(
             f"study {space.name} has no feasible trial to export ({every} diverged, failed "
             f"or broke a constraint). Closest: {pick.why_none(study)}. Widen the space, lower "
             "the learning rate, or run more trials"
         )
-    decision = verdict.decide(study, cands, objectives, how)
+    left = unfinished.state(study, space, driver_running(study_dir) if study_dir else None)
+    partial = unfinished.verification_partial(left)  # then no partial one weighs on a pick
+    decision = verdict.decide(study, cands, objectives, how, partial=partial)
     chosen = decision.chosen
     vs = _vs_baseline(study, cands, decision)
     outcome = _trial_record(study_dir, chosen.number)
@@ -68,7 +70,6 @@ def recipe_from_study(
     if knobs.get("lr") is None:
         raise RecipeError(f"study {space.name} trial {chosen.number}: no resolved learning rate")
     retried = _oom_retried(outcome or {}, space)
-    kind, _ = pick.parse_pick(how)
     at_length = _at_length(study_dir, chosen, ua.decided(study), summary)
     recipe = Recipe(
         name=f"{space.name}-trial{chosen.number}",
@@ -86,14 +87,14 @@ def recipe_from_study(
             "storage": _redact(meta.get("storage")),
             "study_dir": str(study_dir) if study_dir else None,
             "trial": chosen.number,
-            "pick": "trial" if kind == "trial" else kind,
+            "pick": pick.parse_pick(how)[0],
             # The paired verdict of the named pick (or trial N) against the baseline over the
             # verification seeds; `defaults`: the pick gave way to PyTorch's defaults.
             "defaults": decision.defaults_preferred,
             "baseline": bool(chosen.baseline),  # the exported configuration is the defaults
             "first_choice": decision.first.number,
             "neighbours": _neighbours(study, space, cands, chosen, objectives, how),
-            **_unfinished(study, space),
+            **({"unfinished": left} if left else {}),
             **({"short_of_decided": short} if short else {}),
             "vs_baseline": vs,
             "searched": sorted(n for n in space.searched()),
@@ -101,7 +102,7 @@ def recipe_from_study(
             # What the study spent, in samples (`autotune migrate` weighs its own cost by it).
             # With the samples saved against every trial (and the same verification) at the
             # target, and how the rung below the target ranked what reached it (`fidelity`).
-            **_spent(study, space, study_dir),
+            **_spent(study, space, study_dir, left),
             "rank_fidelity": rank_fidelity(study, space, ua.decided(study)),
             **({"oom_retry": retried} if retried else {}),
             # A script's trial: what applied its knobs (the recipe's optimizer or scheduler,
@@ -270,11 +271,14 @@ def _verified_runs(verified: Mapping[str, Any] | None) -> dict[str, Any] | None:
     }
 
 
-def _spent(study: Any, space: Any, study_dir: Path | None) -> dict[str, Any]:
+def _spent(
+    study: Any, space: Any, study_dir: Path | None, left: dict[str, Any] | None
+) -> dict[str, Any]:
     """`compute` (samples: total, screen, rungs, verification) and `compute_saved`, None where
-    the folder cannot tell: a record for the report, an unreadable folder must not stop export."""
+    the folder cannot tell, or the study is unfinished (`left`: `unfinished.spent`): a record
+    for the report, an unreadable folder must not stop export."""
     try:
-        found = study_compute(study, space, study_dir)
+        found = unfinished.spent(study, space, study_dir, left)
     except Exception:
         found = None
     if not found:
@@ -326,31 +330,26 @@ def _oom_retried(outcome: dict[str, Any], space: Any) -> dict[str, Any] | None:
     return None if ran == asked else {"asked": asked, "ran": ran}
 
 
-def _unfinished(study: Any, space: Any) -> dict[str, Any]:
-    """`unfinished` (trials finished, trials planned) when the study stopped before running
-    every trial it planned (interrupted): its pick is among those that ran."""
-    finished = count_finished(study)
-    planned = int(space.budget.trials)
-    if finished >= planned:
-        return {}
-    return {"unfinished": {"trials_finished": finished, "trials_planned": planned}}
-
-
 def verdict_note(recipe: Recipe) -> str | None:
     """One line on the paired verdict: why the defaults were exported, or a warning that the
     trial asked for is not better than the defaults (or diverged on some seeds); first, that
-    the study was stopped before it finished, when it was."""
+    the study was stopped before it finished (or its driver runs now), when it was."""
     src = recipe.source or {}
     left = src.get("unfinished")
     note = _verdict_note(src)
     if not left:
         return note
-    stopped = (
-        f"study {src.get('study')} was stopped before it finished: "
-        f"{left['trials_finished']} of {left['trials_planned']} trials ran, and the pick is "
-        "among those only (run the same `autotune study` command again to finish it)"
+    stopped = f"study {src.get('study')} " + (
+        f"is running now (its driver: {left['driver']}): the pick is the state so far"
+        if left.get("driver")
+        else str(unfinished.text(left, int(recipe.probe.get("steps") or 0), _target(recipe)))
     )
     return stopped + (f"; {note}" if note else "")
+
+
+def _target(recipe: Recipe) -> int:
+    """The study's budget.target_steps: what every probe scheduled its LR over."""
+    return int(recipe.probe.get("schedule_steps") or recipe.probe.get("steps") or 0)
 
 
 def _verdict_note(src: Mapping[str, Any]) -> str | None:

@@ -18,10 +18,11 @@ from typing import Any
 from autotune import space as sp
 from autotune.errors import AutotuneError, StudyError, did_you_mean
 from autotune.study import attrs as ua
-from autotune.study import folder
+from autotune.study import folder, unfinished
 from autotune.study import pick as pk
 from autotune.study.options import STUDIES_DIR
 from autotune.study.records import count_finished
+from autotune.study.session import driver_running
 from autotune.study.storage import open_storage, read_only, sqlite_file
 from autotune.study.verdict import decide
 from autotune.tracking import redact
@@ -168,16 +169,20 @@ def _read(found: Found) -> dict[str, Any]:
         raise AutotuneError("not in its storage (deleted?)") from None
     trials = study.get_trials(deepcopy=False)
     total = len(trials)
+    left = None
     with contextlib.suppress(AutotuneError, KeyError):
         space = sp.loads(study.user_attrs[ua.SPACE_YAML], source=found.name)
         total = max(total, space.budget.trials)
+        running = driver_running(found.study_dir) if found.study_dir else None
+        left = unfinished.state(study, space, running)
     objectives = study.user_attrs.get(ua.OBJECTIVES) or []
     pick = None
     decision = None
     cands = pk.candidates(study) if objectives else []
     if cands:
         try:
-            decision = decide(study, cands, objectives, "balanced")
+            partial = unfinished.verification_partial(left)
+            decision = decide(study, cands, objectives, "balanced", partial=partial)
         except pk.NoCandidateHolds:
             decision = None
     if cands and decision is not None:
@@ -196,6 +201,8 @@ def _read(found: Found) -> dict[str, Any]:
     return {
         "finished": count_finished(study),
         "total": total,
+        # Where it stopped (`unfinished.state`; None: finished): its pick is the state so far.
+        "unfinished": left,
         "pick": pick,
         "last_change": last.isoformat(sep=" ", timespec="seconds") if last else None,
     }
@@ -211,7 +218,7 @@ def format_table(rows: list[dict[str, Any]]) -> str:
         table.append(
             (
                 r["name"],
-                f"{r['finished']}/{r['total']}",
+                f"{r['finished']}/{r['total']}" + _unfinished_text(r.get("unfinished")),
                 _pick_text(r["pick"]),
                 (r["last_change"] or "")[:16],
                 r["storage"],
@@ -222,6 +229,15 @@ def format_table(rows: list[dict[str, Any]]) -> str:
         "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)) + "  " + row[-1]
         for row in table
     )
+
+
+def _unfinished_text(left: dict[str, Any] | None) -> str:
+    """` (running)`, ` (stopped in its rungs)`: a study that has not finished, after its trials."""
+    if not left:
+        return ""
+    if left.get("driver"):
+        return " (running)"
+    return f" (stopped in its {left.get('phase')})"
 
 
 def _pick_text(pick: dict[str, Any] | None) -> str:

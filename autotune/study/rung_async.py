@@ -33,14 +33,13 @@ from autotune.study.rung_phase import (
     interrupted,
     judge_rung,
     node_below,
-    pending,
     probe_line,
     read_rung_record,
     record_rung,
     screen_results,
     slim,
 )
-from autotune.study.rungs import plan, target_of
+from autotune.study.rungs import pending, plan, target_of
 from autotune.study.states import remove_everywhere, rung_probe
 from autotune.study.workers import ProbeJob, run_feed
 from autotune.study.writer import MlflowWriter

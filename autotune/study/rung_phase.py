@@ -28,20 +28,12 @@ from autotune.study.objectives import constraints_of, reference, values_of
 from autotune.study.options import StudyOptions
 from autotune.study.progress import fmt_s
 from autotune.study.records import baseline_trial, screen_reference
-from autotune.study.rungs import plan, target_of
+from autotune.study.rungs import pending, plan, target_of
 from autotune.study.states import remove_everywhere, rung_probe
 from autotune.study.workers import ProbeJob, run_jobs
 from autotune.study.writer import MlflowWriter
 
 Job = tuple[int, dict[str, Any], dict[str, str]]  # trial number, knobs, env
-
-
-def pending(study: Any, space: sp.Space) -> bool:
-    """Whether the rung phase has yet to decide for this space's target."""
-    if len(plan(space)) < 2:
-        return False
-    decided = ua.decided(study)
-    return decided.get("target_steps") != target_of(space)
 
 
 def write_rung_record(study_dir: Path, record: Mapping[str, Any]) -> None:

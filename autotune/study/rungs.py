@@ -25,6 +25,7 @@ from typing import Any
 
 from autotune import space as sp
 from autotune.probe.outcome import Outcome
+from autotune.study import attrs as ua
 from autotune.study import noise, pick
 
 
@@ -56,6 +57,14 @@ def plan(space: sp.Space) -> list[int]:
     """The space's rung lengths, the screen first (`rung_steps`)."""
     r = space.rungs
     return rung_steps(space.probe.steps, target_of(space), r.eta, r.max_rungs)
+
+
+def pending(study: Any, space: sp.Space) -> bool:
+    """Whether the rung phase has yet to decide for this space's target."""
+    if len(plan(space)) < 2:
+        return False
+    decided = ua.decided(study)
+    return decided.get("target_steps") != target_of(space)
 
 
 def rung_steps(screen: int, target: int, eta: int, max_rungs: int) -> list[int]:

@@ -14,7 +14,7 @@ from autotune.recipe.seeds import ran_whole
 from autotune.study import attrs as ua
 from autotune.study import improvement as im
 from autotune.study import pick as pk
-from autotune.study.compute import study_compute
+from autotune.study import unfinished
 from autotune.study.failures import failed_seeds, failed_trials
 from autotune.study.fidelity import rank_fidelity
 from autotune.study.identical import identical_losses
@@ -47,7 +47,10 @@ def summarize(
     dirs = directions(space)
     objectives = [o.model_dump() for o in space.objectives]
     best, at_screen = im.best_and_improvement(space, feasible, baseline)
-    picked, rungs = _verified_and_pick(study, objectives), _rungs(study, space, counts)
+    left = unfinished.state(study, space, running)
+    partial = unfinished.verification_partial(left)
+    picked = _verified_and_pick(study, objectives, partial)
+    rungs = _rungs(study, space, counts, left)
     steps = int(rungs["decided"]["steps"])
     for part in ("pick", "vs_baseline"):  # a study without rungs decides at the screen
         if picked.get(part) and picked[part].get("steps") is None:
@@ -75,6 +78,8 @@ def summarize(
         "baseline_unfinished": _unfinished(trials, running) if baseline is None else None,
         "in_progress": running is not None,
         "driver": running,
+        # Where the study stopped (`unfinished.state`): None when it finished.
+        "unfinished": left,
         # The front of the candidates at the decided length (their values there), so that the
         # pick, the knee of that front, is on it; the screen's when decided at the screen.
         "pareto": [_front_row(space, info[n], ref, (at_rung or {}).get(n)) for n in front],
@@ -94,7 +99,7 @@ def summarize(
         "dropped_knobs": dict(dropped or {}),
         "clip_norm_auto": study.user_attrs.get(ua.CLIP_NORM_AUTO),
         "study_dir": str(study_dir) if study_dir else None,
-        "compute": (spent := study_compute(study, space, study_dir)),
+        "compute": (spent := unfinished.spent(study, space, study_dir, left)),
         "compute_saved": (spent or {}).get("saved_vs_full"),  # vs full length + verification
         "rank_fidelity": rank_fidelity(study, space, rungs["decided"]),
     }
@@ -179,8 +184,11 @@ def _row(space: sp.Space, t: Any, ref: Mapping[str, Any] | None = None) -> dict[
     }
 
 
-def _rungs(study: Any, space: sp.Space, counts: Mapping[str, int]) -> dict[str, Any]:
-    """The summary's `target_steps`, `rungs` (the screen first) and `decided` parts."""
+def _rungs(
+    study: Any, space: sp.Space, counts: Mapping[str, int], left: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """The summary's `target_steps`, `rungs` (the screen first) and `decided` parts; `left`:
+    where an unfinished study stopped (a rung phase cut short is not "not run yet")."""
     screen = space.probe.steps
     target = space.budget.target_steps or screen
     rows: list[dict[str, Any]] = [
@@ -210,18 +218,30 @@ def _rungs(study: Any, space: sp.Space, counts: Mapping[str, int]) -> dict[str, 
             "steps": screen,
             "rung": 0,
             "target_steps": target,
-            "reason": "target" if target == screen else "rungs not run yet",
+            "reason": "target" if target == screen else _not_decided(left),
             "tau": None,
         }
     return {"target_steps": target, "rungs": rows, "decided": decided}
 
 
-def _verified_and_pick(study: Any, objectives: list[dict[str, Any]]) -> dict[str, Any]:
-    """The summary's `verified`, `pick`, `vs_baseline`, `throughput_noise` (`verdict.pick_part`)
-    and `warm_start` parts."""
+def _not_decided(left: Mapping[str, Any] | None) -> str:
+    """Why a study with rungs has not decided at its target: its rungs have not run, or were
+    cut short after some of their probes ran."""
+    ran = int((left or {}).get("rung_probes") or 0)
+    if (left or {}).get("phase") == "rungs" and ran:
+        what = "running" if left and left.get("driver") else "interrupted"
+        return f"rungs {what}: {ran} rung probe{'s' if ran != 1 else ''} ran, none decided yet"
+    return "rungs not run yet"
+
+
+def _verified_and_pick(
+    study: Any, objectives: list[dict[str, Any]], partial: bool = False
+) -> dict[str, Any]:
+    """The summary's `verified`, `pick`, `vs_baseline`, `throughput_noise` (`verdict.pick_part`;
+    `partial`: the verification has not finished) and `warm_start` parts."""
     import optuna
 
-    out = pick_part(study, objectives)
+    out = pick_part(study, objectives, partial=partial)
     out["warm_start"] = None
     warm = study.user_attrs.get(ua.WARM_START)
     if warm:

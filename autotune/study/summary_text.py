@@ -16,6 +16,7 @@ from autotune.study.compute import format_line as compute_line
 from autotune.study.failures import summary_lines
 from autotune.study.fidelity import format_line as fidelity_line
 from autotune.study.identical import warning_line as identical_line
+from autotune.study.unfinished import text as unfinished_text
 from autotune.study.verdict import against
 from autotune.study.yardstick import format_line as yardstick_line
 from autotune.tracking.connection import redact
@@ -44,6 +45,12 @@ def format_summary(
         lines.append(summary["throughput_noise"]["message"])
     same = identical_line(summary.get("identical_losses"))
     lines += [same] if same else []
+    stopped = unfinished_text(
+        summary.get("unfinished"),
+        int((summary.get("rungs") or [{}])[0].get("steps") or 0),
+        int(summary.get("target_steps") or 0),
+    )
+    lines += [f"study {summary['study']} {stopped}"] if stopped else []
     lines += _pick_lines(summary)
     if summary.get("warm_start"):
         lines.append(_warm_start_line(summary["warm_start"]))
@@ -171,6 +178,9 @@ def _decided_line(summary: Mapping[str, Any]) -> str | None:
         if len(rows) == 1:
             return f"decided at {steps} steps, the probe length (no budget.target_steps)"
         return f"decided at {steps} steps (the target){agreed}"
+    if (summary.get("unfinished") or {}).get("phase") in ("screen", "rungs"):
+        # the rungs are still to decide: finishing the study is the check (said below)
+        return f"decided at {steps} of {target} steps ({decided.get('reason')}){agreed}"
     return (
         f"decided at {steps} of {target} steps ({decided.get('reason')}){agreed}; not run at the "
         f"target: check with `autotune verify recipe.yaml --steps {target}`"
@@ -181,8 +191,11 @@ def _counts_line(summary: Mapping[str, Any]) -> str:
     c = summary["counts"]
     done = _done(summary)
     unfinished = "running" if summary.get("in_progress") else "interrupted"
+    planned = int(summary["trials"])
+    # More done than planned: budget.trials was lowered on a resume ("4/2 trials" read wrong).
+    ran = f"{done}/{planned} trials" if done <= planned else f"{done} trials (budget {planned})"
     return (
-        f"study {summary['study']}: {done}/{summary['trials']} trials — "
+        f"study {summary['study']}: {ran} — "
         f"{c.get('complete', 0)} complete, {c.get('diverged', 0)} diverged, "
         f"{c.get('oom', 0)} out of memory, {c.get('failed', 0)} failed"
         + (f", {c['running']} {unfinished}" if c.get("running") else "")

@@ -9,7 +9,7 @@ are the pick, said so (`defaults_preferred`), and `autotune export` exports them
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from autotune.errors import one_line
@@ -93,19 +93,33 @@ def baseline_choice(study: Any, cands: Sequence[Any], steps: int | None) -> Any 
 
 
 def decide(
-    study: Any, cands: Sequence[Any], objectives: Sequence[Mapping[str, Any]], how: str
+    study: Any,
+    cands: Sequence[Any],
+    objectives: Sequence[Mapping[str, Any]],
+    how: str,
+    *,
+    partial: bool = False,
 ) -> Decision:
     """`pick.pick`, then the paired verdict; a named pick that is not better than the defaults
     (`paired.PREFER_DEFAULTS`) and a baseline that held on every seed give the defaults. When
     no searched candidate held on every seed and the baseline did, the defaults are the pick
     too; when neither held, `pick.NoCandidateHolds` (the user chooses with an explicit pick),
     unless no searched configuration reached verification: then the defaults are all there is,
-    and they are the pick as such, the verdict saying that they did not hold."""
+    and they are the pick as such, the verdict saying that they did not hold.
+
+    `partial`: the study's verification has not finished (`unfinished.verification_partial`).
+    A named pick then chooses by the trials' own runs, as before any verification: the seeds
+    run so far (the baseline's alone, say) would make the few verified configurations the only
+    ones a pick could choose, and call it verified. An explicit `trial N` keeps its own."""
+    if partial and pk.parse_pick(how)[0] != "trial":
+        cands = [replace(c, verified=None) for c in cands]
     try:
         first = pk.pick(cands, objectives, how)
     except pk.NoCandidateHolds as e:
         return _defaults_alone(study, cands, objectives, how, e)
     verdict = against_baseline(study, first, objectives)
+    if partial and not first.baseline and first.verified is None:
+        verdict["why"] = "the study's verification has not finished: no paired comparison yet"
     kind, _ = pk.parse_pick(how)
     if kind == "trial" or verdict["verdict"] not in pd.PREFER_DEFAULTS:
         return Decision(first, first, verdict)
@@ -203,16 +217,18 @@ def why_not_picked(c: Any, decision: Decision | None) -> str | None:
     return f"held, but the balanced pick (the knee of the front) is trial {decision.first.number}"
 
 
-def pick_part(study: Any, objectives: list[dict[str, Any]]) -> dict[str, Any]:
+def pick_part(
+    study: Any, objectives: list[dict[str, Any]], *, partial: bool = False
+) -> dict[str, Any]:
     """The summary's `verified`, `pick`, `vs_baseline` and `throughput_noise` parts (see the
-    README, `show --json`)."""
+    README, `show --json`); `partial`: the verification has not finished (`decide`)."""
     cands = pk.candidates(study)
     out: dict[str, Any] = {"verified": [], "pick": None, "vs_baseline": None}
     out["throughput_noise"] = pk.noise_note(cands, objectives)  # ties on throughput
     decision = None
     if cands:
         try:
-            decision = decide(study, cands, objectives, "balanced")
+            decision = decide(study, cands, objectives, "balanced", partial=partial)
         except pk.NoCandidateHolds as e:
             tried = [c for c in cands if c.verified is not None]
             best = pk.ranked(tried, objectives)[0]

@@ -368,6 +368,26 @@ def recorded_study(
     return study_dir
 
 
+def verified_result(metrics: dict[str, float], steps: int, seeds: Sequence[int] = (1, 2)) -> dict:
+    """A candidate's verified result (`autotune.study.attrs.verified_key`) over `seeds` at
+    `steps`, every seed complete with `metrics`: what the verification phase stores."""
+    from autotune.recipe.seeds import summarize_seeds
+
+    runs = [
+        {
+            "seed": s,
+            "outcome": "complete",
+            "summary": {"metrics": metrics, "steps_run": steps, "steps_planned": steps},
+        }
+        for s in seeds
+    ]
+    res = summarize_seeds(runs, list(metrics))
+    res.update(steps=steps, all_feasible=True)
+    for row in res["runs"]:
+        row["feasible"] = True
+    return res
+
+
 def baseline_seeds_once(stdout: str, *, baseline: int = 0, seeds: int = 2) -> str | None:
     """None when a study's output shows each of the baseline's `seeds` verification seeds run
     once: beside the top rung (`rungs.promotion: async`, a worker with no promotion to take) or

@@ -560,8 +560,12 @@ def test_studies_lists_the_studies_here_and_in_a_storage(
     assert text.stdout.splitlines()[0].split() == [
         "study", "trials", "pick", "(balanced)", "last", "change", "storage"
     ]  # fmt: skip
-    assert "gradclip  3/4     trial 2: loss_cv 0.0333, throughput 102" in text.stdout
-    assert "amp       0/6     none yet" in text.stdout
+    # both stopped before their budget.trials ran (`unfinished`): said after their trials
+    assert gradclip["unfinished"]["phase"] == amp["unfinished"]["phase"] == "screen"
+    lines = {line.split()[0]: line for line in text.stdout.splitlines()[1:]}
+    shown = "gradclip  3/4 (stopped in its screen)  trial 2: loss_cv 0.0333, throughput 102"
+    assert shown in lines["gradclip"]
+    assert "amp       0/6 (stopped in its screen)  none yet" in lines["amp"]
 
     elsewhere = tmp_path / "b"
     elsewhere.mkdir()

@@ -18,6 +18,7 @@ from autotune.study import fidelity as fd
 from autotune.study import rung_phase as rp
 from autotune.study import rungs as rg
 from autotune.study.export import recipe_from_study
+from autotune.study.verification import to_verify
 
 SCREEN_CV = [0.5, 0.1, 0.2, 0.3, 0.4, 0.6]  # trial i's loss_cv at the screen (30 steps)
 TARGET_CV = [0.45, 0.12, 0.30, 0.20, 0.50, 0.40]  # and at the target (90 steps)
@@ -55,6 +56,8 @@ def rung_study(tmp_path: Path, target_cv: list[float], decided_steps: int = 90) 
 
 def test_the_rank_fidelity_is_kendall_tau_b_with_a_bootstrap_interval(tmp_path: Path) -> None:
     study, space, study_dir = rung_study(tmp_path, TARGET_CV)
+    for c in to_verify(study, space):  # its verification over: a finished study's saving
+        study.set_user_attr(ua.verified_key(c.number), h.verified_result({"loss_cv": 0.1}, 90))
     summary = st.summarize(study, space, study_dir)
     fid = summary["rank_fidelity"]
     want = stats.kendalltau(SCREEN_CV, TARGET_CV).statistic

@@ -31,6 +31,13 @@ def open_recorded(tmp_path: Path, metrics: list[dict[str, float]]) -> tuple[Any,
     return study, space, study_dir
 
 
+def screen_space() -> sp.Space:
+    """The recorded study's space as it was stored: no budget.target_steps, so decided at the
+    screen (with a target and no rung run, the study is unfinished: its rungs are pending, and
+    a verification there weighs on no named pick, `autotune.study.unfinished`)."""
+    return sp.loads(h.mlp_space("r", trials=N), source="r")
+
+
 def made_up(cv: float, tp: float = 100.0, drop: float = 0.5) -> dict[str, float]:
     return {"loss_cv": cv, "throughput": tp, "loss_drop": drop}
 
@@ -161,7 +168,8 @@ def test_no_candidate_held_is_said_and_export_refuses_without_an_explicit_pick(
 ) -> None:
     from autotune.study import export as ex
 
-    study, space, study_dir = open_recorded(tmp_path, [made_up(0.5 - 0.05 * i) for i in range(N)])
+    study, _, study_dir = open_recorded(tmp_path, [made_up(0.5 - 0.05 * i) for i in range(N)])
+    space = screen_space()
     study.set_user_attr("autotune.verified.8", verified(diverged_seed=2))
     summary = st.summarize(study, space, study_dir)
     assert summary["pick"]["number"] is None and summary["pick"]["holds"] is False
@@ -521,7 +529,8 @@ def test_when_nothing_searched_held_and_the_defaults_did_the_defaults_are_the_pi
     # the baseline (trial 0) is no candidate (it did not learn at the screen seed), but it ran
     # whole and held on every verification seed; trial 8, the only other verified, did not
     metrics = [made_up(0.5, drop=0.0)] + [made_up(0.5 - 0.05 * i) for i in range(1, N)]
-    study, space, study_dir = open_recorded(tmp_path, metrics)
+    study, _, study_dir = open_recorded(tmp_path, metrics)
+    space = screen_space()
     study.set_user_attr("autotune.verified.8", verified(diverged_seed=2))
     study.set_user_attr("autotune.verified.0", verified(diverged_seed=None))
     assert 0 not in {c.number for c in pk.candidates(study)}

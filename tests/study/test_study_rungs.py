@@ -85,6 +85,7 @@ def test_a_study_promotes_through_two_rungs_and_picks_at_the_top(tmp_path: Path)
     assert "6 of 6 promoted probes continued from the rung below" in run.stdout
     assert r2["agreement"]["vs_steps"] == 60 and r2["agreement"]["n"] == 3
     assert summary["decided"]["steps"] == 120
+    assert summary["unfinished"] is None and summary["compute_saved"] is not None, "finished"
     pick = summary["pick"]
     assert pick["steps"] == 120 and pick["number"] in r2["numbers"], pick
     assert summary["verified"] and summary["verified"][0]["steps"] == 120

@@ -54,6 +54,7 @@ def test_show_json_carries_the_paired_verdict_and_verify_refuses_a_diverging_rec
     show = h.autotune(["show", "verdicts", "--json"], tmp_path)
     assert show.returncode == 0, h.explain(show)
     summary = json.loads(show.stdout)
+    assert summary["unfinished"] is None, "a study run to its end is finished"
     yard = summary["screen_yardstick"]
     assert yard["seeds"] == [0, 1, 2] and yard["runs"] == 3
     fl = yard["metrics"]["final_loss"]
