@@ -267,8 +267,11 @@ def _watch(
             os.killpg(proc.pid, signal.SIGKILL)
         raise
     finally:
-        reports.join(timeout=10)  # the probe held the only write end: it ends with it
-        reader.join(timeout=10)
+        # The probe held the only write ends: they end with it, unless a process it started
+        # left its group holding them (a `setsid` child): once the probe has said how it ended
+        # (its summary or its error), nothing more is waited for than its last lines.
+        said = _join_until_said(reports, events, limit_s=10.0)
+        reader.join(timeout=2 if said else 10)
         # Still reading: a process that left the probe's group holds its output open. Closing
         # the stream would wait for the reader's lock for ever; the reader ends with the pipe.
         if not reader.is_alive():
@@ -278,6 +281,20 @@ def _watch(
     if channel.rejected:
         tail.append(channel.rejected_note())
     return outcome_of(proc.returncode, timed_out, timeout_s, events, "\n".join(tail), multi=multi)
+
+
+def _join_until_said(
+    reports: threading.Thread, events: Mapping[str, Any], *, limit_s: float
+) -> bool:
+    """Wait for the report reader to end (at most `limit_s`), or for the probe's last word (its
+    summary or error) and a second more; whether that word came."""
+    deadline = time.monotonic() + limit_s
+    while reports.is_alive() and time.monotonic() < deadline:
+        reports.join(timeout=0.1)
+        if "summary" in events or "error" in events:
+            reports.join(timeout=1.0)
+            break
+    return "summary" in events or "error" in events
 
 
 def outcome_of(
