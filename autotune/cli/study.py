@@ -69,30 +69,37 @@ def study(
     """Search the space's knobs: Optuna decides, Ray runs the probes, MLflow records."""
     from autotune import space as sp
     from autotune import study as st
+    from autotune.study import signals
 
+    # Before the space is read and checked and torch imported (seconds): a Ctrl-C then is not
+    # ignored where SIGINT was inherited as ignored (a script's `&` job): `signals`.
     if study_dir is not None and not study_dir.strip():  # an unset shell variable, say
         raise UsageError("--study-dir is empty: give a folder (e.g. --study-dir ./runs/NAME)")
-    overrides = list(set_ or [])
-    if seed is not None:
-        problem = sp.seed_problem(seed)
-        if problem:
-            raise sp.SpaceError(f"--seed: {problem}")
-        overrides.append(f"sampler.seed={seed}")
-    s = sp.load(space, overrides)
-    warm = st.load_warm_start(warm_start, storage) if warm_start else None
-    result = st.run(
-        st.StudyOptions(
-            space=s,
-            study_dir=Path(study_dir) if study_dir is not None else None,
-            storage=storage,
-            tracking_uri=tracking_uri,
-            address=address,
-            resume=resume,
-            quiet=quiet,
-            warm_start=warm,
-        )
-    )
-    typer.echo(st.format_summary(result.summary, tracking_uri=result.tracking_uri))
+    try:
+        with signals.handled():
+            overrides = list(set_ or [])
+            if seed is not None:
+                problem = sp.seed_problem(seed)
+                if problem:
+                    raise sp.SpaceError(f"--seed: {problem}")
+                overrides.append(f"sampler.seed={seed}")
+            s = sp.load(space, overrides)
+            warm = st.load_warm_start(warm_start, storage) if warm_start else None
+            options = st.StudyOptions(
+                space=s,
+                study_dir=Path(study_dir) if study_dir is not None else None,
+                storage=storage,
+                tracking_uri=tracking_uri,
+                address=address,
+                resume=resume,
+                quiet=quiet,
+                warm_start=warm,
+            )
+            result = st.run(options)
+            typer.echo(st.format_summary(result.summary, tracking_uri=result.tracking_uri))
+    except KeyboardInterrupt:  # before the study's phases (its stores opening) or after them
+        typer.echo(signals.INTERRUPTED, err=True)
+        raise typer.Exit(signals.exit_status()) from None
     from autotune.study.timeline import mark
 
     mark("summary printed")
@@ -102,7 +109,7 @@ def study(
 
         raise TrialsFailed(result.failure)
     if result.interrupted:
-        raise typer.Exit(130)
+        raise typer.Exit(signals.exit_status())  # 130 on Ctrl-C, 143 on SIGTERM
 
 
 @app.command()

@@ -18,6 +18,7 @@ from typing import Any
 from autotune import space as sp
 from autotune.probe.outcome import Outcome
 from autotune.study import attrs as ua
+from autotune.study import signals
 from autotune.study.failures import (
     BaselineFailed,
     baseline_stop,
@@ -253,6 +254,8 @@ def run_trials(
 ) -> bool:
     """Run `planned` trials through Ray Tune. Returns True when interrupted."""
     space = opts.space
+    if signals.stopping():  # a signal between the baseline and the others (`clip_norm: auto`)
+        return _said_interrupted(finished, space.budget.trials)
     import optuna
     from ray import tune
 
@@ -293,16 +296,23 @@ def run_trials(
     logging.getLogger("ray.tune.analysis.experiment_analysis").setLevel(logging.ERROR)
     # Tune's own resume hint (Tuner.restore) is not how a study resumes: autotune says how.
     logging.getLogger("ray.tune.tune").setLevel(logging.ERROR)
-    with progress:
+    # Tune's SIGINT handler ends the run on a Ctrl-C (and on a SIGTERM: `signals`); the
+    # driver's handlers are put back when it returns, for the phases after the screen.
+    with progress, signals.around_tune():
         tuner.fit()
     if driver.baseline_failure is not None:
         raise BaselineFailed(baseline_stop(driver.baseline_failure, study_dir, space.name))
     done = count_finished(study)
     if done < finished + planned:  # the budget, or its first part; said even under --quiet
-        print(
-            f"interrupted: {done} of {space.budget.trials} trials "
-            "done; run the same command again (or add --resume) to continue",
-            file=sys.stderr,
-        )
-        return True
+        return _said_interrupted(done, space.budget.trials)
     return False
+
+
+def _said_interrupted(done: int, trials: int) -> bool:
+    """What an interrupted screen says (on stderr); True."""
+    print(
+        f"interrupted: {done} of {trials} trials done; run the same command again (or add "
+        "--resume) to continue",
+        file=sys.stderr,
+    )
+    return True

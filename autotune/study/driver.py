@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from autotune import tracking
 from autotune.errors import SpaceError, StudyError, TrialsFailed, WorkloadError
 from autotune.probe.workload import resolve
 from autotune.study import attrs as ua
-from autotune.study import clip_seed, folder, home
+from autotune.study import clip_seed, folder, home, signals
 from autotune.study.adapter import run_trials
 from autotune.study.failures import (
     BaselineFailed,
@@ -27,7 +28,7 @@ from autotune.study.identity import changed_parts, identity
 from autotune.study.importance import importances
 from autotune.study.objectives import directions, make_sampler, name_metrics
 from autotune.study.options import StudyOptions, StudyResult, study_dir_for
-from autotune.study.ray_start import RayStart, exit_on_sigterm
+from autotune.study.ray_start import RayStart
 from autotune.study.records import count_finished, read_outcome
 from autotune.study.resume import reconcile, stale_trials
 from autotune.study.rung_async import rung_async
@@ -68,10 +69,10 @@ def run(opts: StudyOptions) -> StudyResult:
     _check_services(opts, url, uri, study_dir)
     mark("services checked")
     with (
+        signals.handled(),  # Ctrl-C and SIGTERM stop the study, until Ray is shut down
         driver_lock(study_dir) as made,
         contextlib.closing(RayStart(opts.address, study_dir)) as early,
     ):
-        exit_on_sigterm()  # Ray starts in a thread of its own while the stores open
         # A store file this run makes is removed again if the study fails before it is written
         # (`made.keep`), with the study folder, the lock and Ray's session folder.
         made.note(tracking.sqlite_path(uri) if uri.startswith("sqlite") else None, "runs")
@@ -90,6 +91,7 @@ def run(opts: StudyOptions) -> StudyResult:
         # that fails stops the study here, and `made` removes what the run made (the folder,
         # the stores' new files) instead of leaving a study with an MLflow run stuck RUNNING.
         ray = early.wait()
+        signals.defer()  # over Ray's core worker's SIGTERM handler (it aborts); see `signals`
         mark("ray up")
         cluster = _cluster_address(opts)  # a local Ray is this machine's: checked up front
         if cluster is not None:
@@ -146,7 +148,11 @@ def _phases(
 ) -> tuple[bool, str | None]:  # fmt: skip
     """The screen (the baseline first with `clip_norm: auto`), the yardstick, the rungs and the
     verification, each only if the one before was not interrupted. Returns (interrupted, why
-    the study failed: the baseline did, else None)."""
+    the study failed: the baseline did, else None). Each phase stops at a signal (Ctrl-C or
+    SIGTERM: `signals`) and says so itself; one that came before the first is said here."""
+    if signals.stopping():
+        print(signals.INTERRUPTED, file=sys.stderr)
+        return True, None
     interrupted, failure = False, None
     try:
         if planned > 0:  # `clip_norm: auto`: the baseline first, then the range

@@ -9,17 +9,15 @@ the raylet) to the *thread* that started them (a parent-death signal, which fire
 thread ends, not the process), so a thread that ended after `ray.init` would take the local
 Ray down with it.
 
-`ray.init` outside the main thread sets no SIGTERM handler (Ray logs a warning saying so, which
-is kept off the user's screen here); the driver sets its own, which exits as Ray's would
-(`sys.exit`), so the study's `finally` clauses and the shutdown here still run on a SIGTERM.
+`ray.init` outside the main thread sets no Python SIGTERM handler (Ray logs a warning saying so,
+which is kept off the user's screen here); the driver sets its own (`signals.take`), so the
+study stops as on Ctrl-C and its `finally` clauses and the shutdown here still run.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import signal
-import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -88,10 +86,3 @@ class RayStart:
         SIGTERM stops the driver instead of waiting on Ray."""
         self._end.set()
         self._thread.join(None if self._ready.is_set() else START_GRACE_S)
-
-
-def exit_on_sigterm() -> None:
-    """In the main thread: a SIGTERM exits through `sys.exit` (as Ray's own handler does when
-    Ray is started in the main thread), so `finally` clauses run and Ray is shut down."""
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(signum))

@@ -40,6 +40,7 @@ from autotune.probe import ProbeConfig
 from autotune.probe.outcome import Outcome
 from autotune.process.launcher import run_trial_process
 from autotune.process.zygote import PRELOAD_ENV
+from autotune.study import signals
 from autotune.study.session import plan_resources
 from autotune.study.timeline import mark
 
@@ -53,6 +54,8 @@ DIED_IN_TUNE = "the Ray worker running this trial died (node lost, or the worker
 
 #: What every training script imports after its fork, unless its zygote did: the trial API.
 SCRIPT_PRELOAD = ("autotune.recipe.trial",)
+#: How often a wait for probes looks whether a signal asked the study to stop (seconds).
+STOP_POLL_S = 0.25
 
 
 def trial_process_env(space: sp.Space) -> dict[str, str]:
@@ -253,6 +256,8 @@ def run_feed(
     started = time.monotonic()
     try:
         while True:
+            if signals.stopping():  # SIGINT or SIGTERM, noted by the driver's handler
+                raise KeyboardInterrupt
             while len(inflight) < conc:
                 job = feed()
                 if job is None:
@@ -263,7 +268,8 @@ def run_feed(
                 inflight[task.remote(*args)] = job
             if not inflight:
                 return True
-            ready, _ = ray.wait(list(inflight), num_returns=1)
+            # Woken now and then to see whether the study is to stop (`signals`).
+            ready, _ = ray.wait(list(inflight), num_returns=1, timeout=STOP_POLL_S)
             for ref in ready:
                 job = inflight.pop(ref)
                 done(job, collect(ray, ref), time.monotonic() - started)

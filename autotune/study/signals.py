@@ -1,0 +1,127 @@
+"""How the driver stops on a signal: SIGINT (Ctrl-C) and SIGTERM (`timeout`, a batch scheduler)
+both stop the study in whatever phase it is, keep what finished, print one "interrupted" line and
+the summary so far; the same command (or `--resume`) continues it. The exit status says which
+signal it was: 130 (SIGINT) or 143 (SIGTERM).
+
+Until Ray is up (`handled`) a signal raises KeyboardInterrupt: the driver is opening its stores or
+waiting for Ray (a cluster that does not answer is retried for minutes), and nothing is written
+yet that a resume needs. Once Ray is up (`defer`) a signal only notes that the study is to stop
+(`stopping`): each phase looks at it between its probes (`workers.run_feed`) and stops there. A
+KeyboardInterrupt raised at any point of Ray's own Python code (a task being submitted, a
+reference freed) can leave Ray's core worker inconsistent, which then aborts the process.
+
+Three things take these signals from the driver unless it takes them back:
+- A shell starts a script's background job (`autotune study ... &`) with SIGINT ignored, and
+  Python leaves it ignored: the driver would stop only while Ray Tune's handler is installed
+  (the screen). `handled` and `defer` install the driver's handler whatever was inherited.
+- Ray Tune installs its own SIGINT (and SIGUSR1) handler for `tuner.fit()`, which only ends the
+  Tune run, and leaves it installed when the run returns: every later SIGINT would set an event
+  nothing reads. `around_tune` puts the driver's handlers back when the run returns.
+- Ray's core worker, started by `ray.init` (in the driver's Ray thread), installs a C++ handler
+  for SIGTERM that prints a crash report and aborts (status 134) before Python sees the signal.
+  `defer`, called once Ray is up, installs the driver's handler over it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from types import FrameType
+
+#: The signal that stopped the study ("by"), once one did.
+_STOPPED: dict[str, int] = {}
+
+#: One entry per `handled` entered and not yet left.
+_DEPTH: list[int] = []
+
+#: What the driver says (on stderr) when it is stopped where no phase says it.
+INTERRUPTED = "interrupted; run the same command again (or add --resume) to continue"
+
+
+def _main_thread() -> bool:
+    """Signal handlers can only be set in the main thread (tests call the driver from others)."""
+    return threading.current_thread() is threading.main_thread()
+
+
+@contextlib.contextmanager
+def handled() -> Iterator[None]:
+    """In the main thread, until Ray is up: SIGINT and SIGTERM raise KeyboardInterrupt, even
+    where SIGINT was inherited as ignored; the handlers found are put back on leaving (the
+    driver run in a test's process leaves it as it was). The outermost forgets an earlier
+    study's signal."""
+    if not _main_thread():
+        yield
+        return
+    if not _DEPTH:
+        _STOPPED.clear()
+    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _raise)
+    _DEPTH.append(1)
+    try:
+        yield
+    finally:
+        _DEPTH.pop()
+        for s, handler in saved.items():
+            if handler is not None:
+                signal.signal(s, handler)
+
+
+def defer() -> None:
+    """In the main thread, once Ray is up: SIGINT and SIGTERM note that the study is to stop
+    (`stopping`); the phases stop at their next probe."""
+    if _main_thread():
+        signal.signal(signal.SIGINT, _note)
+        signal.signal(signal.SIGTERM, _note)
+
+
+def _raise(signum: int, _frame: FrameType | None) -> None:
+    _STOPPED["by"] = signum
+    raise KeyboardInterrupt
+
+
+def _note(signum: int, frame: FrameType | None) -> None:
+    """The study is to stop. A SIGTERM while Tune's SIGINT handler is installed (the screen) is
+    handed to it too: Tune ends its run as it does on a Ctrl-C."""
+    _STOPPED.setdefault("by", signum)
+    handler = signal.getsignal(signal.SIGINT)
+    if signum == signal.SIGTERM and callable(handler) and handler is not _note:
+        handler(signal.SIGINT, frame)
+
+
+def stopping() -> bool:
+    """Whether a signal asked the study to stop."""
+    return "by" in _STOPPED
+
+
+def exit_status() -> int:
+    """A stopped study's exit status, as a shell reports a process that the signal ended: 130
+    for SIGINT (also when none was noted: a KeyboardInterrupt), 143 for SIGTERM."""
+    return 128 + _STOPPED.get("by", signal.SIGINT)
+
+
+@contextlib.contextmanager
+def around_tune() -> Iterator[None]:
+    """Around `tuner.fit()`: the SIGINT and SIGUSR1 handlers Tune replaces are put back when it
+    returns (Tune leaves its own, which would swallow a Ctrl-C in the phases after it). Tune's
+    SIGINT handler puts back the one it found when it fires: then the Ctrl-C is noted here, so
+    that the phases after the screen stop too, even when the screen's last trial had finished."""
+    if not _main_thread():
+        yield
+        return
+    tunes = [signal.SIGINT, *([signal.SIGUSR1] if hasattr(signal, "SIGUSR1") else [])]
+    saved = {s: signal.getsignal(s) for s in tunes}
+    try:
+        yield
+    finally:
+        tune_fired = signal.getsignal(signal.SIGINT) is saved[signal.SIGINT] and not int(
+            os.environ.get("TUNE_DISABLE_SIGINT_HANDLER", "0") or 0
+        )
+        if tune_fired:
+            _STOPPED.setdefault("by", signal.SIGINT)
+        for s, handler in saved.items():
+            if handler is not None:
+                signal.signal(s, handler)

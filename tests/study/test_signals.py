@@ -1,0 +1,161 @@
+"""Ctrl-C (SIGINT) and SIGTERM stop `autotune study` in every phase (`study/signals.py`): one
+"interrupted" line, the summary so far, status 130 or 143, and the same command with --resume
+finishes the study. Real local Ray, SQLite Optuna and MLflow; the signal is sent once the
+phase's line is printed, as a user would."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from assets import studies as h
+
+from autotune.study import signals
+
+# A screen of 4 trials at 30 steps, one rung to 90 steps (beside it the baseline's seeds), and
+# the best configuration verified over 6 seeds: every phase lasts long enough to be stopped.
+SPACE = """\
+name: {name}
+workload: {{name: mlp, size: tiny}}
+probe: {{steps: 30, batch: 32, device: cpu, telemetry_every: 10, threads: 1}}
+budget: {{trials: 4, trial_timeout_s: 120, target_steps: 90}}
+rungs: {{eta: 2, min_promote: 2, grow: always}}
+sampler: {{name: random, seed: 0}}
+verify: {{top_k: 1, seeds: 6}}
+knobs:
+  clip_norm: {{low: 0.1, high: 5.0, log: true}}
+  warmup_steps: {{low: 0, high: 10}}
+"""
+
+
+def _ignore_sigint() -> None:
+    """As a shell starts a script's background job (`autotune study ... &`): SIGINT ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _stop_at(
+    cmd: list[str], cwd: Path, line: str, sig: int, *, as_job: bool = False
+) -> tuple[int, str]:
+    """Run `cmd` in its own process group; once its output shows `line`, send `sig` (SIGINT
+    to the group, as Ctrl-C does; SIGTERM to the driver, as `timeout` does) and wait for its
+    end: (exit status, output)."""
+    log = cwd / f"run-{time.monotonic_ns()}.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            cmd,
+            cwd=cwd,
+            env=h.cli_env(h.new_token()),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=_ignore_sigint if as_job else None,
+        )
+    try:
+        deadline = time.monotonic() + 300
+        while line not in log.read_text():
+            assert proc.poll() is None, f"ended before {line!r}\n{log.read_text()[-6000:]}"
+            assert time.monotonic() < deadline, f"no {line!r} in 300 s\n{log.read_text()[-6000:]}"
+            time.sleep(0.1)
+        if sig == signal.SIGINT:
+            os.killpg(proc.pid, sig)
+        else:
+            os.kill(proc.pid, sig)
+        rc = proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    return rc, log.read_text()
+
+
+def _stopped(rc: int, out: str, status: int, said: str, name: str) -> None:
+    assert rc == status, f"exit status {rc}, not {status}\n{out[-6000:]}"
+    assert said in out, f"no {said!r}\n{out[-6000:]}"
+    assert f"study {name}: " in out.split(said, 1)[1], f"no summary after the stop\n{out[-6000:]}"
+    assert "Traceback" not in out and "SIGTERM received" not in out, out[-6000:]
+
+
+@pytest.mark.integration
+def test_ctrl_c_stops_the_rungs_and_the_verification(tmp_path: Path) -> None:
+    """Stopped in the rungs, then (resumed) in the verification, then resumed to the end. The
+    driver starts with SIGINT ignored, as a script's background job does: Ray Tune's handler
+    took SIGINT for the screen and kept it after, so both stops were ignored."""
+    name = "ctrl-c"
+    space = h.write(tmp_path, SPACE.format(name=name))
+    cmd = h.autotune_cmd("study", "--space", str(space), "--tracking-uri", h.sqlite_uri(tmp_path))
+
+    rc, out = _stop_at(cmd, tmp_path, "rung 1:", signal.SIGINT, as_job=True)
+    _stopped(rc, out, 130, "interrupted during the rungs", name)
+
+    rc, out = _stop_at([*cmd, "--resume"], tmp_path, "verifying", signal.SIGINT, as_job=True)
+    assert "rung 1:" in out, f"the resumed study did not finish the rungs\n{out[-6000:]}"
+    _stopped(rc, out, 130, "interrupted during verification", name)
+
+    done = h.autotune([*cmd[3:], "--resume"], tmp_path, timeout=400)
+    assert done.returncode == 0, h.explain(done)
+    assert "rung 1:" not in done.stdout, f"the rungs ran again\n{h.explain(done)}"
+    assert "verified with seeds [1, 2, 3, 4, 5, 6]" in done.stdout, h.explain(done)
+
+
+@pytest.mark.integration
+@pytest.mark.filterwarnings("ignore:The ``noload`` loader strategy")
+@pytest.mark.filterwarnings("ignore:For backward compatibility, 'str' dtypes")
+def test_sigterm_stops_the_screen_and_the_rungs(tmp_path: Path) -> None:
+    """Ray's core worker set a SIGTERM handler of its own that aborted the driver (status 134,
+    a crash report, the MLflow run left RUNNING); SIGTERM now stops as Ctrl-C does, status 143,
+    in the screen and (resumed) in the rungs."""
+    from mlflow.tracking import MlflowClient
+
+    name, uri = "termed", h.sqlite_uri(tmp_path)
+    space = h.write(tmp_path, SPACE.format(name=name))
+    cmd = h.autotune_cmd("study", "--space", str(space), "--tracking-uri", uri)
+    rc, out = _stop_at(cmd, tmp_path, "trial   1  complete", signal.SIGTERM)
+    _stopped(rc, out, 143, "interrupted: ", name)
+    client = MlflowClient(tracking_uri=uri)
+    experiment = client.get_experiment_by_name(name)
+    runs = client.search_runs([experiment.experiment_id], "tags.`autotune.role` = 'study'")
+    assert [r.info.status for r in runs] == ["FINISHED"], "the study's MLflow run not ended"
+
+    rc, out = _stop_at([*cmd, "--resume"], tmp_path, "rung 1:", signal.SIGTERM)
+    _stopped(rc, out, 143, "interrupted during the rungs", name)
+
+
+def _handler(_signum: int, _frame: object) -> None:
+    """A stand-in for Tune's SIGINT handler."""
+
+
+def test_the_handlers_tune_replaces_are_put_back() -> None:
+    """Tune leaves its SIGINT and SIGUSR1 handlers installed after `fit`: a later Ctrl-C would
+    be swallowed."""
+    with signals.handled():
+        signals.defer()
+        before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGUSR1)
+        with signals.around_tune():
+            signal.signal(signal.SIGINT, _handler)
+            signal.signal(signal.SIGUSR1, _handler)
+        assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGUSR1)) == before
+        assert not signals.stopping()
+
+
+def test_a_signal_after_ray_is_up_is_noted_not_raised() -> None:
+    """Once Ray is up a signal only notes the stop (the phases stop at their next probe); the
+    handlers found before are put back on leaving, and the status says which signal it was."""
+    found: Callable[..., object] | int | None = signal.getsignal(signal.SIGTERM)
+    with signals.handled():
+        signals.defer()
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.05)
+        assert signals.stopping() and signals.exit_status() == 143
+    assert signal.getsignal(signal.SIGTERM) == found
+    with signals.handled():  # another study in the same process starts afresh
+        assert not signals.stopping()
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)
+        assert signals.exit_status() == 130
