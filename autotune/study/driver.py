@@ -91,7 +91,7 @@ def run(opts: StudyOptions) -> StudyResult:
         # that fails stops the study here, and `made` removes what the run made (the folder,
         # the stores' new files) instead of leaving a study with an MLflow run stuck RUNNING.
         ray = early.wait()
-        signals.defer()  # over Ray's core worker's SIGTERM handler (it aborts); see `signals`
+        signals.defer()  # Ray is up: a signal now stops each phase at its next probe
         mark("ray up")
         cluster = _cluster_address(opts)  # a local Ray is this machine's: checked up front
         if cluster is not None:

@@ -10,15 +10,19 @@ thread ends, not the process), so a thread that ended after `ray.init` would tak
 Ray down with it.
 
 `ray.init` outside the main thread sets no Python SIGTERM handler (Ray logs a warning saying so,
-which is kept off the user's screen here); the driver sets its own (`signals.take`), so the
-study stops as on Ctrl-C and its `finally` clauses and the shutdown here still run.
+which is kept off the user's screen here), and its core worker sets a C++ one that aborts, which
+the thread takes back at once (`_sigterm_kept`): the driver's own (`signals`) stops the study as
+on Ctrl-C, and its `finally` clauses and the shutdown here still run.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import logging
+import signal
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +61,8 @@ class RayStart:
 
     def _run(self, address: str | None, study_dir: Path, cpus: int | None) -> None:
         try:
-            self._ray = init_ray(address, study_dir, cpus)
+            with _sigterm_kept():
+                self._ray = init_ray(address, study_dir, cpus)
         except BaseException as e:  # handed to the main thread by `wait`
             self._error = e
         finally:
@@ -86,3 +91,20 @@ class RayStart:
         SIGTERM stops the driver instead of waiting on Ray."""
         self._end.set()
         self._thread.join(None if self._ready.is_set() else START_GRACE_S)
+
+
+@contextlib.contextmanager
+def _sigterm_kept() -> Iterator[None]:
+    """The process's SIGTERM action as it was before, put back after: Ray's core worker, which
+    `ray.init` starts, installs a C++ handler for SIGTERM that prints a crash report and aborts
+    the driver, over the driver's own (`signals`). Put back from this thread at once (the action
+    is the process's; Python can set its handlers only from the main thread, which may still be
+    opening the stores), as an opaque copy of the `struct sigaction` (512 bytes hold it)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    saved = ctypes.create_string_buffer(512)
+    kept = libc.sigaction(signal.SIGTERM, None, saved) == 0
+    try:
+        yield
+    finally:
+        if kept:
+            libc.sigaction(signal.SIGTERM, saved, None)

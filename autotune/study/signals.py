@@ -19,7 +19,7 @@ Three things take these signals from the driver unless it takes them back:
   nothing reads. `around_tune` puts the driver's handlers back when the run returns.
 - Ray's core worker, started by `ray.init` (in the driver's Ray thread), installs a C++ handler
   for SIGTERM that prints a crash report and aborts (status 134) before Python sees the signal.
-  `defer`, called once Ray is up, installs the driver's handler over it.
+  That thread puts the driver's back as soon as `ray.init` returns (`ray_start`).
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -65,3 +67,37 @@ def test_a_local_rays_workers_run_at_the_drivers_priority(
     finally:
         started.stop()
         started.close()
+
+
+SIGTERM_AFTER_RAY = """
+import os, signal, sys, time
+from pathlib import Path
+from autotune.study import signals
+from autotune.study.ray_start import RayStart
+
+with signals.handled():
+    early = RayStart(None, Path(sys.argv[1]), cpus=1)
+    early.wait()
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)
+        print("no handler ran")
+    except KeyboardInterrupt:
+        print("the driver's handler ran")
+    early.close()
+"""
+
+
+def test_ray_leaves_the_drivers_sigterm_handler_in_place(tmp_path: Path) -> None:
+    """Ray's core worker, started by `ray.init` in the thread, sets a C++ SIGTERM handler (a
+    crash report, then an abort in the CLI) over the driver's: the thread puts the driver's
+    back at once, before the main thread is done opening the stores."""
+    done = subprocess.run(
+        [sys.executable, "-c", SIGTERM_AFTER_RAY, str(tmp_path / "study")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled"},
+    )
+    assert done.stdout.strip() == "the driver's handler ran", done.stdout + done.stderr[-3000:]
+    assert "SIGTERM received" not in done.stderr, done.stderr[-3000:]
