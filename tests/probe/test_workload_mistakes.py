@@ -7,65 +7,21 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from assets import factory
 from typer.testing import CliRunner
 
 from autotune.cli import app
-
-BASE = """\
-import itertools
-import torch
-from torch import nn
-
-
-class W:
-    name = "mistaken"
-    default_lr = 3e-3
-    unstable_lr = 1.0
-
-    def __init__(self, size):
-        self.size = size
-        self.w = torch.randn(8, 1, generator=torch.Generator().manual_seed(1))
-
-    def build_model(self):
-        return MODEL
-
-    def batches(self, micro_batch, seed):
-        g = torch.Generator().manual_seed(seed)
-        for _ in range(COUNT):
-            x = torch.randn(micro_batch, 8, generator=g)
-            yield x, x @ self.w
-
-    def eval_batches(self, micro_batch):
-        g = torch.Generator().manual_seed(9)
-        return [(x, x @ self.w) for x in [torch.randn(micro_batch, 8, generator=g)]]
-
-    def loss(self, model, batch):
-        return nn.functional.mse_loss(model(batch[0]) + 0 * batch[0].sum(), batch[1])
-
-    def samples(self, batch):
-        return batch[0].shape[0]
-
-    def tokens(self, batch):
-        return 0
-
-
-def make(size="tiny"):
-    return W(size)
-"""
-LINEAR = "nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 1))"
 
 
 @pytest.mark.parametrize(
     ("model", "count", "said"),
     [
-        (LINEAR, "7", "batches() ran out at step 7: it must yield micro-batches"),
+        (factory.LINEAR, "7", "batches() ran out at step 7: it must yield micro-batches"),
         ("nn.Identity()", "10**9", "no trainable parameters"),
     ],
 )
 def test_a_workloads_mistake_is_named(tmp_path: Path, model: str, count: str, said: str) -> None:
-    code = BASE.replace("return MODEL", f"return {model}").replace(
-        "range(COUNT)", f"range({count})"
-    )
+    code = factory.source("mistaken", build=f"return {model}", count=count)
     (tmp_path / "wl.py").write_text(code)
     space = tmp_path / "space.yaml"
     space.write_text(

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from assets import factory
 from typer.testing import CliRunner
 
 from autotune import space as sp
@@ -194,47 +195,10 @@ def test_set_deterministic_turns_on_every_lever() -> None:
             os.environ["CUBLAS_WORKSPACE_CONFIG"] = saved
 
 
-SEEDLESS = """\
-import torch
-from torch import nn
-
-
-class W:
-    name = "seedless"
-    default_lr = 3e-3
-    unstable_lr = 1.0
-
-    def __init__(self, size):
-        self.size = size
-        self.w = torch.randn(8, 1, generator=torch.Generator().manual_seed(1))
-
-    def build_model(self):
-        torch.manual_seed(0)  # its own seed, whatever the probe's
-        return nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 1))
-
-    def batches(self, micro_batch, seed):
-        g = torch.Generator().manual_seed(7)  # the seed it is given is ignored
-        while True:
-            x = torch.randn(micro_batch, 8, generator=g)
-            yield x, x @ self.w
-
-    def eval_batches(self, micro_batch):
-        g = torch.Generator().manual_seed(9)
-        return [(x, x @ self.w) for x in [torch.randn(micro_batch, 8, generator=g)]]
-
-    def loss(self, model, batch):
-        return nn.functional.mse_loss(model(batch[0]), batch[1])
-
-    def samples(self, batch):
-        return batch[0].shape[0]
-
-    def tokens(self, batch):
-        return 0
-
-
-def make(size="tiny"):
-    return W(size)
-"""
+# its own seed for the model and a fixed one for the data: the seed it is given is ignored
+SEEDLESS = factory.source(
+    "seedless", build=f"torch.manual_seed(0); return {factory.LINEAR}", data_seed="7"
+)
 
 
 def test_runs_on_different_seeds_that_are_identical_exit_1(
