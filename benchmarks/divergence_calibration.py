@@ -205,25 +205,32 @@ def thresholds(k: int, w: int, f: float, d: float) -> DivergenceThresholds:
 
 
 def verdict(
-    r: dict[str, Any], thr: DivergenceThresholds, at_end: bool = False
+    r: dict[str, Any], thr: DivergenceThresholds, at_end: bool = False, carried: bool = False
 ) -> tuple[str | None, int | None]:
     """The monitor's verdict on a recorded run; `at_end`: also the verdict at its end
-    (`DivergenceMonitor.at_end`: the run ran to the end of its schedule)."""
+    (`DivergenceMonitor.at_end`: the run ran to the end of its schedule); `carried`: and a
+    trend verdict withdrawn when the loss came back by then (`recovered_at_end`, as a probe
+    with `stop_early: false` does; the recorded series has no held-out loss to check)."""
     mon = DivergenceMonitor(
         r["precision"], initial_loss=r["initial_loss"], thresholds=thr, clipping=r["clip"] > 0
     )
     mon.update(r["loss"], r["grad_norm"], r["scale"], r["skipped"])
-    if at_end:
+    if at_end and mon.cause is None:
         mon.at_end()
+    elif carried:
+        mon.recovered_at_end()
     return mon.cause, mon.step
 
 
 def judge(
-    runs: list[dict[str, Any]], thr: DivergenceThresholds, at_end: bool = False
+    runs: list[dict[str, Any]],
+    thr: DivergenceThresholds,
+    at_end: bool = False,
+    carried: bool = False,
 ) -> dict[str, Any]:
     fp, caught, saved, total, missed = [], 0, 0, 0, 0
     for r in runs:
-        cause, step = verdict(r, thr, at_end)
+        cause, step = verdict(r, thr, at_end, carried)
         if r["truth"]:
             total += r["steps_run"]
             if cause is not None and step is not None:
@@ -362,6 +369,20 @@ def main(argv: list[str] | None = None) -> int:
     )
     for line in end["false_runs"]:
         print(f"  at the end, false divergence: {line}")
+    carried = {
+        name: judge(runs, thr, at_end=True, carried=True)
+        for name, thr in (
+            ("chosen", thresholds(c["k"], c["W"], c["F"], c["R"])),
+            ("one_step_rule", thresholds(1, c["W"], c["F"], c["R"])),
+        )
+    }
+    out["carried_to_the_end"] = carried
+    for name, row in carried.items():
+        print(
+            f"{name.replace('_', ' ')}, every run carried to its end (stop_early: false: a trend "
+            f"verdict withdrawn when the loss came back): false divergences {row['false']}, "
+            f"caught {row['caught']}, missed {row['missed']}"
+        )
     print("no false divergence, nor at the less tolerant neighbours (the best 12):")
     for r in sorted(out["robust"], key=lambda r: (-r["caught"], -r["saved_share"]))[:12]:
         print(

@@ -321,6 +321,13 @@ def format_probe(r: dict[str, Any]) -> str:
         later = onset is not None and onset != r["diverged_at_step"]
         since = f", since step {onset}" if later else ""
         status += f" ({r['divergence_cause']} at step {r['diverged_at_step']}{since})"
+    undone = r.get("divergence_withdrawn")
+    if undone:  # carried on to the end (stop_early: false) past a trend verdict, and back
+        status += (
+            f" ({undone['cause']} at step {undone['step']}, since step {undone['onset']}, "
+            f"withdrawn: the loss came back by the end, median {undone['end_median']:.4g} "
+            f"under {undone['level']:.4g})"
+        )
     spikes = r.get("divergence_spike_count") or 0
     if spikes:  # steps past a threshold that were no verdict by themselves
         shown = [str(s["step"]) for s in (r.get("divergence_spikes") or [])[:5]]

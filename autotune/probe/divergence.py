@@ -17,6 +17,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -67,21 +68,6 @@ also the causes of spikes; as a verdict they mean the spikes persisted (``grad_e
 also a non-finite gradient norm outside fp16)."""
 
 SPIKE_CAUSES: Final[tuple[str, ...]] = ("loss_explosion", "grad_explosion")
-
-STOP_MODES: Final[tuple[object, ...]] = (True, False, "nonfinite")
-"""``divergence.stop_early``: stop at the verdict (True), never (False), or only when the loss
-is non-finite ("nonfinite": the baseline, which runs the whole length it is compared at)."""
-
-
-def stop_mode(value: Any) -> bool | str:
-    """``divergence.stop_early`` checked: True, False or "nonfinite" (ValueError otherwise)."""
-    if value is None:
-        return True
-    if isinstance(value, bool) or value == "nonfinite":
-        return value
-    raise ValueError(
-        f"probe.divergence.stop_early must be true, false or 'nonfinite', not {value!r}"
-    )
 
 
 @dataclass(frozen=True)
@@ -235,6 +221,10 @@ class DivergenceMonitor:
         self.onset: int | None = None
         self.nonfinite_step: int | None = None
         self.grad_event_step: int | None = None  # first grad spike or non-finite grad (not fp16)
+        self._level: float | None = None  # the level of the last recovery check opened
+        self._verdict_level: float | None = None  # ... when a trend verdict was reached
+        self._after: deque[float] = deque(maxlen=max(1, t.recovery_window // 5))
+        self.withdrawn: dict[str, Any] | None = None  # a trend verdict the run's end undid
 
     @property
     def diverged(self) -> bool:
@@ -286,6 +276,39 @@ class DivergenceMonitor:
         self.cause, self.step, self.onset = "no_recovery", self._steps - 1, s
         return self.cause, self.step
 
+    def recovered_at_end(
+        self, held_out: Callable[[], float | None] | None = None
+    ) -> dict[str, Any] | None:
+        """Undo a trend verdict (spikes that persisted, a loss that did not recover) of a run
+        carried on to the end of its LR schedule past it (``stop_early`` false), whose loss came
+        back: no non-finite loss, at least ``END_STEPS`` finite losses after the verdict, no
+        spike on the last step, the median of the last ``W // 5`` of them (fewer if fewer
+        followed) at most the level of the verdict's recovery check, and so is the trained
+        model's held-out loss when `held_out` measures one (asked last, once). The verdict is
+        kept as ``withdrawn`` (cause, step, onset, level, end median, held-out loss); None when
+        there is nothing to undo."""
+        if self.cause is None or self._verdict_level is None:  # none, or not of a trend
+            return None
+        tail = list(self._after)
+        if self.nonfinite_step is not None or len(tail) < END_STEPS or self._streak > 0:
+            return None
+        end, level = _median(tail), self._verdict_level
+        if end > level:
+            return None
+        final = held_out() if held_out is not None else None
+        if final is not None and not final <= level:  # up, or not a number
+            return None
+        self.withdrawn = {
+            "cause": self.cause,
+            "step": self.step,
+            "onset": self.onset,
+            "level": round(level, 6),
+            "end_median": round(end, 6),
+            "held_out": None if final is None else round(final, 6),
+        }
+        self.cause = self.step = self.onset = None
+        return self.withdrawn
+
     def record(self) -> dict[str, Any]:
         """The spikes for a probe's summary (keys ``divergence_spike_count``,
         ``divergence_max_loss_ratio``, ``divergence_spikes``, ``divergence_onset_step``)."""
@@ -295,6 +318,7 @@ class DivergenceMonitor:
             "divergence_max_loss_ratio": ratio if ratio is None else round(ratio, 6),
             "divergence_spikes": [dict(s) for s in self.spikes],
             "divergence_onset_step": self.onset,
+            "divergence_withdrawn": self.withdrawn,
         }
 
     def update(
@@ -322,11 +346,15 @@ class DivergenceMonitor:
                 self._skipped += 1
             grad = None if grads is None else float(grads[i])
             sc = None if scales is None else float(scales[i])
-            verdict = self._step(g, float(losses[i]), grad, sc, skips is not None)
+            loss_g = float(losses[i])
+            if self.cause is not None and math.isfinite(loss_g):
+                self._after.append(loss_g)
+            verdict = self._step(g, loss_g, grad, sc, skips is not None)
             if verdict is not None and first is None:
                 first = (verdict[0], i)
                 if self.cause is None:
                     self.cause, self.step, self.onset = verdict[0], g, verdict[1]
+                    self._verdict_level = self._level if _trend(verdict[0], grad) else None
         return first
 
     @staticmethod
@@ -443,7 +471,16 @@ class DivergenceMonitor:
         level = max(
             above(m_pre, self.thresholds.recovery_factor), m_pre + RECOVERY_SIGMA * 1.4826 * mad
         )
-        self._check, self._post = (s, s, level), []
+        self._check, self._post, self._level = (s, s, level), [], level
+
+
+def _trend(cause: str, grad: float | None) -> bool:
+    """Whether a verdict of `cause` at a step with gradient norm `grad` is one of a trend
+    (spikes that persisted, a loss that did not recover), not of the step alone (a non-finite
+    loss or gradient, the fp16 scaler's collapse): only a trend can be undone by what follows."""
+    if cause == "grad_explosion":
+        return grad is not None and math.isfinite(grad)
+    return cause in ("loss_explosion", "no_recovery")
 
 
 def above(level: float, factor: float) -> float:

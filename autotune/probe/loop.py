@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from autotune.probe import checkpoint, divergence, metrics, reference
+from autotune.probe import checkpoint, divergence, metrics, reference, stopping
 from autotune.probe.config import ProbeConfig, Rank, Report
 from autotune.probe.oom import is_oom
 from autotune.probe.steps import (
@@ -192,7 +192,7 @@ def _prepare(cfg: ProbeConfig, rank: Rank | None) -> _Run:
         thresholds=thresholds(cfg.divergence),
         clipping=clips(k),
     )
-    stop_early = divergence.stop_mode(cfg.divergence.get("stop_early", True))
+    stop_early = stopping.stop_mode(cfg.divergence.get("stop_early", True))
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     ident = checkpoint.identity(cfg, k, device, schedule_length(cfg), model)
@@ -306,15 +306,22 @@ def _summary(run: _Run, p: _Progress, t_start: float) -> ProbeSummary:
     cfg, start = run.cfg, run.start
     data_series = {name: np.concatenate(parts) for name, parts in run.series.items()}
     steps_run = len(data_series.get("loss", ()))
-    if p.cause is None and not p.oom and steps_run == cfg.steps == schedule_length(cfg):
-        end = run.monitor.at_end()  # the length the user trains: it ended inside a spike
-        if end is not None:
-            p.cause, p.diverged_at = end
+    final: reference.Reference | None = None
+    if not p.oom and steps_run == cfg.steps == schedule_length(cfg):  # the length trained
+
+        def held_out() -> float | None:
+            nonlocal final
+            final = _final_reference(run, ProbeStatus.OK)
+            return final.loss
+
+        found = None if p.cause is None else (p.cause, p.diverged_at or 0)
+        end = stopping.judge_end(run.monitor, found, run.stop_early, held_out)
+        p.cause, p.diverged_at = end if end is not None else (None, None)
     status = ProbeStatus.of(p.oom, p.cause)
     samples_per_step, tokens_per_step = p.per_step
     saved = _save_for_longer(run, p, status, data_series, steps_run)
     own = metrics.own_timing(data_series, start.step)
-    final = _final_reference(run, status)
+    final = final if final is not None else _final_reference(run, status)
     return ProbeSummary(
         status=status,
         divergence_cause=p.cause if status is ProbeStatus.DIVERGED else None,

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from autotune.probe import divergence, metrics, reference, script_values, telemetry
+from autotune.probe import divergence, metrics, reference, script_values, stopping, telemetry
 from autotune.probe.config import ProbeConfig, Report
 from autotune.probe.first_report import FirstReport
 from autotune.probe.loop import schedule_length
@@ -91,7 +91,7 @@ class ScriptSession:
         self.reference = reference.STEP0
         self.measure_again: Callable[[], reference.Reference] | None = None  # the final loss
         self.monitor = self._monitor()
-        self.stop_early = divergence.stop_mode(cfg.divergence.get("stop_early", True))
+        self.stop_early = stopping.stop_mode(cfg.divergence.get("stop_early", True))
         self.check_each_step_until = metrics.throughput_warmup_steps(cfg.steps)
         self.series: dict[str, list[np.ndarray]] = {}
         self.extra: dict[str, list[float]] = {}
@@ -409,10 +409,12 @@ class ScriptSession:
             return self.summary
         self._flush()
         ended = self.reports == self.cfg.steps == schedule_length(self.cfg)
-        if self.cause is None and self.status is not ProbeStatus.OOM and ended:
-            end = self.monitor.at_end()  # the length the user trains: it ended inside a spike
-            if end is not None:
-                self.cause, self.diverged_at = end
+        final = None  # measured first at the end: the held-out loss may undo a verdict
+        if self.status is not ProbeStatus.OOM and ended:  # the length the user trains
+            found = None if self.cause is None else (self.cause, self.diverged_at or 0)
+            final = got = self._final_reference(ProbeStatus.OK)
+            end = stopping.judge_end(self.monitor, found, self.stop_early, lambda: got.loss)
+            self.cause, self.diverged_at = end if end is not None else (None, None)
         status = ProbeStatus.of(self.status is ProbeStatus.OOM, self.cause)
         diverged = status is ProbeStatus.DIVERGED
         data = {name: np.concatenate(parts) for name, parts in self.series.items()}
@@ -432,7 +434,7 @@ class ScriptSession:
             )
         )
         resumed = self.state.start.step
-        final = self._final_reference(status)
+        final = final if final is not None else self._final_reference(status)
         self.summary = ProbeSummary(
             status=status,
             divergence_cause=self.cause if diverged else None,

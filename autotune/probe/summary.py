@@ -62,6 +62,8 @@ class DivergenceRecord:
     max_loss_ratio: float | None
     spikes: list[dict[str, Any]]
     onset_step: int | None
+    # a trend verdict undone at the run's end, its loss back (`DivergenceMonitor.recovered_at_end`)
+    withdrawn: dict[str, Any] | None = None
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> DivergenceRecord:
@@ -70,6 +72,7 @@ class DivergenceRecord:
             max_loss_ratio=_need(d, "divergence_max_loss_ratio"),
             spikes=_need(d, "divergence_spikes"),
             onset_step=_need(d, "divergence_onset_step"),
+            withdrawn=d.get("divergence_withdrawn"),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -78,6 +81,7 @@ class DivergenceRecord:
             "divergence_max_loss_ratio": self.max_loss_ratio,
             "divergence_spikes": self.spikes,
             "divergence_onset_step": self.onset_step,
+            "divergence_withdrawn": self.withdrawn,
         }
 
 

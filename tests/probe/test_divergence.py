@@ -11,7 +11,7 @@ import pytest
 
 from autotune import space as sp
 from autotune.errors import SpaceError
-from autotune.probe import ProbeConfig, run_probe
+from autotune.probe import ProbeConfig, run_probe, stopping
 from autotune.probe import divergence as d
 from autotune.probe.telemetry import thresholds
 
@@ -183,10 +183,10 @@ def test_chunking_does_not_change_the_state(chunks: list[int]) -> None:
 
 
 def test_stop_modes() -> None:
-    assert d.stop_mode(True) is True and d.stop_mode(False) is False
-    assert d.stop_mode("nonfinite") == "nonfinite" and d.stop_mode(None) is True
+    assert stopping.stop_mode(True) is True and stopping.stop_mode(False) is False
+    assert stopping.stop_mode("nonfinite") == "nonfinite" and stopping.stop_mode(None) is True
     with pytest.raises(ValueError, match="stop_early"):
-        d.stop_mode("sometimes")
+        stopping.stop_mode("sometimes")
     loss = decay(60)
     loss[10:13] = 50.0  # a persisting explosion: a verdict, but finite
     mon, _ = run(loss)

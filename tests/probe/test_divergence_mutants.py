@@ -183,6 +183,7 @@ def test_the_record_rounds_the_ratios_to_six_decimals() -> None:
         "divergence_max_loss_ratio": 33.333333,
         "divergence_spikes": [spike],
         "divergence_onset_step": None,
+        "divergence_withdrawn": None,
     }
     rec = mon.record()
     rec["divergence_spikes"][0]["step"] = -1  # a copy: the monitor's own list is untouched
@@ -201,6 +202,7 @@ def test_a_reference_of_zero_gives_no_loss_ratio_and_grad_spikes_still_count() -
         "divergence_max_loss_ratio": None,
         "divergence_spikes": [],
         "divergence_onset_step": None,
+        "divergence_withdrawn": None,
     }
 
 

@@ -94,6 +94,7 @@ def test_an_older_record_reads_back_without_the_later_keys(loop_summary: dict[st
         "divergence_max_loss_ratio",
         "divergence_spikes",
         "divergence_onset_step",
+        "divergence_withdrawn",
         "initial_reference",
         "schedule_steps",
         "samples_seen",
