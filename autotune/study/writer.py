@@ -6,8 +6,9 @@ import queue
 import sys
 import threading
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from autotune import tracking
 from autotune.study import attrs as ua
@@ -15,7 +16,14 @@ from autotune.study.records import read_outcome
 from autotune.tracking.runs import log_rung
 from autotune.tracking.verdicts import set_feasible
 
-_VERDICTS = "_screen_verdicts"  # a queued item: the screen's verdicts judged again
+
+@dataclass(frozen=True)
+class _Item:
+    """One queued write: a finished trial's outcome, a promoted probe's record (a run nested
+    under its trial's), or the screen's verdicts judged again ({trial number: feasible})."""
+
+    kind: Literal["trial", "rung", "verdicts"]
+    payload: Mapping[Any, Any]
 
 
 class MlflowWriter:
@@ -35,7 +43,7 @@ class MlflowWriter:
     ):
         self.client, self.experiment_id, self.parent = client, experiment_id, parent
         self.study_name, self.study_dir = study_name, study_dir
-        self._queue: queue.Queue[Mapping[str, Any]] = queue.Queue()
+        self._queue: queue.Queue[_Item] = queue.Queue()
         self._writer: threading.Thread | None = None
 
     def logged(self) -> set[int]:
@@ -44,12 +52,15 @@ class MlflowWriter:
 
     def log(self, outcome: Mapping[str, Any]) -> None:
         """Queue a finished trial for logging (see the class)."""
+        self._put(_Item("trial", dict(outcome)))
+
+    def _put(self, item: _Item) -> None:
         if self._writer is None:
             self._writer = threading.Thread(
                 target=self._write, name="autotune-mlflow-writer", daemon=True
             )
             self._writer.start()
-        self._queue.put(dict(outcome))
+        self._queue.put(item)
 
     def drain(self) -> None:
         """Wait until every queued trial is logged (or failed to be, with a warning)."""
@@ -58,15 +69,20 @@ class MlflowWriter:
 
     def _write(self) -> None:
         while True:
-            outcome = self._queue.get()
+            item = self._queue.get()
             try:
-                self._log_now(outcome)
+                if item.kind == "verdicts":
+                    self._set_feasible_now(item.payload)
+                elif item.kind == "rung":
+                    self._log_rung_now(dict(item.payload))
+                else:
+                    self._log_now(item.payload)
             finally:
                 self._queue.task_done()
 
     def log_rung(self, record: Mapping[str, Any]) -> None:
         """Queue a promoted probe's record: a run nested under its trial's run (after it)."""
-        self.log({**record, "_rung_record": True})
+        self._put(_Item("rung", dict(record)))
 
     def _log_rung_now(self, record: dict[str, Any]) -> None:
         try:
@@ -85,12 +101,6 @@ class MlflowWriter:
             )
 
     def _log_now(self, outcome: Mapping[str, Any]) -> None:
-        if _VERDICTS in outcome:
-            self._set_feasible_now(outcome[_VERDICTS])
-            return
-        if outcome.get("_rung_record"):
-            self._log_rung_now({k: v for k, v in outcome.items() if k != "_rung_record"})
-            return
         try:
             tracking.log_trial(
                 self.client, self.experiment_id, self.parent, self.study_name, dict(outcome)
@@ -138,7 +148,7 @@ class MlflowWriter:
         the rungs start without waiting for them."""
         verdicts = _verdicts(study)
         if verdicts:  # queued: the last trial's series is still being logged (~1 s)
-            self.log({_VERDICTS: verdicts})
+            self._put(_Item("verdicts", verdicts))
 
     def _set_feasible_now(self, verdicts: Mapping[int, bool]) -> None:
         try:
