@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import functools
 from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
@@ -58,8 +59,34 @@ def user_errors(fn: F) -> F:
         except AutotuneError as e:
             typer.echo(f"autotune: error: {e}", err=True)
             raise typer.Exit(e.exit_code) from None
+        except Exception as e:
+            full = disk_full(e)
+            if full is None:
+                raise
+            typer.echo(
+                f"autotune: error: no space left on the device ({full}): free some and run the "
+                "command again (a study: the same command with --resume carries on)",
+                err=True,
+            )
+            raise typer.Exit(1) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def disk_full(e: BaseException) -> str | None:
+    """What ran out of space, when `e` (or an exception it was raised from) is a full disk or
+    quota: an OSError ENOSPC / EDQUOT, or SQLite's "database or disk is full" as SQLAlchemy or
+    Optuna pass it on; None otherwise."""
+    seen: set[int] = set()
+    cur: BaseException | None = e
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if isinstance(cur, OSError) and cur.errno in (errno.ENOSPC, errno.EDQUOT):
+            return cur.filename or cur.strerror or str(cur)
+        if "database or disk is full" in str(cur):
+            return "a SQLite database: database or disk is full"
+        cur = cur.__cause__ or cur.__context__
+    return None
 
 
 def runs_probes(fn: F) -> F:
