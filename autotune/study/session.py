@@ -23,6 +23,7 @@ from typing import Any
 from autotune import space as sp
 from autotune.errors import ClusterError, StudyError
 from autotune.process.orphans import end_orphans
+from autotune.study import signals
 from autotune.study.folder import lock_file, ray_dir
 from autotune.study.storage import check_tcp, read_only
 from autotune.tracking.connection import make_folder
@@ -87,6 +88,7 @@ def ray_session(
             # handles left in reference cycles are freed now, while Ray is up. On a cluster
             # the shutdown is only a disconnect: it is waited for, so nothing races it.
             gc.collect()
+            signals.leaving()
             if address or os.environ.get("RAY_ADDRESS"):
                 started.close()
             else:
@@ -96,6 +98,7 @@ def ray_session(
     try:
         yield ray
     finally:
+        signals.leaving()
         ray.shutdown()
 
 

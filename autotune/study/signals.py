@@ -27,15 +27,23 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
+import sys
 import threading
+import time
 from collections.abc import Iterator
 from types import FrameType
+from typing import Any
 
 #: The signal that stopped the study ("by"), once one did.
 _STOPPED: dict[str, int] = {}
 
 #: One entry per `handled` entered and not yet left.
 _DEPTH: list[int] = []
+
+#: Set once the driver ends its own Ray (`leaving`), and once its GCS is watched.
+_LEAVING: list[bool] = []
+_WATCHING: list[bool] = []
 
 #: What the driver says (on stderr) when it is stopped where no phase says it.
 INTERRUPTED = "interrupted; run the same command again (or add --resume) to continue"
@@ -57,6 +65,8 @@ def handled() -> Iterator[None]:
         return
     if not _DEPTH:
         _STOPPED.clear()
+        _LEAVING.clear()
+        _WATCHING.clear()
     saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, _raise)
@@ -76,6 +86,12 @@ def defer() -> None:
     if _main_thread():
         signal.signal(signal.SIGINT, _note)
         signal.signal(signal.SIGTERM, _note)
+    gcs = _local_gcs()
+    if gcs is not None and not _WATCHING:
+        _WATCHING.append(True)
+        watch = threading.Thread(target=_watch_local_ray, args=(gcs,), name="autotune-ray-watch")
+        watch.daemon = True
+        watch.start()
 
 
 def _raise(signum: int, _frame: FrameType | None) -> None:
@@ -90,6 +106,72 @@ def _note(signum: int, frame: FrameType | None) -> None:
     handler = signal.getsignal(signal.SIGINT)
     if signum == signal.SIGTERM and callable(handler) and handler is not _note:
         handler(signal.SIGINT, frame)
+
+
+def leaving() -> None:
+    """The driver is ending its own Ray: its processes ending now are not the signal's doing."""
+    _LEAVING.append(True)
+
+
+def _watch_local_ray(gcs: tuple[Any, str]) -> None:
+    """While the driver's local Ray runs: its control process (GCS: the Popen and its address)
+    ending, or no longer answering on its port, before the driver ends Ray (`leaving`) leaves
+    the driver inside Ray calls that wait 60 s for it and then end the process (status 1, no
+    summary). A SIGTERM sent to the driver's whole process group (a batch scheduler cancelling
+    the job, `kill -TERM -PGID`) does that: the GCS shuts its server down (and may hang there),
+    and the driver's own handler does not run while its thread waits in Ray's C++ code. So the
+    driver says what happened and exits at once: 143 when the GCS was stopped by a SIGTERM (it
+    stopped answering, or was ended by one), else 1. What finished is on disk and in Optuna;
+    `--resume` carries on (and logs to MLflow what was not logged yet)."""
+    proc, address = gcs
+    refused = 0
+    while not _LEAVING:
+        code = proc.poll()
+        refused = refused + 1 if code is None and _refuses(address) else 0
+        if (code is not None or refused >= 2) and not _LEAVING:
+            termed = code is None or code == -signal.SIGTERM
+            why = (
+                "the local Ray was stopped by a SIGTERM (one sent to the whole process group "
+                "reaches Ray's own processes too)"
+                if termed
+                else f"the local Ray's control process (GCS) ended (status {code})"
+            )
+            sys.stdout.flush()
+            sys.stderr.write(
+                f"autotune: interrupted: {why}, so no summary; what finished is kept: run the "
+                "same command again (or add --resume) to continue\n"
+            )
+            sys.stderr.flush()
+            os._exit(128 + signal.SIGTERM if termed else 1)
+        time.sleep(0.5)
+
+
+def _refuses(address: str) -> bool:
+    """Whether the GCS at host:port refuses a connection (its server stopped); a slow answer or
+    any other error is no refusal."""
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=2.0):
+            return False
+    except ConnectionRefusedError:
+        return True
+    except (OSError, ValueError):
+        return False
+
+
+def _local_gcs() -> tuple[Any, str] | None:
+    """The local Ray's GCS process (a Popen) and address, when this driver started Ray; None
+    otherwise (a cluster's lives elsewhere) or when Ray's private layout is not the one known
+    here."""
+    try:
+        from ray._private import ray_constants
+        from ray._private import worker as ray_worker
+
+        node = ray_worker._global_node
+        infos = node.all_processes.get(ray_constants.PROCESS_TYPE_GCS_SERVER) if node else None
+        return (infos[0].process, str(node.gcs_address)) if infos else None
+    except Exception:
+        return None
 
 
 def stopping() -> bool:

@@ -41,11 +41,12 @@ def _ignore_sigint() -> None:
 
 
 def _stop_at(
-    cmd: list[str], cwd: Path, line: str, sig: int, *, as_job: bool = False
+    cmd: list[str], cwd: Path, line: str, sig: int, *, as_job: bool = False, group: bool = False
 ) -> tuple[int, str]:
     """Run `cmd` in its own process group; once its output shows `line`, send `sig` (SIGINT
-    to the group, as Ctrl-C does; SIGTERM to the driver, as `timeout` does) and wait for its
-    end: (exit status, output)."""
+    to the group, as Ctrl-C does; SIGTERM to the driver, as `timeout` does, or with `group` to
+    the whole group, as a batch scheduler cancelling the job does) and wait for its end: (exit
+    status, output)."""
     log = cwd / f"run-{time.monotonic_ns()}.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(
@@ -64,7 +65,7 @@ def _stop_at(
             assert proc.poll() is None, f"ended before {line!r}\n{log.read_text()[-6000:]}"
             assert time.monotonic() < deadline, f"no {line!r} in 300 s\n{log.read_text()[-6000:]}"
             time.sleep(0.1)
-        if sig == signal.SIGINT:
+        if sig == signal.SIGINT or group:
             os.killpg(proc.pid, sig)
         else:
             os.kill(proc.pid, sig)
@@ -126,6 +127,24 @@ def test_sigterm_stops_the_screen_and_the_rungs(tmp_path: Path) -> None:
 
     rc, out = _stop_at([*cmd, "--resume"], tmp_path, "rung 1:", signal.SIGTERM)
     _stopped(rc, out, 143, "interrupted during the rungs", name)
+
+
+@pytest.mark.integration
+def test_sigterm_to_the_whole_process_group_ends_the_driver_at_once(tmp_path: Path) -> None:
+    """A SIGTERM to the driver's process group (a batch scheduler cancelling the job) reaches
+    the local Ray's own processes too: its GCS stops answering, and the driver waited 60 s in
+    Ray's code before Ray ended it (status 1, no word of why). Now it says so and exits 143 at
+    once; the same command with --resume finishes the study."""
+    name = "group"
+    space = h.write(tmp_path, SPACE.format(name=name))
+    cmd = h.autotune_cmd("study", "--space", str(space), "--tracking-uri", h.sqlite_uri(tmp_path))
+    rc, out = _stop_at(cmd, tmp_path, "trial   1  complete", signal.SIGTERM, group=True)
+    assert rc == 143, f"exit status {rc}\n{out[-6000:]}"  # Ray's end after 60 s: status 1
+    assert "the local Ray was stopped by a SIGTERM" in out or "interrupted: " in out, out[-6000:]
+    assert "Failed to connect to GCS" not in out, out[-6000:]
+    done = h.autotune([*cmd[3:], "--resume"], tmp_path, timeout=400)
+    assert done.returncode == 0, h.explain(done)
+    assert f"study {name}: 4/4 trials" in done.stdout, h.explain(done)
 
 
 def _handler(_signum: int, _frame: object) -> None:
