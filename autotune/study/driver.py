@@ -436,6 +436,8 @@ def open_study(
             home.claim(study, study_dir)
         study.sampler = make_sampler(space, cond.searched, len(study.get_trials(deepcopy=False)))
         name_metrics(study, space)
+        # what may differ on a resume (budget, verify, rungs): show and export read this run's
+        study.set_user_attr(ua.SPACE_YAML, sp.dump(space))
         return study
     if records is not None:
         home.refuse_overwrite(records, space.name, redact(storage.url))

@@ -12,6 +12,7 @@ from autotune.study import attrs as ua
 from autotune.study import folder
 from autotune.study.listing import has_meta, offer, open_existing
 from autotune.study.options import STUDIES_DIR, study_dir_for
+from autotune.study.records import count_finished
 from autotune.study.storage import sqlite_file
 from autotune.tracking.connection import redact
 
@@ -83,12 +84,11 @@ def _same_storage(a: str, b: str) -> bool:
 
 
 def planned_at_least_ran(study: Any, space: sp.Space) -> sp.Space:
-    """`space` planning at least the trials the study holds: the storage keeps the space the
-    study started with, and a resume with a larger budget.trials ran more than that planned."""
-    import optuna
-
-    waiting = optuna.trial.TrialState.WAITING  # enqueued, not started: not run, not planned
-    ran = sum(1 for t in study.get_trials(deepcopy=False) if t.state != waiting)
+    """`space` planning at least the trials the study finished: a study stored before the
+    space of each resume was kept holds the space it started with, and a resume with a larger
+    budget.trials ran more than that planned. A trial a killed driver left running, which a
+    resume with a smaller budget did not run again, is no trial planned."""
+    ran = count_finished(study)
     if ran <= space.budget.trials:
         return space
     budget = space.budget.model_copy(update={"trials": ran})

@@ -172,7 +172,9 @@ def _read(found: Found) -> dict[str, Any]:
     left = None
     with contextlib.suppress(AutotuneError, KeyError):
         space = sp.loads(study.user_attrs[ua.SPACE_YAML], source=found.name)
-        total = max(total, space.budget.trials)
+        # the budget of its last run, or the trials it finished (a study stored before each
+        # resume's space was kept); not a trial a killed driver left running and nobody re-ran
+        total = max(count_finished(study), space.budget.trials)
         running = driver_running(found.study_dir) if found.study_dir else None
         left = unfinished.state(study, space, running)
     objectives = study.user_attrs.get(ua.OBJECTIVES) or []

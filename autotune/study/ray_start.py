@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from autotune.study import signals
 from autotune.study.session import init_ray, ray_env
 
 
@@ -81,6 +82,7 @@ class RayStart:
 
     def stop(self) -> None:
         """Shut Ray down in its thread; the caller goes on."""
+        signals.leaving()
         self._end.set()
 
     def close(self) -> None:
@@ -89,6 +91,7 @@ class RayStart:
         retries for many minutes) is waited for only `START_GRACE_S`: the thread is a daemon,
         and a local Ray's processes end with it (their parent-death signal), so a Ctrl-C or a
         SIGTERM stops the driver instead of waiting on Ray."""
+        signals.leaving()
         self._end.set()
         self._thread.join(None if self._ready.is_set() else START_GRACE_S)
 

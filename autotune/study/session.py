@@ -88,7 +88,6 @@ def ray_session(
             # handles left in reference cycles are freed now, while Ray is up. On a cluster
             # the shutdown is only a disconnect: it is waited for, so nothing races it.
             gc.collect()
-            signals.leaving()
             if address or os.environ.get("RAY_ADDRESS"):
                 started.close()
             else:
