@@ -56,6 +56,7 @@ from autotune.probe.summary import ProbeStatus
 from autotune.process.channel import Channel, closed_cause
 from autotune.process.entry import STDIN_ARG
 from autotune.process.env import process_env
+from autotune.process.partial import PartialSeries
 from autotune.process.spawn import kill_group, popen, python_module
 from autotune.process.zygote import ForkedProbe, fork_from_zygote, start_zygote
 
@@ -227,6 +228,7 @@ def _watch(
 ) -> dict[str, Any]:
     tail: deque[str] = deque(maxlen=LOG_TAIL_LINES)
     events: dict[str, dict[str, Any]] = {}
+    partial = PartialSeries()  # the steps reported, for a probe that ends without a summary
 
     def read_log() -> None:  # whatever it prints: its log, never a report
         assert proc.stdout is not None
@@ -239,6 +241,8 @@ def _watch(
     def read_reports() -> None:
         for msg in channel.reports():
             events[msg["event"]] = msg
+            if msg["event"] == "telemetry":
+                partial.add(msg)
             if on_event is not None:
                 with contextlib.suppress(Exception):
                     on_event(msg)
@@ -280,7 +284,11 @@ def _watch(
                     proc.stdout.close()
     if channel.rejected:
         tail.append(channel.rejected_note())
-    return outcome_of(proc.returncode, timed_out, timeout_s, events, "\n".join(tail), multi=multi)
+    out = outcome_of(proc.returncode, timed_out, timeout_s, events, "\n".join(tail), multi=multi)
+    kept = partial.record() if out["summary"] is None else None
+    if kept is not None:  # its curve up to where it ended (logged with the failed trial)
+        out["partial"] = kept
+    return out
 
 
 def _join_until_said(

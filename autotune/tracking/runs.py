@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from autotune.knobs import clip_text
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 from autotune.probe.outcome import Outcome
 from autotune.tracking.connection import one_line
+from autotune.tracking.series import series_metrics
 from autotune.tracking.values import (
     bool_str,
     clean_key,
@@ -65,22 +66,6 @@ TAG_DRIVER_FP = "autotune.fp.driver_hash"
 
 
 ROLE_VERIFICATION = "verification"
-
-
-#: The prefix of a script's other reported metrics among a summary's series.
-EXTRA_PREFIX = "metric."
-
-
-# Step series of the probe summary -> metric key in MLflow.
-SERIES_KEYS = {
-    "loss": "loss",
-    "grad_norm": "grad_norm",
-    "lr": "lr",
-    "scale": "scale",
-    "clipped": "clipped",
-    "skipped": "skipped",
-    "step_time": "step_time_ms",
-}
 
 
 # Summary fields logged as params of a trial (how the probe actually ran).
@@ -289,7 +274,12 @@ def _log_and_close(
     log_entities(client, run_id, params=clean_params(trial_params(record, summary)))
     log_metrics(client, run_id, _trial_metrics(record, summary, now_ms))
     names = (summary.get("metrics") or {}).keys()
-    log_metrics(client, run_id, _series_metrics(summary.get("series") or {}, now_ms, names))
+    partial = record.get("partial") if not summary.get("series") else None
+    if isinstance(partial, Mapping):  # a probe that ended without a summary: its steps so far
+        series, first = partial.get("series") or {}, int(partial.get("first_step") or 0)
+    else:
+        series, first = summary.get("series") or {}, 0
+    log_metrics(client, run_id, series_metrics(series, now_ms, names, first))
     failed = str(record.get("outcome") or Outcome.FAILED) in (Outcome.FAILED, Outcome.OOM)
     status = RunStatus.FAILED if failed else RunStatus.FINISHED
     client.set_terminated(run_id, status=RunStatus.to_string(status), end_time=now_ms)
@@ -379,48 +369,6 @@ def _trial_metrics(outcome: Mapping[str, Any], summary: Mapping[str, Any], ts: i
     return [Metric(clean_key(k), v, ts, 0) for k, v in values.items()]
 
 
-def _series_metrics(
-    series: Mapping[str, Any], ts: int, summary_names: Iterable[str] = ()
-) -> list[Metric]:
-    """Step series as metric histories (step = index); non-finite points are skipped.
-
-    The other metrics a script reports (`trial.report(step, loss, accuracy=...)`, the series
-    `metric.accuracy`) are logged under their own names, or as `reported.NAME` where autotune
-    logs a metric of that name (`summary_names`: the summary's metrics).
-
-    MLflow 3.17 on SQLite stores NaN and silently clamps inf to 1.8e308, so neither is logged:
-    the count of steps with a non-finite loss goes to the metric `nonfinite_steps`.
-    """
-    from mlflow.entities import Metric
-
-    metrics: list[Metric] = []
-    for name, key in SERIES_KEYS.items():
-        points = series.get(name)
-        if not points:
-            continue
-        nonfinite = 0
-        for step, raw in enumerate(points):
-            value = finite(raw)
-            if value is None:
-                nonfinite += raw is not None
-                continue
-            metrics.append(Metric(key, value, ts, step))
-        if name == "loss":
-            metrics.append(Metric("nonfinite_steps", float(nonfinite), ts, 0))
-    taken = {*SERIES_KEYS.values(), "nonfinite_steps", *(summary_names or ())}
-    for name, points in series.items():
-        if not name.startswith(EXTRA_PREFIX) or not points:
-            continue
-        key = clean_key(name[len(EXTRA_PREFIX) :])
-        key = key if key not in taken else f"reported.{key}"
-        metrics += [
-            Metric(key, value, ts, step)
-            for step, value in enumerate(finite(raw) for raw in points)
-            if value is not None
-        ]
-    return metrics
-
-
 def _log_trial_artifacts(
     client: MlflowClient, run_id: str, outcome: Mapping[str, Any], summary: Mapping[str, Any]
 ) -> None:
@@ -433,7 +381,7 @@ def _log_trial_artifacts(
             client.log_text(run_id, str(outcome["log_tail"]), "log_tail.txt")
         if outcome.get("error"):
             client.log_text(run_id, str(outcome["error"]), "error.txt")
-    record = dict(outcome)
+    record = {k: v for k, v in outcome.items() if k != "partial"}  # its series: metrics
     if record.get("summary"):
         record["summary"] = {k: v for k, v in record["summary"].items() if k != "series"}
     client.log_text(run_id, to_json(record), "trial.json")

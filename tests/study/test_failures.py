@@ -177,3 +177,36 @@ def test_a_trainer_never_attached_fails_early_naming_hf_attach(tmp_path: Path, t
     assert "autotune.integrations.hf.attach(trainer, trial)" in rec["error"]
     assert "did not stop on the interrupt" not in rec["error"]  # the interrupt stopped it
     assert "autotune.integrations.hf.attach(trainer, trial)" in result.stderr
+
+
+def test_a_failed_trial_keeps_the_steps_it_reported_in_mlflow(tmp_path: Path, token: str) -> None:
+    """A trial that raised partway logged none of its steps: its MLflow run had only wall_s.
+    The steps it reported before (the telemetry sent up to its last fetch) are its loss curve."""
+    from mlflow.tracking import MlflowClient
+
+    script = (
+        "import autotune\n"
+        "trial = autotune.trial(steps=40, micro_batch=4)\n"
+        "for i in range(trial.steps):\n"
+        "    if i == 30 and trial.recipe.knobs['clip_norm'] > 0:\n"
+        "        raise RuntimeError('gave up at step 30')\n"
+        "    trial.report(i, loss=1.0 / (i + 1))\n"
+    )
+    space = write_study(tmp_path, script, trials=2)
+    space.write_text(space.read_text().replace("steps: 10,", "steps: 40,"))
+    result, _ = study(tmp_path, space, token)
+    assert result.returncode == 0, h.explain(result)
+    assert "trial   1  failed (exception): RuntimeError: gave up at step 30" in result.stdout
+    client = MlflowClient(tracking_uri=h.sqlite_uri(tmp_path))
+    experiment = client.get_experiment_by_name("s")
+    runs = client.search_runs(
+        [experiment.experiment_id], "tags.`autotune.trial_number` = '1'", max_results=5
+    )
+    failed = [r for r in runs if r.info.status == "FAILED"]
+    assert len(failed) == 1, [(r.info.run_name, r.info.status) for r in runs]
+    history = {m.step: m.value for m in client.get_metric_history(failed[0].info.run_id, "loss")}
+    assert len(history) >= 20 and max(history) < 30, sorted(history)
+    assert sorted(history) == list(range(len(history)))  # from step 0, in order
+    assert all(abs(v - 1.0 / (s + 1)) < 1e-6 for s, v in history.items()), history
+    trial_json = client.download_artifacts(failed[0].info.run_id, "trial.json", str(tmp_path))
+    assert '"partial"' not in Path(trial_json).read_text()  # the series went to the metrics
