@@ -21,10 +21,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-import numpy as np
 import numpy.typing as npt
 
 from autotune.probe.metrics import FloatArray, as_1d, check_precision
+from autotune.probe.recovery import above, coming_back, halves_coming_back, median
 
 GRAD_HISTORY_MIN: Final[int] = 5
 """A ``grad_explosion`` spike by ratio needs at least this many finite grad norms seen before."""
@@ -112,22 +112,6 @@ class DivergenceThresholds:
             raise ValueError("recovery_factor must be above 1")
         if not self.recovery_descent >= 0:
             raise ValueError("recovery_descent must be at least 0 (at most 1: never deferred)")
-
-
-def _median(values: list[float]) -> float:
-    return float(np.median(values))
-
-
-def coming_back(post: list[float], descent: float) -> bool:
-    """Whether the losses `post` (a recovery window's, in step order) are coming back: cut in
-    consecutive chunks of ``q = max(1, len(post) // 5)`` from the start (a shorter remainder
-    at the end is no chunk), the median of the last ``q`` losses times `descent` is at most the
-    highest chunk median. Never for ``descent <= 1`` (the test off) or an empty window."""
-    if not descent > 1 or not post:
-        return False
-    q = max(1, len(post) // 5)
-    chunks = [_median(post[i : i + q]) for i in range(0, len(post) - q + 1, q)]
-    return _median(post[-q:]) * descent <= max(chunks)
 
 
 class DivergenceMonitor:
@@ -261,17 +245,23 @@ class DivergenceMonitor:
             return self.nonfinite_step is not None
         return bool(mode) and self.cause is not None
 
-    def at_end(self) -> tuple[str, int] | None:
+    def at_end(self, held_out: Callable[[], float | None] | None = None) -> tuple[str, int] | None:
         """The verdict of a run that ends after the steps fed, at the length it is judged at
         (verdict 6 of the class): ``("no_recovery", step)``, recorded as the first verdict; None
-        when it had one already or ends recovered."""
+        when it had one already or ends recovered. With fewer than ``END_STEPS`` losses after
+        the spike, the trained model's held-out loss (`held_out`, asked then) above the level
+        too is the verdict: one late jump alone is not."""
         if self.cause is not None or self._check is None:
             return None
         s, _, level = self._check
         post = self._post
-        if len(post) < END_STEPS or _median(post) <= level:
+        if post and median(post) <= level:
             return None
-        if coming_back(post, self.thresholds.recovery_descent):
+        if len(post) < END_STEPS:
+            final = held_out() if held_out is not None else None
+            if final is None or final <= level:  # (a NaN is above every level)
+                return None
+        elif halves_coming_back(post, self.thresholds.recovery_descent):
             return None
         self.cause, self.step, self.onset = "no_recovery", self._steps - 1, s
         return self.cause, self.step
@@ -292,7 +282,7 @@ class DivergenceMonitor:
         tail = list(self._after)
         if self.nonfinite_step is not None or len(tail) < END_STEPS or self._streak > 0:
             return None
-        end, level = _median(tail), self._verdict_level
+        end, level = median(tail), self._verdict_level
         if end > level:
             return None
         final = held_out() if held_out is not None else None
@@ -448,7 +438,7 @@ class DivergenceMonitor:
                 self._post.append(loss)
             if g - start >= self.thresholds.recovery_window:
                 self._check, post, self._post = None, self._post, []
-                if post and _median(post) > level:
+                if post and median(post) > level:
                     if coming_back(post, self.thresholds.recovery_descent):
                         self._check = (s, g, level)
                     else:
@@ -466,8 +456,8 @@ class DivergenceMonitor:
             if l0 is None or not math.isfinite(l0):
                 return  # nothing to compare with
             pre = [l0]
-        m_pre = _median(pre)
-        mad = _median([abs(x - m_pre) for x in pre])
+        m_pre = median(pre)
+        mad = median([abs(x - m_pre) for x in pre])
         level = max(
             above(m_pre, self.thresholds.recovery_factor), m_pre + RECOVERY_SIGMA * 1.4826 * mad
         )
@@ -481,10 +471,3 @@ def _trend(cause: str, grad: float | None) -> bool:
     if cause == "grad_explosion":
         return grad is not None and math.isfinite(grad)
     return cause in ("loss_explosion", "no_recovery")
-
-
-def above(level: float, factor: float) -> float:
-    """`factor` x `level` for a level >= 0, and as far above a negative one (`level +
-    (factor - 1) x |level|`): a loss that can go below 0 (a log-likelihood of a density, an
-    ELBO) explodes or fails to recover by the same distance, in units of its own size."""
-    return level + (factor - 1.0) * abs(level)

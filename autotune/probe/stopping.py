@@ -37,12 +37,13 @@ def judge_end(
     held_out: Callable[[], float | None] | None = None,
 ) -> tuple[str, int] | None:
     """The verdict of a run that ran to the end of its LR schedule (the length the user trains)
-    with `found` its verdict so far (cause, step): one it ended in (``at_end``), or a trend
+    with `found` its verdict so far (cause, step): one it ended in (``at_end``; its held-out
+    loss, when `held_out` measures one, judges a spike too late for ``END_STEPS``), or a trend
     verdict withdrawn when every run is carried on (`stop_early` false) and the loss came back,
     in training and on the held-out set when `held_out` measures it (``recovered_at_end``),
     else `found`."""
     if found is None:
-        return monitor.at_end()
+        return monitor.at_end(held_out)
     if stop_early is False and monitor.recovered_at_end(held_out) is not None:
         return None
     return found

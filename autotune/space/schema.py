@@ -327,6 +327,17 @@ class VerifySettings(Section):
         3, ge=1, le=MAX_VERIFY_SEEDS, description="other seeds each candidate is re-run with"
     )
 
+    @model_validator(mode="after")
+    def _two_seeds(self) -> VerifySettings:
+        # one pair shows no seed noise: a pick 6x better would tie with the defaults and give
+        # way to them (`paired.PREFER_DEFAULTS`)
+        if self.top_k > 0 and self.seeds < 2:
+            raise ValueError(
+                f"seeds: {self.seeds} cannot tell a candidate from the defaults (one pair shows "
+                "no seed noise): at least 2, or top_k: 0 for no verification"
+            )
+        return self
+
 
 def _check_metric(v: str) -> str:
     if v not in METRICS:

@@ -207,7 +207,8 @@ def _auto_clip(
     say(
         clip_seed.text(info)
         if info
-        else "clip_norm: auto: the baseline left no finite gradient norm; clip_norm is "
+        else "clip_norm: auto: the baseline left no finite positive gradient norm (none, or all "
+        "zero: no gradient reaches the parameters); clip_norm is "
         "searched in the placeholder range [0.05, 5] (log)"
     )
     return False, planned, rerun, finished

@@ -11,7 +11,7 @@ import pytest
 
 from autotune import space as sp
 from autotune.errors import SpaceError
-from autotune.probe import ProbeConfig, run_probe, stopping
+from autotune.probe import ProbeConfig, recovery, run_probe, stopping
 from autotune.probe import divergence as d
 from autotune.probe.telemetry import thresholds
 
@@ -91,7 +91,7 @@ def test_a_loss_below_zero_explodes_and_fails_to_recover_by_the_same_distance() 
     # At L0 = 0 there is no scale: no loss explosion (the other tests still run).
     zero = d.DivergenceMonitor("fp32", initial_loss=0.0, thresholds=THR)
     assert zero.update(np.array([0.0, 5.0, 50.0, 0.1])) is None and zero.spike_count == 0
-    assert d.above(2.0, 10.0) == 20.0 and d.above(-2.0, 10.0) == 16.0
+    assert recovery.above(2.0, 10.0) == 20.0 and recovery.above(-2.0, 10.0) == 16.0
 
 
 def test_persisting_grad_spikes_are_a_grad_explosion_unless_clipped() -> None:
@@ -420,7 +420,7 @@ def test_recovery_descent_is_read_from_the_space_and_checked() -> None:
 def test_coming_back_cuts_the_window_in_aligned_fifths(
     post: list[float], descent: float, expected: bool
 ) -> None:
-    assert d.coming_back(post, descent) is expected
+    assert recovery.coming_back(post, descent) is expected
 
 
 def test_a_run_that_ends_inside_a_spike_has_not_recovered_at_its_end() -> None:

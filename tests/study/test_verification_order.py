@@ -95,7 +95,7 @@ def test_a_failed_seed_says_why_on_its_progress_line(
 ) -> None:
     """A review saw `trial 0 seed 2: failed (exception)` and nothing more while the study ran;
     the error was only in verify/*.json. The line carries its one printable line."""
-    space = sp.loads(h.mlp_space("o", trials=4), source="o", overrides=["verify.seeds=1"])
+    space = sp.loads(h.mlp_space("o", trials=4), source="o", overrides=["verify.seeds=2"])
     error = "RuntimeError: boom \x1b[31mon seed 2\nand a second line the script printed"
 
     def run_jobs(_space: Any, _ray: Any, given: list[Any], _t: Any, done: Any, *_a: Any) -> bool:
