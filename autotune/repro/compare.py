@@ -43,6 +43,7 @@ __all__ = [
 
 EXPERIMENT = "autotune-compare"
 EPS = 1e-12
+CLAMPED = 1.7e308  # MLflow's SQLite store keeps an infinity as its largest double
 
 
 def check_options(
@@ -96,14 +97,24 @@ def compare_series(
     over = np.flatnonzero(smooth > rtol)
     own = over[rel[over] > rtol]
     over = own if own.size else over
+    # a non-finite value one run has and the other lacks is a departure of its own: the rolling
+    # median would smooth one such step away (a NaN loss is a divergence, not noise)
+    lone = np.flatnonzero(np.isfinite(a) != np.isfinite(b))
+    if lone.size and (not over.size or lone[0] <= over[0]):
+        over = lone
     first = int(steps[over[0]]) if over.size else None
     only_a, only_b = int(sa.size - steps.size), int(sb.size - steps.size)
     k = int(np.argmax(np.where(np.isnan(rel), -np.inf, rel)))
 
-    if first is not None:
+    if first is not None and np.isfinite(a[over[0]]) == np.isfinite(b[over[0]]):
         verdict = (
             f"diverge from step {first}: smoothed relative difference "
             f"{smooth[over[0]]:.3g} > rtol {rtol:g}"
+        )
+    elif first is not None:
+        verdict = (
+            f"diverge at step {first}: a's value is {_text(a[over[0]])} and b's "
+            f"{_text(b[over[0]])} (a non-finite loss the other run does not have)"
         )
     elif only_a or only_b:
         verdict = (
@@ -152,6 +163,9 @@ def _series(
         raise ReproError(f"series {side} is empty")
     if not np.all(np.isfinite(s)) or np.any(s != np.round(s)):
         raise ReproError(f"series {side}: steps must be whole numbers")
+    # MLflow on SQLite stores an infinite value as +-1.8e308 (its largest double, clamped):
+    # read back, that is the infinity it was
+    v = np.where(np.abs(v) >= CLAMPED, np.sign(v) * np.inf, v)
     # Sorted by step; a step given twice keeps its last value.
     order = np.argsort(s, kind="stable")
     s, v = s[order].astype(np.int64), v[order]
@@ -187,9 +201,15 @@ def _pearson(a: np.ndarray, b: np.ndarray) -> float | None:
     ok = np.isfinite(a) & np.isfinite(b)
     if ok.sum() < 2:
         return None
-    x, y = a[ok] - a[ok].mean(), b[ok] - b[ok].mean()
-    denom = math.sqrt(float(np.dot(x, x)) * float(np.dot(y, y)))
-    return float(np.dot(x, y)) / denom if denom > 0 else None
+    with np.errstate(over="ignore", invalid="ignore"):  # huge finite losses: no number
+        x, y = a[ok] - a[ok].mean(), b[ok] - b[ok].mean()
+        denom = math.sqrt(float(np.dot(x, x)) * float(np.dot(y, y)))
+        r = float(np.dot(x, y)) / denom if denom > 0 else math.nan
+    return r if math.isfinite(r) else None
+
+
+def _text(x: Any) -> str:
+    return f"{float(x):.4g}"
 
 
 def _num(x: Any) -> float | None:

@@ -219,3 +219,32 @@ def test_cli_compare_user_errors(runs: dict[str, str]) -> None:
     assert no_metric.exit_code == 2
     (line,) = no_metric.stderr.strip().splitlines()
     assert f"run {runs['base']}" in line and "no metric 'lose'" in line and "loss" in line
+
+
+def test_one_non_finite_step_the_other_run_lacks_is_a_departure(tmp_path: Path) -> None:
+    """A black-box review: one NaN at step 20 (or an inf at 30, which MLflow's SQLite store keeps
+    as 1.8e308) in a curve otherwise the same was AGREE, exit 0: the rolling median smoothed
+    it away, and the inf overflowed the correlation with a RuntimeWarning."""
+    import warnings
+
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    experiment = client.create_experiment("fakes")
+    base = [1 - 0.005 * i for i in range(50)]
+    ids = {}
+    for name, bad in (("base", None), ("nan", (20, float("nan"))), ("inf", (30, float("inf")))):
+        run = client.create_run(experiment, run_name=name).info.run_id
+        for i, v in enumerate(base):
+            client.log_metric(run, "loss", bad[1] if bad and i == bad[0] else v, step=i)
+        ids[name] = run
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        for name, step in (("nan", 20), ("inf", 30)):
+            r = compare.compare_runs(ids["base"], ids[name], uri, log=False)
+            assert not r["agree"] and r["first_divergence_step"] == step, r["verdict"]
+            assert "non-finite" in r["verdict"], r["verdict"]
+            assert r["correlation"] is not None and r["correlation"] > 0.99
+    result = _invoke("compare", ids["base"], ids["nan"], "--tracking-uri", uri, "--no-log")
+    assert result.exit_code == 1 and "DIFFER" in result.stdout, result.output
