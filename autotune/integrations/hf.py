@@ -110,8 +110,11 @@ def training_args(trial_or_recipe: Trial | Recipe, **user: Any) -> TrainingArgum
     recipe = trial.recipe if trial is not None else trial_or_recipe
     assert isinstance(recipe, Recipe)
     cpu = trial is None or trial.device.type == "cpu"
-    if trial is not None and cpu and recipe.precision == "fp16":
-        raise ValueError("training_args: fp16 on a CPU: the Trainer would silently train fp32")
+    if recipe.precision == "fp16" and (cpu if trial is not None else _on_cpu(user)):
+        raise ValueError(
+            "training_args: fp16 on a CPU: the Trainer would train without a GradScaler (the "
+            "recipe's scaler knobs lost); train on a GPU, or export a bf16 or fp32 recipe"
+        )
     by_callback = bool(user.pop("clipped_by_callback", False))
     if trial is None and recipe.callback_clipping and not by_callback:
         _refuse_clipping(recipe)
@@ -133,6 +136,13 @@ def training_args(trial_or_recipe: Trial | Recipe, **user: Any) -> TrainingArgum
         user.setdefault("disable_tqdm", True)
         user.setdefault("output_dir", tempfile.mkdtemp(prefix="autotune-hf-"))
     return TrainingArguments(**user, **owned)
+
+
+def _on_cpu(user: dict[str, Any]) -> bool:
+    """Whether a Trainer given these arguments trains on the CPU: asked to, or no GPU here."""
+    import torch
+
+    return bool(user.get("use_cpu")) or not torch.cuda.is_available()
 
 
 class RecipeClipping(TrainerCallback):

@@ -47,6 +47,18 @@ def test_training_args_refuse_a_clipping_they_cannot_express() -> None:
     assert told.max_grad_norm == 0.0  # the callback clips, the Trainer does not
 
 
+def test_training_args_refuse_an_fp16_recipe_on_a_cpu() -> None:
+    """The Trainer on a CPU trains an fp16 recipe without a GradScaler: its scaler knobs were
+    lost without a word (a black-box review); a trial was refused, a recipe was not."""
+    fp16 = Recipe("r", {}, "fp16", 8, knobs=resolve_knobs({"lr": 0.01}, 1e-3), probe={})
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match=r"fp16 on a CPU: .*without a GradScaler"):
+            hf.training_args(fp16, output_dir="out")
+    with pytest.raises(ValueError, match=r"fp16 on a CPU"):
+        hf.training_args(fp16, output_dir="out", use_cpu=True)
+    assert hf.training_args(recipe(lr=0.01), output_dir="out", use_cpu=True).fp16 is False
+
+
 @pytest.mark.parametrize("make", ["hf", "lightning"])
 def test_the_callback_clips_each_layer_as_the_recipe_says(make: str) -> None:
     model = big_gradients()
