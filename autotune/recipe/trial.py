@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from autotune.errors import RecipeError
 from autotune.probe.config import ProbeConfig, steps_at_batch
 from autotune.probe.loop import schedule_length
 from autotune.probe.oom import is_oom
@@ -277,7 +278,10 @@ def _standalone(
     path = os.environ.get(RECIPE_ENV)
     script = str(Path(sys.argv[0]).resolve()) if sys.argv and sys.argv[0] else None
     if path:
-        recipe = Recipe.load(path)
+        try:
+            recipe = Recipe.load(path)
+        except RecipeError as e:  # a stale variable: say where the path came from
+            raise RecipeError(f"{RECIPE_ENV}={path}: {e}") from None
         recipe.apply_env()
         n = _recipe_steps(recipe, path, steps, own_steps)
         # The recipe's probe (`Recipe.probe_config`: its knobs, environment, precision,

@@ -254,6 +254,16 @@ def test_standalone_without_steps_says_what_to_pass() -> None:
 
 
 @pytest.mark.usefixtures("fresh_trial")
+def test_a_bad_recipe_variable_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stale AUTOTUNE_RECIPE said only "nope.yaml: no such recipe file": from where?"""
+    from autotune.errors import RecipeError
+
+    monkeypatch.setenv("AUTOTUNE_RECIPE", str(tmp_path / "nope.yaml"))
+    with pytest.raises(RecipeError, match=r"^AUTOTUNE_RECIPE=.*nope\.yaml: .*no such recipe file"):
+        autotune.trial(steps=5, micro_batch=4)
+
+
+@pytest.mark.usefixtures("fresh_trial")
 def test_standalone_with_a_recipe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     recipe = autotune.Recipe(
         name="r",
