@@ -10,6 +10,9 @@ from typing import Any
 
 from autotune.fingerprint.guards import UNAVAILABLE, stable
 
+#: The sections of a fingerprint that hold settings, not hardware, that change results.
+NUMERICS_SECTIONS = ("determinism", "numerics")
+
 
 def identity(fp: dict[str, Any]) -> dict[str, Any]:
     """The part of a fingerprint that names a platform: what can change numerics or speed.
@@ -64,11 +67,17 @@ def diff(a: dict[str, Any], b: dict[str, Any]) -> list[tuple[str, Any, Any]]:
     """Fields that differ between two fingerprints, as ``(dotted.path, value_in_a, value_in_b)``.
 
     Compares :func:`identity` plus the ``env`` section (environment knobs change numerics and
-    speed) and ``conf_files`` (they override the environment). Paths look like
+    speed), ``conf_files`` (they override the environment) and, where both fingerprints hold
+    them, the settings that change results on the same hardware (``NUMERICS_SECTIONS``: thread
+    counts, the CPU kernels used, TF32 and deterministic-algorithm flags, ...). Paths look like
     ``versions.torch``, ``devices.0.name``, ``env.NCCL_ALGO``; a field missing on one side reads
     as ``None``. Sorted by path, with list indices in numeric order.
     """
     fa, fb = _comparable(a), _comparable(b)
+    for section in NUMERICS_SECTIONS:  # where both recorded it (an older fingerprint did not)
+        if isinstance(a.get(section), dict) and isinstance(b.get(section), dict):
+            _flatten({section: a[section]}, "", fa)
+            _flatten({section: b[section]}, "", fb)
     out = [(k, fa.get(k), fb.get(k)) for k in fa.keys() | fb.keys() if fa.get(k) != fb.get(k)]
     return sorted(out, key=lambda item: _path_key(item[0]))
 

@@ -286,6 +286,20 @@ def test_diff_names_changed_fields(fp: dict[str, Any]) -> None:
     assert fpmod.diff(a, copy.deepcopy(a)) == []
 
 
+def test_diff_names_the_settings_that_change_numerics_where_both_record_them(
+    fp: dict[str, Any],
+) -> None:
+    """verify said "same hardware as the recipe" where migrate listed the CPU kernels used
+    (ATEN_CPU_CAPABILITY) and the thread counts as changing numerics (a black-box review)."""
+    assert "numerics" in fp and "determinism" in fp  # this machine's fingerprint records them
+    b = copy.deepcopy(fp)
+    key = next(iter(b["numerics"]))
+    b["numerics"][key] = "something else"
+    assert (f"numerics.{key}", fp["numerics"][key], "something else") in fpmod.diff(fp, b)
+    older = {k: v for k, v in fp.items() if k not in ("numerics", "determinism")}
+    assert fpmod.diff(older, b) == []  # a fingerprint that did not record them: nothing to say
+
+
 def test_diff_orders_device_indices_numerically(fp: dict[str, Any]) -> None:
     a = copy.deepcopy(fp)
     a["platform"] = "rocm"
