@@ -19,7 +19,9 @@ Estimated from the space (b = probe.batch x probe.world_size samples per step, N
 screened, V = verify.top_k x verify.seeds verification probes): `full_length` = b x T x (N + V),
 every screened trial and the same verification at budget.target_steps T (the verification as
 measured, once some has run: it may hold more probes than V); `today` =
-b x probe.steps x (N + V), the flow without rungs. `vs_today` = total / today, `saved_vs_full` =
+b x probe.steps x (N + V'), the flow without rungs, V' the verification probes that ran (the
+baseline's seeds too), else V. The summary line gives `vs_today` only for a study with rungs
+(without, it is the screen-only study). `vs_today` = total / today, `saved_vs_full` =
 1 - total / full_length.
 
 A rung or verification record that cannot be read as one probe's (not JSON, not an object, a
@@ -93,10 +95,12 @@ def account(
     screen: Iterable[int], rungs: Iterable[int], verification: Iterable[int], plan: Plan
 ) -> dict[str, Any]:
     """The compute of a study from the samples of each of its probes (see the module)."""
-    screened = list(screen)
-    spent = {"screen": sum(screened), "rungs": sum(rungs), "verification": sum(verification)}
+    screened, verified_probes = list(screen), list(verification)
+    spent = {"screen": sum(screened), "rungs": sum(rungs), "verification": sum(verified_probes)}
     total = sum(spent.values())
-    probes = len(screened) + plan.verify_probes
+    # the same verification at the screen's length: as many probes as ran (the baseline's
+    # seeds beside the candidates' too), else as estimated
+    probes = len(screened) + (len(verified_probes) or plan.verify_probes)
     today = plan.samples_per_step * plan.probe_steps * probes
     # every screened trial at the target, and the same verification: as it ran (it may hold
     # more probes than V: candidates past top_k, the baseline's seeds), else as estimated
@@ -204,7 +208,7 @@ def format_line(compute: Mapping[str, Any] | None) -> str | None:
         parts.append(f"rungs {_count(compute['rungs'])}")
     parts.append(f"verification {_count(compute['verification'])}")
     text = f"compute: {_count(compute['total'])} samples ({', '.join(parts)})"
-    if compute.get("vs_today") is not None:
+    if rungs and compute.get("vs_today") is not None:  # without rungs it is one
         text += f" = {compute['vs_today']:.1f}x a screen-only study"
     saved = compute.get("saved_vs_full")
     if rungs and saved is not None:

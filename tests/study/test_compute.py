@@ -86,7 +86,22 @@ def test_without_a_target_a_study_spends_what_today_does(
     assert c["total"] == c["today"] == c["full_length"]
     assert c["vs_today"] == 1.0 and c["saved_vs_full"] == 0.0
     line = cp.format_line(c) or ""
-    assert "rungs" not in line and "every trial at" not in line and "= 1.0x" in line
+    assert "rungs" not in line and "every trial at" not in line
+    assert "screen-only" not in line  # it is the screen-only study: no figure about itself
+
+
+def test_the_screen_only_estimate_counts_the_verification_that_ran() -> None:
+    """The baseline's seeds verified beside the candidates were in the measured total and not
+    in the screen-only estimate: a screen-only run of the same plan read 1.2x itself (a black-
+    box review). The estimate counts the verification probes that ran, at the screen length."""
+    b, steps, target = 8, 50, 200
+    plan = cp.Plan(b, probe_steps=steps, target_steps=target, verify_probes=1 * 3)
+    verified = [b * target] * 6  # 3 seeds of the candidate, 3 of the baseline beside it
+    c = cp.account([b * steps] * 6, [b * 100] * 3, verified, plan)
+    assert c["today"] == b * steps * (6 + 6)
+    assert "x a screen-only study" in (cp.format_line(c) or "")
+    none_yet = cp.account([b * steps] * 6, [], [], plan)
+    assert none_yet["today"] == b * steps * (6 + 3)  # as estimated: top_k x seeds
 
 
 def write_record(path: Path, record: dict[str, Any]) -> None:
