@@ -209,10 +209,14 @@ def _compare(
         out["why"] = f"better than the baseline: {', '.join(gains)}"
     else:
         out["verdict"] = "no detectable difference"
-        judged = [m for m, _ in metrics if m not in unpaired]
+        # the metrics compared (a finite pair at least), not every one asked for
+        had = {m for m, (_, xs, ys) in values.items() if finite_pairs(xs, ys)}
+        shown = [m for m, _ in metrics if m in had and m not in unpaired]
+        lacking = [m for m, _ in metrics if m not in had and m not in unpaired]
         out["why"] = (
             f"no difference beyond the seed noise over {_seeds_text(paired_n)} "
-            f"({', '.join(judged)})"
+            f"({', '.join(shown) or 'no metric with a finite pair'})"
+            + (f"; {', '.join(lacking)} not compared: no finite pair" if lacking else "")
         )
     if unpaired:
         out["why"] = out.get("why", "") + (

@@ -118,7 +118,16 @@ def test_a_metric_neither_side_recorded_is_no_detectable_difference_over_0_paire
     assert out["compared_seeds"] == [1, 2]
     assert out["metrics"]["noise_per_drop"]["difference"]["n"] == 0
     assert out["verdict"] == "no detectable difference"
-    assert out["why"] == "no difference beyond the seed noise over 0 paired seeds (noise_per_drop)"
+    assert out["why"] == (  # the metric asked for is named as not compared, not as compared
+        "no difference beyond the seed noise over 0 paired seeds (no metric with a finite "
+        "pair); noise_per_drop not compared: no finite pair"
+    )
+    both = [("final_loss", "minimize"), ("noise_per_drop", "minimize")]
+    out = pd.compare(result([1.5, 1.6]), result([1.55, 1.58]), both)
+    assert out["why"] == (
+        "no difference beyond the seed noise over 2 paired seeds (final_loss); noise_per_drop "
+        "not compared: no finite pair"
+    )
 
 
 def test_a_final_loss_with_a_zero_is_judged_and_printed_by_its_difference() -> None:
