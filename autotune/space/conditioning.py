@@ -81,6 +81,8 @@ def condition(
             reason = (
                 f"{name} acts only with clip_policy {CLIP_CHILDREN[name]} (clip_policy: {shown})"
             )
+        elif name == "clip_mode" and _clipping_off(space):
+            reason = "clip_mode acts only when clipping is on (clip_norm is fixed at 0: off)"
         elif name in ENV_SOCKET_KNOBS:
             reason = (
                 "socket transport carries traffic only between nodes, and a DDP probe runs "
@@ -110,6 +112,14 @@ def condition(
     if platform == "rocm" and arch == "gfx942" and world > 1 and not gloo:
         _no_tree_simple(space, searched, dropped)
     return Conditioned(searched=searched, dropped=dropped)
+
+
+def _clipping_off(space: Space) -> bool:
+    """Whether no trial of `space` clips by norm: the policy is the norm (fixed) and clip_norm
+    is fixed at 0 (off), so how the norm is taken (clip_mode) changes nothing."""
+    policy = space.knobs.get("clip_policy", KNOBS["clip_policy"].default)
+    norm = space.knobs.get("clip_norm", KNOBS["clip_norm"].default)
+    return policy == "norm" and not isinstance(norm, Domain) and not norm
 
 
 def clip_child_possible(space: Space, name: str) -> bool:

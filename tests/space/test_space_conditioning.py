@@ -163,3 +163,24 @@ def test_min_lr_ratio_kept_with_a_decaying_or_searched_schedule(schedule: str) -
     s = cond_space(schedule=schedule)
     c = sp.condition(s, platform="cpu", world_size=1)
     assert c.searched["min_lr_ratio"] == sp.Domain(low=0.0, high=0.2)
+
+
+@pytest.mark.parametrize(
+    ("clip", "dropped"),
+    [
+        ("clip_norm: 0", True),
+        ("", True),
+        ("clip_norm: 1.0", False),
+        ("clip_norm: {low: 0.1, high: 2}", False),
+    ],
+)
+def test_clip_mode_is_dropped_where_nothing_clips(clip: str, dropped: bool) -> None:
+    """clip_mode (global or per layer) was searched with clip_norm fixed at 0: trials spent on
+    a knob that cannot act (a black-box review)."""
+    knobs = "\n".join(
+        x for x in ("  clip_mode: {choices: [global, per_layer]}", f"  {clip}") if x.strip()
+    )
+    s = sp.loads(f"name: x\nworkload: mlp\nknobs:\n{knobs}\n")
+    c = sp.condition(s, platform="cpu", world_size=1)
+    assert ("clip_mode" in c.dropped) is dropped, c.dropped
+    assert ("clip_mode" in c.searched) is not dropped
