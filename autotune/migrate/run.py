@@ -21,13 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from autotune import fingerprint
-from autotune.errors import TrackingError, UsageError
+from autotune.errors import UsageError
 from autotune.migrate import knob_classes
 from autotune.migrate.differences import differences
 from autotune.migrate.holds import reproduced, reproduces, rerun
 from autotune.migrate.lacks import lacking, note, set_aside
 from autotune.migrate.layout import layout_failed, layout_verdict, write_recipe
 from autotune.migrate.ops import compare_ops
+from autotune.migrate.output import connect, log_report, make_out, removed_if_stopped
 from autotune.migrate.report import layout_defaults, markdown, plot_curve
 from autotune.migrate.report import write as write_report
 from autotune.migrate.spread import within_spread
@@ -37,7 +38,6 @@ from autotune.recipe.preflight import check_timeout, load_checked
 from autotune.repro import record
 from autotune.space.limits import MAX_THREADS
 
-EXPERIMENT = "autotune-migrate"
 REPORT = "migration.md"
 PLOT = "migration-curve.png"
 
@@ -63,7 +63,6 @@ def migrate(
     (`holds.reproduces`: the recipe's recorded run, at its seed, reproduced here); only when it
     does not (or with `full`) the recipe and the baseline over `seeds` (`holds.rerun`)."""
     check_options(threads, timeout_s)  # before the recipe is read or anything made
-    import torch
 
     say: Callable[[str], None] = (
         (lambda _t: None) if quiet else (lambda t: print(t, file=sys.stderr))
@@ -72,7 +71,31 @@ def migrate(
     # export without the promise and recordings of the configuration exported
     recipe, edited = set_aside(load_checked(path), say)
     out = Path(out_dir)
-    client = prepare(out, tracking_uri, space, recipe)  # before any probe: fail fast
+    client, made = prepare(out, tracking_uri, space, recipe)  # before any probe: fail fast
+    with removed_if_stopped(made):
+        return _run(recipe, path, edited, out, client, seeds, steps, threads, timeout_s,
+                    audit, tracking_uri, space, full, say)  # fmt: skip
+
+
+def _run(
+    recipe: Recipe,
+    path: str | Path,
+    edited: Any,
+    out: Path,
+    client: Any,
+    seeds: int,
+    steps: int | None,
+    threads: int | None,
+    timeout_s: float,
+    audit: bool,
+    tracking_uri: str | None,
+    space: str | None,
+    full: bool,
+    say: Callable[[str], None],
+) -> dict[str, Any]:
+    """`migrate` once its report's folder and store are ready (see it)."""
+    import torch
+
     threads = int(threads or torch.get_num_threads())
     ops, audit_wall = _ops(recipe, audit, threads, say)
     holds = check(
@@ -415,7 +438,8 @@ def prepare(
     out: Path, tracking_uri: str | None, space: str | None, recipe: Recipe | None = None
 ) -> Any:
     """The report's folder made, the tracking store's client (None without one), the re-tune's
-    space and engines checked (`check_retune`). A refusal removes the folders made for it."""
+    space and engines checked (`check_retune`); (the client, the folders made). A refusal
+    removes the folders made for it."""
     made = make_out(out)
     try:
         client = connect(tracking_uri) if tracking_uri else None
@@ -426,56 +450,4 @@ def prepare(
             with contextlib.suppress(OSError):
                 folder.rmdir()
         raise
-    return client
-
-
-def make_out(out: Path) -> list[Path]:
-    """`-o`'s folder, made (with those above it) when missing; the folders made. A folder that
-    cannot be made is a UsageError naming it, before anything is made."""
-    from autotune.tracking import folder_problem, make_folder
-
-    problem = folder_problem(out)
-    try:
-        if problem is None:
-            return make_folder(out)
-    except OSError as e:
-        problem = e.strerror or str(e)
-    raise UsageError(f"-o {out}: cannot make the report folder: {problem}")
-
-
-def connect(tracking_uri: str) -> Any:
-    """A client of the MLflow store the report goes to; a TrackingError when mlflow is not
-    installed in this environment or the store does not answer."""
-    try:
-        import mlflow  # noqa: F401
-    except ImportError:
-        raise TrackingError(
-            f"--tracking-uri {tracking_uri}: mlflow is not installed in this environment"
-        ) from None
-    from autotune import tracking
-
-    return tracking.connect(tracking.resolve_uri(tracking_uri))
-
-
-def log_report(client: Any, result: dict[str, Any]) -> str:
-    """The report, its plot and the verdict as a run of the experiment `autotune-migrate`."""
-    from autotune import tracking
-
-    experiment_id = tracking.ensure_experiment(client, EXPERIMENT)
-    run = client.create_run(
-        experiment_id,
-        run_name=f"migrate-{result['recipe']}",
-        tags={
-            "autotune.recipe": result["recipe"],
-            "autotune.migrate.verdict": result["verdict"][:250],
-            "autotune.recipe.fp_hash": str(result["recorded_hash"]),
-            "autotune.fp.hash": str(result["here_hash"]),
-        },
-    )
-    run_id = str(run.info.run_id)
-    client.log_metric(run_id, "samples", float(result["compute"]["samples"]))
-    client.log_artifact(run_id, result["report"])
-    if result.get("png"):
-        client.log_artifact(run_id, result["png"])
-    client.set_terminated(run_id)
-    return run_id
+    return client, made

@@ -284,7 +284,7 @@ def test_a_recipe_that_diverges_here_does_not_transfer(tmp_path: Any) -> None:
 def test_the_report_goes_to_mlflow(tmp_path: Any) -> None:
     from mlflow.tracking import MlflowClient
 
-    from autotune.migrate.run import EXPERIMENT, connect, log_report
+    from autotune.migrate.output import EXPERIMENT, connect, log_report
 
     report = tmp_path / "migration.md"
     report.write_text("# Migration\n\n**Verdict: transfers**\n")
