@@ -147,7 +147,9 @@ def verify(
         typer.echo(json.dumps(report, indent=2, default=str))
     else:
         typer.echo(vf.format_report(report))
-        typer.echo(f"logged to MLflow: run {report['run_id']}")
+        from autotune.tracking.connection import redact
+
+        typer.echo(f"logged to MLflow: run {report['run_id']} in {redact(store[0])}")
     if vf.all_failed(report):
         typer.echo(
             f"autotune: every seed of recipe {recipe.name} failed: nothing was verified", err=True
