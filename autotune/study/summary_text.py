@@ -132,10 +132,16 @@ def _baseline_won(summary: Mapping[str, Any]) -> str:
     if others <= 0:
         return "(the baseline, PyTorch's defaults: no other trial completed to compare it with) "
     base = (summary.get("baseline") or {}).get("number")
-    beside = [int(r["number"]) for r in summary.get("pareto") or [] if r["number"] != base]
+    front = [int(r["number"]) for r in summary.get("pareto") or []]
+    beside = [n for n in front if n != base]
     if not beside:
         return "(the baseline: no other configuration did better than PyTorch's defaults) "
     named = ", ".join(map(str, beside[:5])) + (" ..." if len(beside) > 5 else "")
+    if base not in front:  # the front's trials beat it by a point, not beyond the seed noise
+        return (
+            f"(the baseline, PyTorch's defaults: trial(s) {named} on the front did no better "
+            "beyond the noise it was measured with, and a tie goes to the defaults) "
+        )
     return (
         "(the baseline, PyTorch's defaults: the balanced choice of the front, where trial(s) "
         f"{named} are better on some objective and worse on another) "
