@@ -111,6 +111,8 @@ def domain_of(raw: dict[str, Any], kind: str, path: list[str | int], err: ErrorA
     high = number(raw["high"], kind, [*path, "high"], err)
     if low > high:
         raise err(path, f"low <= high must hold, got low={low}, high={high}")
+    if low == high:  # one value, shown as a searched range and costing trials
+        raise err(path, f"low = high = {low}: a range of one value; give the value itself")
     log = raw.get("log", False)
     if not isinstance(log, bool):
         raise err([*path, "log"], f"must be true or false, got {log!r}")
@@ -123,6 +125,11 @@ def domain_of(raw: dict[str, Any], kind: str, path: list[str | int], err: ErrorA
             raise err([*path, "step"], f"must be > 0, got {step}")
         if log:
             raise err([*path, "step"], "step and log cannot be combined")
+        if step > high - low:
+            raise err(
+                [*path, "step"],
+                f"{step} is wider than the range [{low}, {high}]: only {low} could be drawn",
+            )
     default = raw.get("default")
     if default is not None:
         default = number(default, kind, [*path, "default"], err)

@@ -124,3 +124,22 @@ def test_one_verification_seed_is_refused_unless_nothing_is_verified() -> None:
         sp.load("gradclip", ["verify.seeds=1"])
     assert sp.load("gradclip", ["verify.seeds=1", "verify.top_k=0"]).verify.seeds == 1
     assert sp.load("gradclip", ["verify.seeds=2"]).verify.seeds == 2
+
+
+@pytest.mark.parametrize(
+    ("domain", "said"),
+    [
+        (
+            "clip_norm={low: 1.0, high: 1.0}",
+            r"knobs.clip_norm \(from --set\): low = high = 1.0: a range of one value",
+        ),
+        (
+            "warmup_steps={low: 0, high: 10, step: 100}",
+            r"knobs.warmup_steps.step \(from --set\): 100 is wider than the range \[0, 10\]",
+        ),
+    ],
+)
+def test_a_range_that_can_draw_one_value_only_is_refused(domain: str, said: str) -> None:
+    """Shown as searched and costing trials, yet one value only (a black-box review)."""
+    with pytest.raises(SpaceError, match=said):
+        sp.load("gradclip", [f"knobs.{domain}"])
