@@ -242,11 +242,21 @@ def note(rows: Sequence[Scored], objectives: Sequence[Mapping[str, Any]]) -> dic
             continue
         within = within_noise(rows, i, o["direction"])
         vals = [r.values[i] for r in rows]
+        lo, hi = min(vals), max(vals)
+        message = None
+        if within:
+            message = WITHIN_NOISE.replace("throughput", o["metric"], 1)
+            if lo > 0 and hi >= 1.25 * lo:  # far apart on the point values: say so
+                message += (
+                    f" (measured {lo:.3g} to {hi:.3g}, {hi / lo:.1f}x apart, each interval "
+                    "overlapping the best's: re-time the candidates on a quiet machine, e.g. "
+                    "`autotune verify` of each exported recipe, if speed matters)"
+                )
         return {
             "metric": o["metric"],
             "within_noise": within,
             "candidates": len(rows),
-            "range": [min(vals), max(vals)],
-            "message": WITHIN_NOISE.replace("throughput", o["metric"], 1) if within else None,
+            "range": [lo, hi],
+            "message": message,
         }
     return None

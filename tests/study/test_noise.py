@@ -92,7 +92,10 @@ def test_a_throughput_within_noise_does_not_decide_the_pick() -> None:
     assert pk.pick([a, b, c], OBJ, "fastest").number == 2  # tied for fastest: the stablest
     note = pk.noise_note([a, b, c], OBJ)
     assert note is not None and note["within_noise"] is True and note["candidates"] == 3
-    assert note["message"] == noise.WITHIN_NOISE and note["range"] == [100.0, 130.0]
+    assert note["message"].startswith(noise.WITHIN_NOISE) and note["range"] == [100.0, 130.0]
+    # 1.3x apart on the point values: said, with what to do (a review saw a pick 2x slower
+    # than a candidate as stable, decided on a 1% stability difference, with no word of it)
+    assert "(measured 100 to 130, 1.3x apart" in note["message"]
     # the same numbers with a quiet machine's noise (+-2): throughput decides again
     a, b, c = (cand(x.number, x.values[0], x.values[1], 2.0) for x in (a, b, c))
     assert pk.pick([a, b, c], OBJ, "fastest").number == 3
