@@ -206,6 +206,8 @@ def seed_origin(recipe: Recipe, seeds: Sequence[int]) -> dict[str, Any]:
             f"the study verified this recipe on seeds {recorded}"
             if recorded
             else f"this recipe was not verified in its study, which ran it on seed {probe_seed}"
+            if recipe.source or recipe.achieved
+            else "the recipe records no study: nothing to say of its seeds"
         )
         out["text"] = head + f"fresh ({where})"
     else:

@@ -129,6 +129,7 @@ def compare_series(
     return {
         "rtol": rtol,
         "window": _odd(window),
+        "window_asked": window,
         "common_steps": int(steps.size),
         "first_step": int(steps[0]),
         "last_step": int(steps[-1]),
@@ -242,7 +243,12 @@ def format_compare(result: dict[str, Any]) -> str:
         f"{'AGREE' if result['agree'] else 'DIFFER'}: {result['verdict']}",
         f"steps compared     {result['common_steps']} ({result['first_step']}..."
         f"{result['last_step']}); only in a: {result['only_a']}, only in b: {result['only_b']}",
-        f"rtol / window      {result['rtol']:g} / {result['window']} steps (rolling median)",
+        f"rtol / window      {result['rtol']:g} / {result['window']} steps (rolling median"
+        + (
+            f"; {result['window_asked']} asked, rounded up: a centred median takes an odd count)"
+            if result.get("window_asked", result["window"]) != result["window"]
+            else ")"
+        ),
         f"first divergence   {_or_none(result['first_divergence_step'])}",
         f"max rel. diff      {num(result['max_rel_diff'])} at step {result['max_rel_diff_step']}",
         f"final rel. diff    {num(result['final_rel_diff'])} "

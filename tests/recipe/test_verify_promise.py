@@ -190,3 +190,15 @@ def test_first_seed_out_of_range_is_one_line_and_exit_2(bad: str, tmp_path: Any)
         invoke("verify", missing, "--first-seed", bad),
         f"--first-seed {bad}: a seed is a whole number from 0 to 4294967195",
     )
+
+
+def test_a_recipe_without_a_study_claims_nothing_of_its_seeds() -> None:
+    """A recipe cut short (no `source`, no `achieved`) was said to be "not verified in its
+    study, which ran it on seed 0": it records no study (a black-box review)."""
+    bare = replace(
+        make_recipe(clip_norm=0.7), probe={"steps": 50, "seed": 0}, source={}, achieved={}
+    )
+    text = seed_origin(bare, [1, 2])["text"]
+    assert text == "seeds [1, 2]: fresh (the recipe records no study: nothing to say of its seeds)"
+    studied = replace(bare, source={"study": "s", "trial": 3})
+    assert "not verified in its study, which ran it on seed 0" in seed_origin(studied, [1])["text"]

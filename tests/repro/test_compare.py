@@ -248,3 +248,13 @@ def test_one_non_finite_step_the_other_run_lacks_is_a_departure(tmp_path: Path) 
             assert r["correlation"] is not None and r["correlation"] > 0.99
     result = _invoke("compare", ids["base"], ids["nan"], "--tracking-uri", uri, "--no-log")
     assert result.exit_code == 1 and "DIFFER" in result.stdout, result.output
+
+
+def test_an_even_window_is_said_rounded_up() -> None:
+    """`--window 4` ran with 5 and printed 5, with no word (a black-box review)."""
+    steps = list(range(20))
+    r = compare.compare_series(steps, [1.0] * 20, steps, [1.0] * 20, window=4)
+    assert (r["window"], r["window_asked"]) == (5, 4)
+    assert "4 asked, rounded up: a centred median takes an odd count" in compare.format_compare(r)
+    odd = compare.compare_series(steps, [1.0] * 20, steps, [1.0] * 20, window=5)
+    assert "asked" not in compare.format_compare(odd)
