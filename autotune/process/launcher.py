@@ -229,6 +229,7 @@ def _watch(
     tail: deque[str] = deque(maxlen=LOG_TAIL_LINES)
     events: dict[str, dict[str, Any]] = {}
     partial = PartialSeries()  # the steps reported, for a probe that ends without a summary
+    said = threading.Event()  # its summary or error came, or its report stream ended
 
     def read_log() -> None:  # whatever it prints: its log, never a report
         assert proc.stdout is not None
@@ -239,13 +240,18 @@ def _watch(
                     on_log(line.rstrip("\n"))
 
     def read_reports() -> None:
-        for msg in channel.reports():
-            events[msg["event"]] = msg
-            if msg["event"] == "telemetry":
-                partial.add(msg)
-            if on_event is not None:
-                with contextlib.suppress(Exception):
-                    on_event(msg)
+        try:
+            for msg in channel.reports():
+                events[msg["event"]] = msg
+                if msg["event"] == "telemetry":
+                    partial.add(msg)
+                elif msg["event"] in ("summary", "error"):
+                    said.set()  # the probe's last word: nothing more is waited for
+                if on_event is not None:
+                    with contextlib.suppress(Exception):
+                        on_event(msg)
+        finally:
+            said.set()  # the stream ended: nothing more to wait for either
 
     reader = threading.Thread(target=read_log, daemon=True)
     reader.start()
@@ -274,8 +280,10 @@ def _watch(
         # The probe held the only write ends: they end with it, unless a process it started
         # left its group holding them (a `setsid` child): once the probe has said how it ended
         # (its summary or its error), nothing more is waited for than its last lines.
-        said = _join_until_said(reports, events, limit_s=10.0)
-        reader.join(timeout=2 if said else 10)
+        said.wait(timeout=10.0)
+        reports.join(timeout=1.0)  # its last lines after its last word
+        said_it = "summary" in events or "error" in events
+        reader.join(timeout=2 if said_it else 10)
         # Still reading: a process that left the probe's group holds its output open. Closing
         # the stream would wait for the reader's lock for ever; the reader ends with the pipe.
         if not reader.is_alive():
@@ -289,20 +297,6 @@ def _watch(
     if kept is not None:  # its curve up to where it ended (logged with the failed trial)
         out["partial"] = kept
     return out
-
-
-def _join_until_said(
-    reports: threading.Thread, events: Mapping[str, Any], *, limit_s: float
-) -> bool:
-    """Wait for the report reader to end (at most `limit_s`), or for the probe's last word (its
-    summary or error) and a second more; whether that word came."""
-    deadline = time.monotonic() + limit_s
-    while reports.is_alive() and time.monotonic() < deadline:
-        reports.join(timeout=0.1)
-        if "summary" in events or "error" in events:
-            reports.join(timeout=1.0)
-            break
-    return "summary" in events or "error" in events
 
 
 def outcome_of(
