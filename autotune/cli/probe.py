@@ -114,7 +114,7 @@ def describe_space(s: Any) -> str:
     for name, value in s.env.items():
         if name not in searched:
             lines.append(f"  {name:<24} {value!r}  [env]")
-    warnings = sp.dtype_warnings(s)
+    warnings = sp.dtype_warnings(s) + sp.schedule_warnings(s)
     if warnings:
         lines.append("warnings:")
         lines += [f"  {w}" for w in warnings]

@@ -39,6 +39,7 @@ from autotune.space.load import (
     validate_section,
 )
 from autotune.space.probe import probe_config
+from autotune.space.schedule_warnings import schedule_warnings
 from autotune.space.schema import (
     DEFAULT_CONSTRAINTS,
     DEFAULT_OBJECTIVES,
@@ -117,6 +118,7 @@ __all__ = [
     "load",
     "loads",
     "probe_config",
+    "schedule_warnings",
     "seed_problem",
     "validate_section",
 ]
