@@ -209,20 +209,30 @@ def _compare(
         out["why"] = f"better than the baseline: {', '.join(gains)}"
     else:
         out["verdict"] = "no detectable difference"
-        # the metrics compared (a finite pair at least), not every one asked for
-        had = {m for m, (_, xs, ys) in values.items() if finite_pairs(xs, ys)}
-        shown = [m for m, _ in metrics if m in had and m not in unpaired]
-        lacking = [m for m, _ in metrics if m not in had and m not in unpaired]
-        out["why"] = (
-            f"no difference beyond the seed noise over {_seeds_text(paired_n)} "
-            f"({', '.join(shown) or 'no metric with a finite pair'})"
-            + (f"; {', '.join(lacking)} not compared: no finite pair" if lacking else "")
-        )
+        out["why"] = _tie_text(metrics, values, unpaired, paired_n)
     if unpaired:
         out["why"] = out.get("why", "") + (
             f"; {', '.join(unpaired)} not compared: " + out["metrics"][unpaired[0]]["apart"]
         )
     return out
+
+
+def _tie_text(
+    metrics: Sequence[tuple[str, str]],
+    values: Mapping[str, tuple[Any, list[Any], list[Any]]],
+    unpaired: Sequence[str],
+    paired_n: int,
+) -> str:
+    """ "no difference beyond the seed noise": over the metrics compared (a finite pair at
+    least), not every one asked for; those with no finite pair named as not compared."""
+    had = {m for m, (_, xs, ys) in values.items() if finite_pairs(xs, ys)}
+    shown = [m for m, _ in metrics if m in had and m not in unpaired]
+    lacking = [m for m, _ in metrics if m not in had and m not in unpaired]
+    return (
+        f"no difference beyond the seed noise over {_seeds_text(paired_n)} "
+        f"({', '.join(shown) or 'no metric with a finite pair'})"
+        + (f"; {', '.join(lacking)} not compared: no finite pair" if lacking else "")
+    )
 
 
 def _metric_values(

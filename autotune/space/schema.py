@@ -38,7 +38,8 @@ from autotune.space.limits import (
 from autotune.space.metric_names import METRICS, POSITIVE_METRICS
 from autotune.space.rung_settings import RungSettings
 from autotune.space.section import Section
-from autotune.space.seeds import MAX_VERIFY_SEEDS, Seed
+from autotune.space.seeds import Seed
+from autotune.space.verify_settings import VerifySettings
 
 #: Site settings (fabric, interface, PCIe) belong to the cluster and are never searched.
 ENV_SITE_SETTINGS = ("HSA_FORCE_FINE_GRAIN_PCIE", "NCCL_IB_", "NCCL_SOCKET_IFNAME")
@@ -317,26 +318,6 @@ class SamplerSettings(Section):
     # side: no reliable difference on this noisy objective (benchmarks/RESULTS.md), so 6 stays.
     n_startup_trials: int = Field(6, ge=0, description="tpe: trials before modelling")
     grid_points: int = Field(3, ge=1, description="grid: points per continuous domain")
-
-
-class VerifySettings(Section):
-    top_k: int = Field(
-        3, ge=0, le=50, description="best candidates re-run at the end of a study (0: none)"
-    )
-    seeds: int = Field(
-        3, ge=1, le=MAX_VERIFY_SEEDS, description="other seeds each candidate is re-run with"
-    )
-
-    @model_validator(mode="after")
-    def _two_seeds(self) -> VerifySettings:
-        # one pair shows no seed noise: a pick 6x better would tie with the defaults and give
-        # way to them (`paired.PREFER_DEFAULTS`)
-        if self.top_k > 0 and self.seeds < 2:
-            raise ValueError(
-                f"seeds: {self.seeds} cannot tell a candidate from the defaults (one pair shows "
-                "no seed noise): at least 2, or top_k: 0 for no verification"
-            )
-        return self
 
 
 def _check_metric(v: str) -> str:
