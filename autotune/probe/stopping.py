@@ -10,17 +10,15 @@ Pure Python: this module must not import torch, ray, mlflow or optuna.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any
 
 from autotune.probe.divergence import DivergenceMonitor
 
-STOP_MODES: Final[tuple[object, ...]] = (True, False, "nonfinite")
-"""``divergence.stop_early``: stop at the verdict (True), never (False), or only when the loss
-is non-finite ("nonfinite": the baseline, which runs the whole length it is compared at)."""
-
 
 def stop_mode(value: Any) -> bool | str:
-    """``divergence.stop_early`` checked: True, False or "nonfinite" (ValueError otherwise)."""
+    """``divergence.stop_early`` checked: stop at the verdict (True), never (False), or only
+    when the loss is non-finite ("nonfinite": the baseline, which runs the whole length it is
+    compared at); ValueError otherwise."""
     if value is None:
         return True
     if isinstance(value, bool) or value == "nonfinite":

@@ -6,13 +6,25 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 
 from autotune.numbers import finite
 from autotune.probe import divergence
 from autotune.probe.config import Rank, Report
+
+#: The series a probe records at every step, as its telemetry events and its summary's `series`
+#: name them (a script's own reported metrics come beside them as `metric.NAME`).
+SERIES_NAMES: Final[tuple[str, ...]] = (
+    "loss",
+    "grad_norm",
+    "lr",
+    "scale",
+    "clipped",
+    "skipped",
+    "step_time",
+)
 
 if TYPE_CHECKING:
     pass

@@ -11,16 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
+from autotune.probe.telemetry import SERIES_NAMES
+
 #: The series kept, as the telemetry events name them (the summary's `series` keys).
-NAMES: Final[tuple[str, ...]] = (
-    "loss",
-    "grad_norm",
-    "lr",
-    "scale",
-    "clipped",
-    "skipped",
-    "step_time",
-)
+NAMES: Final[tuple[str, ...]] = SERIES_NAMES
 
 #: At most this many steps are kept (a probe's own limit on steps is far below it).
 MAX_STEPS: Final[int] = 2_000_000

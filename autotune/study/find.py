@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +11,7 @@ from autotune.study import attrs as ua
 from autotune.study import folder
 from autotune.study.listing import has_meta, offer, open_existing
 from autotune.study.options import STUDIES_DIR, study_dir_for
-from autotune.study.records import count_finished
+from autotune.study.records import planned_at_least_ran
 from autotune.study.storage import sqlite_file
 from autotune.tracking.connection import redact
 
@@ -81,15 +80,3 @@ def _same_storage(a: str, b: str) -> bool:
     if file_a is not None and file_b is not None:
         return file_a.resolve() == file_b.resolve()
     return a == b
-
-
-def planned_at_least_ran(study: Any, space: sp.Space) -> sp.Space:
-    """`space` planning at least the trials the study finished: a study stored before the
-    space of each resume was kept holds the space it started with, and a resume with a larger
-    budget.trials ran more than that planned. A trial a killed driver left running, which a
-    resume with a smaller budget did not run again, is no trial planned."""
-    ran = count_finished(study)
-    if ran <= space.budget.trials:
-        return space
-    budget = space.budget.model_copy(update={"trials": ran})
-    return dataclasses.replace(space, budget=budget)

@@ -21,7 +21,7 @@ from autotune.study import attrs as ua
 from autotune.study import folder, unfinished
 from autotune.study import pick as pk
 from autotune.study.options import STUDIES_DIR
-from autotune.study.records import count_finished
+from autotune.study.records import count_finished, planned_at_least_ran
 from autotune.study.session import driver_running
 from autotune.study.storage import open_storage, read_only, sqlite_file
 from autotune.study.verdict import decide
@@ -172,9 +172,7 @@ def _read(found: Found) -> dict[str, Any]:
     left = None
     with contextlib.suppress(AutotuneError, KeyError):
         space = sp.loads(study.user_attrs[ua.SPACE_YAML], source=found.name)
-        # the budget of its last run, or the trials it finished (a study stored before each
-        # resume's space was kept); not a trial a killed driver left running and nobody re-ran
-        total = max(count_finished(study), space.budget.trials)
+        total = planned_at_least_ran(study, space).budget.trials
         running = driver_running(found.study_dir) if found.study_dir else None
         left = unfinished.state(study, space, running)
     objectives = study.user_attrs.get(ua.OBJECTIVES) or []

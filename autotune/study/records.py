@@ -4,6 +4,7 @@ told to Optuna. What a resumed study does with the records is `resume`'s.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -207,3 +208,15 @@ def count_finished(study: Any) -> int:
 
     done = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL)
     return len(study.get_trials(deepcopy=False, states=done))
+
+
+def planned_at_least_ran(study: Any, space: sp.Space) -> sp.Space:
+    """`space` planning at least the trials the study finished: a study stored before the
+    space of each resume was kept holds the space it started with, and a resume with a larger
+    budget.trials ran more than that planned. A trial a killed driver left running, which a
+    resume with a smaller budget did not run again, is no trial planned."""
+    ran = count_finished(study)
+    if ran <= space.budget.trials:
+        return space
+    budget = space.budget.model_copy(update={"trials": ran})
+    return dataclasses.replace(space, budget=budget)

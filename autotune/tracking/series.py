@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from autotune.numbers import finite
+from autotune.probe.telemetry import SERIES_NAMES
 from autotune.tracking.values import clean_key
 
 if TYPE_CHECKING:
@@ -15,16 +16,8 @@ if TYPE_CHECKING:
 EXTRA_PREFIX = "metric."
 
 
-# Step series of the probe summary -> metric key in MLflow.
-SERIES_KEYS = {
-    "loss": "loss",
-    "grad_norm": "grad_norm",
-    "lr": "lr",
-    "scale": "scale",
-    "clipped": "clipped",
-    "skipped": "skipped",
-    "step_time": "step_time_ms",
-}
+# Step series of the probe summary -> metric key in MLflow (its own name, but the step time's).
+SERIES_KEYS = {name: "step_time_ms" if name == "step_time" else name for name in SERIES_NAMES}
 
 
 def series_metrics(
