@@ -122,6 +122,7 @@ class AsyncRun:
         self.records: dict[int, dict[int, dict[str, Any]]] = {}
         self.handled: set[int] = set()  # rungs whose end was acted on
         self.noted = 0
+        self.filled: set[tuple[int, int]] = set()  # (trial, rung) promoted by `rungs.fill_idle`
         self.beside = Beside(opts.space, study, study_dir, self.plan[-1], say, ladder)
 
     def adopt_saved(self) -> None:
@@ -176,6 +177,8 @@ class AsyncRun:
             top=rung == len(self.plan) - 1,
             baseline=ua.is_baseline(trial),
         )
+        if filled:  # recorded with the probe's record, its run and the summary
+            self.filled.add((number, rung))
         self.say(
             f"rung {rung}: trial {number} promoted to {steps} steps"
             + (" (a worker would idle: rungs.fill_idle)" if filled else "")
@@ -198,6 +201,8 @@ class AsyncRun:
         number, rung = job.key
         steps = self.plan[rung]
         out["wall_clock_s"] = elapsed_s
+        if job.key in self.filled:
+            out["filled"] = True  # a promotion beyond the quota (`rungs.fill_idle`)
         record = record_rung(
             self.space, self.study, self.study_dir, self.trials[number], rung, steps, out
         )

@@ -96,6 +96,7 @@ def slim(record: Mapping[str, Any]) -> dict[str, Any]:
         "values": record.get("values"),
         "constraints": record.get("constraints"),
         "feasible": bool(record.get("feasible")),
+        "filled": bool(record.get("filled")),  # promoted beyond the quota: rungs.fill_idle
     }
 
 

@@ -204,12 +204,14 @@ def _rungs(
         slims = [attrs.get(ua.rung_key(n, r["steps"])) or {} for n in r.get("numbers") or []]
         continued = [x for x in slims if x.get("resumed_from_step")]  # else started over
         afresh = sum(bool(x.get("continuation_note")) for x in continued)  # its data, say
+        filled = sum(bool(x.get("filled")) for x in slims)  # `rungs.fill_idle`
         rows.append(
             {
                 **r,
                 "trials": len(r.get("numbers") or []),
                 "continued": len(continued),
                 **({"continued_differently": afresh} if afresh else {}),
+                **({"filled": filled} if filled else {}),
             }
         )
     decided = study.user_attrs.get(ua.DECIDED)

@@ -174,6 +174,9 @@ def _decided_line(summary: Mapping[str, Any]) -> str | None:
         ran = sum(int(r.get("trials") or 0) for r in rows[1:])
         went_on = sum(int(r.get("continued") or 0) for r in rows[1:])
         agreed += f"; {went_on} of {ran} promoted probes continued from the rung below"
+        filled = sum(int(r.get("filled") or 0) for r in rows[1:])
+        if filled:
+            agreed += f"; {filled} promoted beyond the quota for a worker that would idle"
         unlike = sum(int(r.get("continued_differently") or 0) for r in rows[1:])
         if unlike:  # e.g. a Lightning fit whose plain DataLoader drew its batches afresh
             agreed += (

@@ -436,6 +436,8 @@ def log_rung(
     why = (summary.get("continuation") or {}).get("why")
     if why:
         tags["autotune.restart_reason"] = str(why)[:500]
+    if record.get("filled"):  # promoted beyond the quota, for a worker that would idle
+        tags["autotune.filled"] = "true"
     run = client.create_run(
         experiment_id,
         start_time=now_ms,

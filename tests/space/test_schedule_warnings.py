@@ -34,3 +34,18 @@ def test_without_a_target_the_probe_is_the_schedule() -> None:
         "gradclip", ["budget.target_steps=null", "knobs.warmup_steps=200", "probe.steps=150"]
     )
     assert "the schedule is 150 (probe.steps)" in sp.schedule_warnings(s)[0]
+
+
+def test_rungs_settings_without_a_target_are_warned_of() -> None:
+    """A black-box review: `rungs: {promotion: async, fill_idle: true}` with no target passed
+    `check` without a word, though there are no rungs for it to act on."""
+    s = sp.load(
+        "gradclip",
+        ["budget.target_steps=null", "rungs={promotion: async, fill_idle: true}"],
+    )
+    got = [w for w in sp.schedule_warnings(s) if "no effect" in w]
+    assert len(got) == 1 and "rungs.fill_idle, rungs.promotion" in got[0], got
+    s = sp.load("gradclip", ["rungs={promotion: async, fill_idle: true}"])
+    assert not [w for w in sp.schedule_warnings(s) if "no effect" in w]
+    s = sp.load("gradclip", ["budget.target_steps=null"])
+    assert not [w for w in sp.schedule_warnings(s) if "no effect" in w]

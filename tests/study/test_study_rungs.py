@@ -310,3 +310,18 @@ def test_fill_idle_gives_a_worker_with_nothing_to_run_the_next_best_below_the_to
         rec = json.loads((study_dir / "trials" / f"{n:04d}-r2.json").read_text())
         assert rec["summary"]["resumed_from_step"] == 30, rec["summary"]["continuation"]
     assert not (study_dir / "state").exists(), "the states outlived the decision"
+    # what was filled is recorded, not only said while it ran (a --quiet study says nothing)
+    for k, row in ((1, r1), (2, r2)):
+        for n in row["numbers"]:
+            rec = json.loads((study_dir / "trials" / f"{n:04d}-r{k}.json").read_text())
+            assert bool(rec.get("filled")) == (k == 2 and n in filled), (k, n, rec.get("filled"))
+    assert r2.get("filled") == len(filled) and "filled" not in r1, (r1, r2)
+    text = h.autotune(["show", "rungs"], tmp_path, timeout=120).stdout
+    assert f"{len(filled)} promoted beyond the quota for a worker that would idle" in text, text
+    trial_runs, nested = rung_runs(uri)
+    tagged = {
+        (int(r.data.tags["autotune.rung"]), trial_runs[r.data.tags["mlflow.parentRunId"]])
+        for r in nested
+        if r.data.tags.get("autotune.filled") == "true"
+    }
+    assert tagged == {(2, n) for n in filled}, tagged
