@@ -15,10 +15,10 @@ from autotune.study import attrs as ua
 from autotune.study import folder, pick, unfinished, verdict
 from autotune.study.fidelity import rank_fidelity
 from autotune.study.find import find_study
+from autotune.study.folder import read_rung_record
 from autotune.study.neighbours import pareto_neighbours, screened
 from autotune.study.objectives import trial_setup
 from autotune.study.records import count_finished, read_outcome
-from autotune.study.rung_phase import read_rung_record
 from autotune.study.session import driver_running
 from autotune.study.verification import decided_steps
 from autotune.tracking import redact

@@ -107,6 +107,13 @@ def read_json(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+def read_rung_record(study_dir: Path, number: int, rung: int, steps: int) -> dict[str, Any] | None:
+    """The record of trial `number` at rung `rung`, if it was run at `steps` (a record of
+    another length, from before the target changed, does not count)."""
+    data = read_json(rung_path(study_dir, number, rung))
+    return data if data is not None and data.get("steps") == steps else None
+
+
 #: The largest study.json read (it holds a few short lines).
 META_MAX_BYTES = 1 << 20
 #: study.json's key for a storage kept in the study folder: the file's name in it.

@@ -1,5 +1,6 @@
 """A study started again: trials left running by a driver that died are told from their record
-or run again, and finished trials without an MLflow run are logged again.
+or run again, and finished trials, rung probes and verifications without an MLflow run (the
+store was down when they finished, or the driver died first) are logged again.
 
 Optuna's storage and trials/NNNN.json are the truth; MLflow is brought in line with them.
 """
@@ -9,6 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from autotune.study import attrs as ua
+from autotune.study.folder import read_json, read_rung_record, verify_path
 from autotune.study.records import read_outcome, tell
 from autotune.study.writer import MlflowWriter
 
@@ -41,3 +44,41 @@ def reconcile(study: Any, study_dir: Path, logger: MlflowWriter) -> None:
         saved = read_outcome(study_dir, t.number)
         if saved is not None:
             logger.log(saved)
+    _rung_runs(study, study_dir, logger)
+    _verification_runs(study, study_dir, logger)
+
+
+def _rung_runs(study: Any, study_dir: Path, logger: MlflowWriter) -> None:
+    """Log every rung probe the study recorded whose run is missing (queued behind the trials:
+    a rung run is nested under its trial's)."""
+    rows = study.user_attrs.get(ua.RUNGS) or []
+    if not rows:
+        return
+    logged = logger.logged_rungs()
+    for row in rows:
+        steps = int(row["steps"])
+        for n in row.get("numbers") or []:
+            record = read_rung_record(study_dir, int(n), int(row["rung"]), steps)
+            if record is not None and (int(n), steps) not in logged:
+                logger.log_rung(record)
+
+
+def _verification_runs(study: Any, study_dir: Path, logger: MlflowWriter) -> None:
+    """Log every verification the study stored without a run (`run_id` None: MLflow failed
+    then), from its stored result and its seeds' files; the run's id is stored with it."""
+    for key, res in list(study.user_attrs.items()):
+        number = ua.verified_of(key)
+        if number is None or not isinstance(res, dict) or res.get("run_id"):
+            continue
+        steps = res.get("steps")
+        runs = [
+            read_json(verify_path(study_dir, number, int(seed), int(steps)))
+            for seed in res.get("seeds") or []
+            if isinstance(seed, int) and isinstance(steps, int)
+        ]
+        seeds = [r for r in runs if r is not None]
+        fp = next((r.get("fingerprint") for r in seeds if r.get("fingerprint")), None)
+        losses = {int(r["seed"]): r["loss_series"] for r in seeds if r.get("loss_series")}
+        run_id = logger.verification(number, res, fp, losses)
+        if run_id is not None:
+            study.set_user_attr(key, {**res, "run_id": run_id})

@@ -23,7 +23,7 @@ from autotune.recipe.seeds import ran_whole
 from autotune.study import attrs as ua
 from autotune.study import rungs as rg
 from autotune.study.beside import Beside, is_beside
-from autotune.study.folder import read_json, rung_path, write_json
+from autotune.study.folder import read_rung_record, rung_path, write_json
 from autotune.study.objectives import constraints_of, reference, values_of
 from autotune.study.options import StudyOptions
 from autotune.study.progress import fmt_s
@@ -38,13 +38,6 @@ Job = tuple[int, dict[str, Any], dict[str, str]]  # trial number, knobs, env
 
 def write_rung_record(study_dir: Path, record: Mapping[str, Any]) -> None:
     write_json(rung_path(study_dir, int(record["number"]), int(record["rung"])), record)
-
-
-def read_rung_record(study_dir: Path, number: int, rung: int, steps: int) -> dict[str, Any] | None:
-    """The record of trial `number` at rung `rung`, if it was run at `steps` (a record of
-    another length, from before the target changed, does not count)."""
-    data = read_json(rung_path(study_dir, number, rung))
-    return data if data is not None and data.get("steps") == steps else None
 
 
 def judge(

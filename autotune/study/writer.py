@@ -50,6 +50,12 @@ class MlflowWriter:
         self.drain()
         return tracking.logged_trials(self.client, self.experiment_id, self.parent)
 
+    def logged_rungs(self) -> set[tuple[int, int]]:
+        """(trial number, steps) of the rung probes logged under this study's trial runs."""
+        self.drain()
+        trial_runs = tracking.trial_run_ids(self.client, self.experiment_id, self.parent)
+        return tracking.logged_rungs(self.client, self.experiment_id, trial_runs)
+
     def log(self, outcome: Mapping[str, Any]) -> None:
         """Queue a finished trial for logging (see the class)."""
         self._put(_Item("trial", dict(outcome)))

@@ -155,6 +155,19 @@ def quiet_store_creation() -> Iterator[None]:
             lg.setLevel(level)
 
 
+class _RaisedAnyway(logging.Filter):
+    """Drops MLflow's traceback of a database error it raises anyway (`make_managed_session`
+    logs each OperationalError with its whole traceback, then raises it): every caller here
+    turns the raised error into one line of its own, so a store that goes away mid-study printed
+    a traceback per write beside that line (43 of them in one review)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("SQLAlchemy database error")
+
+
+_RAISED_ANYWAY = _RaisedAnyway()
+
+
 def _with_connect_timeout(uri: str, scheme: str) -> str:
     """Add `connect_timeout` to a PostgreSQL/MySQL URI that has none, so a dead server fails."""
     if scheme not in ("postgresql", "postgres", "mysql", "mariadb"):
@@ -410,6 +423,7 @@ def _open(client_uri: str, probe_env: dict[str, str]) -> MlflowClient:
     """An MLflow client of the store, which has answered one query."""
     from mlflow.tracking import MlflowClient
 
+    logging.getLogger("mlflow.store.db.utils").addFilter(_RAISED_ANYWAY)  # once: filters are a set
     with _env(probe_env), quiet_store_creation():
         client = MlflowClient(tracking_uri=client_uri)
         client.search_experiments(max_results=1)

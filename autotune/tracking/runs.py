@@ -401,6 +401,21 @@ TAG_RUNG = "autotune.rung"
 TAG_RUNG_STEPS = "autotune.steps"
 
 
+def logged_rungs(
+    client: MlflowClient, experiment_id: str, trial_runs: Mapping[int, str]
+) -> set[tuple[int, int]]:
+    """(trial number, steps) of every completely logged rung run nested under `trial_runs`
+    (trial number -> its run id): one search of the experiment's rung runs."""
+    owner = {run_id: number for number, run_id in trial_runs.items()}
+    out: set[tuple[int, int]] = set()
+    for run in search_all(client, experiment_id, f"tags.`{TAG_ROLE}` = 'rung'"):
+        number = owner.get(run.data.tags.get(TAG_PARENT, ""))
+        steps = run.data.tags.get(TAG_RUNG_STEPS, "")
+        if number is not None and steps.isdigit() and is_complete(run):
+            out.add((number, int(steps)))
+    return out
+
+
 def log_rung(
     client: MlflowClient,
     experiment_id: str,
