@@ -41,7 +41,10 @@ def check(study: Any, study_dir: Path, name: str, where: str) -> None:
         return
     mine = here(study_dir)
     folder, host = str(home["folder"]), str(home.get("host") or "")
-    if folder == mine["folder"] and (host == mine["host"] or (study_dir / "study.json").exists()):
+    if folder == mine["folder"] and host == mine["host"]:
+        _refuse_gone(study, study_dir, name, where)
+        return
+    if folder == mine["folder"] and (study_dir / "study.json").exists():
         return
     raise StudyError(
         f"study '{name}' in {where} lives in {host or 'another host'}:{folder} (its trial "
@@ -49,6 +52,25 @@ def check(study: Any, study_dir: Path, name: str, where: str) -> None:
         f"({mine['host']}:{mine['folder']}); continue it from there (the same command, or "
         f"--study-dir {folder} on {host or 'that host'}), or start another study here with "
         f"--set name={name}-2. Two drivers of one study would split its records"
+    )
+
+
+def _refuse_gone(study: Any, study_dir: Path, name: str, where: str) -> None:
+    """A StudyError when the study's home is this folder but the folder is gone (no study.json)
+    while trials of it ran: its trial records, rung states and verification went with it, and
+    a driver continuing it would count them as nothing (a compute figure of the screen alone,
+    written over the MLflow run's right one). A study made but stopped before its first trial
+    started (before study.json is written) has lost nothing and goes on."""
+    if (study_dir / "study.json").exists():
+        return
+    started = [t for t in study.get_trials(deepcopy=False) if t.state.name != "WAITING"]
+    if not started:
+        return
+    raise StudyError(
+        f"study '{name}' in {where} lives in {study_dir}, which is gone (no study.json: its "
+        f"{len(started)} trial(s)' records, rung states and verification were there); "
+        f"continuing it would count them as nothing. Restore the folder to continue it, or "
+        f"give the new study another name (--set name={name}-2)"
     )
 
 

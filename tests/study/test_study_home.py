@@ -9,6 +9,7 @@ shared by two folders, SQLite MLflow stores) through the CLI."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import optuna
@@ -48,3 +49,33 @@ def test_a_study_in_a_shared_storage_is_continued_only_from_its_folder(tmp_path:
     assert again.returncode == 0, h.explain(again)  # from its home it continues
     meta = json.loads((first / "autotune-studies" / "shared" / "study.json").read_text())
     assert meta["name"] == "shared"
+
+
+def test_a_study_whose_folder_was_removed_is_refused_not_continued(tmp_path: Path) -> None:
+    """From the seventh black-box review: with a PostgreSQL storage, the same command after
+    `rm -rf autotune-studies/NAME` continued the study ("all 8 trials are done") with its
+    records gone, printed a compute of the screen alone ("91% less than every trial") and wrote
+    it over the parent MLflow run's right figure. It is refused, and nothing is written."""
+    storage = f"sqlite:///{tmp_path / 'shared.db'}"
+    space = h.write(tmp_path, h.mlp_space("gone", trials=2, steps=20))
+    cmd = ["study", "--space", str(space), "--storage", storage]
+    done = h.autotune(cmd, tmp_path, token=h.new_token(), timeout=590)
+    assert done.returncode == 0, h.explain(done)
+    study_dir = tmp_path / "autotune-studies" / "gone"
+    shutil.rmtree(study_dir)
+    before = optuna.load_study(study_name="gone", storage=storage)
+    mlflow_db = (tmp_path / "mlflow.db").read_bytes()
+
+    for extra in ([], ["--resume"]):
+        again = h.autotune([*cmd, *extra], tmp_path, token=h.new_token(), timeout=300)
+        assert again.returncode == 2, h.explain(again)
+        lines = again.stderr.strip().splitlines()
+        assert len([x for x in lines if x.startswith("autotune: error:")]) == 1, again.stderr
+        line = lines[-1]
+        assert str(study_dir.resolve()) in line and "gone" in line, line
+        assert "Restore the folder" in line and "--set name=gone-2" in line, line
+        assert not study_dir.exists(), "the refused driver made the study's folder again"
+    after = optuna.load_study(study_name="gone", storage=storage)
+    assert after.user_attrs == before.user_attrs, "the refused driver wrote to the study"
+    assert len(after.get_trials()) == len(before.get_trials())
+    assert (tmp_path / "mlflow.db").read_bytes() == mlflow_db, "the refused driver wrote MLflow"
