@@ -9,10 +9,9 @@ from autotune import space as sp
 from autotune.errors import StudyError
 from autotune.study import attrs as ua
 from autotune.study import folder
-from autotune.study.listing import has_meta, offer, open_existing
+from autotune.study.listing import has_meta, home_folder, offer, open_existing
 from autotune.study.options import STUDIES_DIR, study_dir_for
 from autotune.study.records import planned_at_least_ran
-from autotune.study.storage import sqlite_file
 from autotune.tracking.connection import redact
 
 
@@ -49,34 +48,6 @@ def find_study(ref: str, storage: str | None = None) -> tuple[Any, sp.Space, Pat
         raise StudyError(f"no study '{name}' in {where}{offer(name, known, 'there')}") from None
     space = sp.loads(study.user_attrs[ua.SPACE_YAML], source=f"study {name}")
     if study_dir is None:  # named in a storage: its home folder, when this machine sees it
-        study_dir, meta = _home_folder(study, name, url) or (None, meta)
+        study_dir, meta = home_folder(study, name, url) or (None, meta)
     meta.setdefault("storage", url)
     return study, planned_at_least_ran(study, space), study_dir, meta
-
-
-def _home_folder(study: Any, name: str, url: str) -> tuple[Path, dict[str, Any]] | None:
-    """The study's home folder (`autotune.home`: where its trial, rung and verification
-    records are) and its study.json, when this machine sees it (the same host, or a shared
-    filesystem) and it is this study's: its name, in this storage. None otherwise: a study
-    read from its storage alone (no compute, no recorded curves)."""
-    home = study.user_attrs.get(ua.HOME)
-    if not isinstance(home, dict) or not home.get("folder"):
-        return None
-    where = Path(str(home["folder"]))
-    try:
-        if not has_meta(where):
-            return None
-        meta = folder.read_meta(where)
-    except (OSError, StudyError):
-        return None
-    if meta.get("name") != name or not _same_storage(str(meta.get("storage")), url):
-        return None
-    return where.resolve(), meta
-
-
-def _same_storage(a: str, b: str) -> bool:
-    """The same storage URL, an SQLite file compared by its resolved path."""
-    file_a, file_b = sqlite_file(a), sqlite_file(b)
-    if file_a is not None and file_b is not None:
-        return file_a.resolve() == file_b.resolve()
-    return a == b

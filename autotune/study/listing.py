@@ -118,6 +118,35 @@ def sqlite_problem(path: Path) -> str | None:
     return None
 
 
+def home_folder(study: Any, name: str, url: str) -> tuple[Path, dict[str, Any]] | None:
+    """The study's home folder (`autotune.home`: where its trial, rung and verification
+    records are) and its study.json, when this machine sees it (the same host, or a shared
+    filesystem) and it is this study's: its name, in this storage. None otherwise: a study
+    read from its storage alone (no compute, no recorded curves). `show` and `studies` both
+    find a study named in a storage by it: its driver's lock is there, so both see it run."""
+    home = study.user_attrs.get(ua.HOME)
+    if not isinstance(home, dict) or not home.get("folder"):
+        return None
+    where = Path(str(home["folder"]))
+    try:
+        if not has_meta(where):
+            return None
+        meta = folder.read_meta(where)
+    except (OSError, StudyError):
+        return None
+    if meta.get("name") != name or not same_storage(str(meta.get("storage")), url):
+        return None
+    return where.resolve(), meta
+
+
+def same_storage(a: str, b: str) -> bool:
+    """The same storage URL, an SQLite file compared by its resolved path."""
+    file_a, file_b = sqlite_file(a), sqlite_file(b)
+    if file_a is not None and file_b is not None:
+        return file_a.resolve() == file_b.resolve()
+    return a == b
+
+
 def known_names(storage: str | None = None) -> list[str]:
     """The names of the studies reachable from here; an unreachable storage adds none."""
     names = {f.name for f in find_all()}
@@ -167,13 +196,17 @@ def _read(found: Found) -> dict[str, Any]:
         study = optuna.load_study(study_name=found.name, storage=open_existing(found.storage))
     except KeyError:
         raise AutotuneError("not in its storage (deleted?)") from None
+    # Named in a storage only: its home folder, when this machine sees it, as `show` finds it
+    # (its driver's lock and study.json are there: a running study is said to be running).
+    home = None if found.study_dir else home_folder(study, found.name, found.storage)
+    study_dir = found.study_dir or (home[0] if home else None)
     trials = study.get_trials(deepcopy=False)
     total = len(trials)
     left = None
     with contextlib.suppress(AutotuneError, KeyError):
         space = sp.loads(study.user_attrs[ua.SPACE_YAML], source=found.name)
         total = planned_at_least_ran(study, space).budget.trials
-        running = driver_running(found.study_dir) if found.study_dir else None
+        running = driver_running(study_dir) if study_dir else None
         left = unfinished.state(study, space, running)
     objectives = study.user_attrs.get(ua.OBJECTIVES) or []
     pick = None
@@ -196,9 +229,10 @@ def _read(found: Found) -> dict[str, Any]:
         }
     times = [t.datetime_complete or t.datetime_start for t in trials]
     last = max((t for t in times if t is not None), default=None)
-    if last is None and found.study_dir is not None:
-        last = dt.datetime.fromtimestamp(folder.study_json(found.study_dir).stat().st_mtime)
+    if last is None and study_dir is not None:
+        last = dt.datetime.fromtimestamp(folder.study_json(study_dir).stat().st_mtime)
     return {
+        **({"study_dir": str(study_dir)} if home else {}),
         "finished": count_finished(study),
         "total": total,
         # Where it stopped (`unfinished.state`; None: finished): its pick is the state so far.
