@@ -36,6 +36,7 @@ from autotune.study.rung_phase import rejudge_screen, rung_phase
 from autotune.study.rungs import pending as rungs_pending
 from autotune.study.session import check_ray_address, driver_lock, ray_session
 from autotune.study.storage import (
+    check_folder_storage,
     check_resumable,
     check_storage,
     open_storage,
@@ -222,6 +223,8 @@ def _check_services(opts: StudyOptions, url: str, uri: str, study_dir: Path) -> 
     problem = tracking.folder_problem(study_dir)
     if problem is not None:
         raise StudyError(f"cannot make the study folder {study_dir}: {problem}; fix --study-dir")
+    if not opts.storage:  # a study.json naming another storage: pass it, not this folder's
+        check_folder_storage(url, study_dir)
     check_storage(url, study_dir)
     if opts.resume:
         check_resumable(url, opts.space.name)

@@ -23,7 +23,7 @@ from autotune.study import pick as pk
 from autotune.study.options import STUDIES_DIR
 from autotune.study.records import count_finished, planned_at_least_ran
 from autotune.study.session import driver_running
-from autotune.study.storage import open_storage, read_only, sqlite_file
+from autotune.study.storage import open_storage, read_only, same_storage, sqlite_file
 from autotune.study.verdict import decide
 from autotune.tracking import redact
 
@@ -137,14 +137,6 @@ def home_folder(study: Any, name: str, url: str) -> tuple[Path, dict[str, Any]] 
     if meta.get("name") != name or not same_storage(str(meta.get("storage")), url):
         return None
     return where.resolve(), meta
-
-
-def same_storage(a: str, b: str) -> bool:
-    """The same storage URL, an SQLite file compared by its resolved path."""
-    file_a, file_b = sqlite_file(a), sqlite_file(b)
-    if file_a is not None and file_b is not None:
-        return file_a.resolve() == file_b.resolve()
-    return a == b
 
 
 def known_names(storage: str | None = None) -> list[str]:

@@ -1,6 +1,7 @@
 """The Optuna storage: its URL (an SQLite file in the study folder by default), checked before
-anything is made (`check_storage`, `check_resumable`), opened with engine settings per database,
-failing fast with the (redacted) address when it cannot be reached.
+anything is made (`check_storage`, `check_resumable`, `check_folder_storage`), opened with
+engine settings per database, failing fast with the (redacted) address when it cannot be
+reached.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune.errors import ClusterError, StudyError
+from autotune.study import folder
 from autotune.study.folder import optuna_db
 from autotune.study.options import StudyOptions
 from autotune.tracking.connection import file_problem, one_line, redact
@@ -83,6 +85,35 @@ def check_storage(url: str, study_dir: Path) -> None:
             problem = f"{path}: {e}"
     if problem is not None:
         raise bad(problem)
+
+
+def check_folder_storage(url: str, study_dir: Path) -> None:
+    """Without --storage (the folder's own SQLite file in use `url`): a StudyError when the
+    folder's study.json names another storage (a PostgreSQL one, a shared file), saying to pass
+    it. Else the study would be looked for in a file that never held it: "--resume: no study",
+    or its records taken for an earlier study's whose storage was deleted. An unreadable
+    study.json is left to the checks that read it."""
+    try:
+        meta = folder.read_meta(study_dir) if folder.study_json(study_dir).is_file() else None
+    except StudyError:
+        return
+    if meta is None or same_storage(str(meta["storage"]), url):
+        return
+    named = redact(str(meta["storage"]))
+    hidden = " (its password where *** is)" if named != meta["storage"] else ""
+    raise StudyError(
+        f"{folder.study_json(study_dir)} says study '{meta['name']}' is in the storage {named}, "
+        f"not in this folder's own file (used without --storage); pass --storage "
+        f"'{named}'{hidden} to continue it"
+    )
+
+
+def same_storage(a: str, b: str) -> bool:
+    """The same storage URL, an SQLite file compared by its resolved path."""
+    file_a, file_b = sqlite_file(a), sqlite_file(b)
+    if file_a is not None and file_b is not None:
+        return file_a.resolve() == file_b.resolve()
+    return a == b
 
 
 def check_resumable(url: str, name: str) -> None:
