@@ -422,7 +422,11 @@ def log_report(
     uri, client = store or open_store(recipe, tracking_uri)
     parent = None
     experiment_id = None
-    if uri == mlflow_src.get("tracking_uri") and mlflow_src.get("experiment_id"):
+    # The recipe records the study's store redacted: the same store when this is its redaction.
+    own = uri == mlflow_src.get("tracking_uri") or tracking.redact(uri) == mlflow_src.get(
+        "tracking_uri"
+    )
+    if own and mlflow_src.get("experiment_id"):
         try:
             client.get_experiment(mlflow_src["experiment_id"])
             experiment_id = str(mlflow_src["experiment_id"])

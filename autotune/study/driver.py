@@ -267,14 +267,17 @@ def _study_run(
         tags={tracking.TAG_DRIVER_FP: str(fp.get("hash")), **opts.extra_tags},
         run_id=before.get("parent_run_id") if isinstance(before, dict) else None,
     )
-    study.set_user_attr(
-        ua.MLFLOW, {"uri": uri, "experiment_id": experiment_id, "parent_run_id": parent}
-    )
+    # Redacted: anyone who can read the Optuna storage reads its attributes (optuna-dashboard);
+    # the readers match it to the URI the user gives (`tracking.unredacted`).
+    record = {"uri": redact(uri), "experiment_id": experiment_id, "parent_run_id": parent}
+    study.set_user_attr(ua.MLFLOW, record)
     return MlflowWriter(client, experiment_id, parent, space.name, study_dir)
 
 
 def _write_study_json(study_dir: Path, name: str, url: str, uri: str, logger: MlflowWriter) -> None:
-    """study.json: where the study's stores are (how `find_study` finds it by its folder)."""
+    """study.json: where the study's stores are (how `find_study` finds it by its folder), as
+    given, passwords included (so that `show`, `export` and `--resume` from the folder reach
+    them): readable by its owner alone."""
     record = folder.meta_record(
         study_dir,
         name,
@@ -283,7 +286,7 @@ def _write_study_json(study_dir: Path, name: str, url: str, uri: str, logger: Ml
         experiment_id=logger.experiment_id,
         parent_run_id=logger.parent,
     )
-    folder.write_json(folder.study_json(study_dir), record, indent=2)
+    folder.write_json(folder.study_json(study_dir), record, indent=2, private=True)
 
 
 def _announce(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from autotune.study.records import count_finished, read_outcome
 from autotune.study.session import driver_running
 from autotune.study.verification import decided_steps
 from autotune.tracking import redact
+from autotune.tracking.redaction import unredacted
 
 
 def recipe_from_study(
@@ -61,7 +63,7 @@ def recipe_from_study(
     fp = (outcome or {}).get("fingerprint")
     summary = (outcome or {}).get("summary") or {}
     mlflow_meta = dict(study.user_attrs.get(ua.MLFLOW) or {})
-    run_ids = _trial_run_ids(mlflow_meta)
+    run_ids = _trial_run_ids(mlflow_meta, meta.get("tracking_uri"))
     probe = _probe_settings(space, fp, chosen.steps)
     short = _short_of_decided(chosen, int(probe.get("steps") or 0), decided_steps(study, space))
     if short:  # no baseline measured at another length beside its numbers
@@ -440,11 +442,14 @@ def _probe_settings(space: Any, fp: dict[str, Any] | None, steps: int | None) ->
     return probe
 
 
-def _trial_run_ids(meta: dict[str, Any]) -> dict[int, str]:
-    if not meta.get("uri") or not meta.get("experiment_id") or not meta.get("parent_run_id"):
+def _trial_run_ids(meta: dict[str, Any], given: str | None) -> dict[int, str]:
+    """The MLflow run of each trial. The study records its store redacted: it is reached by the
+    URI study.json keeps (`given`) or $MLFLOW_TRACKING_URI, whichever it is the redaction of."""
+    uri = unredacted(meta.get("uri"), given, os.environ.get("MLFLOW_TRACKING_URI"))
+    if not uri or not meta.get("experiment_id") or not meta.get("parent_run_id"):
         return {}
     try:
-        client = tracking.connect(meta["uri"])
+        client = tracking.connect(uri)
         return tracking.trial_run_ids(client, meta["experiment_id"], meta["parent_run_id"])
     except Exception:  # the ids are for the record; an unreachable store must not stop export
         return {}

@@ -77,19 +77,28 @@ def state_path(study_dir: Path, number: int, steps: int) -> Path:
     return state_dir(study_dir).resolve() / f"{number:04d}-s{steps}.pt"
 
 
-def write_json(path: Path, data: Any, indent: int | None = None) -> None:
+def write_json(path: Path, data: Any, indent: int | None = None, *, private: bool = False) -> None:
     """`data` as JSON at `path`, atomically (anything JSON cannot hold is written as its str);
-    the folder is made when missing."""
+    the folder is made when missing. `private`: readable by its owner alone (mode 0600)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(data, default=str, indent=indent)
-    write_text(path, text, path.with_name(f"{path.name}.tmp"))
+    write_text(path, text, path.with_name(f"{path.name}.tmp"), private=private)
 
 
-def write_text(path: Path, text: str, tmp: Path) -> None:
+def write_text(path: Path, text: str, tmp: Path, *, private: bool = False) -> None:
     """`text` to `path` through the temporary file `tmp` and a rename: the file whole or not
-    at all, and no temporary left behind when it cannot be written (the error is raised)."""
+    at all, and no temporary left behind when it cannot be written (the error is raised).
+    `private`: the file is made with mode 0600 (owner only) from its first byte, whatever the
+    umask or the mode of the file it replaces."""
     try:
-        tmp.write_text(text)
+        if private:
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()  # a leftover temporary keeps its mode: made anew
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as out:
+                out.write(text)
+        else:
+            tmp.write_text(text)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):

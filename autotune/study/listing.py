@@ -26,6 +26,7 @@ from autotune.study.session import driver_running
 from autotune.study.storage import open_storage, read_only, same_storage, sqlite_file
 from autotune.study.verdict import decide
 from autotune.tracking import redact
+from autotune.tracking.redaction import scrub
 
 
 @dataclass(frozen=True)
@@ -92,7 +93,7 @@ def open_existing(url: str) -> Any:
     try:
         path = sqlite_file(url)
     except Exception as e:
-        raise AutotuneError(f"{url}: not a database URL: {e}") from e
+        raise AutotuneError(f"{redact(url)}: not a database URL: {scrub(str(e), url)}") from e
     problem = sqlite_problem(path) if path is not None else None
     if problem:
         raise StudyError(f"{url}: {problem}")

@@ -18,6 +18,7 @@ from autotune.study import folder
 from autotune.study.folder import optuna_db
 from autotune.study.options import StudyOptions
 from autotune.tracking.connection import file_problem, one_line, redact
+from autotune.tracking.redaction import unencoded
 
 _HINT = "start the database or fix --storage"
 
@@ -32,15 +33,21 @@ def open_storage(url: str) -> Any:
     """An Optuna RDB storage, failing fast with the URL when it cannot be reached."""
     import optuna
 
+    _check_encoded(url)
     if url.startswith(("postgresql", "mysql")):
         check_tcp(url, what="the Optuna storage", hint=_HINT)
     try:
         return optuna.storages.RDBStorage(url, engine_kwargs=_engine_kwargs(url))
     except Exception as e:
-        raise StudyError(
-            f"cannot open the Optuna storage {redact(url)}: "
-            f"{type(e).__name__}: {str(e).splitlines()[0]}"
-        ) from e
+        raise StudyError(f"cannot open the Optuna storage {redact(url)}: {one_line(e, url)}") from e
+
+
+def _check_encoded(url: str) -> None:
+    """Refuse a storage URL whose password holds an unencoded '@' (or '/', '?', '#'): as written
+    it names another host than the one meant, with part of the password in it."""
+    problem = unencoded(url)
+    if problem is not None:
+        raise StudyError(f"cannot open the Optuna storage {problem}")
 
 
 def check_storage(url: str, study_dir: Path) -> None:
@@ -52,12 +59,13 @@ def check_storage(url: str, study_dir: Path) -> None:
     def bad(problem: str) -> StudyError:
         return StudyError(f"cannot open the Optuna storage {redact(url)}: {problem}; fix --storage")
 
+    _check_encoded(url)
     try:
         parsed = sqlalchemy.engine.make_url(url)
         dialect = parsed.get_dialect()
     except Exception as e:
         known = "use sqlite:///PATH, postgresql://HOST/DB or mysql://HOST/DB"
-        raise bad(f"not a database URL SQLAlchemy knows ({one_line(e)}); {known}") from None
+        raise bad(f"not a database URL SQLAlchemy knows ({one_line(e, url)}); {known}") from None
     if parsed.get_backend_name() != "sqlite":
         check_tcp(url, what="the Optuna storage", hint=_HINT)
         try:
@@ -170,6 +178,7 @@ def _rdb_study_names(url: str, query: str) -> list[str]:
     import sqlalchemy
     from sqlalchemy.pool import NullPool
 
+    _check_encoded(url)
     try:
         engine = sqlalchemy.create_engine(url, poolclass=NullPool, **_engine_kwargs(url))
         try:
@@ -180,7 +189,9 @@ def _rdb_study_names(url: str, query: str) -> list[str]:
         finally:
             engine.dispose()
     except Exception as e:
-        raise StudyError(f"cannot read the Optuna storage {redact(url)}: {one_line(e)}") from None
+        raise StudyError(
+            f"cannot read the Optuna storage {redact(url)}: {one_line(e, url)}"
+        ) from None
 
 
 def sqlite_file(url: str) -> Path | None:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 from autotune.errors import TrackingError
+from autotune.tracking.redaction import redact, scrub, unencoded
 from autotune.tracking.store_template import discard, keep_template, seed_new_store
 
 if TYPE_CHECKING:
@@ -23,11 +24,6 @@ if TYPE_CHECKING:
 DEFAULT_URI = "sqlite:///mlflow.db"
 
 
-_CREDENTIALS = re.compile(r"^([^:/?#]+://[^:@/]*:).*@([^@/]*(?:/.*)?)$", re.S)
-# A secret given as a query parameter (`?password=...`, libpq's `sslpassword`, a token).
-_QUERY_SECRET = re.compile(
-    r"([?&](?:password|passwd|pwd|sslpassword|token|access_token|secret|api_key)=)[^&#]*", re.I
-)
 _DB_SCHEMES = {"postgresql": 5432, "postgres": 5432, "mysql": 3306, "mariadb": 3306, "mssql": 1433}
 
 
@@ -108,16 +104,11 @@ def _unreachable(uri: str, reason: object) -> TrackingError:
     )
 
 
-def redact(uri: str) -> str:
-    """The URI (an MLflow store, a database URL) with its password, if any, as `***`; for
-    messages and records. A password may hold `@`: the host starts after the last one. A secret
-    in the query (`?password=`, `sslpassword`, a token) is hidden too."""
-    return _QUERY_SECRET.sub(r"\1***", _CREDENTIALS.sub(r"\1***@\2", uri))
-
-
-def one_line(exc: BaseException) -> str:
+def one_line(exc: BaseException, *uris: str | None) -> str:
+    """The first line of `exc`, named by its type; with every password of `uris` masked (a
+    driver's message may quote the host it tried, and with it part of a password)."""
     text = str(exc).strip().splitlines()
-    first = text[0] if text else ""
+    first = scrub(text[0], *uris) if text else ""
     return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
 
 
@@ -191,6 +182,14 @@ def _check_tcp(uri: str, host: str | None, port: int | None) -> None:
         raise _unreachable(uri, f"nothing answers on {host}:{port} ({reason})") from exc
 
 
+def _check_encoded(uri: str) -> None:
+    """Refuse a URI whose password holds an unencoded '@' (or '/', '?', '#'): as written it
+    names another host than the one meant, with part of the password in it."""
+    problem = unencoded(uri)
+    if problem is not None:
+        raise TrackingError(f"invalid tracking URI {problem}")
+
+
 def _check_http(uri: str) -> None:
     import urllib.request
 
@@ -198,7 +197,7 @@ def _check_http(uri: str) -> None:
     try:
         port = parts.port or (443 if parts.scheme.lower() == "https" else 80)
     except ValueError as exc:
-        raise TrackingError(f"invalid tracking URI {redact(uri)}: {exc}") from exc
+        raise TrackingError(f"invalid tracking URI {redact(uri)}: {scrub(str(exc), uri)}") from exc
     proxies = urllib.request.getproxies()
     via_proxy = bool(proxies.get(parts.scheme.lower()))
     if parts.hostname and via_proxy and not urllib.request.proxy_bypass(parts.hostname):
@@ -217,7 +216,7 @@ def _check_database(uri: str, client_uri: str, scheme: str) -> None:
     try:
         url = sqlalchemy.engine.make_url(client_uri)
     except Exception as exc:
-        raise TrackingError(f"invalid tracking URI {redact(uri)}: {one_line(exc)}") from exc
+        raise TrackingError(f"invalid tracking URI {redact(uri)}: {one_line(exc, uri)}") from exc
     _check_tcp(uri, url.host, url.port or _DB_SCHEMES.get(scheme))
     try:
         engine = sqlalchemy.create_engine(client_uri, poolclass=NullPool)
@@ -229,12 +228,12 @@ def _check_database(uri: str, client_uri: str, scheme: str) -> None:
             "MySQL."
         ) from exc
     except Exception as exc:
-        raise TrackingError(f"invalid tracking URI {redact(uri)}: {one_line(exc)}") from exc
+        raise TrackingError(f"invalid tracking URI {redact(uri)}: {one_line(exc, uri)}") from exc
     try:
         with engine.connect():
             pass
     except Exception as exc:
-        raise _unreachable(uri, one_line(exc)) from exc
+        raise _unreachable(uri, one_line(exc, uri)) from exc
     finally:
         engine.dispose()
 
@@ -344,6 +343,7 @@ def check_uri(uri: str) -> None:
     or a database host that answers on its port, an SQLite store whose folder exists and is
     writable (a file store: made in a folder that exists). TrackingError naming the URI when
     one fails; `connect` does the full check."""
+    _check_encoded(uri)
     scheme = uri_scheme(uri)
     problem: str | None = None
     if scheme in ("http", "https"):
@@ -353,7 +353,9 @@ def check_uri(uri: str) -> None:
         try:
             port = parts.port or _DB_SCHEMES[scheme]
         except ValueError as exc:
-            raise TrackingError(f"invalid tracking URI {redact(uri)}: {exc}") from exc
+            raise TrackingError(
+                f"invalid tracking URI {redact(uri)}: {scrub(str(exc), uri)}"
+            ) from exc
         _check_tcp(uri, parts.hostname, port)
     elif scheme == "sqlite":
         path = sqlite_path(uri)
@@ -378,6 +380,7 @@ def connect(uri: str) -> MlflowClient:
     HTTP without retries and with a short timeout, databases with a bounded TCP probe and
     connect timeout, SQLite with a check that its folder exists (it is not made) and is writable.
     """
+    _check_encoded(uri)
     scheme = uri_scheme(uri)
     probe_env: dict[str, str] = {}
     client_uri = uri
@@ -413,7 +416,7 @@ def connect(uri: str) -> MlflowClient:
     except TrackingError:
         raise
     except Exception as exc:
-        raise _unreachable(uri, one_line(exc)) from exc
+        raise _unreachable(uri, one_line(exc, uri)) from exc
     if new_file is not None and not seeded:
         keep_template(new_file)
     return client

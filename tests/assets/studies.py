@@ -71,6 +71,33 @@ def sqlite_uri(folder: Path) -> str:
     return f"sqlite:///{folder / 'mlflow.db'}"
 
 
+def pg_base() -> str:
+    """The PostgreSQL base URL of AUTOTUNE_TEST_PG (a server holding the databases
+    autotune_optuna and autotune_mlflow, as .ci/run starts it). Without it the test is
+    skipped, unless AUTOTUNE_REQUIRE_SERVICES=1 (CI), where that is a failure."""
+    import importlib.util
+
+    import pytest
+
+    base = os.environ.get("AUTOTUNE_TEST_PG", "").strip().rstrip("/")
+    if not base:
+        reason = (
+            "AUTOTUNE_TEST_PG is not set (a PostgreSQL base URL with the databases "
+            "autotune_optuna and autotune_mlflow, as .ci/run starts it)"
+        )
+        if os.environ.get("AUTOTUNE_REQUIRE_SERVICES") == "1":
+            pytest.fail(reason + " and AUTOTUNE_REQUIRE_SERVICES=1")
+        pytest.skip(reason)
+    # SQLAlchemy 2.1 maps postgresql:// to psycopg 3; with only psycopg2 installed, name it.
+    if (
+        base.startswith("postgresql://")
+        and importlib.util.find_spec("psycopg") is None
+        and importlib.util.find_spec("psycopg2") is not None
+    ):
+        base = "postgresql+psycopg2://" + base.split("://", 1)[1]
+    return base
+
+
 def new_token() -> str:
     return uuid.uuid4().hex
 

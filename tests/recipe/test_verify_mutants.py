@@ -16,6 +16,7 @@ from assets.recipes import make_recipe
 from autotune import space as sp
 from autotune.errors import WorkloadError
 from autotune.recipe import verify as vf
+from autotune.tracking import redact
 
 
 def promised(
@@ -696,6 +697,24 @@ def test_log_report_in_the_studys_own_store_is_a_child_of_its_run(
     run = client.get_run(vf.log_report(r, logged_report(), store))
     assert client.get_experiment(run.info.experiment_id).name == "autotune-verify"
     assert "mlflow.parentRunId" not in run.data.tags
+
+
+def test_log_report_to_the_studys_store_given_with_its_password_is_a_child_of_its_run(
+    store: str,
+) -> None:
+    # The recipe records the study's store redacted; the same store given with its password
+    # (`verify --tracking-uri`) is the study's own, matched by its redacted form.
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(store)
+    exp = client.create_experiment("the-study-with-a-password")
+    parent = client.create_run(exp).info.run_id
+    given = "postgresql://optuna:Hunter2SecretPW@db:5432/mlflow"
+    recorded = {"tracking_uri": redact(given), "experiment_id": exp, "study_run_id": parent}
+    r = replace(make_recipe(), source={**make_recipe().source, "mlflow": recorded})
+    run = client.get_run(vf.log_report(r, logged_report(), given, (given, client)))
+    assert run.info.experiment_id == exp
+    assert run.data.tags["mlflow.parentRunId"] == parent
 
 
 @pytest.mark.parametrize(

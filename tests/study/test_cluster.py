@@ -11,9 +11,7 @@ each run uses a study name of its own.
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
-import os
 import secrets
 import shutil
 import subprocess
@@ -41,23 +39,7 @@ STEPS = 20
 @pytest.fixture
 def pg() -> str:
     """The PostgreSQL base URL; asked for first, so that a missing server starts nothing."""
-    base = os.environ.get("AUTOTUNE_TEST_PG", "").strip().rstrip("/")
-    if not base:
-        reason = (
-            "AUTOTUNE_TEST_PG is not set (a PostgreSQL base URL with the databases "
-            "autotune_optuna and autotune_mlflow, as .ci/run starts it)"
-        )
-        if os.environ.get("AUTOTUNE_REQUIRE_SERVICES") == "1":
-            pytest.fail(reason + " and AUTOTUNE_REQUIRE_SERVICES=1")
-        pytest.skip(reason)
-    # SQLAlchemy 2.1 maps postgresql:// to psycopg 3; with only psycopg2 installed, name it.
-    if (
-        base.startswith("postgresql://")
-        and importlib.util.find_spec("psycopg") is None
-        and importlib.util.find_spec("psycopg2") is not None
-    ):
-        base = "postgresql+psycopg2://" + base.split("://", 1)[1]
-    return base
+    return h.pg_base()
 
 
 @contextlib.contextmanager

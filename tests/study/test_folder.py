@@ -70,3 +70,13 @@ def test_the_records_go_through_the_folder(tmp_path: Path) -> None:
     # without its step series, but with its loss (logged to the verification's MLflow run)
     assert slim == {"outcome": "complete", "summary": {}, "loss_series": [2.0, 1.0]}
     assert folder.read_json(folder.verify_path(tmp_path, 4, 9, 60)) == slim
+
+
+def test_a_private_write_is_the_owners_alone_even_over_a_readable_file(tmp_path: Path) -> None:
+    # study.json keeps the stores' URLs, passwords included (review: it was 0644)
+    path = tmp_path / "study.json"
+    path.write_text("{}")
+    path.chmod(0o644)
+    folder.write_json(path, {"storage": "postgresql://u:pw@h/db"}, private=True)
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert json.loads(path.read_text())["storage"] == "postgresql://u:pw@h/db"

@@ -534,8 +534,10 @@ def test_an_error_on_the_worker_is_recorded_with_its_cause(tmp_path: Path) -> No
         ("--tracking-uri", "http://127.0.0.1:9", "http://127.0.0.1:9", None),
         ("--address", "127.0.0.1:9", "127.0.0.1:9", None),
         ("--storage", "postgresql://u:p@127.0.0.1:9/x", "127.0.0.1:9", ":p@"),
+        # an unencoded '@' in the password: refused, not tried at the host 'k5@127.0.0.1'
+        ("--storage", "postgresql://u:Le@k5@127.0.0.1:9/x", "u:***@127.0.0.1:9/x", "k5"),
     ],
-    ids=["tracking", "ray", "storage"],
+    ids=["tracking", "ray", "storage", "storage-at-in-password"],
 )
 def test_unreachable_service_fails_fast(
     tmp_path: Path, option: str, value: str, named: str, hidden: str | None
