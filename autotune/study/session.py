@@ -62,8 +62,10 @@ def auth_hint() -> str:
 
 
 def check_ray_address(address: str) -> None:
+    """The cluster at `address` answers on its port; named as given (a plain host:port is not
+    shown as a Ray Client `ray://` address, which it is not)."""
     check_tcp(
-        address if "://" in address else f"ray://{address}",
+        address,
         what="the Ray cluster",
         hint="start it with `ray start --head`, or pass the head's address (host:6379) to "
         "--address / RAY_ADDRESS",

@@ -215,6 +215,8 @@ def _engine_kwargs(url: str) -> dict[str, Any]:
 
 
 def check_tcp(url: str, *, what: str, hint: str) -> None:
+    """A bounded TCP connect to the host and port of `url` (a URL, or a plain host:port, as a
+    Ray address is given); a ClusterError naming it as given when nothing answers."""
     from urllib.parse import urlparse
 
     parsed = urlparse(url if "://" in url else f"tcp://{url}")
@@ -231,6 +233,7 @@ def check_tcp(url: str, *, what: str, hint: str) -> None:
         with socket.create_connection((host, port), timeout=3):
             pass
     except OSError as e:
-        raise ClusterError(
-            f"cannot reach {what} at {host}:{port} ({redact(url)}): {e.strerror or e}; {hint}"
-        ) from e
+        # The address as the user gave it; beside the host and port tried when it says more.
+        given, tried = redact(url), f"{host}:{port}"
+        at = tried if given == tried else f"{tried} ({given})"
+        raise ClusterError(f"cannot reach {what} at {at}: {e.strerror or e}; {hint}") from e
