@@ -68,8 +68,20 @@ def format_summary(
             if pick and pick.get("number") is not None
             else ""
         )
+        + _masked_note(storage)
     )
     return "\n".join(lines)
+
+
+def _masked_note(storage: str | None) -> str:
+    """A suggested command with the storage's password masked fails as printed: say so, and
+    how to give it (the mask stays: this line is printed, logged and shared)."""
+    if not storage or redact(storage) == storage:
+        return ""
+    return (
+        " (the storage's password is masked as ***: put yours in its place, or leave it out of "
+        "the URL and set PGPASSWORD or ~/.pgpass)"
+    )
 
 
 def _pick_lines(summary: Mapping[str, Any]) -> list[str]:

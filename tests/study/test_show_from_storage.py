@@ -69,3 +69,19 @@ def test_a_home_that_is_gone_or_another_studys_is_not_used(
     out = CliRunner().invoke(app, ["show", "cl", "--storage", url])
     assert out.exit_code == 0, out.output
     assert "\ncompute: " not in out.output  # nothing to count it from: said by its absence
+
+
+def test_a_suggested_storage_whose_password_is_masked_says_so(shared: tuple[Path, str]) -> None:
+    """The "next:" line keeps the storage's password masked, so the command fails as printed:
+    it says so and how to give the password (review: `--storage postgresql://optuna:***@...`
+    was suggested as is)."""
+    folder, url = shared
+    study, space, study_dir, _ = st.find_study(str(folder))
+    summary = st.summarize(study, space, study_dir)
+    secret = "postgresql://optuna:Hunter2SecretPW@db:5432/optuna"
+    text = st.format_summary(summary, storage=secret)
+    line = next(x for x in text.splitlines() if x.startswith("next:"))
+    assert "`autotune show cl --storage postgresql://optuna:***@db:5432/optuna`" in line
+    assert "password is masked" in line and "PGPASSWORD" in line
+    assert "Hunter2SecretPW" not in text
+    assert "masked" not in st.format_summary(summary, storage=url)  # no password: as it is
