@@ -18,7 +18,7 @@ from autotune.study import folder
 from autotune.study.folder import optuna_db
 from autotune.study.options import StudyOptions
 from autotune.tracking.connection import file_problem, one_line, redact
-from autotune.tracking.redaction import unencoded
+from autotune.tracking.redaction import unencoded, without_password
 
 _HINT = "start the database or fix --storage"
 
@@ -117,11 +117,12 @@ def check_folder_storage(url: str, study_dir: Path) -> None:
 
 
 def same_storage(a: str, b: str) -> bool:
-    """The same storage URL, an SQLite file compared by its resolved path."""
+    """The same storage URL, an SQLite file compared by its resolved path, a database's without
+    its password (study.json may keep it in the URL, and the user give it through PGPASSWORD)."""
     file_a, file_b = sqlite_file(a), sqlite_file(b)
     if file_a is not None and file_b is not None:
         return file_a.resolve() == file_b.resolve()
-    return a == b
+    return without_password(a) == without_password(b)
 
 
 def check_resumable(url: str, name: str) -> None:

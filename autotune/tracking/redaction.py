@@ -48,6 +48,16 @@ def redact(uri: str) -> str:
     return _QUERY_SECRET.sub(rf"\1{MASK}", uri)
 
 
+def without_password(uri: str) -> str:
+    """`uri` with no password (`user@host`): the same store, whether its password is written in
+    the URL, masked, or given to libpq (PGPASSWORD, ~/.pgpass)."""
+    where = _userinfo(uri)
+    if where is None:
+        return uri
+    _, colon, last_at = where
+    return uri[:colon] + uri[last_at:]
+
+
 def unencoded(uri: str) -> str | None:
     """Why `uri` cannot be used as written: its password holds an unencoded '@' (SQLAlchemy and
     libpq would take the text after the first '@' for the host, and connect elsewhere with part

@@ -85,3 +85,13 @@ def test_a_suggested_storage_whose_password_is_masked_says_so(shared: tuple[Path
     assert "password is masked" in line and "PGPASSWORD" in line
     assert "Hunter2SecretPW" not in text
     assert "masked" not in st.format_summary(summary, storage=url)  # no password: as it is
+
+
+def test_the_home_is_the_studys_whether_the_password_is_in_the_url_or_not() -> None:
+    """study.json keeps the storage URL as the study was started (its password in it); the
+    user may name the same storage with the password left to libpq (PGPASSWORD, ~/.pgpass)."""
+    from autotune.study.find import _same_storage
+
+    kept = "postgresql://optuna:Hunter2SecretPW@db:5432/optuna"
+    assert _same_storage(kept, "postgresql://optuna@db:5432/optuna")
+    assert not _same_storage(kept, "postgresql://optuna@db:5432/other")

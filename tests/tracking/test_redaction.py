@@ -55,3 +55,9 @@ def test_a_recorded_masked_uri_is_matched_to_the_one_given() -> None:
     assert redaction.unredacted(recorded, "postgresql://optuna:pw@other/mlflow") is None
     assert redaction.unredacted("sqlite:///x.db") == "sqlite:///x.db"  # nothing masked
     assert redaction.unredacted(None, given) is None
+
+
+def test_the_same_store_with_its_password_in_the_url_masked_or_left_to_libpq() -> None:
+    bare = "postgresql://optuna@db:5432/optuna"
+    for uri in ("postgresql://optuna:Le%40k5@db:5432/optuna", redaction.redact(AT), bare):
+        assert redaction.without_password(uri.replace("127.0.0.1:55439", "db:5432")) == bare
