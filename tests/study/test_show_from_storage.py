@@ -90,7 +90,7 @@ def test_a_suggested_storage_whose_password_is_masked_says_so(shared: tuple[Path
 def test_the_home_is_the_studys_whether_the_password_is_in_the_url_or_not() -> None:
     """study.json keeps the storage URL as the study was started (its password in it); the
     user may name the same storage with the password left to libpq (PGPASSWORD, ~/.pgpass)."""
-    from autotune.study.find import _same_storage
+    from autotune.study.storage import same_storage as _same_storage
 
     kept = "postgresql://optuna:Hunter2SecretPW@db:5432/optuna"
     assert _same_storage(kept, "postgresql://optuna@db:5432/optuna")
