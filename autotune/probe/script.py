@@ -261,7 +261,7 @@ class ScriptSession:
         try:
             self._check(step, loss)
             values = [self._scalar(v, n) for v, n in ((loss, "loss"), (grad_norm, "grad_norm"))]
-            more = {k: script_values.number(v, k) for k, v in extra.items()}
+            more = script_values.metrics(extra)
             samples = script_values.count(samples, "samples")
             tokens = script_values.count(tokens, "tokens")
         except BadReport as e:

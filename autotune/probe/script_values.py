@@ -26,6 +26,18 @@ def number(v: Any, name: str) -> float:
     return float(v)
 
 
+def metrics(extra: dict[str, Any]) -> dict[str, float]:
+    """A report's other metrics by name, each a number (`number`). An empty or blank name is
+    refused: it names no series a user could find again (MLflow has no key for it)."""
+    for name in extra:
+        if not name.strip():
+            raise BadReport(
+                f"trial.report: a metric name is empty or blank ({name!r}): give each "
+                "metric passed by name a name with a letter, digit or sign in it"
+            )
+    return {k: number(v, k) for k, v in extra.items()}
+
+
 def at_step(e: BadReport, step: Any) -> BadReport:
     """`e` naming the step it was reported at, as the other report failures do:
     `trial.report: loss='0.5' is not a number` becomes `trial.report(step=3): ...`."""

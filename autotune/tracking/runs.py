@@ -279,7 +279,9 @@ def _log_and_close(
         series, first = partial.get("series") or {}, int(partial.get("first_step") or 0)
     else:
         series, first = summary.get("series") or {}, 0
-    log_metrics(client, run_id, series_metrics(series, now_ms, names, first))
+    points, tags = series_metrics(series, now_ms, names, first)
+    log_metrics(client, run_id, points)
+    log_entities(client, run_id, tags=tags)
     failed = str(record.get("outcome") or Outcome.FAILED) in (Outcome.FAILED, Outcome.OOM)
     status = RunStatus.FAILED if failed else RunStatus.FINISHED
     client.set_terminated(run_id, status=RunStatus.to_string(status), end_time=now_ms)

@@ -128,6 +128,16 @@ def test_a_count_no_machine_processes_in_a_step_is_a_bad_report(
     assert ok["status"] == "ok"
 
 
+@pytest.mark.parametrize("name", ["", "  "])
+def test_an_empty_or_blank_metric_name_is_a_bad_report(
+    run: Callable[..., dict[str, Any]], name: str
+) -> None:
+    """A name with nothing in it names no series: refused, not logged under a made-up key."""
+    with pytest.raises(BadReport) as e:
+        run(f"for step in range(trial.steps):\n    trial.report(step, 1.0, **{{{name!r}: 1.0}})\n")
+    assert str(e.value).startswith("trial.report(step=0): a metric name is empty or blank")
+
+
 # ----- B12: sys.exit("message") -----
 
 

@@ -93,6 +93,49 @@ def test_a_scripts_hash_and_other_metrics_reach_its_run(tmp_path: Path, store: A
     assert len(mine) == STEPS and {m.value for m in mine} == {7.0}
 
 
+NAMES_SCRIPT = f"""\
+import autotune
+
+trial = autotune.trial(steps={STEPS}, micro_batch=4)
+for step in range(trial.steps):
+    more = {{"acc@1": 1.0, "acc_1": 2.0, " a b ": 3.0, "throughput": 4.0}}
+    more["reported.throughput"] = 5.0
+    val = float("nan") if step % 2 else float("inf") if step == 4 else 0.5
+    trial.report(step, loss=2.0 / (1 + step), grad_norm=1.0, val=val, **more)
+"""
+
+
+def test_each_reported_name_has_its_own_history_with_its_nan(tmp_path: Path, store: Any) -> None:
+    """Names that MLflow would clean to one key, or to autotune's own, get a key each (the
+    renamed ones said in a tag); NaN values are logged, infinite ones counted."""
+    script = tmp_path / "train.py"
+    script.write_text(NAMES_SCRIPT)
+    cfg = ProbeConfig(workload="script:train.py", steps=STEPS, script=str(script), device="cpu")
+    summary = run_script(cfg)
+    experiment_id = tracking.ensure_experiment(store, "script-names")
+    parent = tracking.ensure_study_run(
+        store, experiment_id, "script-names", space_yaml="x", params={}, tags={}
+    )
+    run_id = tracking.log_trial(store, experiment_id, parent, "script-names", _outcome(1, summary))
+    renamed = json.loads(store.get_run(run_id).data.tags["autotune.metric_keys"])
+    assert renamed == {
+        "acc@1": "acc_1.2",
+        " a b ": "a b",
+        "throughput": "reported.throughput.2",
+    }
+    keys = {"acc_1": 2.0, "acc_1.2": 1.0, "a b": 3.0, "reported.throughput": 5.0}
+    for key, value in {**keys, "reported.throughput.2": 4.0}.items():
+        history = store.get_metric_history(run_id, key)
+        assert sorted(m.step for m in history) == list(range(STEPS)), key
+        assert {m.value for m in history} == {value}, key
+    val = {m.step: m.value for m in store.get_metric_history(run_id, "val")}
+    assert sorted(val) == [s for s in range(STEPS) if s != 4]  # step 4's inf is counted
+    assert all(math.isnan(val[s]) for s in range(1, STEPS, 2))
+    assert val[0] == 0.5
+    infinite = json.loads(store.get_run(run_id).data.tags["autotune.metric_infinite"])
+    assert infinite == {"val": 1}
+
+
 def test_verification_seeds_log_their_loss_series(tmp_path: Path, store: Any) -> None:
     """A verification seed keeps its loss series in its record, and the verification's run
     has each seed's as a metric history."""
