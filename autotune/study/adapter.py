@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune import space as sp
+from autotune.probe import applied
 from autotune.probe.outcome import Outcome
 from autotune.study import attrs as ua
 from autotune.study import signals
@@ -154,6 +155,7 @@ class Driver:
         self.lock = threading.Lock()
         self.baseline_failure: dict[str, Any] | None = None  # its record: the screen stops
         self.baseline_first_s = _first_report_s(study, study_dir)
+        self.unapplied_said = False  # `_say_unapplied`: once a session
 
     def next_config(self) -> dict[str, Any] | None:
         import optuna
@@ -216,10 +218,23 @@ class Driver:
             tell(self.study, frozen, outcome)
             self.tracking.log(outcome)
             self.progress.finished(outcome)
+            self._say_unapplied(outcome)
             if outcome["baseline"] and outcome["outcome"] == Outcome.FAILED:
                 self.baseline_failure = outcome
             elif outcome["baseline"]:
                 self.baseline_first_s = (outcome.get("summary") or {}).get("first_report_s")
+
+    def _say_unapplied(self, outcome: dict[str, Any]) -> None:
+        """Once, at the first trial whose script ran and said what applied its knobs: the
+        searched knobs it never applied (`probe.applied`), on stderr even under --quiet: the
+        study goes on searching them, and would report values for them that no trial ran."""
+        ran = (outcome.get("summary") or {}).get("script_applied")
+        if self.unapplied_said or ran is None or outcome["outcome"] == Outcome.FAILED:
+            return
+        self.unapplied_said = True
+        missing = applied.unapplied(ran, self.space.searched())
+        if missing:
+            print(f"warning: {applied.text(missing)}", file=sys.stderr, flush=True)
 
     def interrupted(self, number: int) -> None:
         self.progress.interrupted(number)

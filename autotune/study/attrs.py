@@ -37,6 +37,7 @@ STEPS_PLANNED = "autotune.steps_planned"
 CONSTRAINTS = "autotune.constraints"
 CONSTRAINT_NAMES = "autotune.constraint_names"
 LOSS_HASH = "autotune.loss_hash"  # a hash of its loss series (`identical.loss_hash`)
+SCRIPT_APPLIED = "autotune.script_applied"  # a script's: what applied its knobs
 
 # A study's attributes.
 SPACE = "autotune.space"  # the space's fingerprint: a resumed study must keep it

@@ -11,6 +11,7 @@ from typing import Any
 
 from autotune import space as sp
 from autotune.errors import one_line
+from autotune.probe import applied
 from autotune.probe.outcome import Outcome
 from autotune.recipe.seeds import ran_whole
 from autotune.study import attrs as ua
@@ -169,6 +170,8 @@ def tell(study: Any, frozen: Any, outcome: Mapping[str, Any]) -> None:
     }
     if outcome.get("knobs"):
         attrs[ua.KNOBS] = outcome["knobs"]
+    if summary.get("script_applied") is not None:  # `probe.applied`: what `show` says unapplied
+        attrs[ua.SCRIPT_APPLIED] = list(summary["script_applied"])
     if outcome.get("constraints") is not None:
         attrs[ua.CONSTRAINTS] = outcome["constraints"]
         attrs[ua.CONSTRAINT_NAMES] = outcome.get("constraint_names")  # for why_none
@@ -201,6 +204,19 @@ def tell(study: Any, frozen: Any, outcome: Mapping[str, Any]) -> None:
         # stores the trial's state before re-raising, so only a trial still RUNNING failed.
         if storage.get_trial(tid).state == optuna.trial.TrialState.RUNNING:
             raise
+
+
+def not_applied(study: Any, space: sp.Space) -> dict[str, str]:
+    """The searched knobs that no trial's script applied -> the recipe helper that applies each
+    (`probe.applied`); empty for a built-in workload, or before a script's trial has finished."""
+    seen = [
+        t.user_attrs[ua.SCRIPT_APPLIED]
+        for t in study.get_trials(deepcopy=False)
+        if ua.SCRIPT_APPLIED in t.user_attrs and ua.outcome(t) != Outcome.FAILED
+    ]
+    if not seen:
+        return {}
+    return applied.unapplied({str(a) for marks in seen for a in marks}, space.searched())
 
 
 def count_finished(study: Any) -> int:

@@ -20,7 +20,7 @@ from autotune.study.fidelity import rank_fidelity
 from autotune.study.identical import identical_losses
 from autotune.study.objectives import directions, reference, vacuous
 from autotune.study.pick import dominates
-from autotune.study.records import screen_feasible, screen_reference
+from autotune.study.records import not_applied, screen_feasible, screen_reference
 from autotune.study.verdict import pick_part
 
 
@@ -97,6 +97,9 @@ def summarize(
         "failures": failed_trials(study) + failed_seeds(study),
         "identical_losses": identical_losses(study),  # knobs differ, loss series the same
         "dropped_knobs": dict(dropped or {}),
+        # Searched knobs the script never applied (-> the helper that would): their values in
+        # the front and the pick are not what ran (`probe.applied`).
+        "not_applied": not_applied(study, space),
         "clip_norm_auto": study.user_attrs.get(ua.CLIP_NORM_AUTO),
         "study_dir": str(study_dir) if study_dir else None,
         "compute": (spent := unfinished.spent(study, space, study_dir, left)),

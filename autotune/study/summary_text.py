@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from autotune.probe import applied
 from autotune.probe.outcome import Outcome
 from autotune.recipe.paired import format_line
 from autotune.recipe.verify import format_interval
@@ -54,6 +55,8 @@ def format_summary(
     lines += _pick_lines(summary)
     if summary.get("warm_start"):
         lines.append(_warm_start_line(summary["warm_start"]))
+    if summary.get("not_applied"):
+        lines.append(f"warning: {applied.text(summary['not_applied'])}")
     for name, why in (summary.get("dropped_knobs") or {}).items():
         lines.append(f"not searched: {name} ({why})")
     if summary.get("clip_norm_auto"):
@@ -128,9 +131,7 @@ def _pick_lines(summary: Mapping[str, Any]) -> list[str]:
             f"trial {pick['number']}  "
             + (_baseline_won(summary) if base and pick["number"] == base.get("number") else "")
         )
-    lines.append(
-        head + ", ".join(f"{k}={_short(v)}" for k, v in (pick.get("params") or {}).items())
-    )
+    lines.append(head + _params(summary, pick.get("params") or {}))
     return lines
 
 
@@ -337,7 +338,7 @@ def _pareto_lines(summary: Mapping[str, Any]) -> list[str]:
     ]
     for r in summary["pareto"]:
         vals = "  ".join(f"{v:>12.4g}" for v in r["values"])
-        params = ", ".join(f"{k}={_short(v)}" for k, v in r["params"].items())
+        params = _params(summary, r["params"])
         lines.append(f"  {r['number']:>5}  {vals}  {params}")
     return lines
 
@@ -377,6 +378,14 @@ def _warm_start_line(warm: Mapping[str, Any]) -> str:
     elif warm.get("best"):
         text += ": the source's best was not matched (within 5%) in this study"
     return text
+
+
+def _params(summary: Mapping[str, Any], params: Mapping[str, Any]) -> str:
+    """A trial's knobs, each the script never applied marked so (`not_applied`)."""
+    unapplied = summary.get("not_applied") or {}
+    return ", ".join(
+        f"{k}={_short(v)}" + (" (not applied)" if k in unapplied else "") for k, v in params.items()
+    )
 
 
 def _short(v: Any) -> str:

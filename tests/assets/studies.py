@@ -361,12 +361,14 @@ def recorded_study(
     storage: str | None = None,
     metrics: list[dict[str, float]] | None = None,
     overrides: Sequence[str] = (),
+    applied: list[str] | None = None,
 ) -> Path:
     """A study as `autotune study` run in `cwd` leaves it (./autotune-studies/NAME with its
     study.json and SQLite storage, or `storage`), `finished` of its `trials` told through the
     study's own code with made-up probe results (`metrics[i]` for trial i, else a front that
     improves with every trial; no Ray, no probe, no MLflow); its folder. `overrides`: --set
-    key=value items on its space."""
+    key=value items on its space; `applied`: each trial's summary's `script_applied`, as a
+    script's trials report what applied their knobs."""
     import json
 
     from autotune import space as sp
@@ -388,6 +390,8 @@ def recorded_study(
         # As a probe reports them: every knob resolved, the workload's learning rate included.
         knobs = {"lr": 0.003, **trial.params}
         summary = {"metrics": metrics[i] if metrics else made_up, "knobs": knobs}
+        if applied is not None:
+            summary["script_applied"] = applied
         result = {"outcome": "complete", "summary": summary}
         st.tell(study, frozen, st.complete_outcome(space, frozen, result))
     meta = {"name": name, "storage": url, "tracking_uri": None, "experiment_id": None}
