@@ -14,7 +14,9 @@
 through a `MixedPrecision` plugin whose GradScaler has the scaler knobs) and the `Callback` that
 reports each optimizer step's loss (the sum of its micro-batches' `outputs["loss"]`, which
 Lightning divides by the accumulation) and gradient norm (unscaled, before clipping), and stops the
-Trainer on divergence.
+Trainer on divergence. A batch skipped by `training_step` returning None is not reported (it has
+no loss, no gradient, no update); Lightning counts it in `global_step`, so the Trainer's
+`max_steps` grows by one for each, and the trial still gets its `trial.steps` reports.
 
 `ckpt_path(trial, model)` is the state hook through Lightning's own checkpointing: in a study with
 rungs the callback saves a checkpoint (`Trainer.save_checkpoint`: model, optimizers, schedulers,
@@ -225,6 +227,8 @@ class Callback(pl.Callback):
         self._clipped: torch.Tensor | None = None
         self._scale: torch.Tensor | None = None
         self._step_before = 0
+        self._had_loss = False  # a micro-batch of this optimizer step returned a loss
+        self._next = 0  # the step the next report is of (after a continued fit's inherited)
         self._clipper: Any = None  # the recipe's clipping policy, when it clips here
 
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -237,7 +241,12 @@ class Callback(pl.Callback):
             self._clipper.replay(inherited)
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        if self.trial.inherited_grad_norms() and warn_if_data_restarts(trainer):  # continued
+        inherited = self.trial.inherited_grad_norms()
+        self._next = len(inherited)
+        # a continued fit's restored global_step counts the batches its shorter probe skipped
+        # (not reported): the Trainer runs as many more, as that probe did
+        _run_longer(trainer, trainer.global_step - self._next)
+        if inherited and warn_if_data_restarts(trainer):  # continued
             self.trial.note_continuation(
                 "the training DataLoader has no state_dict: its batches were drawn afresh, not "
                 "those the run from step 0 would see next"
@@ -272,12 +281,22 @@ class Callback(pl.Callback):
         loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
         if loss is not None:
             self._loss = self._loss + loss.detach()
+            self._had_loss = True
         if trainer.global_step == self._step_before:
             return  # a micro-batch of an accumulating step
         loss, self._loss = self._loss, 0.0
+        if not self._had_loss:
+            # every micro-batch returned None (Lightning's skip): no loss, no gradient, no
+            # update, yet Lightning counts a step. Not reported (a loss of 0 and a NaN norm
+            # would read as a divergence), and the Trainer runs one more batch, so the trial
+            # still reports its trial.steps optimizer steps.
+            _run_longer(trainer, 1)
+            return
+        self._had_loss = False
+        step, self._next = self._next, self._next + 1
         try:
             self.trial.report(
-                trainer.global_step - 1,
+                step,
                 loss=loss,
                 grad_norm=self._norm,
                 lr=self._lr,
@@ -288,9 +307,16 @@ class Callback(pl.Callback):
             trainer.should_stop = True
             return
         folder = self.trial.framework_save_dir
-        if folder is not None and trainer.global_step >= self.trial.steps:
+        if folder is not None and self._next >= self.trial.steps:
             os.makedirs(folder, exist_ok=True)
             trainer.save_checkpoint(os.path.join(folder, CKPT))
+
+
+def _run_longer(trainer: pl.Trainer, batches: int) -> None:
+    """Let the Trainer run `batches` more steps than `max_steps` said: steps it counts that
+    are not reported (skipped batches)."""
+    if batches > 0 and trainer.fit_loop.epoch_loop.max_steps >= 0:
+        trainer.fit_loop.epoch_loop.max_steps += batches
 
 
 def warn_if_data_restarts(trainer: pl.Trainer) -> bool:

@@ -38,6 +38,8 @@ class M(lightning.LightningModule):
         nn = torch.nn
         self.net = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 1))
     def training_step(self, batch, i):
+        if i == 2 and "--skip" in sys.argv:
+            return None  # Lightning's way to skip a batch
         x, y = batch
         loss = F.mse_loss(self.net(x), y)
         seen.append(float(loss))
@@ -49,7 +51,9 @@ g = torch.Generator().manual_seed(0)
 x = torch.randn(256, 8, generator=g)
 data = torch.utils.data.TensorDataset(x, x.sum(1, keepdim=True))
 trainer = lightning.Trainer(**lt.trainer_kwargs(trial))
-trainer.fit(M(), torch.utils.data.DataLoader(data, batch_size=trial.micro_batch))
+model = M()
+trainer.fit(model, torch.utils.data.DataLoader(data, batch_size=trial.micro_batch),
+            ckpt_path=lt.ckpt_path(trial, model))
 json.dump({"seen": seen, "global_step": trainer.global_step}, open("out.json", "w"))
 """
 
@@ -80,6 +84,25 @@ def test_each_optimizer_step_reports_the_sum_of_its_micro_batch_losses(fit: Any)
     # the norm before clipping (every step exceeds clip_norm 0.01 and is clipped)
     assert min(summary["series"]["grad_norm"]) > 0.01
     assert summary["metrics"]["clip_fraction"] == 1.0
+
+
+def test_a_skipped_batch_is_not_reported_and_the_trainer_runs_one_more(fit: Any) -> None:
+    summary, out = fit(steps=6, knobs={"lr": 0.01}, args=["--skip"])
+    assert summary["status"] == "ok" and summary["steps_run"] == 6
+    assert out["global_step"] == 7 and len(out["seen"]) == 6  # one batch returned None
+    assert summary["series"]["loss"] == pytest.approx(out["seen"], rel=1e-5)
+    assert all(g > 0 for g in summary["series"]["grad_norm"])  # no NaN, no 0
+
+
+def test_a_fit_continued_after_a_skipped_batch_reports_the_steps_left(
+    fit: Any, tmp_path: Path
+) -> None:
+    state = str(tmp_path / "state" / "0001-s4.pt")
+    cfg = {"knobs": {"lr": 0.01}, "args": ["--skip"], "schedule_steps": 10}
+    fit(steps=4, save_state=state, **cfg)  # its checkpoint's global_step is 5
+    summary, out = fit(steps=10, resume_from=state, **cfg)
+    assert summary["status"] == "ok" and summary["resumed_from_step"] == 4
+    assert summary["steps_run"] == 10 and out["global_step"] == 11
 
 
 def test_the_schedule_is_the_recipes_stepped_each_optimizer_step(fit: Any) -> None:
