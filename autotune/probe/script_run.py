@@ -18,6 +18,7 @@ from autotune.probe.config import ProbeConfig, Report
 from autotune.probe.first_report import GUIDE
 from autotune.probe.oom import is_oom
 from autotune.probe.script import Diverged, ScriptFailure, ScriptSession, set_current
+from autotune.probe.script_exit import summary_on_os_exit
 from autotune.probe.script_values import short_run
 
 
@@ -62,6 +63,12 @@ def run_script(
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         if before is not None:
             signal.signal(signal.SIGINT, before)
+    return _checked(cfg, session)
+
+
+def _checked(cfg: ProbeConfig, session: ScriptSession) -> dict[str, Any]:
+    """The summary of a script that has ended (returned, or called `os._exit(0)`), or the
+    failure that ends its probe instead."""
     if session.stalled is not None:  # the script caught the interrupt and ended
         raise session.stalled
     if session.failure is not None:
@@ -99,7 +106,9 @@ def _run(cfg: ProbeConfig, session: ScriptSession) -> None:
     os.chdir(folder)
     set_current(session)
     try:
-        runpy.run_path(cfg.script, run_name="__main__")
+        # os._exit(0) after the last report: the summary is made before the process ends
+        with summary_on_os_exit(lambda: _checked(cfg, session)):
+            runpy.run_path(cfg.script, run_name="__main__")
     except Diverged:
         pass  # the session has the cause
     except SystemExit as e:  # sys.exit(0) / sys.exit() is a normal end

@@ -167,6 +167,24 @@ def test_probe_runs_a_script_apart_and_reports_its_failure(tmp_path: Path) -> No
 
 
 @pytest.mark.integration
+def test_a_script_that_ends_its_process_after_its_last_report_is_complete(
+    tmp_path: Path,
+) -> None:
+    # os._exit(0) to skip a slow teardown, once every step is reported: its summary is made
+    body = """
+        for step in range(trial.steps):
+            trial.report(step, loss=1.0 / (step + 1), grad_norm=1.0)
+        os._exit(0)
+        """
+    (tmp_path / "train.py").write_text(HEAD + textwrap.dedent(body))
+    (tmp_path / "space.yaml").write_text(SPACE)
+    result = CliRunner().invoke(app, ["probe", "--space", str(tmp_path / "space.yaml"), "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert (data["status"], data["steps_run"]) == ("ok", 10)
+
+
+@pytest.mark.integration
 def test_repro_runs_a_script_apart(tmp_path: Path) -> None:
     # `repro` runs a workload in its own process by default; a script never: one that ends
     # its process is a failure of its run, not the command's silent exit 0
