@@ -259,7 +259,7 @@ class ScriptSession:
         if self.first_report_s is None and not self.state.start.step:
             self.grad_reported = grad_norm is not None
         try:
-            self._check(step, loss)
+            step = self._check(step, loss)
             values = [self._scalar(v, n) for v, n in ((loss, "loss"), (grad_norm, "grad_norm"))]
             more = script_values.metrics(extra)
             samples = script_values.count(samples, "samples")
@@ -305,13 +305,11 @@ class ScriptSession:
     def should_stop(self) -> bool:
         return self.cause is not None and self.monitor.should_stop(self.stop_early)
 
-    def _check(self, step: Any, loss: Any) -> None:
+    def _check(self, given: Any, loss: Any) -> int:
+        """The step a report names, as an int, once it is the one expected (BadReport else)."""
         if self.knobs is None:
             raise BadReport("trial.report() before autotune.trial(): call autotune.trial() first")
-        if isinstance(step, bool) or not isinstance(step, int):
-            raise BadReport(
-                f"trial.report(step={step!r}): step must be an int, the optimizer step 0, 1, 2, ..."
-            )
+        step = script_values.step_number(given)
         if self.last is None:
             if step not in (0, 1):
                 raise BadReport(f"trial.report(step={step}): the first step must be 0 (or 1)")
@@ -329,6 +327,7 @@ class ScriptSession:
         self.last = step
         if loss is None:
             raise BadReport(f"trial.report(step={step}): loss is missing (loss=...)")
+        return step
 
     def _clipped(self, clipped: Any, grad_norm: Any, one: Any) -> Any:
         """Whether clipping fired: as reported (`Trial.report` passes what `Recipe.clip_and_step`

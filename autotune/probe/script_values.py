@@ -1,5 +1,6 @@
 """The values of a training script's `trial.report`, checked (`autotune.probe.script`): a
-number is a finite (or NaN/inf, for the loss) Python or one-element tensor value; a count of
+number is a finite (or NaN/inf, for the loss) Python, NumPy real (a scalar or 0-d array) or
+one-element tensor value; a step is an int (or a NumPy integer); a count of
 samples or tokens is a finite number from 0 to MAX_COUNT; a gradient norm is never negative.
 What cannot be used raises `BadReport` with the reason. Nothing is trusted: a trial's numbers
 are checked before they become a throughput or a verdict."""
@@ -9,12 +10,36 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+
 from autotune.probe.script_errors import BadReport
 
 
+def type_name(v: Any) -> str:
+    """`v`'s type as a refusal names it: `str`, `numpy.ndarray`, `torch.Tensor`."""
+    t = type(v)
+    module = t.__module__.split(".")[0]
+    return t.__qualname__ if module == "builtins" else f"{module}.{t.__qualname__}"
+
+
+def numpy_real(v: Any) -> float | None:
+    """`v` as a float when it is a NumPy real number: a scalar (`np.float32(0.5)`,
+    `np.int64(3)`, what `.mean()` and `.item()`-less code hand over) or a 0-d array of one;
+    None for anything else (a NumPy bool is no number: a flag reported by mistake)."""
+    if isinstance(v, np.ndarray) and v.ndim == 0:
+        v = v[()]
+    if isinstance(v, (np.floating, np.integer)):
+        return float(v)
+    return None
+
+
 def number(v: Any, name: str) -> float:
-    """`v` as a float: a Python int/float or a one-element tensor (BadReport otherwise)."""
+    """`v` as a float: a Python int/float, a NumPy real scalar (or 0-d array) or a one-element
+    tensor (BadReport otherwise, naming its type)."""
     if isinstance(v, bool) or not isinstance(v, (int, float)):
+        n = numpy_real(v)
+        if n is not None:
+            return n
         try:
             import torch
 
@@ -22,7 +47,7 @@ def number(v: Any, name: str) -> float:
                 return float(v)
         except ImportError:  # pragma: no cover
             pass
-        raise BadReport(f"trial.report: {name}={v!r} is not a number")
+        raise BadReport(f"trial.report: {name}={v!r} is not a number (a {type_name(v)})")
     return float(v)
 
 
@@ -36,6 +61,21 @@ def metrics(extra: dict[str, Any]) -> dict[str, float]:
                 "metric passed by name a name with a letter, digit or sign in it"
             )
     return {k: number(v, k) for k, v in extra.items()}
+
+
+def step_number(step: Any) -> int:
+    """The optimizer step a report names, as an int: a Python int, a NumPy integer scalar or a
+    0-d integer array (BadReport otherwise, naming its type: a float step, a bool, a tensor)."""
+    if isinstance(step, np.ndarray) and step.ndim == 0:
+        step = step[()]
+    if isinstance(step, np.integer):
+        return int(step)
+    if isinstance(step, bool) or not isinstance(step, int):
+        raise BadReport(
+            f"trial.report(step={step!r}): step must be an int, the optimizer step 0, 1, 2, "
+            f"..., not a {type_name(step)}"
+        )
+    return int(step)
 
 
 def at_step(e: BadReport, step: Any) -> BadReport:
@@ -101,6 +141,9 @@ def nonfinite_now(v: Any) -> bool:
     fetch, as the built-in loop's are."""
     if isinstance(v, (int, float)):
         return not math.isfinite(v)
+    n = numpy_real(v)
+    if n is not None:
+        return not math.isfinite(n)
     try:
         import torch
     except ImportError:  # pragma: no cover

@@ -89,5 +89,5 @@ def test_a_value_that_is_not_a_number_names_its_step(run: Callable[..., dict[str
     body = "trial.report(0, loss=1.0)\ntrial.report(1, loss='0.5')\n"
     with pytest.raises(BadReport) as e:
         run(body, steps=3)
-    assert str(e.value) == "trial.report(step=1): loss='0.5' is not a number"
+    assert str(e.value) == "trial.report(step=1): loss='0.5' is not a number (a str)"
     assert e.value.cause == "bad_report"
