@@ -220,13 +220,9 @@ def repro(
     if result["reproducible"] is False:
         raise typer.Exit(1)
     if result["reproducible"] is None and result["bitwise_equal"]:  # --seeds: no effect
-        typer.echo(
-            "autotune: the runs on seeds "
-            f"{', '.join(str(s) for s in seed_list or [])} are identical: the workload "
-            "ignores its seed, so runs over seeds (verification, the paired verdicts) measure "
-            "nothing of the noise",
-            err=True,
-        )
+        from autotune.recipe.seed_effect import ignored_text
+
+        typer.echo(f"autotune: {ignored_text(seed_list or [])}", err=True)
         raise typer.Exit(1)
 
 

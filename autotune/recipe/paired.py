@@ -32,6 +32,7 @@ from typing import Any
 from autotune.knobs import HARDWARE_METRICS
 from autotune.probe.outcome import Outcome
 from autotune.recipe.intervals import same_seed_intervals
+from autotune.recipe.seed_effect import ignored_text
 from autotune.recipe.seeds import (
     TIMED,
     finite_pairs,
@@ -115,11 +116,36 @@ def compare(
     """The paired verdict of `mine` against `base` (both `seeds.summarize_seeds` results at the
     same length); `metrics`: (metric, direction) pairs to compare; `same`: `mine` is the
     baseline itself. Each side's interval of a metric is the one its own summary reports
-    wherever the paired values are over the same seeds (`intervals.same_seed_intervals`)."""
+    wherever the paired values are over the same seeds (`intervals.same_seed_intervals`).
+    Seeds whose runs are identical (`seed_effect`) give no verdict: `not compared`, said why."""
+    ignored = _seed_ignored(mine, base)
+    if ignored is not None:
+        return ignored
     out = _compare(mine, base, metrics, same=same)
     if mine is not None and base is not None and not same:
         out = same_seed_intervals(out, mine, base)
     return out
+
+
+def _seed_ignored(
+    mine: Mapping[str, Any] | None, base: Mapping[str, Any] | None
+) -> dict[str, Any] | None:
+    """The verdict when either side's seeds ran identically (the workload ignores its seed):
+    zero-width intervals whose ratio would read as a certain difference, no evidence at all.
+    None when the seeds varied (or a side did not run)."""
+    for side in (mine, base):
+        seeds = list((side or {}).get("seed_ignored") or [])
+        if seeds:
+            both = [s for s in _by_seed(mine or {}) if s in _by_seed(base or {})]
+            return {
+                "verdict": "not compared",
+                "seeds": both,
+                "metrics": {},
+                "diverged": None,
+                "seed_ignored": seeds,
+                "why": f"no verdict: {ignored_text(seeds)}",
+            }
+    return None
 
 
 def _compare(
@@ -354,8 +380,9 @@ def verify_problems(report: Mapping[str, Any]) -> list[str]:
     """Why `autotune verify` says a recipe is not as promised (exit 1); empty when it is.
     A recipe that diverged on every seed, broke its promise on a metric or on divergence, or
     loses to the baseline by the paired comparison (diverged on more seeds, or worse on the
-    final loss or a stability objective) is not as promised. Hardware metrics (throughput,
-    memory) are the machine's and its load's: printed, never a reason here."""
+    final loss or a stability objective), or whose seeds all ran identically (the workload
+    ignores its seed: nothing was verified over them) is not as promised. Hardware metrics
+    (throughput, memory) are the machine's and its load's: printed, never a reason here."""
     out = []
     rec = report.get("recipe_result") or {}
     if rec.get("n") and rec.get("diverged_share") == 1.0:
@@ -368,6 +395,8 @@ def verify_problems(report: Mapping[str, Any]) -> list[str]:
         ):
             out.append(f"{p['metric']}: {p['verdict']}")
     vs = report.get("vs_baseline") or {}
+    if vs.get("seed_ignored"):  # every seed replayed one run: nothing was verified over seeds
+        out.append(ignored_text(vs["seed_ignored"]))
     div = vs.get("diverged") or {}
     lost = [m for m in vs.get("worse_on") or [] if m not in HARDWARE_METRICS]
     if div and div["pick_seeds"] > div["baseline_seeds"]:

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from autotune.probe.outcome import Outcome
+from autotune.recipe.seed_effect import identical_seeds
 
 # Quantities that cannot be zero or negative: their intervals are taken on the log scale.
 from autotune.space.schema import POSITIVE_METRICS
@@ -250,6 +251,8 @@ def summarize_seeds(
     n = len(runs)
     return {
         "n": n,
+        # the seeds, when their runs are identical: the workload ignores its seed
+        "seed_ignored": identical_seeds(runs),
         "seeds": [r.get("seed") for r in runs],
         "diverged_share": (len(diverged) / n) if n else None,
         "failed": len(failed),

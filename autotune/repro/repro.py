@@ -36,6 +36,7 @@ import yaml
 from autotune import outfile
 from autotune import space as sp
 from autotune.errors import RecipeError, ReproError, SpaceError, WorkloadError
+from autotune.probe.series_equal import compare_run_series
 from autotune.space import yaml_reader
 
 __all__ = ["SERIES", "compare_run_series", "format_repro", "load_space", "run_repro"]
@@ -195,42 +196,6 @@ def run_repro(
         "series": series,
         "bitwise_equal": identical,
         "reproducible": identical if same_seed else None,
-    }
-
-
-def compare_run_series(runs: Sequence[Sequence[float | None]]) -> dict[str, Any]:
-    """Compare each run's series with the first, step by step.
-
-    Two values are equal when their float64 bits are (a NaN equals a NaN of the same bits).
-    Returns `bitwise_equal`, `steps` (compared: the shortest run), `length_mismatch`,
-    `differing_steps`, `first_diff_step`, `max_abs_diff` (over steps where both are finite;
-    None when a difference is only in non-finite values) and `per_step_max_abs` (per step, the
-    largest difference of any run from the first; inf where only one side is finite).
-    """
-    arrays = [np.array([np.nan if v is None else v for v in r], dtype=np.float64) for r in runs]
-    n = min(a.size for a in arrays)
-    ref = arrays[0][:n]
-    differs = np.zeros(n, dtype=bool)
-    per_step = np.zeros(n, dtype=np.float64)
-    for other in arrays[1:]:
-        o = other[:n]
-        differs |= ref.view(np.int64) != o.view(np.int64)
-        finite = np.isfinite(ref) & np.isfinite(o)
-        gap = np.where(finite, np.abs(ref - o), np.where(np.isnan(ref) & np.isnan(o), 0.0, np.inf))
-        gap = np.where(ref.view(np.int64) == o.view(np.int64), 0.0, gap)
-        per_step = np.maximum(per_step, gap)
-    length_mismatch = len({a.size for a in arrays}) > 1
-    idx = np.flatnonzero(differs)
-    finite_gaps = per_step[np.isfinite(per_step)]
-    return {
-        "bitwise_equal": not idx.size and not length_mismatch,
-        "steps": int(n),
-        "lengths": [int(a.size) for a in arrays],
-        "length_mismatch": length_mismatch,
-        "differing_steps": int(idx.size),
-        "first_diff_step": int(idx[0]) if idx.size else None,
-        "max_abs_diff": float(finite_gaps.max()) if finite_gaps.size else None,
-        "per_step_max_abs": [float(x) if np.isfinite(x) else None for x in per_step],
     }
 
 
