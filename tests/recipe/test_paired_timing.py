@@ -7,7 +7,10 @@ two reads as a throughput difference. `paired.compare` leaves such pairs out of 
 
 from __future__ import annotations
 
+import math
 from typing import Any
+
+import pytest
 
 from autotune.recipe import paired
 from autotune.recipe.seeds import summarize_seeds, timing_group, timing_where
@@ -96,3 +99,27 @@ def test_only_the_seeds_timed_together_pair_a_timed_metric() -> None:
     assert row["difference"]["n"] == 2
     assert row["verdict"] == "worse", "two seeds timed together, 10% slower on both"
     assert "seed [3]" in row["apart"]
+
+
+def test_the_level_is_the_same_whether_throughput_was_timed_apart_or_together() -> None:
+    """A review: a study (the baseline's seeds beside the top rung) read the pick's final loss
+    BETTER at 97.5% ("2 metrics compared"), `autotune verify` of the same final losses (timed
+    interleaved) NO DETECTABLE DIFFERENCE at 98.3% ("3 metrics compared"): the timed metric
+    left the study's family. It counts in both, so the same losses give one verdict."""
+    shift = [math.exp(-0.105), math.exp(-0.08), math.exp(-0.055)]  # x0.90, x0.92, x0.95
+    apart = paired.compare(
+        runs(shift, SLOWER, [VERIFICATION] * 3), runs([1.0] * 3, BASE_SPEED, [BESIDE] * 3), METRICS
+    )
+    together = paired.compare(
+        runs(shift, SLOWER, [None] * 3), runs([1.0] * 3, BASE_SPEED, [None] * 3), METRICS
+    )
+    assert apart["metrics"]["throughput"]["verdict"] == "not compared"
+    assert apart["level"] == together["level"] == pytest.approx(0.975)
+    fl_apart, fl_together = apart["metrics"]["final_loss"], together["metrics"]["final_loss"]
+    assert fl_apart["ratio"] == fl_together["ratio"]
+    assert fl_apart["verdict"] == fl_together["verdict"] == "no detectable difference"
+    line = paired.format_line(apart)
+    assert line.endswith(
+        "(each metric's interval at 97.5%: 2 metrics measured on both sides, 1 compared)"
+    ), line
+    assert paired.format_line(together).endswith("97.5%: 2 metrics compared)")
