@@ -20,6 +20,7 @@ from typing import Any
 from autotune import space as sp
 from autotune.study import attrs as ua
 from autotune.study.compute import study_compute
+from autotune.study.failures import failed_trials
 from autotune.study.records import count_finished
 from autotune.study.rungs import pending as rungs_pending
 from autotune.study.rungs import plan
@@ -33,8 +34,9 @@ def state(study: Any, space: sp.Space, running: str | None = None) -> dict[str, 
     """None for a finished study whose driver is not running; else `phase` (the first phase
     with work left, None when only the driver still runs), `trials_finished`, `trials_planned`,
     `rung_probes` (the rung probes recorded at the current rungs: a driver stopped mid-rung ran
-    some), `unverified` (with the verification pending: the trials it has still to verify) and
-    `driver` (who runs it now, `session.driver_running`; None: nobody)."""
+    some), `unverified` (with the verification pending: the trials it has still to verify),
+    `driver` (who runs it now, `session.driver_running`; None: nobody) and `baseline_failed`
+    (its baseline failed: the study stopped there, and running it again stops there too)."""
     finished, planned = count_finished(study), int(space.budget.trials)
     phase: str | None = None
     unverified: list[int] = []
@@ -54,6 +56,7 @@ def state(study: Any, space: sp.Space, running: str | None = None) -> dict[str, 
         "rung_probes": _rung_probes(study, space),
         "unverified": unverified,
         "driver": running,
+        "baseline_failed": any(r["baseline"] for r in failed_trials(study)),
     }
 
 
@@ -93,6 +96,15 @@ def text(left: Mapping[str, Any] | None, screen_steps: int, target_steps: int) -
     if not phase:
         return None
     again = "run the same `autotune study` command again to finish it"
+    if left.get("baseline_failed"):
+        # Run again, it stops at the same failed baseline (`driver.stop_if_baseline_failed`):
+        # the advice is the error's, not "run it again".
+        return (
+            f"was stopped before it finished: {left['trials_finished']} of "
+            f"{left['trials_planned']} trials ran, and its baseline failed, so nothing can be "
+            "judged against it (running it again stops there too: fix the job, then start the "
+            "study afresh, after removing its folder or under another name)"
+        )
     if phase == "screen":
         return (
             f"was stopped before it finished: {left['trials_finished']} of "

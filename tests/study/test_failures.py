@@ -88,6 +88,9 @@ def test_a_failed_baseline_stops_the_study_at_once_with_its_message(
     assert "--set name=s-2" in result.stderr and "Traceback" not in result.stderr
     assert f"baseline   0  failed (exception): {MISSING}" in result.stdout  # its console line
     assert "interrupted" not in result.stderr
+    # one instruction: the summary does not say "run it again" above the error's "afresh"
+    assert "and its baseline failed" in result.stdout, h.explain(result)
+    assert "again to finish it" not in result.stdout, h.explain(result)
     rec = record(tmp_path, 0)
     assert rec["outcome"] == "failed" and rec["error"] == MISSING
     assert "wandb_is_not_installed_here" in rec["log_tail"]  # the traceback stays in the log

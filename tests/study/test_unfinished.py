@@ -117,3 +117,23 @@ def test_a_budget_lowered_below_the_trials_done_is_said_plainly(tmp_path: Path) 
     assert said == ["study b: 4 trials done, the budget is 2"], said
     text = st.format_summary(st.summarize(study, lowered, study_dir))
     assert "study b: 4 trials (budget 2) — " in text and "4/2" not in text, text
+
+
+def test_a_study_whose_baseline_failed_is_not_told_to_run_again(tmp_path: Path) -> None:
+    """A review: a study with budget.trials 2 whose baseline failed said "stopped before it
+    finished: 1 of 2 trials ran ... (run the same `autotune study` command again to finish
+    it)" above the error's "Fix the job, then start the study afresh"; run again, it stopped at
+    the same baseline. The summary gives the error's advice, not "run it again"."""
+    h.recorded_study(tmp_path, "f", trials=2, finished=0)
+    study, space, study_dir, _ = find_study(str(st.study_dir_for("f", tmp_path)))
+    trial = study.ask()
+    assert trial.user_attrs.get(ua.BASELINE)
+    frozen = study._storage.get_trial(trial._trial_id)
+    failed = {"outcome": "failed", "cause": "exception", "error": "RuntimeError: boom"}
+    st.tell(study, frozen, st.complete_outcome(space, frozen, failed))
+    left = st.summarize(study, space, study_dir)["unfinished"]
+    assert left["phase"] == "screen" and left["baseline_failed"] is True, left
+    text = st.format_summary(st.summarize(study, space, study_dir))
+    said = text.split("study f was stopped before it finished: ")[1].split("\n")[0]
+    assert said.startswith("1 of 2 trials ran, and its baseline failed"), said
+    assert "start the study afresh" in said and "again to finish it" not in text, text
