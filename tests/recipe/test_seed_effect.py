@@ -7,9 +7,15 @@ said in repro's words."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
+import pytest
+from assets.recipes import make_recipe
+
 from autotune.recipe import paired
+from autotune.recipe import verify as vf
 from autotune.recipe.seeds import summarize_seeds
 
 COMPARED = [("final_loss", "minimize"), ("noise_per_drop", "minimize")]
@@ -79,3 +85,39 @@ def test_one_seed_or_a_study_seed_stored_without_its_series_says_nothing() -> No
     # a study's verification seed keeps its loss as `loss_series` beside a slimmed summary
     slim = [{**r, "loss_series": [2.0, 1.0]} for r in runs]
     assert summarize_seeds(slim)["seed_ignored"] == [1, 2]
+
+
+# A user's script that seeds torch itself, as many do: every seed replays one run.
+OWN_SEED = """
+import torch
+import autotune
+
+trial = autotune.trial(steps=10, micro_batch=8, lr=3e-2)
+torch.manual_seed(1234)
+x = torch.randn(256, 4)
+y = x.sum(1, keepdim=True) + 0.1 * torch.randn(256, 1)
+model = torch.nn.Linear(4, 1)
+opt = trial.recipe.optimizer(model.parameters())
+for step in range(trial.steps):
+    i = torch.randint(0, 256, (trial.micro_batch,))
+    loss = torch.nn.functional.mse_loss(model(x[i]), y[i])
+    loss.backward()
+    trial.report(step, loss=loss, grad_norm=trial.recipe.clip_and_step(opt, None))
+"""
+
+
+@pytest.mark.integration
+def test_verify_of_a_script_that_ignores_its_seed_gives_no_verdict(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text(OWN_SEED)
+    recipe = replace(
+        make_recipe(clip_norm=0.5),
+        workload={"script": str(tmp_path / "train.py")},
+        micro_batch=8,
+        probe={"steps": 10, "seed": 0},
+    )
+    report = vf.verify_recipe(recipe, seeds=2, timeout_s=120, threads=1, quiet=True)
+    assert report["recipe_result"]["seed_ignored"] == [1, 2], report["recipe_result"]
+    vs = report["vs_baseline"]
+    assert vs["verdict"] == "not compared" and vs["seed_ignored"] == [1, 2], vs
+    assert "the workload ignores its seed" in vf.format_report(report)
+    assert any("ignores its seed" in p for p in paired.verify_problems(report))
