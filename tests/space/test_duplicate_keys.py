@@ -94,7 +94,7 @@ def test_check_prints_one_line_and_exits_2(tmp_path: Path) -> None:
 KEYS = st.text(alphabet="abcxyz_", min_size=1, max_size=4)
 
 
-@settings(max_examples=150, deadline=2000)
+@settings(max_examples=150, deadline=10_000)
 @given(st.lists(st.tuples(KEYS, st.integers(0, 9)), min_size=1, max_size=8))
 def test_a_mapping_loads_exactly_when_its_keys_are_distinct(pairs: list[tuple[str, int]]) -> None:
     text = "".join(f"{k}: {v}\n" for k, v in pairs)
@@ -133,7 +133,7 @@ def _spellings(x: float, kind: str) -> list[object]:
     return [*out, int(x)] if kind == "int" else out
 
 
-@settings(max_examples=150, deadline=2000)
+@settings(max_examples=150, deadline=10_000)
 @given(name=st.sampled_from(sorted(POOLS)), data=st.data())
 def test_choices_are_duplicates_when_their_numbers_are(name: str, data: st.DataObject) -> None:
     kind = sp.KNOBS[name].kind
