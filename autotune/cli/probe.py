@@ -194,7 +194,7 @@ def probe(
     """Run one probe of the space, by default its baseline (a study's trial 0), with a trial's
     CPU threads."""
     from autotune import space as sp
-    from autotune.process import memory_limit
+    from autotune.process import leftovers, memory_limit
     from autotune.process.entry import run_here as run_probe
     from autotune.process.launcher import ProbeFailed
     from autotune.study import check_workload
@@ -222,7 +222,9 @@ def probe(
     # With --json, stdout is the JSON alone: what the workload prints (a script's own log
     # lines, a Trainer's dicts) goes to stderr, from this process and any it starts.
     failed = None
-    with _stdout_to_stderr() if as_json else contextlib.nullcontext():
+    # What the probe leaves running (a workload's helper) is ended with it: it would hold this
+    # command's output open (`autotune probe ... | grep` waiting for it) and the machine's cores.
+    with leftovers.ended(), _stdout_to_stderr() if as_json else contextlib.nullcontext():
         try:
             tty = not as_json and sys.stderr.isatty()
             result = _run_probe_cli(run_probe, cfg, progress=tty, apart=apart)

@@ -8,7 +8,10 @@ study, or the CLI) and:
   process per rank, with RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, the thread count
   and the trial's environment knobs in its environment before Python starts (NCCL/RCCL read them
   once per process). The ranks stay in the launcher's process group: a trial timeout that kills
-  the group kills them too, and each rank also dies with the launcher (PR_SET_PDEATHSIG);
+  the group kills them too, and each rank also dies with the launcher (PR_SET_PDEATHSIG). What a
+  rank leaves running when it ends (a helper it started, holding the rank's log pipe open) is
+  adopted by the launcher and ended (`autotune.process.leftovers`): the probe ends when its ranks
+  do, as a one-process probe does;
 * relays rank 0's reports (start, telemetry, oom) and combines every rank's summary into one;
   each rank reports on a channel of its own (`autotune.process.channel`), its output is its log;
 * watches the ranks: a failed rank gets the others killed after a short grace, and a rank that
@@ -34,17 +37,13 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from autotune.probe import ProbeConfig, Report, run_probe
-from autotune.process import channel as report_channel
-from autotune.process.env import process_env
-from autotune.process.spawn import die_with_parent, python_module
-
-if TYPE_CHECKING:
-    pass
-
 from autotune.probe.summary import ProbeStatus
+from autotune.process import channel as report_channel
+from autotune.process import leftovers
+from autotune.process.env import process_env
 from autotune.process.ranks import (
     COMM_CAUSES,
     COMM_TIMEOUT_ENV,
@@ -53,13 +52,10 @@ from autotune.process.ranks import (
     RankFailure,
     comm_timeout_s,
 )
+from autotune.process.spawn import die_with_parent, python_module
 
 FAILURE_GRACE_S = 3.0  # after one rank fails, the others get this long to report, then SIGKILL
-
-
 SCALING_MIN_STEPS = 20  # the one-process run of measure_scaling: max(20, steps / 4) steps
-
-
 TAIL_LINES = 40
 
 
@@ -193,6 +189,7 @@ class _Rank:
     summary: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
     streams: int = 2  # its log and its report channel, until each has ended
+    log_reader: threading.Thread | None = None
     eof: bool = False
     exited_at: float = 0.0
     killed: bool = False  # by the launcher: its exit is not a failure of its own
@@ -238,6 +235,8 @@ def _run_ranks(cfg: ProbeConfig, emit: Report) -> dict[str, Any]:
         path = f.name
     q: queue.Queue[tuple[int, str, Any]] = queue.Queue()
     ranks: list[_Rank] = []
+    was = leftovers.adopt_orphans()  # the ranks' orphans: this process's, to be ended
+    before = leftovers.children()  # not the ranks'
     try:
         for r in range(world):
             channel = report_channel.Channel()
@@ -258,21 +257,37 @@ def _run_ranks(cfg: ProbeConfig, emit: Report) -> dict[str, Any]:
                 channel.close()
                 raise
             channel.close_child_end()
-            ranks.append(_Rank(proc))
-            threading.Thread(target=_read_log, args=(r, proc, q), daemon=True).start()
+            reader = threading.Thread(target=_read_log, args=(r, proc, q), daemon=True)
+            ranks.append(_Rank(proc, log_reader=reader))
+            reader.start()
             threading.Thread(target=_read_reports, args=(r, channel, q), daemon=True).start()
-        failures = _supervise(ranks, q, emit, timeout)
+
+        def end_left() -> None:  # what the ended ranks left running (a live rank is kept)
+            leftovers.end_children(before | {rk.proc.pid for rk in ranks})
+
+        failures = _supervise(ranks, q, emit, timeout, end_left)
     finally:
         for rk in ranks:
             _stop_rank(rk)
         for rk in ranks:
             rk.proc.wait()
-            if rk.proc.stdout is not None:
-                rk.proc.stdout.close()
+        leftovers.end_children(before)
+        leftovers.adopt_orphans(was)
+        for rk in ranks:
+            _close_log(rk)
         with contextlib.suppress(OSError):
             os.unlink(path)
         del store
     return _combine(cfg, ranks, failures)
+
+
+def _close_log(rk: _Rank) -> None:
+    """Close the rank's log once read to its end. A process that left with `setsid` may hold
+    it open: closing it then would wait for the reader's lock for ever (it ends with the pipe)."""
+    assert rk.log_reader is not None and rk.proc.stdout is not None
+    rk.log_reader.join(timeout=1.0)
+    if not rk.log_reader.is_alive():
+        rk.proc.stdout.close()
 
 
 def _stop_rank(rk: _Rank) -> None:
@@ -283,10 +298,14 @@ def _stop_rank(rk: _Rank) -> None:
 
 
 def _supervise(
-    ranks: list[_Rank], q: queue.Queue[tuple[int, str, Any]], emit: Report, timeout: float
+    ranks: list[_Rank],
+    q: queue.Queue[tuple[int, str, Any]],
+    emit: Report,
+    timeout: float,
+    end_left: Callable[[], None],
 ) -> list[_Failure]:
-    """Read every rank until all have ended; kill them all once one has failed (after a grace)
-    or when the all-reduce check outlasts the communication timeout."""
+    """Read every rank until all have ended (`end_left()` as each does); kill them all once one
+    has failed (after a grace) or when the all-reduce check outlasts the communication timeout."""
     failures: list[_Failure] = []
     check_deadline: float | None = None
     exited: set[int] = set()
@@ -303,7 +322,7 @@ def _supervise(
             if _on_message(ranks, r, kind, payload, emit, fail):
                 check_deadline = time.monotonic() + timeout + FAILURE_GRACE_S
         now = time.monotonic()
-        _reap(ranks, exited, now, fail)
+        _reap(ranks, exited, now, fail, end_left)
         if (
             check_deadline is not None
             and now > check_deadline
@@ -369,12 +388,16 @@ def _reap(
     exited: set[int],
     now: float,
     fail: Callable[[int | None, str, str], None],
+    end_left: Callable[[], None],
 ) -> None:
     """Note the ranks that have ended; one that died without a report is a failure."""
     for r, rk in enumerate(ranks):
         rc = rk.proc.poll()
-        if rc is not None and not rk.eof:  # a child holding its stdout: stop waiting
-            rk.exited_at = rk.exited_at or now
+        if rc is not None and not rk.eof:
+            if not rk.exited_at:  # a helper it started may hold its log open: ended
+                rk.exited_at = now
+                end_left()
+            # one that left with setsid escapes that: stop waiting for its log's end
             rk.eof = now > rk.exited_at + FAILURE_GRACE_S
         if rc is None or r in exited or not rk.eof:
             continue
