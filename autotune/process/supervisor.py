@@ -390,7 +390,8 @@ def _reap(
     fail: Callable[[int | None, str, str], None],
     end_left: Callable[[], None],
 ) -> None:
-    """Note the ranks that have ended; one that died without a report is a failure."""
+    """Note the ranks that have ended; one that ended without a report is a failure, whatever
+    its exit status (a workload's os._exit(0) included: the others' errors follow from it)."""
     for r, rk in enumerate(ranks):
         rc = rk.proc.poll()
         if rc is not None and not rk.eof:
@@ -402,7 +403,7 @@ def _reap(
         if rc is None or r in exited or not rk.eof:
             continue
         exited.add(r)
-        if rc != 0 and not rk.killed and rk.error is None and rk.summary is None:
+        if not rk.killed and rk.error is None and rk.summary is None:
             fail(r, *_death(r, rc, rk.tail))
 
 
@@ -415,10 +416,10 @@ def _death(r: int, rc: int, tail: deque[str]) -> tuple[str, str]:
             return "comm_hang", f"rank {r} died from {name} after a collective timed out"
         killed = sig in (signal.SIGKILL, signal.SIGTERM)
         return ("killed" if killed else "crash"), f"rank {r} died from {name}"
-    closed = report_channel.closed_cause("\n".join(tail))
-    return "crash", f"rank {r} exited with status {rc} without a summary" + (
-        f": {closed}" if closed else ""
-    )
+    why = report_channel.closed_cause("\n".join(tail))
+    early = " (the workload ended the process early)" if rc == 0 else ""
+    closed = f": {why}" if why else ""
+    return "crash", f"rank {r} exited with status {rc} without a summary{early}{closed}"
 
 
 def _error_text(r: int, err: Mapping[str, Any]) -> str:
