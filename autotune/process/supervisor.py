@@ -27,14 +27,13 @@ import dataclasses
 import json
 import os
 import queue
-import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -44,6 +43,7 @@ from autotune.probe.summary import ProbeStatus
 from autotune.process import channel as report_channel
 from autotune.process import leftovers
 from autotune.process.env import process_env
+from autotune.process.rank_failures import Failure, death, error_text, named, root
 from autotune.process.ranks import (
     COMM_CAUSES,
     COMM_TIMEOUT_ENV,
@@ -57,9 +57,6 @@ from autotune.process.spawn import die_with_parent, python_module
 FAILURE_GRACE_S = 3.0  # after one rank fails, the others get this long to report, then SIGKILL
 SCALING_MIN_STEPS = 20  # the one-process run of measure_scaling: max(20, steps / 4) steps
 TAIL_LINES = 40
-
-
-_CAUSE_RANK = {"comm_incorrect": 0, "comm_hang": 1, "oom": 2, "killed": 3, "crash": 3}
 
 
 def launch(cfg: ProbeConfig, emit: Report) -> dict[str, Any]:
@@ -195,14 +192,6 @@ class _Rank:
     killed: bool = False  # by the launcher: its exit is not a failure of its own
 
 
-@dataclass
-class _Failure:
-    at: float
-    rank: int | None
-    cause: str
-    message: str
-
-
 def _read_log(r: int, proc: subprocess.Popen[str], q: queue.Queue[tuple[int, str, Any]]) -> None:
     assert proc.stdout is not None
     for line in proc.stdout:
@@ -303,15 +292,15 @@ def _supervise(
     emit: Report,
     timeout: float,
     end_left: Callable[[], None],
-) -> list[_Failure]:
+) -> list[Failure]:
     """Read every rank until all have ended (`end_left()` as each does); kill them all once one
     has failed (after a grace) or when the all-reduce check outlasts the communication timeout."""
-    failures: list[_Failure] = []
+    failures: list[Failure] = []
     check_deadline: float | None = None
     exited: set[int] = set()
 
     def fail(r: int | None, cause: str, message: str) -> None:
-        failures.append(_Failure(time.monotonic(), r, cause, message))
+        failures.append(Failure(time.monotonic(), r, cause, message))
 
     while not all(rk.eof and rk.proc.poll() is not None for rk in ranks):
         try:
@@ -375,7 +364,7 @@ def _on_message(
             fail(r, "oom", "out of memory")
     elif event == "error":
         rk.error = payload
-        fail(r, payload.get("cause") or "exception", _error_text(r, payload))
+        fail(r, payload.get("cause") or "exception", error_text(r, payload))
         if payload.get("traceback"):
             sys.stderr.write(f"[rank {r}] {payload['traceback']}\n")
     elif r == 0:
@@ -404,29 +393,10 @@ def _reap(
             continue
         exited.add(r)
         if not rk.killed and rk.error is None and rk.summary is None:
-            fail(r, *_death(r, rc, rk.tail))
+            fail(r, *death(r, rc, rk.tail))
 
 
-def _death(r: int, rc: int, tail: deque[str]) -> tuple[str, str]:
-    if rc < 0:
-        sig = -rc
-        name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
-        text = "\n".join(tail).lower()
-        if "timeout" in text or "timed out" in text:  # the NCCL watchdog aborts on a timeout
-            return "comm_hang", f"rank {r} died from {name} after a collective timed out"
-        killed = sig in (signal.SIGKILL, signal.SIGTERM)
-        return ("killed" if killed else "crash"), f"rank {r} died from {name}"
-    why = report_channel.closed_cause("\n".join(tail))
-    early = " (the workload ended the process early)" if rc == 0 else ""
-    closed = f": {why}" if why else ""
-    return "crash", f"rank {r} exited with status {rc} without a summary{early}{closed}"
-
-
-def _error_text(r: int, err: Mapping[str, Any]) -> str:
-    return f"rank {r}: {err.get('error_type', 'Error')}: {err.get('message', '')}"
-
-
-def _combine(cfg: ProbeConfig, ranks: list[_Rank], failures: list[_Failure]) -> dict[str, Any]:
+def _combine(cfg: ProbeConfig, ranks: list[_Rank], failures: list[Failure]) -> dict[str, Any]:
     """One summary from the ranks', or the failure that explains the others."""
     summaries = [rk.summary for rk in ranks]
     ooms = [s for s in summaries if s is not None and s.get("status") == ProbeStatus.OOM]
@@ -435,11 +405,12 @@ def _combine(cfg: ProbeConfig, ranks: list[_Rank], failures: list[_Failure]) -> 
         out = dict(ooms[0])  # the others stopped because of it
         out.setdefault("series", {})
     elif failures or any(s is None for s in summaries):
-        f = _root(failures)
+        f = root(failures)
         if f is None:
             raise RankFailure("crash", "a rank ended without a summary")
+        silent = [r for r, rk in enumerate(ranks) if rk.killed and not (rk.error or rk.summary)]
         if f.cause in COMM_CAUSES:
-            raise CommError(f.cause, f.message)
+            raise CommError(f.cause, named(f, silent))
         raise RankFailure(f.cause, f.message)
     else:
         out = dict(summaries[0] or {})
@@ -463,15 +434,6 @@ def _combine(cfg: ProbeConfig, ranks: list[_Rank], failures: list[_Failure]) -> 
     if peaks:
         out["metrics"] = {**(out.get("metrics") or {}), "peak_mem_mb": max(peaks)}
     return out
-
-
-def _root(failures: list[_Failure]) -> _Failure | None:
-    """The failure that explains the others: a communication fault first, then an
-    out-of-memory, a death, and else the earliest exception (a peer's 'connection closed'
-    follows it)."""
-    if not failures:
-        return None
-    return min(failures, key=lambda f: (_CAUSE_RANK.get(f.cause, 4), f.at))
 
 
 def _add_scaling(result: dict[str, Any], cfg: ProbeConfig) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,8 @@ class Leaving(MLPWorkload):
                 print(f"helper pid {helper.pid}", flush=True)
             if self.calls == AT and self.mode == "exit0" and os.environ.get("RANK") == "1":
                 os._exit(0)
+            if self.calls == AT and self.mode == "hang1" and os.environ.get("RANK") == "1":
+                time.sleep(10**6)
         return super().loss(model, batch)
 
 
@@ -45,6 +48,10 @@ def spawn(size: str = "tiny") -> Leaving:
 
 def exit0(size: str = "tiny") -> Leaving:
     return Leaving(size, "exit0")
+
+
+def hang1(size: str = "tiny") -> Leaving:
+    return Leaving(size, "hang1")
 
 
 def workload(mode: str) -> str:
