@@ -6,8 +6,8 @@ A run whose numbers drift from the recorded ones is, to the training, much what 
 is: a different trajectory from the same recipe. The study verified the recipe over seeds at
 the decided length; export records those runs (`recorded.verified`). When the run here, at the
 recipe's own seed, is complete and every compared metric (the final loss and the study's
-objectives, not the machine's own throughput or memory) is no worse than the one-sided 97.5%
-prediction bound of one more seed drawn like the recorded ones
+objectives, not the machine's own throughput, scaling or memory) is no worse than the
+one-sided 97.5% prediction bound of one more seed drawn like the recorded ones
 
     mean + t(0.975, n - 1) * s * sqrt(1 + 1 / n)    (minimised; mean - ... when maximised),
 
@@ -26,13 +26,13 @@ from typing import Any
 from autotune.probe.outcome import Outcome
 from autotune.recipe import paired
 from autotune.recipe.file import Recipe
-from autotune.recipe.seeds import TIMED, prediction_interval
+from autotune.recipe.seeds import TIMINGS, prediction_interval
 
 #: Fewer recorded seeds than this and the spread is not judged (n = 2: the bound is the mean
 #: plus 15.6 standard deviations, estimated from two values).
 MIN_SEEDS = 3
 #: What the machine decides rather than the recipe: never compared with the recorded seeds.
-MACHINE_METRICS = (*TIMED, "peak_mem_mb")
+MACHINE_METRICS = (*TIMINGS, "peak_mem_mb")
 
 
 def bound(values: Sequence[float], direction: str, metric: str) -> float:

@@ -34,7 +34,7 @@ from autotune.probe.outcome import Outcome
 from autotune.recipe.intervals import same_seed_intervals
 from autotune.recipe.seed_effect import ignored_text
 from autotune.recipe.seeds import (
-    TIMED,
+    TIMINGS,
     finite_pairs,
     interval,
     metric_interval,
@@ -269,7 +269,7 @@ def _metric_values(
 ) -> tuple[list[Any], list[float | None], list[float | None]]:
     """(the seeds left out as timed apart, the configuration's values, the baseline's) of
     `metric` on the seeds paired for it (a timed metric: those timed together)."""
-    apart = _apart(a, b, seeds) if metric in TIMED else []
+    apart = _apart(a, b, seeds) if metric in TIMINGS else []
     use = [s for s in seeds if s not in apart]
     return apart, [_value(a[s], metric) for s in use], [_value(b[s], metric) for s in use]
 

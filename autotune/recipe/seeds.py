@@ -185,6 +185,10 @@ def ran_whole(run: Mapping[str, Any] | None) -> bool:
 # Metrics each run measures with an interval of its own (`<metric>_low`, `<metric>_high`: the
 # probe's step timings, `autotune.probe.metrics.throughput_interval`).
 TIMED = ("throughput", "tokens_per_s")
+# Metrics made of step timings (the timed ones, and scaling_efficiency: a ratio of two
+# throughputs): the machine's load moves them, so two runs are compared on them only when they
+# were timed together (`paired.compare`), and never with runs of another machine (migrate).
+TIMINGS = (*TIMED, "scaling_efficiency")
 
 
 def timing_group(where: str) -> str:

@@ -44,5 +44,6 @@ POSITIVE_METRICS = frozenset(
         "grad_norm_p50",
         "grad_norm_p99",
         "grad_norm_max",
+        "scaling_efficiency",  # a ratio of two throughputs
     }
 )
