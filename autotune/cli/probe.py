@@ -195,6 +195,7 @@ def probe(
     CPU threads."""
     from autotune import space as sp
     from autotune.process import leftovers, memory_limit
+    from autotune.process.cores import check_fits_here
     from autotune.process.entry import run_here as run_probe
     from autotune.process.launcher import ProbeFailed
     from autotune.study import check_workload
@@ -206,6 +207,7 @@ def probe(
     cfg = probe_config(s, config)
     check_workload(s)
     check_device(s)  # the probe runs here
+    check_fits_here(cfg, s.source)  # its ranks and threads on this machine's cores
     threads = f"{cfg.threads} CPU thread(s)" if cfg.threads else "torch's CPU threads"
     if not as_json:
         typer.echo(

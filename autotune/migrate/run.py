@@ -69,7 +69,7 @@ def migrate(
     )
     # the file and its workload, as verify and repro check them; a recipe changed since its
     # export without the promise and recordings of the configuration exported
-    recipe, edited = set_aside(load_checked(path), say)
+    recipe, edited = set_aside(load_checked(path, own_threads=True), say)
     out = Path(out_dir)
     client, made = prepare(out, tracking_uri, space, recipe)  # before any probe: fail fast
     with removed_if_stopped(made):

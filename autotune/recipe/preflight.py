@@ -1,15 +1,18 @@
 """What `autotune verify`, `autotune repro` and `autotune migrate` check of a recipe before any
 probe runs or anything is logged: the file (`Recipe.load`), its workload resolved here
-(`check_workload`) and the seconds a probe may take (`check_timeout`). One place, so that a bad
+(`check_workload`), its probe on this machine's cores and the seconds a probe may take
+(`check_timeout`). One place, so that a bad
 recipe or option is refused by each command in the same line and with the same exit status."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from autotune.errors import UsageError
+from autotune.process.cores import check_fits_here
 from autotune.recipe.file import Recipe
 from autotune.recipe.script_hash import warn_if_script_changed
 from autotune.space.limits import MAX_TIMEOUT_S
@@ -52,10 +55,14 @@ def check_workload(recipe: Recipe, source: str) -> None:
         raise WorkloadError(f"{source}: workload: {e}") from None
 
 
-def load_checked(path: str | Path) -> Recipe:
+def load_checked(path: str | Path, *, own_threads: bool = False) -> Recipe:
     """The recipe file at `path` as verify, repro and migrate take it: read by its own rules
-    (`Recipe.load`: the file and key of a problem named) and its workload resolved here
-    (`check_workload`), before any probe runs."""
+    (`Recipe.load`: the file and key of a problem named), its workload resolved here
+    (`check_workload`) and its probe fitting this machine's cores (`cores.check_fits_here`:
+    its ranks and threads), before any probe runs. `own_threads`: the command runs at this
+    machine's threads, not the recipe's (migrate), so those are not checked."""
     recipe = Recipe.load(path)
     check_workload(recipe, str(path))
+    cfg = recipe.probe_config()
+    check_fits_here(replace(cfg, threads=None) if own_threads else cfg, str(path), "world_size")
     return recipe

@@ -37,6 +37,7 @@ from autotune import outfile
 from autotune import space as sp
 from autotune.errors import RecipeError, ReproError, SpaceError, WorkloadError
 from autotune.probe.series_equal import compare_run_series
+from autotune.process.cores import check_fits_here
 from autotune.space import yaml_reader
 
 __all__ = ["SERIES", "compare_run_series", "format_repro", "load_space", "run_repro"]
@@ -160,6 +161,7 @@ def run_repro(
     base = seed_override if seed_override is not None else space.probe.seed
     seed_list = seed_list if seeds is not None else [base] * runs
     configs = [sp.probe_config(space, seed=s) for s in seed_list]
+    check_fits_here(configs[0], str(space.source))  # its ranks and threads on these cores
     timeout = float(space.budget.trial_timeout_s)
     # A user's training script never runs in this process: whatever it does (os._exit, a
     # signal, a hang) ends its own process, not the command that judges it.

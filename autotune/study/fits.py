@@ -5,9 +5,12 @@ Ray places a trial only on a node that has every resource the trial asks for
 never placed: Tune waits for it forever, printing only Ray's "insufficient resources" warning,
 with the study's folder made. So a space that asks for more than any node has is refused,
 naming the key that asked: `budget.cpus_per_trial`, `probe.threads`, `probe.world_size` (a DDP
-probe takes a core or a GPU per rank) or `budget.gpus_per_trial`. On a local Ray the node is
-this machine (`ray.init(num_cpus=os.cpu_count())`, its GPUs as torch sees them), checked before
-anything is made; on a cluster, each live node's own resources, once the cluster is joined.
+probe takes a core or a GPU per rank) or `budget.gpus_per_trial`. So is a probe.threads beyond
+a node's cores (the trial's CPUs would be shared: its timings measure that), or one that a DDP
+probe's ranks cannot share out evenly (it would run another count than it says). On a local
+Ray the node is this machine (`ray.init(num_cpus=os.cpu_count())`, its GPUs as torch sees them),
+checked before anything is made; on a cluster, each live node's own resources, once the cluster
+is joined.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any
 
 from autotune import space as sp
 from autotune.errors import SpaceError
+from autotune.process.cores import threads_problem
 from autotune.study.session import plan_resources
 
 
@@ -43,17 +47,22 @@ def check_trial_fits(space: sp.Space, nodes: Sequence[Mapping[str, float]], wher
         "CPU": sum(float(n.get("CPU", 0) or 0) for n in nodes),
         "GPU": sum(float(n.get("GPU", 0) or 0) for n in nodes),
     }
+    most_cpu = max((float(n.get("CPU", 0) or 0) for n in nodes), default=0.0)
+    place = where if len(nodes) == 1 else f"the largest node of {where}"
+    # Threads beyond a node's cores, or that its ranks cannot share evenly: the one check that
+    # probe, verify, repro and migrate make of the probe they run (`process.cores`).
+    problem = threads_problem(space.probe.world_size, space.probe.threads, most_cpu)
+    if problem:
+        raise SpaceError(f"{space.source}: {problem.format(place=place)}")
     _, resources, _ = plan_resources(space, totals)
     cpu, gpu = float(resources.get("cpu", 0)), float(resources.get("gpu", 0))
     if any(_has(n, "CPU", cpu) and _has(n, "GPU", gpu) for n in nodes):
         return
-    most_cpu = max((float(n.get("CPU", 0) or 0) for n in nodes), default=0.0)
     most_gpu = max((float(n.get("GPU", 0) or 0) for n in nodes), default=0.0)
     if gpu > most_gpu:
         key, asked, has = _gpu_key(space), f"{gpu:g} GPU(s)", f"{most_gpu:g} GPU(s)"
     else:
         key, asked, has = _cpu_key(space, cpu), f"{cpu:g} CPU(s)", f"{most_cpu:g} CPU(s)"
-    place = where if len(nodes) == 1 else f"the largest node of {where}"
     raise SpaceError(
         f"{space.source}: {key}: each trial asks for {asked}, but {place} has {has}; Ray "
         f"would never place a trial and the study would wait forever: lower {key}"

@@ -158,8 +158,8 @@ def plan_resources(
     `threads` whole CPUs (1 on machines of up to 4 cores, else 2) and runs that many torch
     threads; concurrency = CPUs // threads, less one core kept for the driver and Ray on
     machines of up to 4 cores (on 2 cores: one trial at a time, one thread). A DDP probe
-    (`probe.world_size` N) gets at least N GPUs, or N cores and N threads shared out among its
-    ranks.
+    (`probe.world_size` N) gets at least N GPUs, or N cores and a multiple of N threads shared
+    out evenly among its ranks.
     """
     gpus = float(cluster.get("GPU", 0))
     cpus = float(cluster.get("CPU", os.cpu_count() or 1))
@@ -173,8 +173,7 @@ def plan_resources(
         resources = {"cpu": per_cpu, "gpu": per_gpu}
         threads = space.probe.threads
     else:
-        threads = space.probe.threads or int(b.cpus_per_trial or (1 if cpus <= 4 else 2))
-        threads = max(threads, world)  # the probe's threads are shared out among its ranks
+        threads = space.probe.threads or _auto_threads(b.cpus_per_trial, cpus, world)
         per_cpu = max(b.cpus_per_trial or float(threads), float(world))
         usable = cpus - 1 if cpus <= 4 else cpus
         conc = max(1, int(usable // per_cpu))
@@ -182,6 +181,15 @@ def plan_resources(
     if b.concurrency:
         conc = b.concurrency
     return conc, resources, threads
+
+
+def _auto_threads(cpus_per_trial: float | None, cpus: float, world: int) -> int:
+    """A trial's threads where probe.threads is unset: budget.cpus_per_trial, else 1 on
+    machines of up to 4 cores and 2 above; for a DDP probe a multiple of its ranks (they share
+    the threads out evenly, one at least each), so the count planned is the count that runs.
+    A probe.threads that is not such a multiple is refused (`fits.check_trial_fits`)."""
+    threads = int(cpus_per_trial or (1 if cpus <= 4 else 2))
+    return max(world, threads // world * world)
 
 
 class Made:

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from autotune import space as sp
 from autotune.cli import app
 from autotune.errors import SpaceError
+from autotune.study import plan_resources
 from autotune.study.fits import check_trial_fits
 
 BASE = "name: x\nworkload: {name: mlp, size: tiny}\n"
@@ -37,6 +38,30 @@ def test_more_cpus_than_any_node_has_is_refused_naming_the_key(
     assert f"{key}: each trial asks for {asked}" in text, text
     assert "the largest node of the Ray cluster at 127.0.0.1:6379 has 1 CPU(s)" in text, text
     check_trial_fits(s, [*TWO_NODES, {"CPU": 2.0}], "a cluster")  # a node that holds it
+
+
+@pytest.mark.parametrize(
+    ("probe", "says"),
+    [
+        # a review's study ran this on 2 cores, as 32 threads per rank
+        ("{threads: 64, world_size: 2}", "probe.threads: each trial asks for 64 CPU(s)"),
+        ("{threads: 1, world_size: 2}", "set probe.threads to a multiple of 2"),
+        ("{threads: 3, world_size: 2}", "set probe.threads to a multiple of 2"),
+    ],
+)
+def test_threads_beyond_the_cores_or_not_shared_evenly_are_refused(probe: str, says: str) -> None:
+    s = sp.loads(BASE + f"probe: {probe}\nbudget: {{cpus_per_trial: 2}}\n")
+    with pytest.raises(SpaceError, match=r"^<string>|probe\.threads") as e:
+        check_trial_fits(s, [{"CPU": 4.0 if "64" not in probe else 2.0}], "this machine")
+    assert "probe.threads: " in str(e.value) and says in str(e.value), str(e.value)
+
+
+def test_the_threads_planned_for_ranks_are_the_threads_they_run() -> None:
+    """Unset probe.threads: a multiple of the ranks, which share them out evenly."""
+    s = sp.loads(BASE + "probe: {world_size: 2}\nbudget: {cpus_per_trial: 3}\n")
+    assert plan_resources(s, {"CPU": 8.0})[2] == 2
+    s = sp.loads(BASE + "probe: {world_size: 2}\n")
+    assert plan_resources(s, {"CPU": 2.0})[2] == 2
 
 
 def test_gpus_are_asked_of_one_node() -> None:
