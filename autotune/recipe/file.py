@@ -180,6 +180,10 @@ class Recipe(RecipeRuntime):
             knobs=knobs,
             env=dict(self.env),
             world_size=self.world_size,
+            # Its scaling_efficiency, promised where the study measured it, is measured again
+            # (one more process per probe, max(20, steps / 4) steps), else verify and migrate
+            # could only say "not measured".
+            measure_scaling=bool(p.get("measure_scaling", False)),
             script=script,
             args=[str(a) for a in self.workload.get("args") or ()],
             reference_batch=chunk,

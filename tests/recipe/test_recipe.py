@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -475,3 +476,12 @@ def test_verify_exits_1_with_the_causes_when_every_seed_fails(tmp_path: Path) ->
     assert f"recipe   seed 1: failed (exception): RuntimeError: {MESSAGE}" in result.stdout
     assert f"recipe   seed 2: failed (exception): RuntimeError: {MESSAGE}" in result.stdout
     assert "every seed of recipe t failed" in result.stderr
+
+
+@pytest.mark.parametrize("scaling", [True, False])
+def test_a_recipe_whose_study_measured_scaling_probes_measure_it(scaling: bool) -> None:
+    """verify and migrate run `Recipe.probe_config`: without measure_scaling there, a promised
+    scaling_efficiency read "measured n/a -> not measured" (a black-box review)."""
+    r = replace(make_recipe(), world_size=2, probe={"steps": 50, "measure_scaling": scaling})
+    assert r.probe_config().measure_scaling is scaling
+    assert r.probe_config(knobs=r.knobs, steps=20).measure_scaling is scaling  # the baseline's
