@@ -53,6 +53,7 @@ def complete_outcome(
         baseline = reference(outcome["outcome"], metrics, ran_whole(summary))
     # The probe's knobs have every default resolved (the workload's learning rate included).
     outcome["knobs"] = (summary or {}).get("knobs") or frozen.user_attrs.get(ua.KNOBS, {})
+    outcome["layout"] = planned_layout(space, frozen.user_attrs.get(ua.KNOBS) or outcome["knobs"])
     outcome["env"] = frozen.user_attrs.get(ua.ENV, {})
     outcome["params"] = dict(frozen.params)
     outcome["source"] = frozen.user_attrs.get(ua.SOURCE)
@@ -68,6 +69,20 @@ def complete_outcome(
         outcome["constraint_names"] = constraint_names(space)
         outcome["feasible"] = all(c <= 0 for c in outcome["constraints"])
     return outcome
+
+
+def planned_layout(space: sp.Space, knobs: Mapping[str, Any]) -> dict[str, int]:
+    """How the trial's probe was set to run (its config, `space.probe_config`): world size,
+    micro-batch, accumulation and effective batch. A trial that failed has no summary to say
+    so, and its MLflow run shows them all the same (`tracking.trial_params`)."""
+    cfg = sp.probe_config(space, knobs=knobs)
+    accum = int(cfg.knobs.get("accum_steps") or 1)
+    return {
+        "world_size": cfg.world_size,
+        "micro_batch": cfg.micro_batch,
+        "accum_steps": accum,
+        "effective_batch": cfg.micro_batch * accum * cfg.world_size,
+    }
 
 
 def observed_metrics(study: Any) -> list[dict[str, Any]]:

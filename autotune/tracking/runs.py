@@ -298,9 +298,13 @@ def trial_params(outcome: Mapping[str, Any], summary: Mapping[str, Any]) -> dict
         params["clip"] = clip_text(params)
     for var, value in (outcome.get("env") or {}).items():
         params[f"env.{var}"] = value
+    # As the probe ran (its summary), else as it was set to run (the trial's config, `layout`
+    # in its record): a failed DDP trial has no summary, and its run shows its world size too.
+    planned = outcome.get("layout") or {}
     for key in DERIVED_PARAMS:
-        if summary.get(key) is not None:
-            params.setdefault(key, summary[key])
+        value = summary.get(key) if summary.get(key) is not None else planned.get(key)
+        if value is not None:
+            params.setdefault(key, value)
     for r, seen in enumerate(summary.get("rank_env") or ()):  # as each DDP rank read it back
         for var, value in (seen or {}).items():
             params[f"rank{r}.env.{var}"] = "(unset)" if value is None else value
