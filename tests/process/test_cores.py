@@ -68,3 +68,19 @@ def test_probe_refuses_more_ranks_than_cores(tmp_path: Path) -> None:
     space.write_text("name: x\nworkload: {name: mlp, size: tiny}\nprobe: {device: cpu}\n")
     result = invoke("probe", "--space", space, "--set", f"probe.world_size={ranks}")
     one_line_error(result, f"probe.world_size: each trial asks for {ranks} CPU(s)")
+
+
+def test_a_recipe_from_a_larger_machine_runs_its_threads_with_a_warning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A recipe made on a 64-core node asks for more threads than this machine has: verify and
+    repro still take it (the loss does not depend on threads; a migration's first check is to
+    run it here), saying its timings measure the sharing. Its ranks are still checked."""
+    from autotune.recipe.preflight import load_checked
+
+    threads = 2 * (os.cpu_count() or 1)
+    recipe = replace(make_recipe(), probe={"steps": 50, "device": "cpu", "threads": threads})
+    path = recipe.save(tmp_path / "r.yaml")
+    assert load_checked(path).probe_config().threads == threads
+    err = capsys.readouterr().err
+    assert f"probe.threads {threads} is more than this machine's" in err and "r.yaml" in err, err
