@@ -256,6 +256,21 @@ def tagged_processes(token: str) -> list[tuple[int, str]]:
     return found
 
 
+def ended(pid: int, timeout: float = 10) -> bool:
+    """Whether process `pid` has ended (a zombie counts: it runs nothing) within `timeout`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return True
+        if state == "Z":
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+
+
 def wait_gone(token: str, timeout: float = 30) -> list[tuple[int, str]]:
     """Wait until no process holds the token; return those still there after `timeout`."""
     deadline = time.monotonic() + timeout

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import assets.studies as h
 import pytest
 
 from autotune import space as sp
@@ -99,19 +100,7 @@ def _run(
     )
 
 
-def _gone(pid: int, timeout: float = 10) -> bool:
-    """Whether process `pid` has ended (a zombie counts: it runs nothing) within `timeout`."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            return True
-        if state == "Z":
-            return True
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
+_gone = h.ended
 
 
 def _cpu_ticks(pid: int) -> int:

@@ -6,9 +6,9 @@ helpers held), and `autotune probe | grep` wait for the helper a one-process pro
 from __future__ import annotations
 
 import re
-import time
 from pathlib import Path
 
+import assets.studies as h
 import pytest
 from typer.testing import CliRunner
 
@@ -20,18 +20,7 @@ from tests.assets import leaving
 pytestmark = pytest.mark.integration
 
 
-def _gone(pid: int, timeout: float = 10) -> bool:
-    """Whether process `pid` has ended (a zombie counts: it runs nothing) within `timeout`."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            return True
-        if state == "Z":
-            return True
-        time.sleep(0.05)
-    return False
+_gone = h.ended
 
 
 def _helpers(log: str) -> list[int]:
