@@ -52,6 +52,13 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
     return f" (did you mean '{close[0]}'?)" if close else ""
 
 
+class ServiceLost(StudyError):
+    """A service the study was using went away while it ran (its Optuna storage's server):
+    exit status 1, not a user error's 2 (the input was valid; what finished is kept)."""
+
+    exit_code = 1
+
+
 class TrialsFailed(StudyError):
     """A study stopped because its trials failed (the baseline, or every trial): exit status 1,
     not a user error's 2 (the input was valid; the training job broke)."""

@@ -39,6 +39,7 @@ from autotune.study.storage import (
     check_folder_storage,
     check_resumable,
     check_storage,
+    connection_kept,
     open_storage,
     sqlite_file,
     storage_url,
@@ -73,6 +74,7 @@ def run(opts: StudyOptions) -> StudyResult:
         signals.handled(),  # Ctrl-C and SIGTERM stop the study, until Ray is shut down
         driver_lock(study_dir) as made,
         contextlib.closing(RayStart(opts.address, study_dir)) as early,
+        connection_kept(url, lambda: made.kept),  # its server lost mid-study: one line
     ):
         # A store file this run makes is removed again if the study fails before it is written
         # (`made.keep`), with the study folder, the lock and Ray's session folder.

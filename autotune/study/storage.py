@@ -1,19 +1,21 @@
 """The Optuna storage: its URL (an SQLite file in the study folder by default), checked before
 anything is made (`check_storage`, `check_resumable`, `check_folder_storage`), opened with
 engine settings per database, failing fast with the (redacted) address when it cannot be
-reached.
+reached, and its server lost mid-study said in one line (`connection_kept`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import socket
 import sqlite3
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from autotune.errors import ClusterError, StudyError
+from autotune.errors import AutotuneError, ClusterError, ServiceLost, StudyError
 from autotune.study import folder
 from autotune.study.folder import optuna_db
 from autotune.study.options import StudyOptions
@@ -48,6 +50,82 @@ def _check_encoded(url: str) -> None:
     problem = unencoded(url)
     if problem is not None:
         raise StudyError(f"cannot open the Optuna storage {problem}")
+
+
+class _NoLostConnectionLog(logging.Filter):
+    """Drops what libraries log, with a page of traceback and SQL, about a database connection
+    lost (`lost_connection`), which is said once in one line instead: by `connection_kept` for
+    the Optuna storage (Tune logs the error of a trial told as it re-raises it), by the MLflow
+    writer's warning for the tracking store (MLflow logs the error it re-raises). Optuna's note
+    that it "caught an error from sqlalchemy" reading trials and falls back to a slower query
+    goes too (the fallback either works, or fails and is said then), and psycopg's that it
+    ignored an error ending a pipeline on a connection already lost."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.getMessage().startswith(_IGNORED):
+            return False
+        error = record.exc_info[1] if record.exc_info else None
+        return error is None or lost_connection(error) is None
+
+
+_QUIET = _NoLostConnectionLog()
+_IGNORED = ("Caught an error from sqlalchemy", "error ignored terminating")
+_NOISY = (
+    "psycopg",
+    "optuna.storages._rdb.storage",
+    "ray.tune.execution.tune_controller",
+    "mlflow.store.db.utils",
+)
+
+
+@contextlib.contextmanager
+def connection_kept(url: str, written: Callable[[], bool]) -> Iterator[None]:
+    """Around all the driver does once its storage is open: a database server (PostgreSQL,
+    MySQL) that stops or drops the connection mid-study fails whichever call talks to it next
+    (a trial told, a rung's record, the summary's read), as SQLAlchemy's OperationalError or
+    Optuna's StorageInternalError raised from it, whose text blames "invalid data in the
+    commit". That is said in one line naming the storage (ServiceLost, exit status 1), with how
+    to carry on: `--resume` once the study is written (`written`), else the same command again
+    (a --resume of a study never written would fail). Every other error is left as it is: a
+    bug stays a traceback. What finished is in the storage already (each write is committed)."""
+    for name in _NOISY:
+        logging.getLogger(name).addFilter(_QUIET)  # once: a logger's filters are a set
+    try:
+        yield
+    except AutotuneError:
+        raise
+    except Exception as e:
+        lost = None if url.startswith("sqlite") else lost_connection(e)
+        if lost is None:
+            raise
+        then = (
+            "run the same command with --resume to continue (what finished is kept)"
+            if written()
+            else "run the same command again (nothing of the study was written)"
+        )
+        raise ServiceLost(
+            f"lost the connection to the Optuna storage {redact(url)} ({lost}); bring it back, "
+            f"then {then}"
+        ) from None
+
+
+def lost_connection(e: BaseException) -> str | None:
+    """The database's own one line when `e`, or an error it was raised from, is a connection
+    to the database lost or refused: SQLAlchemy's OperationalError (PEP 249's class for errors
+    of the database's operation, not of the program: a server gone, shut down, out of disk) or
+    a DBAPI error that invalidated the connection; None otherwise."""
+    from sqlalchemy import exc
+
+    seen: set[int] = set()
+    cur: BaseException | None = e
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if isinstance(cur, exc.OperationalError) or (
+            isinstance(cur, exc.DBAPIError) and cur.connection_invalidated
+        ):
+            return one_line(cur.orig if isinstance(cur.orig, BaseException) else cur)
+        cur = cur.__cause__ or cur.__context__
+    return None
 
 
 def check_storage(url: str, study_dir: Path) -> None:

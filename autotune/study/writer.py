@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from autotune import tracking
+from autotune.errors import one_line
 from autotune.study import attrs as ua
 from autotune.study.records import read_outcome
 from autotune.tracking.runs import log_rung
@@ -101,8 +102,8 @@ class MlflowWriter:
         except Exception as e:  # the record is on disk: the next run logs it again
             print(
                 f"warning: could not log trial {record.get('number')} at {record.get('steps')} "
-                f"steps to MLflow ({type(e).__name__}: {e}); it will be logged when the study "
-                "resumes",
+                f"steps to MLflow ({type(e).__name__}: {one_line(e)}); it will be logged when the "
+                "study resumes",
                 file=sys.stderr,
             )
 
@@ -114,7 +115,7 @@ class MlflowWriter:
         except Exception as e:  # the record is on disk: the next run logs it again
             print(
                 f"warning: could not log trial {outcome.get('number')} to MLflow "
-                f"({type(e).__name__}: {e}); it will be logged when the study resumes",
+                f"({type(e).__name__}: {one_line(e)}); it will be logged when the study resumes",
                 file=sys.stderr,
             )
 
@@ -143,7 +144,7 @@ class MlflowWriter:
         except Exception as e:
             print(
                 f"warning: could not log the verification of trial {number} to MLflow "
-                f"({type(e).__name__}: {e})",
+                f"({type(e).__name__}: {one_line(e)})",
                 file=sys.stderr,
             )
             return None
@@ -162,7 +163,7 @@ class MlflowWriter:
         except Exception as e:
             print(
                 "warning: could not update the trials' feasibility in MLflow "
-                f"({type(e).__name__}: {e}); it is updated when the study resumes",
+                f"({type(e).__name__}: {one_line(e)}); it is updated when the study resumes",
                 file=sys.stderr,
             )
 
@@ -185,7 +186,8 @@ class MlflowWriter:
             tracking.log_study_summary(self.client, self.parent, summary, outcomes, importances)
         except Exception as e:
             print(
-                f"warning: could not log the study summary to MLflow ({type(e).__name__}: {e})",
+                "warning: could not log the study summary to MLflow "
+                f"({type(e).__name__}: {one_line(e)})",
                 file=sys.stderr,
             )
 
