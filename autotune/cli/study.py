@@ -98,7 +98,7 @@ def study(
             result = st.run(options)
             typer.echo(st.format_summary(result.summary, tracking_uri=result.tracking_uri))
     except KeyboardInterrupt:  # before the study's phases (its stores opening) or after them
-        typer.echo(signals.INTERRUPTED, err=True)
+        typer.echo(signals.interrupted_text(), err=True)
         raise typer.Exit(signals.exit_status()) from None
     from autotune.study.timeline import mark
 

@@ -107,6 +107,7 @@ def run(opts: StudyOptions) -> StudyResult:
         mark("optuna study")
         logger = _study_run(opts, study, client, cond, url, uri, fp, study_dir)
         made.keep()  # the study and its MLflow run exist: what follows is kept
+        signals.written()  # a stop now says --resume carries on
         mark("mlflow run")
         reconcile(study, study_dir, logger)
         _write_study_json(study_dir, space.name, url, uri, logger)

@@ -61,15 +61,62 @@ def auth_hint() -> str:
     )
 
 
+_RAY_HINT = (
+    "start it with `ray start --head`, or pass the head's address (host:6379) to --address / "
+    "RAY_ADDRESS"
+)
+#: HTTP/2's client connection preface and an empty SETTINGS frame: what a gRPC client (Ray's)
+#: sends first; an HTTP/2 server (a Ray GCS) answers with a SETTINGS frame of its own at once.
+_HTTP2_HELLO = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+HTTP2_WAIT_S = 10.0  # a GCS answers in milliseconds; a busy machine is given seconds
+
+
 def check_ray_address(address: str) -> None:
-    """The cluster at `address` answers on its port; named as given (a plain host:port is not
-    shown as a Ray Client `ray://` address, which it is not)."""
-    check_tcp(
-        address,
-        what="the Ray cluster",
-        hint="start it with `ray start --head`, or pass the head's address (host:6379) to "
-        "--address / RAY_ADDRESS",
+    """The cluster's address answers, and as Ray's GCS does (gRPC: HTTP/2). A port that
+    answers otherwise (a database's, a web server's) or says nothing was joined by Ray for
+    minutes, its "Failed to connect to GCS" repeated, never giving up: it is refused here in one
+    line naming it (ClusterError), before anything is made. A GCS with TLS (RAY_USE_TLS) does
+    not speak plain HTTP/2: its address is only checked to answer."""
+    check_tcp(address, what="the Ray cluster", hint=_RAY_HINT)  # named as given, not ray://
+    if os.environ.get("RAY_USE_TLS", "").strip().lower() in ("1", "true"):
+        return
+    url = address if "://" in address else f"ray://{address}"  # parsed as a URL, not shown
+    from urllib.parse import urlparse
+
+    parsed = urlparse(url)
+    if parsed.port is None:
+        return
+    answer = http2_answer(parsed.hostname or "127.0.0.1", parsed.port)
+    if answer is True:
+        return
+    said = (
+        f"its port accepts connections but says nothing within {HTTP2_WAIT_S:.0f} s"
+        if answer is None
+        else "its port answers, but not as Ray does (no Ray GCS listens there: another "
+        "service's port?)"
     )
+    raise ClusterError(f"cannot join the Ray cluster at {address}: {said}; {_RAY_HINT}")
+
+
+def http2_answer(host: str, port: int, wait_s: float = HTTP2_WAIT_S) -> bool | None:
+    """Whether the server at host:port answers a gRPC client's first bytes as an HTTP/2 server
+    does (a SETTINGS frame first); None when it says nothing within `wait_s`. A connection
+    that fails is False (`check_tcp` has found it answering just before)."""
+    head = b""
+    try:
+        with socket.create_connection((host, port), timeout=3.0) as conn:
+            conn.sendall(_HTTP2_HELLO)
+            conn.settimeout(wait_s)
+            while len(head) < 9:  # a frame's header: length (3), type (1), flags, stream id
+                chunk = conn.recv(9 - len(head))
+                if not chunk:
+                    break
+                head += chunk
+    except TimeoutError:
+        return None if not head else False
+    except OSError:
+        return False
+    return len(head) == 9 and head[3] == 4 and not head[4] & 1  # SETTINGS, not an ACK
 
 
 @contextlib.contextmanager

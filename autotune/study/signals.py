@@ -45,8 +45,14 @@ _DEPTH: list[int] = []
 _LEAVING: list[bool] = []
 _WATCHING: list[bool] = []
 
+#: Set once this session's study is written (`written`): a --resume can find it.
+_WRITTEN: list[bool] = []
+
 #: What the driver says (on stderr) when it is stopped where no phase says it.
 INTERRUPTED = "interrupted; run the same command again (or add --resume) to continue"
+#: ... and when it is stopped before its study was written (opening its stores, joining Ray):
+#: what it made is removed, and a --resume would find no study.
+INTERRUPTED_EARLY = "interrupted before the study was written; run the same command again"
 
 
 def _main_thread() -> bool:
@@ -67,6 +73,7 @@ def handled() -> Iterator[None]:
         _STOPPED.clear()
         _LEAVING.clear()
         _WATCHING.clear()
+        _WRITTEN.clear()
     saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, _raise)
@@ -106,6 +113,17 @@ def _note(signum: int, frame: FrameType | None) -> None:
     handler = signal.getsignal(signal.SIGINT)
     if signum == signal.SIGTERM and callable(handler) and handler is not _note:
         handler(signal.SIGINT, frame)
+
+
+def written() -> None:
+    """The study is written (in its storage, with its MLflow run): a stop now keeps it."""
+    _WRITTEN.append(True)
+
+
+def interrupted_text() -> str:
+    """The "interrupted" line for a stop where no phase says it: the same command continues a
+    study that is written; before that, it starts it (--resume is not advised)."""
+    return INTERRUPTED if _WRITTEN else INTERRUPTED_EARLY
 
 
 def leaving() -> None:

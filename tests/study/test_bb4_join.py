@@ -31,10 +31,16 @@ from assets.studies import (
 pytestmark = pytest.mark.integration
 
 
+#: What an HTTP/2 server (a gRPC one, such as Ray's GCS) sends first: an empty SETTINGS frame.
+HTTP2_SETTINGS = bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+
+
 @contextlib.contextmanager
-def not_ray() -> Iterator[tuple[int, list[int]]]:
-    """A TCP server on loopback that accepts connections and never answers (not Ray): its
-    port, and a list that grows by one with each connection accepted."""
+def not_ray(reply: bytes | None = None) -> Iterator[tuple[int, list[int]]]:
+    """A TCP server on loopback that accepts connections and is not Ray: its port, and a list
+    that grows by one with each connection accepted. `reply`: None, it never answers; b"", it
+    closes each connection at once (as PostgreSQL does on a client's HTTP/2 preface); else it
+    sends `reply` and says nothing more (HTTP2_SETTINGS: a gRPC server that answers no call)."""
     server = socket.socket()
     server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     server.bind(("127.0.0.1", 0))
@@ -46,8 +52,13 @@ def not_ray() -> Iterator[tuple[int, list[int]]]:
         with contextlib.suppress(OSError):
             while True:
                 conn, _ = server.accept()
-                held.append(conn)
                 accepted.append(1)
+                if reply == b"":
+                    conn.close()
+                    continue
+                held.append(conn)
+                if reply:
+                    conn.sendall(reply)
 
     threading.Thread(target=serve, daemon=True).start()
     try:
@@ -87,15 +98,42 @@ def test_a_join_that_fails_leaves_nothing(tmp_path: Path) -> None:
     assert "trials done" not in result.stdout, "the study was announced before Ray was up"
 
 
+@pytest.mark.parametrize("reply", [b"", b"SSH-2.0-OpenSSH_9.6\r\n"], ids=["closes", "other"])
+def test_a_port_that_is_not_ray_is_refused_at_once(tmp_path: Path, reply: bytes) -> None:
+    """A review gave `--address` a PostgreSQL port: Ray retried its join for minutes ("Failed
+    to connect to GCS" over and over), and a Ctrl-C then advised a --resume of a study never
+    written. A port that answers, but not as a Ray GCS (gRPC) does, is refused in one line
+    naming it, status 2, within seconds and before anything is made."""
+    (tmp_path / "space.yaml").write_text(mlp_space("notray", trials=2))
+    token = new_token()
+    started = time.monotonic()
+    try:
+        with not_ray(reply) as (port, _):
+            address = f"127.0.0.1:{port}"
+            cmd = ["study", "--space", "space.yaml", "--address", address]
+            result = autotune(cmd, tmp_path, token=token, timeout=120)
+    finally:
+        kill_tagged(token)
+    assert time.monotonic() - started < 60, explain(result)
+    assert result.returncode == 2, explain(result)
+    assert "Traceback" not in result.stderr and "--resume" not in result.stderr, explain(result)
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"autotune: error: cannot join the Ray cluster at {address}: "), last
+    assert "not as Ray does" in last, last
+    assert only_the_space(tmp_path) == ["space.yaml"], explain(result)
+
+
 def test_a_driver_stopped_while_it_joins_a_silent_cluster_leaves_nothing(tmp_path: Path) -> None:
-    """A cluster address that accepts connections and never answers: Ray retries for many
-    minutes. Ctrl-C then stops the driver within seconds, and what it made is removed."""
+    """A cluster address that answers as a gRPC server does and then never answers a call:
+    Ray retries for many minutes. Ctrl-C then stops the driver within seconds, what it made
+    is removed, and it says to run the same command again (not --resume: no study was
+    written)."""
     work = tmp_path / "work"
     work.mkdir()
     (work / "space.yaml").write_text(mlp_space("silent", trials=2))
     token = new_token()
     err = tmp_path / "stderr.txt"
-    with not_ray() as (port, _), err.open("w") as err_file:
+    with not_ray(HTTP2_SETTINGS) as (port, _), err.open("w") as err_file:
         proc = subprocess.Popen(
             autotune_cmd("study", "--space", "space.yaml", "--address", f"127.0.0.1:{port}"),
             cwd=work,
@@ -127,4 +165,6 @@ def test_a_driver_stopped_while_it_joins_a_silent_cluster_leaves_nothing(tmp_pat
             kill_tagged(token)
     assert code == 130, err.read_text()[-3000:]  # as a study interrupted with Ctrl-C
     assert "Traceback" not in err.read_text(), err.read_text()[-3000:]
+    last = err.read_text().strip().splitlines()[-1]
+    assert last == "interrupted before the study was written; run the same command again", last
     assert only_the_space(work) == ["space.yaml"], err.read_text()[-3000:]
