@@ -94,9 +94,9 @@ def run(opts: StudyOptions) -> StudyResult:
         # that fails stops the study here, and `made` removes what the run made (the folder,
         # the stores' new files) instead of leaving a study with an MLflow run stuck RUNNING.
         ray = early.wait()
-        signals.defer()  # Ray is up: a signal now stops each phase at its next probe
-        mark("ray up")
         cluster = _cluster_address(opts)  # a local Ray is this machine's: checked up front
+        signals.defer(cluster)  # Ray is up: a signal now stops each phase at its next probe
+        mark("ray up")
         if cluster is not None:
             check_cluster_device(space, ray.cluster_resources(), cluster)
             check_trial_fits(space, cluster_nodes(ray), f"the Ray cluster at {cluster}")

@@ -87,18 +87,28 @@ def handled() -> Iterator[None]:
                 signal.signal(s, handler)
 
 
-def defer() -> None:
+def defer(cluster: str | None = None) -> None:
     """In the main thread, once Ray is up: SIGINT and SIGTERM note that the study is to stop
-    (`stopping`); the phases stop at their next probe."""
+    (`stopping`); the phases stop at their next probe. The Ray the driver is on is watched
+    from now on: its local Ray's GCS, or the GCS of the cluster it joined at `cluster` (the
+    address as the user gave it, for the message)."""
     if _main_thread():
         signal.signal(signal.SIGINT, _note)
         signal.signal(signal.SIGTERM, _note)
+    if _WATCHING:
+        return
     gcs = _local_gcs()
-    if gcs is not None and not _WATCHING:
-        _WATCHING.append(True)
-        watch = threading.Thread(target=_watch_local_ray, args=(gcs,), name="autotune-ray-watch")
-        watch.daemon = True
-        watch.start()
+    head = _joined_gcs() if cluster else None
+    if gcs is None and head is None:
+        return
+    _WATCHING.append(True)
+    watch = threading.Thread(
+        target=_watch_local_ray if gcs is not None else _watch_cluster,
+        args=(gcs,) if gcs is not None else (head, cluster),
+        name="autotune-ray-watch",
+        daemon=True,
+    )
+    watch.start()
 
 
 def _raise(signum: int, _frame: FrameType | None) -> None:
@@ -162,6 +172,41 @@ def _watch_local_ray(gcs: tuple[Any, str]) -> None:
             sys.stderr.flush()
             os._exit(128 + signal.SIGTERM if termed else 1)
         time.sleep(0.5)
+
+
+def _watch_cluster(gcs: str, shown: str) -> None:
+    """While the driver is joined to a cluster: its head's GCS (at `gcs`) refusing connections
+    (the head's processes ended: the head stopped, crashed or was killed) leaves the driver
+    inside Ray calls that wait 60 s for it and then end the process with Ray's own line, "Failed
+    to connect to GCS within 60 seconds" (status 1, no summary, no hint). So the driver says
+    what happened and exits at once (status 1); what finished is on disk and in Optuna, and
+    `--resume` carries on once the cluster is back. A head that does not answer at all (its
+    machine gone from the network) is not told from a slow one here: Ray's 60 s decide."""
+    refused = 0
+    while not _LEAVING:
+        refused = refused + 1 if _refuses(gcs) else 0
+        if refused >= 2 and not _LEAVING:
+            sys.stdout.flush()
+            sys.stderr.write(
+                f"autotune: error: lost the Ray cluster at {shown}: its head (GCS {gcs}) "
+                "refuses connections, so no summary; what finished is kept: once the cluster "
+                "is back, run the same command with --resume to continue\n"
+            )
+            sys.stderr.flush()
+            os._exit(1)
+        time.sleep(0.5)
+
+
+def _joined_gcs() -> str | None:
+    """The GCS address of the cluster this driver joined (as Ray resolved it); None when Ray's
+    private layout is not the one known here."""
+    try:
+        from ray._private import worker as ray_worker
+
+        node = ray_worker._global_node
+        return str(node.gcs_address) if node is not None and node.gcs_address else None
+    except Exception:
+        return None
 
 
 def _refuses(address: str) -> bool:

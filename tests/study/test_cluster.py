@@ -14,9 +14,11 @@ import contextlib
 import json
 import secrets
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -43,15 +45,16 @@ def pg() -> str:
 
 
 @contextlib.contextmanager
-def cluster(nodes: int = 2, **env: str) -> Iterator[str]:
+def cluster(nodes: int = 2, token: str | None = None, **env: str) -> Iterator[str]:
     """A head and `nodes - 1` more nodes on loopback, one CPU each, started with `env` on top of
     the tests' (`h.cli_env`: Ray's token authentication off unless `env` says otherwise);
     yields the head's host:port.
 
     Teardown stops exactly the processes these `ray start` calls made (found by a token in
-    their environment): `ray stop --force` would also stop any other Ray on this machine.
+    their environment, `token` if given): `ray stop --force` would also stop any other Ray on
+    this machine.
     """
-    token = h.new_token()
+    token = token or h.new_token()
     temp = Path(tempfile.mkdtemp(prefix="atray-", dir="/tmp"))  # short: Ray's unix sockets
     ray = str(Path(sys.executable).with_name("ray"))
     port = h.free_port()
@@ -120,6 +123,46 @@ def test_a_cluster_with_rays_token_authentication(tmp_path: Path) -> None:
         assert not (tmp_path / "autotune-studies" / "tok").exists(), "a refused join made a study"
         joined = h.autotune(cmd, tmp_path, env=h.cli_env(h.new_token(), **auth), timeout=590)
         assert joined.returncode == 0, h.explain(joined)
+
+
+def test_the_cluster_lost_mid_study_is_said_in_one_line(tmp_path: Path) -> None:
+    """A review killed the head's processes (kill -9) during the screen: the driver waited 60 s
+    in Ray and ended with Ray's own "Failed to connect to GCS within 60 seconds" (status 1), no
+    word of autotune's. It now says in one line that the cluster at its address was lost and
+    how to carry on, within seconds, with status 1."""
+    space = h.write(tmp_path, h.mlp_space("headlost", trials=4, steps=STEPS))
+    head_token, token = h.new_token(), h.new_token()
+    out, err = tmp_path / "stdout.txt", tmp_path / "stderr.txt"
+    with cluster(nodes=1, token=head_token) as address:
+        cmd = ["study", "--space", str(space), "--address", address]
+        cmd += ["--tracking-uri", h.sqlite_uri(tmp_path)]
+        with out.open("w") as o, err.open("w") as e:
+            proc = subprocess.Popen(
+                h.autotune_cmd(*cmd), cwd=tmp_path, env=h.cli_env(token), stdout=o, stderr=e,
+                stdin=subprocess.DEVNULL, start_new_session=True,
+            )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 240
+            while "baseline   0" not in out.read_text():  # the screen runs
+                assert proc.poll() is None, err.read_text()[-3000:]
+                assert time.monotonic() < deadline, "the baseline never finished"
+                time.sleep(0.2)
+            for pid, _ in h.tagged_processes(head_token):  # the head dies: all of it, at once
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            killed = time.monotonic()
+            code = proc.wait(timeout=50)
+            took = time.monotonic() - killed
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            h.kill_tagged(token)
+    stderr = err.read_text()
+    assert code == 1, stderr[-3000:]
+    assert took < 30, f"{took:.0f} s\n{stderr[-3000:]}"
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith(f"autotune: error: lost the Ray cluster at {address}: "), last
+    assert "once the cluster is back, run the same command with --resume" in last, last
 
 
 def test_a_trial_no_node_can_hold_is_refused(ray_cluster: str, tmp_path: Path) -> None:
