@@ -141,7 +141,7 @@ def leaving() -> None:
     _LEAVING.append(True)
 
 
-def _watch_local_ray(gcs: tuple[Any, str]) -> None:
+def _watch_local_ray(gcs: tuple[Any, str, Any]) -> None:
     """While the driver's local Ray runs: its control process (GCS: the Popen and its address)
     ending, or no longer answering on its port, before the driver ends Ray (`leaving`) leaves
     the driver inside Ray calls that wait 60 s for it and then end the process (status 1, no
@@ -150,19 +150,23 @@ def _watch_local_ray(gcs: tuple[Any, str]) -> None:
     and the driver's own handler does not run while its thread waits in Ray's C++ code. So the
     driver says what happened and exits at once: 143 when the GCS was stopped by a SIGTERM (it
     stopped answering, or was ended by one), else 1. What finished is on disk and in Optuna;
-    `--resume` carries on (and logs to MLflow what was not logged yet)."""
-    proc, address = gcs
+    `--resume` carries on (and logs to MLflow what was not logged yet). The node's raylet is
+    watched too: the GCS may outlive the SIGTERM (its server still answering) while the raylet
+    ended, and Tune's clean-up then waited for ever on the raylet (a placement group removed)."""
+    proc, address, raylet = gcs
     refused = 0
     while not _LEAVING:
         code = proc.poll()
         refused = refused + 1 if code is None and _refuses(address) else 0
-        if (code is not None or refused >= 2) and not _LEAVING:
-            termed = code is None or code == -signal.SIGTERM
+        ended = raylet.poll() if raylet is not None and code is None and refused < 2 else None
+        if (code is not None or refused >= 2 or ended is not None) and not _LEAVING:
+            termed = (code is None and ended is None) or -signal.SIGTERM in (code, ended)
+            what = "control process (GCS)" if ended is None else "node manager (raylet)"
             why = (
                 "the local Ray was stopped by a SIGTERM (one sent to the whole process group "
                 "reaches Ray's own processes too)"
                 if termed
-                else f"the local Ray's control process (GCS) ended (status {code})"
+                else f"the local Ray's {what} ended (status {code if ended is None else ended})"
             )
             sys.stdout.flush()
             sys.stderr.write(
@@ -222,17 +226,21 @@ def _refuses(address: str) -> bool:
         return False
 
 
-def _local_gcs() -> tuple[Any, str] | None:
-    """The local Ray's GCS process (a Popen) and address, when this driver started Ray; None
-    otherwise (a cluster's lives elsewhere) or when Ray's private layout is not the one known
-    here."""
+def _local_gcs() -> tuple[Any, str, Any] | None:
+    """The local Ray's GCS process (a Popen), its address and the raylet's process (a Popen;
+    None when not found), when this driver started Ray; None otherwise (a cluster's lives
+    elsewhere) or when Ray's private layout is not the one known here."""
     try:
         from ray._private import ray_constants
         from ray._private import worker as ray_worker
 
         node = ray_worker._global_node
         infos = node.all_processes.get(ray_constants.PROCESS_TYPE_GCS_SERVER) if node else None
-        return (infos[0].process, str(node.gcs_address)) if infos else None
+        if not infos:
+            return None
+        raylets = node.all_processes.get(ray_constants.PROCESS_TYPE_RAYLET) or []
+        raylet = raylets[0].process if raylets else None
+        return infos[0].process, str(node.gcs_address), raylet
     except Exception:
         return None
 

@@ -147,6 +147,56 @@ def test_sigterm_to_the_whole_process_group_ends_the_driver_at_once(tmp_path: Pa
     assert f"study {name}: 4/4 trials" in done.stdout, h.explain(done)
 
 
+def _raylet_of(pid: int) -> int | None:
+    """The raylet the driver `pid` started (its child), if it is running."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            cmd = (entry / "cmdline").read_bytes().split(b"\0")[0]
+        except (OSError, IndexError):
+            continue
+        if int(stat[1]) == pid and cmd.endswith(b"/raylet") and stat[0] != "Z":
+            return int(entry.name)
+    return None
+
+
+@pytest.mark.integration
+def test_the_local_raylet_ending_ends_the_driver_at_once(tmp_path: Path) -> None:
+    """A SIGTERM to the process group once left the GCS answering and the raylet ended: the
+    driver waited for ever in Tune's clean-up (removing a placement group asks the raylet), no
+    line, no end (seen in a test run killed from outside). The raylet is watched as the GCS is:
+    killed under a running screen, the driver says so and exits within seconds."""
+    space = h.write(tmp_path, SPACE.format(name="raylet"))
+    cmd = h.autotune_cmd("study", "--space", str(space), "--tracking-uri", h.sqlite_uri(tmp_path))
+    log = tmp_path / "run.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            cmd, cwd=tmp_path, env=h.cli_env(h.new_token()), stdout=out,
+            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 300
+        while "trial   1  complete" not in log.read_text():
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-6000:]
+            time.sleep(0.1)
+        raylet = _raylet_of(proc.pid)
+        assert raylet is not None, "no raylet found under the driver"
+        os.kill(raylet, signal.SIGKILL)
+        killed = time.monotonic()
+        rc = proc.wait(timeout=60)
+        took = time.monotonic() - killed
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    out = log.read_text()
+    assert rc == 1, f"exit status {rc}\n{out[-6000:]}"
+    assert "the local Ray's node manager (raylet) ended (status -9)" in out, out[-6000:]
+    assert took < 20, f"{took:.0f} s after the raylet ended\n{out[-6000:]}"
+
+
 def _handler(_signum: int, _frame: object) -> None:
     """A stand-in for Tune's SIGINT handler."""
 
