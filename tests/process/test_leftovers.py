@@ -10,12 +10,12 @@ from pathlib import Path
 
 import assets.studies as h
 import pytest
+from assets import leaving
 from typer.testing import CliRunner
 
 from autotune.cli import app
 from autotune.probe import ProbeConfig
 from autotune.process import launcher, leftovers
-from tests.assets import leaving
 
 pytestmark = pytest.mark.integration
 

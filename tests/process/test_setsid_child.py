@@ -4,6 +4,7 @@ trial ~20 s longer (the launcher waited 10 s for each pipe's end that never came
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -49,5 +50,6 @@ def test_a_setsid_child_holding_the_pipes_does_not_hold_the_probe(tmp_path: Path
         # the script itself takes ~2-5 s; waiting for both pipes' ends took 20 s more
         assert took < 12, f"the probe took {took:.1f} s"
     finally:
-        if pidfile.is_file():
-            os.kill(int(pidfile.read_text()), signal.SIGKILL)
+        if pidfile.is_file():  # `autotune probe` ends what its probe left (process/leftovers)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pidfile.read_text()), signal.SIGKILL)

@@ -5,11 +5,11 @@ reset by peer', which only follows from it; and a hang named by rank 0's timeout
 from __future__ import annotations
 
 import pytest
+from assets import leaving
 
 from autotune.probe import ProbeConfig
 from autotune.process.entry import run as run_probe
 from autotune.process.ranks import COMM_TIMEOUT_ENV, CommError, RankFailure
-from tests.assets import leaving
 
 
 @pytest.mark.integration  # starts the ranks' processes
