@@ -363,6 +363,7 @@ def format_probe(r: dict[str, Any]) -> str:
         "final_scale",
         "throughput",
         "tokens_per_s",
+        "scaling_efficiency",  # probe.measure_scaling: throughput over world_size x one process's
         "peak_mem_mb",
     ]
     for key in order:
