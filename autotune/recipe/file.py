@@ -372,7 +372,7 @@ class Recipe(RecipeRuntime):
             f"({self.micro_batch} x {self.accum_steps}"
             + (f" x {self.world_size} ranks" if self.world_size > 1 else "")
             + ")",
-            f"  lr {k['lr']:g}, warmup {k['warmup_steps']}, {k['schedule']}, clip "
+            f"  lr {k['lr']:g}, {self._schedule_text()}, clip "
             + clip_text(k)
             + f", AdamW eps {k['adam_eps']:g}, betas ({k['beta1']:g}, {k['beta2']:g}), "
             f"weight decay {k['weight_decay']:g}",
@@ -391,6 +391,16 @@ class Recipe(RecipeRuntime):
                 + (f", tuned on {self.fingerprint_hash}" if self.fingerprint_hash else "")
             )
         return "\n".join(lines)
+
+    def _schedule_text(self) -> str:
+        """The warm-up and schedule, or that the script ran its own: a script whose record says
+        it called neither recipe.scheduler (lr_at, Lightning's configure_optimizers) nor the hf
+        integration never applied them (the exports say so and leave them out)."""
+        applied = (self.source or {}).get("script_applied")
+        ran = {str(a) for a in applied or ()}
+        if self.workload.get("script") and applied is not None and not ran & {"scheduler", "hf"}:
+            return "the script's own schedule (the recipe's warm-up and schedule never applied)"
+        return f"warmup {self.knobs['warmup_steps']}, {self.knobs['schedule']}"
 
 
 def _workload_text(w: dict[str, Any]) -> str:

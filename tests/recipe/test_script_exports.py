@@ -124,3 +124,13 @@ def test_a_script_with_its_own_schedule_exports_no_schedule_of_ours() -> None:
     # Without the record (a recipe from before it), the schedule is exported as before.
     old = exporters.render(script_recipe(None, schedule="constant"), "python")
     assert 'SCHEDULE = "constant"' in old
+
+
+def test_the_recipe_s_description_says_the_script_ran_its_own_schedule() -> None:
+    """`autotune export` printed `warmup 5` for a script that ran its own LambdaLR (a black-box
+    review): the description now says the recipe's warm-up and schedule were never applied."""
+    own = script_recipe(["optimizer"], warmup_steps=5).describe()
+    assert "the script's own schedule" in own and "warmup 5" not in own, own
+    used = script_recipe(["optimizer", "scheduler"], warmup_steps=5).describe()
+    assert "warmup 5" in used, used
+    assert "warmup 5" in script_recipe(None, warmup_steps=5).describe()  # no record: as before
