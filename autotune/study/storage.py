@@ -55,8 +55,9 @@ def _check_encoded(url: str) -> None:
 class _NoLostConnectionLog(logging.Filter):
     """Drops what libraries log, with a page of traceback and SQL, about a database connection
     lost (`lost_connection`), which is said once in one line instead: by `connection_kept` for
-    the Optuna storage (Tune logs the error of a trial told as it re-raises it), by the MLflow
-    writer's warning for the tracking store (MLflow logs the error it re-raises). Optuna's note
+    the Optuna storage (Tune logs the error of a trial told as it re-raises it). MLflow's own
+    traceback of a database error it re-raises is dropped where every client of its store is
+    made (`tracking.connection`), for every command, not here. Optuna's note
     that it "caught an error from sqlalchemy" reading trials and falls back to a slower query
     goes too (the fallback either works, or fails and is said then), and psycopg's that it
     ignored an error ending a pipeline on a connection already lost."""
@@ -74,7 +75,6 @@ _NOISY = (
     "psycopg",
     "optuna.storages._rdb.storage",
     "ray.tune.execution.tune_controller",
-    "mlflow.store.db.utils",
 )
 
 
