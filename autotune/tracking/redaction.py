@@ -81,16 +81,20 @@ def unencoded(uri: str) -> str | None:
 
 def passwords(uri: str) -> list[str]:
     """The password of `uri` as written, as SQLAlchemy parses it (up to the first '@'; the
-    rest it takes for the host), decoded and encoded: every form a driver's error text might
-    quote. Longest first, so that a longer form is masked before a part of it."""
+    rest it takes for the host), decoded and encoded, and any secret given in its query
+    (`?password=`, `sslpassword`, a token): every form a driver's error text might quote.
+    Longest first, so that a longer form is masked before a part of it."""
+    forms: set[str] = set()
+    for found in _QUERY_SECRET.finditer(uri):
+        value = found.group(0)[len(found.group(1)) :]
+        forms.update({value, unquote(value)})
     where = _userinfo(uri)
-    if where is None:
-        return []
-    _, colon, last_at = where
-    whole = uri[colon + 1 : last_at]
-    pieces = whole.split("@")
-    forms = {whole, unquote(whole), quote(unquote(pieces[0]), safe="")}
-    forms.update(pieces + [unquote(p) for p in pieces])
+    if where is not None:
+        _, colon, last_at = where
+        whole = uri[colon + 1 : last_at]
+        pieces = whole.split("@")
+        forms.update({whole, unquote(whole), quote(unquote(pieces[0]), safe="")})
+        forms.update(pieces + [unquote(p) for p in pieces])
     return sorted((f for f in forms if f), key=len, reverse=True)
 
 

@@ -34,6 +34,10 @@ def test_a_drivers_error_text_loses_every_part_of_the_password() -> None:
     _no_fragment(redaction.scrub(said, AT))
     plain = "postgresql://u:Hunter2SecretPW@h/db"
     assert redaction.scrub("auth failed: Hunter2SecretPW", plain) == "auth failed: ***"
+    # libpq takes the password from the query too, and its errors may quote the whole URL.
+    query = "postgresql://u@h/db?sslmode=disable&password=Qu%40ery7PW"
+    said = f"could not connect with password=Qu@ery7PW ({query})"
+    assert "Qu" not in redaction.scrub(said, query) and "ery7PW" not in redaction.scrub(said, query)
 
 
 def test_the_storage_and_the_tracking_store_refuse_it_before_connecting(tmp_path: Path) -> None:
