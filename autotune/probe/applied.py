@@ -5,8 +5,8 @@ records that it did (`autotune.probe.script.mark_applied`: the summary's `script
 searched knob whose helper the script never called was not what its trials ran: each ran the
 script's own (its own scheduler, say), so the value a study reports for it means nothing.
 
-Only the optimizer's and the schedule's helpers are recorded: a knob of another group
-(clipping, the GradScaler, the batch) is never said to be unapplied.
+The optimizer's, the schedule's and the clipping's helpers are recorded: a knob of another
+group (the GradScaler, the batch, environment variables) is never said to be unapplied.
 """
 
 from __future__ import annotations
@@ -21,6 +21,10 @@ from autotune.knobs import KNOBS
 _GROUPS = {
     "optimizer": ("trial.recipe.optimizer", frozenset({"optimizer", "hf", "lightning"})),
     "schedule": ("trial.recipe.scheduler (or recipe.lr_at)", frozenset({"scheduler", "hf"})),
+    "clipping": (
+        "trial.recipe.clip_and_step (or recipe.clip_policy)",
+        frozenset({"clip", "hf", "lightning"}),
+    ),
 }
 
 

@@ -58,8 +58,9 @@ def set_current(session: ScriptSession | None) -> None:
 
 
 #: What can apply a trial's knobs in a script, as `mark_applied` records it: the recipe's
-#: `optimizer`, its `scheduler` (or `lr_at`), the `hf` or `lightning` integration.
-APPLIERS = ("optimizer", "scheduler", "hf", "lightning")
+#: `optimizer`, its `scheduler` (or `lr_at`), its clipping (`clip`: `clip_and_step` or
+#: `clip_policy`), the `hf` or `lightning` integration.
+APPLIERS = ("optimizer", "scheduler", "clip", "hf", "lightning")
 
 
 def mark_applied(what: str, optimizer: Any = None) -> None:

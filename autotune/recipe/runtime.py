@@ -160,7 +160,9 @@ class RecipeRuntime:
         parameters after unscaling; it clips in place and returns (total norm before clipping,
         per-tensor norms, clipped?). zclip and autoclip keep state: one per training run."""
         from autotune.probe import clip_policy
+        from autotune.probe.script import mark_applied
 
+        mark_applied("clip")
         return clip_policy(self.knobs)
 
     def clip_and_step(
@@ -178,7 +180,9 @@ class RecipeRuntime:
         keeps its state per `optimizer`. Returns the total gradient norm before clipping; whether it
         clipped goes to the trial's next `report` (its `clipped` series, `clip_fraction`)."""
         from autotune.probe import apply_clipping
+        from autotune.probe.script import mark_applied
 
+        mark_applied("clip")
         params = list(parameters) if parameters is not None else _params_of(optimizer)
         if scaler is not None:
             scaler.unscale_(optimizer)

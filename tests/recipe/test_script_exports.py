@@ -77,8 +77,8 @@ def script_recipe(applied: list[str] | None, **knobs: Any) -> Recipe:
 def test_the_script_run_records_what_applied_its_knobs(run: Callable[[str], Any]) -> None:
     pytest.importorskip("transformers")
     assert run(HF_SCRIPT)["script_applied"] == ["hf"]
-    assert run(LOOP.format(sched=OWN))["script_applied"] == ["optimizer"]
-    assert run(LOOP.format(sched=OURS))["script_applied"] == ["optimizer", "scheduler"]
+    assert run(LOOP.format(sched=OWN))["script_applied"] == ["clip", "optimizer"]
+    assert run(LOOP.format(sched=OURS))["script_applied"] == ["clip", "optimizer", "scheduler"]
 
 
 def test_the_python_header_names_the_script() -> None:

@@ -48,7 +48,7 @@ SAID = "warning: searched knob(s) never applied by the script: warmup_steps (app
 def test_show_says_the_unapplied_knobs_and_marks_their_values(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    h.recorded_study(tmp_path, "na", trials=3, finished=3, applied=["optimizer"])
+    h.recorded_study(tmp_path, "na", trials=3, finished=3, applied=["optimizer", "clip"])
     monkeypatch.chdir(tmp_path)
     shown = invoke("show", "na")
     assert shown.exit_code == 0, shown.output
@@ -63,7 +63,9 @@ def test_show_says_the_unapplied_knobs_and_marks_their_values(
 def test_a_script_that_applies_every_searched_knob_says_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    h.recorded_study(tmp_path, "ok", trials=2, finished=2, applied=["optimizer", "scheduler"])
+    h.recorded_study(
+        tmp_path, "ok", trials=2, finished=2, applied=["optimizer", "scheduler", "clip"]
+    )
     monkeypatch.chdir(tmp_path)
     shown = invoke("show", "ok")
     assert "never applied" not in shown.stdout and "(not applied)" not in shown.stdout
