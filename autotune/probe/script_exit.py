@@ -17,10 +17,10 @@ from collections.abc import Callable, Iterator
 from typing import Any, NoReturn
 
 
-@contextlib.contextmanager
-def summary_on_os_exit(end: Callable[[], Any]) -> Iterator[None]:
-    """While it is open, `os._exit(0)` in this process first calls `end()` (the run's checks
-    and its summary; an exception there leaves the summary unmade), then exits."""
+def summary_before_os_exit(end: Callable[[], Any]) -> Callable[[], None]:
+    """From now on, `os._exit(0)` in this process first calls `end()` (the run's checks and its
+    summary; an exception there leaves the summary unmade), then exits. Returns what takes the
+    wrapper back (a script run standalone keeps it until the process ends)."""
     real, pid = os._exit, os.getpid()
 
     def leave(status: int) -> NoReturn:
@@ -30,8 +30,19 @@ def summary_on_os_exit(end: Callable[[], Any]) -> Iterator[None]:
                 end()
         real(status)
 
+    def restore() -> None:
+        os._exit = real
+
     os._exit = leave
+    return restore
+
+
+@contextlib.contextmanager
+def summary_on_os_exit(end: Callable[[], Any]) -> Iterator[None]:
+    """While it is open, `os._exit(0)` in this process first calls `end()`
+    (`summary_before_os_exit`)."""
+    restore = summary_before_os_exit(end)
     try:
         yield
     finally:
-        os._exit = real
+        restore()

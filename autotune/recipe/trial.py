@@ -27,6 +27,7 @@ from autotune.probe.config import ProbeConfig, steps_at_batch
 from autotune.probe.loop import schedule_length
 from autotune.probe.oom import is_oom
 from autotune.probe.script import Diverged, ScriptSession, current
+from autotune.probe.script_exit import summary_before_os_exit
 from autotune.probe.script_values import short_run
 from autotune.recipe import Recipe
 
@@ -324,7 +325,10 @@ def _standalone(
     session = ScriptSession(cfg, None, in_study=False)
     out = os.environ.get(SUMMARY_ENV)
     if out:
-        atexit.register(_write_summary, session, summary_target(out))
+        target = summary_target(out)
+        atexit.register(_write_summary, session, target)
+        # os._exit(0) after the last step skips atexit: the summary is written before it too.
+        summary_before_os_exit(lambda: _write_summary(session, target))
     return session
 
 

@@ -52,8 +52,22 @@ def _run(tmp_path: Path, loop: str) -> tuple[int, dict[str, Any]]:
             30,
         ),
         ("    trial.report(i, loss=1.0 / (i + 1))\n", 0, None, None, 30),
+        (  # os._exit skips atexit: the summary is written before it all the same
+            "    trial.report(i, loss=1.0 / (i + 1))\nimport os\nos._exit(0)\n",
+            0,
+            None,
+            None,
+            30,
+        ),
+        (
+            "    if i == 12: import os; os._exit(0)\n    trial.report(i, loss=1.0 / (i + 1))\n",
+            0,
+            "bad_report",
+            "the script reported 12 of 30 steps",
+            12,
+        ),
     ],
-    ids=["exit_at_step_10", "bad_report", "raised", "ok"],
+    ids=["exit_at_step_10", "bad_report", "raised", "ok", "os_exit_after", "os_exit_at_12"],
 )
 def test_the_summary_says_what_a_probe_would(
     tmp_path: Path, loop: str, rc: int, cause: str | None, said: str | None, steps_run: int
