@@ -219,6 +219,8 @@ def format_line(compute: Mapping[str, Any] | None) -> str | None:
         )
     if compute.get("cut_short"):  # `unfinished.spent`: what never ran is no saving
         text += f", so far: the study was cut short ({compute['cut_short']}), no saving figure"
+    elif compute.get("running"):
+        text += f", so far: the study is still running ({compute['running']}), no saving figure"
     bad = compute.get("unreadable") or []
     if bad:
         named = ", ".join(bad[:3]) + (f" and {len(bad) - 3} more" if len(bad) > 3 else "")

@@ -77,13 +77,16 @@ def spent(
     study: Any, space: sp.Space, study_dir: Path | None, left: Mapping[str, Any] | None
 ) -> dict[str, Any] | None:
     """`compute.study_compute`, but of an unfinished study (`left`, from `state`) with no
-    saving figure (`saved_vs_full` None) and `cut_short` naming the phase it stopped in: its
-    estimate of the full flow counts every planned probe, so what never ran would read as
-    saved."""
+    saving figure (`saved_vs_full` None) and `cut_short` naming the phase it stopped in (or
+    `running`, the phase its driver is in, while one runs): its estimate of the full flow
+    counts every planned probe, so what never ran would read as saved."""
     found = study_compute(study, space, study_dir)
     if found is None or not left:
         return found
-    return {**found, "saved_vs_full": None, "cut_short": left.get("phase") or "running"}
+    phase = left.get("phase") or "running"
+    if left.get("driver"):  # its driver runs: not cut short, only not finished yet
+        return {**found, "saved_vs_full": None, "running": phase}
+    return {**found, "saved_vs_full": None, "cut_short": phase}
 
 
 def text(left: Mapping[str, Any] | None, screen_steps: int, target_steps: int) -> str | None:

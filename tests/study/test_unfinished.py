@@ -107,6 +107,11 @@ def test_an_unfinished_study_claims_no_saving(tmp_path: Path) -> None:
     spent = {**summary["compute"], "total": 6400, "screen": 6400, "rungs": 0}
     line = format_line(spent) or ""
     assert "less than every trial" not in line and "cut short (screen)" in line, line
+    # shown while its driver runs: not finished, but not cut short either (a review)
+    running = st.summarize(study, space, study_dir, running="pid 1 on here")["compute"]
+    assert "cut_short" not in running and running["running"] == "screen", running
+    line = format_line({**running, "total": 6400, "screen": 6400, "rungs": 0}) or ""
+    assert "cut short" not in line and "still running (screen), no saving figure" in line, line
 
 
 def test_a_budget_lowered_below_the_trials_done_is_said_plainly(tmp_path: Path) -> None:
