@@ -43,7 +43,7 @@ def summarize(
     interrupted, and what it says is the state so far."""
     judged = screen_feasible(study)
     trials = study.get_trials(deepcopy=False)
-    counts, feasible, baseline, info = _tally(trials, judged)
+    counts, feasible, baseline, info = _tally(trials, judged, in_progress=running is not None)
     dirs = directions(space)
     objectives = [o.model_dump() for o in space.objectives]
     best, at_screen = im.best_and_improvement(space, feasible, baseline)
@@ -109,20 +109,23 @@ def summarize(
 
 
 def _tally(
-    trials: Sequence[Any], judged: Callable[[Any], bool]
+    trials: Sequence[Any], judged: Callable[[Any], bool], *, in_progress: bool
 ) -> tuple[dict[str, int], list[tuple[int, list[float]]], Any, dict[int, Any]]:
     """Trials per outcome, the feasible ones' values, the baseline trial (once it finished),
     and the finished trials by number. A trial still waiting to start (enqueued: the baseline
-    of a study stopped in its first seconds) is not counted."""
+    of a study stopped in its first seconds) is not counted. A trial Optuna holds as running
+    is `running` while the study's driver runs (`in_progress`), else `interrupted` (its driver
+    died under it), as the text says."""
     import optuna
 
-    counts: dict[str, int] = {**{o.value: 0 for o in Outcome}, "running": 0}
+    unfinished = "running" if in_progress else "interrupted"
+    counts: dict[str, int] = {**{o.value: 0 for o in Outcome}, "running": 0, "interrupted": 0}
     feasible: list[tuple[int, list[float]]] = []
     baseline = None
     info: dict[int, Any] = {}
     for t in trials:
         if t.state == optuna.trial.TrialState.RUNNING:
-            counts["running"] += 1
+            counts[unfinished] += 1
             continue
         if not t.state.is_finished():
             continue
@@ -198,7 +201,7 @@ def _rungs(
         {
             "rung": 0,
             "steps": screen,
-            "trials": sum(v for k, v in counts.items() if k != "running"),
+            "trials": sum(v for k, v in counts.items() if k not in unfinished.UNFINISHED),
             "agreement": None,
         }
     ]

@@ -17,6 +17,7 @@ from autotune.study.compute import format_line as compute_line
 from autotune.study.failures import summary_lines
 from autotune.study.fidelity import format_line as fidelity_line
 from autotune.study.identical import warning_line as identical_line
+from autotune.study.unfinished import UNFINISHED
 from autotune.study.unfinished import text as unfinished_text
 from autotune.study.verdict import against
 from autotune.study.yardstick import format_line as yardstick_line
@@ -220,13 +221,19 @@ def _counts_line(summary: Mapping[str, Any]) -> str:
         f"study {summary['study']}: {ran} — "
         f"{c.get('complete', 0)} complete, {c.get('diverged', 0)} diverged, "
         f"{c.get('oom', 0)} out of memory, {c.get('failed', 0)} failed"
-        + (f", {c['running']} {unfinished}" if c.get("running") else "")
+        + (f", {left} {unfinished}" if (left := _unfinished_trials(summary)) else "")
     )
 
 
 def _done(summary: Mapping[str, Any]) -> int:
     """The trials that finished (any outcome)."""
-    return sum(int(v) for k, v in summary["counts"].items() if k != "running")
+    return sum(int(v) for k, v in summary["counts"].items() if k not in UNFINISHED)
+
+
+def _unfinished_trials(summary: Mapping[str, Any]) -> int:
+    """Trials Optuna holds as running: running now, or interrupted (a record from before the
+    `interrupted` count has them all under `running`)."""
+    return sum(int(summary["counts"].get(k) or 0) for k in UNFINISHED)
 
 
 def _progress_lines(summary: Mapping[str, Any]) -> list[str]:
@@ -317,7 +324,7 @@ def _vs_baseline(row: Mapping[str, Any], short: bool = False) -> str:
 
 def _pareto_lines(summary: Mapping[str, Any]) -> list[str]:
     if not summary["pareto"]:
-        done, running = _done(summary), int(summary["counts"].get("running") or 0)
+        done, running = _done(summary), _unfinished_trials(summary)
         if summary.get("in_progress"):
             return [f"no feasible trial yet ({done} finished): the study is in progress"]
         if done == 0:

@@ -30,6 +30,11 @@ PHASES = ("screen", "rungs", "verification")
 """The phases, in the order a study runs them; `state()["phase"]` is the first with work left."""
 
 
+#: A summary's counts of trials Optuna holds as running: `running` while the study's driver
+#: runs, `interrupted` when it died under them.
+UNFINISHED = ("running", "interrupted")
+
+
 def state(study: Any, space: sp.Space, running: str | None = None) -> dict[str, Any] | None:
     """None for a finished study whose driver is not running; else `phase` (the first phase
     with work left, None when only the driver still runs), `trials_finished`, `trials_planned`,

@@ -295,6 +295,7 @@ def test_failures_are_recorded_with_their_cause(tmp_path: Path) -> None:
         "oom": 0,
         "failed": 3,
         "running": 0,
+        "interrupted": 0,
     }
     assert [row["number"] for row in summary["pareto"]] == [0]
 

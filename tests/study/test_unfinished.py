@@ -142,3 +142,15 @@ def test_a_study_whose_baseline_failed_is_not_told_to_run_again(tmp_path: Path) 
     said = text.split("study f was stopped before it finished: ")[1].split("\n")[0]
     assert said.startswith("1 of 2 trials ran, and its baseline failed"), said
     assert "start the study afresh" in said and "again to finish it" not in text, text
+
+
+def test_a_trial_whose_driver_died_is_counted_interrupted_as_the_text_says(tmp_path: Path) -> None:
+    """`show --json` of a study killed under a trial had it `running` where the text said
+    `1 interrupted` (a review)."""
+    study, space, study_dir, _ = recorded(tmp_path, "k", [], finished=2)
+    study.ask()  # Optuna holds it as running; no driver holds the study's lock
+    counts = st.summarize(study, space, study_dir)["counts"]
+    assert (counts["interrupted"], counts["running"]) == (1, 0), counts
+    assert ", 1 interrupted" in st.format_summary(st.summarize(study, space, study_dir))
+    counts = st.summarize(study, space, study_dir, running="pid 1 on here")["counts"]
+    assert (counts["interrupted"], counts["running"]) == (0, 1), counts
