@@ -221,6 +221,8 @@ def _read(found: Found) -> dict[str, Any]:
             "values": {o["metric"]: chosen.value(o["metric"], i) for i, o in enumerate(objectives)},
         }
     times = [t.datetime_complete or t.datetime_start for t in trials]
+    if study_dir is not None:  # its rung and verification records, written after the trials
+        times.append(_newest_record(study_dir))
     last = max((t for t in times if t is not None), default=None)
     if last is None and study_dir is not None:
         last = dt.datetime.fromtimestamp(folder.study_json(study_dir).stat().st_mtime)
@@ -233,6 +235,18 @@ def _read(found: Found) -> dict[str, Any]:
         "pick": pick,
         "last_change": last.isoformat(sep=" ", timespec="seconds") if last else None,
     }
+
+
+def _newest_record(study_dir: Path) -> dt.datetime | None:
+    """When the newest of the study's trial, rung and verification records was written (a rung
+    or a verification runs after the last Optuna trial has finished); None without any."""
+    newest = None
+    for where in (folder.trials_dir(study_dir), folder.verify_dir(study_dir)):
+        with contextlib.suppress(OSError):
+            for path in where.glob("*.json"):
+                with contextlib.suppress(OSError):
+                    newest = max(newest or 0.0, path.stat().st_mtime)
+    return None if newest is None else dt.datetime.fromtimestamp(newest)
 
 
 def format_table(rows: list[dict[str, Any]]) -> str:

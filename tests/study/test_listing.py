@@ -47,3 +47,19 @@ def test_a_running_study_listed_from_its_storage_is_running(tmp_path: Path) -> N
     assert after[0]["unfinished"]["driver"] is None and after[0]["unfinished"]["phase"] == "screen"
     line = listing.format_table(after).splitlines()[1]
     assert line.split()[:6] == ["live", "4/6", "(stopped", "in", "its", "screen)"], line
+
+
+def test_the_last_change_counts_the_rung_and_verification_records(tmp_path: Path) -> None:
+    """The last change was the last Optuna trial's time, though a study's rungs and its
+    verification write their records after it (a review: 13:44 listed, records until 13:45)."""
+    import datetime as dt
+    import os
+
+    study_dir = h.recorded_study(tmp_path, "late", trials=3, finished=3)
+    (study_dir / "verify").mkdir(exist_ok=True)
+    record = study_dir / "verify" / "0001-s40-seed1.json"
+    record.write_text("{}")
+    later = dt.datetime.now() + dt.timedelta(hours=2)
+    os.utime(record, (later.timestamp(), later.timestamp()))
+    rows = [listing.describe(f) for f in listing.find_all(study_dir.parent, None)]
+    assert rows[0]["last_change"] == later.isoformat(sep=" ", timespec="seconds"), rows
