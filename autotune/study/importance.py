@@ -3,6 +3,7 @@ PED-ANOVA evaluator), for the summary's MLflow artifacts and plot."""
 
 from __future__ import annotations
 
+import math
 import sys
 import warnings
 from collections.abc import Callable, Mapping
@@ -10,11 +11,33 @@ from typing import Any
 
 from autotune.study.records import screen_feasible
 
+#: An objective's importances, or why there are none (`unranked`): a name per searched knob.
+Importances = dict[str, dict[str, float] | str]
 
-def importances(study: Any, summary: Mapping[str, Any]) -> dict[str, dict[str, float]] | None:
+#: How Optuna says it fell back to equal importances (too few trials, or its top trials are
+#: all its trials): a result drawn as a ranking would read as a finding.
+_FALLBACK = "importances will be equal"
+
+#: PED-ANOVA compares the knobs of the top 10% of the trials with all of them. With one top
+#: trial (fewer than 11 trials) that is how far one trial's knobs sit from the others': the
+#: same numbers whichever objective picked it, no ranking of the knobs.
+_TOP_QUANTILE = 0.1
+_MIN_TOP = 2
+
+
+def unranked(metric: str) -> str:
+    """What the importances say of an objective the evaluator could not rank the knobs for."""
+    return f"too few trials to rank the knobs for {metric}"
+
+
+def importances(study: Any, summary: Mapping[str, Any]) -> Importances | None:
     """Parameter importances per objective: Optuna's PED-ANOVA evaluator (which parameters
     matter for reaching the best values). Not fANOVA or mean decrease in impurity: those fit
-    random forests with scikit-learn, whose import alone took 2 s at the end of every study."""
+    random forests with scikit-learn, whose import alone took 2 s at the end of every study.
+
+    An objective the evaluator could not rank (fewer than 3 feasible trials, a top 10% of one
+    trial, or Optuna's fallback to equal importances) gets the sentence `unranked` instead of
+    numbers; None when nothing was searched."""
     import optuna
 
     evaluators = optuna_importance()
@@ -25,25 +48,51 @@ def importances(study: Any, summary: Mapping[str, Any]) -> dict[str, dict[str, f
         for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
         if t.params and judged(t)
     ]
-    if len(complete) < 3:
+    if not complete:
         return None
-    out: dict[str, dict[str, float]] = {}
+    out: Importances = {}
     for i, o in enumerate(summary["objectives"]):
+        metric = o["metric"]
+        if len(complete) < 3 or _top_count(study, i) < _MIN_TOP:
+            out[metric] = unranked(metric)
+            continue
         try:
-            with warnings.catch_warnings():
-                # It warns that it looks for low target values: a maximised one is negated.
-                warnings.simplefilter("ignore", UserWarning)
-                out[o["metric"]] = dict(
+            with warnings.catch_warnings(record=True) as said:
+                # It warns that it looks for low target values (a maximised one is negated),
+                # and when it falls back to equal importances: that is read from `said`.
+                warnings.simplefilter("always", UserWarning)
+                found = dict(
                     evaluators.get_param_importances(
                         study,
                         target=_value_getter(i, o.get("direction", "minimize")),
-                        evaluator=evaluators.PedAnovaImportanceEvaluator(),
+                        evaluator=evaluators.PedAnovaImportanceEvaluator(
+                            target_quantile=_TOP_QUANTILE
+                        ),
                         params=None,
                     )
                 )
         except Exception:
             continue
+        fell_back = any(_FALLBACK in str(w.message).lower() for w in said)
+        out[metric] = unranked(metric) if fell_back or _all_equal(found) else found
     return out or None
+
+
+def _top_count(study: Any, i: int) -> int:
+    """How many trials the evaluator's top quantile (its default 10%) holds for objective `i`:
+    it counts the complete trials with a finite value, as Optuna does."""
+    import optuna
+
+    trials = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    n = sum(1 for t in trials if t.values and math.isfinite(float(t.values[i])))
+    return math.ceil(_TOP_QUANTILE * n)
+
+
+def _all_equal(found: Mapping[str, float]) -> bool:
+    """Equal importances of several knobs: Optuna's normalisation of all-zero ones (no regime
+    had enough trials), not a measurement."""
+    values = list(found.values())
+    return len(values) > 1 and max(values) - min(values) <= 1e-12
 
 
 def _value_getter(i: int, direction: str) -> Callable[[Any], float]:

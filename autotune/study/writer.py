@@ -13,6 +13,7 @@ from typing import Any, Literal
 from autotune import tracking
 from autotune.errors import one_line
 from autotune.study import attrs as ua
+from autotune.study.folder import read_rung_record
 from autotune.study.records import read_outcome
 from autotune.tracking.runs import log_rung
 from autotune.tracking.verdicts import set_feasible
@@ -171,10 +172,11 @@ class MlflowWriter:
         self,
         summary: dict[str, Any],
         study: Any,
-        importances: dict[str, dict[str, float]] | None,
+        importances: Mapping[str, Mapping[str, float] | str] | None,
     ) -> None:
         """Log the study's summary, its trials' records, the parameter `importances` (the
-        driver's, `summary.importances`) and the plots on the study's run."""
+        driver's, `summary.importances`) and the plots on the study's run: the Pareto and loss
+        plots of the records of the length the front was decided at (`_decided_records`)."""
         self.drain()
         verdicts = _verdicts(study)
         outcomes = []
@@ -183,7 +185,10 @@ class MlflowWriter:
             if o is not None:  # the plots show the verdict judged again, as `show` does
                 outcomes.append({**o, "feasible": verdicts.get(t.number, o.get("feasible"))})
         try:
-            tracking.log_study_summary(self.client, self.parent, summary, outcomes, importances)
+            decided = _decided_records(self.study_dir, summary, outcomes)
+            tracking.log_study_summary(
+                self.client, self.parent, summary, outcomes, importances, decided
+            )
         except Exception as e:
             print(
                 "warning: could not log the study summary to MLflow "
@@ -195,3 +200,16 @@ class MlflowWriter:
 def _verdicts(study: Any) -> dict[int, bool]:
     """{trial number: feasible} as judged again after the screen (empty while it screens)."""
     return {int(k): bool(v) for k, v in (study.user_attrs.get(ua.SCREEN_FEASIBLE) or {}).items()}
+
+
+def _decided_records(
+    study_dir: Path, summary: Mapping[str, Any], outcomes: Sequence[Mapping[str, Any]]
+) -> list[dict[str, Any]] | None:
+    """The trials' records at the rung the study decided at (the front's values, of that
+    length), for the plots; None when it decided at the screen (the screen's records are)."""
+    decided = summary.get("decided") or {}
+    rung, steps = int(decided.get("rung") or 0), decided.get("steps")
+    if not rung or steps is None:
+        return None
+    records = [read_rung_record(study_dir, int(o["number"]), rung, int(steps)) for o in outcomes]
+    return [r for r in records if r is not None]

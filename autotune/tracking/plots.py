@@ -8,6 +8,7 @@ it. Artists carry a `gid` ("front", "baseline", "loss:7", ...) so tests and call
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ _GREY = "#9e9e9e"
 _RED = "#d62728"
 _FRONT = "#1f77b4"
 _BASELINE = "#ff9f1c"
+_PICK = "#2ca02c"
 _CURVE_COLORS = (
     "#1f77b4",
     "#2ca02c",
@@ -54,26 +56,37 @@ def save(fig: Figure, path: str | Path) -> Path:
     return target
 
 
+#: Units of the metrics that have one (autotune.probe.metrics); the others are ratios or losses.
+_UNITS = {
+    "throughput": "samples/s",
+    "tokens_per_s": "tokens/s",
+    "peak_mem_mb": "MB",
+    "steps_run": "steps",
+    "spike_count": "spikes",
+    "skipped_steps": "steps",
+}
+
+
 def _direction_label(objective: Mapping[str, Any]) -> str:
     metric = str(objective.get("metric", "objective"))
-    if str(objective.get("direction", "minimize")).startswith("max"):
-        return f"{metric} (higher is better)"
-    return f"{metric} (lower is better)"
+    unit = _UNITS.get(metric)
+    better = "higher" if str(objective.get("direction", "minimize")).startswith("max") else "lower"
+    return f"{metric} ({unit + ', ' if unit else ''}{better} is better)"
+
+
+def _metrics(outcome: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A record's measured metrics: a full record's `summary.metrics`, a slim row's `metrics`."""
+    return (outcome.get("summary") or {}).get("metrics") or outcome.get("metrics") or {}
 
 
 def _objective_values(
     outcome: Mapping[str, Any], objectives: Sequence[Mapping[str, Any]]
 ) -> list[float | None]:
-    """The outcome's value for each objective: `values`, else the summary metric of that name."""
-    values = list(outcome.get("values") or [])
-    metrics = (outcome.get("summary") or {}).get("metrics") or {}
-    result: list[float | None] = []
-    for i, objective in enumerate(objectives):
-        value = finite(values[i]) if i < len(values) else None
-        if value is None:
-            value = finite(metrics.get(objective.get("metric")))
-        result.append(value)
-    return result
+    """The outcome's measured value for each objective (None where it has none). Never its
+    `values`: where a metric was NaN (diverged, did not learn) those hold the finite stand-in
+    told to Optuna, which is no measurement."""
+    metrics = _metrics(outcome)
+    return [finite(metrics.get(str(objective.get("metric")))) for objective in objectives]
 
 
 def _is_infeasible(outcome: Mapping[str, Any]) -> bool:
@@ -87,11 +100,18 @@ def pareto_figure(
     outcomes: Sequence[Mapping[str, Any]],
     objectives: Sequence[Mapping[str, Any]],
     front_numbers: set[int],
+    *,
+    pick: int | None = None,
+    length: str = "",
+    left_out: str = "",
 ) -> Figure:
     """Trials on the first two objectives (one objective: value against trial number).
 
-    Feasible trials grey, diverged/OOM/failed a red x, the Pareto front highlighted and joined,
-    the baseline a labelled star. Trials without values are counted in a note.
+    `outcomes`: the records of the length the front was decided at, which `length` names in
+    the title ("at 120 steps"); `left_out` says which trials did not run that long. Feasible
+    trials grey, diverged/OOM/failed a red x, the Pareto front highlighted and joined, the
+    baseline a labelled star, the `pick` ringed. Only measured values are drawn: the trials
+    without a finite value of an objective are named in a note.
     """
     fig = _figure(8.0, 5.5)
     ax = fig.add_subplot()
@@ -113,7 +133,15 @@ def pareto_figure(
         _draw_front(ax, sorted(groups["front"]), two_d)
     if groups["baseline"]:
         _draw_baseline(ax, groups["baseline"], baseline_infeasible)
-    _label_pareto_axes(ax, used, len(objectives), missing)
+    drawn = [p for points in groups.values() for p in points]
+    _draw_pick(ax, next((p for p in drawn if p[2] == pick), None))
+    if not drawn:
+        ax.text(
+            0.5, 0.5, "no trial with a measured value of every objective", ha="center",
+            va="center", transform=ax.transAxes, color="#555555",
+        )  # fmt: skip
+    notes = [n for n in (left_out, _missing_note(missing, used)) if n]
+    _label_pareto_axes(ax, used, len(objectives), length, notes)
     if ax.get_legend_handles_labels()[0]:
         ax.legend(loc="best", fontsize=8, framealpha=0.85)
     return fig
@@ -123,19 +151,22 @@ def _group_points(
     outcomes: Sequence[Mapping[str, Any]],
     used: Sequence[Mapping[str, Any]],
     front_numbers: set[int],
-) -> tuple[dict[str, list[Point]], int, bool]:
-    """Each trial's point by group (feasible, infeasible, front, baseline), the count of trials
-    without values, and whether the baseline was infeasible."""
+) -> tuple[dict[str, list[Point]], list[tuple[int, bool, list[str]]], bool]:
+    """Each trial's point by group (feasible, infeasible, front, baseline); the trials without
+    a finite value of every objective (number, baseline, the objectives it lacks); and whether
+    the baseline was infeasible."""
     two_d = len(used) >= 2
     groups: dict[str, list[Point]] = {"feasible": [], "infeasible": [], "front": [], "baseline": []}
-    missing = 0
+    missing: list[tuple[int, bool, list[str]]] = []
     baseline_infeasible = False
     for outcome in outcomes:
         number = int(outcome.get("number", -1))
-        values = [v for v in _objective_values(outcome, used) if v is not None]
-        if len(values) < len(used):
-            missing += 1
+        measured = _objective_values(outcome, used)
+        if any(v is None for v in measured):
+            lacks = [str(o.get("metric")) for o, v in zip(used, measured, strict=True) if v is None]
+            missing.append((number, bool(outcome.get("baseline")), lacks))
             continue
+        values = [float(v) for v in measured if v is not None]
         point = (values[0], values[1], number) if two_d else (float(number), values[0], number)
         if outcome.get("baseline"):
             groups["baseline"].append(point)
@@ -149,6 +180,24 @@ def _group_points(
         else:
             groups["feasible"].append(point)
     return groups, missing, baseline_infeasible
+
+
+def _missing_note(missing: Sequence[tuple[int, bool, list[str]]], used: Sequence[Any]) -> str:
+    """'2 trials without a finite value not drawn: #0 (baseline; noise_per_drop), #4 (...)'."""
+    if not missing:
+        return ""
+    shown = []
+    for number, baseline, lacks in sorted(missing)[:6]:
+        what = ", ".join(lacks) if len(used) > 1 else ""
+        inside = "; ".join(x for x in ("baseline" if baseline else "", what) if x)
+        shown.append(f"#{number}" + (f" ({inside})" if inside else ""))
+    more = f", +{len(missing) - 6} more" if len(missing) > 6 else ""
+    n = len(missing)
+    return (
+        f"{n} trial{'s' if n != 1 else ''} without a finite value not drawn: "
+        + ", ".join(shown)
+        + more
+    )
 
 
 def _xs(points: Iterable[Point]) -> list[float]:
@@ -191,6 +240,16 @@ def _draw_front(ax: Any, pts: list[Point], two_d: bool) -> None:
         ax.annotate(f"#{number}", (x, y), xytext=(5, 5), textcoords="offset points", fontsize=8)
 
 
+def _draw_pick(ax: Any, point: Point | None) -> None:
+    """The picked trial ringed in green (named in the legend): what `autotune export` writes."""
+    if point is None:
+        return
+    ax.scatter(
+        [point[0]], [point[1]], s=260, facecolors="none", edgecolors=_PICK, linewidths=2.2,
+        zorder=5, label=f"pick (#{point[2]})", gid="pick",
+    )  # fmt: skip
+
+
 def _draw_baseline(ax: Any, pts: list[Point], infeasible: bool) -> None:
     number = pts[0][2]
     label = f"baseline (#{number}" + (", infeasible)" if infeasible else ")")
@@ -217,7 +276,7 @@ def _draw_baseline(ax: Any, pts: list[Point], infeasible: bool) -> None:
 
 
 def _label_pareto_axes(
-    ax: Any, used: Sequence[Mapping[str, Any]], n_objectives: int, missing: int
+    ax: Any, used: Sequence[Mapping[str, Any]], n_objectives: int, length: str, notes: list[str]
 ) -> None:
     if len(used) >= 2:
         ax.set_xlabel(_direction_label(used[0]))
@@ -229,19 +288,15 @@ def _label_pareto_axes(
         ax.set_xlabel("trial number")
         ax.set_ylabel(_direction_label(used[0]))
         title = "Trials and best value"
-    ax.set_title(title)
+    ax.set_title(f"{title} {length}".strip())
     ax.grid(True, alpha=0.3)
-    if missing:
-        ax.text(
-            0.01,
-            0.01,
-            f"{missing} trial(s) without objective values not shown (failed before measuring)",
-            transform=ax.transAxes,
-            fontsize=8,
-            color="#555555",
-            va="bottom",
-            bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "none", "pad": 2},
-        )
+    if notes:  # below the axes (under the x label): inside, they hid points; wrapped, as a
+        # line wider than the figure would leave the layout no room for the axes
+        text = "\n".join(textwrap.fill(n, 120) for n in notes)
+        ax.annotate(
+            text, xy=(0, 0), xycoords="axes fraction", xytext=(0, -32),
+            textcoords="offset points", fontsize=8, color="#555555", va="top", gid="notes",
+        )  # fmt: skip
 
 
 def _running_best(
@@ -262,12 +317,17 @@ def _running_best(
     return points
 
 
-def importance_figure(importances: Mapping[str, Mapping[str, float]]) -> Figure:
-    """Horizontal bars of parameter importance, one panel per objective (shared parameter order)."""
+def importance_figure(importances: Mapping[str, Mapping[str, float] | str]) -> Figure:
+    """Horizontal bars of parameter importance, one panel per objective (shared parameter order).
+
+    An objective given a sentence instead of numbers (the study's `importance.unranked`: too few
+    trials to rank the knobs) gets a panel with that sentence and no bars: equal bars would
+    read as a finding."""
     objectives = [name for name, values in importances.items() if values]
+    ranked = {n: v for n, v in importances.items() if v and not isinstance(v, str)}
     params: list[str] = []
-    for name in objectives:
-        for param in importances[name]:
+    for values in ranked.values():
+        for param in values:
             if param not in params:
                 params.append(param)
     if not objectives:
@@ -277,7 +337,7 @@ def importance_figure(importances: Mapping[str, Mapping[str, float]]) -> Figure:
         ax.set_axis_off()
         return fig
 
-    first = importances[objectives[0]]
+    first = next(iter(ranked.values()), {})
     params.sort(key=lambda p: finite(first.get(p)) or 0.0)  # most important at the top
     height = max(2.5, 0.45 * len(params) + 1.4)
     width = max(6.0, 3.6 * len(objectives) + 2.0)
@@ -285,17 +345,31 @@ def importance_figure(importances: Mapping[str, Mapping[str, float]]) -> Figure:
     axes = fig.subplots(1, len(objectives), sharey=True, squeeze=False)[0]
     positions = list(range(len(params)))
     for index, (ax, name) in enumerate(zip(axes, objectives, strict=True)):
-        color = _CURVE_COLORS[index % len(_CURVE_COLORS)]
-        values = [finite(importances[name].get(p)) or 0.0 for p in params]
-        bars = ax.barh(positions, values, color=color, gid=f"importance:{name}")
-        ax.bar_label(bars, labels=[f"{v:.2f}" for v in values], padding=3, fontsize=8)
         ax.set_title(name)
-        ax.set_xlabel("importance")
-        ax.set_xlim(0, max([*values, 1e-9]) * 1.25)
+        given = importances[name]
+        if isinstance(given, str):
+            _unranked_panel(ax, given)
+            continue
+        color = _CURVE_COLORS[index % len(_CURVE_COLORS)]
+        bars_at = [finite(given.get(p)) or 0.0 for p in params]
+        bars = ax.barh(positions, bars_at, color=color, gid=f"importance:{name}")
+        ax.bar_label(bars, labels=[f"{v:.2f}" for v in bars_at], padding=3, fontsize=8)
+        ax.set_xlabel("importance (share of the total)")
+        ax.set_xlim(0, max([*bars_at, 1e-9]) * 1.25)
         ax.grid(True, axis="x", alpha=0.3)
-    axes[0].set_yticks(positions, params)
-    fig.suptitle("Parameter importance")
+    axes[0].set_yticks(positions, params)  # none: no ticks beside panels of sentences only
+    fig.suptitle("Parameter importance (the screen's trials)")
     return fig
+
+
+def _unranked_panel(ax: Any, why: str) -> None:
+    """A panel that says why it has no bars, wrapped to its width."""
+    ax.text(
+        0.5, 0.5, why.replace(" to rank", "\nto rank"), transform=ax.transAxes,
+        ha="center", va="center", fontsize=9, color="#555555", wrap=True, gid="unranked",
+    )  # fmt: skip
+    ax.set_xticks([])
+    ax.tick_params(axis="y", length=0)
 
 
 def _as_axis_float(value: Any) -> float:
@@ -307,8 +381,15 @@ def loss_curves_figure(
     outcomes: Sequence[Mapping[str, Any]],
     front_numbers: set[int],
     baseline_number: int | None,
+    *,
+    pick: int | None = None,
+    length: str = "",
 ) -> Figure:
     """Loss against step for the Pareto-front trials and the baseline; divergence marked with x.
+
+    `outcomes`: the records of the length the front was decided at (`length` in the title:
+    "at 120 steps"), so the curves are the runs the decision was made on; the `pick` drawn
+    thicker and named so.
 
     The y axis is logarithmic when every finite loss is positive and they span more than a decade.
     At most MAX_CURVES front trials are drawn (lowest trial numbers first).
@@ -319,6 +400,8 @@ def loss_curves_figure(
     front = sorted(n for n in front_numbers if n in by_number and n != baseline_number)
     shown = front[:MAX_CURVES]
     chosen: list[tuple[int, bool]] = [(n, False) for n in shown]
+    if pick in by_number and pick not in shown and pick != baseline_number:
+        chosen.append((int(pick), False))  # a pick off the front (`--pick trial N`) is drawn too
     if baseline_number is not None and baseline_number in by_number:
         chosen.append((baseline_number, True))
 
@@ -334,11 +417,12 @@ def loss_curves_figure(
             continue
         all_finite.extend(finite)
         label = f"baseline (#{number})" if is_baseline else f"trial #{number}"
+        label += " (pick)" if number == pick else ""
         ax.plot(
             range(len(loss)),
             loss,
             color="black" if is_baseline else _CURVE_COLORS[index % len(_CURVE_COLORS)],
-            lw=1.8 if is_baseline else 1.2,
+            lw=2.6 if number == pick else 1.8 if is_baseline else 1.2,
             ls="--" if is_baseline else "-",
             alpha=0.9,
             label=label,
@@ -365,7 +449,7 @@ def loss_curves_figure(
         ax.set_yscale("log")
     ax.set_xlabel("step")
     ax.set_ylabel("training loss")
-    title = "Loss curves: Pareto front vs baseline"
+    title = f"Loss curves{' ' + length if length else ''}: Pareto front vs baseline"
     if len(front) > len(shown):
         title += f" ({len(shown)} of {len(front)} front trials)"
     ax.set_title(title)

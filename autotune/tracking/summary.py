@@ -26,9 +26,14 @@ def log_study_summary(
     parent_run_id: str,
     summary: dict[str, Any],
     outcomes: list[dict[str, Any]],
-    importances: dict[str, dict[str, float]] | None,
+    importances: Mapping[str, Mapping[str, float] | str] | None,
+    decided: list[dict[str, Any]] | None = None,
 ) -> None:
     """Log the end of a study on its parent run, then set the run FINISHED.
+
+    `outcomes`: the trials' screen records; `decided`: their records at the length the front
+    was decided at (`summary["pareto_steps"]`), when that is a rung above the screen: what the
+    Pareto and loss plots draw, as the front in the summary is of those values.
 
     Metrics `baseline.<m>`, `best.<m>`, `change_pct.<m>`, `trials.<outcome>` counts and the
     compute spent (`compute_samples_total`, `compute_vs_today`, ...); tags for
@@ -86,7 +91,10 @@ def log_study_summary(
     client.log_text(parent_run_id, _csv(columns), "pareto_front.csv")
     client.log_text(parent_run_id, _markdown(columns), "pareto_front.md")
 
-    _log_plots(client, parent_run_id, summary, outcomes, importances, objectives, pareto)
+    drawn = outcomes if decided is None else decided
+    _log_plots(
+        client, parent_run_id, summary, drawn, importances, _lengths(summary, outcomes, decided)
+    )
     client.set_terminated(parent_run_id, status=RunStatus.to_string(RunStatus.FINISHED))
 
 
@@ -195,22 +203,34 @@ def _log_plots(
     run_id: str,
     summary: Mapping[str, Any],
     outcomes: list[dict[str, Any]],
-    importances: dict[str, dict[str, float]] | None,
-    objectives: list[dict[str, Any]],
-    pareto: list[dict[str, Any]],
+    importances: Mapping[str, Mapping[str, float] | str] | None,
+    lengths: tuple[str, str],
 ) -> None:
+    """The plots; `outcomes` are the records of the decided length, `lengths` its title part
+    and the note on the trials that did not run that long (`_lengths`)."""
     from autotune.tracking import plots
 
-    front = {int(p["number"]) for p in pareto if p.get("number") is not None}
+    objectives = list(summary.get("objectives") or [])
+    front = {int(p["number"]) for p in summary.get("pareto") or [] if p.get("number") is not None}
+    picked = summary.get("pick")  # a dict once the study picked; nothing is ringed before
+    pick = picked.get("number") if isinstance(picked, dict) else None
+    length, left_out = lengths
     baseline = summary.get("baseline") or {}
     baseline_number = baseline.get("number")
     if baseline_number is None:
         baseline_number = next((o["number"] for o in outcomes if o.get("baseline")), None)
     jobs: list[tuple[str, Any]] = [
-        ("plots/pareto_front.png", lambda: plots.pareto_figure(outcomes, objectives, front)),
+        (
+            "plots/pareto_front.png",
+            lambda: plots.pareto_figure(
+                outcomes, objectives, front, pick=pick, length=length, left_out=left_out
+            ),
+        ),
         (
             "plots/loss_curves.png",
-            lambda: plots.loss_curves_figure(outcomes, front, baseline_number),
+            lambda: plots.loss_curves_figure(
+                outcomes, front, baseline_number, pick=pick, length=length
+            ),
         ),
     ]
     if importances:
@@ -221,3 +241,20 @@ def _log_plots(
             client.log_figure(run_id, figure, artifact, save_kwargs={"dpi": plots.DPI})
         except Exception as exc:  # a plot must not cost the study its summary
             log.warning("could not log %s: %s", artifact, one_line(exc))
+
+
+def _lengths(
+    summary: Mapping[str, Any],
+    outcomes: list[dict[str, Any]],
+    decided: list[dict[str, Any]] | None,
+) -> tuple[str, str]:
+    """The plots' length ("at 120 steps", "at the screen's 40 steps") and the note on the trials
+    that did not run that long ("3 trials not run 120 steps (not promoted): not drawn")."""
+    steps = summary.get("pareto_steps")
+    if decided is None:
+        return (f"at the screen's {steps} steps" if steps else "at the screen"), ""
+    shorter = len({o.get("number") for o in outcomes} - {o.get("number") for o in decided})
+    if not shorter:
+        return f"at {steps} steps", ""
+    trials = f"{shorter} trial{'s' if shorter != 1 else ''}"
+    return f"at {steps} steps", f"{trials} not run {steps} steps (not promoted): not drawn"

@@ -1,0 +1,50 @@
+"""Importances the evaluator could not rank are said to be so, not drawn as equal bars."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from autotune import study as st
+
+OBJECTIVES = {
+    "objectives": [
+        {"metric": "noise_per_drop", "direction": "minimize"},
+        {"metric": "throughput", "direction": "maximize"},
+    ]
+}
+
+
+def _study(n: int, values: Callable[[float, int], list[float]]) -> object:
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(
+        directions=["minimize", "maximize"], sampler=optuna.samplers.RandomSampler(seed=0)
+    )
+    for _ in range(n):
+        t = study.ask()
+        clip, accum = t.suggest_float("clip_norm", 0.1, 5.0), t.suggest_int("accum_steps", 1, 8)
+        t.set_user_attr("autotune.feasible", True)
+        study.tell(t, values(clip, accum))
+    return study
+
+
+def test_equal_values_are_too_few_to_rank_not_equal_importances() -> None:
+    """Optuna's fallback: every trial in its top quantile ("importances will be equal")."""
+    study = _study(24, lambda clip, accum: [clip, 1000.0])  # throughput the same for every trial
+    imp = st.importances(study, OBJECTIVES)
+    assert imp is not None
+    assert imp["throughput"] == "too few trials to rank the knobs for throughput"
+    ranked = imp["noise_per_drop"]
+    assert isinstance(ranked, dict) and ranked["clip_norm"] > ranked["accum_steps"]
+
+
+def test_a_top_quantile_of_one_trial_is_too_few_to_rank() -> None:
+    """7 trials: PED-ANOVA's top 10% is one trial, whose knobs' distance from the others would
+    read as a ranking whatever the objective."""
+    study = _study(7, lambda clip, accum: [clip, 1000.0 / accum])
+    imp = st.importances(study, OBJECTIVES)
+    assert imp == {
+        "noise_per_drop": "too few trials to rank the knobs for noise_per_drop",
+        "throughput": "too few trials to rank the knobs for throughput",
+    }
