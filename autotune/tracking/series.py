@@ -30,6 +30,11 @@ TAG_METRIC_INFINITE = "autotune.metric_infinite"
 # Step series of the probe summary -> metric key in MLflow (its own name, but the step time's).
 SERIES_KEYS = {name: "step_time_ms" if name == "step_time" else name for name in SERIES_NAMES}
 
+# The factor from a series' unit in the probe's summary to its key's: the probe keeps the step
+# time in seconds (`probe.telemetry.Chunk.step_time`), its key says milliseconds. The other
+# series have no unit (a loss, a norm, a learning rate, a loss scale, 0/1 flags).
+SERIES_FACTORS = {"step_time": 1000.0}
+
 
 def series_metrics(
     series: Mapping[str, Any], ts: int, summary_names: Iterable[str] = (), first: int = 0
@@ -50,13 +55,14 @@ def series_metrics(
         points = series.get(name)
         if not points:
             continue
+        factor = SERIES_FACTORS.get(name, 1.0)
         nonfinite = 0
         for step, raw in enumerate(points, start=first):
             value = finite(raw)
             if value is None:
                 nonfinite += raw is not None
                 continue
-            metrics.append(Metric(key, value, ts, step))
+            metrics.append(Metric(key, value * factor, ts, step))
         if name == "loss":
             metrics.append(Metric("nonfinite_steps", float(nonfinite), ts, 0))
     taken = {*SERIES_KEYS.values(), "nonfinite_steps", *(summary_names or ())}

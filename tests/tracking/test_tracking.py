@@ -32,7 +32,7 @@ def _summary(loss: list[float], diverged_at: int | None = None) -> dict[str, Any
             "scale": [65536.0] * n,
             "clipped": [i % 3 == 0 for i in range(n)],
             "skipped": [False] * n,
-            "step_time": [12.5] * n,
+            "step_time": [0.0125] * n,  # seconds, as the probe keeps it
         },
         "effective_batch": 64,
         "micro_batch": 16,
@@ -265,7 +265,8 @@ def test_log_trial_writes_params_metrics_series_tags_artifacts(
     assert by_step[10] == pytest.approx(2.0 * math.exp(-0.5))
     clipped = {m.step: m.value for m in client.get_metric_history(run_id, "clipped")}
     assert clipped[0] == 1.0 and clipped[1] == 0.0
-    assert len(client.get_metric_history(run_id, "step_time_ms")) == SERIES_LEN
+    step_ms = [m.value for m in client.get_metric_history(run_id, "step_time_ms")]
+    assert step_ms == pytest.approx([12.5] * SERIES_LEN)  # the probe's 0.0125 s, in ms
     tags = run.data.tags
     assert tags["mlflow.parentRunId"] == parent
     assert tags["autotune.role"] == "trial"
