@@ -20,7 +20,10 @@ screened, V = verify.top_k x verify.seeds verification probes): `full_length` = 
 every screened trial and the same verification at budget.target_steps T (the verification as
 measured, once some has run: it may hold more probes than V); `today` =
 b x probe.steps x (N + V'), the flow without rungs, V' the verification probes that ran (the
-baseline's seeds too), else V. The summary line gives `vs_today` only for a study with rungs
+baseline's seeds too) counted once per trial and seed, else V: the baseline's screen probe at the
+verification seeds (the yardstick of the relative constraints, verify/0000-s{probe.steps}-seed{S})
+is its verification in a screen-only study, so the baseline's seeds at the target are not run
+again there. The summary line gives `vs_today` only for a study with rungs
 (without, it is the screen-only study). `vs_today` = total / today, `saved_vs_full` =
 1 - total / full_length.
 
@@ -43,7 +46,7 @@ from autotune.study import folder
 from autotune.study import rungs as rg
 
 _RUNG_FILE = re.compile(r"\d{4,}-r\d+\.json")
-_VERIFY_FILE = re.compile(r"\d{4,}-s\d+-seed-?\d+\.json")
+_VERIFY_FILE = re.compile(r"(\d{4,})-s\d+-seed(-?\d+)\.json")
 
 
 @dataclass(frozen=True)
@@ -92,15 +95,23 @@ def _number(v: Any) -> float:
 
 
 def account(
-    screen: Iterable[int], rungs: Iterable[int], verification: Iterable[int], plan: Plan
+    screen: Iterable[int],
+    rungs: Iterable[int],
+    verification: Iterable[int],
+    plan: Plan,
+    verified_configs: int | None = None,
 ) -> dict[str, Any]:
-    """The compute of a study from the samples of each of its probes (see the module)."""
+    """The compute of a study from the samples of each of its probes (see the module).
+    `verified_configs`: the verification probes a screen-only study would run, one per trial
+    and seed that ran (the baseline's yardstick and its seeds at the target are one); None:
+    every verification probe is one."""
     screened, verified_probes = list(screen), list(verification)
     spent = {"screen": sum(screened), "rungs": sum(rungs), "verification": sum(verified_probes)}
     total = sum(spent.values())
     # the same verification at the screen's length: as many probes as ran (the baseline's
-    # seeds beside the candidates' too), else as estimated
-    probes = len(screened) + (len(verified_probes) or plan.verify_probes)
+    # seeds beside the candidates' too, once each), else as estimated
+    ran = len(verified_probes) if verified_configs is None else verified_configs
+    probes = len(screened) + (ran or plan.verify_probes)
     today = plan.samples_per_step * plan.probe_steps * probes
     # every screened trial at the target, and the same verification: as it ran (it may hold
     # more probes than V: candidates past top_k, the baseline's seeds), else as estimated
@@ -134,9 +145,22 @@ def study_compute(study: Any, space: sp.Space, study_dir: Path | None) -> dict[s
         (_samples(p, r, unreadable) for p, r in rung_records if _current(r, lengths)),
         (_samples(p, r, unreadable) for p, r in verify_records),
         Plan.of(space),
+        _trials_and_seeds(verify_records),
     )
     out["unreadable"] = sorted(unreadable)
     return out
+
+
+def _trials_and_seeds(records: Iterable[tuple[Path, Mapping[str, Any]]]) -> int:
+    """How many (trial, seed) pairs the verification records hold: the baseline's screen at a
+    verification seed (the yardstick) and the same seed at the target are one probe of a
+    screen-only study, which would not run the baseline's seeds a second time."""
+    pairs = set()
+    for path, _ in records:
+        found = _VERIFY_FILE.fullmatch(path.name)
+        if found:
+            pairs.add((int(found[1]), int(found[2])))
+    return len(pairs)
 
 
 def _samples(path: Path, record: Mapping[str, Any], unreadable: list[str]) -> int:

@@ -168,3 +168,28 @@ def test_a_real_study_read_back_from_its_storage_and_folder(tmp_path: Path) -> N
         "verify/0003-s90-seed2.json"
     )
     assert line in st.format_summary(summary).splitlines()
+
+
+def test_the_baseline_yardstick_is_its_screen_only_verification(tmp_path: Path) -> None:
+    """The baseline's screen at the verification seeds (the yardstick) and its seeds verified
+    at the target are one probe each of a screen-only study, which reuses the yardstick as the
+    baseline's verification: rvj read 2.3x a screen-only study where that study, run, spent
+    33.3k samples of 89.6k (2.69x; a black-box review)."""
+    import optuna
+
+    n = 4
+    study_dir = h.recorded_study(tmp_path, "y", trials=n, finished=n)
+    study = optuna.load_study(study_name="y", storage=f"sqlite:///{study_dir / 'optuna.db'}")
+    text = h.mlp_space("y", trials=n, verify_top_k=1, verify_seeds=2)
+    space = sp.loads(text, source="y", overrides=["budget.target_steps=90"])
+    for i in range(n):
+        write_record(study_dir / "trials" / f"{i:04d}.json", {"summary": {"samples_seen": 32 * 30}})
+    for seed in (1, 2):  # the yardstick at 30 steps; the baseline and trial 3 at 90
+        for name, steps in (("0000-s30", 30), ("0000-s90", 90), ("0003-s90", 90)):
+            record = {"outcome": "complete", "summary": {"samples_seen": 32 * steps}}
+            write_record(study_dir / "verify" / f"{name}-seed{seed}.json", record)
+    c = st.summarize(study, space, study_dir)["compute"]
+    assert c["verification"] == 2 * 32 * (30 + 90 + 90)
+    # 4 trials and 4 verified (trial, seed) pairs at the screen's 30 steps, not 4 + 6
+    assert c["today"] == 32 * 30 * (n + 4)
+    assert c["vs_today"] == pytest.approx(c["total"] / (32 * 30 * 8))
