@@ -35,11 +35,13 @@ def log_study_summary(
     was decided at (`summary["pareto_steps"]`), when that is a rung above the screen: what the
     Pareto and loss plots draw, as the front in the summary is of those values.
 
-    Metrics `baseline.<m>`, `best.<m>`, `change_pct.<m>`, `trials.<outcome>` counts and the
-    compute spent (`compute_samples_total`, `compute_vs_today`, ...); tags for
-    the pick (`summary["pick"]` if given, else the first Pareto entry) and the front; the Pareto
-    front as an MLflow table (`pareto_front.json`) plus `pareto_front.csv` / `.md`; `summary.json`;
-    and the plots `plots/pareto_front.png`, `plots/importances.png`, `plots/loss_curves.png`.
+    Metrics `best.<m>`, `baseline.<m>`, `change_pct.<m>` at the length the study decided at and
+    the screen's under `screen.` (`_decided_figures`, `_screen_figures`), `trials.<outcome>`
+    counts and the compute spent (`compute_samples_total`, `compute_vs_today`, ...); tags for
+    the decided length and the verdict, the pick (`summary["pick"]` if given, else the first
+    Pareto entry) and the front; the Pareto front as an MLflow table (`pareto_front.json`) plus
+    `pareto_front.csv` / `.md`; `summary.json`; and the plots `plots/pareto_front.png`,
+    `plots/importances.png`, `plots/loss_curves.png`.
     """
     from mlflow.entities import Metric, RunStatus
 
@@ -48,18 +50,8 @@ def log_study_summary(
     pareto: list[dict[str, Any]] = list(summary.get("pareto") or [])
     baseline = summary.get("baseline") or None
 
-    values: dict[str, float] = {}
-    if baseline:
-        for name, value in (baseline.get("metrics") or {}).items():
-            if finite(value) is not None:
-                values[f"baseline.{name}"] = float(value)
-    for name, value in (summary.get("best") or {}).items():
-        if finite(value) is not None:
-            values[f"best.{name}"] = float(value)
-    for name, change in (summary.get("improvement") or {}).items():
-        pct = finite((change or {}).get("change_pct"))
-        if pct is not None:
-            values[f"change_pct.{name}"] = pct
+    values, decided_tags = _decided_figures(summary)
+    values.update(_screen_figures(summary))
     for name, count in _counts(outcomes, summary.get("counts") or {}).items():
         values[f"trials.{name}"] = float(count)
     values.update(_compute_metrics(summary.get("compute") or {}))
@@ -72,6 +64,7 @@ def log_study_summary(
         "autotune.pareto.trials": ",".join(str(p.get("number")) for p in pareto),
         "autotune.pareto.size": str(len(pareto)),
     }
+    tags.update(decided_tags)
     if baseline and baseline.get("number") is not None:
         tags["autotune.baseline.trial"] = str(baseline["number"])
     pick = _pick(summary, pareto)
@@ -96,6 +89,55 @@ def log_study_summary(
         client, parent_run_id, summary, drawn, importances, _lengths(summary, outcomes, decided)
     )
     client.set_terminated(parent_run_id, status=RunStatus.to_string(RunStatus.FINISHED))
+
+
+def _decided_figures(summary: Mapping[str, Any]) -> tuple[dict[str, float], dict[str, str]]:
+    """The pick against the baseline at the length the study decided at, as the summary prints
+    it (`improvement`: verified means where both were verified there, else their runs at that
+    length): metrics `best.<objective>` (the pick's value), `baseline.<objective>`,
+    `change_pct.<objective>` and `decided_steps`; tags `autotune.decided_steps`,
+    `autotune.compared` (verified, rung or screen) and `autotune.verdict` (the paired verdict,
+    as printed: BETTER, NO DETECTABLE DIFFERENCE, ...). All at one length: a screen's best beside
+    a verified change read as figures that contradict each other."""
+    values: dict[str, float] = {}
+    tags: dict[str, str] = {}
+    steps = finite(summary.get("pareto_steps") or (summary.get("decided") or {}).get("steps"))
+    if steps is not None:
+        values["decided_steps"] = steps
+        tags["autotune.decided_steps"] = str(int(steps))
+    sources = set()
+    for name, row in (summary.get("improvement") or {}).items():
+        for part in ("best", "baseline", "change_pct"):
+            value = finite((row or {}).get(part))
+            if value is not None:
+                values[f"{part}.{name}"] = value
+        if (row or {}).get("source"):
+            sources.add(str(row["source"]))
+    if sources:
+        tags["autotune.compared"] = ",".join(sorted(sources))
+    verdict = (summary.get("vs_baseline") or {}).get("verdict")
+    if verdict:
+        tags["autotune.verdict"] = str(verdict).upper()
+    return values, tags
+
+
+def _screen_figures(summary: Mapping[str, Any]) -> dict[str, float]:
+    """The screen's figures (`probe.steps`), under `screen.`: the baseline's screen run
+    (`screen.baseline.<m>`, every metric), the best feasible value per objective
+    (`screen.best.<m>`) and, when the study decided at another length, its change against the
+    baseline's screen (`screen.change_pct.<m>`)."""
+    values: dict[str, float] = {}
+    for name, value in ((summary.get("baseline") or {}).get("metrics") or {}).items():
+        if finite(value) is not None:
+            values[f"screen.baseline.{name}"] = float(value)
+    for name, value in (summary.get("best") or {}).items():
+        if finite(value) is not None:
+            values[f"screen.best.{name}"] = float(value)
+    for name, change in (summary.get("screen_improvement") or {}).items():
+        pct = finite((change or {}).get("change_pct"))
+        if pct is not None:
+            values[f"screen.change_pct.{name}"] = pct
+    return values
 
 
 def _compute_metrics(compute: Mapping[str, Any]) -> dict[str, float]:
