@@ -170,7 +170,7 @@ def _phases(
         interrupted, failure = True, str(e)
     mark("screen")
     if not interrupted:  # the baseline's other seeds: the screen's yardstick
-        interrupted = yardstick_phase(opts, study, study_dir, ray)
+        interrupted = yardstick_phase(opts, study, study_dir, ray, logger)
     if not interrupted:  # the sampler learnt from the screen; the rungs decide
         rejudge_screen(study, opts.space)
         logger.screen_verdicts(study)

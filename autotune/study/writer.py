@@ -126,17 +126,23 @@ class MlflowWriter:
         result: Mapping[str, Any],
         fp: Any,
         losses: Mapping[int, Sequence[Any]] | None = None,
+        name: str | None = None,
+        tags: Mapping[str, str] | None = None,
     ) -> str | None:
+        """Trial `number`'s seeds as a verification run under the study's (`name`, else
+        `verify-NNNN`; `tags` beside the study's and the trial's); its id, None when MLflow
+        failed (said in one line)."""
         self.drain()
         try:
             return tracking.log_verification(
                 self.client,
                 self.experiment_id,
-                name=f"verify-{number:04d}",
+                name=name or f"verify-{number:04d}",
                 result=result,
                 tags={
                     tracking.TAG_STUDY: self.study_name,
                     tracking.TAG_VERIFIED_TRIAL: str(number),
+                    **(tags or {}),
                 },
                 parent_run_id=self.parent,
                 fingerprint=fp,

@@ -12,6 +12,11 @@ the screen only when it misses the bound the baseline's own seed noise allows.
 
 With `verify.top_k: 0` (no verification) the baseline runs no other seed, and the screen is
 judged against its one run, as the summary says (`screen_yardstick.seeds` has one seed).
+
+In a study with rungs those seeds are runs of their own, counted in the verification's compute:
+they are logged as a verification run too (`verify-0000-s{probe.steps}`, tag
+`autotune.yardstick`), once (its id is kept as `screen_yardstick.run_id`). Without rungs they
+are the baseline's verification, logged as such (`verify-0000`) by the verification phase.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from typing import Any
 
 from autotune import space as sp
 from autotune.probe.outcome import Outcome
-from autotune.recipe.seeds import interval, ran_whole, seeds_for
+from autotune.recipe.seeds import REPORTED, interval, ran_whole, seeds_for, summarize_seeds
 from autotune.study import attrs as ua
 from autotune.study.folder import verify_path
 from autotune.study.options import StudyOptions
@@ -32,6 +37,10 @@ from autotune.study.rung_phase import interrupted
 from autotune.study.rungs import target_of
 from autotune.study.verification import save_seed
 from autotune.study.workers import ProbeJob, run_jobs
+from autotune.study.writer import MlflowWriter
+
+#: The tag of the verification run of the yardstick's seeds (`true`).
+TAG_YARDSTICK = "autotune.yardstick"
 
 
 def wanted(space: sp.Space) -> bool:
@@ -39,9 +48,12 @@ def wanted(space: sp.Space) -> bool:
     return space.verify.top_k > 0 and any(c.relative_to for c in space.constraints)
 
 
-def yardstick_phase(opts: StudyOptions, study: Any, study_dir: Path, ray: Any) -> bool:
+def yardstick_phase(
+    opts: StudyOptions, study: Any, study_dir: Path, ray: Any, logger: MlflowWriter | None = None
+) -> bool:
     """Run the baseline's screen probe at the verification seeds it lacks; store the screen's
-    reference (`attrs.SCREEN_YARDSTICK`). Returns True when interrupted."""
+    reference (`attrs.SCREEN_YARDSTICK`) and log the seeds to MLflow (`_log_seeds`). Returns
+    True when interrupted."""
     space = opts.space
     base = baseline_trial(study)
     if not wanted(space) or base is None or base.user_attrs.get(ua.OUTCOME) is None:
@@ -65,13 +77,43 @@ def yardstick_phase(opts: StudyOptions, study: Any, study_dir: Path, ray: Any) -
     ]
     if not run_jobs(space, ray, jobs, space.budget.trial_timeout_s, done, interrupted):
         return True
-    runs = [_base_run(base, space.probe.seed)]
-    for s in seeds:
-        path = verify_path(study_dir, base.number, s, steps)
-        if path.is_file():
-            runs.append(json.loads(path.read_text()))
-    study.set_user_attr(ua.SCREEN_YARDSTICK, reference_over_seeds(space, runs))
+    ran = [
+        json.loads(path.read_text())
+        for path in (verify_path(study_dir, base.number, s, steps) for s in seeds)
+        if path.is_file()
+    ]
+    yard = reference_over_seeds(space, [_base_run(base, space.probe.seed), *ran])
+    yard["run_id"] = _log_seeds(space, study, logger, base.number, ran)
+    study.set_user_attr(ua.SCREEN_YARDSTICK, yard)
     return False
+
+
+def _log_seeds(
+    space: sp.Space,
+    study: Any,
+    logger: MlflowWriter | None,
+    number: int,
+    runs: list[dict[str, Any]],
+) -> str | None:
+    """The yardstick's seeds as a verification run nested under the study's, named for its
+    files (`verify-0000-s40`), in a study with rungs: its samples count in the verification's
+    compute, and they were nowhere in MLflow. Without rungs they are the baseline's
+    verification (`verify-0000`, logged by the verification phase), not logged twice. Logged
+    once: a resumed study keeps the run's id, and logs it when MLflow failed before. The id,
+    or None."""
+    before = study.user_attrs.get(ua.SCREEN_YARDSTICK) or {}
+    if isinstance(before, dict) and before.get("run_id"):
+        return str(before["run_id"])
+    steps = space.probe.steps
+    if logger is None or not runs or target_of(space) == steps:
+        return None
+    runs = sorted(runs, key=lambda r: int(r.get("seed") or 0))
+    metrics = list(dict.fromkeys([*(o.metric for o in space.objectives), *REPORTED]))
+    res = {**summarize_seeds(runs, metrics), "steps": steps, "schedule_steps": target_of(space)}
+    fp = next((r.get("fingerprint") for r in runs if r.get("fingerprint")), None)
+    losses = {int(r["seed"]): r["loss_series"] for r in runs if r.get("loss_series")}
+    name = f"verify-{number:04d}-s{steps}"
+    return logger.verification(number, res, fp, losses, name=name, tags={TAG_YARDSTICK: "true"})
 
 
 def _base_run(t: Any, seed: int) -> dict[str, Any]:
