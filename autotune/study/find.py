@@ -34,10 +34,8 @@ def find_study(ref: str, storage: str | None = None) -> tuple[Any, sp.Space, Pat
             break
     url = storage or meta.get("storage")
     if url is None:
-        raise StudyError(
-            f"no study '{ref}': not a study folder, no ./{STUDIES_DIR}/{ref}, and no "
-            f"--storage given{offer(ref)}"
-        )
+        where = _not_found(path)
+        raise StudyError(f"no study '{ref}': {where}, and no --storage given{offer(ref)}")
     name = meta.get("name", ref)
     st = open_existing(url)  # never a new database where the study's should be
     try:
@@ -51,3 +49,12 @@ def find_study(ref: str, storage: str | None = None) -> tuple[Any, sp.Space, Pat
         study_dir, meta = home_folder(study, name, url) or (None, meta)
     meta.setdefault("storage", url)
     return study, planned_at_least_ran(study, space), study_dir, meta
+
+
+def _not_found(path: Path) -> str:
+    """Where a study reference was looked for: a path (absolute, or with a folder in it) only
+    as given (./autotune-studies//abs/path named a folder never looked at), a name also under
+    ./autotune-studies."""
+    if path.is_absolute() or len(path.parts) > 1:
+        return "not a study folder" if path.exists() else "no such folder"
+    return f"not a study folder, no ./{STUDIES_DIR}/{path}"

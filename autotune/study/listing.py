@@ -32,12 +32,23 @@ from autotune.tracking.redaction import scrub
 @dataclass(frozen=True)
 class Found:
     """A study's name, its Optuna storage URL and its folder (None: known from the storage);
-    `error`: why its folder's study.json cannot be read (the name is then the folder's)."""
+    `error`: why its folder's study.json cannot be read; `study`: its name in the storage when
+    that is not `name`.
+
+    `name` is the one commands accept: a folder's name (a copied or renamed folder keeps the
+    study's recorded name, which `show NAME` would not find under ./autotune-studies), or for
+    a study known from its storage alone, its name there."""
 
     name: str
     storage: str
     study_dir: Path | None = None
     error: str | None = None
+    study: str | None = None
+
+    @property
+    def study_name(self) -> str:
+        """The study's name in its Optuna storage."""
+        return self.study or self.name
 
 
 def default_root() -> Path:
@@ -64,19 +75,21 @@ def has_meta(where: Path) -> bool:
 def find_all(root: Path | None = None, storage: str | None = None) -> list[Found]:
     """The studies in the study folders under `root` (default ./autotune-studies) and in the
     Optuna storage `storage`, sorted by name."""
-    found: dict[tuple[str, str], Found] = {}
+    found: list[Found] = []
     for where in study_folders(root or default_root()):
         try:
             meta = folder.read_meta(where)
         except StudyError as e:  # listed as unreadable, with why: not hidden
-            found[(where.name, "")] = Found(where.name, "", where.resolve(), error=str(e))
+            found.append(Found(where.name, "", where.resolve(), error=str(e)))
             continue
-        key = (meta["name"], meta["storage"])
-        found[key] = Found(key[0], key[1], where.resolve())
+        # Listed by its folder's name, the one `show` accepts; two copies of one folder are
+        # two rows with two names, not two identical ones.
+        recorded = meta["name"] if meta["name"] != where.name else None
+        found.append(Found(where.name, meta["storage"], where.resolve(), study=recorded))
     if storage:
-        for name in names_in(storage):
-            found.setdefault((name, storage), Found(name, storage))
-    return sorted(found.values(), key=lambda f: (f.name, f.storage))
+        in_folders = {(f.study_name, f.storage) for f in found}
+        found += [Found(n, storage) for n in names_in(storage) if (n, storage) not in in_folders]
+    return sorted(found, key=lambda f: (f.name, f.storage))
 
 
 def names_in(storage: str) -> list[str]:
@@ -140,19 +153,16 @@ def home_folder(study: Any, name: str, url: str) -> tuple[Path, dict[str, Any]] 
     return where.resolve(), meta
 
 
-def known_names(storage: str | None = None) -> list[str]:
-    """The names of the studies reachable from here; an unreachable storage adds none."""
-    names = {f.name for f in find_all()}
-    if storage:
-        with contextlib.suppress(AutotuneError):
-            names.update(names_in(storage))
-    return sorted(names)
-
-
 def offer(ref: str, names: Sequence[str] | None = None, where: str = "here") -> str:
     """What a study name that was not found could have been: a close name, and the studies
-    found (`names`, default: those reachable from here)."""
-    names = known_names() if names is None else names
+    found (`names`, default: those reachable from here). A study folder here whose recorded
+    name is `ref` (a copied or renamed folder) is offered by its folder's name, which works."""
+    if names is None:
+        found = find_all()
+        names = sorted({f.name for f in found})
+        copies = [f.name for f in found if f.study == ref]
+        if copies:
+            return f" (did you mean '{copies[0]}'?); studies {where}: {', '.join(names)}"
     if names:
         return f"{did_you_mean(ref, names)}; studies {where}: {', '.join(names)}"
     if where != "here":
@@ -168,6 +178,7 @@ def describe(found: Found) -> dict[str, Any]:
 
     row: dict[str, Any] = {
         "name": found.name,
+        **({"study": found.study} if found.study else {}),
         "storage": redact(found.storage) if found.storage else None,
         "study_dir": str(found.study_dir) if found.study_dir else None,
     }
@@ -186,7 +197,7 @@ def _read(found: Found) -> dict[str, Any]:
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:
-        study = optuna.load_study(study_name=found.name, storage=open_existing(found.storage))
+        study = optuna.load_study(study_name=found.study_name, storage=open_existing(found.storage))
     except KeyError:
         raise AutotuneError("not in its storage (deleted?)") from None
     # Named in a storage only: its home folder, when this machine sees it, as `show` finds it
@@ -253,12 +264,13 @@ def format_table(rows: list[dict[str, Any]]) -> str:
     """The rows as aligned text, one study a line."""
     table = [("study", "trials", "pick (balanced)", "last change", "storage")]
     for r in rows:
+        name = f"{r['name']} (study {r['study']})" if r.get("study") else r["name"]
         if "error" in r:
-            table.append((r["name"], "?", f"cannot read: {r['error']}", "", r["storage"] or ""))
+            table.append((name, "?", f"cannot read: {r['error']}", "", r["storage"] or ""))
             continue
         table.append(
             (
-                r["name"],
+                name,
                 f"{r['finished']}/{r['total']}" + _unfinished_text(r.get("unfinished")),
                 _pick_text(r["pick"]),
                 (r["last_change"] or "")[:16],
