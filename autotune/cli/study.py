@@ -201,19 +201,22 @@ def ui(
     from autotune import tracking
     from autotune.cli.repro import existing_store
     from autotune.errors import UsageError
-    from autotune.tracking.ui import check_host, serve
+    from autotune.tracking.ui import check_host, check_port, serve
+    from autotune.tracking.ui_store import check_served, study_experiment
 
     if not 1 <= port <= 65535:
         raise UsageError(f"--port {port}: a port is a whole number from 1 to 65535")
     bind_host, poll_host = check_host(host, port, expose=expose)  # before any store is read
+    check_port(bind_host, port)
     uri = tracking_uri
-    experiment_id = None
+    study_name = None
+    meta: dict = {}
     if study_ref is not None:
         from autotune import study as st
 
-        _, _, _, meta = st.find_study(study_ref)
+        found, _, _, meta = st.find_study(study_ref)
+        study_name = found.study_name
         uri = uri or meta.get("tracking_uri")
-        experiment_id = meta.get("experiment_id")
     resolved = tracking.resolve_uri(uri)
     if resolved.split("://", 1)[0].lower() in ("http", "https"):
         # a tracking server serves its own UI: nothing to start here (the MLflow UI is for a
@@ -223,12 +226,11 @@ def ui(
             f"{tracking.redact(resolved)} is an MLflow tracking server: it serves its own UI; "
             "open that address in a browser"
         )
+    check_served(resolved)  # an unknown scheme, a corrupt SQLite file: one line
     tracking.check_uri(resolved)  # a database store whose host does not answer: one line
     existing_store(uri, "no study has logged to it yet: run `autotune study` first")
-    serve(
-        tracking.resolve_uri(uri),
-        host=bind_host,
-        port=port,
-        poll_host=poll_host,
-        experiment_id=experiment_id,
-    )
+    client = tracking.connect(resolved)  # a store MLflow cannot open: one line, not its traceback
+    experiment_id = None
+    if study_name is not None:  # the study's experiment in this store, which may not be its own
+        experiment_id = study_experiment(client, study_name, meta.get("experiment_id"))
+    serve(resolved, host=bind_host, port=port, poll_host=poll_host, experiment_id=experiment_id)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import os
 import signal
@@ -72,26 +73,68 @@ def check_host(host: str, port: int, *, expose: bool) -> tuple[str, str]:
     return ("0.0.0.0", "127.0.0.1") if addrs[0].version == 4 else ("::", "::1")
 
 
+def check_port(host: str, port: int) -> None:
+    """Refuse a port another server listens on, before anything starts. MLflow's server fails
+    on it with its error buried in its log, while the health check, answered by the other
+    server, printed that server's address as the UI of this store."""
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    for family, kind, proto, _, address in infos:
+        with socket.socket(family, kind, proto) as s:
+            # as the server binds: a port whose last connections wait to close (TIME_WAIT) is free
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(address)
+            except OSError as e:
+                if e.errno == errno.EADDRINUSE:
+                    raise UsageError(
+                        f"port {port} is in use on {host} (another server listens there): "
+                        "choose another with --port"
+                    ) from None
+                if e.errno == errno.EACCES:
+                    raise UsageError(
+                        f"--port {port}: not allowed to listen on it here ({e.strerror}); "
+                        "choose another (above 1023)"
+                    ) from None
+                # an address family this machine lacks (IPv6 off): the server says if it matters
+
+
 def ui_env() -> dict[str, str]:
     # MLflow 3's server starts a job runner of ~7 processes (~2.5 GB) unless told not to.
     return {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
 
 
 def wait_healthy(url: str, proc: subprocess.Popen[bytes] | None, timeout_s: float = 60) -> None:
+    """Wait for the UI at `url` to answer; it must be `proc`'s: an answer while `proc` has
+    exited came from another server on the port (one that started after `check_port`)."""
     deadline = time.time() + timeout_s
     while time.time() < deadline:
         if proc is not None and proc.poll() is not None:
-            raise TrackingError(
-                f"the MLflow UI exited with status {proc.returncode} before it "
-                f"answered at {url} (is the port in use?)"
-            )
+            raise _exited(proc, url)
         try:
             with urllib.request.urlopen(f"{url}/health", timeout=2) as r:
                 if r.status == 200:
+                    if proc is not None and proc.poll() is not None:
+                        raise _exited(proc, url)
                     return
         except OSError:
             time.sleep(0.5)
     raise TrackingError(f"the MLflow UI did not answer at {url} within {timeout_s:.0f} s")
+
+
+def _exited(proc: subprocess.Popen[bytes], url: str) -> TrackingError:
+    return TrackingError(
+        f"the MLflow UI exited with status {proc.returncode} before it answered at {url} "
+        "(its output above says why)"
+    )
+
+
+def home_link(url: str, experiment_id: str | None) -> str:
+    """The address to open: the experiment's runs, or the list of experiments, both in the
+    model-training view. MLflow 3's UI opens an experiment, and its home, in its GenAI (traces)
+    view unless the address asks for the other; its bare home address lists the experiments in
+    GenAI mode, and an experiment clicked there opens on its traces (none)."""
+    where = f"experiments/{experiment_id}" if experiment_id else "experiments"
+    return f"{url}/#/{where}?workflowType=machine_learning"
 
 
 def serve(
@@ -108,12 +151,7 @@ def serve(
     url = f"http://{f'[{poll_host}]' if ':' in poll_host else poll_host}:{port}"
     try:
         wait_healthy(url, proc)
-        # MLflow 3's UI opens an experiment in its GenAI (traces) view unless told otherwise.
-        link = (
-            f"{url}/#/experiments/{experiment_id}?workflowType=machine_learning"
-            if experiment_id
-            else url
-        )
+        link = home_link(url, experiment_id)
         print(f"MLflow UI for {redact(uri)}\n  {link}\n(Ctrl-C to stop)", flush=True)
         proc.wait()
     except KeyboardInterrupt:
