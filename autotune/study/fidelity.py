@@ -4,12 +4,17 @@ against the target's own ranking.
 Over the configurations that reached the target (the top rung when the study decided there):
 Kendall's tau-b between their ranks at the rung below the target (the screen when the target is
 rung 1) and at the target, each ranked within its own length on the stability objective as the
-rungs' agreement is (`rungs.stability_ranks`: ties within noise, infeasible tied last), with a
-95% percentile bootstrap interval over the configurations (`BOOTSTRAP` resamples, a fixed seed:
-the same study gives the same interval) and its n. A study decided below the target ran nothing
-there: the value is None and `note` says why. The values are read from the study's storage
-alone: the screen's from its trials (their feasibility judged again, `attrs.SCREEN_FEASIBLE`),
-a rung's from its slim records (`attrs.rung_key`).
+rungs' agreement is (`rungs.stability_ranks`: ties within noise, infeasible tied last), its n,
+the chance `p` of agreeing at least as well at random (`rungs.chance`, as the rungs' agreement
+says it), and a 95% percentile bootstrap interval over the configurations (`BOOTSTRAP`
+resamples, a fixed seed: the same study gives the same interval). The bootstrap is given only
+from `INTERVAL_MIN_N` configurations, and only when its resamples differ: a few configurations
+have few distinct resamples, and a ranking in perfect order resamples to perfect order every
+time, so four in order would read [+1.00, +1.00], certainty, where chance alone gives them one
+time in 24. Then `low`/`high` are None and `interval_note` says why. A study decided below the
+target ran nothing there: the value is None and `note` says why. The values are read from the
+study's storage alone: the screen's from its trials (their feasibility judged again,
+`attrs.SCREEN_FEASIBLE`), a rung's from its slim records (`attrs.rung_key`).
 """
 
 from __future__ import annotations
@@ -26,11 +31,13 @@ from autotune.study import rungs as rg
 
 BOOTSTRAP = 1000
 SEED = 0
+#: The fewest configurations a bootstrap interval is given from (see the module).
+INTERVAL_MIN_N = 10
 
 
 def rank_fidelity(study: Any, space: sp.Space, decided: Mapping[str, Any]) -> dict[str, Any]:
     """The rank fidelity of the study (see the module): `tau`, `low`, `high`, `n`, `from_steps`,
-    `to_steps`, `metric`, `note`."""
+    `to_steps`, `metric`, `p`, `note`, `interval_note`."""
     target = rg.target_of(space)
     objectives = [o.model_dump() for o in space.objectives]
     i = rg.stability_objective(objectives)
@@ -44,6 +51,8 @@ def rank_fidelity(study: Any, space: sp.Space, decided: Mapping[str, Any]) -> di
         "metric": objectives[i]["metric"],
         "method": f"kendall tau-b, {BOOTSTRAP} bootstrap resamples of the configurations",
         "note": None,
+        "p": None,
+        "interval_note": None,
     }
     rows = list(study.user_attrs.get(ua.RUNGS) or [])
     top = rows[-1] if rows else None
@@ -66,10 +75,24 @@ def rank_fidelity(study: Any, space: sp.Space, decided: Mapping[str, Any]) -> di
     if out["tau"] is None:
         out["note"] = f"no ranking to compare (n={len(common)}, or every rank tied)"
         return out
-    out["low"], out["high"] = bootstrap(x, y)
+    out["p"] = rg.chance(x, y)
+    out["low"], out["high"], out["interval_note"] = interval(x, y)
     # as the rungs' agreement of the same pair says it: too few (or too tied) to tell
     out["note"] = rg.too_few(x, y, space.rungs.min_agreement_n)
     return out
+
+
+def interval(
+    x: Sequence[float], y: Sequence[float]
+) -> tuple[float | None, float | None, str | None]:
+    """The bootstrap interval of tau-b (`bootstrap`), or None and None and why there is none:
+    fewer than `INTERVAL_MIN_N` configurations, or resamples that all give one value."""
+    if len(x) < INTERVAL_MIN_N:
+        return None, None, f"too few configurations for an interval (at least {INTERVAL_MIN_N})"
+    low, high = bootstrap(x, y)
+    if low is None or high is None or low == high:
+        return None, None, "every resample ranks alike: a bootstrap cannot show the spread"
+    return low, high, None
 
 
 def bootstrap(x: Sequence[float], y: Sequence[float]) -> tuple[float | None, float | None]:
@@ -144,7 +167,8 @@ def format_line(fid: Mapping[str, Any] | None) -> str | None:
     """One line for the end-of-study summary; None without a measured value. Below
     `rungs.MIN_AGREEMENT_N` configurations, or with too many ties (`rungs.too_few`), it says
     that they cannot tell (as the rung agreement of the same pair does): three in perfect
-    order happen by chance one time in six."""
+    order happen by chance one time in six. Otherwise it carries the chance p, and says why
+    there is no interval when there is none (`interval`)."""
     if not fid or fid.get("tau") is None:
         return None
     if int(fid["n"]) < rg.MIN_AGREEMENT_N:
@@ -154,10 +178,14 @@ def format_line(fid: Mapping[str, Any] | None) -> str | None:
         )
     if str(fid.get("note") or "").startswith("too few"):  # as the rankings line says it
         return f"rank fidelity {fid['from_steps']} -> {fid['to_steps']} steps: {fid['note']}"
-    iv = ""
+    iv, p, why = "", "", ""
     if fid.get("low") is not None:
         iv = f" [{fid['low']:+.2f}, {fid['high']:+.2f}]"
+    if fid.get("p") is not None:
+        p = f", chance p {fid['p']:.2g}"
+    if fid.get("low") is None:
+        why = f"; {fid.get('interval_note') or 'no interval'}"
     return (
         f"rank fidelity {fid['from_steps']} -> {fid['to_steps']} steps: tau-b "
-        f"{fid['tau']:+.2f}{iv} (n {fid['n']}, {fid['metric']})"
+        f"{fid['tau']:+.2f}{iv} (n {fid['n']}, {fid['metric']}{p}{why})"
     )
