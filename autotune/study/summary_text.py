@@ -133,6 +133,9 @@ def _pick_lines(summary: Mapping[str, Any]) -> list[str]:
             + (_baseline_won(summary) if base and pick["number"] == base.get("number") else "")
         )
     lines.append(head + _params(summary, pick.get("params") or {}))
+    if vs.get("defaults_not_taken") and not pick.get("defaults_preferred"):
+        # a verdict that gives way to the defaults, and the defaults not taken: say why
+        lines.append(f"  not the defaults: {vs['defaults_not_taken']}")
     return lines
 
 

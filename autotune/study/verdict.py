@@ -125,9 +125,29 @@ def decide(
         return Decision(first, first, verdict)
     base = baseline_choice(study, cands, first.steps)
     if base is None or not base.holds:
-        verdict["defaults_not_taken"] = "the baseline did not hold on every seed"
+        verdict["defaults_not_taken"] = why_defaults_not_taken(base, first)
         return Decision(first, first, verdict)
     return Decision(base, first, verdict, defaults_preferred=True)
+
+
+def why_defaults_not_taken(base: Any | None, first: Any) -> str:
+    """Why a verdict that prefers the defaults (`paired.PREFER_DEFAULTS`) leaves `first` the
+    pick: the defaults did not hold at its length. The summary prints it: otherwise "no
+    detectable difference" next to a searched pick reads as the rule not applied. Named from
+    the first seed that broke a constraint (`verification.judge_seeds` records which), else
+    from `pick.why_not_held`."""
+    keep = f"the pick stays trial {first.number}"
+    steps = first.steps if base is None or base.verified is None else base.verified.get("steps")
+    at = f" at {steps} steps" if steps is not None else ""
+    if base is None or base.verified is None:
+        return f"the defaults were not verified{at}: {keep}"
+    runs = base.verified.get("runs") or []
+    broke = next((r for r in runs if r.get("broken")), None)
+    if broke is not None:
+        why = f"the defaults break {', '.join(broke['broken'])} on seed {broke.get('seed')}"
+    else:
+        why = f"the defaults did not hold on every seed ({pk.why_not_held([base])})"
+    return f"{why}{at}: {keep}"
 
 
 def _defaults_alone(

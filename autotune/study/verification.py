@@ -19,7 +19,7 @@ from autotune.recipe.seeds import ran_whole, timing_group
 from autotune.study import attrs as ua
 from autotune.study import pick
 from autotune.study.folder import verify_path, write_json
-from autotune.study.improvement import baseline_at
+from autotune.study.improvement import baseline_at, broken
 from autotune.study.objectives import feasible, reference, vacuous
 from autotune.study.options import StudyOptions
 from autotune.study.progress import fmt_s
@@ -249,7 +249,8 @@ def judge_seeds(
     study: Any, space: sp.Space, study_dir: Path, res: dict[str, Any], runs: list[dict[str, Any]]
 ) -> None:
     """Per seed `feasible` (complete, and within every constraint: not only "not diverged"),
-    the relative ones against the baseline's run at that seed and length; `all_feasible`;
+    the relative ones against the baseline's run at that seed and length, and `broken`, the
+    constraints a complete seed breaks (`improvement.broken`); `all_feasible`;
     `vacuous`: the relative constraints some seed had no baseline value for."""
     steps = int(res["steps"])
     refs = baseline_references(study, space, study_dir, steps, [int(r["seed"]) for r in runs])
@@ -257,6 +258,8 @@ def judge_seeds(
         row["feasible"] = r.get("outcome") == Outcome.COMPLETE and feasible(
             space, Outcome.COMPLETE, _metrics(r), ref
         )
+        if r.get("outcome") == Outcome.COMPLETE and not row["feasible"]:
+            row["broken"] = broken(space, _metrics(r), ref)  # which, for the summary to name
     res["all_feasible"] = all(row["feasible"] for row in res["runs"])
     res["vacuous"] = sorted({label for ref in refs for label in vacuous(space, ref)})
 

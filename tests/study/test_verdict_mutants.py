@@ -19,6 +19,7 @@ from autotune.recipe import paired as pd
 from autotune.study import export as ex
 from autotune.study import pick as pk
 from autotune.study import verdict as vd
+from autotune.study.summary_text import _pick_lines
 
 OBJ = [
     {"metric": "loss_cv", "direction": "minimize"},
@@ -299,13 +300,31 @@ def test_decide_keeps_an_explicit_trial_and_a_baseline_that_did_not_hold(tmp_pat
     assert (explicit.chosen.number, explicit.first.number) == (BEST, BEST)
     assert explicit.defaults_preferred is False
     assert explicit.verdict["verdict"] == "no detectable difference"
-    # the baseline broke a constraint on a seed: the defaults are not taken, said so
-    broke = dict(base, all_feasible=False)
+    # the baseline broke a constraint on a seed: the defaults are not taken, said so, with
+    # the constraint the seed broke (`verification.judge_seeds` records it)
+    runs = [dict(r, feasible=r["seed"] != 2) for r in base["runs"]]
+    runs[1]["broken"] = ["loss_drop >= 0.05 (got -1.7)"]
+    broke = dict(base, all_feasible=False, runs=runs)
     study.set_user_attr("autotune.verified.0", broke)
     held_only = [c for c in pk.candidates(study) if c.number != 0]
     kept = vd.decide(study, held_only, OBJ, "balanced")
     assert (kept.chosen.number, kept.first.number, kept.defaults_preferred) == (BEST, BEST, False)
-    assert kept.verdict["defaults_not_taken"] == "the baseline did not hold on every seed"
+    assert kept.verdict["defaults_not_taken"] == (
+        f"the defaults break loss_drop >= 0.05 (got -1.7) on seed 2 at 30 steps: the pick "
+        f"stays trial {BEST}"
+    )
+    # the summary says it under the pick, not only `show --json`
+    part = vd.pick_part(study, OBJ)
+    assert part["pick"]["number"] == BEST and not part["pick"]["defaults_preferred"]
+    assert f"  not the defaults: {kept.verdict['defaults_not_taken']}" in _pick_lines(part)
+    # a record from before the constraint was named: why it did not hold, as the pick says it
+    del runs[1]["broken"]
+    study.set_user_attr("autotune.verified.0", dict(broke, runs=runs))
+    older = vd.decide(study, held_only, OBJ, "balanced")
+    assert older.verdict["defaults_not_taken"] == (
+        "the defaults did not hold on every seed (trial 0 broke a constraint on seed 2) at 30 "
+        f"steps: the pick stays trial {BEST}"
+    )
 
 
 def test_why_a_verified_candidate_is_not_the_pick() -> None:
