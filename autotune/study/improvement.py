@@ -15,16 +15,27 @@ from autotune.probe.outcome import Outcome
 from autotune.recipe.seeds import ran_whole
 from autotune.study import attrs as ua
 from autotune.study import pick as pk
-from autotune.study.objectives import constraint_names, constraints_of, reference
+from autotune.study.objectives import constraint_names, constraints_of, reference, unmeasured
 from autotune.study.pick import rung_rows
 
 
-def broken(space: sp.Space, metrics: Mapping[str, Any], ref: Mapping[str, Any] | None) -> list[str]:
+def broken(
+    space: sp.Space,
+    metrics: Mapping[str, Any],
+    ref: Mapping[str, Any] | None,
+    *,
+    objectives: bool = True,
+) -> list[str]:
     """The space constraints a completed run breaks, with its value (the relative ones
-    against `ref`, the baseline's metrics at the same length)."""
+    against `ref`, the baseline's metrics at the same length); with `objectives`, first the
+    objectives it has no finite value of (told a stand-in: `objectives.constraints_of`)."""
     names = constraint_names(space)[1:]
     values = constraints_of(space, Outcome.COMPLETE, metrics, ref)[1:]
     out = []
+    if objectives:
+        out += [
+            f"{m} has no finite value (got {metrics.get(m)})" for m in unmeasured(space, metrics)
+        ]
     for c, name, v in zip(space.constraints, names, values, strict=True):
         if v > 0:
             got = metrics.get(c.metric)

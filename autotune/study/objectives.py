@@ -29,7 +29,8 @@ def stand_ins(space: sp.Space, observed: Iterable[Mapping[str, Any]]) -> list[fl
     of STAND_IN_MARGIN x the larger of the observed span and the worst value's size (1.0 when
     both are 0); with nothing finite observed yet, 0 moved by 1.0. It keeps the dashboard's
     axes on the measured trials (a sentinel like 1e12 flattened them onto the axis) and sorts
-    the trial behind every measured one of its time; its constraints mark it infeasible."""
+    the trial behind every measured one of its time; its constraints mark it infeasible
+    (`constraints_of`)."""
     rows = list(observed)
     out = []
     for o in space.objectives:
@@ -54,19 +55,36 @@ def values_of(
     return out
 
 
+def unmeasured(space: sp.Space, metrics: Mapping[str, Any]) -> list[str]:
+    """The objectives' metrics with no finite value in `metrics`: Optuna is told a stand-in for
+    each (`values_of`), a number nothing measured."""
+    return [o.metric for o in space.objectives if _finite(metrics.get(o.metric)) is None]
+
+
 def constraints_of(
     space: sp.Space,
     outcome: str,
     metrics: Mapping[str, Any],
     baseline: Mapping[str, Any] | None = None,
+    *,
+    objectives: bool = False,
 ) -> list[float]:
     """Optuna constraint values (<= 0 is feasible): not diverged/oom, then each space constraint.
+
+    `objectives`: where the run's objective values are told as `values_of` gives them (a trial
+    told to Optuna, a rung's record), the first (`not_diverged`) is also broken by a run told a
+    stand-in for an objective (`unmeasured`: it diverged, or did not learn, `noise_per_drop`
+    NaN), whatever its other constraints say: its values are no measurement, so Optuna,
+    optuna-dashboard, the front and the promotion count it infeasible, not at the stand-in's
+    place. Without it (a verification seed: its objectives are summarized over the finite
+    values, no stand-in is told) only the constraints count.
 
     `baseline`: the baseline's metrics measured at the same number of steps (and seed, where
     there is one), the reference of the constraints `relative_to: baseline`. Without it, or
     without a finite value of the metric there (the baseline diverged or failed), a relative
     constraint is vacuous: 0.0, feasible (`vacuous` says which are)."""
-    out = [1.0 if outcome in BROKE else 0.0]
+    stand_in = objectives and bool(unmeasured(space, metrics))
+    out = [1.0 if outcome in BROKE or stand_in else 0.0]
     for c in space.constraints:
         v = metrics.get(c.metric)
         bound = _bound(c, baseline)
@@ -124,12 +142,15 @@ def feasible(
     outcome: Any,
     metrics: Mapping[str, Any],
     baseline: Mapping[str, Any] | None = None,
+    *,
+    objectives: bool = False,
 ) -> bool:
     """Measured (not failed) and within every constraint of `constraints_of` (which counts a
-    divergence or an out-of-memory as broken)."""
+    divergence or an out-of-memory as broken, and with `objectives` a stand-in objective)."""
     if outcome == Outcome.FAILED or outcome is None:
         return False
-    return all(c <= 0 for c in constraints_of(space, str(outcome), metrics, baseline))
+    cons = constraints_of(space, str(outcome), metrics, baseline, objectives=objectives)
+    return all(c <= 0 for c in cons)
 
 
 def constraint_names(space: sp.Space) -> list[str]:

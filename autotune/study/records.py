@@ -65,7 +65,10 @@ def complete_outcome(
         outcome["feasible"] = False
     else:
         outcome["values"] = values_of(space, metrics, stand_in)
-        outcome["constraints"] = constraints_of(space, outcome["outcome"], metrics, baseline)
+        # a stand-in value is no measurement: infeasible to Optuna (`constraints_of`)
+        outcome["constraints"] = constraints_of(
+            space, outcome["outcome"], metrics, baseline, objectives=True
+        )
         outcome["constraint_names"] = constraint_names(space)
         outcome["feasible"] = all(c <= 0 for c in outcome["constraints"])
     return outcome

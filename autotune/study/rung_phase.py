@@ -49,7 +49,7 @@ def judge(
     if record.get("outcome") == Outcome.FAILED:
         record.update(values=None, constraints=None, feasible=False)
     else:
-        cons = constraints_of(space, record["outcome"], metrics, baseline)
+        cons = constraints_of(space, record["outcome"], metrics, baseline, objectives=True)
         record.update(
             values=values_of(space, metrics),
             constraints=cons,
@@ -135,7 +135,7 @@ def screen_results(study: Any, space: sp.Space) -> list[rg.RungResult]:
         outcome = ua.outcome(t)
         metrics = ua.metrics(t)
         measured = outcome != Outcome.FAILED and bool(t.values)
-        cons = constraints_of(space, outcome, metrics, ref) if measured else None
+        cons = constraints_of(space, outcome, metrics, ref, objectives=True) if measured else None
         out.append(
             rg.RungResult(
                 number=t.number,

@@ -259,7 +259,8 @@ def judge_seeds(
             space, Outcome.COMPLETE, _metrics(r), ref
         )
         if r.get("outcome") == Outcome.COMPLETE and not row["feasible"]:
-            row["broken"] = broken(space, _metrics(r), ref)  # which, for the summary to name
+            # which, for the summary to name (`verdict.why_defaults_not_taken`)
+            row["broken"] = broken(space, _metrics(r), ref, objectives=False)
     res["all_feasible"] = all(row["feasible"] for row in res["runs"])
     res["vacuous"] = sorted({label for ref in refs for label in vacuous(space, ref)})
 

@@ -11,6 +11,8 @@ from hypothesis import strategies as st
 
 from autotune import space as sp
 from autotune import study as at
+from autotune.study.improvement import broken
+from autotune.study.objectives import feasible
 
 SPACE = sp.loads(
     """\
@@ -98,3 +100,20 @@ def test_feasible_exactly_when_the_ratio_is_within_the_factor(ratio: float, base
     c = at.constraints_of(SPACE, "complete", metrics, {**BASE, "final_loss": base})[2]
     if not math.isclose(ratio, 1.05, rel_tol=1e-9):
         assert (c <= 0) == (ratio < 1.05), (ratio, c)
+
+
+def test_a_stand_in_objective_is_infeasible_where_it_is_told() -> None:
+    # the training loss did not drop (noise_per_drop NaN), the held-out one did (loss_drop
+    # 0.46): every space constraint holds, yet Optuna would be told a stand-in value
+    learnt = {"loss_drop": 0.46, "final_loss": 2.0, "throughput": 1000.0}
+    stood_in = {**learnt, "noise_per_drop": math.nan}
+    told = at.constraints_of(SPACE, "complete", stood_in, BASE, objectives=True)
+    assert told[0] == 1.0 and max(told[1:]) <= 0
+    assert not feasible(SPACE, "complete", stood_in, BASE, objectives=True)
+    # a verification seed tells no stand-in: only the constraints count there
+    assert feasible(SPACE, "complete", stood_in, BASE)
+    measured = {**learnt, "noise_per_drop": 0.1}
+    assert at.constraints_of(SPACE, "complete", measured, BASE, objectives=True)[0] == 0.0
+    # the summary's baseline line names it (`improvement.broken`)
+    assert broken(SPACE, stood_in, BASE) == ["noise_per_drop has no finite value (got nan)"]
+    assert broken(SPACE, stood_in, BASE, objectives=False) == []
