@@ -10,7 +10,9 @@ measured here (`seeds.prediction_interval`: mean ± t(0.975, n-1)·s·√(1 + 1/
 for positive metrics), else it is better or worse by the side it falls on; with fewer than 2
 complete seeds here it is not judged. A timed metric (throughput) measured here on one seed is
 not judged either: one run's timing interval says nothing of the seed-to-seed and load-to-load
-spread the promise was measured over.
+spread the promise was measured over; nor is a timed promise from fewer than
+`seeds.MIN_TIMED_SEEDS` seeds (`seeds.too_few_timed`): its interval, from a t with one degree of
+freedom, spans so much that nothing measured could break it.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any
 from autotune.knobs import HARDWARE_METRICS
 from autotune.probe.outcome import Outcome
 from autotune.recipe.file import Recipe
-from autotune.recipe.seeds import TIMED, interval, prediction_interval
+from autotune.recipe.seeds import TIMED, interval, prediction_interval, too_few_timed
 
 
 def promise_seeds(promised: Mapping[str, Any]) -> int:
@@ -106,7 +108,10 @@ def compare_promise(
                 values = seed_values(measured, metric)
                 row = _one_seed(metric, pr["mean"], direction, values, one_promise)
             else:
-                row = {"verdict": _overlap(pr, got, direction)}
+                wide = too_few_timed(metric, {**pr, "n": promise_seeds(promised)})
+                # a promise too wide to break is no promise: not "as promised" against it
+                verdict = f"not judged (a promise from {wide})" if wide else None
+                row = {"verdict": verdict or _overlap(pr, got, direction)}
             judged = not row["verdict"].startswith("not judged")
             if metric in HARDWARE_METRICS and not same_hardware and judged:
                 row["verdict"] += " (other hardware: not comparable)"

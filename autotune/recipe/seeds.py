@@ -191,6 +191,24 @@ TIMED = ("throughput", "tokens_per_s")
 TIMINGS = (*TIMED, "scaling_efficiency")
 
 
+#: The fewest seeds an interval over seeds of a timed metric is compared from. Two seeds give a
+#: t-interval with one degree of freedom (the mean +- 12.7 standard errors): on throughput it
+#: spans one or two orders of magnitude, so a tie with it, or a promise it keeps, says nothing.
+MIN_TIMED_SEEDS = 3
+
+
+def too_few_timed(metric: str, iv: Mapping[str, Any] | None) -> str | None:
+    """Why `iv`, an interval over seeds of `metric`, is too wide to compare (a timed metric
+    from 2 to `MIN_TIMED_SEEDS - 1` seeds: its span said), else None (not timed, enough seeds,
+    or no interval at all: one seed is judged by its own rules)."""
+    n = int((iv or {}).get("n") or 0)
+    if metric not in TIMED or not 2 <= n < MIN_TIMED_SEEDS or iv is None:
+        return None
+    lo, hi = iv.get("low"), iv.get("high")
+    span = f": the {metric} interval spans {hi / lo:.3g}x" if lo and hi and lo > 0 else ""
+    return f"{n} seeds{span}; too few seeds to compare {metric} (verify.seeds >= {MIN_TIMED_SEEDS})"
+
+
 def timing_group(where: str) -> str:
     """A batch of runs measured together (`where`, e.g. "in the verification phase", and when it
     started): the paired verdict compares a timed metric only between two runs of the same

@@ -40,6 +40,7 @@ from autotune.errors import RecipeError, one_line
 from autotune.knobs import HARDWARE_METRICS
 from autotune.numbers import finite
 from autotune.probe.outcome import Outcome
+from autotune.recipe.seeds import too_few_timed
 from autotune.study import attrs as ua
 from autotune.study import noise
 from autotune.study.records import screen_feasible
@@ -264,7 +265,33 @@ def noise_note(
     among (the verified ones that held, when any was verified)."""
     verified = [c for c in cands if c.verified is not None]
     pool = [c for c in verified if c.holds] if verified else list(cands)
-    return noise.note([scored(c, objectives) for c in pool], objectives)
+    out = noise.note([scored(c, objectives) for c in pool], objectives)
+    return _too_few_seeds(out, pool) if out and out["within_noise"] and verified else out
+
+
+def _too_few_seeds(note: dict[str, Any], pool: Sequence[Candidate]) -> dict[str, Any]:
+    """A tie on a timed metric read from intervals over too few seeds (`seeds.too_few_timed`:
+    2 seeds span one or two orders of magnitude) is no tie: nothing could have told the
+    candidates apart. The order stays as decided (on stability and final loss), and the note
+    says why instead of "within timing noise" (`too_few_seeds`: the widest interval's why)."""
+    metric = note["metric"]
+    wide = []
+    for c in pool:
+        iv = ((c.verified or {}).get("metrics") or {}).get(metric) or {}
+        why = too_few_timed(metric, iv)
+        if why:
+            span = iv["high"] / iv["low"] if (iv.get("low") or 0) > 0 else math.inf
+            wide.append((span, c.number, why))
+    if not wide:
+        return note
+    _, number, why = max(wide)
+    lo, hi = note["range"]
+    apart = f" (measured {lo:.3g} to {hi:.3g}, {hi / lo:.1f}x apart)" if lo > 0 else ""
+    message = (
+        f"{metric} not compared among the candidates: trial {number} verified on {why}: "
+        f"decided on stability and final loss{apart}"
+    )
+    return {**note, "too_few_seeds": why, "message": message}
 
 
 def pick(

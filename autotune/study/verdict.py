@@ -321,8 +321,11 @@ def paired_noise_note(note: dict[str, Any] | None, decision: Decision) -> dict[s
         return note
     ratio = row.get("ratio") or {}
     metric = note["metric"]
+    head = f"{metric} differences among the candidates are within their timing noise"
+    if note.get("too_few_seeds"):  # no tie: too few seeds to compare (`pick.noise_note`)
+        head = f"{metric} not compared among the candidates ({note['too_few_seeds']})"
     message = (
-        f"{metric} differences among the candidates are within their timing noise: decided on "
+        f"{head}: decided on "
         f"stability and final loss. Paired over the same seeds, trial {decision.first.number} "
         f"is {row['verdict']} on {metric} than the defaults (x{ratio.get('mean', 0):.3g} the "
         f"defaults' [x{ratio.get('low', 0):.3g}, x{ratio.get('high', 0):.3g}])"

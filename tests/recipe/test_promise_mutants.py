@@ -206,3 +206,28 @@ def test_the_divergence_share_is_over_the_seeds_that_ran_and_none_when_none_ran(
         "  diverged       promised 0% of seeds  measured n/a  -> not judged: every seed failed "
         "(2 of 2)"
     )
+
+
+def test_a_throughput_promise_from_two_seeds_is_not_judged() -> None:
+    # 2 seeds: a t-interval with one degree of freedom, 357x wide; nothing measured could
+    # break it, so "as promised" against it would claim what nothing checked
+    wide = {"mean": 2.5e4, "low": 1335.0, "high": 4.771e5, "n": 2}
+    promised = {"direction": "maximize", "value": 2.5e4, "verified": wide}
+    r = rows("throughput", promised, measured("throughput", [1.7e4, 1.9e4, 2.1e4]))
+    assert r["verdict"] == (
+        "not judged (a promise from 2 seeds: the throughput interval spans 357x; too few "
+        "seeds to compare throughput (verify.seeds >= 3))"
+    )
+    # from three seeds it is judged by overlap, as before
+    three = dict(promised, verified=dict(wide, n=3, low=2.0e4, high=3.0e4))
+    r = rows("throughput", three, measured("throughput", [1.7e4, 1.9e4, 2.1e4]))
+    assert r["verdict"] == "as promised"
+    # a metric that is not timed keeps its overlap rule from 2 seeds
+    loss = {
+        "direction": "minimize",
+        "value": 0.5,
+        "verified": dict(wide, mean=0.5, low=0.45, high=0.55),
+    }
+    assert (
+        rows("loss_drop", loss, measured("loss_drop", THREE))["verdict"] == "better than promised"
+    )

@@ -372,3 +372,37 @@ def test_relative_shortfall_of_a_zero_best_and_a_non_finite_value() -> None:
     assert short[1] == 0.0  # best on both
     assert short[2] == math.inf
     assert short[3] == pytest.approx(math.hypot(0.25, 0.5))
+
+
+def test_a_tie_from_two_seeds_of_throughput_is_said_to_be_too_few_seeds() -> None:
+    # a review: 2 seeds each, throughput intervals 357x wide (a t with one degree of freedom):
+    # "within timing noise" read as a tie where every measurement had trial 1 2-3.5x slower
+    def ver(tp: float, lo: float, hi: float, n: int) -> dict[str, Any]:
+        return {
+            "diverged_share": 0.0,
+            "metrics": {
+                "throughput": {"mean": tp, "low": lo, "high": hi, "n": n},
+                "noise_per_drop": {"mean": 0.1, "low": None, "high": None, "n": n},
+            },
+        }
+
+    slow = cand(1, 0.1, 25e3, 1.0, verified=ver(25e3, 1335.0, 4.771e5, 2))
+    fast = cand(4, 0.2, 72e3, 1.0, verified=ver(72e3, 3.0e4, 1.7e5, 2))
+    note = pk.noise_note([slow, fast], OBJ)
+    assert note is not None and note["within_noise"]  # the order stays as decided
+    assert note["too_few_seeds"] == (
+        "2 seeds: the throughput interval spans 357x; too few seeds to compare throughput "
+        "(verify.seeds >= 3)"
+    )
+    assert note["message"] == (
+        f"throughput not compared among the candidates: trial 1 verified on "
+        f"{note['too_few_seeds']}: decided on stability and final loss "
+        "(measured 2.5e+04 to 7.2e+04, 2.9x apart)"
+    )
+    assert "within timing noise" not in note["message"]
+    # three seeds: a tie within their intervals is a tie, said as before
+    slow3 = cand(1, 0.1, 25e3, 1.0, verified=ver(25e3, 1e4, 8e4, 3))
+    fast3 = cand(4, 0.2, 72e3, 1.0, verified=ver(72e3, 3e4, 1.7e5, 3))
+    three = pk.noise_note([slow3, fast3], OBJ)
+    assert three is not None and three["message"].startswith(noise.WITHIN_NOISE)
+    assert "too_few_seeds" not in three

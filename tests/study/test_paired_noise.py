@@ -36,6 +36,14 @@ def test_a_measured_paired_difference_is_said_with_the_tie() -> None:
     assert "[x0.809, x0.921]" in out["message"]
 
 
+def test_a_paired_difference_beside_too_few_seeds_says_too_few_not_a_tie() -> None:
+    few = "2 seeds: the throughput interval spans 357x; too few seeds to compare throughput"
+    out = paired_noise_note({**NOTE, "too_few_seeds": few}, _decision("worse"))
+    assert out is not None and "within" not in out["message"]
+    assert out["message"].startswith(f"throughput not compared among the candidates ({few})")
+    assert "trial 2 is worse on throughput than the defaults (x0.863" in out["message"]
+
+
 def test_no_paired_difference_leaves_the_note_as_it_was() -> None:
     assert paired_noise_note(dict(NOTE), _decision("no detectable difference")) == NOTE
     apart = {**NOTE, "within_noise": False, "message": None}
