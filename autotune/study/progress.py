@@ -10,6 +10,7 @@ from typing import Any
 
 from autotune import space as sp
 from autotune.errors import one_line
+from autotune.numbers import finite
 from autotune.probe.outcome import Outcome
 
 
@@ -107,17 +108,20 @@ class Progress:
         if o["outcome"] == Outcome.FAILED and o.get("error"):
             what += f": {one_line(o['error'])}"
         if not o.get("feasible") and o["outcome"] == Outcome.COMPLETE:
-            what += (
-                " (infeasible: "
-                + ", ".join(
-                    f"{c.metric} {c.op} {c.value:g}"
-                    for c, v in zip(
-                        self.space.constraints, (o.get("constraints") or [0])[1:], strict=False
-                    )
-                    if v > 0
+            # an objective with no finite value (told a stand-in) makes it infeasible too
+            why = [
+                f"no finite {obj.metric}"
+                for obj in self.space.objectives
+                if finite(metrics.get(obj.metric)) is None
+            ]
+            why += [
+                f"{c.metric} {c.op} {c.value:g}"
+                for c, v in zip(
+                    self.space.constraints, (o.get("constraints") or [0])[1:], strict=False
                 )
-                + ")"
-            )
+                if v > 0
+            ]
+            what += f" (infeasible: {', '.join(why)})" if why else " (infeasible)"
         vals = "  ".join(
             f"{obj.metric} {metrics[obj.metric]:.4g}"
             for obj in self.space.objectives
