@@ -33,9 +33,7 @@ def broken(
     values = constraints_of(space, Outcome.COMPLETE, metrics, ref)[1:]
     out = []
     if objectives:
-        out += [
-            f"{m} has no finite value (got {metrics.get(m)})" for m in unmeasured(space, metrics)
-        ]
+        out += [f"{m} (no finite value)" for m in unmeasured(space, metrics)]
     for c, name, v in zip(space.constraints, names, values, strict=True):
         if v > 0:
             got = metrics.get(c.metric)
