@@ -681,8 +681,8 @@ def test_summary_names_the_constraint_a_complete_baseline_breaks() -> None:
     # PyTorch's defaults at an unstable lr: the loss blew up and had not come back after 150
     # steps (it ended above where it started): complete, measured, and it did not learn.
     for baseline, metrics in (
-        (True, {"loss_cv": 0.16, "throughput": 900.0, "loss_drop": -1.22}),
-        (False, {"loss_cv": 0.07, "throughput": 850.0, "loss_drop": 0.46}),
+        (True, {"noise_per_drop": 0.16, "throughput": 900.0, "loss_drop": -1.22}),
+        (False, {"noise_per_drop": 0.07, "throughput": 850.0, "loss_drop": 0.46}),
     ):
         trial = study.ask()
         cons = st.constraints_of(space, "complete", metrics)
@@ -694,7 +694,7 @@ def test_summary_names_the_constraint_a_complete_baseline_breaks() -> None:
             "autotune.feasible": all(c <= 0 for c in cons),
         }.items():
             trial.set_user_attr(key, value)
-        study.tell(trial, [metrics["loss_cv"], metrics["throughput"]])
+        study.tell(trial, [metrics["noise_per_drop"], metrics["throughput"]])
     summary = st.summarize(study, space)
     assert summary["baseline"]["broken"] == ["loss_drop >= 0.05 (got -1.22)"]
     assert [row["number"] for row in summary["pareto"]] == [1]
