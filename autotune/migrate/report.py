@@ -31,7 +31,7 @@ def plot_curve(curve: Mapping[str, Any], path: Path) -> Path | None:
         import matplotlib  # noqa: F401
     except ImportError:
         return None
-    from autotune.repro.compare import plot_comparison
+    from autotune.repro.compare_plot import plot_comparison
 
     with tempfile.TemporaryDirectory() as tmp:
         png = plot_comparison(dict(curve), Path(tmp) / path.name)

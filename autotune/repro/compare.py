@@ -4,13 +4,15 @@
 |a − b| / max(|a|, |b|, eps); it is smoothed with a centred rolling median over `window` steps
 (an odd window, shrunk at the ends), so one noisy step cannot make two runs disagree while a
 lasting departure is found at the step where it starts. The curves agree when the smoothed
-difference never exceeds `rtol`, both cover the same steps, and neither has a non-finite value
-the other lacks.
+difference never exceeds `rtol`, both cover the same steps, and no step holds a non-finite value
+the other run lacks or two different non-finite values (+inf and -inf, NaN and inf); the same
+non-finite value on both sides is the same outcome, but two runs with nothing finite to set
+side by side do not agree (`nothing_finite`, which `compare_runs` refuses).
 
 `compare_runs` reads two step series from MLflow (the metric histories a study logs per trial:
 `loss`, `grad_norm`, ...), compares them, draws both curves and their difference to a PNG and
-logs the PNG and the numbers as a run of the experiment `autotune-compare`. mlflow and
-matplotlib are imported inside the functions.
+logs the PNG (`compare_plot`) and the numbers as a run of the experiment `autotune-compare`.
+mlflow and matplotlib are imported inside the functions.
 """
 
 from __future__ import annotations
@@ -52,13 +54,28 @@ def check_options(
     """`rtol` a finite number > 0 (an infinite one agrees with anything and cannot be drawn)
     and `window` at least one step: a ReproError otherwise, each named as `{flag}rtol` /
     `{flag}window` (the CLI passes `--`). `out_png`, when given, must be a regular file or
-    not there yet (a symlink's target is written): a device or FIFO is refused as `-o`."""
+    not there yet (a symlink's target is written): a device or FIFO is refused as `-o`, as is
+    a name not ending in .png or one below a file."""
     if not (math.isfinite(rtol) and rtol > 0):
         raise ReproError(f"{flag}rtol must be a finite number > 0, got {rtol}")
     if window < 1:
         raise ReproError(f"{flag}window must be >= 1 step, got {window}")
     if out_png is not None:
         outfile.target(out_png, "-o")
+        _check_png_path(Path(out_png))
+
+
+def _check_png_path(path: Path) -> None:
+    """The plot is a PNG: a path with another suffix (`-o x.txt`) would get a PNG under a name
+    that says otherwise. A folder above it that is a file (`-o x.txt/y.png`) is named as such,
+    not left to mkdir's "File exists"."""
+    if path.suffix.lower() != ".png":
+        raise ReproError(f"-o {path}: the plot is a PNG; give a file name ending in .png")
+    for above in path.parents:
+        if above.exists() or above.is_symlink():
+            if not above.is_dir():
+                raise ReproError(f"-o {path}: {above} is not a folder")
+            return
 
 
 def compare_series(
@@ -76,8 +93,10 @@ def compare_series(
     `first_divergence_step` (the first step whose smoothed relative difference exceeds `rtol`
     and whose own does too, else None), `max_rel_diff` (and its step), `final_rel_diff`
     (last common step, raw) and `final_smoothed_rel_diff`, `correlation` (Pearson, over steps
-    where both are finite), `agree`, `verdict` (one line) and `series` (step, a, b, rel_diff,
-    smoothed as lists).
+    where both are finite), `agree`, `nothing_finite` (no step where both are finite, and none
+    where they part: not an agreement), `verdict` (one line), `series` (step, a, b, rel_diff,
+    smoothed as lists, on the common steps) and `series_a`, `series_b` (each whole: step,
+    value).
     Non-finite numbers are reported as None.
     """
     check_options(rtol, window)
@@ -97,24 +116,27 @@ def compare_series(
     over = np.flatnonzero(smooth > rtol)
     own = over[rel[over] > rtol]
     over = own if own.size else over
-    # a non-finite value one run has and the other lacks is a departure of its own: the rolling
-    # median would smooth one such step away (a NaN loss is a divergence, not noise)
-    lone = np.flatnonzero(np.isfinite(a) != np.isfinite(b))
+    # A non-finite value one run has and the other lacks, or two that are not the same outcome
+    # (+inf and -inf, NaN and inf), is a departure of its own: the rolling median would smooth
+    # one such step away (a NaN loss is a divergence, not noise). The same non-finite value on
+    # both sides (NaN and NaN, +inf and +inf) is the same outcome: its difference is 0.
+    departs = np.isinf(rel)
+    lone = np.flatnonzero(departs)
     if lone.size and (not over.size or lone[0] <= over[0]):
         over = lone
     first = int(steps[over[0]]) if over.size else None
     only_a, only_b = int(sa.size - steps.size), int(sb.size - steps.size)
     k = int(np.argmax(np.where(np.isnan(rel), -np.inf, rel)))
+    # Nothing finite on both sides and no departure: equal non-finite values agree on nothing.
+    nothing = first is None and not np.any(np.isfinite(a) & np.isfinite(b))
 
-    if first is not None and np.isfinite(a[over[0]]) == np.isfinite(b[over[0]]):
+    if first is not None:
+        i = over[0]
+        verdict = _departure(first, a[i], b[i], smooth[i], rtol, nonfinite=bool(departs[i]))
+    elif nothing:
         verdict = (
-            f"diverge from step {first}: smoothed relative difference "
-            f"{smooth[over[0]]:.3g} > rtol {rtol:g}"
-        )
-    elif first is not None:
-        verdict = (
-            f"diverge at step {first}: a's value is {_text(a[over[0]])} and b's "
-            f"{_text(b[over[0]])} (a non-finite loss the other run does not have)"
+            f"nothing finite to compare: at each of the {steps.size} common steps both values "
+            "are non-finite"
         )
     elif only_a or only_b:
         verdict = (
@@ -141,7 +163,8 @@ def compare_series(
         "final_rel_diff": _num(rel[-1]),
         "final_smoothed_rel_diff": _num(smooth[-1]),
         "correlation": _pearson(a, b),
-        "agree": first is None and only_a == 0 and only_b == 0,
+        "agree": first is None and only_a == 0 and only_b == 0 and not nothing,
+        "nothing_finite": bool(nothing),
         "verdict": verdict,
         "series": {
             "step": steps.tolist(),
@@ -150,7 +173,25 @@ def compare_series(
             "rel_diff": [_num(x) for x in rel],
             "smoothed": [_num(x) for x in smooth],
         },
+        # each run whole (the plot draws both lengths)
+        "series_a": {"step": sa.tolist(), "value": [_num(x) for x in va]},
+        "series_b": {"step": sb.tolist(), "value": [_num(x) for x in vb]},
     }
+
+
+def _departure(step: int, a: float, b: float, smooth: float, rtol: float, nonfinite: bool) -> str:
+    """The verdict of runs that part at `step`: by their smoothed difference, or by a
+    non-finite value (one side's alone, or two that are not the same)."""
+    if not nonfinite:
+        return (
+            f"diverge from step {step}: smoothed relative difference {smooth:.3g} > rtol {rtol:g}"
+        )
+    why = (
+        "non-finite values that are not the same"
+        if not (math.isfinite(a) or math.isfinite(b))
+        else "a non-finite loss the other run does not have"
+    )
+    return f"diverge at step {step}: a's value is {_text(a)} and b's {_text(b)} ({why})"
 
 
 def _series(
@@ -166,7 +207,7 @@ def _series(
         raise ReproError(f"series {side}: steps must be whole numbers")
     # MLflow on SQLite stores an infinite value as +-1.8e308 (its largest double, clamped):
     # read back, that is the infinity it was
-    v = np.where(np.abs(v) >= CLAMPED, np.sign(v) * np.inf, v)
+    v = np.where(np.abs(v) >= CLAMPED, np.copysign(np.inf, v), v)  # 0 * inf would warn
     # Sorted by step; a step given twice keeps its last value.
     order = np.argsort(s, kind="stable")
     s, v = s[order].astype(np.int64), v[order]
@@ -312,6 +353,7 @@ def compare_runs(
     `tracking_uri` and `compare_run_id` added.
     """
     from autotune import tracking
+    from autotune.repro.compare_plot import plot_comparison
 
     check_options(rtol, window, out_png=out_png)  # before the store is opened
     uri = tracking.resolve_uri(tracking_uri)
@@ -320,6 +362,8 @@ def compare_runs(
     steps_a, values_a = _history(client, ra, metric, uri)
     steps_b, values_b = _history(client, rb, metric, uri)
     result = compare_series(steps_a, values_a, steps_b, values_b, rtol=rtol, window=window)
+    if result["nothing_finite"]:  # a comparison that cannot be made: nothing is logged
+        raise ReproError(f"runs {run_a} and {run_b}, metric {metric!r}: {result['verdict']}")
     result.update(
         run_a=run_a,
         run_b=run_b,
@@ -355,54 +399,6 @@ def compare_runs(
             result["png"] = str(target)
         result["compare_run_id"] = _log(client, result, png) if log else None
     return result
-
-
-def plot_comparison(result: dict[str, Any], path: str | Path) -> Path:
-    """Both curves (top) and their relative difference, raw and smoothed (bottom), to `path`."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    from autotune.tracking import plots
-
-    s = result["series"]
-    steps = np.asarray(s["step"], dtype=float)
-
-    def arr(key: str) -> np.ndarray:
-        return np.array([np.nan if v is None else v for v in s[key]], dtype=float)
-
-    a, b, rel, smooth = arr("a"), arr("b"), arr("rel_diff"), arr("smoothed")
-    fig = Figure(figsize=(8, 6), dpi=plots.DPI, layout="constrained")
-    FigureCanvasAgg(fig)
-    top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=[3, 2])
-    metric = result.get("metric", "value")
-    top.plot(steps, a, label=f"a {str(result.get('run_a', ''))[:8]}", color="#1f77b4", gid="a")
-    top.plot(steps, b, label=f"b {str(result.get('run_b', ''))[:8]}", color="#ff7f0e", gid="b")
-    finite = np.concatenate([a[np.isfinite(a)], b[np.isfinite(b)]])
-    if finite.size and finite.min() > 0 and finite.max() / finite.min() > 20:
-        top.set_yscale("log")
-    top.set_ylabel(str(metric))
-    top.legend(loc="upper right")
-    verdict = "agree" if result["agree"] else "differ"
-    top.set_title(f"{metric}: {verdict} (rtol {result['rtol']:g}, window {result['window']})")
-    # On a log axis, differences far below the tolerance (exact zeros included) sit on a floor.
-    floor = result["rtol"] * 1e-3
-    bottom.plot(
-        steps, np.maximum(rel, floor), color="#9e9e9e", lw=0.8, label="|a-b| / max(|a|,|b|)"
-    )
-    bottom.plot(
-        steps, np.maximum(smooth, floor), color="#d62728", label="rolling median", gid="smoothed"
-    )
-    bottom.axhline(result["rtol"], color="black", ls="--", lw=0.8, label=f"rtol {result['rtol']:g}")
-    first = result.get("first_divergence_step")
-    if first is not None:
-        for ax in (top, bottom):
-            ax.axvline(first, color="#d62728", ls=":", lw=1.0)
-    bottom.set_yscale("log")
-    bottom.set_ylim(bottom=floor * 0.5)
-    bottom.set_xlabel("step")
-    bottom.set_ylabel("relative difference")
-    bottom.legend(loc="best", fontsize="small")
-    return plots.save(fig, path)
 
 
 def _log(client: MlflowClient, result: dict[str, Any], png: Path) -> str:
