@@ -70,7 +70,7 @@ def audit(
         typer.Option(
             metavar="RUN_A RUN_B",
             help="Instead of auditing: put two logged audits side by side (exit 1 if an op's "
-            "max-abs error differs by more than --factor).",
+            "max-abs error differs by more than --factor, or one audit lacks an op).",
         ),
     ] = None,
     factor: Annotated[
@@ -81,18 +81,28 @@ def audit(
     from autotune.repro import audit as au
 
     if compare is not None:
+        from autotune.errors import ReproError
+        from autotune.repro.audit_compare import factor_text
+
         # NaN slips past `factor <= 1`; an infinite factor lets every difference pass.
         if not (math.isfinite(factor) and factor > 1):
-            from autotune.errors import ReproError
-
             why = " (an infinite one compares nothing)" if math.isinf(factor) else ""
-            raise ReproError(f"--factor must be a finite number > 1{why}, got {factor:g}")
+            raise ReproError(
+                f"--factor must be a finite number > 1{why}, got {factor_text(factor)}"
+            )
+        # `--compare A --no-log` takes the option as the second run id: say so, not "no run"
+        for given in compare:
+            if given.startswith("-"):
+                raise ReproError(
+                    f"--compare takes two run ids (RUN_A RUN_B), got {given!r} as one: "
+                    "put the options after both ids"
+                )
         existing_store(tracking_uri, f"no run {compare[0]!r} to compare")
         a = au.load_audit(compare[0], tracking_uri)
         b = au.load_audit(compare[1], tracking_uri)
         cmp = au.compare_audits(a, b, factor=factor)
         typer.echo(json.dumps(cmp, indent=2) if as_json else au.format_comparison(cmp))
-        if cmp["differs"]:
+        if cmp["differs"] or any(cmp["missing"].values()):
             raise typer.Exit(1)
         return
     from autotune.errors import ReproError

@@ -38,13 +38,13 @@ import yaml
 
 from autotune import __version__, outfile
 from autotune import space as sp
+from autotune.audit_form import audit_problem
 from autotune.errors import RecipeError, did_you_mean
 from autotune.knobs import clip_text
 from autotune.probe.config import REFERENCE_CHUNKS, ProbeConfig, steps_at_batch
 from autotune.recipe import digest
 from autotune.recipe.recorded import (
     achieved_problem,
-    audit_problem,
     curve_problem,
     is_steps,
     steps_text,

@@ -35,7 +35,8 @@ gradients are pooled, each judged against its own rms. Inputs are cast to the dt
 The battery is data (repro/ops.py): `OPS` is a list of `Op`, and `run_audit(ops=...)` takes
 another list, so a test (or a user chasing a kernel) can add ops or swap in a suspect
 implementation with `Op(fn=suspect, reference=known_good)`. `log_audit` and `load_audit`
-(repro/audit_log.py) keep an audit in MLflow.
+(repro/audit_log.py) keep an audit in MLflow; `compare_audits` (repro/audit_compare.py) sets
+two side by side.
 """
 
 from __future__ import annotations
@@ -48,6 +49,12 @@ from typing import Any
 import torch
 
 from autotune.errors import ReproError
+from autotune.repro.audit_compare import (
+    compare_audits,
+    format_comparison,
+    measured,
+    measured_max_abs,
+)
 from autotune.repro.audit_log import EXPERIMENT, load_audit, log_audit
 from autotune.repro.ops import DTYPES, OPS, REDUCE, Op
 
@@ -63,6 +70,7 @@ __all__ = [
     "format_comparison",
     "load_audit",
     "log_audit",
+    "measured",
     "measured_max_abs",
     "run_audit",
 ]
@@ -298,22 +306,6 @@ def _typical(hist: Mapping[str, int]) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def measured(e: Mapping[str, Any]) -> bool:
-    """Whether entry `e` measured an error: some output element and its reference are both
-    finite. An output that is non-finite wherever its reference is finite (a scalar loss that
-    overflowed) measured none: its errors are None (an audit logged before they were, or a
-    recipe's compact record, holds 0 there, which is not an error of 0). A compact entry
-    (`repro.record`: no element counts) with non-finite outputs measured none when its error
-    and the reference's rms are both 0."""
-    if e.get("error") or e.get("max_abs", 0) is None:
-        return False
-    if not e.get("nonfinite"):
-        return True
-    if "numel" in e and "ref_nonfinite" in e:
-        return int(e["numel"]) - int(e["nonfinite"]) - int(e["ref_nonfinite"]) > 0
-    return bool(e.get("max_abs")) or bool(e.get("ref_rms"))
-
-
 def _error(e: Mapping[str, Any], key: str) -> str:
     return f"{float(e[key]):.2e}" if measured(e) else "-"
 
@@ -344,121 +336,4 @@ def format_audit(result: Mapping[str, Any]) -> str:
     flagged = result.get("flagged") or []
     lines.append("")
     lines.append(f"{len(flagged)} flagged: {', '.join(flagged)}" if flagged else "nothing flagged")
-    return "\n".join(lines)
-
-
-def compare_audits(
-    a: Mapping[str, Any], b: Mapping[str, Any], factor: float = 10.0
-) -> dict[str, Any]:
-    """Two audits side by side; rows whose max-abs errors differ by more than `factor` are marked.
-
-    The ratio is the larger max-abs error over the smaller, both floored at 1e-3 ulp of the
-    reference's rms (in the coarser of the two dtypes): an exact result and one off by a
-    fraction of a rounding are alike. A row
-    where only one side is non-finite, raised or is missing is marked too.
-    """
-    if factor <= 1.0:
-        raise ReproError(f"the comparison factor must be > 1, got {factor:g}")
-    rows_a = {(e["op"], e["pass"]): e for e in a["entries"]}
-    rows_b = {(e["op"], e["pass"]): e for e in b["entries"]}
-    keys = list(rows_a) + [k for k in rows_b if k not in rows_a]
-    rows: list[dict[str, Any]] = []
-    for key in keys:
-        ea, eb = rows_a.get(key), rows_b.get(key)
-        row: dict[str, Any] = {
-            "op": key[0],
-            "pass": key[1],
-            "a_max_abs": measured_max_abs(ea),
-            "b_max_abs": measured_max_abs(eb),
-            "ratio": None,
-            "differs": False,
-            "why": None,
-        }
-        if ea is None or eb is None:
-            row.update(differs=True, why="only in " + ("b" if ea is None else "a"))
-        elif ea.get("error") or eb.get("error"):
-            if bool(ea.get("error")) != bool(eb.get("error")):
-                row.update(differs=True, why="raised in " + ("a" if ea.get("error") else "b"))
-        elif bool(ea["nonfinite"]) != bool(eb["nonfinite"]):
-            row.update(differs=True, why="non-finite in " + ("a" if ea["nonfinite"] else "b"))
-        elif not (measured(ea) and measured(eb)):
-            pass  # non-finite on both sides, and no error measured on one: nothing to divide
-        else:
-            floor = max(_floor(ea, a["dtype"]), _floor(eb, b["dtype"]))
-            va, vb = max(ea["max_abs"], floor), max(eb["max_abs"], floor)
-            ratio = max(va, vb) / min(va, vb)
-            row["ratio"] = ratio
-            if ratio > factor:
-                row.update(differs=True, why=f"max_abs {'a' if va > vb else 'b'} larger")
-        rows.append(row)
-    return {
-        "factor": factor,
-        "a": _side(a),
-        "b": _side(b),
-        "rows": rows,
-        "differs": [f"{r['op']}.{r['pass']}" for r in rows if r["differs"]],
-    }
-
-
-def measured_max_abs(e: Mapping[str, Any] | None) -> float | None:
-    """Entry `e`'s max-abs error; None when there is no entry or it measured none
-    (`measured`: it raised, or no output element was finite beside a finite reference)."""
-    if e is None or not measured(e):
-        return None
-    return float(e["max_abs"])
-
-
-def _floor(e: Mapping[str, Any], dtype: str) -> float:
-    eps = torch.finfo(DTYPES.get(dtype, torch.float32)).eps
-    return max(1e-3 * eps * float(e.get("ref_rms") or 0.0), 1e-300)
-
-
-def _side(r: Mapping[str, Any]) -> dict[str, Any]:
-    fp = r.get("fingerprint") or {}
-    devices = fp.get("devices") or []
-    return {
-        "device": r.get("device"),
-        "dtype": r.get("dtype"),
-        "torch": r.get("torch"),
-        "platform": fp.get("platform"),
-        "hardware": devices[0].get("name") if devices else (fp.get("host") or {}).get("cpu_model"),
-        "fingerprint": fp.get("hash"),
-        "run_id": r.get("run_id"),
-    }
-
-
-def format_comparison(cmp: Mapping[str, Any]) -> str:
-    """The comparison of two audits as a table."""
-    a, b = cmp["a"], cmp["b"]
-
-    def side(s: Mapping[str, Any]) -> str:
-        run = f" run {s['run_id']}" if s.get("run_id") else ""
-        where = f"{s['platform']}, {s['hardware']}, torch {s['torch']}"
-        return f"{s['device']} {s['dtype']} ({where}){run}"
-
-    lines = [f"a: {side(a)}", f"b: {side(b)}"]
-    if a["dtype"] != b["dtype"]:
-        lines.append("note: the two audits ran in different dtypes")
-    lines += [
-        "",
-        f"{'op':<29}{'pass':<5}{'a max_abs':>11}{'b max_abs':>11}{'ratio':>9}  differs",
-    ]
-
-    def num(v: float | None) -> str:
-        return "-" if v is None else f"{v:.2e}"
-
-    for r in cmp["rows"]:
-        ratio = "-" if r["ratio"] is None else f"{r['ratio']:.3g}"
-        mark = f"DIFFERS ({r['why']})" if r["differs"] else ""
-        lines.append(
-            f"{r['op']:<29}{r['pass']:<5}{num(r['a_max_abs']):>11}{num(r['b_max_abs']):>11}"
-            f"{ratio:>9}  {mark}"
-        )
-    differs = cmp["differs"]
-    lines.append("")
-    lines.append(
-        f"{len(differs)} differ by more than {cmp['factor']:g}x: {', '.join(differs)}"
-        if differs
-        else f"no op differs by more than {cmp['factor']:g}x"
-    )
     return "\n".join(lines)

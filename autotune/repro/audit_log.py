@@ -1,5 +1,6 @@
 """An audit in MLflow: `log_audit` writes one as a run of the experiment `autotune-audit`
-(metrics per op and pass, the whole result as `audit.json`); `load_audit` reads it back."""
+(metrics per op and pass, the whole result as `audit.json`); `load_audit` reads it back,
+checked as `migrate` checks a recorded audit (`autotune.audit_form`)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from autotune.audit_form import audit_problem, path_text
 from autotune.errors import ReproError
 
 EXPERIMENT = "autotune-audit"
@@ -95,5 +97,10 @@ def load_audit(run_id: str, tracking_uri: str | None = None) -> dict[str, Any]:
             os.environ[_PROGRESS] = saved
     if not isinstance(data, dict) or "entries" not in data:
         raise ReproError(f"run {run_id} in {uri}: {ARTIFACT} is not an audit")
+    # migrate's rule for a recorded audit: a malformed entry is named, not a traceback or a
+    # ratio of NaN that compares as no difference
+    found = audit_problem(data, unmeasured=True)
+    if found is not None:
+        raise ReproError(f"run {run_id} in {uri}: {ARTIFACT} {path_text(found[0])}: {found[1]}")
     data["run_id"] = run_id
     return data
