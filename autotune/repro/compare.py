@@ -270,8 +270,8 @@ def _span(steps: np.ndarray) -> str:
 def format_compare(result: dict[str, Any]) -> str:
     """The comparison of two series (or two runs) in a few lines."""
 
-    def num(v: float | None, fmt: str = ".4g") -> str:
-        return "n/a" if v is None else format(v, fmt)
+    def num(v: float | None, fmt: str = ".4g", inf: str = "n/a") -> str:
+        return inf if v is None else format(v, fmt)
 
     lines = []
     if "run_a" in result:
@@ -291,7 +291,9 @@ def format_compare(result: dict[str, Any]) -> str:
             else ")"
         ),
         f"first divergence   {_or_none(result['first_divergence_step'])}",
-        f"max rel. diff      {num(result['max_rel_diff'])} at step {result['max_rel_diff_step']}",
+        # None there is an infinite difference (a non-finite value, or an overflow), not "n/a"
+        f"max rel. diff      {num(result['max_rel_diff'], inf='inf')} at step "
+        f"{result['max_rel_diff_step']}",
         f"final rel. diff    {num(result['final_rel_diff'])} "
         f"(smoothed {num(result['final_smoothed_rel_diff'])})",
         f"correlation        {num(result['correlation'], '.6f')}",

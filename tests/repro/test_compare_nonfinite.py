@@ -76,3 +76,9 @@ def test_output_path_is_checked(tmp_path: Path) -> None:
     with pytest.raises(ReproError, match=r"the plot is a PNG; give a file name ending in \.png"):
         compare.check_options(0.05, 5, out_png=tmp_path / "plot.txt")
     compare.check_options(0.05, 5, out_png=tmp_path / "new" / "plot.PNG")
+
+
+def test_an_infinite_difference_is_printed_as_such() -> None:
+    """The table read `max rel. diff n/a` beside a verdict naming an inf difference."""
+    r = compare.compare_series(range(30), _with(5, inf), range(30), _with(5, -inf))
+    assert "max rel. diff      inf at step 5" in compare.format_compare(r)
