@@ -3,8 +3,18 @@
 A value measured with an interval (throughput and tokens_per_s carry one from each probe's own
 step timings, `autotune.probe.metrics.throughput_interval`; a verified candidate's is its
 interval over the seeds, `autotune.recipe.seeds`) differs from another only when their intervals
-do not overlap: overlapping intervals are a tie. A value without an interval (loss_cv,
-noise_per_drop, ... from one run) is compared as it is.
+do not overlap, or (`separated`) when both were measured over at least `SEPARATED_MIN_RUNS`
+runs and every run of one beats every run of the other: overlapping intervals are otherwise a
+tie. A value without an interval (loss_cv, noise_per_drop, ... from one run) is compared as it
+is.
+
+Why the runs: a load spike on a busy machine slows one seed's run of a configuration several
+fold, and the t-interval over three seeds then spans 20x and more, overlapping a configuration
+that is twice as fast on every seed (a review: 29.9k, 33.1k and 10.8k samples/s against 63.7k,
+56.8k and 63.3k read "within timing noise", and the slower one was picked). That every run of
+one is faster than every run of the other is what a sceptical user checks; with three runs a
+side, two configurations of the same speed show it by chance with probability 2/20 (either way),
+and an outlier cannot make it up, only hide it.
 
 Promotion (`autotune.study.rungs.promote`), the rungs' agreement and the picks
 (`autotune.study.pick`) all order trials through this module:
@@ -51,6 +61,51 @@ class Scored:
     values: tuple[float, ...]
     bounds: tuple[Bounds | None, ...]
     tiebreak: tuple[float, ...] = ()
+    #: Per objective, its runs where the interval is over runs of a timed metric (a verified
+    #: candidate's seeds): the batch they were timed in and their values; None: none.
+    runs: tuple[Runs | None, ...] = ()
+
+
+#: Runs timed together: their batch (`autotune.recipe.seeds.timing_group`) and their values.
+Runs = tuple[str, tuple[float, ...]]
+
+#: Fewest runs a side for `separated`: 3 and 3 completely apart by chance is 2 in 20.
+SEPARATED_MIN_RUNS = 3
+
+
+def runs_of(verified: Mapping[str, Any] | None, metric: str) -> Runs | None:
+    """The finite values of `metric` over a verified candidate's runs that completed (its
+    `runs` from `autotune.recipe.seeds.summarize_seeds`), when they were all timed in one batch;
+    None otherwise (no verification, or runs timed apart: a resumed verification)."""
+    if not verified:
+        return None
+    groups: set[str | None] = set()
+    values: list[float] = []
+    for r in verified.get("runs") or []:
+        if r.get("outcome") != "complete":
+            continue
+        raw = (r.get("metrics") or {}).get(metric)
+        x = float(raw) if isinstance(raw, (int, float)) else math.nan
+        if math.isfinite(x):
+            groups.add(r.get("timing_group"))
+            values.append(x)
+    group = next(iter(groups)) if len(groups) == 1 else None
+    return None if group is None else (group, tuple(values))
+
+
+def separated(a: Scored, b: Scored, i: int) -> bool:
+    """Every run of `a` on objective `i` lies beyond every run of `b`, or every run of `b` beyond
+    every run of `a`: each with at least `SEPARATED_MIN_RUNS` runs, both timed in one batch
+    (interleaved, under the same load; runs timed apart, as the baseline's beside the top rung
+    and a candidate's in the verification, could be apart by the machine's load alone)."""
+    ra = a.runs[i] if i < len(a.runs) else None
+    rb = b.runs[i] if i < len(b.runs) else None
+    if ra is None or rb is None or ra[0] != rb[0]:
+        return False
+    xa, xb = ra[1], rb[1]
+    if min(len(xa), len(xb)) < SEPARATED_MIN_RUNS:
+        return False
+    return max(xa) < min(xb) or max(xb) < min(xa)
 
 
 def bounds_of(
@@ -109,7 +164,7 @@ def better(a: Scored, b: Scored, i: int, direction: str) -> bool:
     x, y = a.values[i], b.values[i]
     if math.isnan(x) or math.isnan(y):
         return math.isnan(y) and not math.isnan(x)
-    if overlap(a.bounds[i], b.bounds[i]):
+    if overlap(a.bounds[i], b.bounds[i]) and not separated(a, b, i):
         return False
     return x < y if direction == "minimize" else x > y
 
@@ -149,8 +204,10 @@ def within_noise(rows: Sequence[Scored], i: int, direction: str) -> bool:
 
 
 def tied(a: Scored, b: Scored, i: int) -> bool:
-    """Equal on objective `i`, or within each other's interval."""
-    return a.values[i] == b.values[i] or overlap(a.bounds[i], b.bounds[i])
+    """Equal on objective `i`, or within each other's interval and not `separated`."""
+    if a.values[i] == b.values[i]:
+        return True
+    return overlap(a.bounds[i], b.bounds[i]) and not separated(a, b, i)
 
 
 def _signed(x: float, direction: str) -> float:

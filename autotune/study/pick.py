@@ -40,7 +40,7 @@ from autotune.errors import RecipeError, one_line
 from autotune.knobs import HARDWARE_METRICS
 from autotune.numbers import finite
 from autotune.probe.outcome import Outcome
-from autotune.recipe.seeds import too_few_timed
+from autotune.recipe.seeds import TIMED, too_few_timed
 from autotune.study import attrs as ua
 from autotune.study import noise
 from autotune.study.records import screen_feasible
@@ -226,7 +226,13 @@ def scored(c: Candidate, objectives: Sequence[Mapping[str, Any]]) -> noise.Score
         values=tuple(vector(c, objectives)),
         bounds=tuple(noise.bounds_of(c.metrics, o["metric"], c.verified) for o in objectives),
         tiebreak=noise.tiebreak(objectives, c.value),
+        runs=tuple(_timed_runs(c, o["metric"]) for o in objectives),
     )
+
+
+def _timed_runs(c: Candidate, metric: str) -> noise.Runs | None:
+    """A verified candidate's runs of a timed metric (`noise.separated`); None otherwise."""
+    return noise.runs_of(c.verified, metric) if metric in TIMED else None
 
 
 def front(cands: Sequence[Candidate], objectives: Sequence[Mapping[str, Any]]) -> list[Candidate]:
@@ -340,6 +346,7 @@ def pick(
                 values=(c.value("throughput", i),),
                 bounds=(noise.bounds_of(c.metrics, "throughput", c.verified),),
                 tiebreak=noise.tiebreak(objectives, c.value),
+                runs=(_timed_runs(c, "throughput"),),
             )
             for c in pool
         ]

@@ -406,3 +406,56 @@ def test_a_tie_from_two_seeds_of_throughput_is_said_to_be_too_few_seeds() -> Non
     three = pk.noise_note([slow3, fast3], OBJ)
     assert three is not None and three["message"].startswith(noise.WITHIN_NOISE)
     assert "too_few_seeds" not in three
+
+
+def _seeds(tps: list[float], npd: float, group: str = "in the verification phase@t") -> Any:
+    """A verification over seeds whose throughputs are `tps`, timed in `group`."""
+    mean = sum(tps) / len(tps)
+    return {
+        "diverged_share": 0.0,
+        "metrics": {
+            "throughput": {"mean": mean, "low": min(tps) / 3, "high": max(tps) * 1.6},
+            "noise_per_drop": {"mean": npd, "low": None, "high": None},
+        },
+        "runs": [
+            {"seed": s, "outcome": "complete", "timing_group": group, "metrics": {"throughput": x}}
+            for s, x in enumerate(tps, 1)
+        ],
+    }
+
+
+def test_a_configuration_slower_on_every_seed_is_slower_though_an_outlier_widens_its_interval() -> (
+    None
+):
+    """A review: one seed of trial 3 slowed by a load spike (10.8k) spread its interval over
+    trial 4's, which was faster on every seed; the study called throughput "within timing noise"
+    and picked the configuration half as fast, on a 1% stability difference."""
+    slow = cand(3, 0.01083, 2.3e4, 1.0, verified=_seeds([29887.0, 33144.0, 10845.0], 0.01083))
+    fast = cand(4, 0.01096, 6.1e4, 1.0, verified=_seeds([63688.0, 56784.0, 63327.0], 0.01096))
+    assert noise.overlap(
+        noise.bounds_of(slow.metrics, "throughput", slow.verified),
+        noise.bounds_of(fast.metrics, "throughput", fast.verified),
+    )
+    assert pk.pick([slow, fast], OBJ, "balanced").number == 4
+    assert pk.pick([slow, fast], OBJ, "fastest").number == 4
+    note = pk.noise_note([slow, fast], OBJ)
+    assert note is not None and note["within_noise"] is False
+    # overlapping runs (one of each faster than one of the other) stay a tie, as do two seeds
+    # a side (2 in 6 by chance) and runs timed apart (the load may have changed between them)
+    mixed = cand(4, 0.01096, 4e4, 1.0, verified=_seeds([63688.0, 31000.0, 63327.0], 0.01096))
+    two = [
+        cand(n, x.values[0], 1.0, 1.0, verified=_seeds(t, x.values[0]))
+        for n, x, t in (
+            (3, slow, [29887.0, 33144.0]),
+            (4, fast, [63688.0, 56784.0]),
+        )
+    ]
+    apart = cand(
+        4,
+        0.01096,
+        6.1e4,
+        1.0,
+        verified=_seeds([63688.0, 56784.0, 63327.0], 0.01096, "beside the top rung@t"),
+    )
+    for pair in ([slow, mixed], two, [slow, apart]):
+        assert pk.pick(pair, OBJ, "balanced").number == 3, pair  # the stabler, as before
