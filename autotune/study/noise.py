@@ -195,8 +195,11 @@ def within_noise(rows: Sequence[Scored], i: int, direction: str) -> bool:
     every row's interval overlaps the interval of the best value's row (of each, when several
     share it; a row without an interval only when its value equals the best). Judged against
     the best, not pair by pair: of identical configurations timed on a busy machine two runs
-    can miss each other's interval while both overlap the best's."""
+    can miss each other's interval while both overlap the best's. Two rows `separated` on it
+    (every run of one beyond every run of the other) are a difference, whichever is best."""
     if len(rows) < 2:
+        return False
+    if any(separated(a, b, i) for a in rows for b in rows if a is not b):
         return False
     top = max(_signed(r.values[i], direction) for r in rows)
     best = [r for r in rows if _signed(r.values[i], direction) == top]  # each, when equal

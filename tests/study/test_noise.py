@@ -440,6 +440,16 @@ def test_a_configuration_slower_on_every_seed_is_slower_though_an_outlier_widens
     assert pk.pick([slow, fast], OBJ, "fastest").number == 4
     note = pk.noise_note([slow, fast], OBJ)
     assert note is not None and note["within_noise"] is False
+    # beside the defaults, timed apart and faster than both, overlapping both intervals (the
+    # quick start's case): 3 and 4 still differ, so throughput is not within noise
+    defaults = cand(
+        0, 0.0755, 7.1e4, 1.0, verified=_seeds([71664.0, 72314.0, 70431.0], 0.0755, "beside@t")
+    )
+    assert noise.overlap(
+        noise.bounds_of(slow.metrics, "throughput", slow.verified),
+        noise.bounds_of(defaults.metrics, "throughput", defaults.verified),
+    )
+    assert pk.pick([defaults, slow, fast], OBJ, "balanced").number == 4
     # overlapping runs (one of each faster than one of the other) stay a tie, as do two seeds
     # a side (2 in 6 by chance) and runs timed apart (the load may have changed between them)
     mixed = cand(4, 0.01096, 4e4, 1.0, verified=_seeds([63688.0, 31000.0, 63327.0], 0.01096))
