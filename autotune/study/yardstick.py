@@ -38,9 +38,7 @@ from autotune.study.rungs import target_of
 from autotune.study.verification import save_seed
 from autotune.study.workers import ProbeJob, run_jobs
 from autotune.study.writer import MlflowWriter
-
-#: The tag of the verification run of the yardstick's seeds (`true`).
-TAG_YARDSTICK = "autotune.yardstick"
+from autotune.tracking.runs import TAG_YARDSTICK
 
 
 def wanted(space: sp.Space) -> bool:

@@ -64,6 +64,10 @@ TAG_SCRIPT_SHA256 = "autotune.script_sha256"
 TAG_DRIVER_FP = "autotune.fp.driver_hash"
 """On the study's run: the fingerprint hash of the node the driver ran on."""
 
+#: On the verification run of the baseline's yardstick seeds (its screen at the verification
+#: seeds, in a study with rungs): `true`.
+TAG_YARDSTICK = "autotune.yardstick"
+
 
 ROLE_VERIFICATION = "verification"
 

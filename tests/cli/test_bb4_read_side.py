@@ -229,7 +229,7 @@ def test_a_copied_study_folder_reads_its_own_database(here: Path, format_: str) 
     one_line_error(invoke("export", "copy", "-o", "r.yaml"), f"sqlite:///{own}")
     rows = {r["name"] + str(r.get("error") is not None): r for r in _studies()}
     assert rows["origFalse"]["finished"] == 3
-    assert f"sqlite:///{own}" in rows["origTrue"]["error"], "the copy is listed as unreadable"
+    assert f"sqlite:///{own}" in rows["copyTrue"]["error"], "the copy is listed as unreadable"
     # Its database whole again: the copy reads as the study it is a copy of.
     (root / "copy" / "optuna.db").write_bytes((study_dir / "optuna.db").read_bytes())
     assert "study orig: 3/3 trials" in show("copy").stdout
