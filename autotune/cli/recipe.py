@@ -64,7 +64,7 @@ def export(
     ex.check_output(output)  # before the study is read (or the audit run)
     recipe = ex.recipe_from_study(study_ref, pick, storage, audit=audit)
     text = ex.write(recipe, fmt, output)
-    for note in (ex.oom_note(recipe), ex.verdict_note(recipe)):
+    for note in (ex.folder_note(recipe), ex.oom_note(recipe), ex.verdict_note(recipe)):
         if note:
             typer.echo(f"autotune: warning: {note}", err=True)
     if output and output != "-":

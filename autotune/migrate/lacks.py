@@ -36,6 +36,20 @@ def lacking(recipe: Recipe) -> list[str]:
     return [name for name in MEANS if not have[name]]
 
 
+def origin(recipe: Recipe) -> str | None:
+    """Why an exported recipe lacks its sections, when it says: one exported from its study's
+    storage alone (`source.study` named, `source.study_dir` empty) had no trial records to read
+    its fingerprint and loss curve from. None: the recipe does not say (by hand, or cut short)."""
+    src = recipe.source or {}
+    if src.get("study") and not src.get("study_dir"):
+        return (
+            f"it was exported from study {src['study']}'s storage alone, where the study's "
+            "folder (its trial records) could not be reached; export it again where the folder "
+            "is to record them"
+        )
+    return None
+
+
 def set_aside(
     recipe: Recipe, say: Callable[[str], None] = lambda _t: None
 ) -> tuple[Recipe, list[str]]:
@@ -52,9 +66,12 @@ def set_aside(
     return dataclasses.replace(recipe, achieved={}, recorded=recorded), changed
 
 
-def section(names: list[str], edited: list[str] | None = None) -> list[str]:
+def section(
+    names: list[str], edited: list[str] | None = None, why_not: str | None = None
+) -> list[str]:
     """The report's "What the recipe lacks" section ([] when it lacks nothing); `edited`: the
-    sections changed since export, for which its promise and recordings were set aside."""
+    sections changed since export, for which its promise and recordings were set aside;
+    `why_not`: why export could not write them (`origin`), rather than blaming the user."""
     if not names:
         return []
     quoted = [f"`{n}`" for n in names]
@@ -64,7 +81,8 @@ def section(names: list[str], edited: list[str] | None = None) -> list[str]:
         "what it promised and recorded was measured on the configuration exported, and is set "
         "aside"
         if edited
-        else "`autotune export` writes each: this recipe was written by hand, or the file was "
+        else why_not
+        or "`autotune export` writes each: this recipe was written by hand, or the file was "
         "cut short"
     )
     return [

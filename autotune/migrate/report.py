@@ -66,7 +66,8 @@ def markdown(result: Mapping[str, Any], png: str | None = None) -> str:
         + f", checked here on `{result['here_hash']}` ({result['here_summary']}).",
         "",
     ]
-    lines += lacks.section(list(result.get("lacks") or []), result.get("edited"))
+    lacked = list(result.get("lacks") or [])
+    lines += lacks.section(lacked, result.get("edited"), result.get("lacks_why"))
     lines += _holds_section(holds)
     lines += _layout_section(holds.get("layout"))
     lines += _neighbours_section(holds.get("neighbours") or {})

@@ -25,7 +25,7 @@ from autotune.errors import UsageError
 from autotune.migrate import knob_classes
 from autotune.migrate.differences import differences
 from autotune.migrate.holds import reproduced, reproduces, rerun
-from autotune.migrate.lacks import lacking, note, set_aside
+from autotune.migrate.lacks import lacking, note, origin, set_aside
 from autotune.migrate.layout import layout_failed, layout_verdict, write_recipe
 from autotune.migrate.ops import compare_ops
 from autotune.migrate.output import connect, log_report, make_out, removed_if_stopped
@@ -136,6 +136,7 @@ def _run(
         "here_hash": here_fp.get("hash"),
         "here_summary": _summary(here_fp),
         "lacks": lacks,
+        "lacks_why": origin(recipe) if lacks else None,
         "edited": edited,
         "differences": diffs,
         "ops": ops,

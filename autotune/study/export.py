@@ -349,6 +349,18 @@ def verdict_note(recipe: Recipe) -> str | None:
     return stopped + (f"; {note}" if note else "")
 
 
+def folder_note(recipe: Recipe) -> str | None:
+    """One line when the study's folder (its trial records) was not reachable from here
+    (`listing.home_folder`): what the recipe lacks then, and where to export it instead."""
+    if (recipe.source or {}).get("study_dir"):
+        return None
+    return (
+        f"study {recipe.source.get('study')}'s folder (its trial records) is not reachable from "
+        "here, so the recipe has no fingerprint, loss curve, compute or probe threads; export it "
+        "where that folder is, or name the folder: `autotune export FOLDER`"
+    )
+
+
 def _target(recipe: Recipe) -> int:
     """The study's budget.target_steps: what every probe scheduled its LR over."""
     return int(recipe.probe.get("schedule_steps") or recipe.probe.get("steps") or 0)
@@ -456,10 +468,7 @@ def _trial_run_ids(meta: dict[str, Any], given: str | None) -> dict[int, str]:
 
 
 def _redact(url: Any) -> Any:
-    if not isinstance(url, str):
-        return url
-
-    return redact(url)
+    return redact(url) if isinstance(url, str) else url
 
 
 def check_output(out: str | None) -> None:

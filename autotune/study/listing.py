@@ -137,11 +137,18 @@ def home_folder(study: Any, name: str, url: str) -> tuple[Path, dict[str, Any]] 
     records are) and its study.json, when this machine sees it (the same host, or a shared
     filesystem) and it is this study's: its name, in this storage. None otherwise: a study
     read from its storage alone (no compute, no recorded curves). `show` and `studies` both
-    find a study named in a storage by it: its driver's lock is there, so both see it run."""
+    find a study named in a storage by it: its driver's lock is there, so both see it run.
+
+    A study run with its default storage (the folder's own optuna.db, no --storage) records no
+    home: its folder is then the one that holds the SQLite file, when it is this study's."""
     home = study.user_attrs.get(ua.HOME)
-    if not isinstance(home, dict) or not home.get("folder"):
-        return None
-    where = Path(str(home["folder"]))
+    if isinstance(home, dict) and home.get("folder"):
+        where = Path(str(home["folder"]))
+    else:
+        db = sqlite_file(url)
+        if db is None:
+            return None
+        where = db.parent
     try:
         if not has_meta(where):
             return None
