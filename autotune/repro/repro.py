@@ -40,7 +40,7 @@ from autotune.probe.series_equal import compare_run_series
 from autotune.process.cores import check_fits_here
 from autotune.space import yaml_reader
 
-__all__ = ["SERIES", "compare_run_series", "format_repro", "load_space", "run_repro"]
+__all__ = ["SERIES", "compare_run_series", "format_repro", "load_space", "run_repro", "series_text"]
 
 SERIES = ("loss", "grad_norm")
 RECIPE_KEY = "autotune_recipe"
@@ -220,17 +220,7 @@ def format_repro(result: Mapping[str, Any]) -> str:
             f"{'n/a' if final is None else format(final, '.6g')}, {r['wall_s']:.1f} s"
         )
     for name, s in result["series"].items():
-        if s["bitwise_equal"]:
-            text = f"bitwise equal at all {s['steps']} steps"
-        else:
-            gap = "n/a" if s["max_abs_diff"] is None else f"{s['max_abs_diff']:.3g}"
-            text = (
-                f"differs at {s['differing_steps']} of {s['steps']} steps, first at step "
-                f"{s['first_diff_step']}, max abs difference {gap}"
-            )
-            if s["length_mismatch"]:
-                text += f"; runs have different lengths {s['lengths']}"
-        lines.append(f"{name:<12} {text}")
+        lines.append(f"{name:<12} {series_text(s)}")
     verdict = result["reproducible"]
     if verdict is None:
         lines.append(
@@ -244,6 +234,36 @@ def format_repro(result: Mapping[str, Any]) -> str:
     else:
         lines.append("REPRODUCIBLE: bitwise identical" if verdict else "NOT REPRODUCIBLE")
     return "\n".join(lines)
+
+
+def series_text(s: Mapping[str, Any]) -> str:
+    """One series' comparison in words: where it first differs with each run's value there, so
+    that a NaN against a number reads as such (its difference is not a number: left out of the
+    max abs difference, which is over the steps where both are finite)."""
+    if s["bitwise_equal"]:
+        return f"bitwise equal at all {s['steps']} steps"
+    if not s["differing_steps"]:
+        text = f"equal at the {s['steps']} steps all runs have"
+    else:
+        # repr: the shortest text that reads back as the same float (two values a bit apart differ)
+        values = " vs ".join(
+            v if isinstance(v, str) else repr(v) for v in s.get("first_diff_values") or []
+        )
+        text = (
+            f"differs at {s['differing_steps']} of {s['steps']} steps, first at step "
+            f"{s['first_diff_step']}" + (f" ({values})" if values else "")
+        )
+        one_finite = int(s.get("one_finite_steps") or 0)
+        gap = s["max_abs_diff"]
+        if gap is not None and (gap > 0 or not one_finite):
+            text += f", max abs difference {gap:.3g}"
+            if one_finite:
+                text += " where both are finite"
+        if one_finite:
+            text += f", {one_finite} step(s) finite in one run and not the other"
+    if s["length_mismatch"]:
+        text += f"; runs have different lengths {s['lengths']}"
+    return text
 
 
 # --------------------------------------------------------------------------------------------

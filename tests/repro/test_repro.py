@@ -214,3 +214,18 @@ def test_runs_on_different_seeds_that_are_identical_exit_1(
     assert result.exit_code == 1, result.output
     assert "the runs are identical: the seed has no effect" in result.stdout
     assert "the workload ignores its seed" in result.stderr
+
+
+def test_a_nan_against_a_number_is_said_by_its_values_not_as_a_difference_of_0() -> None:
+    """A loss that went NaN at step 5 in one run and later in the other (a review: "max abs
+    difference 0"): the first differing step names both values."""
+    nan = float("nan")
+    s = repro.compare_run_series([[1.0] * 5 + [nan], [1.0] * 5 + [1.23, 1.0, 1.0, nan]])
+    assert s["first_diff_values"] == ["nan", 1.23] and s["one_finite_steps"] == 1
+    text = repro.series_text(s)
+    assert "first at step 5 (nan vs 1.23)" in text and "max abs difference 0" not in text
+    assert "runs have different lengths [6, 9]" in text
+    both = repro.series_text(repro.compare_run_series([[1.0, nan, 3.0], [1.0, 2.0, 3.5]]))
+    assert "(nan vs 2.0), max abs difference 0.5 where both are finite, 1 step(s)" in both
+    ulp = repro.series_text(repro.compare_run_series([[2.0], [math.nextafter(2.0, 3.0)]]))
+    assert "(2.0 vs 2.0000000000000004)" in ulp
