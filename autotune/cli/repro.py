@@ -193,10 +193,21 @@ def repro(
     fresh_process: Annotated[
         bool, typer.Option(help="Run each probe in its own process (the stronger check).")
     ] = False,
+    config: Annotated[
+        str | None,
+        typer.Option(
+            "--config",
+            help="Of a space: baseline (default; every searched knob at PyTorch's default, as "
+            "trial 0 and `autotune probe` run it) or midpoint (each searched knob at its "
+            "domain's default). A recipe runs its own knobs.",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
-    """Run the probe several times in deterministic mode; exit 1 if the step series differ
-    (with --seeds: if runs on different seeds are identical, the seed having no effect)."""
+    """Run the probe several times in deterministic mode, at a trial's CPU threads; exit 1 if
+    the step series differ (with --seeds: if runs on different seeds are identical, the seed
+    having no effect)."""
+    from autotune.cli.probe import planned_threads
     from autotune.errors import ReproError
     from autotune.repro import repro as rp
 
@@ -222,6 +233,8 @@ def repro(
         seeds=seed_list,
         fresh_process=fresh_process,
         check_recipe=checked_recipe,
+        config=config,
+        threads_for=planned_threads,  # a trial's threads here, as `autotune probe` runs it
     )
     if as_json:
         typer.echo(json.dumps(result, indent=2, default=str))

@@ -15,6 +15,12 @@ start-up (RCCL/NCCL, rocBLAS, the HSA runtime) may already have done.
 
 With `seeds=[0, 1]` the runs use different seeds: that they then differ shows the comparison
 would see a difference.
+
+A space runs one configuration, named in the result: its `baseline` (every searched knob at
+PyTorch's default, as a study's trial 0 and `autotune probe` run it) or its `midpoint` (each
+searched knob at its domain's default); a recipe runs its own knobs. The runs get the CPU
+threads the caller's `threads_for(space)` gives (`autotune repro` passes what a study plans for
+a trial here, as `autotune probe` does), else probe.threads, else torch's.
 """
 
 from __future__ import annotations
@@ -75,6 +81,13 @@ def load_space(
     data = yaml_reader.load(text, str(path), SpaceError)
     if not (isinstance(data, dict) and RECIPE_KEY in data):
         return sp.load(path, overrides), "space"
+    keys = [o.split("=", 1)[0].strip() for o in overrides]
+    changed = [k for k in keys if k == "knobs" or k.startswith("knobs.")]
+    if changed:  # a recipe is the configuration it records: its knobs are all fixed
+        raise RecipeError(
+            f"--set {changed[0]}: a recipe's knobs are fixed (the configuration it records); "
+            "to probe other values, repro its study's space with --set knobs.NAME=VALUE"
+        )
     if check_recipe is not None:
         check_recipe(path)
     version = data[RECIPE_KEY]
@@ -125,6 +138,8 @@ def run_repro(
     seeds: Sequence[int] | None = None,
     fresh_process: bool = False,
     check_recipe: Callable[[Path], object] | None = None,
+    config: str | None = None,
+    threads_for: Callable[[sp.Space], int | None] | None = None,
 ) -> dict[str, Any]:
     """Run the space's probe `runs` times in deterministic mode and compare the step series.
 
@@ -133,7 +148,9 @@ def run_repro(
     steps, final loss, the determinism switches that applied), and per series (`loss`,
     `grad_norm`) the comparison of every run with the first (`compare_run_series`).
     `reproducible` is True when all runs share a seed and every series is bitwise equal; None
-    when the seeds differ. `check_recipe`: see `load_space`.
+    when the seeds differ. `check_recipe`: see `load_space`. `config` (`baseline`, default, or
+    `midpoint`) and `threads_for`: see the module's docstring; `config` names the
+    configuration run, its knob values and threads.
     """
     if seeds is not None:
         seed_list = [int(s) for s in seeds]
@@ -160,7 +177,7 @@ def run_repro(
         _check_workload(space)  # a recipe's was checked by check_recipe
     base = seed_override if seed_override is not None else space.probe.seed
     seed_list = seed_list if seeds is not None else [base] * runs
-    configs = [sp.probe_config(space, seed=s) for s in seed_list]
+    configs, chosen = _configs(space, kind, config, seed_list, threads_for)
     check_fits_here(configs[0], str(space.source))  # its ranks and threads on these cores
     timeout = float(space.budget.trial_timeout_s)
     # A user's training script never runs in this process: whatever it does (os._exit, a
@@ -182,6 +199,7 @@ def run_repro(
         "device": first["device"],
         "precision": first["precision"],
         "steps": configs[0].steps,
+        "config": chosen,
         "seeds": seed_list,
         "fresh_process": fresh_process,
         "determinism": first.get("determinism", {}),
@@ -205,11 +223,15 @@ def format_repro(result: Mapping[str, Any]) -> str:
     """A readable report of `run_repro`."""
     seeds = result["seeds"]
     how = "fresh processes" if result["fresh_process"] else "this process"
+    cfg = result["config"]
+    values = ", ".join(f"{k}={v:g}" if _is_num(v) else f"{k}={v}" for k, v in cfg["knobs"].items())
+    threads = f"{cfg['threads']} CPU thread(s)" if cfg["threads"] else "torch's CPU threads"
     lines = [
         f"repro {result['space']} ({result['kind']} {result['source']}): {result['workload']} "
         f"({result['size']}) on {result['device']}, {result['precision']}, "
         f"{result['steps']} steps, {len(seeds)} runs in {how}, "
         f"seeds {', '.join(str(s) for s in seeds)}",
+        f"config       {cfg['name']} ({cfg['what']}){': ' + values if values else ''}; {threads}",
         "determinism  "
         + (", ".join(f"{k}={v}" for k, v in result["determinism"].items()) or "nothing recorded"),
     ]
@@ -264,6 +286,52 @@ def series_text(s: Mapping[str, Any]) -> str:
     if s["length_mismatch"]:
         text += f"; runs have different lengths {s['lengths']}"
     return text
+
+
+CONFIGS = {
+    "baseline": "PyTorch's defaults for the searched knobs, as trial 0",
+    "midpoint": "each searched knob at its domain's default",
+    "recipe": "the recipe's knobs, those not at PyTorch's default shown",
+}
+
+
+def _configs(
+    space: sp.Space,
+    kind: str,
+    config: str | None,
+    seeds: Sequence[int],
+    threads_for: Callable[[sp.Space], int | None] | None,
+) -> tuple[list[Any], dict[str, Any]]:
+    """One probe config per seed, of the configuration `config` names (a recipe: its own), at
+    the threads `threads_for` plans (see the module's docstring); and that configuration in
+    words: its name, what it is, its knob values (a space's searched ones, a recipe's all), the
+    threads."""
+    import dataclasses
+
+    if kind == "recipe" and config not in (None, "recipe"):
+        raise ReproError(f"--config {config}: a recipe runs its own knobs; --config is a space's")
+    name = "recipe" if kind == "recipe" else config or "baseline"
+    if name not in CONFIGS:
+        raise ReproError(f"--config {name}: choose baseline or midpoint")
+    if name == "baseline":
+        knobs, env = space.baseline_knobs(), space.baseline_env()
+    else:
+        knobs, env = space.fixed_knobs(), space.fixed_env()
+    threads = threads_for(space) if threads_for is not None else space.probe.threads
+    configs = [
+        dataclasses.replace(sp.probe_config(space, knobs=knobs, env=env, seed=s), threads=threads)
+        for s in seeds
+    ]
+    if kind == "recipe":  # every knob is fixed: the ones it sets away from PyTorch's
+        shown = {k: v for k, v in knobs.items() if k == "lr" or v != sp.KNOBS[k].default}
+    else:  # the searched ones: what tells the baseline from the midpoint
+        shown = {k: v for k, v in {**knobs, **env}.items() if k in space.searched()}
+    what = {"name": name, "what": CONFIGS[name], "knobs": shown}
+    return configs, {**what, "threads": threads}
+
+
+def _is_num(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
 
 
 # --------------------------------------------------------------------------------------------

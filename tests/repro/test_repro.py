@@ -229,3 +229,44 @@ def test_a_nan_against_a_number_is_said_by_its_values_not_as_a_difference_of_0()
     assert "(nan vs 2.0), max abs difference 0.5 where both are finite, 1 step(s)" in both
     ulp = repro.series_text(repro.compare_run_series([[2.0], [math.nextafter(2.0, 3.0)]]))
     assert "(2.0 vs 2.0000000000000004)" in ulp
+
+
+SEARCHED = TINY.replace("clip_norm: 1.0", "clip_norm: {low: 0.1, high: 5.0, log: true}")
+
+
+def test_a_space_runs_its_baseline_named_with_its_threads(
+    write_space: Callable[..., Path],
+) -> None:
+    """`repro SPACE` runs the configuration `autotune probe` runs, the baseline (a review: it
+    ran the midpoint, at torch's threads, and named neither), at a trial's planned threads."""
+    from autotune.cli.probe import planned_threads
+
+    path = write_space(SEARCHED)
+    base = repro.run_repro(path, runs=2, set_=["probe.steps=10"], threads_for=planned_threads)
+    assert base["config"]["name"] == "baseline" and base["config"]["knobs"] == {"clip_norm": 0.0}
+    threads = planned_threads(sp.load(path))
+    assert threads and base["config"]["threads"] == threads
+    mid = repro.run_repro(path, runs=2, set_=["probe.steps=10"], config="midpoint")
+    assert mid["config"]["knobs"]["clip_norm"] > 0 and mid["config"]["threads"] is None
+    assert mid["runs"][0]["final_loss"] != base["runs"][0]["final_loss"]
+    out = runner.invoke(app, ["repro", str(path), "--set", "probe.steps=10"])
+    assert out.exit_code == 0, out.output
+    header = out.output.splitlines()[1]
+    assert header.startswith("config       baseline (PyTorch's defaults")
+    assert "clip_norm=0" in header
+    assert header.endswith(f"; {threads} CPU thread(s)")
+
+
+def test_a_recipes_knobs_cannot_be_changed_with_set(write_space: Callable[..., Path]) -> None:
+    """The README calls a recipe's knobs all fixed (a review: `--set knobs.clip_norm=0.1` ran
+    another configuration under the recipe's name)."""
+    path = write_space(
+        "autotune_recipe: 1\nname: r\nworkload: {name: mlp, size: tiny}\n"
+        "probe: {steps: 10, device: cpu}\nknobs: {lr: 0.003, clip_norm: 1.0}\n",
+        "r.yaml",
+    )
+    with pytest.raises(RecipeError, match=r"--set knobs\.clip_norm: a recipe's knobs are fixed"):
+        repro.load_space(path, ["knobs.clip_norm=0.1"])
+    r = repro.run_repro(path, runs=2)
+    assert r["config"]["name"] == "recipe" and r["config"]["knobs"]["clip_norm"] == 1.0
+    assert "config       recipe (the recipe's knobs" in repro.format_repro(r)
