@@ -242,10 +242,19 @@ def repro(
         typer.echo(rp.format_repro(result))
     if result["reproducible"] is False:
         raise typer.Exit(1)
-    if result["reproducible"] is None and result["bitwise_equal"]:  # --seeds: no effect
+    effect = result.get("seed_effect")
+    if effect is not None and not effect["matters"]:  # --seeds: no effect beyond the noise
         from autotune.recipe.seed_effect import ignored_text
 
-        typer.echo(f"autotune: {ignored_text(seed_list or [])}", err=True)
+        said = ", ".join(str(s) for s in seed_list or [])
+        typer.echo(
+            f"autotune: {ignored_text(seed_list or [])}"
+            if result["bitwise_equal"]
+            else f"autotune: the runs on seeds {said} differ no more than two runs of seed "
+            f"{(seed_list or [0])[0]} do: the workload ignores its seed, or its run-to-run "
+            "noise hides the seed's effect",
+            err=True,
+        )
         raise typer.Exit(1)
 
 

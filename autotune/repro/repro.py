@@ -13,8 +13,8 @@ does: the stronger check, since nothing is shared between runs. In this process 
 `env:` values are set in `os.environ` during the runs, which libraries that read them at
 start-up (RCCL/NCCL, rocBLAS, the HSA runtime) may already have done.
 
-With `seeds=[0, 1]` the runs use different seeds: that they then differ shows the comparison
-would see a difference.
+With `seeds=[0, 1]` the runs use different seeds, and the first seed runs once more: the seed
+matters when the seeds' runs differ by more than that seed's two runs do (`seed_noise`).
 
 A space runs one configuration, named in the result: its `baseline` (every searched knob at
 PyTorch's default, as a study's trial 0 and `autotune probe` run it) or its `midpoint` (each
@@ -44,6 +44,7 @@ from autotune import space as sp
 from autotune.errors import RecipeError, ReproError, SpaceError, WorkloadError
 from autotune.probe.series_equal import compare_run_series
 from autotune.process.cores import check_fits_here
+from autotune.repro import seed_noise
 from autotune.space import yaml_reader
 
 __all__ = ["SERIES", "compare_run_series", "format_repro", "load_space", "run_repro", "series_text"]
@@ -148,9 +149,10 @@ def run_repro(
     steps, final loss, the determinism switches that applied), and per series (`loss`,
     `grad_norm`) the comparison of every run with the first (`compare_run_series`).
     `reproducible` is True when all runs share a seed and every series is bitwise equal; None
-    when the seeds differ. `check_recipe`: see `load_space`. `config` (`baseline`, default, or
-    `midpoint`) and `threads_for`: see the module's docstring; `config` names the
-    configuration run, its knob values and threads.
+    when the seeds differ, judged then by `seed_effect` (`seed_noise.judge`). `check_recipe`:
+    see `load_space`. `config` (`baseline`, default, or `midpoint`) and `threads_for`: see the
+    module's docstring; the result's `config` names the configuration run, its knob values and
+    threads.
     """
     if seeds is not None:
         seed_list = [int(s) for s in seeds]
@@ -184,8 +186,14 @@ def run_repro(
     # signal, a hang) ends its own process, not the command that judges it.
     fresh_process = fresh_process or any(cfg.script is not None for cfg in configs)
     results = [_run_fresh(cfg, timeout) if fresh_process else _run_here(cfg) for cfg in configs]
-    series = {
-        name: compare_run_series([r["series"].get(name, []) for r in results]) for name in SERIES
+    effect = None
+    if seeds is not None:  # the first seed again: what differs between seeds without the seed
+        again = _run_fresh(configs[0], timeout) if fresh_process else _run_here(configs[0])
+        effect = seed_noise.judge(results, again, SERIES)
+        results.append({**again, "repeat": True})
+    series = {  # the runs asked for, not the repeat, which only measures the noise
+        name: compare_run_series([r["series"].get(name, []) for r in results[: len(seed_list)]])
+        for name in SERIES
     }
     same_seed = len(set(seed_list)) == 1
     identical = all(s["bitwise_equal"] for s in series.values())
@@ -210,12 +218,14 @@ def run_repro(
                 "steps_run": r["steps_run"],
                 "final_loss": (r.get("metrics") or {}).get("final_loss"),
                 "wall_s": r["wall_s"],
+                **({"repeat": True} if r.get("repeat") else {}),
             }
             for r in results
         ],
         "series": series,
         "bitwise_equal": identical,
         "reproducible": identical if same_seed else None,
+        "seed_effect": effect,  # --seeds: the seeds' difference against one seed's noise
     }
 
 
@@ -230,7 +240,8 @@ def format_repro(result: Mapping[str, Any]) -> str:
         f"repro {result['space']} ({result['kind']} {result['source']}): {result['workload']} "
         f"({result['size']}) on {result['device']}, {result['precision']}, "
         f"{result['steps']} steps, {len(seeds)} runs in {how}, "
-        f"seeds {', '.join(str(s) for s in seeds)}",
+        f"seeds {', '.join(str(s) for s in seeds)}"
+        + (f" (and seed {seeds[0]} again: its run-to-run noise)" if result["seed_effect"] else ""),
         f"config       {cfg['name']} ({cfg['what']}){': ' + values if values else ''}; {threads}",
         "determinism  "
         + (", ".join(f"{k}={v}" for k, v in result["determinism"].items()) or "nothing recorded"),
@@ -238,22 +249,17 @@ def format_repro(result: Mapping[str, Any]) -> str:
     for i, r in enumerate(result["runs"]):
         final = r["final_loss"]
         lines.append(
-            f"run {i}        seed {r['seed']}, {r['status']}, {r['steps_run']} steps, final loss "
+            f"run {i}        seed {r['seed']}{' again' if r.get('repeat') else ''}, {r['status']}, "
+            f"{r['steps_run']} steps, final loss "
             f"{'n/a' if final is None else format(final, '.6g')}, {r['wall_s']:.1f} s"
         )
     for name, s in result["series"].items():
         lines.append(f"{name:<12} {series_text(s)}")
-    verdict = result["reproducible"]
-    if verdict is None:
-        lines.append(
-            "different seeds: "
-            + (
-                "the runs differ, as they should"
-                if not result["bitwise_equal"]
-                else "the runs are identical: the seed has no effect"
-            )
-        )
+    effect = result.get("seed_effect")
+    if effect is not None:
+        lines.append(seed_noise.text(effect, seeds[0]))
     else:
+        verdict = result["reproducible"]
         lines.append("REPRODUCIBLE: bitwise identical" if verdict else "NOT REPRODUCIBLE")
     return "\n".join(lines)
 
