@@ -59,21 +59,25 @@ def migrate(
 ) -> None:
     """Check a recipe from another machine here: what differs, which ops, does it hold."""
     from autotune.migrate import migrate as run
+    from autotune.study import signals
 
     check_steps(steps)  # before the recipe is read or anything made, as `verify` checks it
     check_out(out)
-    result = run(
-        recipe,
-        seeds=seeds,
-        steps=steps,
-        threads=threads,
-        timeout_s=timeout,
-        out_dir=out,
-        audit=audit,
-        tracking_uri=tracking_uri,
-        space=space,
-        full=full,
-    )
+    try:
+        result = run(
+            recipe,
+            seeds=seeds,
+            steps=steps,
+            threads=threads,
+            timeout_s=timeout,
+            out_dir=out,
+            audit=audit,
+            tracking_uri=tracking_uri,
+            space=space,
+            full=full,
+        )
+    except KeyboardInterrupt:  # said by `migrate` ("no report written"): the signal's status
+        raise typer.Exit(signals.exit_status()) from None  # 130 on Ctrl-C, 143 on SIGTERM
     if as_json:
         typer.echo(json.dumps(result, default=str))
     else:

@@ -37,6 +37,7 @@ from autotune.recipe.file import Recipe
 from autotune.recipe.preflight import check_timeout, load_checked
 from autotune.repro import record
 from autotune.space.limits import MAX_THREADS
+from autotune.study import signals
 
 REPORT = "migration.md"
 PLOT = "migration-curve.png"
@@ -72,7 +73,9 @@ def migrate(
     recipe, edited = set_aside(load_checked(path, own_threads=True), say)
     out = Path(out_dir)
     client, made = prepare(out, tracking_uri, space, recipe)  # before any probe: fail fast
-    with removed_if_stopped(made):
+    # SIGTERM stops the check as Ctrl-C does (KeyboardInterrupt, the signal noted for the exit
+    # status), in every phase: the re-tune's study notes either and stops, and so does this
+    with signals.handled(), removed_if_stopped(made):
         return _run(recipe, path, edited, out, client, seeds, steps, threads, timeout_s,
                     audit, tracking_uri, space, full, say)  # fmt: skip
 
