@@ -126,6 +126,8 @@ def retune(
             warm_start=warm,
         )
     )
+    if result.interrupted:  # Ctrl-C or SIGTERM: no verdict from a study cut short, no report
+        raise KeyboardInterrupt
     searched = sorted(space.searched())
     compute = (result.summary or {}).get("compute") or {}
     try:

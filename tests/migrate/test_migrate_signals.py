@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 from assets import studies as h
 from assets.recipes import make_recipe
 
@@ -62,3 +63,22 @@ def test_a_sigterm_in_the_check_is_a_ctrl_c(tmp_path: Path) -> None:
     assert rc == 143, err
     assert STOPPED in err
     assert not out.exists()  # the folder it made for the report goes again
+
+
+def test_a_stop_in_the_retune_writes_no_report(shared: h.FinishedStudy, tmp_path: Path) -> None:
+    good = tmp_path / "recipe.yaml"
+    done = h.autotune(["export", str(shared.study_dir), "-o", str(good)], shared.folder)
+    assert done.returncode == 0, h.explain(done)
+    data = yaml.safe_load(good.read_text())
+    data["knobs"]["warmup_steps"] = 100 * shared.steps  # does not hold: re-tuned
+    data["source"]["defaults"] = False
+    data["source"].pop("neighbours", None)
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump(data))
+    out = tmp_path / "report"
+    space = str(shared.folder / "space.yaml")
+    args = ["migrate", "bad.yaml", "--seeds", "3", "--no-audit", "--space", space, "-o", str(out)]
+    rc, err = stopped_at(args, tmp_path, "re-tuning", signal.SIGTERM)
+    assert rc == 143, err
+    assert STOPPED in err
+    assert "does not transfer" not in err
+    assert not (out / "migration.md").exists()
