@@ -25,6 +25,7 @@ from autotune.migrate.layout import try_layout
 from autotune.migrate.layout_baseline import LayoutBaselines, ran_out_of_memory
 from autotune.migrate.neighbours import neighbours_status, try_neighbours
 from autotune.probe.outcome import Outcome
+from autotune.recipe import paired
 from autotune.recipe.file import Recipe
 from autotune.recipe.seeds import summarize_seeds
 from autotune.recipe.verify import (
@@ -114,6 +115,11 @@ def reproduced(
             "not_reproduced": fast["why"],
             "spread": dict(spread),
         }
+    problems = carried_problems(source)
+    status = neighbours_status(recipe, {"problems": []})  # not needed
+    if problems:  # judged where it was tuned: no baseline ran here to judge a neighbour against
+        why = "the study's verdict is carried over (no baseline ran here); `--full` runs them"
+        status = {**status, "status": "not run", "why": why}
     return {
         **held,
         "steps": fast["steps"],
@@ -123,20 +129,29 @@ def reproduced(
         "recipe_result": summarize_seeds(runs, metrics),
         "baseline_result": None,
         "vs_baseline": {
+            **{k: source[k] for k in ("worse_on", "diverged") if k in source},
             "verdict": source.get("verdict") or "not recorded",
             "why": "the study's paired verdict where it was tuned: the run is the same here"
             if spread is None
             else "the study's paired verdict where it was tuned: the run here ends as another "
             "seed would have there",
         },
-        "problems": [],
-        "neighbours": neighbours_status(recipe, {"problems": []}),  # not needed
+        "problems": problems,
+        "neighbours": status,
         "source_verdict": source.get("verdict"),
         "samples": sum(samples_of(r) for r in runs),
         "wall_s": sum(float(r.get("wall_s") or 0.0) for r in runs),
         "curve": fast["curve"],
         "fingerprint": next((r["fingerprint"] for r in runs if r.get("fingerprint")), None),
     }
+
+
+def carried_problems(source_vs: Mapping[str, Any]) -> list[str]:
+    """Why the recipe did not hold where it was tuned, by its study's paired verdict against the
+    baseline (`source.vs_baseline`): a run that is the same here (or another seed of it) carries
+    that verdict over, so a recipe that lost to the baseline there does not transfer here."""
+    lost = paired.verify_problems({"recipe_result": {}, "vs_baseline": dict(source_vs)})
+    return [f"where it was tuned, {p} (the study's verdict: {source_vs['verdict']})" for p in lost]
 
 
 def _probe(recipe: Recipe, steps: int | None) -> tuple[int, Any]:

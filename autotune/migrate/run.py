@@ -318,9 +318,18 @@ def verdict_of(
         "reduced study: these knobs searched, the others fixed at the recipe's values."
     )
     knobs = ", ".join(plan["knobs"]) or "nothing it searched (a cold study)"
+    carried = {  # the cheap check: the run is the study's, and so is its verdict
+        "reproduced": f"The recorded run reproduces here ({holds.get('reproduced')}), so ",
+        "within_spread": "The recorded run ends here within its verified seeds' spread, so ",
+    }.get(str(holds.get("path")), "")
     return (
         f"does not transfer: re-tune {knobs}",
-        "The recipe does not hold here: "
+        carried
+        + (
+            "the recipe does not hold here either: "
+            if carried
+            else "The recipe does not hold here: "
+        )
         + "; ".join(problems)
         + "."
         + layout_failed(holds)

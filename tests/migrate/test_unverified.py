@@ -10,6 +10,7 @@ from typing import Any
 from assets.recipes import make_recipe
 
 from autotune import Recipe
+from autotune.migrate import holds
 from autotune.migrate.run import verdict_of
 
 
@@ -42,3 +43,22 @@ def test_a_verified_recipe_that_reproduces_keeps_its_studys_verdict() -> None:
     assert (
         "the study's verification stands (its paired verdict against the baseline: better)" in why
     )
+
+
+def test_a_recipe_that_lost_where_tuned_does_not_transfer_by_reproducing() -> None:
+    """A black-box review: the exported pick lost to the baseline in its study's verification
+    (`worse` on the final loss); its run reproduced here and migrate said `transfers` (exit 0)
+    while `autotune verify` said WORSE. The same run carries the study's verdict over."""
+    lost = {"verdict": "worse", "worse_on": ["final_loss"], "better_on": []}
+    r = recipe(verified={"steps": 60, "runs": [{"seed": 1, "metrics": {}}]})
+    r = replace(r, source={**r.source, "vs_baseline": lost})
+    fast = {"runs": [], "why": "seed 0, 60 steps", "steps": 60, "curve": {}}
+    held = holds.reproduced(r, fast, threads=1)
+    assert held["problems"] == [
+        "where it was tuned, it loses to the baseline over the same seeds on final_loss "
+        "(the study's verdict: worse)"
+    ]
+    verdict, why, plan = verdict_of(r, "r.yaml", held, [], ["clip_norm"])
+    assert verdict.startswith("does not transfer: re-tune") and plan is not None
+    assert "clip_norm" in plan["knobs"]  # implicated: worse on the final loss
+    assert why.startswith("The recorded run reproduces here (seed 0, 60 steps), so the recipe")
