@@ -16,7 +16,7 @@ from autotune.space.limits import MAX_STEPS, MIN_STEPS
 @runs_probes
 def migrate(
     recipe: Annotated[str, typer.Argument(metavar="RECIPE", help="A recipe file (YAML).")],
-    seeds: Annotated[int, typer.Option(min=1, max=20, help="Seeds for each side.")] = 3,
+    seeds: Annotated[int, typer.Option(min=1, max=20, help="Seeds for each side, 2 to 20.")] = 3,
     steps: Annotated[
         int | None,
         typer.Option(

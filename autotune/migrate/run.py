@@ -63,7 +63,7 @@ def migrate(
     transfer is then re-tuned here by a reduced study (`retune`). First the cheap check
     (`holds.reproduces`: the recipe's recorded run, at its seed, reproduced here); only when it
     does not (or with `full`) the recipe and the baseline over `seeds` (`holds.rerun`)."""
-    check_options(threads, timeout_s)  # before the recipe is read or anything made
+    check_options(threads, timeout_s, seeds)  # before the recipe is read or anything made
 
     say: Callable[[str], None] = (
         (lambda _t: None) if quiet else (lambda t: print(t, file=sys.stderr))
@@ -385,10 +385,17 @@ def _summary(fp: dict[str, Any]) -> str:
     return f"{fp.get('platform')}, {where}, torch {versions.get('torch')}, {threads} thread(s)"
 
 
-def check_options(threads: int | None, timeout_s: float) -> None:
-    """`--threads` (None: this machine's default) and `--timeout` in range, as a space file bounds
-    `threads` and `budget.trial_timeout_s`: a UsageError naming the option, before anything is
-    read or made (a typo here must not become a failed probe read as "does not transfer")."""
+def check_options(threads: int | None, timeout_s: float, seeds: int = 2) -> None:
+    """`--threads` (None: this machine's default), `--timeout` and `--seeds` in range, as a
+    space file bounds `threads`, `budget.trial_timeout_s` and `verify.seeds`: a UsageError
+    naming the option, before anything is read or made (a typo here must not become a failed
+    probe read as "does not transfer"). One paired seed shows no seed noise: the paired verdict
+    over it would call a recipe 38% worse "no detectable difference", so at least 2."""
+    if seeds < 2:
+        raise UsageError(
+            f"--seeds {seeds}: one paired seed shows no seed noise, so the recipe cannot be "
+            "told from the baseline: at least 2 (as a study's verify.seeds)"
+        )
     if threads is not None and (
         isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= MAX_THREADS
     ):

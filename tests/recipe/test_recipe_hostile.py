@@ -407,7 +407,7 @@ def test_migrate_refuses_it_before_the_op_audit(
 ) -> None:
     path = write(tmp_path, edits)
     out = tmp_path / "mig"
-    result = runner.invoke(app, ["migrate", str(path), "--seeds", "1", "-o", str(out)])
+    result = runner.invoke(app, ["migrate", str(path), "--seeds", "2", "-o", str(out)])
     refused(result, path, key, no_probe)
     assert not out.exists()
 

@@ -211,7 +211,7 @@ def probes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 COMMANDS: dict[str, Callable[[Path, Path], list[str | Path]]] = {
     "verify": lambda r, out: ["verify", r, "--seeds", "1", "--no-baseline"],
     "repro": lambda r, out: ["repro", r],
-    "migrate": lambda r, out: ["migrate", r, "--seeds", "1", "--no-audit", "-o", out],
+    "migrate": lambda r, out: ["migrate", r, "--seeds", "2", "--no-audit", "-o", out],
 }
 
 
