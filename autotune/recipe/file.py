@@ -43,6 +43,7 @@ from autotune.errors import RecipeError, did_you_mean
 from autotune.knobs import clip_text
 from autotune.probe.config import REFERENCE_CHUNKS, ProbeConfig, steps_at_batch
 from autotune.recipe import digest
+from autotune.recipe.provenance import check_fingerprint
 from autotune.recipe.recorded import (
     achieved_problem,
     curve_problem,
@@ -342,9 +343,7 @@ class Recipe(RecipeRuntime):
             raise bad("probe", "required (how the recipe was measured: steps, seed, device)")
         if "steps" not in (data["probe"] or {}):
             raise bad("probe.steps", "required (the probe's length, in optimizer steps)")
-        fp = data.get("fingerprint")
-        if fp is not None and not isinstance(fp, dict):
-            raise bad("fingerprint", "must be a mapping")
+        fp = check_fingerprint(data.get("fingerprint"), at)  # its sections too
         return cls(
             name=str(data["name"]),
             workload=workload,

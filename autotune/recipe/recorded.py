@@ -9,6 +9,7 @@ import itertools
 import math
 from typing import Any
 
+from autotune.probe.outcome import Outcome
 from autotune.space.limits import MAX_STEPS
 from autotune.space.seeds import seed_problem
 
@@ -16,6 +17,7 @@ from autotune.space.seeds import seed_problem
 Problem = tuple[list[Any], str]
 
 DIRECTIONS = ("minimize", "maximize")
+OUTCOMES = tuple(o.value for o in Outcome)  # how a verified seed's run ended
 
 
 def verified_problem(v: Any) -> str | None:
@@ -35,6 +37,8 @@ def verified_problem(v: Any) -> str | None:
             isinstance(x, int | float) and not isinstance(x, bool) for x in metrics.values()
         ):
             return f"runs[{i}] must be a mapping whose metrics are numbers"
+        if r.get("outcome") is not None and r["outcome"] not in OUTCOMES:
+            return f"runs[{i}].outcome must be one of {', '.join(OUTCOMES)}, not {r['outcome']!r}"
     return None
 
 

@@ -10,6 +10,7 @@ from typing import Any
 from autotune import __version__
 from autotune import space as sp
 from autotune.errors import RecipeError, did_you_mean
+from autotune.recipe.provenance import check_provenance
 from autotune.space import yaml_reader
 
 
@@ -81,9 +82,10 @@ NEIGHBOUR_KEYS = ("trial", "knobs", "env", "values", "front")
 
 
 def check_source(raw: Any, source: str) -> dict[str, Any]:
-    """The recipe's `source` section, its `neighbours` checked (`check_neighbours`) when it
-    has them: a recipe from before export recorded them loads unchanged."""
-    out = dict(raw or {})
+    """The recipe's `source` section, what `autotune migrate` computes with checked
+    (`provenance.check_provenance`), its `neighbours` (`check_neighbours`) when it has them: a
+    recipe from before export recorded them loads unchanged."""
+    out = check_provenance(dict(raw or {}), error_at(source))  # compute, searched, verdict
     if "neighbours" in out:
         out["neighbours"] = check_neighbours(out["neighbours"], source)
     return out

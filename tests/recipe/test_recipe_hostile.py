@@ -399,8 +399,36 @@ def test_a_bad_timeout_is_refused_by_verify_as_by_migrate(
         ({f"{AUDIT}.entries.0.max_abs": "x"}, f"{AUDIT}.entries[0].max_abs"),
         ({f"{AUDIT}.entries": "x"}, f"{AUDIT}.entries"),
         ({f"{ACHIEVED}.value": "big"}, f"{ACHIEVED}.value"),
+        # a review: these crashed after the probes (a TypeError, an AttributeError) or were
+        # printed in the report ("spent -1 samples", "portable: x")
+        ({"source.compute": {"total": "x"}}, "source.compute.total"),
+        ({"source.compute": {"total": -1}}, "source.compute.total"),
+        ({"source.compute": 5}, "source.compute"),
+        ({"source.searched": "x"}, "source.searched"),
+        ({"source.trial": "seven"}, "source.trial"),
+        ({"source.vs_baseline": {"verdict": "great"}}, "source.vs_baseline.verdict"),
+        ({"source.vs_baseline": {"worse_on": "final_loss"}}, "source.vs_baseline.worse_on"),
+        ({"fingerprint.versions": "x"}, "fingerprint.versions"),
+        ({"fingerprint.devices": "x"}, "fingerprint.devices"),
+        ({"fingerprint.hash": 5}, "fingerprint.hash"),
+        ({"recorded.verified.runs.0.outcome": "bogus"}, "recorded.verified"),
     ],
-    ids=["audit_max_abs", "audit_entries", "achieved_value"],
+    ids=[
+        "audit_max_abs",
+        "audit_entries",
+        "achieved_value",
+        "compute_total_str",
+        "compute_total_negative",
+        "compute_number",
+        "searched_str",
+        "trial_str",
+        "vs_baseline_verdict",
+        "vs_baseline_worse_on",
+        "fingerprint_versions",
+        "fingerprint_devices",
+        "fingerprint_hash",
+        "verified_outcome",
+    ],
 )
 def test_migrate_refuses_it_before_the_op_audit(
     tmp_path: Path, no_probe: list[str], edits: dict[str, Any], key: str
