@@ -47,6 +47,14 @@ def migrate(
             "recorded run reproduces here.",
         ),
     ] = False,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Replace an earlier migration's report, re-tuned recipe and re-tune in -o's "
+            "folder (without it such a folder is refused).",
+        ),
+    ] = False,
     space: Annotated[
         str | None,
         typer.Option(
@@ -75,6 +83,7 @@ def migrate(
             tracking_uri=tracking_uri,
             space=space,
             full=full,
+            force=force,
         )
     except KeyboardInterrupt:  # said by `migrate` ("no report written"): the signal's status
         raise typer.Exit(signals.exit_status()) from None  # 130 on Ctrl-C, 143 on SIGTERM

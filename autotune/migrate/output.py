@@ -29,6 +29,41 @@ def removed_if_stopped(made: list[Path]) -> Iterator[None]:
         raise
 
 
+#: What a migration writes in its folder besides its MLflow store: the report, its plot, the
+#: recipe at a layout that held, the re-tuned recipe and the re-tune's study.
+WRITTEN = (
+    "migration.md",
+    "migration-curve.png",
+    "recipe-migrated.yaml",
+    "recipe-retuned.yaml",
+    "retune",
+)
+
+
+def previous(out: Path, force: bool) -> None:
+    """A folder that holds an earlier migration's report is refused (a UsageError), before
+    anything runs: the new report would sit beside that migration's re-tuned recipe and study,
+    read as this one's. With `force`, the earlier migration's files (`WRITTEN`) go; its report
+    is replaced (atomically) when the new one is written. The MLflow store (`mlflow.db`,
+    `mlruns`) stays: `-o .` may be the source study's own folder, and its store the study's."""
+    import shutil
+
+    if not (out / WRITTEN[0]).exists():
+        return  # an interrupted migration wrote no report: the same command carries on
+    if not force:
+        found = [name for name in WRITTEN if (out / name).exists()]
+        raise UsageError(
+            f"-o {out}: holds an earlier migration ({', '.join(found)}); give another folder, "
+            "or --force to replace its files"
+        )
+    for name in WRITTEN[1:]:
+        path = out / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        elif path.exists() or path.is_symlink():
+            path.unlink()
+
+
 def make_out(out: Path) -> list[Path]:
     """`-o`'s folder, made (with those above it) when missing; the folders made. A folder that
     cannot be made is a UsageError naming it, before anything is made."""

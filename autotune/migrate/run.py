@@ -28,7 +28,7 @@ from autotune.migrate.holds import reproduced, reproduces, rerun
 from autotune.migrate.lacks import lacking, note, origin, set_aside
 from autotune.migrate.layout import layout_failed, layout_verdict, write_recipe
 from autotune.migrate.ops import compare_ops
-from autotune.migrate.output import connect, log_report, make_out, removed_if_stopped
+from autotune.migrate.output import connect, log_report, make_out, previous, removed_if_stopped
 from autotune.migrate.report import layout_defaults, markdown, plot_curve
 from autotune.migrate.report import write as write_report
 from autotune.migrate.spread import within_spread
@@ -56,13 +56,15 @@ def migrate(
     quiet: bool = False,
     space: str | None = None,
     full: bool = False,
+    force: bool = False,
 ) -> dict[str, Any]:
     """Check the recipe at `path` on this machine; write the report under `out_dir`; return the
     result (`verdict`, `why`, `differences`, `ops`, `holds`, `knob_classes`, `compute`,
     `report`, `png`, `run_id`). `space`: the source study's space file: a recipe that does not
     transfer is then re-tuned here by a reduced study (`retune`). First the cheap check
     (`holds.reproduces`: the recipe's recorded run, at its seed, reproduced here); only when it
-    does not (or with `full`) the recipe and the baseline over `seeds` (`holds.rerun`)."""
+    does not (or with `full`) the recipe and the baseline over `seeds` (`holds.rerun`).
+    `force`: replace an earlier migration's files in `out_dir` (`output.previous`)."""
     check_options(threads, timeout_s, seeds)  # before the recipe is read or anything made
 
     say: Callable[[str], None] = (
@@ -73,6 +75,7 @@ def migrate(
     recipe, edited = set_aside(load_checked(path, own_threads=True), say)
     out = Path(out_dir)
     client, made = prepare(out, tracking_uri, space, recipe)  # before any probe: fail fast
+    previous(out, force)  # an earlier migration's files: refused, or removed with `force`
     # SIGTERM stops the check as Ctrl-C does (KeyboardInterrupt, the signal noted for the exit
     # status), in every phase: the re-tune's study notes either and stops, and so does this
     with signals.handled(), removed_if_stopped(made):

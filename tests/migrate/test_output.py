@@ -33,3 +33,45 @@ def test_a_stopped_check_removes_the_empty_folders_it_made(
     with pytest.raises(KeyboardInterrupt), removed_if_stopped(make_out(there)):
         raise KeyboardInterrupt
     assert there.is_dir()  # not made for it: kept
+
+
+def earlier_migration(out: Path) -> None:
+    """What a migration that re-tuned left in its folder (a review: the new report was written
+    beside these, read as the new migration's)."""
+    out.mkdir()
+    for name in ("migration.md", "migration-curve.png", "recipe-retuned.yaml", "mlflow.db"):
+        (out / name).write_text("earlier")
+    (out / "retune" / "s-migrated").mkdir(parents=True)
+
+
+def test_a_folder_with_an_earlier_migration_is_refused(tmp_path: Path) -> None:
+    from assets.cli import invoke, one_line_error
+    from assets.recipes import make_recipe
+
+    path = make_recipe().save(tmp_path / "r.yaml")
+    out = tmp_path / "reuse"
+    earlier_migration(out)
+    before = sorted(p.name for p in out.iterdir())
+    one_line_error(invoke("migrate", path, "-o", out), "holds an earlier migration", "--force")
+    assert sorted(p.name for p in out.iterdir()) == before
+
+
+def test_force_removes_the_earlier_migrations_files_and_keeps_the_store(tmp_path: Path) -> None:
+    from autotune.migrate.output import previous
+
+    out = tmp_path / "reuse"
+    earlier_migration(out)
+    previous(out, force=True)
+    # the report is replaced when the new one is written; the MLflow store may be the study's
+    assert sorted(p.name for p in out.iterdir()) == ["migration.md", "mlflow.db"]
+
+
+def test_an_interrupted_migration_is_carried_on(tmp_path: Path) -> None:
+    """No report: the earlier run was stopped; the same command runs again into the folder."""
+    from autotune.migrate.output import previous
+
+    out = tmp_path / "again"
+    earlier_migration(out)
+    (out / "migration.md").unlink()
+    previous(out, force=False)
+    assert (out / "retune").exists()

@@ -33,7 +33,9 @@ def test_migrate_replaces_its_report_and_never_writes_into_the_old_one(tmp_path:
     out.mkdir()
     (out / "migration.md").write_text(OLD)
     (tmp_path / "kept.md").hardlink_to(out / "migration.md")  # the old report's inode
-    result = migrate(path, out_dir=out, audit=False, steps=10, seeds=2, threads=1, quiet=True)
+    result = migrate(
+        path, out_dir=out, audit=False, steps=10, seeds=2, threads=1, quiet=True, force=True
+    )
     assert result["report"] == str(out / "migration.md")
     assert (out / "migration.md").read_text().startswith("# Migration of recipe `t`")
     assert (tmp_path / "kept.md").read_text() == OLD, "the report was written in place"
