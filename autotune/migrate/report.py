@@ -327,6 +327,11 @@ def _retune_section(result: Mapping[str, Any]) -> list[str]:
                 f"{done['source_trials']}), warm-started from the recipe: `{done['recipe']}` "
                 f"({', '.join(f'{k}={v}' for k, v in done['knobs'].items())})."
             )
+        if done and done.get("clamped"):
+            out.append(
+                "The recipe's values outside the space's bounds were moved into them for its "
+                f"warm start: {', '.join(done['clamped'])}."
+            )
         else:
             out.append(f"Command: `{plan['command']}`" if plan.get("command") else "")
             out.append(plan.get("note", ""))
@@ -344,9 +349,10 @@ def _compute_section(c: Mapping[str, Any]) -> list[str]:
         out.append(f"The re-tune: {c['retune_samples']:,} samples.")
     study = c.get("study_samples")
     if study:
+        spent = c["samples"] + int(c.get("retune_samples") or 0)
+        what = "this check and its re-tune" if c.get("retune_samples") else "this check"
         out.append(
-            f"The source study spent {study:,} samples: this check cost "
-            f"{c['samples'] / study:.0%} of it."
+            f"The source study spent {study:,} samples: {what} cost {spent / study:.0%} of it."
         )
     else:
         out.append("The source study's compute is not recorded with the recipe.")

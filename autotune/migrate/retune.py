@@ -28,7 +28,7 @@ def reduced_overrides(
 ) -> list[str]:
     """`--set` items: the searched knobs not in `keep` fixed at the recipe's values (a choice of
     the recipe's and its Pareto neighbours' values where they differ: `front_values`), the trials
-    cut to `share` of the space's (rounded down, so never more; at least 2), the study named
+    cut to `share` of the space's (rounded down; at least `least_trials`), the study named
     apart from the source's. `oom_micro_batch`: the recipe's micro-batch ran out of memory here,
     so the accumulation choices that give a micro-batch as large are dropped (`fitting_accum`)."""
     out = [f"name={space.name}-migrated"]
@@ -50,9 +50,39 @@ def reduced_overrides(
         fits = fitting_accum(searched["accum_steps"], space.probe.micro_for, oom_micro_batch)
         if fits:
             out.append(f"knobs.accum_steps={{choices: [{', '.join(str(a) for a in fits)}]}}")
-    trials = max(2, math.floor(share * space.budget.trials + 1e-9))
+    trials = max(least_trials(recipe), math.floor(share * space.budget.trials + 1e-9))
     out.append(f"budget.trials={trials}")
     return out
+
+
+def least_trials(recipe: Recipe) -> int:
+    """The fewest trials a re-tune runs: the baseline, the recipe's warm start and its Pareto
+    neighbours (`with_neighbours`), and one configuration the sampler chooses. With fewer (2 of a
+    5-trial space) it ran only the baseline and the recipe: nothing was searched, yet the
+    verdict named the knobs it had 're-tuned'."""
+    return 3 + len((recipe.source or {}).get("neighbours") or [])
+
+
+def clamped(recipe: Recipe, searched: Mapping[str, sp.Domain]) -> list[str]:
+    """The recipe's knobs its warm start moves into the re-tune's space (`warm_params` clamps a
+    value outside a domain to its bound): `clip_norm 1e-06 -> 0.05`. The report says so: the
+    re-tune did not start from the recipe's own value."""
+    from autotune.study.warmstart import warm_params
+
+    warm = warm_params({"knobs": recipe.knobs, "env": recipe.env}, searched)
+    mine = {**recipe.knobs, **recipe.env}
+    return [
+        f"{name} {mine[name]!r} -> {value!r}"
+        for name, value in warm.items()
+        if isinstance(value, int | float) and not _same(mine.get(name), value)
+    ]
+
+
+def _same(a: Any, b: float) -> bool:
+    try:
+        return math.isclose(float(a), float(b), rel_tol=1e-9)
+    except (TypeError, ValueError):
+        return False
 
 
 def front_values(recipe: Recipe) -> dict[str, list[Any]]:
@@ -115,6 +145,7 @@ def retune(
         source, recipe, list(plan["knobs"]), share, plan.get("oom_micro_batch")
     )
     space = sp.load(space_ref, overrides)
+    moved = clamped(recipe, space.searched())
     say(f"re-tuning {', '.join(sorted(space.searched()))} over {space.budget.trials} trial(s)")
     warm = with_neighbours(st.load_warm_start(str(recipe_path)), recipe)
     result = st.run(
@@ -143,6 +174,7 @@ def retune(
             "samples": compute.get("total"),
             "overrides": overrides,
             "knobs": {},
+            "clamped": moved,
         }
     migrated: dict[str, Any] = {
         "recipe": recipe.name,
@@ -169,4 +201,5 @@ def retune(
         "samples": compute.get("total"),
         "overrides": overrides,
         "knobs": {k: new.knobs.get(k) for k in searched},
+        "clamped": moved,
     }

@@ -128,6 +128,11 @@ def _run(
             f" A study of {retuned['trials']} trial(s) ({retuned['source_trials']} in the source's "
             f"space), warm-started from the recipe, re-tuned {', '.join(retuned['searched'])}"
         )
+        if retuned.get("clamped"):  # the warm start ran at the space's bounds, not the recipe
+            study += (
+                f" (the recipe's values outside the space's bounds were moved into them for "
+                f"its warm start: {', '.join(retuned['clamped'])})"
+            )
         if retuned["recipe"] is None:
             verdict = "does not transfer: the re-tune found nothing that holds here"
             why += f"{study}: {retuned['failed']}."
@@ -181,8 +186,10 @@ def _compute(
         "audit_wall_s": audit_wall,
         "retune_samples": (retuned or {}).get("samples"),
         "study_samples": study_compute.get("total"),
-        "share_of_study": (
-            holds["samples"] / study_compute["total"] if study_compute.get("total") else None
+        "share_of_study": (  # the re-tune's samples count: it ran here for this check
+            (holds["samples"] + int((retuned or {}).get("samples") or 0)) / study_compute["total"]
+            if study_compute.get("total")
+            else None
         ),
     }
 

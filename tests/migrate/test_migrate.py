@@ -5,10 +5,12 @@ classes, the op comparison, the knob classes and re-tune plan, the curve check, 
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+from assets.recipes import make_recipe
 
 from autotune import fingerprint
 from autotune.migrate import knob_classes
@@ -338,7 +340,36 @@ knobs:
     reduced = sp.loads(text, source="src", overrides=got)
     assert sorted(reduced.searched()) == ["clip_norm", "init_scale"]
     assert reduced.budget.trials == 6 and reduced.name == "src-migrated"
-    assert reduced_overrides(space, recipe, [], 0.01)[-1] == "budget.trials=2"
+    # the baseline, the recipe's warm start and one the sampler chooses (a review: with 2, the
+    # re-tune searched nothing, yet named the knobs it had "re-tuned")
+    assert reduced_overrides(space, recipe, [], 0.01)[-1] == "budget.trials=3"
+    nb = {"trial": 3, "knobs": knobs, "env": {}}
+    with_two = replace(recipe, source={"neighbours": [nb, {**nb, "trial": 5}]})
+    assert reduced_overrides(space, with_two, [], 0.01)[-1] == "budget.trials=5"
+
+
+def test_the_retune_says_which_recipe_values_its_warm_start_moved_into_the_space() -> None:
+    from autotune import space as sp
+    from autotune.migrate.retune import clamped
+
+    space = sp.loads(
+        "name: src\nworkload: {name: mlp, size: tiny}\nprobe: {steps: 30}\nknobs:\n"
+        "  clip_norm: {low: 0.05, high: 5.0, log: true}\n"
+        "  adam_eps: {low: 1.0e-10, high: 1.0e-5, log: true}\n"
+        "  warmup_steps: {low: 0, high: 30, step: 10}\n",
+        source="src",
+    )
+    recipe = make_recipe(clip_norm=1e-6, adam_eps=1.0, warmup_steps=10)
+    assert clamped(recipe, space.searched()) == ["clip_norm 1e-06 -> 0.05", "adam_eps 1.0 -> 1e-05"]
+
+
+def test_the_compute_line_counts_the_retune() -> None:
+    """A review: "this check cost 47%" of the source study left out the re-tune's samples."""
+    from autotune.migrate.report import _compute_section
+
+    c = {"samples": 45_000, "probes": 6, "probe_wall_s": 30.0, "audit_wall_s": 0.0}
+    lines = _compute_section({**c, "retune_samples": 61_440, "study_samples": 97_280})
+    assert "this check and its re-tune cost 109% of it." in " ".join(lines)
 
 
 def test_a_bad_space_for_the_retune_is_refused_before_any_probe(tmp_path: Any) -> None:
@@ -494,7 +525,7 @@ knobs:
         "knobs.clip_norm={choices: [0.0, 3.9, 1.5]}",
         "knobs.warmup_steps=2",
         "knobs.accum_steps={choices: [2, 4]}",
-        "budget.trials=3",
+        "budget.trials=5",  # the baseline, the recipe, its 2 neighbours, one sampled
     ]
     reduced = sp.loads(text, source="src", overrides=got)
     assert reduced.searched()["clip_norm"].choices == (0.0, 3.9, 1.5)

@@ -44,7 +44,7 @@ def test_a_recipe_that_does_not_hold_is_retuned(shared: h.FinishedStudy, tmp_pat
     plan = result["retune"]
     assert set(plan["knobs"]) == {"clip_norm", "warmup_steps"}
     done_ = plan["result"]
-    assert done_["trials"] == max(2, math.floor(0.3 * shared.trials))
+    assert done_["trials"] == max(3, math.floor(0.3 * shared.trials))  # one sampled at least
     assert result["verdict"] == "re-tuned: clip_norm, warmup_steps"
     new = Recipe.load(done_["recipe"])
     assert new.source["migrated_from"]["recipe"] == Recipe.load(bad).name
