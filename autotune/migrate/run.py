@@ -73,6 +73,7 @@ def migrate(
     # the file and its workload, as verify and repro check them; a recipe changed since its
     # export without the promise and recordings of the configuration exported
     recipe, edited = set_aside(load_checked(path, own_threads=True), say)
+    check_threads(threads, int(recipe.world_size))  # as probe and verify check probe.threads
     out = Path(out_dir)
     client, made = prepare(out, tracking_uri, space, recipe)  # before any probe: fail fast
     previous(out, force)  # an earlier migration's files: refused, or removed with `force`
@@ -411,6 +412,21 @@ def check_options(threads: int | None, timeout_s: float, seeds: int = 2) -> None
     ):
         raise UsageError(f"--threads {threads}: must be a whole number from 1 to {MAX_THREADS}")
     check_timeout(timeout_s)  # verify's check
+
+
+def check_threads(threads: int | None, world_size: int) -> None:
+    """`--threads` beyond this machine's cores (or not shared out evenly among the recipe's
+    ranks) is refused as `probe` and `verify` refuse probe.threads (`cores.threads_problem`),
+    naming the option: the probes would run with threads the machine does not have, and the
+    report said one count in its op audit and another in its header."""
+    import os
+
+    from autotune.process.cores import DoesNotFit, threads_problem
+
+    problem = threads_problem(world_size, threads, float(os.cpu_count() or 1), "world_size")
+    if problem:
+        text = problem.format(place="this machine").replace("probe.threads", "--threads")
+        raise DoesNotFit(f"--threads {threads}{text.removeprefix('--threads')}")
 
 
 def check_retune(space: str, recipe: Recipe | None = None) -> None:

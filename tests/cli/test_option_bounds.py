@@ -120,3 +120,17 @@ def test_run_repro_refuses_a_repeated_seed() -> None:
 
     with pytest.raises(ReproError, match="--seeds 5,5: seed 5 is repeated"):
         run_repro("missing.yaml", seeds=[5, 5])
+
+
+def test_migrate_refuses_threads_beyond_this_machines_cores(here: Path) -> None:
+    """A review: `--threads 3` on a 2-core machine ran (exit 0) and the report said 3 threads in
+    its op audit, 2 in its header. Refused as `probe` and `verify` refuse probe.threads."""
+    import os
+
+    from assets.recipes import make_recipe
+
+    path = make_recipe().save(here / "r.yaml")
+    many = str((os.cpu_count() or 1) + 1)
+    line = one_line_error(invoke("migrate", path, "--threads", many, "-o", "out"), "--threads")
+    assert f"asks for {many} CPU(s)" in line and "lower --threads" in line
+    assert not (here / "out").exists()
