@@ -95,12 +95,36 @@ def section(
     ]
 
 
-def note(names: list[str], verdict: str) -> str:
-    """A sentence for the verdict's `why` when a missing section limits what it says."""
-    if "achieved" in names and verdict.startswith("transfers"):
+def note(names: list[str], verdict: str, edited: list[str] | None = None) -> str:
+    """A sentence for the verdict's `why` when a missing section limits what it says: about
+    the recipe, so not after a verdict that names a neighbour (`use trial N`), where it read as
+    said of that trial. `edited`: the `achieved` values are there, set aside for the edit."""
+    if "achieved" in names and verdict.startswith("transfers") and "use trial" not in verdict:
+        has = (
+            "The recipe's `achieved` values were set aside (it was changed since its export: "
+            "they were measured on the configuration exported): it promises nothing here"
+            if edited
+            else "The recipe records no `achieved` values: it promised nothing"
+        )
         return (
-            " The recipe records no `achieved` values: it promised nothing, so this says only "
-            "that it runs here and is no worse than the baseline on the final loss and on "
-            "divergence."
+            f" {has}, so this says only that it runs here and is no worse than the baseline on "
+            "the final loss and on divergence."
         )
     return ""
+
+
+def set_aside_texts(holds: dict[str, Any], edited: list[str] | None) -> None:
+    """What the check says of the recordings of a recipe changed since its export (`edited`):
+    they are there, set aside (`set_aside`), not missing; its study's verdict against the
+    baseline was measured on the configuration exported, not on this one."""
+    if not edited:
+        return
+    if holds.get("not_reproduced") == "the recipe records no loss curve":
+        holds["not_reproduced"] = (
+            "its recorded loss curve was set aside: the recipe was changed since its export"
+        )
+    if holds.get("source_verdict"):
+        holds["source_verdict"] = (
+            f"{holds['source_verdict']} for the configuration exported (the recipe was changed "
+            "since: not this one)"
+        )

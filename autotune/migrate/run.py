@@ -25,7 +25,7 @@ from autotune.errors import UsageError
 from autotune.migrate import knob_classes
 from autotune.migrate.differences import differences
 from autotune.migrate.holds import reproduced, reproduces, rerun
-from autotune.migrate.lacks import lacking, note, origin, set_aside
+from autotune.migrate.lacks import lacking, note, origin, set_aside, set_aside_texts
 from autotune.migrate.layout import layout_failed, layout_verdict, write_recipe
 from autotune.migrate.ops import compare_ops
 from autotune.migrate.output import connect, log_report, make_out, previous, removed_if_stopped
@@ -108,13 +108,14 @@ def _run(
     holds = check(
         recipe, full, seeds=seeds, steps=steps, threads=threads, timeout_s=timeout_s, say=say
     )
+    set_aside_texts(holds, edited)  # "records no curve": it was set aside, for the edit
     here_fp = holds.get("fingerprint") or fingerprint.collect()
     diffs = differences(recipe.fingerprint, here_fp)
     inert = knob_classes.inert_env(recipe.env, str(here_fp.get("platform")), int(recipe.world_size))
     searched = list((recipe.source or {}).get("searched") or [])
     verdict, why, plan = verdict_of(recipe, path, holds, inert, searched)
     lacks = lacking(recipe)  # a hand-written or cut recipe: what its verdict cannot say
-    why += note(lacks, verdict)
+    why += note(lacks, verdict, edited)
     written = None  # the recipe at the layout that held here (`layout`)
     if (holds.get("layout") or {}).get("held") is not None:
         written = write_recipe(recipe, holds["layout"], out, str(here_fp.get("hash")))

@@ -113,3 +113,23 @@ def test_an_exported_recipe_lacks_nothing(tmp_path: Path) -> None:
     only = lacking(replace(full, achieved={}))
     assert only == ["achieved"] and note(only, "does not transfer: re-tune x") == ""
     assert "no `achieved` section (" in markdown({**result_of(full), "lacks": only})
+
+
+def test_an_edited_recipe_says_its_recordings_were_set_aside(tmp_path: Path) -> None:
+    """A review (`bad-both.yaml`: clip_norm and adam_eps edited after export): the report said
+    the recipe "records no loss curve" and "records no `achieved` values" (it records both, set
+    aside for the edit), its table "where it was tuned: better" (measured on the exported
+    configuration), and a neighbour's verdict ended "it promised nothing", as if of trial 2."""
+    from autotune.migrate.lacks import set_aside_texts
+
+    recipe = cut(tmp_path)
+    result = result_of(recipe)
+    holds = {**result["holds"], "source_verdict": "better"}
+    set_aside_texts(holds, ["knobs"])
+    text = markdown({**result, "holds": holds, "edited": ["knobs"]})
+    assert "records no loss curve" not in text
+    assert "its recorded loss curve was set aside: the recipe was changed since its export" in text
+    assert "where it was tuned: better for the configuration exported (the recipe was" in text
+    said = note(["achieved"], "transfers", ["knobs"])
+    assert "records no" not in said and "`achieved` values were set aside" in said
+    assert note(["achieved"], "transfers with these changes: use trial 2 (clip_norm: a -> b)") == ""
