@@ -66,6 +66,13 @@ def markdown(result: Mapping[str, Any], png: str | None = None) -> str:
         + f", checked here on `{result['here_hash']}` ({result['here_summary']}).",
         "",
     ]
+    if result.get("script_changed"):  # what the recipe recorded ran another script
+        lines += [
+            f"**The workload's script changed since the recipe was made**: "
+            f"{result['script_changed']}. What the recipe recorded (its loss curve, its verified "
+            "seeds, its study's verdict) was measured on the script as it was.",
+            "",
+        ]
     lacked = list(result.get("lacks") or [])
     lines += lacks.section(lacked, result.get("edited"), result.get("lacks_why"))
     lines += _holds_section(holds)

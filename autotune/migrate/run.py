@@ -35,6 +35,7 @@ from autotune.migrate.spread import within_spread
 from autotune.probe.steps import pick_device
 from autotune.recipe.file import Recipe
 from autotune.recipe.preflight import check_timeout, load_checked
+from autotune.recipe.script_hash import script_changed
 from autotune.repro import record
 from autotune.space.limits import MAX_THREADS
 from autotune.study import signals
@@ -70,8 +71,7 @@ def migrate(
     say: Callable[[str], None] = (
         (lambda _t: None) if quiet else (lambda t: print(t, file=sys.stderr))
     )
-    # the file and its workload, as verify and repro check them; a recipe changed since its
-    # export without the promise and recordings of the configuration exported
+    # read as verify reads it; an edited recipe without what was measured before the edit
     recipe, edited = set_aside(load_checked(path, own_threads=True), say)
     check_threads(threads, int(recipe.world_size))  # as probe and verify check probe.threads
     out = Path(out_dir)
@@ -151,6 +151,7 @@ def _run(
         "lacks": lacks,
         "lacks_why": origin(recipe) if lacks else None,
         "edited": edited,
+        "script_changed": script_changed(recipe.workload),  # the report says it, not only stderr
         "differences": diffs,
         "ops": ops,
         "holds": holds,

@@ -263,3 +263,19 @@ def test_repro_runs_the_edited_script_of_an_exported_recipe_and_says_so(tmp_path
     one_line_error(invoke("verify", path, "--seeds", "1"), no_file)
     one_line_error(invoke("migrate", path, "-o", tmp_path / "out"), no_file)
     one_line_error(invoke("repro", path), no_file)
+
+
+@pytest.mark.integration
+def test_migrate_says_in_its_report_that_the_script_changed(tmp_path: Path) -> None:
+    """A review: only stderr said the script had changed since export; migration.md did not."""
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    path = script_recipe(script, sha256(script)).save(tmp_path / "r.yaml")
+    was = sha256(script)
+    script.write_text(SCRIPT + "# edited\n")
+    out = tmp_path / "mig"
+    run = invoke("migrate", path, "--seeds", "2", "--no-audit", "--threads", "1", "-o", out)
+    assert run.exit_code in (0, 1), (run.output, run.exception)
+    text = (out / "migration.md").read_text()
+    assert "The workload's script changed since the recipe was made" in text
+    assert f"(sha256 {was[:12]} -> {sha256(script)[:12]})" in text
