@@ -374,7 +374,7 @@ def test_the_compute_line_counts_the_retune() -> None:
 
 def test_a_bad_space_for_the_retune_is_refused_before_any_probe(tmp_path: Any) -> None:
     from autotune.errors import AutotuneError
-    from autotune.migrate.run import check_retune
+    from autotune.migrate.retune_check import check_retune
 
     with pytest.raises(AutotuneError, match=r"nope\.yaml"):
         check_retune(str(tmp_path / "nope.yaml"))

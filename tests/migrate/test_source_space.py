@@ -14,7 +14,7 @@ from assets.recipes import make_recipe
 from autotune import Recipe
 from autotune import space as sp
 from autotune.errors import UsageError
-from autotune.migrate.run import check_retune, source_mismatch
+from autotune.migrate.retune_check import check_retune, source_mismatch
 
 SPACE = """\
 name: src
