@@ -38,6 +38,7 @@ from transformers import Trainer, TrainerCallback, TrainingArguments
 from autotune.integrations.hf_accum import AccumulationCheck, per_step_mean
 from autotune.probe import apply_clipping
 from autotune.probe.script import mark_applied
+from autotune.probe.script_run import scratch_folder
 from autotune.recipe import Recipe
 from autotune.recipe.trial import Diverged, Trial
 
@@ -134,7 +135,10 @@ def training_args(trial_or_recipe: Trial | Recipe, **user: Any) -> TrainingArgum
         user.setdefault("report_to", "none")  # one MLflow writer: autotune's
         user.setdefault("save_strategy", "no")
         user.setdefault("disable_tqdm", True)
-        user.setdefault("output_dir", tempfile.mkdtemp(prefix="autotune-hf-"))
+        # a folder of the trial's own (trials beside each other must not share one), removed
+        # when the script ends: a study leaves no folder per trial in the temporary directory
+        if "output_dir" not in user:
+            user["output_dir"] = scratch_folder("autotune-hf-")
     return TrainingArguments(**user, **owned)
 
 

@@ -4,8 +4,10 @@ it raised sorted into a result (diverged, oom) or a failure naming its cause."""
 
 from __future__ import annotations
 
+import atexit
 import os
 import runpy
+import shutil
 import signal
 import sys
 import threading
@@ -17,9 +19,26 @@ from typing import Any
 from autotune.probe.config import ProbeConfig, Report
 from autotune.probe.first_report import GUIDE
 from autotune.probe.oom import is_oom
-from autotune.probe.script import Diverged, ScriptFailure, ScriptSession, set_current
+from autotune.probe.script import Diverged, ScriptFailure, ScriptSession, current, set_current
 from autotune.probe.script_exit import summary_on_os_exit
 from autotune.probe.script_values import short_run
+
+_SCRATCH: list[str] = []  # `scratch_folder`s of the script now running
+
+
+def scratch_folder(prefix: str) -> str:
+    """A new temporary folder for what the running script's framework must be given a place
+    for (a Trainer's output_dir, in a study where nothing is saved there): removed when the
+    script ends under `run_script` (a probe process leaves by `os._exit`, with no exit
+    handlers), or at this process's exit when no script runs under it."""
+    import tempfile
+
+    made = tempfile.mkdtemp(prefix=prefix)
+    if current() is not None:
+        _SCRATCH.append(made)
+    else:
+        atexit.register(shutil.rmtree, made, True)
+    return made
 
 
 def run_script(
@@ -136,3 +155,5 @@ def _run(cfg: ProbeConfig, session: ScriptSession) -> None:
         sys.argv, sys.path[:] = saved[0], saved[1]
         os.chdir(saved[2])
         set_current(None)
+        while _SCRATCH:
+            shutil.rmtree(_SCRATCH.pop(), ignore_errors=True)
