@@ -17,13 +17,14 @@ from typing import Any
 
 from autotune import space as sp
 from autotune.errors import AutotuneError, StudyError, did_you_mean
+from autotune.sqlite_read import tables_problem
 from autotune.study import attrs as ua
 from autotune.study import folder, unfinished
 from autotune.study import pick as pk
 from autotune.study.options import STUDIES_DIR
 from autotune.study.records import count_finished, planned_at_least_ran
 from autotune.study.session import driver_running
-from autotune.study.storage import open_storage, read_only, same_storage, sqlite_file
+from autotune.study.storage import open_storage, same_storage, sqlite_file
 from autotune.study.verdict import decide
 from autotune.tracking import redact
 from autotune.tracking.redaction import scrub
@@ -116,20 +117,7 @@ def open_existing(url: str) -> Any:
 def sqlite_problem(path: Path) -> str | None:
     """Why the SQLite file `path` holds no Optuna storage to read (None: it does); looked at
     read-only, so that nothing is created or changed."""
-    import sqlite3
-
-    if not path.is_file():
-        return "no such database file"
-    if path.stat().st_size == 0:
-        return "the database file is empty (no Optuna storage in it)"
-    try:
-        with contextlib.closing(read_only(path)) as con:
-            rows = con.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
-    except sqlite3.Error as e:
-        return f"not an SQLite database ({e})"
-    if not {"studies", "version_info"} <= {r[0] for r in rows}:
-        return "not an Optuna storage (its tables are not in the file)"
-    return None
+    return tables_problem(path, ("studies", "version_info"), "Optuna storage")
 
 
 def home_folder(study: Any, name: str, url: str) -> tuple[Path, dict[str, Any]] | None:

@@ -23,9 +23,10 @@ from typing import Any
 from autotune import space as sp
 from autotune.errors import ClusterError, StudyError
 from autotune.process.orphans import end_orphans
+from autotune.sqlite_read import read_only
 from autotune.study import signals
 from autotune.study.folder import lock_file, ray_dir
-from autotune.study.storage import check_tcp, read_only
+from autotune.study.storage import check_tcp
 from autotune.tracking.connection import make_folder
 
 WORKER_NICENESS = "RAY_worker_niceness"  # a local Ray's workers (and their probes) run at it

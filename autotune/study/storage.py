@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import socket
 import sqlite3
 from collections.abc import Callable, Iterator
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune.errors import AutotuneError, ClusterError, ServiceLost, StudyError
+from autotune.sqlite_read import read_only
 from autotune.study import folder
 from autotune.study.folder import optuna_db
 from autotune.study.options import StudyOptions
@@ -225,32 +225,6 @@ def _study_names(url: str) -> list[str]:
         return _rdb_study_names(url, query)
     except (sqlite3.Error, OSError) as e:
         raise StudyError(f"cannot read the Optuna storage {redact(url)}: {e}") from None
-
-
-def read_only(path: Path) -> sqlite3.Connection:
-    """A connection to the SQLite file `path` that can neither create nor change it.
-
-    A driver killed in the middle of a write (SIGKILL, a crash) leaves a hot journal beside the
-    file: until a writer rolls it back, every read-only reader fails ("attempt to write a
-    readonly database"), so a study could be neither resumed nor shown. It is rolled back
-    first (`recover`), as the next writer would: the file returns to its last committed
-    state."""
-    recover(path)
-    return sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)
-
-
-def recover(path: Path) -> None:
-    """Roll back the hot journal a killed writer left beside the SQLite file `path`, when there
-    is one and the file can be written (else a read-only reader says why it cannot read)."""
-    journal = Path(f"{path}-journal")
-    try:
-        hot = journal.is_file() and journal.stat().st_size > 0 and os.access(path, os.W_OK)
-    except OSError:
-        return
-    if not hot:
-        return
-    with contextlib.suppress(sqlite3.Error), contextlib.closing(sqlite3.connect(path)) as db:
-        db.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()  # the first read rolls back
 
 
 def _rdb_study_names(url: str, query: str) -> list[str]:

@@ -9,11 +9,10 @@ is another experiment)."""
 from __future__ import annotations
 
 import contextlib
-import sqlite3
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from autotune.errors import TrackingError, UsageError
+from autotune.sqlite_read import tables_problem
 from autotune.tracking.connection import redact, sqlite_path, uri_scheme
 
 if TYPE_CHECKING:
@@ -34,21 +33,13 @@ def check_served(uri: str) -> None:
             "give sqlite:///FILE, a folder, or a postgresql://, mysql:// or mssql:// database"
         )
     path = sqlite_path(uri) if scheme == "sqlite" else None
-    problem = _sqlite_problem(path) if path is not None and path.is_file() else None
+    problem = (
+        tables_problem(path, ("experiments", "runs"), "MLflow store")
+        if path is not None and path.is_file()
+        else None
+    )
     if problem is not None:
         raise TrackingError(f"cannot open the MLflow tracking store at {uri}: {problem}")
-
-
-def _sqlite_problem(path: Path) -> str | None:
-    """Why the SQLite file `path` is not an MLflow store (None: it is one), looked at read-only."""
-    try:
-        with contextlib.closing(sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)) as con:
-            rows = con.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
-    except sqlite3.Error as e:
-        return f"not an SQLite database ({e})"
-    if not {"experiments", "runs"} <= {r[0] for r in rows}:
-        return "not an MLflow store (its tables are not in the file)"
-    return None
 
 
 def study_experiment(client: MlflowClient, name: str, recorded_id: str | None) -> str:

@@ -4,35 +4,14 @@ not refused with "attempt to write a readonly database" (seen as a flaky resume 
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from assets import studies as h
 from assets.cli import invoke
+from assets.killed_writer import killed_mid_write
 
 from autotune.study.storage import check_storage
-
-WRITER = """
-import sqlite3, sys, time
-db = sqlite3.connect(sys.argv[1], isolation_level=None)
-db.execute("PRAGMA cache_size=1")  # spill to the file: the journal is then hot
-db.execute("BEGIN")
-db.execute("CREATE TABLE junk(x)")
-for i in range(20000):
-    db.execute("INSERT INTO junk VALUES (?)", (str(i) * 50,))
-print("writing", flush=True)
-time.sleep(600)
-"""
-
-
-def killed_mid_write(db: Path) -> None:
-    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(db)], stdout=subprocess.PIPE)
-    assert writer.stdout is not None
-    assert writer.stdout.readline().strip() == b"writing"
-    writer.kill()
-    writer.wait()
 
 
 @pytest.mark.integration

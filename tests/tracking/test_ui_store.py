@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 from assets import studies as h
 from assets.cli import invoke, one_line_error
+from assets.killed_writer import killed_mid_write
 
 from autotune import tracking
 from autotune.errors import TrackingError
-from autotune.tracking.ui_store import study_experiment
+from autotune.tracking.ui_store import check_served, study_experiment
 
 
 @pytest.mark.parametrize(
@@ -60,3 +61,18 @@ def test_a_study_is_linked_only_in_a_store_that_has_its_experiment(
     client.delete_experiment(rvj)
     with pytest.raises(TrackingError, match="only a deleted experiment 'rvj'"):
         study_experiment(client, "rvj", rvj)
+
+
+@pytest.mark.integration
+def test_a_store_left_by_a_killed_writer_is_served_not_refused(tmp_path: Path) -> None:
+    """The hot journal a writer killed mid-write leaves made every read-only reader fail
+    ("attempt to write a readonly database"): `autotune ui` refused the store as "not an SQLite
+    database", where `show` reads an Optuna storage in that state (its journal rolled back)."""
+    db = tmp_path / "mlflow.db"
+    tracking.connect(f"sqlite:///{db}")  # an MLflow store
+    killed_mid_write(db)
+    journal = Path(f"{db}-journal")
+    assert journal.is_file() and journal.stat().st_size > 0, "the writer left a hot journal"
+    check_served(f"sqlite:///{db}")  # no TrackingError
+    tables = {r[0] for r in sqlite3.connect(db).execute("SELECT name FROM sqlite_master")}
+    assert "junk" not in tables and {"experiments", "runs"} <= tables  # rolled back, intact
