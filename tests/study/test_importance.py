@@ -48,3 +48,29 @@ def test_a_top_quantile_of_one_trial_is_too_few_to_rank() -> None:
         "noise_per_drop": "too few trials to rank the knobs for noise_per_drop",
         "throughput": "too few trials to rank the knobs for throughput",
     }
+
+
+def test_trials_that_broke_a_constraint_do_not_rank_the_knobs() -> None:
+    """A trial that broke a constraint holds a stand-in value, not a measurement: the knobs are
+    ranked over the feasible trials only. Here the feasible trials' noise depends on the clip
+    alone; the infeasible ones (every accumulation of 6 or more) hold a large stand-in, which
+    counted in made the accumulation look like the knob that mattered (0.81 against 0.19), and
+    the throughput, the same for every feasible trial, look decided by it (0.97)."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(
+        directions=["minimize", "maximize"], sampler=optuna.samplers.RandomSampler(seed=1)
+    )
+    for _ in range(60):
+        t = study.ask()
+        clip, accum = t.suggest_float("clip_norm", 0.1, 5.0), t.suggest_int("accum_steps", 1, 8)
+        feasible = accum < 3
+        t.set_user_attr("autotune.feasible", feasible)
+        study.tell(t, [clip if feasible else 1e6, 1000.0 if feasible else 0.0])
+    imp = st.importances(study, OBJECTIVES)
+    assert imp is not None
+    noise = imp["noise_per_drop"]
+    assert isinstance(noise, dict), noise
+    assert noise["clip_norm"] > noise["accum_steps"], noise
+    assert imp["throughput"] == "too few trials to rank the knobs for throughput"
