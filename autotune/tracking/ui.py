@@ -16,19 +16,10 @@ from autotune.errors import TrackingError, UsageError
 from autotune.tracking.connection import redact
 
 
-def mlflow_ui_command(uri: str, host: str, port: int) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "mlflow",
-        "ui",
-        "--backend-store-uri",
-        uri,
-        "--host",
-        host,
-        "--port",
-        str(port),
-    ]
+def mlflow_ui_command(host: str, port: int) -> list[str]:
+    """MLflow's server, for the store that `ui_env` names: not on its command line, which
+    anyone on the machine reads in `ps` (a database URL's password with it)."""
+    return [sys.executable, "-m", "mlflow", "ui", "--host", host, "--port", str(port)]
 
 
 def bind_addresses(host: str, port: int) -> list[ipaddress.IPv4Address | ipaddress.IPv6Address]:
@@ -98,9 +89,15 @@ def check_port(host: str, port: int) -> None:
                 # an address family this machine lacks (IPv6 off): the server says if it matters
 
 
-def ui_env() -> dict[str, str]:
-    # MLflow 3's server starts a job runner of ~7 processes (~2.5 GB) unless told not to.
-    return {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+def ui_env(uri: str) -> dict[str, str]:
+    """The server's environment: the store in MLFLOW_BACKEND_STORE_URI (its --backend-store-uri
+    read from the environment: a process's environment is its owner's alone to read), and no
+    job runner (MLflow 3's server starts one of ~7 processes, ~2.5 GB, unless told not to)."""
+    return {
+        **os.environ,
+        "MLFLOW_BACKEND_STORE_URI": uri,
+        "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
+    }
 
 
 def wait_healthy(url: str, proc: subprocess.Popen[bytes] | None, timeout_s: float = 60) -> None:
@@ -147,7 +144,7 @@ def serve(
         raise KeyboardInterrupt  # SIGTERM stops the UI as Ctrl-C does: no server left behind
 
     signal.signal(signal.SIGTERM, stop)
-    proc = subprocess.Popen(mlflow_ui_command(uri, host, port), env=ui_env())
+    proc = subprocess.Popen(mlflow_ui_command(host, port), env=ui_env(uri))
     url = f"http://{f'[{poll_host}]' if ':' in poll_host else poll_host}:{port}"
     try:
         wait_healthy(url, proc)
