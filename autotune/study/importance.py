@@ -9,6 +9,7 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from autotune.study.importance_chance import LEVEL, chance_p
 from autotune.study.records import screen_feasible
 
 #: An objective's importances, or why there are none (`unranked`): a name per searched knob.
@@ -79,8 +80,46 @@ def importances(study: Any, summary: Mapping[str, Any]) -> Importances | None:
         except Exception:
             continue
         fell_back = any(_FALLBACK in str(w.message).lower() for w in said)
-        out[metric] = unranked(metric) if fell_back or _all_equal(found) else found
+        if fell_back or _all_equal(found):
+            out[metric] = unranked(metric)
+            continue
+        out[metric] = _beyond_chance(study, complete, i, o, found, evaluators)
     return out or None
+
+
+def _beyond_chance(
+    study: Any,
+    complete: list[Any],
+    i: int,
+    objective: Mapping[str, Any],
+    found: dict[str, float],
+    evaluators: Any,
+) -> dict[str, float] | str:
+    """The knobs of `found` (shares of the total importance) whose importance stands out from
+    chance (`importance_chance`), or a sentence saying that none does."""
+    getter = _value_getter(i, objective.get("direction", "minimize"))
+
+    def raw(of: Any) -> dict[str, float]:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the target's direction; `normalize` experimental
+            return dict(
+                evaluators.get_param_importances(
+                    of,
+                    target=getter,
+                    evaluator=evaluators.PedAnovaImportanceEvaluator(target_quantile=_TOP_QUANTILE),
+                    normalize=False,
+                )
+            )
+
+    p = chance_p(complete, study.directions, raw)
+    kept = {knob: share for knob, share in found.items() if p.get(knob, 1.0) <= LEVEL}
+    if kept:
+        return kept
+    metric = objective["metric"]
+    return (
+        f"no knob stands out from chance for {metric} ({len(complete)} trials; the likeliest, "
+        f"{min(p, key=lambda k: p[k])}, chance p {min(p.values()):.2f})"
+    )
 
 
 def _top_count(study: Any, i: int) -> int:

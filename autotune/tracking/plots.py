@@ -321,8 +321,9 @@ def importance_figure(importances: Mapping[str, Mapping[str, float] | str]) -> F
     """Horizontal bars of parameter importance, one panel per objective (shared parameter order).
 
     An objective given a sentence instead of numbers (the study's `importance.unranked`: too few
-    trials to rank the knobs) gets a panel with that sentence and no bars: equal bars would
-    read as a finding."""
+    trials to rank the knobs; or no knob stood out from chance) gets a panel with that sentence
+    and no bars: bars would read as a finding. A knob an objective's importances leave out (it
+    did not stand out from chance there) is labelled so, with no bar."""
     objectives = [name for name, values in importances.items() if values]
     ranked = {n: v for n, v in importances.items() if v and not isinstance(v, str)}
     params: list[str] = []
@@ -353,7 +354,12 @@ def importance_figure(importances: Mapping[str, Mapping[str, float] | str]) -> F
         color = _CURVE_COLORS[index % len(_CURVE_COLORS)]
         bars_at = [finite(given.get(p)) or 0.0 for p in params]
         bars = ax.barh(positions, bars_at, color=color, gid=f"importance:{name}")
-        ax.bar_label(bars, labels=[f"{v:.2f}" for v in bars_at], padding=3, fontsize=8)
+        # a knob left out of an objective's importances did not stand out from chance there
+        labels = [
+            f"{v:.2f}" if p in given else "within chance"
+            for p, v in zip(params, bars_at, strict=True)
+        ]
+        ax.bar_label(bars, labels=labels, padding=3, fontsize=8)
         ax.set_xlabel("importance (share of the total)")
         ax.set_xlim(0, max([*bars_at, 1e-9]) * 1.25)
         ax.grid(True, axis="x", alpha=0.3)
@@ -365,7 +371,7 @@ def importance_figure(importances: Mapping[str, Mapping[str, float] | str]) -> F
 def _unranked_panel(ax: Any, why: str) -> None:
     """A panel that says why it has no bars, wrapped to its width."""
     ax.text(
-        0.5, 0.5, why.replace(" to rank", "\nto rank"), transform=ax.transAxes,
+        0.5, 0.5, textwrap.fill(why, 34), transform=ax.transAxes,
         ha="center", va="center", fontsize=9, color="#555555", wrap=True, gid="unranked",
     )  # fmt: skip
     ax.set_xticks([])

@@ -178,6 +178,18 @@ def test_importance_figure_says_when_the_knobs_could_not_be_ranked() -> None:
     assert said.get_text().replace("\n", " ") == importances["tokens_per_s"]
 
 
+def test_a_knob_within_chance_is_labelled_so_not_drawn_as_zero(tmp_path: Path) -> None:
+    importances = {
+        "loss_cv": {"clip_norm": 0.6},  # warmup_steps did not stand out from chance here
+        "tokens_per_s": {"clip_norm": 0.1, "warmup_steps": 0.8},
+    }
+    fig = plots.importance_figure(importances)
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert "within chance" in texts and "0.60" in texts and "0.00" not in texts, texts
+    assert "within chance" not in [t.get_text() for t in fig.axes[1].texts]
+    plots.save(fig, tmp_path / "imp.png")
+
+
 def test_importance_figure_empty() -> None:
     fig = plots.importance_figure({})
     assert isinstance(fig, Figure)
