@@ -38,4 +38,4 @@ def test_importances_are_computed_without_importing_scikit_learn() -> None:
     )
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got["sklearn_after"] is False and got["mark_left"] is False and got["again"] is True
-    assert got["imp"]["loss_cv"]["clip_norm"] > got["imp"]["loss_cv"]["warmup_steps"]
+    assert list(got["imp"]["loss_cv"]) == ["clip_norm"]  # the warm-up is within chance

@@ -729,8 +729,10 @@ def test_importances_rank_the_parameter_an_objective_depends_on() -> None:
     }
     imp = st.importances(study, summary)
     assert imp is not None
-    assert imp["loss_cv"]["clip_norm"] > imp["loss_cv"]["warmup_steps"]
-    assert imp["throughput"]["warmup_steps"] > imp["throughput"]["clip_norm"]
+    assert list(imp["loss_cv"]) == ["clip_norm"], imp  # the warm-up is within chance there
+    throughput = imp["throughput"]
+    assert isinstance(throughput, dict), throughput
+    assert throughput["warmup_steps"] > throughput.get("clip_norm", 0.0), throughput
 
 
 def test_sigterm_ends_the_driver_and_its_ray(tmp_path: Path) -> None:
