@@ -37,7 +37,6 @@ override the stop on divergence: refused); more than one device (a script trial 
 from __future__ import annotations
 
 import os
-import tempfile
 from typing import Any
 
 import lightning.pytorch as pl
@@ -46,6 +45,7 @@ from lightning.pytorch.plugins.precision import MixedPrecision, Precision
 
 from autotune.probe import apply_clipping, clip_gradients
 from autotune.probe.script import mark_applied
+from autotune.probe.script_run import scratch_folder
 from autotune.probe.steps import build_optimizer
 from autotune.recipe import Recipe
 from autotune.recipe.trial import Diverged, Trial
@@ -131,7 +131,8 @@ def trainer_kwargs(trial_or_recipe: Trial | Recipe, **user: Any) -> dict[str, An
         if trial.in_study:
             for name, value in _IN_STUDY.items():
                 user.setdefault(name, value)
-            user.setdefault("default_root_dir", tempfile.mkdtemp(prefix="autotune-lightning-"))
+            if "default_root_dir" not in user:  # the trial's own, removed when the script ends
+                user["default_root_dir"] = scratch_folder("autotune-lightning-")
     return {**user, **owned, "callbacks": callbacks}
 
 
