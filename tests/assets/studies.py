@@ -291,6 +291,22 @@ def kill_tagged(token: str, grace_s: float = 10) -> None:
             return
 
 
+def interrupt_group(proc: subprocess.Popen[str], token: str, what: str) -> None:
+    """Ctrl-C, as in a terminal: SIGINT to the process group of `proc` (started with
+    start_new_session), SIGKILL after 30 s; then fail if a process holding `token` outlived it
+    (`what`: the command, for the message)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGINT)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    left = wait_gone(token, timeout=20)
+    kill_tagged(token)
+    assert not left, f"processes outlived {what}: {left}"
+
+
 def pid_alive(pid: int) -> bool:
     """True for a live process (a zombie is not)."""
     try:

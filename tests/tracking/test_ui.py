@@ -6,7 +6,6 @@ AUTOTUNE_REQUIRE_SERVICES=1 (CI), where a missing browser is a failure.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -107,17 +106,7 @@ def ui(browser: str, shared: h.FinishedStudy) -> Iterator[UI]:
     try:
         yield server
     finally:
-        # Ctrl-C, as in a terminal: the whole process group gets SIGINT.
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGINT)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        left = h.wait_gone(token, timeout=20)
-        h.kill_tagged(token)
-        assert not left, f"processes outlived `autotune ui`: {left}"
+        h.interrupt_group(proc, token, "`autotune ui`")
 
 
 def browse(browser: str, tmp_path: Path, *args: str, timeout: float = 120) -> str:

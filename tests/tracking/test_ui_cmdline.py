@@ -4,9 +4,6 @@ its password (`postgresql://user:secret@host/db`); a process's environment is it
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
 import subprocess
 import time
 from pathlib import Path
@@ -48,13 +45,4 @@ def test_the_store_is_not_on_the_servers_command_line(tmp_path: Path) -> None:
         assert servers, "no MLflow server process found"
         assert all("store-named-secret" not in cmd for _, cmd in servers), servers
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGINT)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        left = h.wait_gone(token, timeout=20)
-        h.kill_tagged(token)
-        assert not left, f"processes outlived `autotune ui`: {left}"
+        h.interrupt_group(proc, token, "`autotune ui`")
