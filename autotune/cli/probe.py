@@ -28,15 +28,17 @@ def check(
     """Validate a space file and print the resolved knobs (a GPU probe.device needs a GPU
     torch sees here, unless $RAY_ADDRESS names the cluster a study would run on)."""
     from autotune import space as sp
-    from autotune.study import check_workload
+    from autotune.cli.check_gpus import check_gpus_per_trial, gpus_here
+    from autotune.cli.check_workload import check_workload_at_line
     from autotune.study.driver import check_device
     from autotune.study.fits import check_trial_fits, local_node
 
     s = sp.load(space, set_ or [])
-    check_workload(s)
+    check_workload_at_line(s, set_ or [])
     if not os.environ.get("RAY_ADDRESS"):  # a study from here runs its probes here
         check_device(s)
         check_trial_fits(s, [local_node(s)], "this machine")
+        check_gpus_per_trial(s, gpus_here())
     typer.echo(describe_space(s))
 
 
@@ -114,7 +116,7 @@ def describe_space(s: Any) -> str:
     for name, value in s.env.items():
         if name not in searched:
             lines.append(f"  {name:<24} {value!r}  [env]")
-    warnings = sp.dtype_warnings(s) + sp.schedule_warnings(s)
+    warnings = sp.dtype_warnings(s) + sp.schedule_warnings(s) + sp.env_warnings(s)
     if warnings:
         lines.append("warnings:")
         lines += [f"  {w}" for w in warnings]
@@ -155,6 +157,8 @@ def planned_threads(s: Any) -> int | None:
 
 
 def _domain_text(d: Any) -> str:
+    if d.auto:  # `clip_norm: auto`: the placeholder range is never searched
+        return "auto: a log range measured from the baseline's gradient norms (median to p99)"
     if d.is_choice:
         return "choices " + ", ".join(repr(c) for c in d.choices)
     text = f"[{d.low:g}, {d.high:g}]"

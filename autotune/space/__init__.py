@@ -30,10 +30,12 @@ from autotune.space.conditioning import (
     condition_on,
 )
 from autotune.space.dtypes import dtype_warnings
+from autotune.space.env_names import env_warnings
 from autotune.space.load import (
     accum_values,
     anchor_script,
     anchor_workload,
+    key_line,
     load,
     loads,
     validate_section,
@@ -114,7 +116,9 @@ __all__ = [
     "dtype_warnings",
     "dump",
     "env_value",
+    "env_warnings",
     "find",
+    "key_line",
     "load",
     "loads",
     "probe_config",

@@ -17,7 +17,7 @@ from autotune.errors import SpaceError, did_you_mean
 from autotune.knobs import KNOBS
 from autotune.probe.config import steps_at_batch
 from autotune.probe.workload import names_file
-from autotune.space import yaml_reader
+from autotune.space import yaml_reader, yaml_surprises
 from autotune.space.builtin import find
 from autotune.space.limits import MAX_PROBE_TIMEOUT_S
 from autotune.space.overrides import apply_override
@@ -86,9 +86,14 @@ def loads(text: str, *, source: str = "<string>", overrides: Sequence[str] = ())
     if not isinstance(data, dict):
         raise SpaceError(f"{source}: the top level must be a mapping of keys, got {_tname(data)}")
     lines = _line_map(root)
+    scalars = yaml_surprises.surprising_scalars(root)
+    err = _Err(source, lines, {o.split("=", 1)[0].strip() for o in overrides}, scalars)
+    octal = yaml_surprises.first_octal(scalars)
+    if octal is not None:  # refused before --set: it is the file's text that misleads
+        raise err(octal[0], yaml_surprises.octal_message(octal[1]))
     for item in overrides:
         apply_override(data, item, source)
-    return _build(data, source, lines, overrides)
+    return _build(data, err)
 
 
 def _tname(v: Any) -> str:
@@ -121,13 +126,29 @@ def _line_map(root: yaml.Node | None) -> dict[tuple[str | int, ...], int]:
     return out
 
 
+def key_line(source: str, key: Sequence[str | int]) -> int | None:
+    """The 1-based line of `key` (or of the nearest key above it) in the space file `source`,
+    for an error found after loading (a workload's size); None where it cannot be read."""
+    try:
+        text = yaml_reader.read_text(Path(source), SpaceError, "space file")
+        lines = _line_map(yaml_reader.compose(text, source, SpaceError)[1])
+    except (SpaceError, OSError):
+        return None
+    return next((lines[k] for n in range(len(key), 0, -1) if (k := tuple(key[:n])) in lines), None)
+
+
 class _Err:
     """Builds `file: key.path (line N): message` errors."""
 
     def __init__(
-        self, source: str, lines: Mapping[tuple[str | int, ...], int], overridden: set[str]
+        self,
+        source: str,
+        lines: Mapping[tuple[str | int, ...], int],
+        overridden: set[str],
+        scalars: Mapping[tuple[str | int, ...], str],
     ):
         self.source, self.lines, self.overridden = source, lines, overridden
+        self.scalars = scalars  # `off`, `012`: what YAML read as something else
 
     def __call__(self, path: Sequence[str | int], message: str) -> SpaceError:
         dotted = ".".join(yaml_reader.key_text(p) for p in path)
@@ -143,17 +164,14 @@ class _Err:
                 if line is not None:
                     where = f" (line {line})"
                     break
+        if where != " (from --set)":
+            message += yaml_surprises.bool_hint(self.scalars, path)
         text = f"{self.source}: {dotted or '<top>'}{where}: {message}"
         return SpaceError(yaml_reader.one_line(text, None))
 
 
-def _build(
-    data: dict[str, Any],
-    source: str,
-    lines: Mapping[tuple[str | int, ...], int],
-    overrides: Sequence[str],
-) -> Space:
-    err = _Err(source, lines, {o.split("=", 1)[0].strip() for o in overrides})
+def _build(data: dict[str, Any], err: _Err) -> Space:
+    source = err.source
     for key in data:
         if key not in TOP_KEYS:
             raise err(
@@ -161,6 +179,8 @@ def _build(
                 f"unknown key{did_you_mean(str(key), TOP_KEYS)}; allowed: {', '.join(TOP_KEYS)}",
             )
     name = data.get("name")
+    if name is not None and not isinstance(name, str):
+        raise err(["name"], f"must be a string, got {_tname(name)} {name!r}: quote it ('{name}')")
     if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}", name):
         raise err(
             ["name"],
@@ -350,6 +370,7 @@ def _check_batch(probe: ProbeSettings, knobs: Mapping[str, KnobValue], err: Erro
             ["probe", "micro_batch"],
             "the micro-batch is derived now (probe.batch / accum_steps): write probe.batch",
         )
+    _check_micro_and_batch(probe, accums, err)
     what = "probe.batch" if probe.batch is not None else "probe.batch (default 16)"
     for a in reference_accums(knobs):
         if a < 1 or probe.samples_per_step % a:
@@ -359,6 +380,23 @@ def _check_batch(probe: ProbeSettings, knobs: Mapping[str, KnobValue], err: Erro
             )
     if "batch" in knobs:
         _check_batch_knob(probe, knobs["batch"], accums, err)
+
+
+def _check_micro_and_batch(probe: ProbeSettings, accums: Sequence[int], err: ErrorAt) -> None:
+    """probe.micro_batch next to probe.batch must agree with it (micro_batch x the fixed
+    accum_steps = batch): the batch wins, so a micro-batch that says otherwise would be silently
+    ignored. 16, the default, is what a written-out space (`dump`) carries next to its batch."""
+    micro, batch = probe.micro_batch, probe.batch
+    if batch is None or "micro_batch" not in probe.model_fields_set or micro == 16:
+        return
+    if len(accums) == 1 and micro * accums[0] == batch:
+        return
+    accum = f"accum_steps {accums[0]}" if len(accums) == 1 else f"accum_steps {accums}"
+    raise err(
+        ["probe", "micro_batch"],
+        f"{micro} conflicts with probe.batch {batch} (at {accum} the micro-batch is "
+        f"batch / accum_steps): give one, probe.batch (samples per optimizer step)",
+    )
 
 
 def reference_accums(knobs: Mapping[str, KnobValue]) -> list[int]:
@@ -409,7 +447,10 @@ def validate_section(cls: type[BaseModel], raw: Any, path: list[str | int], err:
     try:
         return cls.model_validate(raw)
     except ValidationError as e:
-        first = e.errors()[0]
+        # An unknown key first: a misspelt required key (`directon`) is also a missing one, and
+        # the typo is what to fix.
+        errors = e.errors()
+        first = next((x for x in errors if x["type"] == "extra_forbidden"), errors[0])
         loc = [*path, *first["loc"]]
         if first["type"] == "extra_forbidden":
             key = str(first["loc"][-1])

@@ -63,6 +63,37 @@ def test_a_valid_batch_domain_loads_and_round_trips() -> None:
     assert sp.probe_config(s, knobs=s.baseline_knobs()).steps == 20
 
 
+@pytest.mark.parametrize(
+    ("probe", "knobs"),
+    [
+        ("steps: 20, micro_batch: 8, batch: 16", ""),  # accum 1: the micro-batch is the batch
+        ("steps: 20, micro_batch: 4, batch: 16", "  accum_steps: 2\n"),
+        ("steps: 20, micro_batch: 8, batch: 16", "  accum_steps: {choices: [1, 2]}\n"),
+    ],
+)
+def test_a_micro_batch_that_disagrees_with_the_batch_is_refused(probe: str, knobs: str) -> None:
+    # The batch wins: the micro-batch was silently ignored (a black-box review ran 16, not 8).
+    with pytest.raises(
+        SpaceError,
+        match=r"probe\.micro_batch \(line 3\): \d+ conflicts with "
+        r"probe\.batch 16 .*give one",
+    ):
+        space(knobs or "  lr: 0.01\n", probe)
+
+
+@pytest.mark.parametrize(
+    ("probe", "knobs"),
+    [
+        ("steps: 20, micro_batch: 16, batch: 16", ""),
+        ("steps: 20, micro_batch: 8, batch: 16", "  accum_steps: 2\n"),
+        ("steps: 20, micro_batch: 16, batch: 64", ""),  # 16: the default a dump writes
+    ],
+)
+def test_a_micro_batch_that_agrees_with_the_batch_loads(probe: str, knobs: str) -> None:
+    s = space(knobs or "  lr: 0.01\n", probe)
+    assert sp.loads(sp.dump(s)) == s
+
+
 def test_check_refuses_a_bad_batch_with_exit_2_and_one_line(tmp_path: Path) -> None:
     path = tmp_path / "bad.yaml"
     path.write_text(

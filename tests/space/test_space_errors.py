@@ -259,6 +259,51 @@ FILE_ERRORS = [
         "clip_norm:",
         ["{choices: [...]}"],
     ),
+    # A misspelt required key is named as the unknown key, not as the missing one.
+    (
+        "typo-of-a-required-key",
+        edit("{metric: loss_cv, direction: minimize}", "{metric: loss_cv, directon: minimize}"),
+        "objectives.0.directon",
+        "directon",
+        ["unknown key", "did you mean 'direction'?"],
+    ),
+    (
+        "typo-of-a-required-constraint-key",
+        edit("env:", "constraints: [{metric: loss_drop, op: '>=', valeu: 0.1}]\nenv:"),
+        "constraints.0.valeu",
+        "valeu",
+        ["did you mean 'value'?"],
+    ),
+    # YAML 1.1 reads on/off/yes/no as booleans: the error says so and how to quote it.
+    (
+        "yaml-off-is-false",
+        edit("env:\n", "env:\n  NCCL_DEBUG: off\n"),
+        "env.NCCL_DEBUG",
+        "NCCL_DEBUG",
+        ["got False", "YAML reads unquoted `off` as false", "'off'"],
+    ),
+    (
+        "yaml-on-is-true",
+        edit("clip_norm: 1.0", "clip_norm: 1.0\n  clip_mode: on"),
+        "knobs.clip_mode",
+        "clip_mode",
+        ["got True", "YAML reads unquoted `on` as true", "'on'"],
+    ),
+    (
+        "name-not-a-string",
+        edit("name: demo", "name: 123"),
+        "name",
+        "name: 123",
+        ["must be a string", "quote it ('123')"],
+    ),
+    # YAML 1.1 reads 012 as octal 10: refused rather than run as another number.
+    (
+        "leading-zero-integer",
+        edit("env:\n", "env:\n  NCCL_NTHREADS: 012\n"),
+        "env.NCCL_NTHREADS",
+        "NCCL_NTHREADS",
+        ["octal number 10", "quote it ('012')"],
+    ),
 ]
 
 
@@ -400,6 +445,8 @@ def test_loads_names_its_source() -> None:
             "objectives=[{metric: final_loss, direction: minimize}]",
             lambda s: [o.metric for o in s.objectives] == ["final_loss"],
         ),
+        # An integer segment indexes a list the file has.
+        ("objectives.1.metric=final_loss", lambda s: s.objectives[1].metric == "final_loss"),
     ],
 )
 def test_set_overrides_any_key(
@@ -440,6 +487,28 @@ SET_ERRORS = [
         ["low <= high must hold"],
     ),
     ("env.LD_PRELOAD=/x.so", "{path}: env.LD_PRELOAD (from --set): ", ["refused"]),
+    ("knobs..lr=1", "--set knobs..lr=1: ", ["an empty segment in 'knobs..lr'"]),
+    ("knobs.lr.=1", "--set knobs.lr.=1: ", ["an empty segment"]),
+    (
+        "objectives.2.metric=loss_cv",
+        "--set objectives.2.metric=loss_cv: ",
+        ["'objectives' is a list of 2 item(s)", "objectives.0", "--set 'objectives=[...]'"],
+    ),
+    (
+        "objectives.metric=loss_cv",
+        "--set objectives.metric=loss_cv: ",
+        ["'objectives' is a list of 2 item(s)"],
+    ),
+    (
+        "constraints.0.value=0.1",  # not in BASE: a list to set whole
+        "--set constraints.0.value=0.1: ",
+        ["'constraints' is not in {path}", "--set 'constraints=[...]'"],
+    ),
+    (
+        "objectives.0.metric=loss_vc",
+        "{path}: objectives.0.metric (from --set): ",
+        ["did you mean 'loss_cv'?"],
+    ),
     (
         "objectives=[{metric: loss_vc, direction: minimize}]",
         "{path}: objectives.0.metric (from --set): ",
