@@ -29,12 +29,12 @@ def check(
     torch sees here, unless $RAY_ADDRESS names the cluster a study would run on)."""
     from autotune import space as sp
     from autotune.cli.check_gpus import check_gpus_per_trial, gpus_here
-    from autotune.cli.check_workload import check_workload_at_line
+    from autotune.study import check_workload
     from autotune.study.driver import check_device
     from autotune.study.fits import check_trial_fits, local_node
 
     s = sp.load(space, set_ or [])
-    check_workload_at_line(s, set_ or [])
+    check_workload(s)
     if not os.environ.get("RAY_ADDRESS"):  # a study from here runs its probes here
         check_device(s)
         check_trial_fits(s, [local_node(s)], "this machine")
