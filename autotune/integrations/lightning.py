@@ -32,6 +32,12 @@ agc, zclip and autoclip policies (the callback clips by the recipe's policy in
 fused AdamW under fp16 (Lightning refuses to clip with an optimizer that unscales itself:
 `configure_optimizers` builds the unfused one there); `min_steps`/`min_epochs` (they would
 override the stop on divergence: refused); more than one device (a script trial runs on one).
+
+What a trial refuses because it would not run as recorded: manual optimization
+(`automatic_optimization = False`: Lightning steps no scheduler and refuses the trial's clipping
+and accumulation itself), an accumulation a callback changes (`GradientAccumulationScheduler`,
+checked before every step), and a fit that ends before the trial's steps (named by what ended
+it: the probe's own failure could only advise a plain loop).
 """
 
 from __future__ import annotations
@@ -41,10 +47,18 @@ from typing import Any
 
 import lightning.pytorch as pl
 import torch
+from lightning.pytorch.callbacks import (
+    Checkpoint,
+    GradientAccumulationScheduler,
+    ModelSummary,
+    ProgressBar,
+)
 from lightning.pytorch.plugins.precision import MixedPrecision, Precision
+from lightning.pytorch.utilities.exceptions import MisconfigurationException
 
 from autotune.probe import apply_clipping, clip_gradients
-from autotune.probe.script import mark_applied
+from autotune.probe.script import current, mark_applied
+from autotune.probe.script_errors import BadReport
 from autotune.probe.script_run import scratch_folder
 from autotune.probe.steps import build_optimizer
 from autotune.recipe import Recipe
@@ -107,9 +121,18 @@ def trainer_kwargs(trial_or_recipe: Trial | Recipe, **user: Any) -> dict[str, An
     and device, the reporting `Callback` (with a trial), and the user's other arguments. A user
     argument the trial owns is refused, naming it."""
     trial, recipe = _split(trial_or_recipe)
+    whose = "the trial's" if trial is not None else "the recipe's"
     for name, why in _REFUSED.items():
         if name in user:
             raise ValueError(f"trainer_kwargs: {name}: {why}; remove it")
+    callbacks = list(user.pop("callbacks", None) or [])
+    for cb in callbacks:
+        if isinstance(cb, GradientAccumulationScheduler):
+            raise ValueError(
+                f"trainer_kwargs: callbacks: {type(cb).__name__} changes "
+                f"accumulate_grad_batches, which is {whose} (accum_steps="
+                f"{recipe.accum_steps}): remove it (search accum_steps instead)"
+            )
     dev = _device_type(trial, user)
     owned = recipe_kwargs(recipe, dev)
     if trial is not None:
@@ -118,12 +141,11 @@ def trainer_kwargs(trial_or_recipe: Trial | Recipe, **user: Any) -> dict[str, An
         owned.update(max_steps=trial.steps, accelerator=dev, devices=1)
     plugins = list(user.pop("plugins", None) or [])
     if "plugins" in owned and any(isinstance(p, Precision) for p in plugins):
-        raise ValueError("trainer_kwargs: plugins: the precision plugin is the trial's (fp16)")
+        raise ValueError(f"trainer_kwargs: plugins: the precision plugin is {whose} (fp16)")
     for name in {*owned, "precision"}:
         if name in user:
-            raise ValueError(f"trainer_kwargs: {name} is the trial's: remove it")
+            raise ValueError(f"trainer_kwargs: {name} is {whose}: remove it")
     owned["plugins"] = [*plugins, *owned.get("plugins", [])] or None
-    callbacks = list(user.pop("callbacks", None) or [])
     if trial is None and recipe.callback_clipping:
         callbacks.append(RecipeClipping(recipe))  # what gradient_clip_val cannot say
     if trial is not None:
@@ -231,8 +253,25 @@ class Callback(pl.Callback):
         self._had_loss = False  # a micro-batch of this optimizer step returned a loss
         self._next = 0  # the step the next report is of (after a continued fit's inherited)
         self._clipper: Any = None  # the recipe's clipping policy, when it clips here
+        self._started = False  # on_fit_start ran: Lightning's own checks passed
+
+    def on_exception(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException
+    ) -> None:
+        """Under manual optimization Lightning refuses the trial's clipping or accumulation
+        (a MisconfigurationException) before any other hook of this callback runs, with advice
+        ("remove gradient_clip_val") the user cannot follow: those arguments are the trial's.
+        The trial's refusal instead; nothing of the fit is set up yet, so nothing is left
+        undone by raising here."""
+        lightning_refused = isinstance(exception, MisconfigurationException)
+        if lightning_refused and not self._started and _manual(pl_module):
+            raise BadReport(MANUAL) from exception
 
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._started = True
+        if _manual(pl_module):
+            raise BadReport(MANUAL)
+        check_accumulation(trainer, self.trial.recipe.accum_steps)
         for name, why in _REFUSED.items():
             if getattr(trainer.fit_loop, name, None) not in (None, -1, 0):
                 raise ValueError(f"autotune: Trainer({name}=...): {why}")
@@ -255,6 +294,14 @@ class Callback(pl.Callback):
 
     def on_train_batch_start(self, trainer: pl.Trainer, *args: Any) -> None:
         self._step_before = trainer.global_step
+        check_accumulation(trainer, self.trial.recipe.accum_steps)
+
+    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        """A fit that ended before the trial's steps, unasked, fails here naming what ended
+        it (the probe's own failure would advise a plain loop)."""
+        session = current()  # the study's (or `autotune probe`'s) session; None standalone
+        if session is not None and session.ended_early():  # its last steps judged first
+            raise BadReport(ended_short(trainer, self._next, self.trial.steps))
 
     def on_before_optimizer_step(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, optimizer: Any
@@ -311,6 +358,77 @@ class Callback(pl.Callback):
         if folder is not None and self._next >= self.trial.steps:
             os.makedirs(folder, exist_ok=True)
             trainer.save_checkpoint(os.path.join(folder, CKPT))
+
+
+MANUAL = (  # short enough for a study's one-line failure (about 300 characters)
+    "autotune.integrations.lightning: manual optimization (automatic_optimization = False) "
+    "cannot run a trial: Lightning then steps no learning-rate schedule and applies no "
+    "clipping or accumulation, so the trial's knobs would not apply. Use automatic "
+    "optimization, or a plain loop with trial.recipe"
+)
+
+
+def _manual(pl_module: Any) -> bool:
+    return pl_module is not None and not getattr(pl_module, "automatic_optimization", True)
+
+
+def check_accumulation(trainer: pl.Trainer, accum: int) -> None:
+    """Accumulation is the trial's (`accum_steps`, recorded with its samples and throughput):
+    a `GradientAccumulationScheduler` among the Trainer's callbacks (one from the module's
+    `configure_callbacks`: `trainer_kwargs` refuses the user's) or an `accumulate_grad_batches`
+    changed since is refused, before the step it would change."""
+    schedulers = [
+        type(c).__name__
+        for c in _callbacks(trainer)
+        if isinstance(c, GradientAccumulationScheduler)
+    ]
+    got = trainer.accumulate_grad_batches
+    if not schedulers and got == accum:
+        return
+    what = (
+        f"{', '.join(schedulers)} changes accumulate_grad_batches during the fit"
+        if schedulers
+        else f"accumulate_grad_batches became {got} at step {trainer.global_step} (a callback "
+        "or the LightningModule changed it)"
+    )
+    raise BadReport(
+        f"autotune.integrations.lightning: {what}, but accumulation is the trial's "
+        f"(accum_steps={accum}): remove what changes it (search accum_steps instead). Else "
+        "the trial's steps take other micro-batches than it records: its samples, throughput "
+        "and loss credited to a configuration that did not run"
+    )
+
+
+def _callbacks(trainer: pl.Trainer) -> list[Any]:
+    return list(getattr(trainer, "callbacks", []))  # set by Lightning's connector, untyped
+
+
+def ended_short(trainer: pl.Trainer, reports: int, planned: int) -> str:
+    """Why a fit ended after `reports` of its `planned` steps, unasked, and what to do."""
+    loop = trainer.fit_loop
+    epochs = loop.max_epochs
+    if trainer.should_stop:
+        own = (Callback, Checkpoint, ModelSummary, ProgressBar)
+        names = [type(c).__name__ for c in _callbacks(trainer) if not isinstance(c, own)]
+        by = (
+            f"a callback ({', '.join(names)}) or the LightningModule"
+            if names
+            else "the LightningModule"
+        )
+        why = f"trainer.should_stop was set by {by}; remove what stops the fit early"
+    elif epochs is not None and 0 <= epochs <= trainer.current_epoch:
+        why = (
+            f"max_epochs={epochs} ended it, at {trainer.num_training_batches} batches an "
+            "epoch (the data's length); leave max_epochs out (max_steps=trial.steps ends the "
+            "fit, the data gone over again) or give it more data"
+        )
+    else:
+        why = "Lightning ended the fit before max_steps; let max_steps=trial.steps end it"
+    return (
+        f"autotune.integrations.lightning: the Trainer ended after {reports} of {planned} "
+        f"steps without being asked (no divergence): {why}. A probe is judged at its planned "
+        "length"
+    )
 
 
 def _run_longer(trainer: pl.Trainer, batches: int) -> None:

@@ -169,9 +169,15 @@ def negative_grad_norm(grads: Any, first: int, origin: int) -> BadReport | None:
 
 
 def short_run(reports: int, planned: int) -> BadReport:
-    """The failure of a script that ended after `reports` of its `planned` steps, unasked."""
+    """The failure of a script that ended after `reports` of its `planned` steps, unasked.
+    What ended it is not known here: a plain loop's or a framework's (a Trainer's epochs, its
+    data, a callback that stops it), so both are advised; the Lightning integration names the
+    cause itself when it knows it (`autotune.integrations.lightning.ended_short`)."""
     return BadReport(
         f"the script reported {reports} of {planned} steps and stopped without being asked "
-        "(no divergence, trial.should_stop not set): a probe is judged at its planned length; "
-        "loop over range(trial.steps) and stop only on trial.should_stop"
+        "(no divergence, trial.should_stop not set): a probe is judged at its planned length. "
+        "A plain loop: loop over range(trial.steps) and stop only on trial.should_stop. A "
+        "Trainer (Hugging Face, Lightning): let the trial's max_steps end it, with no epoch "
+        "limit (num_train_epochs, max_epochs), no data that runs out first and no callback "
+        "that stops training (should_training_stop, should_stop)"
     )

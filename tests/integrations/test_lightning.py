@@ -172,8 +172,9 @@ def test_trainer_kwargs_own_the_recipes_fields_and_keep_the_users() -> None:
 @pytest.mark.parametrize(
     ("kw", "message"),
     [
-        ({"gradient_clip_val": 1.0}, "gradient_clip_val is the trial's"),
-        ({"precision": "bf16-mixed"}, "precision is the trial's"),
+        # given a recipe, not a trial: the arguments are the recipe's
+        ({"gradient_clip_val": 1.0}, "gradient_clip_val is the recipe's"),
+        ({"precision": "bf16-mixed"}, "precision is the recipe's"),
         ({"min_steps": 10}, "min_steps: it would override the stop on divergence"),
     ],
 )
