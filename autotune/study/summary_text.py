@@ -109,7 +109,7 @@ def _pick_lines(summary: Mapping[str, Any]) -> list[str]:
             if row:
                 share = row.get("diverged_share")
                 lines.append(
-                    f"  {who:<8} trial {row['number']}: final_loss "
+                    f"  {_side_label(who, row, pick)} trial {row['number']}: final_loss "
                     f"{format_interval(row.get('final_loss'))} at {vs.get('steps')} steps"
                     + (f"; diverged on {share:.0%} of seeds" if share is not None else "")
                     + (f" ({_causes_text(row.get('causes'))})" if row.get("causes") else "")
@@ -137,6 +137,16 @@ def _pick_lines(summary: Mapping[str, Any]) -> list[str]:
         # a verdict that gives way to the defaults, and the defaults not taken: say why
         lines.append(f"  not the defaults: {vs['defaults_not_taken']}")
     return lines
+
+
+def _side_label(who: str, row: Mapping[str, Any], pick: Mapping[str, Any]) -> str:
+    """The label of one side of the paired comparison, padded to 8. The searched side is the
+    named pick's first choice (`vs_baseline.pick`); when the defaults were preferred over it,
+    it is not the pick, and "pick" beside it read as if it were (the review saw "pick trial 2"
+    above "pick: the defaults (trial 0)"): it is the configuration compared."""
+    if who == "pick" and row.get("number") != pick.get("number"):
+        who = "compared"
+    return f"{who:<8}"
 
 
 def _baseline_won(summary: Mapping[str, Any]) -> str:
