@@ -6,6 +6,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +88,7 @@ def run(opts: StudyOptions) -> StudyResult:
         mark("fingerprint")
         for name, why in cond.dropped.items():
             say(f"dropped knob {name}: {why}")
+        opts = replace(opts, space=(space := baseline_alone(space, cond, say)))
         made.note(sqlite_file(url), "studies")
         storage = open_storage(url)
         mark("optuna storage")
@@ -181,6 +183,19 @@ def _phases(
         interrupted = verify_phase(opts, study, logger, study_dir, ray)
     mark("verification")
     return interrupted, failure
+
+
+def baseline_alone(space: sp.Space, cond: sp.Conditioned, say: Callable[[str], None]) -> sp.Space:
+    """Nothing to search (every knob fixed, or dropped here): the baseline alone, unverified.
+    Its other trials were copies of it, verified against it (12 probes for one, in a review)."""
+    if cond.searched:
+        return space
+    say(
+        f"nothing to search: the baseline alone runs (not {space.budget.trials} copies of it), "
+        "unverified; `autotune probe` runs one configuration, `autotune repro` over seeds"
+    )
+    verify = space.verify.model_copy(update={"top_k": 0})
+    return replace(space, verify=verify, budget=space.budget.model_copy(update={"trials": 1}))
 
 
 def stop_if_baseline_failed(study: Any, study_dir: Path, name: str) -> None:
