@@ -84,6 +84,9 @@ def summarize(
         # pick, the knee of that front, is on it; the screen's when decided at the screen.
         "pareto": [_front_row(space, info[n], ref, (at_rung or {}).get(n)) for n in front],
         "pareto_steps": steps,
+        # The pick when it is not on that front (verified over other seeds, or tied within
+        # noise): the front members that beat it there, so the text says where it came from.
+        "pick_off_front": _off_front(picked, front, values, dirs, space.probe.seed),
         "best": best,
         # The pick against the baseline at the length the study decided at; the screen's
         # best-per-objective figure only beside it, labelled, when that is another length.
@@ -106,6 +109,28 @@ def summarize(
         "compute_saved": (spent or {}).get("saved_vs_full"),  # vs full length + verification
         "rank_fidelity": rank_fidelity(study, space, rungs["decided"]),
     }
+
+
+def _off_front(
+    picked: Mapping[str, Any],
+    front: Sequence[int],
+    values: Mapping[int, Sequence[float]],
+    dirs: Sequence[str],
+    seed: int,
+) -> dict[str, Any] | None:
+    """A searched pick that is not on the printed front: the front is each candidate's own run
+    (at the probe's `seed`), the pick the knee of the verified means over other seeds, or of
+    values tied within their noise; on that run the front members in `beaten_by` beat it. None
+    when the pick is on the front, is the baseline (`summary_text._baseline_won` says why), or
+    there is none. `verified_seeds`: the seeds it was chosen on (None: not verified)."""
+    pick = picked.get("pick") or {}
+    n = pick.get("number")
+    if n is None or n in front or pick.get("baseline") or n not in values:
+        return None
+    beaten = [m for m in front if dominates(values[m], values[n], dirs)]
+    rows: list[dict[str, Any]] = picked.get("verified") or []
+    row = next((v for v in rows if v["number"] == n), {})
+    return {"seed": seed, "beaten_by": beaten, "verified_seeds": row.get("seeds")}
 
 
 def _tally(

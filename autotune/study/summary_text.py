@@ -126,6 +126,8 @@ def _pick_lines(summary: Mapping[str, Any]) -> list[str]:
             f"showed {against(pick.get('verdict'))} them over the same seeds; the simpler "
             "configuration is kept"
         )
+    elif summary.get("pick_off_front"):
+        head = _off_front_head(pick, summary["pick_off_front"])
     else:
         head = (
             f"pick (balanced: the knee of the front{', verified' if pick['verified'] else ''}): "
@@ -137,6 +139,29 @@ def _pick_lines(summary: Mapping[str, Any]) -> list[str]:
         # a verdict that gives way to the defaults, and the defaults not taken: say why
         lines.append(f"  not the defaults: {vs['defaults_not_taken']}")
     return lines
+
+
+def _off_front_head(pick: Mapping[str, Any], off: Mapping[str, Any]) -> str:
+    """The pick line of a pick that is not on the printed front (`summary._off_front`). The
+    front is each trial's run at the probe seed; a verified pick is the knee of the verified
+    means over other seeds. A review saw "pick (balanced: the knee of the front, verified):
+    trial 7" under a front that listed trial 4 alone, trial 4 having beaten 7 at seed 0."""
+    beaten = off.get("beaten_by") or []
+    who = ", ".join(map(str, beaten[:5])) + (" ..." if len(beaten) > 5 else "")
+    there = f"trial(s) {who} beat it" if beaten else "others beat it"
+    seeds = off.get("verified_seeds")
+    if seeds:
+        return (
+            f"pick (balanced, verified over seeds {list(seeds)}): trial {pick['number']}  "
+            f"(not on the front above, each trial's run at seed {off.get('seed')}, where "
+            f"{there}: it is the knee of the verified configurations that held, on their "
+            "means over those seeds; see their intervals above) "
+        )
+    return (
+        f"pick (balanced: the knee of the front, ties within noise): trial {pick['number']}  "
+        f"(not on the front above, where {there} within their measured noise: a tie when "
+        "the knee is chosen) "
+    )
 
 
 def _side_label(who: str, row: Mapping[str, Any], pick: Mapping[str, Any]) -> str:

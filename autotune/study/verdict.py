@@ -234,7 +234,9 @@ def why_not_picked(c: Any, decision: Decision | None) -> str | None:
             f"{decision.verdict['verdict']} against the defaults over the same seeds: "
             "the defaults are preferred"
         )
-    return f"held, but the balanced pick (the knee of the front) is trial {decision.first.number}"
+    # the knee of the verified means, not of the printed front (each trial's own run)
+    knee = "the knee of the verified configurations that held"
+    return f"held, but the balanced pick ({knee}) is trial {decision.first.number}"
 
 
 def pick_part(

@@ -26,6 +26,8 @@ OBJ = [
     {"metric": "throughput", "direction": "maximize"},
 ]
 BEST = N - 1  # the lowest loss_cv of the recorded study: the balanced pick
+# what a verified configuration not picked says the pick is (not the printed front's knee)
+KNEE = "the knee of the verified configurations that held"
 
 
 def expected_row(ver: dict[str, Any], number: int, baseline: bool, why: str | None) -> dict:
@@ -70,9 +72,7 @@ def test_the_summary_of_a_better_pick_field_by_field(tmp_path: Path) -> None:
     # ranked: the pick first; the baseline says why it is not the pick
     assert out["verified"] == [
         expected_row(mine, BEST, False, None),
-        expected_row(
-            base, 0, True, f"held, but the balanced pick (the knee of the front) is trial {BEST}"
-        ),
+        expected_row(base, 0, True, f"held, but the balanced pick ({KNEE}) is trial {BEST}"),
     ]
     trial = study.trials[BEST]
     assert out["pick"] == {
@@ -338,9 +338,7 @@ def test_why_a_verified_candidate_is_not_the_pick() -> None:
         "no detectable difference against the defaults over the same seeds: the defaults are "
         "preferred"
     )
-    assert vd.why_not_picked(other, preferred) == (
-        "held, but the balanced pick (the knee of the front) is trial 5"
-    )
+    assert vd.why_not_picked(other, preferred) == f"held, but the balanced pick ({KNEE}) is trial 5"
     assert vd.why_not_picked(other, None) == "no pick"
     diverged = candidate(4, gone)
     assert vd.why_not_picked(diverged, preferred) == "trial 4 diverged on seed 2 (loss_explosion)"
