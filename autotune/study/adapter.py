@@ -18,6 +18,7 @@ from typing import Any
 from autotune import space as sp
 from autotune.probe import applied
 from autotune.probe.outcome import Outcome
+from autotune.recipe.inactive import active_knobs
 from autotune.study import attrs as ua
 from autotune.study import signals
 from autotune.study.failures import (
@@ -174,6 +175,9 @@ class Driver:
                 baseline = ua.is_baseline(trial)
                 params = {} if baseline else suggest(trial, self.space, self.searched)
             knobs, env = trial_setup(self.space, params, baseline)
+            # A knob its policy or schedule leaves unread runs and is recorded at its default,
+            # not at the space's midpoint or a sampled value that would read as chosen.
+            knobs = active_knobs(knobs)
             trial.set_user_attr(ua.KNOBS, knobs)
             trial.set_user_attr(ua.ENV, env)
             probe = screen_probe(

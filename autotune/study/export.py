@@ -12,6 +12,7 @@ from autotune import __version__, outfile, tracking
 from autotune import space as sp
 from autotune.errors import RecipeError
 from autotune.recipe import Recipe, exporters, now_iso
+from autotune.recipe.inactive import active_knobs
 from autotune.study import attrs as ua
 from autotune.study import folder, pick, unfinished, verdict
 from autotune.study.fidelity import rank_fidelity
@@ -68,7 +69,7 @@ def recipe_from_study(
     short = _short_of_decided(chosen, int(probe.get("steps") or 0), decided_steps(study, space))
     if short:  # no baseline measured at another length beside its numbers
         vs["baseline"] = None
-    knobs = {**space.fixed_knobs(), **chosen.knobs}
+    knobs = active_knobs({**space.fixed_knobs(), **chosen.knobs})
     if knobs.get("lr") is None:
         raise RecipeError(f"study {space.name} trial {chosen.number}: no resolved learning rate")
     retried = _oom_retried(outcome or {}, space)
@@ -147,7 +148,7 @@ def _neighbours(
     screen = screened(study) if above_screen else None
     out = []
     for c, on in pareto_neighbours(cands, chosen, objectives, screen=screen):
-        knobs = {**space.fixed_knobs(), **c.knobs}
+        knobs = active_knobs({**space.fixed_knobs(), **c.knobs})
         if knobs.get("batch") is None:  # as the recipe's: its micro-batch x accum_steps
             accum = int(knobs.get("accum_steps") or 1)
             knobs["batch"] = space.probe.micro_for(accum) * accum
