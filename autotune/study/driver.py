@@ -42,6 +42,7 @@ from autotune.study.storage import (
     check_storage,
     connection_kept,
     open_storage,
+    space_changed,
     sqlite_file,
     storage_url,
 )
@@ -453,11 +454,9 @@ def open_study(
         study = optuna.load_study(study_name=space.name, storage=storage)
         before = study.user_attrs.get(ua.SPACE)
         if before is not None and before != fingerprint_space:
-            raise StudyError(
-                f"study '{space.name}' already exists in {redact(storage.url)} with a different "
-                f"space ({changed_parts(before, fingerprint_space)} changed); give the new one "
-                f"another name with --set name={space.name}-2, or delete {redact(storage.url)}"
-            )
+            changed = changed_parts(before, fingerprint_space)
+            folder_of = records or study_dir or study_dir_for(space.name)
+            raise space_changed(space.name, storage.url, changed, folder_of, bool(study_dir))
         if study_dir is not None:  # continued only from the folder that holds its records
             home.check(study, study_dir, space.name, redact(storage.url))
             home.claim(study, study_dir)

@@ -194,6 +194,25 @@ def check_folder_storage(url: str, study_dir: Path) -> None:
     )
 
 
+def space_changed(name: str, url: str, changed: str, study_dir: Path, shared: bool) -> StudyError:
+    """The refusal of a study `name` whose space changed (`changed` says what), with advice
+    that works: the study folder holds the old study's trial records, so deleting only its
+    storage (optuna.db) leads to a second refusal (`home.refuse_overwrite`); the folder goes
+    with it. A `shared` storage holds other studies too: only this one is deleted from it."""
+    where = redact(url)
+    if shared:
+        drop = (
+            f"delete it from the storage (optuna delete-study --study-name {name} --storage "
+            f"'{where}') and remove its study folder {study_dir}"
+        )
+    else:
+        drop = f"remove its study folder {study_dir} (its optuna.db and trial records)"
+    return StudyError(
+        f"study '{name}' already exists in {where} with a different space ({changed} changed); "
+        f"give the new one another name with --set name={name}-2, or {drop} to start it afresh"
+    )
+
+
 def same_storage(a: str, b: str) -> bool:
     """The same storage URL, an SQLite file compared by its resolved path, a database's without
     its password (study.json may keep it in the URL, and the user give it through PGPASSWORD)."""
