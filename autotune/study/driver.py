@@ -25,7 +25,7 @@ from autotune.study.failures import (
     failed_trials,
 )
 from autotune.study.fits import check_trial_fits, cluster_nodes, local_node
-from autotune.study.identity import changed_parts, identity
+from autotune.study.identity import changed_parts, differs, edited_script, identity
 from autotune.study.importance import importances
 from autotune.study.objectives import directions, make_sampler, name_metrics
 from autotune.study.options import StudyOptions, StudyResult, study_dir_for
@@ -442,10 +442,8 @@ def open_study(
 
     space = opts.space
     fingerprint_space = identity(space)
-    names = [
-        s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False)
-    ]
-    exists = space.name in names
+    summaries = optuna.get_all_study_summaries(storage, include_best_trial=False)
+    exists = space.name in [s.study_name for s in summaries]
     if opts.resume and not exists:
         raise StudyError(
             f"--resume: no study '{space.name}' in {redact(storage.url)}; drop --resume to start it"
@@ -453,10 +451,12 @@ def open_study(
     if exists:
         study = optuna.load_study(study_name=space.name, storage=storage)
         before = study.user_attrs.get(ua.SPACE)
-        if before is not None and before != fingerprint_space:
-            changed = changed_parts(before, fingerprint_space)
+        if before is not None and differs(before, fingerprint_space):
+            changed, here = changed_parts(before, fingerprint_space), redact(storage.url)
             folder_of = records or study_dir or study_dir_for(space.name)
-            raise space_changed(space.name, storage.url, changed, folder_of, bool(study_dir))
+            raise edited_script(before, fingerprint_space, space.name, here) or space_changed(
+                space.name, storage.url, changed, folder_of, bool(study_dir)
+            )
         if study_dir is not None:  # continued only from the folder that holds its records
             home.check(study, study_dir, space.name, redact(storage.url))
             home.claim(study, study_dir)
