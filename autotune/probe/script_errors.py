@@ -24,8 +24,11 @@ class BadReport(AutotuneError):
 
 
 class ScriptFailure(Exception):
-    """A script trial that failed without an exception of its own (`cause`: no_reports, ...)."""
+    """A script trial that failed without an exception of its own (`cause`: no_reports, ...),
+    or with one the probe cannot let through (`error_type`: the name the failure is reported
+    under, e.g. a KeyboardInterrupt the script raised, which would read as an interrupt of the
+    trial)."""
 
-    def __init__(self, cause: str, message: str) -> None:
+    def __init__(self, cause: str, message: str, error_type: str | None = None) -> None:
         super().__init__(message)
-        self.cause = cause
+        self.cause, self.error_type = cause, error_type

@@ -64,15 +64,19 @@ def run_script(
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     session = ScriptSession(cfg, report, clock=clock)
-    watched = bool(cfg.first_report_s) and threading.current_thread() is threading.main_thread()
-    before = signal.getsignal(signal.SIGINT) if watched else None
+    main = threading.current_thread() is threading.main_thread()
+    watched = bool(cfg.first_report_s) and main
+    before = signal.getsignal(signal.SIGINT) if main else None
+    noted = _SigintNote()
     mask = None
     try:
         if watched:  # SIGINT raises KeyboardInterrupt here, even where the parent blocked it
-            signal.signal(signal.SIGINT, signal.default_int_handler)
+            signal.signal(signal.SIGINT, noted.handler)
             mask = signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
             session.watch(float(cfg.first_report_s or 0), on_stuck)
-        _run(cfg, session)
+        elif main and before is signal.default_int_handler:  # the same, noted
+            signal.signal(signal.SIGINT, noted.handler)
+        _run(cfg, session, noted)
     except KeyboardInterrupt:  # the watch's signal, landed as the script was ending
         if session.stalled is not None:
             raise session.stalled from None
@@ -83,6 +87,29 @@ def run_script(
         if before is not None:
             signal.signal(signal.SIGINT, before)
     return _checked(cfg, session)
+
+
+class _SigintNote:
+    """A SIGINT handler that raises KeyboardInterrupt, as Python's default one does, and notes
+    that a signal came: a KeyboardInterrupt with no SIGINT behind it is the script's own
+    `raise KeyboardInterrupt`, a failure of the script (`script_raised`), while a real Ctrl-C or
+    the first-report watch's SIGINT interrupts the trial."""
+
+    def __init__(self) -> None:
+        self.signalled = False
+
+    def handler(self, signum: int, frame: Any) -> None:
+        self.signalled = True
+        raise KeyboardInterrupt
+
+    def script_raised(self, e: KeyboardInterrupt) -> ScriptFailure | None:
+        """The failure of a script that raised KeyboardInterrupt itself; None when a signal
+        came, or when the script put in a SIGINT handler of its own (a framework's), which may
+        have raised it for a signal this one never saw: an interrupt, as before."""
+        if self.signalled or signal.getsignal(signal.SIGINT) != self.handler:
+            return None
+        first = str(e).strip().splitlines()[0] if str(e).strip() else "raised by the script"
+        return ScriptFailure("exception", first, error_type=type(e).__name__)
 
 
 def _checked(cfg: ProbeConfig, session: ScriptSession) -> dict[str, Any]:
@@ -113,9 +140,10 @@ def exit_text(code: object) -> str:
     return f"the script exited with status 1: {code}"
 
 
-def _run(cfg: ProbeConfig, session: ScriptSession) -> None:
+def _run(cfg: ProbeConfig, session: ScriptSession, noted: _SigintNote) -> None:
     """The script under `runpy`, as `__main__` in its folder with its arguments, while
-    `session` is current; what it raised, sorted into a result or a failure."""
+    `session` is current; what it raised, sorted into a result or a failure (`noted`: whether
+    a KeyboardInterrupt came from a SIGINT)."""
 
     assert cfg.script is not None
     saved = sys.argv, list(sys.path), os.getcwd()
@@ -135,9 +163,12 @@ def _run(cfg: ProbeConfig, session: ScriptSession) -> None:
             raise session.stalled from None
         if e.code not in (0, None) and session.cause is None and session.failure is None:
             raise ScriptFailure("exception", exit_text(e.code)) from None
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         if session.stalled is not None:
             raise session.stalled from None
+        raised = noted.script_raised(e)
+        if raised is not None:  # `raise KeyboardInterrupt` in the script: its own failure
+            raise raised from e
         raise  # the trial was interrupted, not failed by the script
     except BaseException as e:
         if is_oom(e):  # a CUDA/ROCm OOM, or the CPU allocator's (autotune.probe.oom)

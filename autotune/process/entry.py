@@ -148,7 +148,8 @@ def main(argv: list[str] | None = None, channel: Report | None = None) -> int:
             {
                 "event": "error",
                 "cause": "oom" if oom else getattr(e, "cause", None) or "exception",
-                "error_type": type(e).__name__,
+                # a ScriptFailure may name the script's own exception (KeyboardInterrupt)
+                "error_type": getattr(e, "error_type", None) or type(e).__name__,
                 "message": (f"out of memory before the first step: {e}" if oom else str(e)),
                 # the innermost frames: the line that raised, deep in a script's framework
                 "traceback": traceback.format_exc(limit=-30),
