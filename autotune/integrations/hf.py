@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable
 from typing import Any
@@ -132,6 +133,7 @@ def training_args(trial_or_recipe: Trial | Recipe, **user: Any) -> TrainingArgum
         if name in user:
             raise ValueError(f"training_args: {name} is the trial's: remove it")
     if trial is not None and trial.in_study:
+        _check_reporters(user.get("report_to", "none"))
         user.setdefault("report_to", "none")  # one MLflow writer: autotune's
         user.setdefault("save_strategy", "no")
         user.setdefault("disable_tqdm", True)
@@ -140,6 +142,29 @@ def training_args(trial_or_recipe: Trial | Recipe, **user: Any) -> TrainingArgum
         if "output_dir" not in user:
             user["output_dir"] = scratch_folder("autotune-hf-")
     return TrainingArguments(**user, **owned)
+
+
+def _check_reporters(report_to: Any) -> None:
+    """A study's trial refuses `report_to` naming mlflow (or "all", which includes it): the
+    study records every trial itself, one MLflow writer, and the Trainer's MLflowCallback would
+    log into MLflow's default store, the study's own `mlflow.db` beside the script, its logging
+    timed as the trial's steps (about 10x slower). Other reporters are allowed with a warning:
+    their logging is timed too."""
+    names = [report_to] if isinstance(report_to, str) else list(report_to or [])
+    names = [str(n).strip().lower() for n in names if str(n).strip().lower() != "none"]
+    if "mlflow" in names or "all" in names:
+        raise ValueError(
+            f"training_args: report_to={report_to!r} in a study: the study records every "
+            "trial in MLflow itself (one writer); the Trainer's MLflowCallback would log into "
+            "the study's own store and be timed as training: leave report_to out, or 'none'"
+        )
+    if names:
+        print(
+            f"autotune: warning: training_args: report_to={report_to!r} in a study: the "
+            "reporters' logging is timed as part of the trial's steps (leave report_to out, "
+            "or 'none', to measure the training alone)",
+            file=sys.stderr,
+        )
 
 
 def _on_cpu(user: dict[str, Any]) -> bool:
