@@ -338,9 +338,10 @@ def outcome_of(
     elif "error" in events:
         err = events["error"]
         cause = err.get("cause") or "exception"
-        # autotune's own findings (a script that never reported, a bad report) say what was
-        # missing; an exception of the workload's is named by its type
-        own = cause in ("no_reports", "bad_report")
+        # autotune's own findings (a script that never reported, a bad report, a script that
+        # exited non-zero) say what was missing; an exception of the workload's is named by its
+        # type (its ScriptFailure is autotune's wording, not a type the user raised)
+        own = cause in ("no_reports", "bad_report") or err.get("error_type") == "ScriptFailure"
         out.update(
             # out of memory in the workload's setup is `oom`, as in a step (with no summary)
             outcome=Outcome.OOM.value if cause == "oom" else Outcome.FAILED.value,

@@ -58,3 +58,13 @@ def test_a_time_out_names_a_hung_collective_only_for_several_processes() -> None
     )
     ddp = outcome_of(None, True, 30.0, {}, "", multi=True)["error"]
     assert "(hung collective or too slow: raise budget.trial_timeout_s)" in ddp
+
+
+def test_a_failure_in_autotunes_words_is_not_prefixed_with_a_type_name() -> None:
+    """`sys.exit("msg")` in a script read "ScriptFailure: the script exited with status 1: msg",
+    a type no user raised; an exception of the script's keeps its type."""
+    said = {"cause": "exception", "message": "the script exited with status 1: msg"}
+    own = outcome_of(1, False, 10.0, {"error": {**said, "error_type": "ScriptFailure"}}, "")
+    assert own["error"] == "the script exited with status 1: msg"
+    raised = {"cause": "exception", "error_type": "ValueError", "message": "bad"}
+    assert outcome_of(1, False, 10.0, {"error": raised}, "")["error"] == "ValueError: bad"
