@@ -69,7 +69,9 @@ def run(opts: StudyOptions) -> StudyResult:
     # created) only under the study lock, so a second driver of the same study stops at the
     # lock; a failure there before the study is written removes what the run made (`Made`).
     url = storage_url(opts, study_dir)
-    uri = tracking.resolve_uri(opts.tracking_uri)
+    uri, said = folder.tracking_uri(opts.tracking_uri, study_dir, space.name)  # its own store
+    if said and not opts.quiet:
+        print(said)
     _check_services(opts, url, uri, study_dir)
     mark("services checked")
     with (

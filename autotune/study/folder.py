@@ -232,3 +232,62 @@ def _sqlite_path(url: str) -> Path | None:
         return None
     path = Path(url[len(prefix) :])
     return path if path.is_absolute() else None
+
+
+def tracking_uri(given: str | None, study_dir: Path, name: str) -> tuple[str, str | None]:
+    """The MLflow store (resolved) of study `name` in `study_dir`, and a line saying where it
+    came from (None when there is nothing to say).
+
+    One study, one store: a study continued (its study.json names the store it logs to) logs
+    there again. Without `given` (--tracking-uri) that store is used before $MLFLOW_TRACKING_URI
+    and the default (a re-run from another folder, or with the variable unset, moved a study to
+    a new ./mlflow.db, logging every trial again there); a `given` store that is not that one is
+    refused (StudyError), as a --storage that is not the study's is. A new study (no
+    study.json, or one of another study or without a store): `given`, else
+    $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db in this folder (`resolve_uri`)."""
+    from autotune.tracking.connection import resolve_uri
+    from autotune.tracking.redaction import redact
+
+    chosen = resolve_uri(given)
+    recorded = _recorded_tracking_uri(study_dir, name)
+    if recorded is None or _same_store(recorded, chosen):
+        return chosen, None
+    path = study_json(study_dir)
+    if (given or "").strip():
+        raise StudyError(
+            f"{path} says study '{name}' logs to the MLflow store {redact(recorded)}, not "
+            f"--tracking-uri {redact(chosen)}: a study keeps one store; drop --tracking-uri to "
+            "continue it there"
+        )
+    source = "$MLFLOW_TRACKING_URI" if os.environ.get("MLFLOW_TRACKING_URI", "").strip() else ""
+    return recorded, (
+        f"MLflow: logging to the study's store {redact(recorded)}, as {path} records (not to "
+        f"{source or 'the default'} {redact(chosen)}: a study keeps one store)"
+    )
+
+
+def _recorded_tracking_uri(study_dir: Path, name: str) -> str | None:
+    """The store study.json records for study `name`; None when there is no readable record of
+    it (an unreadable study.json is named by the checks that need it)."""
+    if not study_json(study_dir).is_file():
+        return None
+    try:
+        meta = read_meta(study_dir)
+    except StudyError:
+        return None
+    uri = meta.get("tracking_uri")
+    if meta.get("name") != name or not isinstance(uri, str) or not uri.strip():
+        return None
+    return uri
+
+
+def _same_store(a: str, b: str) -> bool:
+    """The same MLflow store: resolved (an SQLite file by its absolute path), a database's or a
+    server's URI without its password (study.json keeps it; the user may give it to libpq)."""
+    from autotune.tracking.connection import resolve_uri
+    from autotune.tracking.redaction import without_password
+
+    def key(uri: str) -> str:
+        return without_password(resolve_uri(uri)).rstrip("/")
+
+    return key(a) == key(b)
