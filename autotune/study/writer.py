@@ -5,18 +5,31 @@ from __future__ import annotations
 import queue
 import sys
 import threading
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from autotune import tracking
 from autotune.errors import one_line
 from autotune.study import attrs as ua
+from autotune.study import signals
 from autotune.study.folder import read_rung_record
 from autotune.study.records import read_outcome
+from autotune.tracking.connection import answers, redact
 from autotune.tracking.runs import log_rung
 from autotune.tracking.verdicts import set_feasible
+
+_T = TypeVar("_T")
+
+#: Once the store's server stopped answering, how long the writes skip it before it is asked again
+#: (one TCP connect): a server that is gone costs the study nothing, one that is back is used.
+DOWN_RECHECK_S = 30.0
+
+#: How long a stopping driver (Ctrl-C, SIGTERM) waits for the writes queued before them: what is
+#: left then is logged by --resume (every record is on disk), so a stop is never held for long.
+STOP_GRACE_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -38,6 +51,10 @@ class MlflowWriter:
     logs every finished trial without a complete MLflow run when the study resumes. Every other
     use of the client first waits for the queue to be empty (`drain`), so the client is never
     used by two threads at once.
+
+    A store whose server stops answering (killed, hung) is said once; the writes after it are
+    skipped and counted until it answers again, and the summary's write says how many were not
+    logged (--resume logs them). A stopping driver waits for the queue at most `STOP_GRACE_S`.
     """
 
     def __init__(
@@ -47,6 +64,12 @@ class MlflowWriter:
         self.study_name, self.study_dir = study_name, study_dir
         self._queue: queue.Queue[_Item] = queue.Queue()
         self._writer: threading.Thread | None = None
+        self._uri = str(getattr(client, "tracking_uri", "") or "")
+        self._lock = threading.Lock()
+        self._down_since: float | None = None  # its server stopped answering (monotonic)
+        self._warned = False
+        self._skipped = 0  # records not logged this session because the store was down
+        self._abandoned = False  # a stop gave up waiting: the client is the writer thread's
 
     def logged(self) -> set[int]:
         self.drain()
@@ -71,9 +94,22 @@ class MlflowWriter:
         self._queue.put(item)
 
     def drain(self) -> None:
-        """Wait until every queued trial is logged (or failed to be, with a warning)."""
-        if self._writer is not None:
-            self._queue.join()
+        """Wait until every queued trial is logged (or failed to be, with a warning). Once the
+        study is stopping (`signals.stopping`) at most `STOP_GRACE_S` more: then the rest is
+        left to --resume, and the writes that follow are skipped (`_skip`), since the writer's
+        thread may still hold the client."""
+        if self._writer is None:
+            return
+        done = self._queue.all_tasks_done
+        give_up: float | None = None
+        with done:
+            while self._queue.unfinished_tasks:
+                if give_up is None and signals.stopping():
+                    give_up = time.monotonic() + STOP_GRACE_S
+                if give_up is not None and time.monotonic() >= give_up:
+                    self._abandoned = True
+                    return
+                done.wait(0.25)
 
     def _write(self) -> None:
         while True:
@@ -93,32 +129,85 @@ class MlflowWriter:
         self._put(_Item("rung", dict(record)))
 
     def _log_rung_now(self, record: dict[str, Any]) -> None:
-        try:
+        def write() -> None:
             trial_run = tracking.trial_run_ids(self.client, self.experiment_id, self.parent).get(
                 int(record["number"])
             )
             if trial_run is None:
                 raise LookupError(f"trial {record['number']} has no MLflow run yet")
             log_rung(self.client, self.experiment_id, trial_run, self.study_name, record)
-        except Exception as e:  # the record is on disk: the next run logs it again
-            print(
-                f"warning: could not log trial {record.get('number')} at {record.get('steps')} "
-                f"steps to MLflow ({type(e).__name__}: {one_line(e)}); it will be logged when the "
-                "study resumes",
-                file=sys.stderr,
-            )
+
+        # the record is on disk: the next run logs it again
+        what = f"trial {record.get('number')} at {record.get('steps')} steps"
+        self._attempt(what, write, "; it will be logged when the study resumes")
 
     def _log_now(self, outcome: Mapping[str, Any]) -> None:
-        try:
+        def write() -> None:
             tracking.log_trial(
                 self.client, self.experiment_id, self.parent, self.study_name, dict(outcome)
             )
-        except Exception as e:  # the record is on disk: the next run logs it again
-            print(
-                f"warning: could not log trial {outcome.get('number')} to MLflow "
-                f"({type(e).__name__}: {one_line(e)}); it will be logged when the study resumes",
-                file=sys.stderr,
-            )
+
+        # the record is on disk: the next run logs it again
+        what = f"trial {outcome.get('number')}"
+        self._attempt(what, write, "; it will be logged when the study resumes")
+
+    def _attempt(self, what: str, write: Callable[[], _T], then: str = "") -> _T | None:
+        """`write()`, or None when it failed or was skipped. A write refused while the store
+        answers is one warning of its own (`then` says what becomes of it); a store whose
+        server stopped answering is said once for the session (`_went_down`), and the writes
+        after it are skipped and counted until it answers again (`_skip`): each would wait for
+        its requests to time out, and the driver behind it."""
+        if self._skip():
+            return None
+        try:
+            return write()
+        except Exception as e:
+            if _no_answer(e) or not answers(self._uri):
+                self._went_down(what, e)
+            else:
+                print(
+                    f"warning: could not log {what} to MLflow ({type(e).__name__}: "
+                    f"{one_line(e)}){then}",
+                    file=sys.stderr,
+                )
+            return None
+
+    def _skip(self) -> bool:
+        """Whether this write is skipped (and counted): a stop gave up on the writer's thread,
+        or the store's server stopped answering and has not answered since (asked again at
+        most every `DOWN_RECHECK_S`)."""
+        with self._lock:
+            if not self._abandoned and self._down_since is not None:
+                recheck = time.monotonic() - self._down_since >= DOWN_RECHECK_S
+                if recheck and answers(self._uri):
+                    self._down_since = None
+                elif recheck:
+                    self._down_since = time.monotonic()
+            if not self._abandoned and self._down_since is None:
+                return False
+            self._skipped += 1
+            return True
+
+    def _went_down(self, what: str, e: Exception) -> None:
+        with self._lock:
+            self._down_since = time.monotonic()
+            self._skipped += 1
+            if self._warned:
+                return
+            self._warned = True
+        print(
+            f"warning: could not log {what} to MLflow ({type(e).__name__}: {one_line(e)}): "
+            f"its store at {redact(self._uri)} does not answer; the study goes on without it, "
+            "and the same command again (or --resume) logs what was not logged",
+            file=sys.stderr,
+        )
+
+    def not_logged(self) -> int:
+        """How many records this session did not log because the store was down, or a stop
+        gave up waiting (those still queued included); --resume logs them."""
+        with self._lock:
+            left = self._queue.unfinished_tasks if self._abandoned else 0
+            return self._skipped + left
 
     def verification(
         self,
@@ -133,7 +222,8 @@ class MlflowWriter:
         `verify-NNNN`; `tags` beside the study's and the trial's); its id, None when MLflow
         failed (said in one line)."""
         self.drain()
-        try:
+
+        def write() -> str:
             return tracking.log_verification(
                 self.client,
                 self.experiment_id,
@@ -148,13 +238,8 @@ class MlflowWriter:
                 fingerprint=fp,
                 losses=losses,
             )
-        except Exception as e:
-            print(
-                f"warning: could not log the verification of trial {number} to MLflow "
-                f"({type(e).__name__}: {one_line(e)})",
-                file=sys.stderr,
-            )
-            return None
+
+        return self._attempt(f"the verification of trial {number}", write)
 
     def screen_verdicts(self, study: Any) -> None:
         """Bring the trial runs' `autotune.feasible` tags in line with the screen's verdicts
@@ -165,14 +250,11 @@ class MlflowWriter:
             self._put(_Item("verdicts", verdicts))
 
     def _set_feasible_now(self, verdicts: Mapping[int, bool]) -> None:
-        try:
+        def write() -> None:
             set_feasible(self.client, self.experiment_id, self.parent, dict(verdicts))
-        except Exception as e:
-            print(
-                "warning: could not update the trials' feasibility in MLflow "
-                f"({type(e).__name__}: {one_line(e)}); it is updated when the study resumes",
-                file=sys.stderr,
-            )
+
+        then = "; it is updated when the study resumes"
+        self._attempt("the trials' feasibility", write, then)
 
     def summary(
         self,
@@ -190,17 +272,38 @@ class MlflowWriter:
             o = read_outcome(self.study_dir, t.number)
             if o is not None:  # the plots show the verdict judged again, as `show` does
                 outcomes.append({**o, "feasible": verdicts.get(t.number, o.get("feasible"))})
-        try:
+
+        def write() -> None:
             decided = _decided_records(self.study_dir, summary, outcomes)
             tracking.log_study_summary(
                 self.client, self.parent, summary, outcomes, importances, decided
             )
-        except Exception as e:
+
+        self._attempt("the study summary", write)
+        missed = self.not_logged()
+        if missed:  # the one warning said why; this says how much, at the end of the session
             print(
-                "warning: could not log the study summary to MLflow "
-                f"({type(e).__name__}: {one_line(e)})",
+                f"warning: {missed} record{'s' if missed != 1 else ''} of this session could not "
+                "be logged to MLflow; the same command again (or --resume) logs "
+                f"{'them' if missed != 1 else 'it'}",
                 file=sys.stderr,
             )
+
+
+def _no_answer(e: BaseException) -> bool:
+    """An HTTP request that got no answer (refused, reset, or none in time: MLflow raises it
+    with the error of `requests` in its chain), not an answer that refused the write: a server
+    that takes connections but no longer answers is down too."""
+    import requests
+
+    seen: BaseException | None = e
+    for _ in range(16):  # a chain is short; this bounds one that loops
+        if seen is None:
+            return False
+        if isinstance(seen, (requests.exceptions.ConnectionError, requests.exceptions.Timeout)):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _verdicts(study: Any) -> dict[int, bool]:

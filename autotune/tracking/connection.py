@@ -36,6 +36,19 @@ _DB_CONNECT_TIMEOUT_S = 5
 _HTTP_TIMEOUT_S = 5
 
 
+# How every later MLflow request of this process is bounded once an http(s) store was checked
+# (`bound_http_requests`). MLflow's defaults (7 retries with exponential backoff, 120 s per try)
+# held a study's writer ~4 minutes per write once its server was gone, and the driver behind it.
+# No retry (urllib3 would also log a warning line per retry), a short timeout: a write to a server
+# that is gone fails in seconds, and is logged by --resume (files and Optuna are the truth).
+_HTTP_BOUNDS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "10"}
+
+
+# MLflow prints "View run ... / View experiment ..." on stdout at the end of every run logged to a
+# server: noise among a study's progress lines, which already say where the study is logged.
+_QUIET_URLS = {"MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true"}
+
+
 def resolve_uri(uri: str | None) -> str:
     """The tracking URI to use: `uri`, else $MLFLOW_TRACKING_URI, else `sqlite:///mlflow.db`.
 
@@ -387,6 +400,7 @@ def connect(uri: str) -> MlflowClient:
     new_file: Path | None = None
     if scheme in ("http", "https"):
         _check_http(uri)
+        bound_http_requests()
         probe_env = {
             "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0",
             "MLFLOW_HTTP_REQUEST_TIMEOUT": str(_HTTP_TIMEOUT_S),
@@ -420,6 +434,29 @@ def connect(uri: str) -> MlflowClient:
     if new_file is not None and not seeded:
         keep_template(new_file)
     return client
+
+
+def bound_http_requests() -> None:
+    """Bound MLflow's HTTP requests for the rest of this process (`_HTTP_BOUNDS`) and keep it
+    from printing run links, each unless the user set that variable. In the environment, since
+    MLflow reads these variables at every request (`mlflow.utils.rest_utils.http_request`), the
+    writer's thread included; a context around one call would race with that thread."""
+    for key, value in {**_HTTP_BOUNDS, **_QUIET_URLS}.items():
+        os.environ.setdefault(key, value)
+
+
+def answers(uri: str) -> bool:
+    """Whether the server of an http(s) or database store answers on its port now (one TCP
+    connect, at most `_TCP_TIMEOUT_S`); True for a local store (SQLite, files), which has no
+    server to be down. The writer asks it after a write failed: a server gone, or one write
+    refused?"""
+    if uri_scheme(uri) not in ("http", "https", *_DB_SCHEMES):
+        return True
+    try:
+        check_uri(uri)
+    except TrackingError:
+        return False
+    return True
 
 
 def _open(client_uri: str, probe_env: dict[str, str]) -> MlflowClient:
