@@ -313,8 +313,12 @@ def run_trials(
     )
     # Tune's result files are off (the driver keeps the records): silence its fetch warning.
     logging.getLogger("ray.tune.analysis.experiment_analysis").setLevel(logging.ERROR)
-    # Tune's own resume hint (Tuner.restore) is not how a study resumes: autotune says how.
-    logging.getLogger("ray.tune.tune").setLevel(logging.ERROR)
+    # Tune's own resume hint (Tuner.restore) is not how a study resumes: autotune says how; nor
+    # is its "Trials did not complete" (ERROR) after a trial whose worker died, which autotune
+    # says in one line of its own ("trial N failed (worker_died)").
+    logging.getLogger("ray.tune.tune").setLevel(logging.CRITICAL)
+    # ... and that trial's "Trial task failed" with Ray's whole traceback.
+    logging.getLogger("ray.tune.execution.tune_controller").addFilter(_TASK_FAILED)  # a set
     # Tune's SIGINT handler ends the run on a Ctrl-C (and on a SIGTERM: `signals`); the
     # driver's handlers are put back when it returns, for the phases after the screen.
     with progress, signals.around_tune():
@@ -325,6 +329,17 @@ def run_trials(
     if done < finished + planned:  # the budget, or its first part; said even under --quiet
         return _said_interrupted(done, space.budget.trials)
     return False
+
+
+class _TaskFailed(logging.Filter):
+    """Drops Tune's "Trial task failed for trial ..." (and the traceback it carries): a trial
+    whose worker died is said by autotune in one line; Tune's other errors still show."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Trial task failed")
+
+
+_TASK_FAILED = _TaskFailed()
 
 
 def _said_interrupted(done: int, trials: int) -> bool:

@@ -131,7 +131,8 @@ def ray_session(
     if started is not None:
         ray = started.wait()
         try:
-            yield ray
+            with _no_raylet_lines():
+                yield ray
         finally:
             # A Ray handle freed in this thread while Ray shuts down in its own makes Ray end
             # the process (exit status 1, "The core worker has already been shutdown"): the
@@ -145,10 +146,28 @@ def ray_session(
         return
     ray = init_ray(address, study_dir, cpus)
     try:
-        yield ray
+        with _no_raylet_lines():
+            yield ray
     finally:
         signals.leaving()
         ray.shutdown()
+
+
+@contextlib.contextmanager
+def _no_raylet_lines() -> Iterator[None]:
+    """While the study's phases run, the raylet's error messages are not printed: the driver's
+    Ray thread prints each on stdout ("(raylet) A worker died or was killed ...") beside
+    autotune's own line for the probe that failed (`worker_died`). Ray's switch for its
+    worker-log printing (what it turns off at a breakpoint) is the only one for them; with
+    `log_to_driver` off nothing else is printed through it (no output of the user's)."""
+    from ray._private import worker
+
+    before = worker._worker_logs_enabled
+    worker._worker_logs_enabled = False
+    try:
+        yield
+    finally:
+        worker._worker_logs_enabled = before
 
 
 def init_ray(address: str | None, study_dir: Path, cpus: int | None = None) -> Any:
