@@ -32,8 +32,9 @@ def study(
     tracking_uri: Annotated[
         str | None,
         typer.Option(
-            help="MLflow tracking URI. Default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db in "
-            "this folder."
+            help="MLflow tracking URI. Default: a continued study's own (its study.json), else "
+            "$MLFLOW_TRACKING_URI, else sqlite:///mlflow.db in this folder; another store than a "
+            "continued study's is refused."
         ),
     ] = None,
     address: Annotated[

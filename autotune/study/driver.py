@@ -63,15 +63,15 @@ def run(opts: StudyOptions) -> StudyResult:
     space = opts.space
     study_dir = (opts.study_dir or study_dir_for(space.name)).resolve()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    # Every service is checked before anything is written: a study folder that cannot be made,
-    # an unreachable or unknown tracking store, database or Ray cluster, a --resume of no study
-    # stops the study naming it, leaving nothing made. The stores are opened (an SQLite one
-    # created) only under the study lock, so a second driver of the same study stops at the
-    # lock; a failure there before the study is written removes what the run made (`Made`).
+    # Every service is checked before anything is written (a study folder that cannot be made,
+    # an unreachable store, database or Ray cluster, a --resume of no study: nothing is made).
+    # The stores are opened under the study lock (a second driver stops there); a failure
+    # before the study is written removes what the run made (`Made`).
     url = storage_url(opts, study_dir)
+    say = (lambda _t: None) if opts.quiet else print
     uri, said = folder.tracking_uri(opts.tracking_uri, study_dir, space.name)  # its own store
-    if said and not opts.quiet:
-        print(said)
+    if said:
+        say(said)
     _check_services(opts, url, uri, study_dir)
     mark("services checked")
     with (
@@ -85,7 +85,6 @@ def run(opts: StudyOptions) -> StudyResult:
         made.note(tracking.sqlite_path(uri) if uri.startswith("sqlite") else None, "runs")
         client = tracking.connect(uri)
         mark("mlflow store")
-        say = (lambda _t: None) if opts.quiet else print
         fp = fpm.collect()
         cond = sp.condition_on(space, fp)
         mark("fingerprint")
