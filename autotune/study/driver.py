@@ -333,7 +333,7 @@ def _announce(
             f"  no budget.target_steps: decided at the probe length ({space.probe.steps} steps); "
             "set it to the length you train"
         )
-    for line in sp.schedule_warnings(space):
+    for line in sp.schedule_warnings(space) + sp.env_warnings(space):
         say(f"  warning: {line}")
     say(f"  optuna storage {redact(url)}")
     say(f"  mlflow {redact(uri)} (experiment {space.name})")

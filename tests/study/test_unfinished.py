@@ -154,3 +154,11 @@ def test_a_trial_whose_driver_died_is_counted_interrupted_as_the_text_says(tmp_p
     assert ", 1 interrupted" in st.format_summary(st.summarize(study, space, study_dir))
     counts = st.summarize(study, space, study_dir, running="pid 1 on here")["counts"]
     assert (counts["interrupted"], counts["running"]) == (0, 1), counts
+
+
+def test_a_misspelt_nccl_variable_is_warned_of_when_the_study_starts(tmp_path: Path) -> None:
+    """`check` warned of it; the study, which is what runs, said nothing (a review)."""
+    space = sp.loads(h.mlp_space("e", trials=2) + "env: {NCCL_ALOG: Ring}\n", source="e")
+    said: list[str] = []
+    driver._announce(said.append, space, 0, 2, 0, "sqlite://", "sqlite://")
+    assert any("NCCL_ALOG" in line and "did you mean NCCL_ALGO" in line for line in said), said
