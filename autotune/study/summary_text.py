@@ -10,6 +10,7 @@ from typing import Any
 
 from autotune.probe import applied
 from autotune.probe.outcome import Outcome
+from autotune.recipe.inactive import inactive
 from autotune.recipe.paired import format_line
 from autotune.recipe.verify import format_interval
 from autotune.study import clip_seed
@@ -134,7 +135,7 @@ def _pick_lines(summary: Mapping[str, Any]) -> list[str]:
             f"trial {pick['number']}  "
             + (_baseline_won(summary) if base and pick["number"] == base.get("number") else "")
         )
-    lines.append(head + _params(summary, pick.get("params") or {}))
+    lines.append(head + _params(summary, pick.get("params") or {}, pick.get("knobs")))
     if vs.get("defaults_not_taken") and not pick.get("defaults_preferred"):
         # a verdict that gives way to the defaults, and the defaults not taken: say why
         lines.append(f"  not the defaults: {vs['defaults_not_taken']}")
@@ -383,7 +384,7 @@ def _pareto_lines(summary: Mapping[str, Any]) -> list[str]:
     ]
     for r in summary["pareto"]:
         vals = "  ".join(f"{v:>12.4g}" for v in r["values"])
-        params = _params(summary, r["params"])
+        params = _params(summary, r["params"], r.get("knobs"))
         lines.append(f"  {r['number']:>5}  {vals}  {params}")
     return lines
 
@@ -425,11 +426,18 @@ def _warm_start_line(warm: Mapping[str, Any]) -> str:
     return text
 
 
-def _params(summary: Mapping[str, Any], params: Mapping[str, Any]) -> str:
-    """A trial's knobs, each the script never applied marked so (`not_applied`)."""
+def _params(
+    summary: Mapping[str, Any], params: Mapping[str, Any], knobs: Mapping[str, Any] | None = None
+) -> str:
+    """A trial's searched knobs, each the script never applied marked so (`not_applied`); one
+    its other knobs switch off (`knobs`, all it ran with: `min_lr_ratio` under a constant
+    schedule, a clipping policy's child under another policy) left out: it was not chosen."""
     unapplied = summary.get("not_applied") or {}
+    off = set(inactive(knobs)) if knobs else set()
     return ", ".join(
-        f"{k}={_short(v)}" + (" (not applied)" if k in unapplied else "") for k, v in params.items()
+        f"{k}={_short(v)}" + (" (not applied)" if k in unapplied else "")
+        for k, v in params.items()
+        if k not in off
     )
 
 
