@@ -30,15 +30,16 @@ from autotune.study.writer import MlflowWriter
 
 
 def to_verify(study: Any, space: sp.Space) -> list[Any]:
-    """The best `verify.top_k` candidates (by their own values) not yet verified, and the
-    baseline beside them whenever it is not verified at that length: it is the yardstick the
+    """The best `verify.top_k` searched candidates (by their own values) not yet verified, and
+    the baseline beside them whenever it is not verified at that length: it is the yardstick the
     candidates are compared with, seed by seed (a baseline that is no candidate, e.g. labelled
     diverged at the screen, is verified all the same)."""
     if space.verify.top_k <= 0:
         return []
     objectives = [o.model_dump() for o in space.objectives]
     cands = pick.candidates(study)
-    plain = [dataclasses.replace(c, verified=None) for c in cands]
+    # the baseline takes no place among the top_k: it is verified beside them whatever its rank
+    plain = [dataclasses.replace(c, verified=None) for c in cands if not c.baseline]
     top = {c.number for c in pick.ranked(plain, objectives)[: space.verify.top_k]}
     out = [c for c in cands if c.number in top and c.verified is None]
     if not top:

@@ -438,7 +438,9 @@ def test_a_baseline_that_had_not_learned_at_the_screen_is_verified_and_picked_at
     every = {c.number for c in pk.candidates(study, every=True)}
     assert every == set(range(N)) - {2}, "unpromoted ones by their screen; 2 by its rung"
     todo = ve.to_verify(study, space)
-    assert [c.number for c in todo] == [0, 1] and {c.steps for c in todo} == {90}
+    assert [c.number for c in todo] == [0, 1, 3] and {c.steps for c in todo} == {
+        90
+    }  # 2 searched + the baseline
 
     for n, cv in ((0, 0.05), (1, 0.2)):
         study.set_user_attr(f"autotune.verified.{n}", held(cv, 90))
