@@ -79,7 +79,12 @@ def anchor_workload(space: Space, base: Path) -> Space:
     return replace(space, workload=space.workload.model_copy(update={"name": absolute}))
 
 
-def loads(text: str, *, source: str = "<string>", overrides: Sequence[str] = ()) -> Space:
+def loads(
+    text: str, *, source: str = "<string>", overrides: Sequence[str] = (), stored: bool = False
+) -> Space:
+    """The space of YAML `text` (`source` names it in errors). `stored`: a study's own copy of
+    its space, as it ran: what a space file may no longer say is not refused there (a
+    micro-batch beside a batch, which the batch overrode), so an older study still opens."""
     data, root = yaml_reader.compose(text, source, SpaceError)
     if data is None:
         data = {}
@@ -88,6 +93,7 @@ def loads(text: str, *, source: str = "<string>", overrides: Sequence[str] = ())
     lines = _line_map(root)
     scalars = yaml_surprises.surprising_scalars(root)
     err = _Err(source, lines, {o.split("=", 1)[0].strip() for o in overrides}, scalars)
+    err.stored = stored
     octal = yaml_surprises.first_octal(scalars)
     if octal is not None:  # refused before --set: it is the file's text that misleads
         raise err(octal[0], yaml_surprises.octal_message(octal[1]))
@@ -149,6 +155,7 @@ class _Err:
     ):
         self.source, self.lines, self.overridden = source, lines, overridden
         self.scalars = scalars  # `off`, `012`: what YAML read as something else
+        self.stored = False  # a study's own copy of its space (`loads(stored=True)`)
 
     def __call__(self, path: Sequence[str | int], message: str) -> SpaceError:
         dotted = ".".join(yaml_reader.key_text(p) for p in path)
@@ -385,10 +392,16 @@ def _check_batch(probe: ProbeSettings, knobs: Mapping[str, KnobValue], err: Erro
 def _check_micro_and_batch(probe: ProbeSettings, accums: Sequence[int], err: ErrorAt) -> None:
     """probe.micro_batch next to probe.batch must agree with it (micro_batch x the fixed
     accum_steps = batch): the batch wins, so a micro-batch that says otherwise would be silently
-    ignored. 16, the default, is what a written-out space (`dump`) carries next to its batch."""
+    ignored. 16, the default, is what a written-out space (`dump`) carries next to its batch;
+    a batch given by --set over a file's micro-batch replaces it."""
     micro, batch = probe.micro_batch, probe.batch
     if batch is None or "micro_batch" not in probe.model_fields_set or micro == 16:
         return
+    if getattr(err, "stored", False):
+        return  # a study's copy: as it ran (the batch won)
+    given: set[str] = getattr(err, "overridden", set())  # the keys --set gave
+    if given & {"probe.batch", "probe"} and "probe.micro_batch" not in given:
+        return  # `--set probe.batch=N` over a file's micro_batch: the command line's batch
     if len(accums) == 1 and micro * accums[0] == batch:
         return
     accum = f"accum_steps {accums[0]}" if len(accums) == 1 else f"accum_steps {accums}"

@@ -44,7 +44,7 @@ def find_study(ref: str, storage: str | None = None) -> tuple[Any, sp.Space, Pat
         known = [s.study_name for s in optuna.get_all_study_summaries(st)]
         where = redact(url)
         raise StudyError(f"no study '{name}' in {where}{offer(name, known, 'there')}") from None
-    space = sp.loads(study.user_attrs[ua.SPACE_YAML], source=f"study {name}")
+    space = sp.loads(study.user_attrs[ua.SPACE_YAML], source=f"study {name}", stored=True)
     if study_dir is None:  # named in a storage: its home folder, when this machine sees it
         study_dir, meta = home_folder(study, name, url) or (None, meta)
     meta.setdefault("storage", url)

@@ -203,7 +203,7 @@ def _read(found: Found) -> dict[str, Any]:
     total = len(trials)
     left = None
     with contextlib.suppress(AutotuneError, KeyError):
-        space = sp.loads(study.user_attrs[ua.SPACE_YAML], source=found.name)
+        space = sp.loads(study.user_attrs[ua.SPACE_YAML], source=found.name, stored=True)
         total = planned_at_least_ran(study, space).budget.trials
         running = driver_running(study_dir) if study_dir else None
         left = unfinished.state(study, space, running)

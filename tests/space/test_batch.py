@@ -313,3 +313,19 @@ def test_a_standalone_script_runs_a_recipe_at_its_equal_samples(
     monkeypatch.setenv("AUTOTUNE_RECIPE", str(Recipe.loads(RECIPE).save(tmp_path / "r.yaml")))
     t = autotune.trial(micro_batch=2)
     assert (t.batch, t.micro_batch, t.steps) == (32, 8, 50)  # 100 steps at 16 = 50 at 32
+
+
+def test_a_batch_given_by_set_over_a_files_micro_batch_replaces_it(tmp_path: Path) -> None:
+    """A space file with a micro_batch and `--set probe.batch=64` (no way to unset the
+    micro-batch from the command line) takes the command line's batch; a study's stored copy
+    of such a space opens as it ran."""
+    path = tmp_path / "s.yaml"
+    path.write_text(
+        "name: s\nworkload: {name: mlp, size: tiny}\nprobe: {steps: 20, micro_batch: 32}\n"
+        "knobs: {accum_steps: {choices: [1, 2]}}\n"
+    )
+    s = sp.load(str(path), ["probe.batch=64"])
+    assert s.probe.batch == 64
+    assert sp.loads(sp.dump(s), source="study s", stored=True).probe.batch == 64
+    with pytest.raises(sp.SpaceError, match=r"conflicts with probe\.batch"):
+        sp.loads(sp.dump(s), source="s.yaml")  # the same text as a space file of the user's
