@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from assets import studies as h
 from typer.testing import CliRunner
 
 from autotune.cli import app
 from autotune.probe.config import ProbeConfig
 from autotune.probe.script import ScriptFailure
 from autotune.probe.script_run import run_script
-from tests.assets import studies as h
 
 HEAD = (
     "import os, signal, threading, time, autotune\n"

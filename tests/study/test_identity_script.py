@@ -12,10 +12,10 @@ import json
 from pathlib import Path
 
 import pytest
+from assets import studies as h
 
 from autotune import space as sp
 from autotune.study.identity import SCRIPT_KEY, changed_parts, differs, edited_script, identity
-from tests.assets import studies as h
 
 SPACE = """
 name: {name}
