@@ -76,6 +76,8 @@ def run_script(
             session.watch(float(cfg.first_report_s or 0), on_stuck)
         elif main and before is signal.default_int_handler:  # the same, noted
             signal.signal(signal.SIGINT, noted.handler)
+        elif main and before == signal.SIG_IGN:  # a background job's: no Ctrl-C can come
+            noted.ignored = True
         _run(cfg, session, noted)
     except KeyboardInterrupt:  # the watch's signal, landed as the script was ending
         if session.stalled is not None:
@@ -97,6 +99,7 @@ class _SigintNote:
 
     def __init__(self) -> None:
         self.signalled = False
+        self.ignored = False  # SIGINT ignored (inherited): any KeyboardInterrupt is the script's
 
     def handler(self, signum: int, frame: Any) -> None:
         self.signalled = True
@@ -106,7 +109,9 @@ class _SigintNote:
         """The failure of a script that raised KeyboardInterrupt itself; None when a signal
         came, or when the script put in a SIGINT handler of its own (a framework's), which may
         have raised it for a signal this one never saw: an interrupt, as before."""
-        if self.signalled or signal.getsignal(signal.SIGINT) != self.handler:
+        now = signal.getsignal(signal.SIGINT)
+        kept = now == self.handler or (self.ignored and now == signal.SIG_IGN)
+        if self.signalled or not kept:
             return None
         first = str(e).strip().splitlines()[0] if str(e).strip() else "raised by the script"
         return ScriptFailure("exception", first, error_type=type(e).__name__)

@@ -10,7 +10,9 @@ raises fails with the exception's type and first line."""
 from __future__ import annotations
 
 import json
+import signal
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +37,15 @@ for step in range(trial.steps):
 """
 
 
+@pytest.fixture(autouse=True)
+def terminal_sigint() -> Iterator[None]:
+    """SIGINT as in a terminal (it raises KeyboardInterrupt): a test run from a background job
+    inherits it ignored, where no Ctrl-C can come (its own test below)."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
 def run(tmp_path: Path, body: str, limit: float | None = None) -> dict[str, Any]:
     script = tmp_path / "train.py"
     script.write_text(HEAD + textwrap.dedent(body))
@@ -56,6 +67,16 @@ def test_a_keyboard_interrupt_the_script_raises_is_its_failure(
         "KeyboardInterrupt",
         said,
     )
+
+
+def test_with_sigint_ignored_the_scripts_own_interrupt_is_its_failure(tmp_path: Path) -> None:
+    """Under `nohup ... &` SIGINT is ignored: no Ctrl-C can come, so a KeyboardInterrupt is the
+    script's own (once it escaped as an interrupt and ended the process running the probe)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    with pytest.raises(ScriptFailure) as e:
+        run(tmp_path, "RAISE, MESSAGE = True, ()\n" + LOOP)
+    assert (e.value.cause, e.value.error_type) == ("exception", "KeyboardInterrupt")
+    assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN  # left as it was
 
 
 @pytest.mark.parametrize("limit", [None, 30.0], ids=["unwatched", "watched"])
