@@ -21,8 +21,6 @@ import struct
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import yaml
-
 from autotune.knobs import CLIP_CHILDREN, DDP_KNOBS
 from autotune.probe.outcome import Outcome
 from autotune.probe.summary import loss_of
@@ -39,16 +37,15 @@ def loss_hash(summary: Mapping[str, Any] | None) -> str | None:
     return hashlib.sha256(struct.pack(f"<{len(values)}d", *values)).hexdigest()[:20]
 
 
-def identical_losses(study: Any) -> list[dict[str, Any]]:
+def identical_losses(study: Any, script: bool) -> list[dict[str, Any]]:
     """The groups of two or more complete screen trials with the same loss series and knobs
     that differ in one that could have changed it: {"trials": their numbers, "knobs": those
-    knobs, "script": whether the study trains a `workload.script`}."""
+    knobs, "script": `script`, whether the study trains a `workload.script`}."""
     by_hash: dict[str, list[Any]] = {}
     for t in sorted(study.get_trials(deepcopy=False), key=lambda t: t.number):
         h = t.user_attrs.get(ua.LOSS_HASH)
         if h and t.state.is_finished() and ua.outcome(t) == Outcome.COMPLETE:
             by_hash.setdefault(str(h), []).append(t)
-    script = _is_script(study)
     groups = []
     for same in by_hash.values():
         differ = _telling(same) if len(same) > 1 else []
@@ -89,16 +86,6 @@ def _number(value: Any) -> float:
         return float(value or 0.0)
     except (TypeError, ValueError):
         return math.nan
-
-
-def _is_script(study: Any) -> bool:
-    """Whether the study's space trains a `workload.script` (its stored space says)."""
-    try:
-        data = yaml.safe_load(study.user_attrs.get(ua.SPACE_YAML) or "") or {}
-    except yaml.YAMLError:
-        return False
-    workload = data.get("workload") if isinstance(data, dict) else None
-    return isinstance(workload, dict) and workload.get("script") is not None
 
 
 def warning_line(groups: Sequence[Any] | None) -> str | None:

@@ -98,7 +98,8 @@ def summarize(
         "counts": counts,
         # {number, baseline, cause, error}: one line each; a verification seed's with its seed
         "failures": failed_trials(study) + failed_seeds(study),
-        "identical_losses": identical_losses(study),  # knobs differ, loss series the same
+        # knobs differ, loss series the same
+        "identical_losses": identical_losses(study, space.workload.script is not None),
         "dropped_knobs": dict(dropped or {}),
         # Searched knobs the script never applied (-> the helper that would): their values in
         # the front and the pick are not what ran (`probe.applied`).

@@ -12,7 +12,6 @@ from assets import studies as h
 
 from autotune import space as sp
 from autotune import study as st
-from autotune.study import attrs as ua
 from autotune.study import identical as ident
 
 SAME = [2.0, 1.5, 1.2, 1.1]
@@ -43,19 +42,19 @@ def told(
 
 def test_trials_apart_only_in_ddp_knobs_are_not_warned_of(tmp_path: Path) -> None:
     study = told(tmp_path, [{}, {"bucket_cap_mb": 3.0, "static_graph": True}, {}])
-    assert ident.identical_losses(study) == []
+    assert ident.identical_losses(study, False) == []
 
 
 def test_a_clipping_policy_that_never_clipped_is_not_warned_of(tmp_path: Path) -> None:
     # zclip and a norm threshold never reached (clip_fraction 0) train as no clipping does
     zclip = {"clip_policy": "zclip", "zclip_z": 3.0}
     knobs = [{}, zclip, {"clip_norm": 50.0}]
-    assert ident.identical_losses(told(tmp_path, knobs, [0.0, 0.0, 0.0])) == []
+    assert ident.identical_losses(told(tmp_path, knobs, [0.0, 0.0, 0.0]), False) == []
 
 
 def test_a_clipping_policy_that_clipped_is_warned_of_by_name(tmp_path: Path) -> None:
     zclip = {"clip_policy": "zclip", "zclip_z": 3.0}
-    groups = ident.identical_losses(told(tmp_path, [{}, zclip], [0.0, 0.2]))
+    groups = ident.identical_losses(told(tmp_path, [{}, zclip], [0.0, 0.2]), False)
     assert groups == [{"trials": [0, 1], "knobs": ["clip_policy", "zclip_z"], "script": False}]
 
 
@@ -63,14 +62,14 @@ def test_a_knob_its_policy_leaves_unread_is_not_warned_of(tmp_path: Path) -> Non
     # clip_norm under agc: a record of an older study held the space's midpoint there
     agc = {"clip_policy": "agc", "agc_lambda": 0.02}
     study = told(tmp_path, [agc, {**agc, "clip_norm": 0.7071067811865476}], [0.5, 0.5])
-    assert ident.identical_losses(study) == []
+    assert ident.identical_losses(study, False) == []
 
 
 def test_only_a_script_study_is_told_its_script_may_not_apply_the_knobs(tmp_path: Path) -> None:
     study = told(tmp_path, [{}, {"lr": 0.3}])
     script_space = "name: i\nworkload: {script: train.py}\nknobs: {lr: {low: 0.01, high: 1}}\n"
-    study.set_user_attr(ua.SPACE_YAML, script_space)
-    groups = ident.identical_losses(study)
+    space = sp.loads(script_space, source="i")  # as the summary is given it
+    groups = ident.identical_losses(study, space.workload.script is not None)
     assert groups == [{"trials": [0, 1], "knobs": ["lr"], "script": True}]
     assert ident.warning_line(groups) == (
         "warning: trials 0 and 1 (lr) ran with different knobs and produced identical loss "
