@@ -22,6 +22,8 @@ from autotune import Recipe
 
 pytestmark = [
     pytest.mark.integration,
+    # one worker runs the module: its studies (module fixtures) are made once, not on each
+    pytest.mark.xdist_group("migrate_oom"),
     pytest.mark.filterwarnings("ignore:The ``noload`` loader strategy"),
     pytest.mark.filterwarnings("ignore:For backward compatibility, 'str' dtypes"),
 ]
