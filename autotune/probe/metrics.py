@@ -120,9 +120,10 @@ def _window_len(n: int, fraction: float) -> int:
     return min(n, max(1, math.ceil(round(n * fraction, 9))))
 
 
-def _finite_mean(x: FloatArray) -> float:
-    f = finite_values(x)
-    return safe_stats.mean(f) if f.size else math.nan
+def _final_window(loss: npt.ArrayLike) -> FloatArray:
+    """The finite losses among the last ``max(1, ceil(FINAL_FRACTION * n))`` steps."""
+    x = as_1d(loss, "loss")
+    return finite_values(x[len(x) - _window_len(len(x), FINAL_FRACTION) :])
 
 
 def check_precision(precision: str) -> None:
@@ -158,8 +159,8 @@ def final_loss(loss: npt.ArrayLike) -> float:
     ``k = max(1, ceil(FINAL_FRACTION * n))`` (``FINAL_FRACTION = 0.10``). NaN when none of them is
     finite (e.g. a run whose last steps are NaN) or the series is empty.
     """
-    x = as_1d(loss, "loss")
-    return _finite_mean(x[len(x) - _window_len(len(x), FINAL_FRACTION) :])
+    window = _final_window(loss)
+    return safe_stats.mean(window) if window.size else math.nan
 
 
 def loss_drop(loss: npt.ArrayLike, reference: float | None = None) -> float:
@@ -249,24 +250,27 @@ def _tail_noise(loss: npt.ArrayLike) -> tuple[float, float]:
     return safe_stats.std(tail - trend), safe_stats.mean(trend)
 
 
+def final_train_level(loss: npt.ArrayLike) -> float:
+    """The median of the finite losses in `final_loss`'s window (NaN when none): not their mean,
+    which one outlier batch of heavy-tailed data (a loss 10^4 times the others) lifts past the
+    initial loss, as if a run that learned 95% had learned nothing."""
+    window = _final_window(loss)
+    return float(np.median(window)) if window.size else math.nan
+
+
 def noise_per_drop(loss: npt.ArrayLike, reference: float | None = None) -> float:
     """Fluctuation of the loss around its trend per unit of loss the run shed (the stability
-    objective of the shipped spaces)::
-
-        noise_per_drop = std(residual) / (initial_loss - final_loss)
-
-    with ``residual`` the tail window's residual of `loss_cv`. `loss_cv` divides the same noise
-    by the loss level, so a model stuck at chance (high level, flat) looks stabler than one that
-    learns, and a model whose loss approaches 0 looks unstable however smooth it is; dividing by
-    what the run learned ranks a flat run that learned little last. Every trial of a study starts
-    from the same weights (one seed) and the probe's ``initial_loss`` is measured on the held-out
-    set (`reference`), the same batches whatever the seed: a common reference, not a per-trial
-    noise. NaN (the worst value for an objective) when the tail holds
-    fewer than ``MIN_CV_POINTS`` finite losses or the loss did not drop (``final_loss >=
-    initial_loss``).
+    objective of the shipped spaces): ``std(residual) / (initial_loss - final_train_level)``,
+    ``residual`` the tail window's residual of `loss_cv`, which divides the same noise by the
+    loss level instead and so ranks a model stuck at chance stabler than one that learns. The
+    drop ends at the median of the last losses: a one-step jump does not decide whether the run
+    learned, while the residual counts it in full (the run is noisy). ``initial_loss`` is the
+    held-out `reference`, common to every trial of a study (same weights, same batches). NaN
+    (the worst value for an objective) when the tail holds fewer than ``MIN_CV_POINTS`` finite
+    losses or the loss did not drop (``final_train_level >= initial_loss``).
     """
     noise, _ = _tail_noise(loss)
-    drop = initial_loss(loss, reference) - final_loss(loss)
+    drop = initial_loss(loss, reference) - final_train_level(loss)
     if not (math.isfinite(noise) and math.isfinite(drop)) or drop <= 0:
         return math.nan
     return noise / drop
