@@ -408,6 +408,7 @@ def why_none(study: Any, limit: int = 3) -> str:
         if outcome == Outcome.COMPLETE:
             broken = [
                 f"{names[i] if i < len(names) else f'constraint {i}'} (by {c:.3g})"
+                + (_unmeasured(study, t) if i == 0 and names[:1] == ["not_diverged"] else "")
                 for i, c in enumerate(cons)
                 if c > 0
             ]
@@ -423,6 +424,18 @@ def why_none(study: Any, limit: int = 3) -> str:
     rows.sort()
     rows += queued
     return "; ".join(f"trial {n}: {why}" for _, n, why in rows[:limit]) or "no finished trial"
+
+
+def _unmeasured(study: Any, trial: Any) -> str:
+    """Why a trial that completed broke `not_diverged`: it did not diverge, but an objective has
+    no finite value (a `noise_per_drop` NaN: the run did not learn on its training loss), and
+    `objectives.constraints_of` counts that as broken; the bare name read as a divergence."""
+    measured = ua.metrics(trial)
+    names = [o.get("metric") for o in study.user_attrs.get(ua.OBJECTIVES) or []]
+    missing = [n for n in names if n and finite(measured.get(n)) is None]
+    which = f"no finite {', '.join(missing)}" if missing else "no finite objective"
+    learn = " (did not learn on its training loss)" if "noise_per_drop" in missing else ""
+    return f": did not diverge, {which}{learn}"
 
 
 def only_failures(study: Any) -> bool:

@@ -159,3 +159,26 @@ def test_why_none_names_the_closest_trials_and_their_causes() -> None:
     assert text.index("trial 1: broke loss_drop >= 0.05 (by 0.01)") < text.index("trial 0")
     assert text.endswith("trial 2: failed (timeout)")
     assert pk.why_none(optuna.create_study(directions=DIRS)) == "no finished trial"
+
+
+def test_why_none_says_a_complete_trial_that_broke_not_diverged_did_not_diverge() -> None:
+    # A trial that completed without a finite noise_per_drop (it did not learn on its training
+    # loss) is told not_diverged = 1: the bare name read as if it had diverged.
+    study = optuna.create_study(directions=DIRS)
+    objectives = [{"metric": "noise_per_drop", "direction": "minimize"}, OBJECTIVES[1]]
+    study.set_user_attr("autotune.objectives", objectives)
+    study.add_trial(
+        optuna.trial.create_trial(
+            values=[0.1, 10.0],
+            user_attrs={
+                "autotune.outcome": "complete",
+                "autotune.constraint_names": ["not_diverged", "loss_drop >= 0.05"],
+                "autotune.constraints": [1.0, 0.0],
+                "autotune.metrics": {"noise_per_drop": math.nan, "throughput": 10.0},
+            },
+        )
+    )
+    assert pk.why_none(study) == (
+        "trial 0: broke not_diverged (by 1): did not diverge, no finite noise_per_drop (did not "
+        "learn on its training loss)"
+    )
