@@ -6,7 +6,7 @@ import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from autotune import __version__, outfile, tracking
 from autotune import space as sp
@@ -14,7 +14,7 @@ from autotune.errors import RecipeError
 from autotune.recipe import Recipe, exporters, now_iso
 from autotune.recipe.inactive import active_knobs
 from autotune.study import attrs as ua
-from autotune.study import folder, pick, unfinished, verdict
+from autotune.study import folder, pick, short_of, unfinished, verdict
 from autotune.study.fidelity import rank_fidelity
 from autotune.study.find import find_study
 from autotune.study.folder import read_rung_record
@@ -35,26 +35,8 @@ def recipe_from_study(
     study, space, study_dir, meta = find_study(ref, storage)
     objectives = [o.model_dump() for o in space.objectives]
     cands = pick.candidates(study, every=pick.parse_pick(how)[0] == "trial")
-    if not cands and pick.only_failures(study):
-        raise RecipeError(
-            f"study {space.name} has no trial to export: every trial failed, none ran to a "
-            f"result. {pick.why_none(study)}. Fix the training job and run the study again"
-        )
-    finished = count_finished(study)
-    if not cands and finished == 0:
-        raise RecipeError(
-            f"study {space.name} has no trial to export: none has finished yet (its baseline, "
-            "trial 0, was interrupted or is still running). Run the study's `autotune study` "
-            "command again (or add --resume) to resume it"
-        )
     if not cands:
-        not_done = len(study.get_trials(deepcopy=False)) - finished
-        every = f"every finished trial ({finished})" if not_done else "every trial"
-        raise RecipeError(
-            f"study {space.name} has no feasible trial to export ({every} diverged, failed "
-            f"or broke a constraint). Closest: {pick.why_none(study)}. Widen the space, lower "
-            "the learning rate, or run more trials"
-        )
+        _refuse_none(study, space, objectives)
     left = unfinished.state(study, space, driver_running(study_dir) if study_dir else None)
     partial = unfinished.verification_partial(left)  # then no partial one weighs on a pick
     decision = verdict.decide(study, cands, objectives, how, partial=partial)
@@ -66,7 +48,7 @@ def recipe_from_study(
     mlflow_meta = dict(study.user_attrs.get(ua.MLFLOW) or {})
     run_ids = _trial_run_ids(mlflow_meta, meta.get("tracking_uri"))
     probe = _probe_settings(space, fp, chosen.steps)
-    short = _short_of_decided(chosen, int(probe.get("steps") or 0), decided_steps(study, space))
+    short = short_of.recipe_short(chosen, int(probe.get("steps") or 0), decided_steps(study, space))
     if short:  # no baseline measured at another length beside its numbers
         vs["baseline"] = None
     knobs = active_knobs({**space.fixed_knobs(), **chosen.knobs})
@@ -129,6 +111,33 @@ def recipe_from_study(
     return recipe.with_digests()  # what verify checks it against: a later edit is seen
 
 
+def _refuse_none(study: Any, space: sp.Space, objectives: list[dict[str, Any]]) -> NoReturn:
+    """Refuse a study with no candidate for the pick, saying why: every trial failed, none has
+    finished, feasible trials stopped short of the length it decided at (`short_of`), or none
+    is feasible."""
+    if pick.only_failures(study):
+        raise RecipeError(
+            f"study {space.name} has no trial to export: every trial failed, none ran to a "
+            f"result. {pick.why_none(study)}. Fix the training job and run the study again"
+        )
+    finished = count_finished(study)
+    if finished == 0:
+        raise RecipeError(
+            f"study {space.name} has no trial to export: none has finished yet (its baseline, "
+            "trial 0, was interrupted or is still running). Run the study's `autotune study` "
+            "command again (or add --resume) to resume it"
+        )
+    if (short_at := short_of.at_target(study, objectives, space.probe.steps)) is not None:
+        raise RecipeError(short_of.refusal(space.name, short_at))
+    not_done = len(study.get_trials(deepcopy=False)) - finished
+    every = f"every finished trial ({finished})" if not_done else "every trial"
+    raise RecipeError(
+        f"study {space.name} has no feasible trial to export ({every} diverged, failed "
+        f"or broke a constraint). Closest: {pick.why_none(study)}. Widen the space, lower "
+        "the learning rate, or run more trials"
+    )
+
+
 def _neighbours(
     study: Any,
     space: sp.Space,
@@ -182,15 +191,6 @@ def _vs_baseline(study: Any, cands: list[Any], decision: Any) -> dict[str, Any]:
     base = verdict.baseline_choice(study, cands, first.steps)
     vs["baseline"] = verdict.standing(base) if base is not None else None
     return vs
-
-
-def _short_of_decided(chosen: Any, probe_steps: int, decided_at: int) -> dict[str, int] | None:
-    """A trial named with --pick that stopped short of the length the study decided at, and
-    was not verified there: its numbers are its own shorter run's (`probe_steps`)."""
-    ran = int(chosen.steps or probe_steps)
-    if ran < decided_at and not chosen.verified:
-        return {"steps": ran, "decided_steps": decided_at}
-    return None
 
 
 def _workload(space: sp.Space, *summaries: Mapping[str, Any]) -> dict[str, Any]:

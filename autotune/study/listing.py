@@ -267,7 +267,7 @@ def format_table(rows: list[dict[str, Any]]) -> str:
             (
                 name,
                 f"{r['finished']}/{r['total']}" + _unfinished_text(r.get("unfinished")),
-                _pick_text(r["pick"]),
+                _pick_text(r["pick"], done=not r.get("unfinished") and bool(r["finished"])),
                 (r["last_change"] or "")[:16],
                 r["storage"],
             )
@@ -288,9 +288,12 @@ def _unfinished_text(left: dict[str, Any] | None) -> str:
     return f" (stopped in its {left.get('phase')})"
 
 
-def _pick_text(pick: dict[str, Any] | None) -> str:
+def _pick_text(pick: dict[str, Any] | None, *, done: bool = False) -> str:
+    """The balanced pick; with none, "none yet" only while the study has not finished (`done`):
+    a finished study's answer is that it has none (`autotune show` says why, and what to
+    carry on when its trials stopped short of the target)."""
     if pick is None:
-        return "none yet"
+        return "none: finished without one (see `autotune show`)" if done else "none yet"
     values = ", ".join(f"{k} {v:.3g}" for k, v in pick["values"].items())
     text = f"trial {pick['number']}{' (verified)' if pick['verified'] else ''}: {values}"
     if pick.get("defaults_preferred") and pick.get("verdict") == "not compared":

@@ -14,7 +14,7 @@ from autotune.recipe.seeds import ran_whole
 from autotune.study import attrs as ua
 from autotune.study import improvement as im
 from autotune.study import pick as pk
-from autotune.study import unfinished
+from autotune.study import short_of, unfinished
 from autotune.study.failures import failed_seeds, failed_trials
 from autotune.study.fidelity import rank_fidelity
 from autotune.study.identical import identical_losses
@@ -52,6 +52,9 @@ def summarize(
     picked = _verified_and_pick(study, objectives, partial)
     rungs = _rungs(study, space, counts, left)
     steps = int(rungs["decided"]["steps"])
+    short = short_of.at_target(study, objectives, space.probe.steps)
+    if short is not None and short["short"] and picked.get("pick") is None:
+        picked["pick"] = short_of.no_pick(short)
     for part in ("pick", "vs_baseline"):  # a study without rungs decides at the screen
         if picked.get(part) and picked[part].get("steps") is None:
             picked[part]["steps"] = steps
@@ -88,6 +91,9 @@ def summarize(
         # noise): the front members that beat it there, so the text says where it came from.
         "pick_off_front": _off_front(picked, front, values, dirs, space.probe.seed),
         "best": best,
+        # Nothing feasible at the decided length, though feasible trials stopped short of it
+        # (`short_of.at_target`): what happened there, and what to carry on.
+        "short_of_target": short,
         # The pick against the baseline at the length the study decided at; the screen's
         # best-per-objective figure only beside it, labelled, when that is another length.
         "improvement": im.improvement_at(study, space, baseline, state, picked.get("pick"), steps),

@@ -18,6 +18,7 @@ from autotune.study.compute import format_line as compute_line
 from autotune.study.failures import summary_lines
 from autotune.study.fidelity import format_line as fidelity_line
 from autotune.study.identical import warning_line as identical_line
+from autotune.study.short_of import carried_text, next_step, short_text
 from autotune.study.unfinished import UNFINISHED
 from autotune.study.unfinished import text as unfinished_text
 from autotune.study.verdict import against
@@ -95,6 +96,8 @@ def _pick_lines(summary: Mapping[str, Any]) -> list[str]:
     pick = summary.get("pick")
     if not pick:
         return []
+    if pick.get("number") is None and summary.get("short_of_target"):
+        return []  # `_pareto_lines` said what to carry on
     if pick.get("number") is None:
         return [  # the message says how far the trial it names diverged
             f"{pick.get('message')} (best found: trial {pick.get('best')}); "
@@ -368,6 +371,13 @@ def _pareto_lines(summary: Mapping[str, Any]) -> list[str]:
             return [f"no feasible trial yet ({done} finished): the study is in progress"]
         if done == 0:
             return ["no trial has finished yet: nothing to compare"]
+        short = summary.get("short_of_target")
+        if short is not None:  # not every trial: those carried on to the target, there
+            return [
+                f"no feasible trial at {short['steps']} steps: {carried_text(short)}",
+                f"  {short_text(short)}",
+                f"  {next_step(short)}",
+            ]
         whole = not running and done >= int(summary.get("trials") or 0)
         every = "every trial" if whole else f"every finished trial ({done})"
         return [

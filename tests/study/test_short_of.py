@@ -1,0 +1,107 @@
+"""A late blow-up that hits every trial carried on to the target (a black-box review, wl
+pasha.yaml): the summary said "no feasible trial: every trial diverged" beside "14 complete, 0
+diverged", `show --json` had `pick: null` (no `pick.best`), `studies` said "none yet" of a
+finished study and export called the trials that never ran that long "infeasible". Now each
+says that the trials carried on to the target diverged there, and names the feasible trials
+that stopped short of it, the longest first. A recorded study (no Ray), its rungs set as the
+rung phase stores them; the CLI through typer's CliRunner."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pytest
+from assets import studies as h
+from assets.cli import invoke, one_line_error
+
+from autotune.study import attrs as ua
+from autotune.study.export import recipe_from_study
+
+TARGET = 120
+
+
+def slim(number: int, rung: int, steps: int, outcome: str) -> dict[str, Any]:
+    """A rung record as `rung_phase.slim` keeps it; a complete one feasible."""
+    ok = outcome == "complete"
+    metrics = {"loss_cv": 0.05 / (number + 1), "throughput": 100.0 + number, "loss_drop": 0.5}
+    return {
+        "number": number,
+        "rung": rung,
+        "steps": steps,
+        "baseline": number == 0,
+        "outcome": outcome,
+        "cause": None if ok else "loss_explosion",
+        "metrics": metrics,
+        "values": [metrics["loss_cv"], metrics["throughput"]] if ok else None,
+        "feasible": ok,
+    }
+
+
+@pytest.fixture
+def here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Study `late`: 5 trials screened at 30 steps, all feasible; 0, 1, 3, 4 carried on to 60
+    (4 diverged there), 0 and 1 on to 120, the target, where both diverged. Trials 3 (60
+    steps) and 2 (the screen) are feasible and never reached the target."""
+    monkeypatch.chdir(tmp_path)
+    study_dir = h.recorded_study(
+        tmp_path, "late", trials=5, finished=5, overrides=[f"budget.target_steps={TARGET}"]
+    )
+    study = optuna.load_study(study_name="late", storage=f"sqlite:///{study_dir / 'optuna.db'}")
+    records = [(n, 1, 60, "complete") for n in (0, 1, 3)] + [(4, 1, 60, "diverged")]
+    records += [(n, 2, TARGET, "diverged") for n in (0, 1)]
+    for number, rung, steps, outcome in records:
+        study.set_user_attr(ua.rung_key(number, steps), slim(number, rung, steps, outcome))
+    study.set_user_attr(
+        ua.RUNGS,
+        [
+            {"rung": 1, "steps": 60, "numbers": [0, 1, 3, 4]},
+            {"rung": 2, "steps": TARGET, "numbers": [0, 1]},
+        ],
+    )
+    decided = {"steps": TARGET, "rung": 2, "reason": "target", "tau": None}
+    study.set_user_attr(ua.DECIDED, {**decided, "target_steps": TARGET})
+    return tmp_path
+
+
+def test_the_summary_names_the_trials_short_of_the_target(here: Path) -> None:
+    result = invoke("show", "late")
+    assert result.exit_code == 0, result.output
+    text = result.stdout
+    assert "every trial diverged" not in text
+    assert (
+        f"no feasible trial at {TARGET} steps: the 2 trials carried on to {TARGET} steps "
+        "(the target) diverged there (2 of 2: loss_explosion)"
+    ) in text
+    assert (
+        f"feasible trials that did not reach {TARGET} steps: trial 3 (complete and feasible at "
+        f"60 steps), trial 2 (complete and feasible at {h.SHARED_STEPS} steps)"
+    ) in text, "the longest first; trial 4, diverged at 60 steps, is no configuration to carry on"
+    assert "autotune export --pick 'trial 3'" in text and f"--steps {TARGET}" in text
+
+    data = json.loads(invoke("show", "late", "--json").stdout)
+    pick = data["pick"]
+    assert pick["number"] is None and pick["best"] == 3 and pick["best_steps"] == 60
+    assert "best_diverged_share" in pick and pick["best_diverged_share"] is None
+    short = data["short_of_target"]
+    assert short["carried"]["outcomes"] == {"diverged": 2}
+    assert [s["number"] for s in short["short"]] == [3, 2]
+
+
+def test_export_and_studies_say_the_trials_stopped_short(here: Path) -> None:
+    line = one_line_error(
+        invoke("export", "late", "-o", "r.yaml"),
+        f"no feasible trial at {TARGET} steps, the length it decided at",
+        "diverged there (2 of 2",
+        "trial 3 (complete and feasible at 60 steps)",
+    )
+    assert "infeasible" not in line
+    recipe = recipe_from_study("late", "trial 3")  # what the refusal says to do works
+    assert recipe.source["short_of_decided"] == {"steps": 60, "decided_steps": TARGET}
+
+    result = invoke("studies")
+    assert result.exit_code == 0, result.output
+    row = next(x for x in result.stdout.splitlines() if x.startswith("late"))
+    assert "none yet" not in row and "finished without one" in row
