@@ -15,8 +15,9 @@ added: the same seeds, earlier.
   beside") measured what it saves on 16 workers.
 
 Not run: with `verify.top_k: 0`, without a baseline, once the ladder has decided, or for a seed
-whose file is already there. A study whose top rung leaves no feasible candidate to verify does
-not use them; they count in its samples (`autotune.study.compute` reads the files) all the same.
+whose file is already there. A study whose top rung leaves no feasible candidate to verify
+records the baseline alone from them (`verification.ran_beside`); they count in its samples
+(`autotune.study.compute` reads the files) either way.
 """
 
 from __future__ import annotations

@@ -50,6 +50,20 @@ def to_verify(study: Any, space: sp.Space) -> list[Any]:
     return out
 
 
+def ran_beside(study: Any, space: sp.Space, study_dir: Path) -> list[Any]:
+    """With no candidate to verify (`to_verify` empty: nothing at the top rung was feasible),
+    the baseline alone when every one of its verification seeds already ran beside the top
+    rung (`autotune.study.beside`): recorded, they say how the defaults fared at the target
+    (`show --json`'s `verified`) at no further cost; left unread, they were spent for nothing
+    and the summary had no verified row beside the seeds it counted. Else nothing."""
+    base = baseline_candidate(study, space) if space.verify.top_k > 0 else None
+    if base is None or base.steps == space.probe.steps:  # beside seeds run above the screen
+        return []
+    seeds = vf.seeds_for(space.probe.seed, space.verify.seeds)
+    ran = all(verify_path(study_dir, base.number, s, int(base.steps)).is_file() for s in seeds)
+    return [base] if seeds and ran else []
+
+
 def baseline_candidate(study: Any, space: sp.Space, steps: int | None = None) -> Any | None:
     """The baseline as a configuration to verify at `steps` (None: the decided length); None
     when there is no baseline, or it was verified there already."""
@@ -123,7 +137,7 @@ def verify_phase(
     """Re-run the best candidates with other seeds; store the verified numbers in the study and
     MLflow. Returns True when interrupted (what finished is kept: the next run continues)."""
     space = opts.space
-    todo = to_verify(study, space)
+    todo = to_verify(study, space) or ran_beside(study, space, study_dir)
     if not todo:
         return False
     steps = decided_steps(study, space)

@@ -105,3 +105,37 @@ def test_export_and_studies_say_the_trials_stopped_short(here: Path) -> None:
     assert result.exit_code == 0, result.output
     row = next(x for x in result.stdout.splitlines() if x.startswith("late"))
     assert "none yet" not in row and "finished without one" in row
+
+
+def test_the_baselines_seeds_run_beside_the_target_are_recorded(
+    here: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The review saw `verified: []` although the baseline's verification seeds ran beside the
+    top rung: with no candidate there the verification phase never read them back. Now it
+    records the baseline alone, from its files, and runs nothing."""
+    from types import SimpleNamespace
+
+    from autotune import space as sp
+    from autotune.recipe.seeds import seeds_for
+    from autotune.study import verification as vn
+    from autotune.study.folder import verify_path
+
+    overrides = [f"budget.target_steps={TARGET}", "verify.top_k=1", "verify.seeds=2"]
+    space = sp.loads(h.mlp_space("late", trials=5), source="late", overrides=overrides)
+    study_dir = here / "autotune-studies" / "late"
+    study = optuna.load_study(study_name="late", storage=f"sqlite:///{study_dir / 'optuna.db'}")
+    assert vn.to_verify(study, space) == [], "no candidate at the target"
+    assert vn.ran_beside(study, space, study_dir) == [], "its seeds have not run yet"
+    for seed in seeds_for(space.probe.seed, 2):
+        path = verify_path(study_dir, 0, seed, TARGET)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"seed": seed, "number": 0, "outcome": "diverged"}))
+    recorded: list[tuple[int, int]] = []
+    monkeypatch.setattr(  # the summary of the seeds and its MLflow run are not this test's
+        vn,
+        "_record_verified",
+        lambda _st, _sp, _l, c, runs, *_a: recorded.append((c.number, len(runs))),
+    )
+    opts = SimpleNamespace(space=space, quiet=True)
+    assert vn.verify_phase(opts, study, None, study_dir, None) is False  # type: ignore[arg-type]
+    assert recorded == [(0, 2)], "the baseline, from its 2 seeds read back; no probe run"
