@@ -134,18 +134,18 @@ def short_text(state: Mapping[str, Any], limit: int = 3) -> str:
     return f"feasible trials that did not reach {state['steps']} steps: {shown}{more}"
 
 
-def next_step(state: Mapping[str, Any]) -> str:
-    """What to do about it: carry the best short trial on, or promote more."""
+def next_step(state: Mapping[str, Any], name: str) -> str:
+    """What to do about it: carry the best short trial on (study `name`), or promote more."""
     if state.get("best") is None:
         return "widen the space, lower the learning rate, or run more trials"
     return (
-        f"carry one on: `autotune export --pick 'trial {state['best']}'` then "
-        f"`autotune verify RECIPE --steps {state['steps']}`, or run the study again with a "
-        "larger promotion (rungs.min_promote)"
+        f"carry one on: `autotune export {name} --pick 'trial {state['best']}' -o recipe.yaml`, "
+        f"then `autotune verify recipe.yaml --steps {state['steps']}`, or run the study again "
+        "with a larger promotion (rungs.min_promote)"
     )
 
 
-def no_pick(state: Mapping[str, Any]) -> dict[str, Any]:
+def no_pick(state: Mapping[str, Any], name: str) -> dict[str, Any]:
     """The summary's `pick` when there is none at the target but `state` (`at_target`) has
     feasible trials short of it: `best` is the first of them, `best_steps` the length it
     reached; `best_diverged_share` is null: it never ran at the target, over any seed."""
@@ -159,7 +159,7 @@ def no_pick(state: Mapping[str, Any]) -> dict[str, Any]:
         "best_diverged_share": None,
         "steps": state["steps"],
         "why": carried_text(state),
-        "message": f"{carried_text(state)}; {short_text(state)}: {next_step(state)}",
+        "message": f"{carried_text(state)}; {short_text(state)}: {next_step(state, name)}",
     }
 
 
@@ -168,7 +168,7 @@ def refusal(name: str, state: Mapping[str, Any]) -> str:
     the trials that stopped short are named as such, not as infeasible."""
     return (
         f"study {name} has no feasible trial at {state['steps']} steps, the length it decided "
-        f"at: {carried_text(state)}. Closest: {short_text(state)}. Next: {next_step(state)}"
+        f"at: {carried_text(state)}. Closest: {short_text(state)}. Next: {next_step(state, name)}"
     )
 
 

@@ -54,7 +54,7 @@ def summarize(
     steps = int(rungs["decided"]["steps"])
     short = short_of.at_target(study, objectives, space.probe.steps)
     if short is not None and short["short"] and picked.get("pick") is None:
-        picked["pick"] = short_of.no_pick(short)
+        picked["pick"] = short_of.no_pick(short, space.name)
     for part in ("pick", "vs_baseline"):  # a study without rungs decides at the screen
         if picked.get(part) and picked[part].get("steps") is None:
             picked[part]["steps"] = steps

@@ -376,7 +376,7 @@ def _pareto_lines(summary: Mapping[str, Any]) -> list[str]:
             return [
                 f"no feasible trial at {short['steps']} steps: {carried_text(short)}",
                 f"  {short_text(short)}",
-                f"  {next_step(short)}",
+                f"  {next_step(short, summary['study'])}",
             ]
         whole = not running and done >= int(summary.get("trials") or 0)
         every = "every trial" if whole else f"every finished trial ({done})"

@@ -79,7 +79,8 @@ def test_the_summary_names_the_trials_short_of_the_target(here: Path) -> None:
         f"feasible trials that did not reach {TARGET} steps: trial 3 (complete and feasible at "
         f"60 steps), trial 2 (complete and feasible at {h.SHARED_STEPS} steps)"
     ) in text, "the longest first; trial 4, diverged at 60 steps, is no configuration to carry on"
-    assert "autotune export --pick 'trial 3'" in text and f"--steps {TARGET}" in text
+    assert "`autotune export late --pick 'trial 3' -o recipe.yaml`" in text
+    assert f"`autotune verify recipe.yaml --steps {TARGET}`" in text
 
     data = json.loads(invoke("show", "late", "--json").stdout)
     pick = data["pick"]
