@@ -119,7 +119,14 @@ class RecipeRuntime:
         )
 
     def scheduler(self, optimizer: Any, total_steps: int) -> torch.optim.lr_scheduler.LambdaLR:
-        """Warm-up and decay as the probe ran them: call `.step()` after each optimizer step."""
+        """Warm-up and decay as the probe ran them: call `.step()` after each optimizer step.
+
+        A recipe whose trials ran under a script's Hugging Face Trainer (`hf.training_args`;
+        `source.script_applied` lists `hf`) was measured with HF's schedule instead, which
+        starts its warm-up one step later at 0 and ends its decay one step later (a linear one
+        at 0, whatever min_lr_ratio; HF also exempted biases and norm weights from weight
+        decay, which `optimizer` does not): to train as measured, use
+        `hf.training_args(recipe, ...)` with a Trainer."""
         import torch
 
         if total_steps < 1:

@@ -134,3 +134,40 @@ def test_the_recipe_s_description_says_the_script_ran_its_own_schedule() -> None
     used = script_recipe(["optimizer", "scheduler"], warmup_steps=5).describe()
     assert "warmup 5" in used, used
     assert "warmup 5" in script_recipe(None, warmup_steps=5).describe()  # no record: as before
+
+
+def test_python_and_lightning_exports_of_an_hf_trainer_recipe_say_hf_s_schedule_differs() -> None:
+    """A recipe tuned through a script's HF Trainer: its trials ran HF's warm-up (0 at step 0)
+    and weight decay (biases and norms exempt), while the python export's functions and the
+    lightning export's formula are the recipe's own (one step ahead, every parameter decayed).
+    The python header claimed they apply the values as measured (a black-box review): both
+    exports now say how HF's differ and how to train as measured."""
+    pytest.importorskip("transformers")
+    import torch
+    from transformers import get_scheduler
+
+    r = script_recipe(["hf"], weight_decay=0.1, schedule="linear", min_lr_ratio=0.1)
+    py = exporters.render(r, "python")
+    head = " ".join(line[2:] for line in py.split("\nimport ")[0].splitlines())
+    assert "the way autotune's probe measured them" not in head
+    assert "Measured under HF" in head and "peak * s / warmup_steps, starting at 0" in head
+    assert "exempted biases and normalisation weights" in head and "hf export" in head
+    assert "ended at 0 one step after the last step" in head  # HF's linear ignores the ratio
+    lightning = json.loads(exporters.render(r, "lightning"))
+    said = " ".join(lightning["notes"])
+    assert "Measured under HF" in said and "two parameter groups" in said
+    # What the notes say of HF is what HF does; the export's functions start one step ahead.
+    args = json.loads(exporters.render(r, "hf"))["training_arguments"]
+    opt = torch.optim.AdamW([torch.zeros(1, requires_grad=True)], lr=args["learning_rate"])
+    sched = get_scheduler(
+        args["lr_scheduler_type"], opt, num_warmup_steps=10, num_training_steps=300
+    )
+    assert sched.get_last_lr()[0] == 0.0
+    ns: dict[str, Any] = {}
+    exec(compile(py, "recipe.py", "exec"), ns)
+    assert ns["lr_factor"](0, 300) == pytest.approx(0.1)
+    # A recipe whose probe applied the recipe's own functions: the claim stands, no HF note.
+    ours = script_recipe(["optimizer", "scheduler"], weight_decay=0.1)
+    assert "the way autotune's probe measured them" in exporters.render(ours, "python")
+    notes = json.loads(exporters.render(ours, "lightning"))["notes"]
+    assert not any("Measured under HF" in n for n in notes)

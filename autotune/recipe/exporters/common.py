@@ -89,6 +89,48 @@ def script_applied(r: Recipe) -> set[str] | None:
     return None if applied is None else {str(a) for a in applied}
 
 
+def hf_trained(r: Recipe) -> bool:
+    """The study's trials ran under the script's own Hugging Face Trainer (the hf integration's
+    TrainingArguments): what it measured is HF's schedule and weight decay, not the recipe's."""
+    applied = script_applied(r)
+    return applied is not None and "hf" in applied
+
+
+def hf_trained_note(r: Recipe, instead: str) -> str | None:
+    """For a recipe tuned under HF's Trainer, how HF's schedule and weight decay (what the study
+    measured) differ from the recipe's own functions this export gives; `instead` says how to
+    train as measured in the export's tool. None for any other recipe, or where they agree."""
+    if not hf_trained(r):
+        return None
+    k = r.knobs
+    warmup, sched, ratio = int(k["warmup_steps"]), str(k["schedule"]), float(k["min_lr_ratio"])
+    gaps = []
+    if warmup > 0:
+        gaps.append(
+            "HF's warm-up gave optimizer step s (from 0) the rate peak * s / warmup_steps, "
+            "starting at 0; the recipe's gives peak * (s + 1) / warmup_steps (one step ahead)"
+        )
+    if sched != "constant":
+        end = "0" if sched == "linear" or ratio == 0 else f"{ratio!r} x the peak"
+        gaps.append(
+            f"HF's decay ended at {end} one step after the last step (the recipe's reaches "
+            "min_lr_ratio x the peak on the last step)"
+        )
+    if float(k["weight_decay"]) > 0:
+        gaps.append(
+            "HF exempted biases and normalisation weights from weight decay; the recipe's "
+            "optimizer decays every parameter"
+        )
+    if not gaps:
+        return None
+    return (
+        f"Measured under HF: the study's trials ran your script's Hugging Face Trainer "
+        f"({workload_text(r)}, through autotune.integrations.hf), so it measured HF's schedule "
+        f"and weight decay, which differ from the recipe's functions here: {'; '.join(gaps)}. "
+        f"{instead}"
+    )
+
+
 def own_schedule(r: Recipe) -> bool:
     """The script ran its own learning-rate schedule: neither the recipe's scheduler (or lr_at,
     Lightning's configure_optimizers) nor the hf integration's TrainingArguments set it, so the

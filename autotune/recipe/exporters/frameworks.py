@@ -13,6 +13,7 @@ from autotune.recipe.exporters.common import (
     amp_device,
     ddp_is_default,
     env_note,
+    hf_trained_note,
     own_schedule,
     own_schedule_note,
     platform,
@@ -232,6 +233,17 @@ def _hf_ddp(r: Recipe, args: dict[str, Any], notes: list[str]) -> None:
         )
 
 
+#: How a Lightning module trains as measured, for a recipe tuned under HF's Trainer.
+_LIGHTNING_HF = (
+    "lr_schedule's formula and make_scheduler are the recipe's; to train as the study measured, "
+    "return from configure_optimizers an AdamW over two parameter groups (weight_decay 0.0 for "
+    "biases and normalisation weights) and HF's scheduler, transformers.get_scheduler("
+    "lr_scheduler_type, opt, num_warmup_steps=warmup_steps, num_training_steps=max_steps, "
+    "scheduler_specific_kwargs=lr_scheduler_kwargs) with the hf export's values ('interval': "
+    "'step'), or train under a transformers Trainer with the hf export."
+)
+
+
 def render_lightning(r: Recipe) -> str:
     k = r.knobs
     clip = r.global_clip_norm
@@ -262,6 +274,9 @@ def render_lightning(r: Recipe) -> str:
         "with 'step' it steps once per optimizer step, after accumulation)."
     ]
     note = schedule_note(r, "max_steps and the schedule's total_steps")
+    if note:
+        notes.append(note)
+    note = hf_trained_note(r, _LIGHTNING_HF)
     if note:
         notes.append(note)
     notes += _lightning_precision_notes(r, optimizer)

@@ -5,12 +5,14 @@ AdamW, the GradScaler, the warm-up/decay schedule, autocast, clipping and the en
 from __future__ import annotations
 
 import inspect
+import textwrap
 
 from autotune import __version__
 from autotune import space as sp
 from autotune.probe import clipping
 from autotune.recipe.exporters.common import (
     amp_device,
+    hf_trained_note,
     one_line,
     origin,
     own_schedule,
@@ -56,6 +58,25 @@ def schedule_line(r: Recipe) -> str:
     )
 
 
+#: How to train as measured, for a recipe tuned under HF's Trainer.
+_HF_INSTEAD = (
+    "To train as the study measured, use the hf export's TrainingArguments (or "
+    "autotune.integrations.hf.training_args(recipe, ...)) with a transformers Trainer; "
+    "make_optimizer and make_scheduler below give the recipe's own."
+)
+
+
+def _applied_lines(r: Recipe) -> list[str]:
+    """The header's claim about the functions below: they apply the values as the probe
+    measured them, except for a recipe whose trials ran under HF's Trainer (its schedule and
+    weight decay are HF's, not these functions'), which is said instead."""
+    note = hf_trained_note(r, _HF_INSTEAD)
+    if note is None:
+        return ["# the functions below apply these values the way autotune's probe measured them."]
+    text = "the functions below apply these values the way autotune's own probe does. " + note
+    return ["# " + line for line in textwrap.wrap(one_line(text), 94)]
+
+
 def render_python(r: Recipe) -> str:
     k = r.knobs
     amp = {"fp32": "None", "fp16": "torch.float16", "bf16": "torch.bfloat16"}[r.precision]
@@ -65,7 +86,7 @@ def render_python(r: Recipe) -> str:
         f"# Tuned on {tuned_on(r)}.",
         f"# Written by autotune {one_line(__version__)} from a recipe of autotune "
         f"{one_line(r.autotune_version)}. It needs torch only;",
-        "# the functions below apply these values the way autotune's probe measured them.",
+        *_applied_lines(r),
         "#",
         "# Usage (call apply_env() first, before torch touches a GPU or starts a process group):",
         f'#   opt, scaler = make_optimizer(model.parameters()), make_scaler("{amp_device(r)}")',
