@@ -107,7 +107,9 @@ _OBSERVE = {"logging_strategy": "steps", "logging_steps": 1, "logging_nan_inf_fi
 
 def training_args(trial_or_recipe: Trial | Recipe, **user: Any) -> TrainingArguments:
     """`TrainingArguments` with the trial's (or the recipe's) knobs, steps and seed, and the
-    user's other arguments; a user argument the trial owns is refused, naming it."""
+    user's other arguments; a user argument the trial owns is refused, naming it. Given a
+    recipe, `max_steps` is its schedule's length and `seed` its probe's, as the study measured
+    them, unless the user passes their own (`max_steps=-1` trains by `num_train_epochs`)."""
     trial = trial_or_recipe if isinstance(trial_or_recipe, Trial) else None
     recipe = trial.recipe if trial is not None else trial_or_recipe
     assert isinstance(recipe, Recipe)
@@ -129,6 +131,8 @@ def training_args(trial_or_recipe: Trial | Recipe, **user: Any) -> TrainingArgum
         owned.update(max_steps=trial.schedule_steps, seed=trial.seed, data_seed=trial.seed)
         owned.update(use_cpu=cpu)
         owned.update(_OBSERVE)
+    else:
+        _recipe_run(recipe, user)
     for name in owned:
         if name in user:
             raise ValueError(f"training_args: {name} is the trial's: remove it")
@@ -142,6 +146,18 @@ def training_args(trial_or_recipe: Trial | Recipe, **user: Any) -> TrainingArgum
         if "output_dir" not in user:
             user["output_dir"] = scratch_folder("autotune-hf-")
     return TrainingArguments(**user, **owned)
+
+
+def _recipe_run(recipe: Recipe, user: dict[str, Any]) -> None:
+    """A recipe's own run defaults to the run its study measured: HF schedules the learning
+    rate over `max_steps`, so without it the warm-up and decay would stretch over the epochs'
+    length (and HF's default seed is 42, not the probe's). The user's own values win: a
+    longer run is theirs to choose."""
+    if recipe.schedule_steps is not None:
+        user.setdefault("max_steps", recipe.schedule_steps)
+    seed = (recipe.probe or {}).get("seed")
+    if seed is not None:
+        user.setdefault("seed", int(seed))
 
 
 def _check_reporters(report_to: Any) -> None:

@@ -119,7 +119,10 @@ def recipe_kwargs(recipe: Recipe, device_type: str) -> dict[str, Any]:
 def trainer_kwargs(trial_or_recipe: Trial | Recipe, **user: Any) -> dict[str, Any]:
     """Keyword arguments for `lightning.Trainer`: the trial's (or the recipe's) knobs, steps
     and device, the reporting `Callback` (with a trial), and the user's other arguments. A user
-    argument the trial owns is refused, naming it."""
+    argument the trial owns is refused, naming it. Given a recipe, `max_steps` is its
+    schedule's length, the run its study measured (without it Lightning trains 1000 epochs),
+    unless the user passes their own; the Trainer takes no seed: call
+    `lightning.seed_everything(recipe.probe["seed"])` for the probe's."""
     trial, recipe = _split(trial_or_recipe)
     whose = "the trial's" if trial is not None else "the recipe's"
     for name, why in _REFUSED.items():
@@ -139,6 +142,8 @@ def trainer_kwargs(trial_or_recipe: Trial | Recipe, **user: Any) -> dict[str, An
         mark_applied("lightning")
         trial.uses("lightning", attached=True)  # its Callback reports
         owned.update(max_steps=trial.steps, accelerator=dev, devices=1)
+    elif recipe.schedule_steps is not None:
+        user.setdefault("max_steps", recipe.schedule_steps)  # the length its study measured
     plugins = list(user.pop("plugins", None) or [])
     if "plugins" in owned and any(isinstance(p, Precision) for p in plugins):
         raise ValueError(f"trainer_kwargs: plugins: the precision plugin is {whose} (fp16)")
