@@ -130,12 +130,15 @@ def show(
 ) -> None:
     """Print a study's summary again, from its Optuna storage."""
     from autotune import study as st
+    from autotune.study import attrs as ua
     from autotune.study.session import driver_running
 
     optuna_study, space, study_dir, meta = st.find_study(study_ref, storage)
     # A study whose driver runs now (its lock is held) is in progress, not interrupted.
     running = driver_running(study_dir) if study_dir is not None else None
-    summary = st.summarize(optuna_study, space, study_dir, running=running)
+    # What the study's last session dropped (it cannot act there), said as the study said it.
+    dropped = ua.dropped(optuna_study)
+    summary = st.summarize(optuna_study, space, study_dir, dropped, running=running)
     if as_json:
         typer.echo(json.dumps(summary, indent=2, default=str))
     else:

@@ -43,6 +43,7 @@ SCRIPT_APPLIED = "autotune.script_applied"  # a script's: what applied its knobs
 SPACE = "autotune.space"  # the space's fingerprint: a resumed study must keep it
 HOME = "autotune.home"  # {"host", "folder"}: where its records and MLflow runs are (`home`)
 SPACE_YAML = "autotune.space_yaml"  # the space itself, to show or export the study
+DROPPED = "autotune.dropped"  # {knob: why}: what conditioning dropped, never searched nor set
 OBJECTIVES = "autotune.objectives"
 MLFLOW = "autotune.mlflow"  # {uri, experiment_id, parent_run_id}
 WARM_START = "autotune.warm_start"
@@ -107,6 +108,12 @@ def knobs(trial: Any) -> dict[str, Any]:
 def env(trial: Any) -> dict[str, Any]:
     """The trial's environment knobs (empty when none were stored)."""
     return dict(trial.user_attrs.get(ENV) or {})
+
+
+def dropped(study: Any) -> dict[str, str]:
+    """The knobs the study's last session dropped (they cannot act on its machine), with why;
+    empty for a study made before this was kept."""
+    return dict(study.user_attrs.get(DROPPED) or {})
 
 
 def decided(study: Any) -> dict[str, Any]:

@@ -264,15 +264,9 @@ def _cluster_address(opts: StudyOptions) -> str | None:
 
 
 def _study_run(
-    opts: StudyOptions,
-    study: Any,
-    client: Any,
-    cond: sp.Conditioned,
-    url: str,
-    uri: str,
-    fp: dict[str, Any],
-    study_dir: Path,
-) -> MlflowWriter:
+    opts: StudyOptions, study: Any, client: Any, cond: sp.Conditioned, url: str, uri: str,
+    fp: dict[str, Any], study_dir: Path,
+) -> MlflowWriter:  # fmt: skip
     """The study's MLflow experiment and parent run (made or found), noted in the study; the
     writer that logs to them."""
     space = opts.space
@@ -463,8 +457,10 @@ def open_study(
             home.claim(study, study_dir)
         study.sampler = make_sampler(space, cond.searched, len(study.get_trials(deepcopy=False)))
         name_metrics(study, space)
-        # what may differ on a resume (budget, verify, rungs): show and export read this run's
+        # what may differ on a resume (budget, verify, rungs, the knobs this machine drops):
+        # show and export read this run's
         study.set_user_attr(ua.SPACE_YAML, sp.dump(space))
+        study.set_user_attr(ua.DROPPED, cond.dropped)
         return study
     if records is not None:
         home.refuse_overwrite(records, space.name, redact(storage.url))
@@ -479,6 +475,7 @@ def open_study(
     if study_dir is not None:
         home.claim(study, study_dir)
     study.set_user_attr(ua.SPACE_YAML, sp.dump(space))
+    study.set_user_attr(ua.DROPPED, cond.dropped)  # not searched: export does not list them
     study.set_user_attr(ua.OBJECTIVES, [o.model_dump() for o in space.objectives])
     # Trial 0 is always the baseline: PyTorch's defaults for the searched knobs.
     study.enqueue_trial({}, user_attrs={ua.BASELINE: True})

@@ -82,7 +82,7 @@ def recipe_from_study(
             **({"unfinished": left} if left else {}),
             **({"short_of_decided": short} if short else {}),
             "vs_baseline": vs,
-            "searched": sorted(n for n in space.searched()),
+            "searched": sorted(set(space.searched()) - set(ua.dropped(study))),  # not dropped
             "fp_hash": chosen.fp_hash,
             # What the study spent, in samples (`autotune migrate` weighs its own cost by it).
             # With the samples saved against every trial (and the same verification) at the

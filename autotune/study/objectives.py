@@ -231,11 +231,13 @@ def suggest(trial: Any, space: sp.Space, searched: Mapping[str, sp.Domain]) -> d
 def trial_setup(
     space: sp.Space, params: Mapping[str, Any], baseline: bool
 ) -> tuple[dict[str, Any], dict[str, str]]:
-    """The knobs and environment of one trial."""
+    """The knobs and environment of one trial. An environment knob the trial was not given
+    (`params`: conditioning dropped it, it cannot act here) stays unset, as in the baseline: at
+    its first choice it would be exported as a setting that was searched and nothing measured."""
     if baseline:
         return space.baseline_knobs(), space.baseline_env()
     knobs = space.fixed_knobs()
-    env = space.fixed_env()
+    env = space.baseline_env()  # the fixed ones: the searched ones are in `params`
     for name, value in params.items():
         if name in sp.KNOBS:
             knobs[name] = value
