@@ -99,6 +99,10 @@ def loads(
         raise err(octal[0], yaml_surprises.octal_message(octal[1]))
     for item in overrides:
         apply_override(data, item, source)
+    err.scalars = yaml_surprises.with_overrides(scalars, overrides)  # `--set env.X=off` too
+    octal = yaml_surprises.first_octal(err.scalars)  # a --set one: the file's were refused
+    if octal is not None:
+        raise err(octal[0], yaml_surprises.octal_message(octal[1]))
     return _build(data, err)
 
 
@@ -171,8 +175,7 @@ class _Err:
                 if line is not None:
                     where = f" (line {line})"
                     break
-        if where != " (from --set)":
-            message += yaml_surprises.bool_hint(self.scalars, path)
+        message += yaml_surprises.bool_hint(self.scalars, path)
         text = f"{self.source}: {dotted or '<top>'}{where}: {message}"
         return SpaceError(yaml_reader.one_line(text, None))
 

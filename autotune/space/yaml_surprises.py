@@ -11,6 +11,9 @@ from collections.abc import Mapping, Sequence
 
 import yaml
 
+from autotune.errors import SpaceError
+from autotune.space import yaml_reader
+
 _BOOL_TAG = "tag:yaml.org,2002:bool"
 _INT_TAG = "tag:yaml.org,2002:int"
 #: An integer YAML 1.1 reads as octal: a leading 0 followed by more digits.
@@ -44,6 +47,20 @@ def surprising_scalars(root: yaml.Node | None) -> dict[Path, str]:
 
     if root is not None:
         walk(root, ())
+    return out
+
+
+def with_overrides(scalars: Mapping[Path, str], overrides: Sequence[str]) -> dict[Path, str]:
+    """`scalars` of a file once `--set key.path=value` items replaced parts of it: what an item
+    replaced is gone, and its value's own surprises are at its key's path, so that an error
+    about `--set env.NCCL_DEBUG=off` says what YAML read, as the same line in the file would."""
+    out = dict(scalars)
+    for item in overrides:
+        key, _, raw = item.partition("=")
+        prefix = tuple(int(p) if p.isdigit() else p for p in key.strip().split("."))
+        out = {p: t for p, t in out.items() if p[: len(prefix)] != prefix}
+        root = yaml_reader.compose(raw, "--set", SpaceError)[1] if raw.strip() else None
+        out.update({(*prefix, *p): t for p, t in surprising_scalars(root).items()})
     return out
 
 

@@ -487,6 +487,18 @@ SET_ERRORS = [
         ["low <= high must hold"],
     ),
     ("env.LD_PRELOAD=/x.so", "{path}: env.LD_PRELOAD (from --set): ", ["refused"]),
+    # YAML 1.1 reads a --set value as it reads the file: the same hint, the same refusal.
+    (
+        "env.NCCL_DEBUG=off",
+        "{path}: env.NCCL_DEBUG (from --set): ",
+        ["got False", "YAML reads unquoted `off` as false: quote it, 'off'"],
+    ),
+    (
+        "env={NCCL_DEBUG: 'yes', NCCL_ALGO: no}",
+        "{path}: env.NCCL_ALGO (from --set): ",
+        ["got False", "YAML reads unquoted `no` as false"],
+    ),
+    ("env.NCCL_NTHREADS=012", "{path}: env.NCCL_NTHREADS (from --set): ", ["octal number 10"]),
     ("knobs..lr=1", "--set knobs..lr=1: ", ["an empty segment in 'knobs..lr'"]),
     ("knobs.lr.=1", "--set knobs.lr.=1: ", ["an empty segment"]),
     (
@@ -528,6 +540,15 @@ def test_bad_set(
     assert message.startswith(prefix.format(path=path)), message
     for fragment in fragments:
         assert fragment.format(path=path) in message
+
+
+def test_a_set_value_drops_the_hint_about_the_file_s_value(
+    write_space: Callable[..., Path],
+) -> None:
+    path = write_space(edit("env:\n", "env:\n  NCCL_DEBUG: off\n"))
+    message = load_error(path, ("env.NCCL_DEBUG=[1]",))  # what it replaced says nothing now
+    assert message.startswith(f"{path}: env.NCCL_DEBUG (from --set): "), message
+    assert "YAML reads" not in message
 
 
 def test_error_elsewhere_keeps_its_line_despite_set(write_space: Callable[..., Path]) -> None:
