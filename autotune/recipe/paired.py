@@ -274,6 +274,20 @@ def _metric_values(
     return apart, [_value(a[s], metric) for s in use], [_value(b[s], metric) for s in use]
 
 
+def paired_values(
+    mine: Mapping[str, Any], base: Mapping[str, Any], metric: str
+) -> tuple[list[Any], list[Any], list[float | None], list[float | None]]:
+    """(the seeds paired for `metric`, those left out as timed apart, the configuration's
+    values on the paired seeds, the baseline's) by the verdict's own rule (`compare`): the
+    seeds both ran, a timed metric's only those timed together; a value only where its run ran
+    whole. What a figure beside the verdict is computed from, so that it says what the
+    verdict saw."""
+    a, b = _by_seed(mine), _by_seed(base)
+    seeds = [s for s in a if s in b]
+    apart, xs, ys = _metric_values(a, b, seeds, metric)
+    return [s for s in seeds if s not in apart], apart, xs, ys
+
+
 def _unfinished(
     a: Mapping[Any, Mapping[str, Any]], b: Mapping[Any, Mapping[str, Any]], seeds: Sequence[Any]
 ) -> str:

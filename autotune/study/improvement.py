@@ -16,6 +16,7 @@ from autotune.recipe.seeds import ran_whole
 from autotune.study import attrs as ua
 from autotune.study import pick as pk
 from autotune.study.objectives import constraint_names, constraints_of, reference, unmeasured
+from autotune.study.paired_change import with_paired
 from autotune.study.pick import rung_rows
 
 
@@ -119,7 +120,9 @@ def improvement_at(
     steps: int,
 ) -> dict[str, Any]:
     """Per objective, the pick's value against the baseline's at the decided length `steps`:
-    both verified means when both were verified there, else their runs at that length."""
+    both verified means when both were verified there, else their runs at that length. Of
+    verified means, the percentage is over the seeds both have a value on, timed together
+    (`paired_change`), as the paired verdict compares them."""
     number = (pick or {}).get("number")
     if state is None or number is None:
         return {}
@@ -144,6 +147,9 @@ def improvement_at(
         if v is None:
             continue
         row = improvement(state, theirs.get(o.metric), float(v))
+        if source == "verified":  # each mean is over its own seeds: the percentage, paired
+            row = with_paired(row, both[0], both[1], o.metric)
+            row.update(_diverged_seeds(both[1]) if row.get("baseline") is None else {})
         if row.get("baseline_infeasible"):
             row["baseline_broken"] = breaks
         out[o.metric] = {**row, "steps": steps, "trial": number, "source": source}
@@ -152,3 +158,12 @@ def improvement_at(
 
 def _means(verified: Mapping[str, Any]) -> dict[str, Any]:
     return {m: (v or {}).get("mean") for m, v in (verified.get("metrics") or {}).items()}
+
+
+def _diverged_seeds(verified: Mapping[str, Any]) -> dict[str, Any]:
+    """`baseline_diverged_seeds` {seeds, n}: the verification seeds the baseline diverged on,
+    when it has no verified value (its mean is over the seeds that did not diverge), so the
+    line says why there is no percentage; {} when it diverged on none."""
+    runs = verified.get("runs") or []
+    seeds = [r.get("seed") for r in runs if r.get("outcome") == Outcome.DIVERGED]
+    return {"baseline_diverged_seeds": {"seeds": seeds, "n": len(runs)}} if seeds else {}

@@ -5,6 +5,7 @@ counts, the baseline, the decision, the Pareto front, the verified candidates an
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -114,7 +115,7 @@ def _pick_lines(summary: Mapping[str, Any]) -> list[str]:
                 share = row.get("diverged_share")
                 lines.append(
                     f"  {_side_label(who, row, pick)} trial {row['number']}: final_loss "
-                    f"{format_interval(row.get('final_loss'))} at {vs.get('steps')} steps"
+                    f"{_side_loss(vs, who, row)} at {vs.get('steps')} steps"
                     + (f"; diverged on {share:.0%} of seeds" if share is not None else "")
                     + (f" ({_causes_text(row.get('causes'))})" if row.get("causes") else "")
                 )
@@ -165,6 +166,21 @@ def _off_front_head(pick: Mapping[str, Any], off: Mapping[str, Any]) -> str:
         f"pick (balanced: the knee of the front, ties within noise): trial {pick['number']}  "
         f"(not on the front above, where {there} within their measured noise: a tie when "
         "the knee is chosen) "
+    )
+
+
+def _side_loss(vs: Mapping[str, Any], who: str, row: Mapping[str, Any]) -> str:
+    """One side's final loss under the paired line: the values the verdict's ratio is over
+    (`vs_baseline.metrics.final_loss`), which count a seed labelled diverged that ran its whole
+    length. Its verified interval is over the seeds that did not diverge: a review saw
+    "baseline trial 0: final_loss n/a" under a ratio x2.51e-06 computed from the baseline's
+    final losses (~45000) on the 3 seeds it diverged on and ran on."""
+    own = row.get("final_loss")
+    used = (((vs.get("metrics") or {}).get("final_loss") or {}).get(who)) or {}
+    if used.get("mean") is None or used == own or not row.get("diverged_share"):
+        return format_interval(own)
+    return format_interval(used) + (
+        " (as the ratio counts it: the seeds it diverged on ran their whole length)"
     )
 
 
@@ -346,21 +362,55 @@ def _baseline_lines(summary: Mapping[str, Any]) -> list[str]:
 def _vs_baseline(row: Mapping[str, Any], short: bool = False) -> str:
     """`  baseline 0.06  (-16.7%)`, or why there is no percentage."""
     d = row.get("baseline_diverged")
-    if d and not d.get("ran_whole"):
-        return f"  vs baseline: baseline diverged at step {d.get('step')} ({d.get('cause')})"
     b = row.get("baseline")
+    on = row.get("baseline_diverged_seeds") or {}
+    if (d and (not d.get("ran_whole") or b is None)) or (b is None and on):
+        # No baseline value to compare with: say why, as the README promises.
+        text = "  vs baseline: baseline diverged"
+        text += f" at step {d.get('step')} ({d.get('cause')})" if d else ""
+        if on:
+            text += f"{', and' if d else ''} on {len(on['seeds'])} of {on['n']} verification"
+            text += f" seeds {on['seeds']}: no value to compare with"
+        return text
     if b is None:
         return ""
     text = f" vs baseline {b:.4g}" if short else f"  baseline {b:.4g}"
     if d:  # labelled diverged, but it ran its whole length: its value is real
         text += f" (labelled diverged at step {d.get('step')}, {d.get('cause')}; ran on)"
     if row.get("change_pct") is not None:
-        text += f" ({row['change_pct']:+.1f}%)" if short else f"  ({row['change_pct']:+.1f}%)"
+        pct = f"{row['change_pct']:+.1f}%" + _paired_text(row)
+        text += f" ({pct})" if short else f"  ({pct})"
     elif row.get("baseline_infeasible"):
         broken = row.get("baseline_broken") or []
         learn = any(b.startswith("loss_drop") for b in broken)
         why = "did not learn" if learn else "infeasible"
         text += f" (baseline {why}: {', '.join(broken) or 'a constraint'}; no percentage)"
+    elif row.get("timed_apart"):  # the paired verdict does not compare them either
+        text += "  (timed apart: not compared)"
+    elif "paired_seeds" in row:
+        text += "  (no seed with a value on both sides: no percentage)"
+    return text
+
+
+def _paired_text(row: Mapping[str, Any]) -> str:
+    """How a verified percentage was paired (`paired_change`), when it is not plainly the
+    printed means': the seeds it is over and the two means there, and the seeds left out."""
+    seeds = row.get("paired_seeds")
+    best, base = row.get("best_paired"), row.get("baseline_paired")
+    apart, left = row.get("timed_apart") or [], row.get("left_out") or []
+    if seeds is None or best is None or base is None:
+        return ""
+    same = math.isclose(best, row["best"], rel_tol=1e-9) and math.isclose(
+        base, row["baseline"], rel_tol=1e-9
+    )
+    if same and not apart and not left:
+        return ""
+    text = f" paired over seed{'s' if len(seeds) > 1 else ''} {seeds}: pick {best:.4g} "
+    text += f"baseline {base:.4g} there"
+    if left:
+        text += f"; seed{'s' if len(left) > 1 else ''} {left} left out (a side has no value there)"
+    if apart:
+        text += f"; seed{'s' if len(apart) > 1 else ''} {apart} left out (timed apart)"
     return text
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -113,12 +114,33 @@ def _decided_figures(summary: Mapping[str, Any]) -> tuple[dict[str, float], dict
                 values[f"{part}.{name}"] = value
         if (row or {}).get("source"):
             sources.add(str(row["source"]))
+        note = _change_note(row or {})
+        if note:
+            tags[f"autotune.change_pct.{name}"] = note
     if sources:
         tags["autotune.compared"] = ",".join(sorted(sources))
     verdict = (summary.get("vs_baseline") or {}).get("verdict")
     if verdict:
         tags["autotune.verdict"] = str(verdict).upper()
     return values, tags
+
+
+def _change_note(row: Mapping[str, Any]) -> str | None:
+    """Why `change_pct.<m>` is missing or is not the change between `best.<m>` and
+    `baseline.<m>` (verified means, each over its own seeds): its seeds were timed apart (the
+    paired verdict does not compare them: no metric), or it is over the seeds both have a
+    value on (`study.paired_change`), with the two means there. None otherwise."""
+    if row.get("change_pct") is None:
+        return "timed apart: not compared" if row.get("timed_apart") else None
+    seeds, best, base = row.get("paired_seeds"), row.get("best_paired"), row.get("baseline_paired")
+    if seeds is None or best is None or base is None:
+        return None
+    same = math.isclose(best, row.get("best") or 0.0, rel_tol=1e-9) and math.isclose(
+        base, row.get("baseline") or 0.0, rel_tol=1e-9
+    )
+    if same and not row.get("timed_apart") and not row.get("left_out"):
+        return None
+    return f"paired over seeds {list(seeds)}: pick {best:.4g}, baseline {base:.4g} there"
 
 
 def _screen_figures(summary: Mapping[str, Any]) -> dict[str, float]:
