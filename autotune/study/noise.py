@@ -37,6 +37,7 @@ Pure: no Optuna, no Ray.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -149,6 +150,17 @@ def tiebreak(
     return (_inf(stab), _inf(loss))
 
 
+SAME_REL = 1e-6
+"""Values this close, relatively, are one value: a workload that ignores its seed gave
+noise_per_drop 0.0490119158 to one trial and 0.0490119197 to the baseline (8e-8 apart, the
+float arithmetic of two runs of the same numbers), and that decided the pick."""
+
+
+def same(x: float, y: float) -> bool:
+    """`x` and `y` equal within floating-point noise (`SAME_REL`), NaN equal to nothing."""
+    return x == y or math.isclose(x, y, rel_tol=SAME_REL)
+
+
 def _inf(x: float) -> float:
     return x if math.isfinite(x) else math.inf
 
@@ -164,6 +176,8 @@ def better(a: Scored, b: Scored, i: int, direction: str) -> bool:
     x, y = a.values[i], b.values[i]
     if math.isnan(x) or math.isnan(y):
         return math.isnan(y) and not math.isnan(x)
+    if same(x, y):  # rounding is no difference
+        return False
     if overlap(a.bounds[i], b.bounds[i]) and not separated(a, b, i):
         return False
     return x < y if direction == "minimize" else x > y
@@ -202,13 +216,13 @@ def within_noise(rows: Sequence[Scored], i: int, direction: str) -> bool:
     if any(separated(a, b, i) for a in rows for b in rows if a is not b):
         return False
     top = max(_signed(r.values[i], direction) for r in rows)
-    best = [r for r in rows if _signed(r.values[i], direction) == top]  # each, when equal
+    best = [r for r in rows if same(_signed(r.values[i], direction), top)]  # each, when equal
     return all(tied(r, b, i) for r in rows for b in best)
 
 
 def tied(a: Scored, b: Scored, i: int) -> bool:
-    """Equal on objective `i`, or within each other's interval and not `separated`."""
-    if a.values[i] == b.values[i]:
+    """Equal on objective `i` (`same`), or within each other's interval and not `separated`."""
+    if same(a.values[i], b.values[i]):
         return True
     return overlap(a.bounds[i], b.bounds[i]) and not separated(a, b, i)
 
@@ -238,7 +252,7 @@ def knee(rows: Sequence[Scored], dirs: Sequence[str], use: Sequence[int]) -> dic
             x = r.values[i]
             if not math.isfinite(x):
                 scaled = 1.0
-            elif hi == lo:
+            elif same(hi, lo):
                 scaled = 0.0
             else:
                 scaled = (x - lo) / (hi - lo) if dirs[i] == "minimize" else (hi - x) / (hi - lo)
@@ -276,18 +290,29 @@ def order(rows: Sequence[Scored], dirs: Sequence[str]) -> list[int]:
         layer = front(left, dirs, ignore)
         use = [i for i, d in enumerate(dirs) if i not in ignore and decides(layer, i, d)]
         dist, given_up = knee(layer, dirs, use), relative_shortfall(layer, dirs, use)
-        layer.sort(key=lambda r: (dist[r.number], given_up[r.number], r.tiebreak, r.number))
+        key = functools.cmp_to_key(_by_tiebreak)
+        layer.sort(key=lambda r: (dist[r.number], given_up[r.number], key(r)))
         out.extend(r.number for r in layer)
         taken = {r.number for r in layer}
         left = [r for r in left if r.number not in taken]
     return out
 
 
+def _by_tiebreak(a: Scored, b: Scored) -> int:
+    """`Scored.tiebreak`, then the trial number: values `same` within rounding are equal, so
+    the lower number (the baseline, an earlier trial) is not beaten by rounding."""
+    for x, y in zip(a.tiebreak, b.tiebreak, strict=False):
+        if not same(x, y):
+            return -1 if x < y else 1
+    return a.number - b.number
+
+
 def fastest(rows: Sequence[Scored], i: int) -> int:
     """The trial with the highest objective `i` (throughput); among those tied with it (`tied`)
     the one first by `Scored.tiebreak` (then the lowest number)."""
     best = max(rows, key=lambda r: (_signed(r.values[i], "maximize"), -r.number))
-    return min((r for r in rows if tied(r, best, i)), key=lambda r: (r.tiebreak, r.number)).number
+    tied_rows = [r for r in rows if tied(r, best, i)]
+    return min(tied_rows, key=functools.cmp_to_key(_by_tiebreak)).number
 
 
 def note(rows: Sequence[Scored], objectives: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:

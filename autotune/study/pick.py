@@ -208,13 +208,15 @@ def vector(c: Candidate, objectives: Sequence[Mapping[str, Any]]) -> list[float]
 
 
 def dominates(a: Sequence[float], b: Sequence[float], dirs: Sequence[str]) -> bool:
-    """a is no worse than b in every objective and better in one."""
+    """a is no worse than b in every objective and better in one; values equal within
+    floating-point noise (`noise.same`) are ties."""
     better = False
     for x, y, d in zip(a, b, dirs, strict=True):
+        if noise.same(x, y):
+            continue
         if (x > y) if d == "minimize" else (x < y):
             return False
-        if x != y:
-            better = True
+        better = better or x != y
     return better
 
 

@@ -469,3 +469,15 @@ def test_a_configuration_slower_on_every_seed_is_slower_though_an_outlier_widens
     )
     for pair in ([slow, mixed], two, [slow, apart]):
         assert pk.pick(pair, OBJ, "balanced").number == 3, pair  # the stabler, as before
+
+
+def test_values_equal_within_rounding_are_tied_and_the_baseline_keeps_its_place() -> None:
+    """A workload that ignores its seed: noise_per_drop 0.0490119158 (trial 7) against
+    0.0490119197 (the baseline), 8e-8 apart, the same throughput. The rounding decided the
+    front, the knee and the pick; tied, the lower number (the baseline) comes first."""
+    base, other = cand(0, 0.0490119197, 1000.0, None), cand(7, 0.0490119158, 1000.0, None)
+    assert [c.number for c in pk.front([base, other], OBJ)] == [0, 7]
+    assert pk.pick([other, base], OBJ).number == 0
+    assert not pk.dominates([0.0490119158, 1000.0], [0.0490119197, 1000.0], DIRS)
+    # 1e-5 apart is a difference still
+    assert pk.pick([cand(0, 0.049, 1000.0, None), cand(7, 0.04899, 1000.0, None)], OBJ).number == 7
