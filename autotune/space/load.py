@@ -21,6 +21,7 @@ from autotune.space import yaml_reader, yaml_surprises
 from autotune.space.builtin import find
 from autotune.space.limits import MAX_PROBE_TIMEOUT_S
 from autotune.space.overrides import apply_override
+from autotune.space.scaling import check_scaling
 from autotune.space.schema import (
     AUTO_CLIP_NORM,
     DEFAULT_CONSTRAINTS,
@@ -225,6 +226,7 @@ def _build(data: dict[str, Any], err: _Err) -> Space:
     if len(set(metrics)) != len(metrics):
         raise err(["objectives"], f"each metric at most once, got {metrics}")
     constraints = tuple(_list(Constraint, data, "constraints", DEFAULT_CONSTRAINTS, err))
+    check_scaling(probe, objectives, constraints, err)
 
     knobs = _knobs(data, err)
     env = _env(data, err)
