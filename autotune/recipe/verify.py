@@ -289,8 +289,12 @@ def is_baseline(recipe: Recipe) -> bool:
 
 
 def metrics_of(recipe: Recipe) -> list[str]:
-    """The metrics a recipe's runs are summarized on: its promised ones, then the reported."""
-    return list(dict.fromkeys([*recipe.achieved, *REPORTED]))
+    """The metrics a recipe's runs are summarized on: its promised ones, then the reported, then
+    scaling_efficiency where the recipe measures scaling (`probe.measure_scaling`): each probe
+    (the recipe's and the baseline's) pays for the one-process run, so its figure is shown even
+    when the study did not optimise it."""
+    scaling = ["scaling_efficiency"] if recipe.probe.get("measure_scaling") else []
+    return list(dict.fromkeys([*recipe.achieved, *REPORTED, *scaling]))
 
 
 def all_failed(report: Mapping[str, Any]) -> bool:
