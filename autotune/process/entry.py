@@ -143,14 +143,17 @@ def main(argv: list[str] | None = None, channel: Report | None = None) -> int:
     except Exception as e:
         # Out of memory outside the training steps (the workload's model or data, before the
         # first step): the same event as in a step (`autotune.probe.oom`), classed `oom`.
-        oom = is_oom(e)
+        # Under AUTOTUNE_PROBE_MEMORY_MB, a DDP launcher's thread that could not start too.
+        starved = memory_limit.thread_starved(e)
+        oom = is_oom(e) or starved is not None
+        message = starved or (f"out of memory before the first step: {e}" if oom else str(e))
         emit(
             {
                 "event": "error",
                 "cause": "oom" if oom else getattr(e, "cause", None) or "exception",
                 # a ScriptFailure may name the script's own exception (KeyboardInterrupt)
                 "error_type": getattr(e, "error_type", None) or type(e).__name__,
-                "message": (f"out of memory before the first step: {e}" if oom else str(e)),
+                "message": message,
                 # the innermost frames: the line that raised, deep in a script's framework
                 "traceback": traceback.format_exc(limit=-30),
             }

@@ -53,6 +53,7 @@ from autotune.errors import WorkloadError
 from autotune.probe.config import ProbeConfig
 from autotune.probe.outcome import Outcome
 from autotune.probe.summary import ProbeStatus
+from autotune.process import memory_limit
 from autotune.process.channel import Channel, closed_cause
 from autotune.process.entry import STDIN_ARG
 from autotune.process.env import process_env
@@ -358,6 +359,8 @@ def outcome_of(
             error=f"the probe process died from {name}"
             + (" (killed: out of memory, or stopped from outside)" if killed else ""),
         )
+    elif starved := memory_limit.crash_starved(log_tail):  # glibc ended it: no thread fit
+        out.update(outcome=Outcome.OOM.value, cause="oom", error=starved)
     else:
         early = " (the workload ended the process early)" if rc == 0 else ""
         closed = closed_cause(log_tail)

@@ -87,6 +87,46 @@ def settle_allocator(environ: dict[str, str] | None = None) -> bool:
     return fixed_mmap_threshold() if limit_mb(environ) is not None else keep_freed()
 
 
+#: What a thread that could not start raises, lower case: Python's `threading`, and C++'s
+#: `std::thread` (c10d's store, gloo's workers), whose `pthread_create` fails with EAGAIN.
+THREAD_START_FAILED = ("can't start new thread", "resource temporarily unavailable")
+#: What glibc prints as it ends a process (status 127) whose new thread's own data did not fit.
+TLS_FAILED = "cannot allocate memory for thread-local data"
+
+
+def thread_starved(e: BaseException, environ: dict[str, str] | None = None) -> str | None:
+    """Under the limit, `e` a thread that could not start: the out-of-memory message naming the
+    limit; else None. A thread's stack (8 MiB by default) is data memory `RLIMIT_DATA` counts,
+    and a DDP probe starts threads (its store's, gloo's, the launcher's readers) where one
+    process starts none, so it ran out there first, as a bare "can't start new thread"."""
+    text = str(e).lower()
+    if not isinstance(e, RuntimeError | OSError):
+        return None
+    if not any(m in text for m in THREAD_START_FAILED):
+        return None
+    return _starved(str(e), environ)  # the type is named beside it
+
+
+def crash_starved(log: str, environ: dict[str, str] | None = None) -> str | None:
+    """Under the limit, a process that ended without a report because glibc could not give a
+    new thread its thread-local data (`log`: what it printed last): the out-of-memory message
+    naming the limit; else None."""
+    return _starved(TLS_FAILED, environ) if TLS_FAILED in log.lower() else None
+
+
+def _starved(detail: str, environ: dict[str, str] | None) -> str | None:
+    try:
+        mb = limit_mb(environ)
+    except ValueError:  # checked before any probe runs: not the failure to report here
+        return None
+    if mb is None:
+        return None
+    return (
+        f"out of memory under {ENV}={mb}: a thread could not start ({detail}); each thread's "
+        f"stack is data memory the limit counts: raise {ENV} or drop it"
+    )
+
+
 def data_now() -> int:
     """The data memory this process holds now, in bytes (Linux: `VmData`, what `RLIMIT_DATA`
     is checked against); 0 where it cannot be read."""

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from autotune.process import channel as report_channel
+from autotune.process import memory_limit
 
 # Lower first: a communication fault explains everything after it, then an out-of-memory, then a
 # rank's death; an exception (4) is often a peer's, so the earliest one is taken last of all.
@@ -38,6 +39,9 @@ def death(r: int, rc: int, tail: Sequence[str]) -> tuple[str, str]:
             return "comm_hang", f"rank {r} died from {name} after a collective timed out"
         killed = sig in (signal.SIGKILL, signal.SIGTERM)
         return ("killed" if killed else "crash"), f"rank {r} died from {name}"
+    starved = memory_limit.crash_starved("\n".join(tail))  # glibc ended it: no thread fit
+    if starved:
+        return "oom", f"rank {r}: {starved}"
     why = report_channel.closed_cause("\n".join(tail))
     early = " (the workload ended the process early)" if rc == 0 else ""
     closed = f": {why}" if why else ""

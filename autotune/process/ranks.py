@@ -338,7 +338,7 @@ def cause_of(e: BaseException) -> str:
     cause = getattr(e, "cause", None)
     if isinstance(cause, str):
         return cause
-    if is_oom(e):
+    if is_oom(e) or memory_limit.thread_starved(e):  # gloo's threads' stacks, under the limit
         return "oom"
     text = str(e).lower()
     comm = isinstance(e, dist.DistError) or "gloo" in text or "nccl" in text
@@ -408,7 +408,7 @@ def rank_main(cfg_path: str) -> int:
                 "event": "error",
                 "cause": cause_of(e),
                 "error_type": type(e).__name__,
-                "message": str(e),
+                "message": memory_limit.thread_starved(e) or str(e),
                 "traceback": traceback.format_exc(limit=20),
             }
         )

@@ -55,6 +55,7 @@ from autotune.process.ranks import (
 from autotune.process.spawn import die_with_parent, python_module
 
 FAILURE_GRACE_S = 3.0  # after one rank fails, the others get this long to report, then SIGKILL
+READER_STACK = 512 << 10  # bytes: a reader's stack (reading lines, parsing flat JSON)
 SCALING_MIN_STEPS = 20  # the one-process run of measure_scaling: max(20, steps / 4) steps
 TAIL_LINES = 40
 
@@ -248,8 +249,8 @@ def _run_ranks(cfg: ProbeConfig, emit: Report) -> dict[str, Any]:
             channel.close_child_end()
             reader = threading.Thread(target=_read_log, args=(r, proc, q), daemon=True)
             ranks.append(_Rank(proc, log_reader=reader))
-            reader.start()
-            threading.Thread(target=_read_reports, args=(r, channel, q), daemon=True).start()
+            _start_small(reader)
+            _start_small(threading.Thread(target=_read_reports, args=(r, channel, q), daemon=True))
 
         def end_left() -> None:  # what the ended ranks left running (a live rank is kept)
             leftovers.end_children(before | {rk.proc.pid for rk in ranks})
@@ -268,6 +269,18 @@ def _run_ranks(cfg: ProbeConfig, emit: Report) -> dict[str, Any]:
             os.unlink(path)
         del store
     return _combine(cfg, ranks, failures)
+
+
+def _start_small(thread: threading.Thread) -> None:
+    """Start one of the launcher's readers on a stack of READER_STACK, not the process's 8 MiB:
+    under AUTOTUNE_PROBE_MEMORY_MB a thread's stack is data memory the limit counts, and the
+    readers of a 2-rank probe took 32 MiB of what the limit gives the probe (it failed with
+    "can't start new thread" at 30 MiB, where the same probe in one process fit)."""
+    was = threading.stack_size(READER_STACK)
+    try:
+        thread.start()
+    finally:
+        threading.stack_size(was)
 
 
 def _close_log(rk: _Rank) -> None:

@@ -41,3 +41,36 @@ def test_probe_runs_under_the_memory_limit_a_trial_gets(
     assert result["status"] == "ok", result
     planned = planned_threads(sp.load(tmp_path / "space.yaml"))
     assert result["threads"] == planned, "the threads the probe process was given (a trial's)"
+
+
+DDP_SPACE = """\
+name: ddpcap
+workload: {name: mlp, size: tiny}
+probe: {steps: 10, batch: 16, world_size: 2, device: cpu}
+verify: {top_k: 0}
+knobs:
+  bucket_cap_mb: {low: 1.0, high: 100.0, log: true}
+"""
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(sys.platform != "linux", reason="RLIMIT_DATA as Linux counts it")
+def test_a_ddp_probe_fits_where_one_process_does_and_is_oom_naming_the_limit_where_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The launcher's four reader threads took 8 MiB of stack each from the limit: at 30 MiB
+    the DDP probe failed with "can't start new thread" (cause exception) where one process fit.
+    At 1 MiB no thread fits: `oom`, naming the variable, as the one-process probe's is."""
+    monkeypatch.chdir(tmp_path)
+    h.write(tmp_path, DDP_SPACE)
+    monkeypatch.setenv("AUTOTUNE_PROBE_MEMORY_MB", "30")
+    fits = invoke("probe", "--space", "space.yaml", "--json")
+    assert fits.exit_code == 0, fits.output
+    assert json.loads(fits.stdout)["status"] == "ok"
+
+    monkeypatch.setenv("AUTOTUNE_PROBE_MEMORY_MB", "1")
+    capped = invoke("probe", "--space", "space.yaml", "--json")
+    assert capped.exit_code == 2, capped.output
+    failed = json.loads(capped.stdout)
+    assert failed["cause"] == "oom", failed
+    assert "out of memory under AUTOTUNE_PROBE_MEMORY_MB=1" in failed["error"], failed

@@ -62,3 +62,42 @@ def test_the_data_memory_does_not_grow_with_the_steps_under_the_limit(
     # (measured alone, and beside the rest of the suite); with it, 0.0 in both.
     limited = _growth(tmp_path, mode)
     assert limited <= 1.0, f"under the limit, data memory grew {limited:.1f} MiB over 40 steps"
+
+
+# A DDP probe under the limit failed as a bare `exception` ("can't start new thread", "Resource
+# temporarily unavailable") or a `crash` (glibc's exit 127), never naming the limit, where the
+# same probe in one process was `oom` (a black-box review of DDP probes on the CPU).
+STARVED = [
+    RuntimeError("can't start new thread"),  # Python's threading
+    RuntimeError("Resource temporarily unavailable"),  # c10d's store, gloo: pthread_create
+]
+
+
+@pytest.mark.parametrize("e", STARVED, ids=["python", "c++"])
+def test_a_thread_that_could_not_start_under_the_limit_is_out_of_memory(
+    monkeypatch: pytest.MonkeyPatch, e: RuntimeError
+) -> None:
+    from autotune.process.ranks import cause_of
+
+    monkeypatch.setenv(memory_limit.ENV, "30")
+    message = memory_limit.thread_starved(e)
+    assert message is not None and message.startswith(f"out of memory under {memory_limit.ENV}=30")
+    assert str(e) in message
+    assert cause_of(e) == "oom", "a rank's own failure to start gloo's threads"
+    monkeypatch.delenv(memory_limit.ENV)
+    assert memory_limit.thread_starved(e) is None, "without the limit: not the limit's doing"
+    assert cause_of(e) == "exception"
+
+
+def test_a_process_glibc_ended_for_a_threads_data_under_the_limit_is_out_of_memory(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from autotune.process.rank_failures import death
+
+    tail = ["some log", "cannot allocate memory for thread-local data: ABORT"]
+    monkeypatch.setenv(memory_limit.ENV, "8")
+    cause, message = death(1, 127, tail)
+    assert cause == "oom" and message.startswith(f"rank 1: out of memory under {memory_limit.ENV}")
+    assert memory_limit.crash_starved("\n".join(tail[:1])) is None, "another crash stays one"
+    monkeypatch.delenv(memory_limit.ENV)
+    assert death(1, 127, tail)[0] == "crash"
