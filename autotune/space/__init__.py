@@ -35,7 +35,6 @@ from autotune.space.load import (
     accum_values,
     anchor_script,
     anchor_workload,
-    key_line,
     load,
     loads,
     validate_section,
@@ -68,6 +67,7 @@ from autotune.space.schema import (
 )
 from autotune.space.seeds import MAX_SEED, MAX_VERIFY_SEEDS, seed_problem
 from autotune.space.values import ErrorAt, check_value, env_value
+from autotune.space.yaml_lines import key_line
 
 __all__ = [
     "CLIP_CHILDREN",

@@ -10,7 +10,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
 from autotune.errors import SpaceError, did_you_mean
@@ -41,6 +40,7 @@ from autotune.space.schema import (
     baseline_accum,
 )
 from autotune.space.values import ErrorAt, env_value, knob_value
+from autotune.space.yaml_lines import line_map
 
 
 def load(ref: str | Path, overrides: Sequence[str] = ()) -> Space:
@@ -91,7 +91,7 @@ def loads(
         data = {}
     if not isinstance(data, dict):
         raise SpaceError(f"{source}: the top level must be a mapping of keys, got {_tname(data)}")
-    lines = _line_map(root)
+    lines = line_map(root)
     scalars = yaml_surprises.surprising_scalars(root)
     err = _Err(source, lines, {o.split("=", 1)[0].strip() for o in overrides}, scalars)
     err.stored = stored
@@ -109,43 +109,6 @@ def loads(
 
 def _tname(v: Any) -> str:
     return type(v).__name__ if v is not None else "nothing"
-
-
-def _line_map(root: yaml.Node | None) -> dict[tuple[str | int, ...], int]:
-    """Key path -> 1-based line, for error messages. A node repeated by an alias is walked once."""
-    out: dict[tuple[str | int, ...], int] = {}
-    seen: set[int] = set()
-
-    def walk(node: yaml.Node, path: tuple[str | int, ...]) -> None:
-        out[path] = node.start_mark.line + 1
-        if id(node) in seen:
-            return
-        seen.add(id(node))
-        if isinstance(node, yaml.MappingNode):
-            for k, v in node.value:
-                if not isinstance(k, yaml.ScalarNode):
-                    continue
-                sub = (*path, k.value)
-                walk(v, sub)
-                out[sub] = k.start_mark.line + 1
-        elif isinstance(node, yaml.SequenceNode):
-            for i, v in enumerate(node.value):
-                walk(v, (*path, i))
-
-    if root is not None:
-        walk(root, ())
-    return out
-
-
-def key_line(source: str, key: Sequence[str | int]) -> int | None:
-    """The 1-based line of `key` (or of the nearest key above it) in the space file `source`,
-    for an error found after loading (a workload's size); None where it cannot be read."""
-    try:
-        text = yaml_reader.read_text(Path(source), SpaceError, "space file")
-        lines = _line_map(yaml_reader.compose(text, source, SpaceError)[1])
-    except (SpaceError, OSError):
-        return None
-    return next((lines[k] for n in range(len(key), 0, -1) if (k := tuple(key[:n])) in lines), None)
 
 
 class _Err:
