@@ -12,7 +12,9 @@ complete seeds here it is not judged. A timed metric (throughput) measured here 
 not judged either: one run's timing interval says nothing of the seed-to-seed and load-to-load
 spread the promise was measured over; nor is a timed promise from fewer than
 `seeds.MIN_TIMED_SEEDS` seeds (`seeds.too_few_timed`): its interval, from a t with one degree of
-freedom, spans so much that nothing measured could break it.
+freedom, spans so much that nothing measured could break it. The measured side is held to the
+same rule: a timed metric measured here over fewer than `seeds.MIN_TIMED_SEEDS` complete seeds
+is "too few seeds to tell", never "as promised" (its interval overlaps any promise).
 """
 
 from __future__ import annotations
@@ -24,7 +26,13 @@ from typing import Any
 from autotune.knobs import HARDWARE_METRICS
 from autotune.probe.outcome import Outcome
 from autotune.recipe.file import Recipe
-from autotune.recipe.seeds import TIMED, interval, prediction_interval, too_few_timed
+from autotune.recipe.seeds import (
+    MIN_TIMED_SEEDS,
+    TIMED,
+    interval,
+    prediction_interval,
+    too_few_timed,
+)
 
 
 def promise_seeds(promised: Mapping[str, Any]) -> int:
@@ -60,6 +68,22 @@ def _overlap(promised: Mapping[str, Any], got: Mapping[str, Any], direction: Any
     # a recipe without a direction minimises, as everywhere else
     better = got["mean"] > p_mean if direction == "maximize" else got["mean"] < p_mean
     return "better than promised" if better else "WORSE than promised"
+
+
+def too_few_measured(metric: str, got: Mapping[str, Any]) -> str | None:
+    """The verdict on a timed metric measured here over too few seeds (2 to
+    `seeds.MIN_TIMED_SEEDS - 1`, `seeds.too_few_timed`), else None. The measured side is held to
+    the promise's rule: two seeds give a t-interval with one degree of freedom, several times
+    wider than the promise, which then overlaps whatever the recipe does here ("as promised"
+    against [3.6e4, 1.4e5] was a claim nothing measured could have broken)."""
+    if too_few_timed(metric, got) is None:
+        return None
+    lo, hi = got.get("low"), got.get("high")
+    span = f"the {metric} interval spans {hi / lo:.3g}x; " if lo and hi and lo > 0 else ""
+    return (
+        f"too few seeds to tell ({int(got.get('n') or 0)} measured: {span}"
+        f"--seeds {MIN_TIMED_SEEDS} or more)"
+    )
 
 
 def _one_seed(
@@ -111,8 +135,9 @@ def compare_promise(
                 wide = too_few_timed(metric, {**pr, "n": promise_seeds(promised)})
                 # a promise too wide to break is no promise: not "as promised" against it
                 verdict = f"not judged (a promise from {wide})" if wide else None
-                row = {"verdict": verdict or _overlap(pr, got, direction)}
-            judged = not row["verdict"].startswith("not judged")
+                row = {"verdict": verdict or too_few_measured(metric, got)}
+                row["verdict"] = row["verdict"] or _overlap(pr, got, direction)
+            judged = not row["verdict"].startswith(("not judged", "too few seeds"))
             if metric in HARDWARE_METRICS and not same_hardware and judged:
                 row["verdict"] += " (other hardware: not comparable)"
         rows.append(

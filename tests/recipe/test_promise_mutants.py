@@ -1,8 +1,9 @@
 """What a recipe promised against what `autotune verify` measured (`autotune.recipe.promise`),
 where its mutants survived the other tests: a one-seed promise at the ends of the prediction
 interval, how many seeds a promise counts, when the one-seed rule applies (a promise of 2 seeds
-and throughput over 2 seeds keep the overlap rule), a verdict not judged on other hardware, the
-seeds a recipe records without per-metric seeds, and every mix of own, probe and fresh seeds.
+keeps the overlap rule; throughput measured over 2 seeds is too few to tell), a verdict not
+judged on other hardware, the seeds a recipe records without per-metric seeds, and every mix of
+own, probe and fresh seeds.
 Pure functions on hand-made recipes and measurements (no probe runs)."""
 
 from __future__ import annotations
@@ -79,19 +80,38 @@ def test_a_promise_of_two_seeds_keeps_the_overlap_rule() -> None:
     assert r["verdict"] == "better than promised" and "one_seed" not in r
 
 
-def test_throughput_measured_on_two_seeds_is_judged_by_overlap() -> None:
+def test_throughput_measured_on_two_seeds_is_too_few_seeds_to_tell() -> None:
+    # a black-box review: `verify --seeds 2` called throughput "as promised" against a measured
+    # interval of one degree of freedom spanning 3.8x; the measured side keeps the promise's
+    # rule (3 seeds at least), whichever side of the promise the two seeds fall
     promised = {
         "direction": "maximize",
-        "value": 7.0e4,
-        "verified": {"mean": 7.2e4, "low": 7.0e4, "high": 7.4e4, "n": 3},
+        "value": 6.665e4,
+        "verified": {"mean": 6.665e4, "low": 5.874e4, "high": 7.479e4, "n": 3},
     }
-    got = measured("throughput", [7.1e4, 7.3e4])
-    assert got["metrics"]["throughput"]["n"] == 2
-    r = rows("throughput", promised, got)
-    assert r["verdict"] == "as promised" and "one_seed" not in r
-    # far above the promise over two seeds: better, still by overlap
+    got = measured("throughput", [5.5e4, 9.2e4])
+    iv = got["metrics"]["throughput"]
+    assert iv["n"] == 2 and iv["low"] < 5.874e4 and iv["high"] > 7.479e4  # overlaps: the old rule
+    span = iv["high"] / iv["low"]
+    for same in (True, False):  # not judged: nothing to call not comparable either
+        r = rows("throughput", promised, got, same=same)
+        assert r["verdict"] == (
+            f"too few seeds to tell (2 measured: the throughput interval spans {span:.3g}x; "
+            "--seeds 3 or more)"
+        )
+        assert "one_seed" not in r
     r = rows("throughput", promised, measured("throughput", [9.0e4, 9.1e4]))
-    assert r["verdict"] == "better than promised" and "one_seed" not in r
+    assert r["verdict"].startswith("too few seeds to tell (2 measured: ")
+    # three seeds measured: the overlap rule, as before
+    r = rows("throughput", promised, measured("throughput", [6.4e4, 6.6e4, 6.9e4]))
+    assert r["verdict"] == "as promised"
+    # a metric that is not timed keeps its overlap rule over 2 seeds measured
+    loss = {
+        "direction": "minimize",
+        "value": 0.5,
+        "verified": {"mean": 0.5, "low": 0.45, "high": 0.55, "n": 3},
+    }
+    assert rows("loss_drop", loss, measured("loss_drop", [0.5, 0.52]))["verdict"] == "as promised"
 
 
 def test_throughput_on_one_run_is_not_judged_on_any_hardware_and_records_why() -> None:
