@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from autotune.probe.outcome import Outcome
-from autotune.recipe.seeds import ran_whole
+from autotune.recipe.seeds import counts_for
 
 
 def same_seed_intervals(
@@ -44,15 +44,13 @@ def _counted(
     result: Mapping[str, Any], metric: str, seeds: Sequence[Any], *, ran_on: bool
 ) -> set[Any]:
     """The seeds among `seeds` whose run of `result` has a finite `metric` and counts for an
-    interval: complete (a verification's), or also labelled diverged but run whole (`ran_on`:
-    the paired comparison's values)."""
+    interval: complete (a verification's), or as the paired comparison counts it (`ran_on`:
+    `seeds.counts_for`, a run labelled diverged but run whole for the final loss)."""
     runs = {r.get("seed"): r for r in result.get("runs") or []}
     out = set()
     for s in seeds:
         r = runs.get(s) or {}
-        counts = r.get("outcome") == Outcome.COMPLETE or (
-            ran_on and r.get("outcome") == Outcome.DIVERGED and ran_whole(r)
-        )
+        counts = r.get("outcome") == Outcome.COMPLETE or (ran_on and counts_for(r, metric))
         v = (r.get("metrics") or {}).get(metric)
         if counts and isinstance(v, int | float) and math.isfinite(float(v)):
             out.add(s)

@@ -34,7 +34,9 @@ from autotune.probe.outcome import Outcome
 from autotune.recipe.intervals import same_seed_intervals
 from autotune.recipe.seed_effect import ignored_text
 from autotune.recipe.seeds import (
+    RAN_ON_METRICS,
     TIMINGS,
+    counts_for,
     finite_pairs,
     interval,
     metric_interval,
@@ -60,7 +62,9 @@ def _whole(row: Mapping[str, Any]) -> bool:
 
 
 def _value(row: Mapping[str, Any] | None, metric: str) -> float | None:
-    if row is None or not _whole(row):
+    """`metric` of a seed's run where it counts (`seeds.counts_for`: a diverged run that ran
+    on counts for its final loss alone), else None."""
+    if row is None or not counts_for(row, metric):
         return None
     v = (row.get("metrics") or {}).get(metric)
     return None if v is None else float(v)
@@ -183,6 +187,9 @@ def _compare(
     worse: list[str] = []
     paired_n = 0  # the seeds a metric was compared over (both ran whole, finite)
     unpaired: list[str] = []  # timed metrics with no pair measured together
+    # metrics other than the final loss with no seed completed on both sides: why, if so
+    unfinished = _none_completed(a, b, seeds)
+    not_completed: list[str] = []
     # Per metric, its values on the seeds paired for it (a timed metric: only those timed
     # together); the metrics measured on both sides share the verdict's error (`family`).
     values = {m: _metric_values(a, b, seeds, m) for m, _ in metrics}
@@ -191,24 +198,18 @@ def _compare(
     out["level"], out["judged_metrics"] = level, len(judged)
     for metric, direction in metrics:
         apart, xs, ys = values[metric]
-        diff = paired(xs, ys, level)
-        ratio = paired_ratio(xs, ys, level) if metric in POSITIVE_METRICS else None
-        v = metric_verdict(_judged(diff, ratio), direction)
-        row: dict[str, Any] = {
-            "direction": direction,
-            "difference": {k: diff.get(k) for k in ("mean", "low", "high", "n")},
-            **({"ratio": ratio} if ratio is not None else {}),
-            "level": level,
-            "pick": metric_interval(xs, metric),
-            "baseline": metric_interval(ys, metric),
-            "verdict": v,
-        }
+        row = _metric_row(metric, direction, xs, ys, level)
+        diff, v = row["difference"], row["verdict"]
         if apart:
             row["apart_seeds"] = apart
             row["apart"] = apart_text(a, b, apart)
             if not diff.get("n"):
                 row["verdict"] = v = "not compared"
                 unpaired.append(metric)
+        elif unfinished and metric not in RAN_ON_METRICS:
+            row["verdict"] = v = "not compared"
+            row["not_completed"] = unfinished
+            not_completed.append(metric)
         out["metrics"][metric] = row
         paired_n = max(paired_n, int(diff.get("n") or 0))
         (better if v == "better" else worse if v == "worse" else []).append(metric)
@@ -235,12 +236,32 @@ def _compare(
         out["why"] = f"better than the baseline: {', '.join(gains)}"
     else:
         out["verdict"] = "no detectable difference"
-        out["why"] = _tie_text(metrics, values, unpaired, paired_n)
+        out["why"] = _tie_text(metrics, values, [*unpaired, *not_completed], paired_n)
+    if not_completed:
+        out["why"] = out.get("why", "") + f"; {', '.join(not_completed)} not compared: {unfinished}"
     if unpaired:
         out["why"] = out.get("why", "") + (
             f"; {', '.join(unpaired)} not compared: " + out["metrics"][unpaired[0]]["apart"]
         )
     return out
+
+
+def _metric_row(
+    metric: str, direction: str, xs: list[float | None], ys: list[float | None], level: float
+) -> dict[str, Any]:
+    """One metric's row: the paired difference (and ratio, for a positive metric), each side's
+    interval over its values, and the verdict they give."""
+    diff = paired(xs, ys, level)
+    ratio = paired_ratio(xs, ys, level) if metric in POSITIVE_METRICS else None
+    return {
+        "direction": direction,
+        "difference": {k: diff.get(k) for k in ("mean", "low", "high", "n")},
+        **({"ratio": ratio} if ratio is not None else {}),
+        "level": level,
+        "pick": metric_interval(xs, metric),
+        "baseline": metric_interval(ys, metric),
+        "verdict": metric_verdict(_judged(diff, ratio), direction),
+    }
 
 
 def _tie_text(
@@ -286,6 +307,20 @@ def paired_values(
     seeds = [s for s in a if s in b]
     apart, xs, ys = _metric_values(a, b, seeds, metric)
     return [s for s in seeds if s not in apart], apart, xs, ys
+
+
+def _none_completed(
+    a: Mapping[Any, Mapping[str, Any]], b: Mapping[Any, Mapping[str, Any]], seeds: Sequence[Any]
+) -> str | None:
+    """Why no metric but the final loss has a pair, when no seed completed on both sides (`the
+    baseline diverged on every seed`); None when one did."""
+    done = Outcome.COMPLETE
+    if any(a[s].get("outcome") == done and b[s].get("outcome") == done for s in seeds):
+        return None
+    for rows, who in ((b, "the baseline"), (a, "this configuration")):
+        if all(rows[s].get("outcome") == Outcome.DIVERGED for s in seeds):
+            return f"{who} diverged on every seed"
+    return "no seed completed on both sides (" + _unfinished(a, b, seeds) + ")"
 
 
 def _unfinished(

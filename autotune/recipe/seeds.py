@@ -182,6 +182,24 @@ def ran_whole(run: Mapping[str, Any] | None) -> bool:
     return done is not None and planned is not None and 0 < int(planned) <= int(done)
 
 
+#: The metrics a run labelled diverged that still ran its whole length counts for in a paired
+#: comparison: its final loss is where that training really ended (the baseline as yardstick).
+#: Every other metric is compared only between runs that completed: a diverged run's speed,
+#: spread or spikes are those of a blow-up, not of a training that ran (a review saw a recipe
+#: called worse on throughput than a baseline that diverged on every seed, beside a table that
+#: showed each of the baseline's cells n/a).
+RAN_ON_METRICS = ("final_loss",)
+
+
+def counts_for(run: Mapping[str, Any] | None, metric: str) -> bool:
+    """Whether `run` (a verified seed's row) counts for `metric` in a paired comparison:
+    complete, or labelled diverged but run whole for a metric of `RAN_ON_METRICS`."""
+    run = run or {}
+    if run.get("outcome") == Outcome.COMPLETE:
+        return True
+    return metric in RAN_ON_METRICS and run.get("outcome") == Outcome.DIVERGED and ran_whole(run)
+
+
 # Metrics each run measures with an interval of its own (`<metric>_low`, `<metric>_high`: the
 # probe's step timings, `autotune.probe.metrics.throughput_interval`).
 TIMED = ("throughput", "tokens_per_s")
