@@ -31,6 +31,7 @@ from typing import Any
 
 from autotune.knobs import HARDWARE_METRICS
 from autotune.probe.outcome import Outcome
+from autotune.recipe import completed
 from autotune.recipe.intervals import same_seed_intervals
 from autotune.recipe.seed_effect import ignored_text
 from autotune.recipe.seeds import (
@@ -188,7 +189,7 @@ def _compare(
     paired_n = 0  # the seeds a metric was compared over (both ran whole, finite)
     unpaired: list[str] = []  # timed metrics with no pair measured together
     # metrics other than the final loss with no seed completed on both sides: why, if so
-    unfinished = _none_completed(a, b, seeds)
+    unfinished = completed.none_completed(a, b, seeds)
     not_completed: list[str] = []
     # Per metric, its values on the seeds paired for it (a timed metric: only those timed
     # together); the metrics measured on both sides share the verdict's error (`family`).
@@ -218,7 +219,8 @@ def _compare(
         # Nothing ran whole on both sides and neither diverged more: no evidence either way
         # (e.g. every seed failed here, the baseline's too: the machine, not the recipe).
         out["verdict"] = "not compared"
-        out["why"] = "no seed ran its whole length on both sides: " + _unfinished(a, b, seeds)
+        ended = completed.unfinished(a, b, seeds)
+        out["why"] = "no seed ran its whole length on both sides: " + ended
         return out
     if n_mine > n_base:
         out["verdict"] = "worse"
@@ -307,36 +309,6 @@ def paired_values(
     seeds = [s for s in a if s in b]
     apart, xs, ys = _metric_values(a, b, seeds, metric)
     return [s for s in seeds if s not in apart], apart, xs, ys
-
-
-def _none_completed(
-    a: Mapping[Any, Mapping[str, Any]], b: Mapping[Any, Mapping[str, Any]], seeds: Sequence[Any]
-) -> str | None:
-    """Why no metric but the final loss has a pair, when no seed completed on both sides (`the
-    baseline diverged on every seed`); None when one did."""
-    done = Outcome.COMPLETE
-    if any(a[s].get("outcome") == done and b[s].get("outcome") == done for s in seeds):
-        return None
-    for rows, who in ((b, "the baseline"), (a, "this configuration")):
-        if all(rows[s].get("outcome") == Outcome.DIVERGED for s in seeds):
-            return f"{who} diverged on every seed"
-    return "no seed completed on both sides (" + _unfinished(a, b, seeds) + ")"
-
-
-def _unfinished(
-    a: Mapping[Any, Mapping[str, Any]], b: Mapping[Any, Mapping[str, Any]], seeds: Sequence[Any]
-) -> str:
-    """`this configuration failed on 2 of 2 seeds; the baseline failed on 2 of 2 seeds`: how
-    the seeds ended where no pair ran whole."""
-
-    def ended(rows: Mapping[Any, Mapping[str, Any]]) -> str:
-        counts: dict[str, int] = {}
-        for s in seeds:
-            how = str(rows[s].get("outcome") or "did not run")
-            counts[how] = counts.get(how, 0) + 1
-        return ", ".join(f"{k} on {n} of {len(seeds)} seeds" for k, n in counts.items())
-
-    return f"this configuration {ended(a)}; the baseline {ended(b)}"
 
 
 FAMILY_ERROR = 0.05
