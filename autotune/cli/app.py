@@ -9,12 +9,14 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
+from autotune.cli.usage import OneLineUsageErrors
 from autotune.errors import AutotuneError, UsageError
 from autotune.process import memory_limit
 from autotune.space.builtin import builtin_names
 
 app = typer.Typer(
     name="autotune",
+    cls=OneLineUsageErrors,  # a usage error in one line, as every user error
     help="Search training-stability and speed knobs with short probes: Optuna decides, Ray runs, "
     "the probe measures, MLflow remembers.",
     no_args_is_help=True,
