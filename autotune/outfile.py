@@ -61,6 +61,20 @@ def target(path: str | Path, flag: str) -> Path:
     return _followed(path)
 
 
+def no_folder(dest: Path) -> str | None:
+    """Why `dest` cannot be written for want of its folder: the folder does not exist, or a
+    file stands where it (or a folder above it) should be (`-o r.yaml/x` with r.yaml a file: no
+    "does not exist" for a path that does); None when the folder is there."""
+    if dest.parent.is_dir():
+        return None
+    for above in dest.parents:  # the nearest that exists and is no folder
+        if above.exists() or above.is_symlink():
+            if not above.is_dir():
+                return f"{above} is a file, not a folder"
+            break
+    return f"folder {dest.parent} does not exist"
+
+
 def _followed(path: str | Path) -> Path:
     p = Path(path)
     return Path(os.path.realpath(p)) if p.is_symlink() else p

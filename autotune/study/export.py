@@ -34,7 +34,7 @@ def recipe_from_study(
     `audit`: also record this machine's op audit (`autotune migrate` compares with it)."""
     study, space, study_dir, meta = find_study(ref, storage)
     objectives = [o.model_dump() for o in space.objectives]
-    cands = pick.candidates(study, every=pick.parse_pick(how)[0] == "trial")
+    cands = pick.picked_candidates(study, how)  # a trial N the study has not: refused
     if not cands:
         _refuse_none(study, space, objectives)
     left = unfinished.state(study, space, driver_running(study_dir) if study_dir else None)
@@ -481,9 +481,9 @@ def check_output(out: str | None) -> None:
         raise RecipeError(
             f"-o {out}: is a folder; give a file's path, e.g. -o {path / 'recipe.yaml'}"
         )
-    dest = outfile.target(path, "-o")  # a device, a FIFO: refused, never replaced
-    if not dest.parent.is_dir():
-        raise RecipeError(f"-o {out}: folder {dest.parent} does not exist")
+    problem = outfile.no_folder(outfile.target(path, "-o"))  # a device, a FIFO: refused
+    if problem:
+        raise RecipeError(f"-o {out}: {problem}")
 
 
 def write(recipe: Recipe, fmt: str, out: str | None) -> str:

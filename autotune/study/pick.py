@@ -167,6 +167,21 @@ def candidates(study: Any, every: bool = False) -> list[Candidate]:
     return out
 
 
+def picked_candidates(study: Any, how: str) -> list[Candidate]:
+    """`candidates` for the pick `how` (`every` with an explicit `trial N`); a RecipeError
+    when the study has no trial N at all, naming its trials: "not a candidate" would send the
+    user looking for why a trial that never ran is not feasible."""
+    kind, number = parse_pick(how)
+    if kind == "trial":
+        numbers = [t.number for t in study.get_trials(deepcopy=False)]
+        if number not in numbers:
+            has = f"its trials are {min(numbers)} to {max(numbers)}" if numbers else "none yet"
+            raise RecipeError(
+                f"--pick 'trial {number}': study {study.study_name} has no trial {number} ({has})"
+            )
+    return candidates(study, every=kind == "trial")
+
+
 def longest_runs(study: Any, below: int) -> dict[int, dict[str, Any]]:
     """Per trial, its longest complete rung run (slim record) shorter than `below` steps: the
     run an explicit `trial N` that did not reach the decided length is exported from (its

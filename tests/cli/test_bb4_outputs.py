@@ -74,6 +74,22 @@ def test_export_through_a_symlink_to_a_fifo_or_a_folder_is_refused(here: Path) -
     assert (here / "to_dir").is_symlink() and list((here / "dir").iterdir()) == []
 
 
+def test_export_under_a_file_says_it_is_a_file_not_a_missing_folder(here: Path) -> None:
+    # `-o r.yaml/x` with r.yaml a file said "folder r.yaml does not exist"
+    (here / "r.yaml").write_text("a recipe\n")
+    for out in ("r.yaml/x", "r.yaml/x/y.yaml"):
+        line = one_line_error(invoke("export", "bb", "-o", out), f"-o {out}: r.yaml is a file")
+        assert "does not exist" not in line
+    one_line_error(invoke("export", "bb", "-o", "no/x"), "-o no/x: folder no does not exist")
+    assert (here / "r.yaml").read_text() == "a recipe\n"
+
+
+def test_export_of_a_trial_the_study_has_not_names_its_trials(here: Path) -> None:
+    # `--pick 'trial 99'` of a 3-trial study said "not a candidate (not a feasible ...)"
+    line = one_line_error(invoke("export", "bb", "--pick", "trial 99"), "no trial 99")
+    assert "its trials are 0 to 2" in line and "not a candidate" not in line
+
+
 # --------------------------------------------------------------------------------------------
 # compare -o: as export -o
 # --------------------------------------------------------------------------------------------
