@@ -57,14 +57,27 @@ def check_workload(recipe: Recipe, source: str) -> None:
         raise WorkloadError(f"{source}: workload: {e}") from None
 
 
+def warn_of_env(recipe: Recipe, path: str | Path) -> None:
+    """One warning line on stderr per variable of the recipe's `env:` that a space's `env:`
+    would be warned of (`space.env_mapping_warnings`: a misspelt NCCL/RCCL name, a value not
+    among an enumerated variable's): the library ignores a name it does not know, so the runs
+    would measure a setting the recipe does not make. A warning, as in a study: they run."""
+    from autotune.space import env_mapping_warnings
+
+    for line in env_mapping_warnings(recipe.env):
+        print(f"autotune: warning: {path}: {line}", file=sys.stderr)
+
+
 def load_checked(path: str | Path, *, own_threads: bool = False) -> Recipe:
     """The recipe file at `path` as verify, repro and migrate take it: read by its own rules
     (`Recipe.load`: the file and key of a problem named), its workload resolved here
-    (`check_workload`) and its probe fitting this machine's cores (`cores.check_fits_here`:
+    (`check_workload`), its `env:` warned of as a space's is
+    (`warn_of_env`) and its probe fitting this machine's cores (`cores.check_fits_here`:
     its ranks and threads), before any probe runs. `own_threads`: the command runs at this
     machine's threads, not the recipe's (migrate), so those are not checked."""
     recipe = Recipe.load(path)
     check_workload(recipe, str(path))
+    warn_of_env(recipe, path)
     cfg = recipe.probe_config()
     cores = os.cpu_count() or 1
     if own_threads:

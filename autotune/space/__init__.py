@@ -30,7 +30,7 @@ from autotune.space.conditioning import (
     condition_on,
 )
 from autotune.space.dtypes import dtype_warnings
-from autotune.space.env_names import env_warnings
+from autotune.space.env_names import env_mapping_warnings, env_warnings
 from autotune.space.load import (
     accum_values,
     anchor_script,
@@ -115,6 +115,7 @@ __all__ = [
     "condition_on",
     "dtype_warnings",
     "dump",
+    "env_mapping_warnings",
     "env_value",
     "env_warnings",
     "find",

@@ -7,6 +7,8 @@ does not have, and the library ignores a name it does not know (so a typo tunes 
 from __future__ import annotations
 
 import difflib
+from collections.abc import Mapping
+from typing import Any
 
 from autotune.space.schema import ENV_COMM_PREFIXES, Domain, Space
 
@@ -81,8 +83,14 @@ KNOWN = (
 def env_warnings(space: Space) -> list[str]:
     """One line per communication variable whose name looks misspelt, and per value of an
     enumerated variable that is not one of its values."""
+    return env_mapping_warnings(space.env)
+
+
+def env_mapping_warnings(env: Mapping[str, Any]) -> list[str]:
+    """`env_warnings` of an `env:` mapping, fixed values or a space's domains: a recipe's (its
+    environment applied by `verify`, `repro` and `migrate`) is checked by the same rules."""
     out: list[str] = []
-    for name, value in space.env.items():
+    for name, value in env.items():
         if not name.startswith(ENV_COMM_PREFIXES):
             continue  # HSA_, ROCBLAS_, MIOPEN_: no list here to compare with
         if name not in KNOWN:
