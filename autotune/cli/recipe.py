@@ -121,6 +121,7 @@ def verify(
     from autotune.recipe import paired
     from autotune.recipe import verify as vf
     from autotune.recipe.preflight import check_timeout, load_checked
+    from autotune.study import signals
 
     check_steps(steps)  # before the recipe is read
     check_timeout(timeout)  # as migrate checks it
@@ -132,16 +133,24 @@ def verify(
             raise UsageError(f"--first-seed {first_seed}: {problem}")
     recipe = load_checked(recipe_path)  # the file and its workload, as repro and migrate check
     store = vf.open_store(recipe, tracking_uri)  # an unreachable store refused before any probe
-    report = vf.verify_recipe(
-        recipe,
-        source=recipe_path,
-        seeds=seeds,
-        baseline=baseline,
-        timeout_s=timeout,
-        steps=steps,
-        first_seed=first_seed,
-        checked=True,
-    )
+    # Ctrl-C and SIGTERM stop the probes (KeyboardInterrupt), even where SIGINT was inherited
+    # as ignored (a script's `&` job), as they stop a study: before the report is logged, so no
+    # MLflow run is left half-written.
+    try:
+        with signals.handled():
+            report = vf.verify_recipe(
+                recipe,
+                source=recipe_path,
+                seeds=seeds,
+                baseline=baseline,
+                timeout_s=timeout,
+                steps=steps,
+                first_seed=first_seed,
+                checked=True,
+            )
+    except KeyboardInterrupt:
+        typer.echo("autotune: verify interrupted: nothing logged", err=True)
+        raise typer.Exit(signals.exit_status()) from None  # 130 on Ctrl-C, 143 on SIGTERM
     report["run_id"] = vf.log_report(recipe, report, tracking_uri, store)
     if as_json:
         typer.echo(json.dumps(report, indent=2, default=str))
