@@ -20,8 +20,6 @@ from autotune.recipe import exporters
 
 pytestmark = [
     pytest.mark.integration,
-    # one worker runs the module: its studies (module fixtures) are made once, not on each
-    pytest.mark.xdist_group("examples"),
     pytest.mark.filterwarnings("ignore:The ``noload`` loader strategy"),
     pytest.mark.filterwarnings("ignore:For backward compatibility, 'str' dtypes"),
 ]
