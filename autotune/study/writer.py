@@ -278,19 +278,41 @@ class MlflowWriter:
             if o is not None:  # the plots show the verdict judged again, as `show` does
                 outcomes.append({**o, "feasible": verdicts.get(t.number, o.get("feasible"))})
 
-        def write() -> None:
+        def write() -> bool:
             decided = _decided_records(self.study_dir, summary, outcomes)
             tracking.log_study_summary(
                 self.client, self.parent, summary, outcomes, importances, decided
             )
+            return True
 
-        self._attempt("the study summary", write)
+        if not self._attempt("the study summary", write) and signals.stopping():
+            self._end_killed()
         missed = self.not_logged()
         if missed:  # the one warning said why; this says how much, at the end of the session
             print(
                 f"warning: {missed} record{'s' if missed != 1 else ''} of this session could not "
                 "be logged to MLflow; the same command again (or --resume) logs "
                 f"{'them' if missed != 1 else 'it'}",
+                file=sys.stderr,
+            )
+
+    def _end_killed(self) -> None:
+        """A stopped study whose summary was not logged (a stop gave up on the writes queued
+        before it, `drain`): its run, and the trial or rung run the writer's thread was cut
+        short in, would stay RUNNING in MLflow for ever; they are ended KILLED, MLflow's status
+        for an interrupted run (the next session sets the study's RUNNING again and logs a cut
+        run afresh: `resume.reconcile`). The writer's thread may still hold the client: these
+        are a search and status updates, each a request of its own. Skipped when the store
+        does not answer (the writes were skipped for that)."""
+        with self._lock:
+            if self._down_since is not None:
+                return
+        try:
+            tracking.end_running(self.client, self.experiment_id, self.study_name, "KILLED")
+        except Exception as e:
+            print(
+                f"warning: could not end the study's MLflow runs ({type(e).__name__}: "
+                f"{one_line(e)}); they show as running until the study resumes",
                 file=sys.stderr,
             )
 

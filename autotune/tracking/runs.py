@@ -171,6 +171,16 @@ def set_study_status(client: MlflowClient, parent_run_id: str, status: str) -> N
     client.set_terminated(parent_run_id, status=status)
 
 
+def end_running(client: MlflowClient, experiment_id: str, study_name: str, status: str) -> int:
+    """End with `status` (KILLED: a stopped study) every run of the study still RUNNING: its
+    own, and a trial's, rung's or verification's cut short while it was logged. How many."""
+    runs = search_all(client, experiment_id, "attributes.status = 'RUNNING'")
+    ours = [r for r in runs if r.data.tags.get(TAG_STUDY) == study_name]
+    for run in ours:
+        client.set_terminated(run.info.run_id, status=status)
+    return len(ours)
+
+
 def child_runs(client: MlflowClient, experiment_id: str, parent_run_id: str) -> list[Run]:
     return search_all(client, experiment_id, f"tags.`{TAG_PARENT}` = '{parent_run_id}'")
 

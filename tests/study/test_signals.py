@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -230,3 +231,61 @@ def test_a_signal_after_ray_is_up_is_noted_not_raised() -> None:
             os.kill(os.getpid(), signal.SIGINT)
             time.sleep(0.05)
         assert signals.exit_status() == 130
+
+
+# One baseline and one searched trial, each probe a few seconds: long enough to be stopped in.
+SHORT = """\
+name: {name}
+workload: {{name: mlp, size: tiny}}
+probe: {{steps: {steps}, batch: 32, device: cpu, telemetry_every: 10, threads: 1}}
+budget: {{trials: 2, trial_timeout_s: 120}}
+sampler: {{name: random, seed: 0}}
+verify: {{top_k: 0}}
+knobs:
+  clip_norm: {{low: 0.1, high: 5.0, log: true}}
+"""
+
+
+def _mlflow_running(uri: str, name: str) -> list[str]:
+    """The study's MLflow runs (by name) left RUNNING."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    experiment = client.get_experiment_by_name(name)
+    runs = client.search_runs([experiment.experiment_id], "attributes.status = 'RUNNING'")
+    return [r.info.run_name for r in runs]
+
+
+# The driver with no grace for the MLflow writes queued at a stop (`writer.STOP_GRACE_S`, 10 s
+# by default: as a stop lands while a long series is logged): a real `autotune study` process.
+_NO_GRACE = (
+    "import runpy, autotune.study.writer as w; w.STOP_GRACE_S = 0.0; "
+    "runpy.run_module('autotune', run_name='__main__', alter_sys=True)"
+)
+
+
+@pytest.mark.integration
+def test_a_stop_during_the_last_writes_leaves_no_mlflow_run_running(tmp_path: Path) -> None:
+    """A Ctrl-C while the last trial's run was logged: the driver gave up on the write (its
+    grace over), skipped the summary, and left the study's run and the trial's RUNNING in MLflow
+    for ever. Both are ended KILLED; --resume logs the trial again and ends the study's run."""
+    name, uri = "stopped-writes", h.sqlite_uri(tmp_path)
+    space = h.write(tmp_path, SHORT.format(name=name, steps=1500).replace("trials: 2", "trials: 1"))
+    args = ["study", "--space", str(space), "--tracking-uri", uri]
+    cmd = [sys.executable, "-c", _NO_GRACE, *args]
+    rc, out = _stop_at(cmd, tmp_path, "baseline   0  complete", signal.SIGINT)
+    assert rc in (0, 130) and "Traceback" not in out, f"exit status {rc}\n{out[-6000:]}"
+    assert "could not be logged to MLflow" in out, f"the write was not cut short\n{out[-6000:]}"
+    assert _mlflow_running(uri, name) == [], out[-6000:]
+
+    done = h.autotune([*args, "--resume"], tmp_path, timeout=400)
+    assert done.returncode == 0, h.explain(done)
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    experiment = client.get_experiment_by_name(name)
+    runs = client.search_runs([experiment.experiment_id])
+    assert sorted((r.info.run_name, r.info.status) for r in runs) == [
+        ("stopped-writes", "FINISHED"),
+        ("trial-0000-baseline", "FINISHED"),
+    ], runs
