@@ -2,19 +2,41 @@
 run here its study had run.
 
 A promise verified over seeds is an interval (the mean's, over the study's verification
-seeds): the promise held when it and the interval measured here overlap, else the measured one
-is better or worse by the metric's direction. A promise measured on one seed (a trial that was
-not verified: its own run's value, no interval) is one draw of what a seed gives: it held when
-it lies within the two-sided 95% prediction interval of one more seed drawn like the seeds
-measured here (`seeds.prediction_interval`: mean ± t(0.975, n-1)·s·√(1 + 1/n), on the log scale
-for positive metrics), else it is better or worse by the side it falls on; with fewer than 2
-complete seeds here it is not judged. A timed metric (throughput) measured here on one seed is
-not judged either: one run's timing interval says nothing of the seed-to-seed and load-to-load
-spread the promise was measured over; nor is a timed promise from fewer than
-`seeds.MIN_TIMED_SEEDS` seeds (`seeds.too_few_timed`): its interval, from a t with one degree of
-freedom, spans so much that nothing measured could break it. The measured side is held to the
-same rule: a timed metric measured here over fewer than `seeds.MIN_TIMED_SEEDS` complete seeds
-is "too few seeds to tell", never "as promised" (its interval overlaps any promise).
+seeds), and so is what is measured here: the promise is judged by the interval of the
+difference between the two means, Welch's t interval from each side's mean, interval and
+number of seeds (`unpaired.difference`: each side's standard error read back from its
+interval; on the log scale, a ratio measured / promised, for a positive metric, as the paired
+verdict judges a ratio). It held ("as promised") when that interval includes no difference (a
+ratio of 1, a difference of 0), else the measured mean is better or worse than promised by the
+metric's direction; the line gives the interval (`as promised (x1.04 [x0.81, x1.33])`). Each
+metric's interval is at the level the paired verdict uses for as many metrics
+(`paired.family_level`: 95% for one, 98.3% each for three), so that a recipe that keeps every
+promise is not called worse on one of three by chance one time in seven. Two overlapping 95%
+intervals were the old rule: over 2 seeds (a t with one degree of freedom, the mean ± 12.7
+standard errors) the measured one overlapped nearly any promise, and over more seeds two
+overlapping intervals still let through a difference their difference's interval excludes.
+
+Either side over fewer than `seeds.MIN_TIMED_SEEDS` (3) seeds is not judged, for every metric
+as for throughput: a promise from 2 seeds is `not judged (a promise from 2 seeds: ...)`, a
+measurement here over 1 or 2 complete seeds (`--seeds 2`, or 3 of which one diverged) is "too
+few seeds to tell", never "as promised" (an interval with one degree of freedom holds what any
+recipe does) and never a reason to exit 1. Three seeds a side give a difference's interval of
+2 degrees of freedom or more (t <= 4.3 rather than 12.7): enough to tell a twofold change in a
+metric whose seeds spread by tens of percent, which is what a promise is about. Where they
+still cannot (a ratio's interval that reaches half or twice the promise, `TWOFOLD`: three seeds
+of which one spiked, x6.55 [x0.112, x382]) it is "too few seeds to tell" too, not "as
+promised": such an interval holds no change only because it holds nearly every one. A
+difference (a metric that can be 0 or less) has no scale to call twofold; its interval is
+printed beside the verdict, as every judged one is.
+
+A promise measured on one seed (a trial that was not verified: its own run's value, no
+interval) is one draw of what a seed gives: it held when it lies within the two-sided 95%
+prediction interval of one more seed drawn like the seeds measured here
+(`seeds.prediction_interval`: mean ± t(0.975, n-1)·s·√(1 + 1/n), on the log scale for positive
+metrics), else it is better or worse by the side it falls on; with fewer than 2 complete seeds
+here it is not judged. A timed metric (throughput) measured here on one seed is not judged
+either: one run's timing interval says nothing of the seed-to-seed and load-to-load spread the
+promise was measured over.
 """
 
 from __future__ import annotations
@@ -26,13 +48,16 @@ from typing import Any
 from autotune.knobs import HARDWARE_METRICS
 from autotune.probe.outcome import Outcome
 from autotune.recipe.file import Recipe
+from autotune.recipe.paired import family_level
 from autotune.recipe.seeds import (
     MIN_TIMED_SEEDS,
     TIMED,
     interval,
     prediction_interval,
-    too_few_timed,
+    span_text,
+    too_few_seeds,
 )
+from autotune.recipe.unpaired import difference, difference_text, no_change
 
 
 def promise_seeds(promised: Mapping[str, Any]) -> int:
@@ -56,34 +81,66 @@ def seed_values(measured: Mapping[str, Any], metric: str) -> list[float]:
     return out
 
 
-def _overlap(promised: Mapping[str, Any], got: Mapping[str, Any], direction: Any) -> str:
-    """A promise with an interval against the interval measured: overlap, else by direction."""
-    lo = got["low"] if got.get("low") is not None else got["mean"]
-    hi = got["high"] if got.get("high") is not None else got["mean"]
-    p_mean = promised["mean"]
-    plo = promised["low"] if promised["low"] is not None else p_mean
-    phi = promised["high"] if promised["high"] is not None else p_mean
-    if hi >= plo and phi >= lo:
+def _by_difference(diff: Mapping[str, Any], direction: Any) -> str:
+    """The verdict of the difference's interval (`unpaired.difference`, measured against
+    promised): as promised when it holds no change, else by the metric's direction."""
+    none = no_change(diff)
+    if diff["low"] <= none <= diff["high"]:
         return "as promised"
     # a recipe without a direction minimises, as everywhere else
-    better = got["mean"] > p_mean if direction == "maximize" else got["mean"] < p_mean
+    higher = diff["low"] > none
+    better = higher if direction == "maximize" else not higher
     return "better than promised" if better else "WORSE than promised"
 
 
+#: The change a promise's "as promised" must be able to tell, as a ratio: one whose interval
+#: of measured / promised reaches half or twice the promise (3 seeds of a recipe that spikes on
+#: one: x6.55 [x0.112, x382]) holds no change only because it holds nearly every one.
+TWOFOLD = 2.0
+
+
+def too_wide(diff: Mapping[str, Any]) -> bool:
+    """Whether a ratio's interval (`unpaired.difference` on the log scale) reaches a
+    `TWOFOLD` change either way. A difference (a metric that can be 0 or less) has no scale
+    to call twofold: its interval is printed, as it is."""
+    if diff.get("scale") != "log":
+        return False
+    return diff["low"] <= 1 / TWOFOLD or diff["high"] >= TWOFOLD
+
+
+def measured_seeds(got: Mapping[str, Any]) -> int:
+    """How many seeds the interval measured here is over (one without an end: one seed's)."""
+    if got.get("low") is None and got.get("high") is None:
+        return min(1, int(got.get("n") or 0))
+    return int(got.get("n") or 0)
+
+
 def too_few_measured(metric: str, got: Mapping[str, Any]) -> str | None:
-    """The verdict on a timed metric measured here over too few seeds (2 to
-    `seeds.MIN_TIMED_SEEDS - 1`, `seeds.too_few_timed`), else None. The measured side is held to
-    the promise's rule: two seeds give a t-interval with one degree of freedom, several times
-    wider than the promise, which then overlaps whatever the recipe does here ("as promised"
-    against [3.6e4, 1.4e5] was a claim nothing measured could have broken)."""
-    if too_few_timed(metric, got) is None:
+    """The verdict on a metric measured here over too few complete seeds (1 to
+    `seeds.MIN_TIMED_SEEDS - 1`), else None. The measured side is held to the promise's rule:
+    two seeds give a t-interval with one degree of freedom, several times wider than the
+    promise ("as promised" against [3.6e4, 1.4e5] was a claim nothing measured could have
+    broken), and one seed no interval at all."""
+    n = measured_seeds(got)
+    if n >= MIN_TIMED_SEEDS:
         return None
-    lo, hi = got.get("low"), got.get("high")
-    span = f"the {metric} interval spans {hi / lo:.3g}x; " if lo and hi and lo > 0 else ""
-    return (
-        f"too few seeds to tell ({int(got.get('n') or 0)} measured: {span}"
-        f"--seeds {MIN_TIMED_SEEDS} or more)"
-    )
+    span = span_text(metric, got) if n >= 2 else ""
+    span = f"{span}; " if span else ""
+    return f"too few seeds to tell ({n} measured: {span}--seeds {MIN_TIMED_SEEDS} or more)"
+
+
+def too_few_promised(metric: str, promised: Mapping[str, Any]) -> str | None:
+    """Why a promise verified over seeds cannot be judged (its seeds too few, their count or
+    its interval not recorded), else None."""
+    ver = promised.get("verified") or {}
+    if ver.get("n") is None:
+        return f"not judged (a promise without its number of seeds: achieved.{metric}.verified.n)"
+    n = promise_seeds(promised)
+    if ver.get("low") is None and ver.get("high") is None:
+        return f"not judged (a promise of {n} seeds without its interval)"
+    wide = too_few_seeds(metric, {**ver, "n": n})
+    # a promise too wide to break is no promise: not "as promised" against it
+    return f"not judged (a promise from {wide})" if wide else None
 
 
 def _one_seed(
@@ -117,8 +174,10 @@ def compare_promise(
     recipe: Recipe, measured: Mapping[str, Any], same_hardware: bool
 ) -> list[dict[str, Any]]:
     """Per achieved objective: what the recipe promised, what was measured, and the verdict
-    (with `one_seed` when judged by the one-seed rule: see the module)."""
-    rows = []
+    (with `one_seed` when judged by the one-seed rule, `difference` when judged by the
+    difference's interval: see the module)."""
+    rows: list[dict[str, Any]] = []
+    pending: list[tuple[int, int]] = []
     for metric, promised in recipe.achieved.items():
         got = (measured.get("metrics") or {}).get(metric) or interval([])
         ver = promised.get("verified") or {}
@@ -132,14 +191,10 @@ def compare_promise(
                 values = seed_values(measured, metric)
                 row = _one_seed(metric, pr["mean"], direction, values, one_promise)
             else:
-                wide = too_few_timed(metric, {**pr, "n": promise_seeds(promised)})
-                # a promise too wide to break is no promise: not "as promised" against it
-                verdict = f"not judged (a promise from {wide})" if wide else None
-                row = {"verdict": verdict or too_few_measured(metric, got)}
-                row["verdict"] = row["verdict"] or _overlap(pr, got, direction)
-            judged = not row["verdict"].startswith(("not judged", "too few seeds"))
-            if metric in HARDWARE_METRICS and not same_hardware and judged:
-                row["verdict"] += " (other hardware: not comparable)"
+                row = {"verdict": too_few_promised(metric, promised)}
+                row["verdict"] = row["verdict"] or too_few_measured(metric, got)
+                if row["verdict"] is None:  # judged below, at the level of as many metrics
+                    pending.append((len(rows), promise_seeds(promised)))
         rows.append(
             {
                 "metric": metric,
@@ -149,6 +204,26 @@ def compare_promise(
                 **row,
             }
         )
+    level = family_level([rows[i]["metric"] for i, _ in pending])
+    for i, n in pending:
+        row = rows[i]
+        got = row["measured"]
+        diff = difference(row["metric"], got, measured_seeds(got), row["promised"], n, level)
+        if diff is None:  # not reached: both sides have an interval over 3 seeds or more
+            row["verdict"] = "not judged (no interval to compare)"
+            continue
+        row["difference"] = diff
+        row["verdict"] = _by_difference(diff, row["direction"])
+        if row["verdict"] == "as promised" and too_wide(diff):
+            row["verdict"] = (
+                f"too few seeds to tell ({measured_seeds(got)} measured: "
+                f"{difference_text(diff)} cannot tell a {TWOFOLD:g}-fold change; more seeds "
+                "narrow it)"
+            )
+    for row in rows:
+        judged = row["verdict"].startswith(("as promised", "better", "WORSE"))
+        if row["metric"] in HARDWARE_METRICS and not same_hardware and judged:
+            row["verdict"] += " (other hardware: not comparable)"
     divergence = _divergence_promise(recipe, measured)
     return rows + ([divergence] if divergence else [])
 
@@ -191,9 +266,13 @@ def promise_line(p: Mapping[str, Any], fmt: Any) -> str:
             f"  {'diverged':<14} promised {pr['mean']:.0%} of seeds  measured "
             f"{'n/a' if got is None else format(got, '.0%')}  -> {p['verdict']}"
         )
-    line = (
-        f"  {p['metric']:<14} promised {fmt(pr)}  measured {fmt(p['measured'])}  -> {p['verdict']}"
-    )
+    verdict, diff = p["verdict"], p.get("difference")
+    if diff is not None and not verdict.startswith(
+        "too few seeds"
+    ):  # that one says it  # the interval after the verdict's words, before any note on them
+        words, sep, note = verdict.partition(" (")
+        verdict = f"{words} ({difference_text(diff)}){sep}{note}"
+    line = f"  {p['metric']:<14} promised {fmt(pr)}  measured {fmt(p['measured'])}  -> {verdict}"
     pi = (p.get("one_seed") or {}).get("prediction")
     if pi is not None:
         line += (
@@ -202,6 +281,17 @@ def promise_line(p: Mapping[str, Any], fmt: Any) -> str:
             f"[{pi['low']:.4g}, {pi['high']:.4g}])"
         )
     return line
+
+
+def promise_header(rows: Sequence[Mapping[str, Any]]) -> str:
+    """The line above the promise's rows: what their intervals are, when judged by one (the
+    level, when not 95%: the metrics judged share the error, `paired.family_level`)."""
+    diffs = [r["difference"] for r in rows if r.get("difference")]
+    if not diffs:
+        return "against the recipe's promise:"
+    level, n = diffs[0]["level"], len(diffs)
+    at = f"each interval at {level:.1%}: {n} metrics judged" if n > 1 else f"{level:.0%} interval"
+    return f"against the recipe's promise (measured against promised, {at}):"
 
 
 def recorded_seeds(recipe: Recipe) -> list[int]:

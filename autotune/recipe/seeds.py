@@ -209,9 +209,10 @@ TIMED = ("throughput", "tokens_per_s")
 TIMINGS = (*TIMED, "scaling_efficiency")
 
 
-#: The fewest seeds an interval over seeds of a timed metric is compared from. Two seeds give a
-#: t-interval with one degree of freedom (the mean +- 12.7 standard errors): on throughput it
-#: spans one or two orders of magnitude, so a tie with it, or a promise it keeps, says nothing.
+#: The fewest seeds an interval over seeds of a timed metric is compared from (and either side
+#: of a promise, of any metric: `promise`). Two seeds give a t-interval with one degree of
+#: freedom (the mean +- 12.7 standard errors): on throughput it spans one or two orders of
+#: magnitude, so a tie with it, or a promise it keeps, says nothing.
 MIN_TIMED_SEEDS = 3
 
 
@@ -219,12 +220,30 @@ def too_few_timed(metric: str, iv: Mapping[str, Any] | None) -> str | None:
     """Why `iv`, an interval over seeds of `metric`, is too wide to compare (a timed metric
     from 2 to `MIN_TIMED_SEEDS - 1` seeds: its span said), else None (not timed, enough seeds,
     or no interval at all: one seed is judged by its own rules)."""
+    return too_few_seeds(metric, iv) if metric in TIMED else None
+
+
+def too_few_seeds(metric: str, iv: Mapping[str, Any] | None) -> str | None:
+    """`too_few_timed`'s reason for an interval over seeds of any metric: from 2 to
+    `MIN_TIMED_SEEDS - 1` seeds its t has one degree of freedom whatever it measures (its span
+    said, `span_text`), else None."""
     n = int((iv or {}).get("n") or 0)
-    if metric not in TIMED or not 2 <= n < MIN_TIMED_SEEDS or iv is None:
+    if not 2 <= n < MIN_TIMED_SEEDS or iv is None:
         return None
-    lo, hi = iv.get("low"), iv.get("high")
-    span = f": the {metric} interval spans {hi / lo:.3g}x" if lo and hi and lo > 0 else ""
+    span = span_text(metric, iv)
+    span = f": {span}" if span else ""
     return f"{n} seeds{span}; too few seeds to compare {metric} (verify.seeds >= {MIN_TIMED_SEEDS})"
+
+
+def span_text(metric: str, iv: Mapping[str, Any]) -> str:
+    """How wide `iv` is: `the throughput interval spans 3.83x` (a positive metric's), `the
+    loss_drop interval is [-0.05, 0.45]` (another's); '' without both ends."""
+    lo, hi = iv.get("low"), iv.get("high")
+    if lo is None or hi is None:
+        return ""
+    if metric in POSITIVE_METRICS and lo > 0:
+        return f"the {metric} interval spans {hi / lo:.3g}x"
+    return f"the {metric} interval is [{lo:.3g}, {hi:.3g}]"
 
 
 def timing_group(where: str) -> str:

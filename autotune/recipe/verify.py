@@ -26,7 +26,7 @@ from autotune.probe.summary import loss_of
 from autotune.recipe import digest, paired
 from autotune.recipe.file import Recipe
 from autotune.recipe.preflight import check_timeout, check_workload
-from autotune.recipe.promise import compare_promise, promise_line, seed_origin
+from autotune.recipe.promise import compare_promise, promise_header, promise_line, seed_origin
 from autotune.recipe.seeds import (
     POSITIVE_METRICS,
     REPORTED,
@@ -364,7 +364,7 @@ def format_report(report: Mapping[str, Any]) -> str:
             "compared with a promise (the runs above and the baseline beside them are the check)"
         )
     if report.get("promise"):
-        lines.append("against the recipe's promise:")
+        lines.append(promise_header(report["promise"]))
         lines += [promise_line(p, format_interval) for p in report["promise"]]
     if report.get("vs_baseline"):
         lines.append(paired.format_line(report["vs_baseline"], label="recipe"))

@@ -1,7 +1,7 @@
 """What a recipe promised against what `autotune verify` measured (`autotune.recipe.promise`),
 where its mutants survived the other tests: a one-seed promise at the ends of the prediction
 interval, how many seeds a promise counts, when the one-seed rule applies (a promise of 2 seeds
-keeps the overlap rule; throughput measured over 2 seeds is too few to tell), a verdict not
+is not judged; a metric measured over 2 seeds is too few to tell), a verdict not
 judged on other hardware, the seeds a recipe records without per-metric seeds, and every mix of
 own, probe and fresh seeds.
 Pure functions on hand-made recipes and measurements (no probe runs)."""
@@ -16,7 +16,7 @@ from assets.recipes import make_recipe, measured
 
 from autotune.recipe import Recipe
 from autotune.recipe import promise as pm
-from autotune.recipe.seeds import prediction_interval
+from autotune.recipe.seeds import format_interval, prediction_interval
 
 THREE = [0.1, 0.2, 0.3]  # loss_drop measured on three seeds: can be 0 or negative (linear)
 
@@ -59,25 +59,40 @@ def test_how_many_seeds_a_promise_counts() -> None:
 
 def test_a_verification_with_one_end_of_its_interval_counts_as_seeds() -> None:
     # the recipe file allows one end alone (`recorded.verified` checks each end on its own): an
-    # interval over seeds still, judged by overlap with the end it has
+    # interval over seeds still, judged by the difference with the half it has; without its
+    # number of seeds (`n`) no standard error can be read from it: not judged, saying so
     assert pm.promise_seeds({"verified": {"mean": 1.0, "low": 0.9, "high": None}}) == 2
     assert pm.promise_seeds({"verified": {"mean": 1.0, "low": None, "high": 1.1}}) == 2
     for end in ({"low": 0.45}, {"high": 0.55}):
         promised = {"direction": "minimize", "value": 9.0, "verified": {"mean": 0.5, **end}}
         r = rows("loss_drop", promised, measured("loss_drop", THREE))  # [-0.048, 0.448]
+        assert r["verdict"] == (
+            "not judged (a promise without its number of seeds: achieved.loss_drop.verified.n)"
+        )
+        assert "one_seed" not in r and "difference" not in r, end
+        promised["verified"]["n"] = 3
+        r = rows("loss_drop", promised, measured("loss_drop", THREE))
         assert r["verdict"] == "better than promised" and "one_seed" not in r, end
+        assert r["difference"]["high"] < 0  # 0.2 - 0.5 and its interval: below no change
 
 
-def test_a_promise_of_two_seeds_keeps_the_overlap_rule() -> None:
-    # two seeds verified: an interval of the mean, judged by overlap, not as one draw
+def test_a_promise_of_two_seeds_is_not_judged_whatever_its_metric() -> None:
+    # two seeds verified: an interval of the mean, not one draw, but of one degree of freedom
+    # (12.7 standard errors a side): not judged, as a throughput promise of 2 seeds is (the
+    # overlap rule judged it, "better than promised" here)
     verified: dict[str, Any] = {"mean": 0.5, "low": 0.45, "high": 0.55, "n": 2}
     two = {"direction": "minimize", "value": 9.0, "verified": verified}
     r = rows("loss_drop", two, measured("loss_drop", THREE))  # [-0.048, 0.448]: lower
-    assert r["verdict"] == "better than promised" and "one_seed" not in r
-    # the same without `n`: its interval says it is from seeds
+    assert r["verdict"] == (
+        "not judged (a promise from 2 seeds: the loss_drop interval is [0.45, 0.55]; too few "
+        "seeds to compare loss_drop (verify.seeds >= 3))"
+    )
+    assert "one_seed" not in r and "difference" not in r
+    assert pm.promise_line(r, format_interval).endswith("-> " + r["verdict"])
+    # the same without `n`: its interval says it is from seeds, not how many
     del verified["n"]
     r = rows("loss_drop", two, measured("loss_drop", THREE))
-    assert r["verdict"] == "better than promised" and "one_seed" not in r
+    assert r["verdict"].startswith("not judged (a promise without its number of seeds")
 
 
 def test_throughput_measured_on_two_seeds_is_too_few_seeds_to_tell() -> None:
@@ -105,13 +120,17 @@ def test_throughput_measured_on_two_seeds_is_too_few_seeds_to_tell() -> None:
     # three seeds measured: the overlap rule, as before
     r = rows("throughput", promised, measured("throughput", [6.4e4, 6.6e4, 6.9e4]))
     assert r["verdict"] == "as promised"
-    # a metric that is not timed keeps its overlap rule over 2 seeds measured
+    # a metric that is not timed is held to the same rule over 2 seeds measured (the overlap
+    # rule called this "as promised")
     loss = {
         "direction": "minimize",
         "value": 0.5,
         "verified": {"mean": 0.5, "low": 0.45, "high": 0.55, "n": 3},
     }
-    assert rows("loss_drop", loss, measured("loss_drop", [0.5, 0.52]))["verdict"] == "as promised"
+    assert rows("loss_drop", loss, measured("loss_drop", [0.5, 0.52]))["verdict"] == (
+        "too few seeds to tell (2 measured: the loss_drop interval is [0.383, 0.637]; "
+        "--seeds 3 or more)"
+    )
 
 
 def test_throughput_on_one_run_is_not_judged_on_any_hardware_and_records_why() -> None:
@@ -238,16 +257,22 @@ def test_a_throughput_promise_from_two_seeds_is_not_judged() -> None:
         "not judged (a promise from 2 seeds: the throughput interval spans 357x; too few "
         "seeds to compare throughput (verify.seeds >= 3))"
     )
-    # from three seeds it is judged by overlap, as before
+    # from three seeds it is judged, by the interval of measured / promised: 1.89e4 against
+    # 2.5e4 [2.0e4, 3.0e4] (the intervals overlap: the overlap rule said "as promised")
     three = dict(promised, verified=dict(wide, n=3, low=2.0e4, high=3.0e4))
     r = rows("throughput", three, measured("throughput", [1.7e4, 1.9e4, 2.1e4]))
+    assert r["verdict"] == "WORSE than promised"
+    assert r["difference"]["high"] < 1.0 and r["difference"]["scale"] == "log"
+    r = rows("throughput", three, measured("throughput", [2.2e4, 2.4e4, 2.6e4]))
     assert r["verdict"] == "as promised"
-    # a metric that is not timed keeps its overlap rule from 2 seeds
+    # a metric that is not timed is held to the same rule from 2 seeds (the overlap rule:
+    # "better than promised")
     loss = {
         "direction": "minimize",
         "value": 0.5,
         "verified": dict(wide, mean=0.5, low=0.45, high=0.55),
     }
-    assert (
-        rows("loss_drop", loss, measured("loss_drop", THREE))["verdict"] == "better than promised"
+    assert rows("loss_drop", loss, measured("loss_drop", THREE))["verdict"] == (
+        "not judged (a promise from 2 seeds: the loss_drop interval is [0.45, 0.55]; too few "
+        "seeds to compare loss_drop (verify.seeds >= 3))"
     )

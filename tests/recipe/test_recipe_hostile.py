@@ -218,7 +218,9 @@ def test_a_recipe_without_a_direction_minimises() -> None:
     del data["achieved"]["noise_per_drop"]["direction"]
     data["achieved"] = {"noise_per_drop": data["achieved"]["noise_per_drop"]}
     r = Recipe.from_dict(data)
-    measured = {"metrics": {"noise_per_drop": {"mean": 0.001, "low": 0.0009, "high": 0.0011}}}
+    measured = {
+        "metrics": {"noise_per_drop": {"mean": 0.001, "low": 0.0009, "high": 0.0011, "n": 3}}
+    }
     row = vf.compare_promise(r, measured, True)[0]
     assert row["verdict"] == "better than promised"
 
