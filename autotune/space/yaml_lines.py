@@ -8,33 +8,12 @@ from pathlib import Path
 import yaml
 
 from autotune.errors import SpaceError
-from autotune.space import yaml_reader
+from autotune.space import yaml_reader, yaml_walk
 
 
 def line_map(root: yaml.Node | None) -> dict[tuple[str | int, ...], int]:
     """Key path -> 1-based line, for error messages. A node repeated by an alias is walked once."""
-    out: dict[tuple[str | int, ...], int] = {}
-    seen: set[int] = set()
-
-    def walk(node: yaml.Node, path: tuple[str | int, ...]) -> None:
-        out[path] = node.start_mark.line + 1
-        if id(node) in seen:
-            return
-        seen.add(id(node))
-        if isinstance(node, yaml.MappingNode):
-            for k, v in node.value:
-                if not isinstance(k, yaml.ScalarNode):
-                    continue
-                sub = (*path, k.value)
-                walk(v, sub)
-                out[sub] = k.start_mark.line + 1
-        elif isinstance(node, yaml.SequenceNode):
-            for i, v in enumerate(node.value):
-                walk(v, (*path, i))
-
-    if root is not None:
-        walk(root, ())
-    return out
+    return {v.path: v.line for v in yaml_walk.walk(root)}
 
 
 def key_line(source: str, key: Sequence[str | int]) -> int | None:

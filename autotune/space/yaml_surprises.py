@@ -12,41 +12,27 @@ from collections.abc import Mapping, Sequence
 import yaml
 
 from autotune.errors import SpaceError
-from autotune.space import yaml_reader
+from autotune.space import yaml_reader, yaml_walk
 
 _BOOL_TAG = "tag:yaml.org,2002:bool"
 _INT_TAG = "tag:yaml.org,2002:int"
 #: An integer YAML 1.1 reads as octal: a leading 0 followed by more digits.
 _OCTAL = re.compile(r"[-+]?0[0-7_]+")
 
-Path = tuple[str | int, ...]
+Path = yaml_walk.Path
 
 
 def surprising_scalars(root: yaml.Node | None) -> dict[Path, str]:
     """Key path -> the text as written, for each scalar YAML read as something else: a boolean
     written other than true/false, an octal integer."""
     out: dict[Path, str] = {}
-    seen: set[int] = set()
-
-    def walk(node: yaml.Node, path: Path) -> None:
-        if id(node) in seen:
-            return
-        seen.add(id(node))
-        if isinstance(node, yaml.ScalarNode):
-            text = str(node.value)
-            word = node.tag == _BOOL_TAG and text.lower() not in ("true", "false")
-            if word or (node.tag == _INT_TAG and _OCTAL.fullmatch(text)):
-                out[path] = text
-        elif isinstance(node, yaml.MappingNode):
-            for k, v in node.value:
-                if isinstance(k, yaml.ScalarNode):
-                    walk(v, (*path, k.value))
-        elif isinstance(node, yaml.SequenceNode):
-            for i, v in enumerate(node.value):
-                walk(v, (*path, i))
-
-    if root is not None:
-        walk(root, ())
+    for v in yaml_walk.walk(root):
+        if v.again or not isinstance(v.node, yaml.ScalarNode):
+            continue
+        text = str(v.node.value)
+        word = v.node.tag == _BOOL_TAG and text.lower() not in ("true", "false")
+        if word or (v.node.tag == _INT_TAG and _OCTAL.fullmatch(text)):
+            out[v.path] = text
     return out
 
 

@@ -182,16 +182,18 @@ def picked_candidates(study: Any, how: str) -> list[Candidate]:
     return candidates(study, every=kind == "trial")
 
 
-def longest_runs(study: Any, below: int) -> dict[int, dict[str, Any]]:
-    """Per trial, its longest complete rung run (slim record) shorter than `below` steps: the
-    run an explicit `trial N` that did not reach the decided length is exported from (its
-    screen's when it has none). A run that diverged or failed there is not taken."""
+def longest_runs(
+    study: Any, below: int | None = None, complete: bool = True
+) -> dict[int, dict[str, Any]]:
+    """Per trial, its slim record at the longest rung it ran shorter than `below` steps (any
+    length when None). `complete`: only complete runs with values (what an explicit `trial N`
+    short of the decided length is exported from); else whatever its outcome (`short_of`)."""
     out: dict[int, dict[str, Any]] = {}
     for key, row in study.user_attrs.items():
         at = ua.rung_of(key)
-        if at is None or not at[1] < below or not row.get("values"):
+        if at is None or (below is not None and not at[1] < below):
             continue
-        if row.get("outcome") != Outcome.COMPLETE:
+        if complete and (row.get("outcome") != Outcome.COMPLETE or not row.get("values")):
             continue
         if at[0] not in out or int(out[at[0]]["steps"]) < at[1]:
             out[at[0]] = row

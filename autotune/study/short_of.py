@@ -69,7 +69,7 @@ def _short(
     screen) was feasible: one that diverged or broke a constraint at a lower rung is no
     configuration to carry on. Longest first, then in the pick's order (`pick.ranked`) among
     those of one length: values at different lengths do not compare."""
-    longest = _longest_records(study)
+    longest = pk.longest_runs(study, complete=False)
     cands = []
     for c in pk.candidates(study, every=True):
         if c.number in run_there:
@@ -86,16 +86,6 @@ def _short(
             out.append(
                 {"number": c.number, "steps": length, "values": c.values, "params": c.params}
             )
-    return out
-
-
-def _longest_records(study: Any) -> dict[int, dict[str, Any]]:
-    """Per trial, its slim rung record at the longest rung it ran (whatever its outcome)."""
-    out: dict[int, dict[str, Any]] = {}
-    for key, row in study.user_attrs.items():
-        at = ua.rung_of(key)
-        if at is not None and (at[0] not in out or int(out[at[0]]["steps"]) < at[1]):
-            out[at[0]] = row
     return out
 
 

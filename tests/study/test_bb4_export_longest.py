@@ -15,7 +15,7 @@ import optuna
 from assets import studies as h
 
 from autotune.study import attrs as ua
-from autotune.study import folder
+from autotune.study import folder, pick
 from autotune.study.export import recipe_from_study, verdict_note
 
 SCREEN = h.SHARED_STEPS  # 30
@@ -101,3 +101,17 @@ def test_a_trial_at_the_decided_length_is_exported_from_it(tmp_path: Path) -> No
     assert "short_of_decided" not in recipe.source
     assert recipe.achieved["loss_cv"]["value"] == 0.07
     assert recipe.recorded["curve"]["steps_run"] == TOP
+
+
+def test_longest_runs_below_a_length_and_whatever_the_outcome(tmp_path: Path) -> None:
+    """`pick.longest_runs`, the one walk of the rung records: shorter than `below` or of any
+    length, complete runs only or each trial's longest whatever its outcome (`short_of`'s)."""
+    study, _ = made(tmp_path)
+    steps = {n: row["steps"] for n, row in pick.longest_runs(study, below=TOP).items()}
+    assert steps == {0: MID, 1: MID, 2: MID}, "trial 3's 60-step run diverged: not taken"
+    steps = {n: row["steps"] for n, row in pick.longest_runs(study).items()}
+    assert steps == {0: TOP, 1: TOP, 2: MID}
+    every = pick.longest_runs(study, complete=False)
+    assert {n: row["steps"] for n, row in every.items()} == {0: TOP, 1: TOP, 2: MID, 3: MID}
+    assert every[3]["outcome"] == "diverged"
+    assert pick.longest_runs(study, below=MID, complete=False) == {}
