@@ -10,7 +10,7 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-__all__ = ["Diverged", "Recipe", "__version__", "trial"]
+__all__ = ["Diverged", "Recipe", "RecipeEnvWarning", "__version__", "trial"]
 
 
 def __getattr__(name: str) -> Any:  # lazy: `autotune --help` must not import yaml or pydantic
@@ -18,6 +18,10 @@ def __getattr__(name: str) -> Any:  # lazy: `autotune --help` must not import ya
         from autotune.recipe import Recipe
 
         return Recipe
+    if name == "RecipeEnvWarning":  # to filter what `Recipe.load` warns of a recipe's env:
+        from autotune.errors import RecipeEnvWarning
+
+        return RecipeEnvWarning
     if name in ("trial", "Diverged"):  # the trial API of a training script
         from autotune.recipe import trial as trial_api
 

@@ -66,6 +66,13 @@ class TrialsFailed(StudyError):
     exit_code = 1
 
 
+class RecipeEnvWarning(UserWarning):
+    """A recipe's `env:` holds a name that looks like a misspelt NCCL/RCCL variable, or a value
+    not among an enumerated variable's: the library ignores it, so the run does not have the
+    setting the recipe makes. `Recipe.load` and `Recipe.loads` warn of it (Python's `warnings`;
+    filter it by this class), as `autotune verify`, `repro` and `migrate` do on stderr."""
+
+
 #: The most characters of one failure's message kept for the console, `show` and export.
 ONE_LINE_LIMIT = 300
 _ESCAPES = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)?|.)", re.DOTALL)

@@ -37,7 +37,6 @@ from typing import Any
 import yaml
 
 from autotune import __version__, outfile
-from autotune import space as sp
 from autotune.audit_form import audit_problem
 from autotune.errors import RecipeError, did_you_mean
 from autotune.knobs import clip_text
@@ -47,18 +46,16 @@ from autotune.recipe.provenance import check_fingerprint
 from autotune.recipe.recorded import (
     achieved_problem,
     curve_problem,
-    is_steps,
-    steps_text,
     verified_problem,
 )
 from autotune.recipe.runtime import RecipeRuntime
 from autotune.recipe.script_hash import workload_section
 from autotune.recipe.values import check_env as _check_env
 from autotune.recipe.values import check_knobs as _check_knobs
+from autotune.recipe.values import check_probe, probe_record, warn_of_env
 from autotune.recipe.values import check_source as _check_source
 from autotune.recipe.values import error_at as _error_at
 from autotune.space import yaml_reader
-from autotune.space.limits import MAX_STEPS
 
 RECIPE_VERSION = 1
 #: The longest recipe name read: a study's name (at most 100 characters, `space.load`) and
@@ -199,10 +196,11 @@ class Recipe(RecipeRuntime):
         """This recipe with `source.digests` of its sections as a file reads them back (as it
         is when it does not read back: no digests, so nothing is claimed of its edits)."""
         try:
-            read_back = Recipe.loads(self.dump()).to_dict()
+            # Read back as `loads` reads it, but not warned of: the caller's recipe, not a file.
+            read_back = Recipe.from_dict(yaml_reader.load(self.dump(), "<recipe>", RecipeError))
         except RecipeError:
             return self
-        source = {**self.source, digest.KEY: digest.digests(read_back)}
+        source = {**self.source, digest.KEY: digest.digests(read_back.to_dict())}
         return dataclasses.replace(self, source=source)
 
     @property
@@ -251,15 +249,23 @@ class Recipe(RecipeRuntime):
 
     @classmethod
     def load(cls, path: str | Path) -> Recipe:
+        """The recipe file at `path` (a RecipeError naming the file and key of a problem); an
+        `env:` variable the library would ignore is warned of (`values.warn_of_env`)."""
         p = Path(path)
         what = outfile.special(p)  # before it is opened: a FIFO would block the read forever
         if what is not None:
             raise RecipeError(f"{p}: not a regular file ({what}): not a recipe file")
-        return cls.loads(yaml_reader.read_text(p, RecipeError, "recipe file"), source=str(p))
+        text = yaml_reader.read_text(p, RecipeError, "recipe file")
+        recipe = cls.from_dict(yaml_reader.load(text, str(p), RecipeError), source=str(p))
+        warn_of_env(recipe.env, str(p), stacklevel=2)
+        return recipe
 
     @classmethod
     def loads(cls, text: str, *, source: str = "<recipe>") -> Recipe:
-        return cls.from_dict(yaml_reader.load(text, source, RecipeError), source=source)
+        """The recipe in `text` (`source` names it in errors and warnings), as `load` reads it."""
+        recipe = cls.from_dict(yaml_reader.load(text, source, RecipeError), source=source)
+        warn_of_env(recipe.env, source, stacklevel=2)
+        return recipe
 
     @classmethod
     def from_dict(cls, data: Any, *, source: str = "<recipe>") -> Recipe:
@@ -295,7 +301,7 @@ class Recipe(RecipeRuntime):
                 f"names it STUDY-trialN), got {yaml_reader.one_line(repr(data['name']), 80)}",
             )
         workload = workload_section(data["workload"], _error_at(source))  # + script_sha256
-        layout = _check_probe(data, source)
+        layout = check_probe(data, source)
         knobs = _check_knobs(data["knobs"], source)
         env = _check_env(data.get("env") or {}, source)
         if "accum_steps" in data and data["accum_steps"] != knobs["accum_steps"]:
@@ -352,7 +358,7 @@ class Recipe(RecipeRuntime):
             knobs=knobs,
             env=env,
             world_size=layout.world_size,
-            probe=_probe_record(layout, data, source),
+            probe=probe_record(layout, data, source),
             achieved=dict(data.get("achieved") or {}),
             fingerprint=fp,
             source=_check_source(data.get("source"), source),  # + its Pareto neighbours
@@ -406,44 +412,6 @@ def _workload_text(w: dict[str, Any]) -> str:
     if w.get("script"):
         return f"script {w['script']}"
     return f"{w['name']} ({w.get('size')})"
-
-
-#: Keys at the top of a recipe that are probe settings in a space.
-_LAYOUT = ("precision", "micro_batch", "world_size")
-
-
-def _check_probe(data: dict[str, Any], source: str) -> sp.ProbeSettings:
-    """The recipe's probe section and batch layout, by the space's rules for `probe:`."""
-    probe = data.get("probe") or {}
-    if not isinstance(probe, dict):
-        raise _error_at(source)(["probe"], f"must be a mapping, got {type(probe).__name__}")
-    at = _error_at(source)
-
-    def err(path: Any, message: str) -> RecipeError:  # a layout key is named where it stands
-        path = list(path)
-        return at(path[1:] if path[1:2] and path[1] in _LAYOUT else path, message)
-
-    merged = {**probe, **{k: data[k] for k in _LAYOUT if k in data}}
-    merged.pop("schedule_steps", None)  # the recipe's own key (`_probe_record`)
-    settings: sp.ProbeSettings = sp.validate_section(sp.ProbeSettings, merged, ["probe"], err)
-    return settings
-
-
-def _probe_record(layout: sp.ProbeSettings, data: dict[str, Any], source: str) -> dict[str, Any]:
-    """The probe section as the recipe keeps it: the keys it gives, checked, and the LR
-    schedule's length (probe.schedule_steps, at probe.batch) when it gives one."""
-    raw = data.get("probe") or {}
-    out = {k: v for k, v in layout.model_dump().items() if k in raw}
-    if "schedule_steps" in raw:
-        value = raw["schedule_steps"]
-        if not is_steps(value, layout.steps):  # bounded as probe.steps is
-            raise _error_at(source)(
-                ["probe", "schedule_steps"],
-                f"the LR schedule's length is a whole number of steps, at least probe.steps "
-                f"({layout.steps}) and at most {MAX_STEPS:,}, got {steps_text(value)}",
-            )
-        out["schedule_steps"] = value
-    return out
 
 
 def now_iso() -> str:

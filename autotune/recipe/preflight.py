@@ -17,6 +17,7 @@ from autotune.errors import UsageError
 from autotune.process.cores import check_fits_here
 from autotune.recipe.file import Recipe
 from autotune.recipe.script_hash import warn_if_script_changed
+from autotune.recipe.values import env_problems, env_unwarned
 from autotune.space.limits import MAX_TIMEOUT_S
 
 
@@ -59,13 +60,12 @@ def check_workload(recipe: Recipe, source: str) -> None:
 
 def warn_of_env(recipe: Recipe, path: str | Path) -> None:
     """One warning line on stderr per variable of the recipe's `env:` that a space's `env:`
-    would be warned of (`space.env_mapping_warnings`: a misspelt NCCL/RCCL name, a value not
-    among an enumerated variable's): the library ignores a name it does not know, so the runs
-    would measure a setting the recipe does not make. A warning, as in a study: they run."""
-    from autotune.space import env_mapping_warnings
-
-    for line in env_mapping_warnings(recipe.env):
-        print(f"autotune: warning: {path}: {line}", file=sys.stderr)
+    would be warned of (`values.env_problems`: a misspelt NCCL/RCCL name, a value not among an
+    enumerated variable's): the library ignores a name it does not know, so the runs would
+    measure a setting the recipe does not make. A warning, as in a study: they run. The text
+    `Recipe.load` warns of in a user's own code (a `RecipeEnvWarning`)."""
+    for line in env_problems(recipe.env, str(path)):
+        print(f"autotune: warning: {line}", file=sys.stderr)
 
 
 def load_checked(path: str | Path, *, own_threads: bool = False) -> Recipe:
@@ -75,7 +75,8 @@ def load_checked(path: str | Path, *, own_threads: bool = False) -> Recipe:
     (`warn_of_env`) and its probe fitting this machine's cores (`cores.check_fits_here`:
     its ranks and threads), before any probe runs. `own_threads`: the command runs at this
     machine's threads, not the recipe's (migrate), so those are not checked."""
-    recipe = Recipe.load(path)
+    with env_unwarned():  # said once, by `warn_of_env`, after the workload's check
+        recipe = Recipe.load(path)
     check_workload(recipe, str(path))
     warn_of_env(recipe, path)
     cfg = recipe.probe_config()

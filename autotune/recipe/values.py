@@ -1,17 +1,22 @@
-"""A recipe's knob and environment values, checked by the space's rules: one value per knob,
-named with the recipe file and the key path on one line (`autotune.recipe.file` reads them)."""
+"""A recipe's knob, environment and probe values, checked by the space's rules: one value per
+knob, named with the recipe file and the key path on one line (`autotune.recipe.file` reads them);
+its environment warned of as a space's is (`env_problems`)."""
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from autotune import __version__
 from autotune import space as sp
-from autotune.errors import RecipeError, did_you_mean
+from autotune.errors import RecipeEnvWarning, RecipeError, did_you_mean
 from autotune.recipe.provenance import check_provenance
+from autotune.recipe.recorded import is_steps, steps_text
 from autotune.space import yaml_reader
+from autotune.space.limits import MAX_STEPS
 
 
 def error_at(source: str) -> Callable[[Any, str], RecipeError]:
@@ -78,6 +83,30 @@ def check_env(raw: Any, source: str, at: Sequence[str] = ("env",)) -> dict[str, 
     return out
 
 
+def env_problems(env: Mapping[str, str], source: str) -> list[str]:
+    """One line per variable of a recipe's `env:` that a space's `env:` would be warned of
+    (`space.env_mapping_warnings`: a misspelt NCCL/RCCL name, a value not among an enumerated
+    variable's), naming the recipe file `source`: the library ignores a name it does not know,
+    so a run would not have the setting the recipe makes. A warning: the recipe still loads."""
+    return [f"{source}: {line}" for line in sp.env_mapping_warnings(env)]
+
+
+def warn_of_env(env: Mapping[str, str], source: str, stacklevel: int = 1) -> None:
+    """Each of `env_problems` as a `RecipeEnvWarning` (Python's `warnings`), for the caller
+    `stacklevel` frames up from the one calling this (`Recipe.load`: the user's code)."""
+    for line in env_problems(env, source):
+        warnings.warn(line, RecipeEnvWarning, stacklevel=stacklevel + 1)
+
+
+@contextmanager
+def env_unwarned() -> Iterator[None]:
+    """Within it `Recipe.load` does not warn of the env: for a command that says it on stderr
+    itself, once (`preflight.warn_of_env`), or loads a file it was given again."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RecipeEnvWarning)
+        yield
+
+
 NEIGHBOUR_KEYS = ("trial", "knobs", "env", "values", "front")
 
 
@@ -132,4 +161,42 @@ def check_neighbours(raw: Any, source: str) -> list[dict[str, Any]]:
                 **({"front": on} if on is not None else {}),
             }
         )
+    return out
+
+
+#: Keys at the top of a recipe that are probe settings in a space.
+_LAYOUT = ("precision", "micro_batch", "world_size")
+
+
+def check_probe(data: dict[str, Any], source: str) -> sp.ProbeSettings:
+    """The recipe's probe section and batch layout, by the space's rules for `probe:`."""
+    probe = data.get("probe") or {}
+    if not isinstance(probe, dict):
+        raise error_at(source)(["probe"], f"must be a mapping, got {type(probe).__name__}")
+    at = error_at(source)
+
+    def err(path: Any, message: str) -> RecipeError:  # a layout key is named where it stands
+        path = list(path)
+        return at(path[1:] if path[1:2] and path[1] in _LAYOUT else path, message)
+
+    merged = {**probe, **{k: data[k] for k in _LAYOUT if k in data}}
+    merged.pop("schedule_steps", None)  # the recipe's own key (`probe_record`)
+    settings: sp.ProbeSettings = sp.validate_section(sp.ProbeSettings, merged, ["probe"], err)
+    return settings
+
+
+def probe_record(layout: sp.ProbeSettings, data: dict[str, Any], source: str) -> dict[str, Any]:
+    """The probe section as the recipe keeps it: the keys it gives, checked, and the LR
+    schedule's length (probe.schedule_steps, at probe.batch) when it gives one."""
+    raw = data.get("probe") or {}
+    out = {k: v for k, v in layout.model_dump().items() if k in raw}
+    if "schedule_steps" in raw:
+        value = raw["schedule_steps"]
+        if not is_steps(value, layout.steps):  # bounded as probe.steps is
+            raise error_at(source)(
+                ["probe", "schedule_steps"],
+                f"the LR schedule's length is a whole number of steps, at least probe.steps "
+                f"({layout.steps}) and at most {MAX_STEPS:,}, got {steps_text(value)}",
+            )
+        out["schedule_steps"] = value
     return out

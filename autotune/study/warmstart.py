@@ -10,6 +10,7 @@ from typing import Any
 from autotune import space as sp
 from autotune.errors import StudyError
 from autotune.recipe import Recipe
+from autotune.recipe.values import env_unwarned
 from autotune.study import pick
 from autotune.study.find import find_study
 from autotune.study.options import WarmStart
@@ -79,7 +80,10 @@ def load_warm_start(ref: str, storage: str | None = None, top: int = 3) -> WarmS
     `top` candidates (verified ones first, in pick order)."""
     path = Path(ref)
     if path.is_file():
-        r = Recipe.load(path)
+        # Not warned of its env here: only the space's searched names are taken from it
+        # (`warm_params`), and the study warns of the space's; `migrate` warned of the file.
+        with env_unwarned():
+            r = Recipe.load(path)
         objectives = [
             {"metric": m, "direction": a.get("direction", "minimize")}
             for m, a in r.achieved.items()
