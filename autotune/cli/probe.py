@@ -127,10 +127,15 @@ def dropped_here(s: Any) -> dict[str, str]:
     """The searched knobs a study on this machine drops (they cannot act here: NCCL/RCCL
     variables on a CPU or one process, ROCm ones off ROCm, ...), with why: as the study
     conditions its space (`space.condition` on this machine's fingerprint)."""
+    return dict(conditioned_here(s).dropped)
+
+
+def conditioned_here(s: Any) -> Any:
+    """The space as a study on this machine conditions it (`space.Conditioned`)."""
     from autotune import fingerprint
     from autotune import space as sp
 
-    return dict(sp.condition_on(s, fingerprint.collect()).dropped)
+    return sp.condition_on(s, fingerprint.collect())
 
 
 def _threads_text(s: Any) -> str:
@@ -208,11 +213,15 @@ def probe(
     if config not in PROBE_CONFIGS:
         raise AutotuneError(f"--config {config}: choose one of {', '.join(PROBE_CONFIGS)}")
     s = sp.load(space, set_ or [])
-    cfg = probe_config(s, config)
+    cond = conditioned_here(s) if config == "midpoint" else None
+    cfg = probe_config(s, config, cond)
     check_workload(s)
     check_device(s)  # the probe runs here
     check_fits_here(cfg, s.source)  # its ranks and threads on this machine's cores
     threads = f"{cfg.threads} CPU thread(s)" if cfg.threads else "torch's CPU threads"
+    said = sp.env_dropped(s, cond) if cond is not None else {}
+    for name, why in said.items():  # what `midpoint_env` left unset, said as a study says it
+        typer.echo(sp.env_dropped_text(name, why), err=True)
     if not as_json:
         typer.echo(
             f"probe {s.name}: {cfg.workload} ({cfg.size}), {cfg.steps} steps, {cfg.precision}, "
@@ -279,8 +288,10 @@ def _stdout_to_stderr() -> Iterator[None]:
         os.close(saved)
 
 
-def probe_config(s: Any, config: str) -> Any:
-    """The ProbeConfig that `autotune probe` runs: the study's own trial setup and thread plan."""
+def probe_config(s: Any, config: str, cond: Any = None) -> Any:
+    """The ProbeConfig that `autotune probe` runs: the study's own trial setup and thread plan;
+    the midpoint's environment as a study conditioned by `cond` (default: on this machine,
+    `conditioned_here`) sets it, a variable it drops left unset (`space.midpoint_env`)."""
     import dataclasses
 
     from autotune import space as sp
@@ -289,7 +300,10 @@ def probe_config(s: Any, config: str) -> Any:
     if config == "baseline":
         knobs, env = trial_setup(s, {}, baseline=True)
     else:
-        knobs, env = s.fixed_knobs(), s.fixed_env()
+        knobs, env = (
+            s.fixed_knobs(),
+            sp.midpoint_env(s, cond if cond is not None else conditioned_here(s)),
+        )
     cfg = sp.probe_config(s, knobs=knobs, env=env)
     return dataclasses.replace(cfg, threads=planned_threads(s))
 

@@ -243,6 +243,7 @@ def format_repro(result: Mapping[str, Any]) -> str:
         f"seeds {', '.join(str(s) for s in seeds)}"
         + (f" (and seed {seeds[0]} again: its run-to-run noise)" if result["seed_effect"] else ""),
         f"config       {cfg['name']} ({cfg['what']}){': ' + values if values else ''}; {threads}",
+        *(sp.env_dropped_text(k, why) for k, why in (cfg.get("dropped") or {}).items()),
         "determinism  "
         + (", ".join(f"{k}={v}" for k, v in result["determinism"].items()) or "nothing recorded"),
     ]
@@ -319,8 +320,15 @@ def _configs(
     name = "recipe" if kind == "recipe" else config or "baseline"
     if name not in CONFIGS:
         raise ReproError(f"--config {name}: choose baseline or midpoint")
+    dropped: dict[str, str] = {}
     if name == "baseline":
         knobs, env = space.baseline_knobs(), space.baseline_env()
+    elif name == "midpoint":  # its env as a study here sets it: a dropped variable unset
+        from autotune import fingerprint
+
+        cond = sp.condition_on(space, fingerprint.collect())
+        knobs, env = space.fixed_knobs(), sp.midpoint_env(space, cond)
+        dropped = sp.env_dropped(space, cond)
     else:
         knobs, env = space.fixed_knobs(), space.fixed_env()
     threads = threads_for(space) if threads_for is not None else space.probe.threads
@@ -332,7 +340,7 @@ def _configs(
         shown = {k: v for k, v in knobs.items() if k == "lr" or v != sp.KNOBS[k].default}
     else:  # the searched ones: what tells the baseline from the midpoint
         shown = {k: v for k, v in {**knobs, **env}.items() if k in space.searched()}
-    what = {"name": name, "what": CONFIGS[name], "knobs": shown}
+    what = {"name": name, "what": CONFIGS[name], "knobs": shown, "dropped": dropped}
     return configs, {**what, "threads": threads}
 
 

@@ -28,6 +28,9 @@ from autotune.space.conditioning import (
     clip_child_possible,
     condition,
     condition_on,
+    env_dropped,
+    env_dropped_text,
+    midpoint_env,
 )
 from autotune.space.dtypes import dtype_warnings
 from autotune.space.env_names import env_mapping_warnings, env_warnings
@@ -115,6 +118,8 @@ __all__ = [
     "condition_on",
     "dtype_warnings",
     "dump",
+    "env_dropped",
+    "env_dropped_text",
     "env_mapping_warnings",
     "env_value",
     "env_warnings",
@@ -122,6 +127,7 @@ __all__ = [
     "key_line",
     "load",
     "loads",
+    "midpoint_env",
     "probe_config",
     "schedule_warnings",
     "seed_problem",

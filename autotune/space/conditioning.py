@@ -114,6 +114,37 @@ def condition(
     return Conditioned(searched=searched, dropped=dropped)
 
 
+def midpoint_env(space: Space, cond: Conditioned) -> dict[str, str]:
+    """The environment of the space's midpoint (`Space.fixed_env`: each searched variable at
+    its domain's default) as a study conditioned by `cond` sets it on this machine: a variable
+    it dropped (it cannot act here) is left unset, as every trial leaves it (the study builds a
+    trial's env from `Space.baseline_env`), and one whose choices it narrowed (NCCL_PROTO
+    without LL128) is at the narrowed domain's default, a value a trial could run."""
+    out: dict[str, str] = {}
+    for name, value in space.env.items():
+        domain = cond.searched.get(name) if isinstance(value, Domain) else None
+        if domain is not None:
+            kind = space.knob_kind(name)
+            value = domain.default if domain.default is not None else domain.midpoint(kind)
+        if not isinstance(value, Domain):
+            out[name] = str(value)
+    return out
+
+
+def env_dropped(space: Space, cond: Conditioned) -> dict[str, str]:
+    """What `cond` dropped of the space's `env:` (a variable, which `midpoint_env` leaves
+    unset, or one of its choices, `NCCL_PROTO=LL128`), with why: a line each, as the study
+    says it, `dropped knob NAME: why`."""
+    return {k: why for k, why in cond.dropped.items() if k.partition("=")[0] in space.env}
+
+
+def env_dropped_text(name: str, why: str) -> str:
+    """One of `env_dropped` in a line, as the study says it (`dropped knob NAME: why`), and
+    that a variable dropped (not one of its choices, `NCCL_PROTO=LL128`) is left unset."""
+    unset = "" if "=" in name else "; left unset, as a study here leaves it"
+    return f"dropped knob {name}: {why}{unset}"
+
+
 def _clipping_off(space: Space) -> bool:
     """Whether no trial of `space` clips by norm: the policy is the norm (fixed) and clip_norm
     is fixed at 0 (off), so how the norm is taken (clip_mode) changes nothing."""

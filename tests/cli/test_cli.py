@@ -387,6 +387,37 @@ def test_probe_other_configs(write_space: Callable[..., Path]) -> None:
     assert_user_error(invoke("probe", "--space", path, "--config", "best"), "--config best")
 
 
+NCCL_SEARCHED = """\
+name: nccl
+workload: {name: mlp, size: tiny}
+probe: {steps: 30, micro_batch: 32, device: cpu}
+knobs: {lr: 0.003}
+env:
+  NCCL_ALGO: {choices: [Ring, Tree]}
+  NCCL_DEBUG: WARN
+"""
+
+
+def test_probe_midpoint_leaves_unset_what_a_study_here_drops(
+    write_space: Callable[..., Path],
+) -> None:
+    """A study on one process drops the NCCL/RCCL variables it searches and leaves them unset
+    in every trial; the midpoint set them at their domains' defaults (NCCL_ALGO=Ring), a
+    configuration no trial runs. Now unset as in the study, and said as the study says it."""
+    path = write_space(NCCL_SEARCHED)
+    args = ("--space", path, "--config", "midpoint", "--set", "probe.steps=10")
+    result = invoke("probe", "--json", *args)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["env"] == {"NCCL_DEBUG": "WARN"}  # the fixed one stays
+    assert (
+        "dropped knob NCCL_ALGO: NCCL/RCCL variables act only on GPU collectives (one process "
+        "here); left unset, as a study here leaves it"
+    ) in result.stderr.splitlines()
+    base = invoke("probe", "--space", path, "--set", "probe.steps=10")  # unset there anyway
+    assert base.exit_code == 0, base.output
+    assert "dropped knob" not in base.stderr
+
+
 K20 = ("--set", "probe.divergence.persist_steps=20")
 
 

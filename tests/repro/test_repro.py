@@ -257,6 +257,23 @@ def test_a_space_runs_its_baseline_named_with_its_threads(
     assert header.endswith(f"; {threads} CPU thread(s)")
 
 
+def test_the_midpoint_leaves_unset_what_a_study_here_drops(
+    write_space: Callable[..., Path],
+) -> None:
+    """`repro --config midpoint` set a searched NCCL variable (NCCL_ALGO=Ring) that a study on
+    one process drops and leaves unset; now unset as there, and the report says so."""
+    path = write_space(
+        "name: nccl\nworkload: {name: mlp, size: tiny}\nprobe: {steps: 30, device: cpu}\n"
+        "env:\n  NCCL_ALGO: {choices: [Ring, Tree]}\n"
+    )
+    mid = repro.run_repro(path, runs=2, set_=["probe.steps=10"], config="midpoint")
+    assert mid["config"]["knobs"] == {}, "NCCL_ALGO is not in the midpoint's env"
+    why = "NCCL/RCCL variables act only on GPU collectives (one process here)"
+    assert mid["config"]["dropped"] == {"NCCL_ALGO": why}
+    line = f"dropped knob NCCL_ALGO: {why}; left unset, as a study here leaves it"
+    assert repro.format_repro(mid).splitlines()[2] == line  # under the config line
+
+
 def test_a_recipes_knobs_cannot_be_changed_with_set(write_space: Callable[..., Path]) -> None:
     """The README calls a recipe's knobs all fixed (a review: `--set knobs.clip_norm=0.1` ran
     another configuration under the recipe's name)."""

@@ -184,3 +184,39 @@ def test_clip_mode_is_dropped_where_nothing_clips(clip: str, dropped: bool) -> N
     c = sp.condition(s, platform="cpu", world_size=1)
     assert ("clip_mode" in c.dropped) is dropped, c.dropped
     assert ("clip_mode" in c.searched) is not dropped
+
+
+# --------------------------------------------------------------------------------------------
+# The midpoint's environment, as a study here sets it
+# --------------------------------------------------------------------------------------------
+
+
+def test_the_midpoint_leaves_a_dropped_variable_unset() -> None:
+    """`autotune probe --config midpoint` and `repro` set every searched variable at its
+    domain's default (`fixed_env`), though a study on this machine drops the NCCL/RCCL ones
+    (one process, or gloo on the CPU) and leaves them unset in every trial."""
+    s = cond_space()
+    c = sp.condition(s, platform="cpu", world_size=1)
+    env = sp.midpoint_env(s, c)
+    assert not [k for k in env if k.startswith(("NCCL_", "RCCL_", "TORCH_NCCL_"))], env
+    assert not set(sp.ENV_FP16_ALT_IMPL) & set(env)  # off gfx90a: dropped too
+    assert env == {"HSA_ENABLE_SDMA": "0"}  # not a collective setting: at its default
+    dropped = sp.env_dropped(s, c)
+    assert set(dropped) == {*COMM, "NCCL_PROTO", *ALT_IMPL}
+    assert sp.env_dropped_text("NCCL_ALGO", dropped["NCCL_ALGO"]) == (
+        "dropped knob NCCL_ALGO: NCCL/RCCL variables act only on GPU collectives (one process "
+        "here); left unset, as a study here leaves it"
+    )
+    # Where the study searches them all, the midpoint is the space's own.
+    everything = sp.condition(s, platform="rocm", arch="gfx90a", world_size=8)
+    assert sp.midpoint_env(s, everything) == s.fixed_env()
+    assert sp.env_dropped(s, everything) == {}
+
+
+def test_the_midpoint_runs_a_choice_the_study_kept() -> None:
+    # Off the archs that enable LL128 the study never forces it: nor does the midpoint.
+    s = cond_space()
+    c = sp.condition(s, platform="cuda", arch="sm_90", world_size=8)
+    assert s.fixed_env()["NCCL_PROTO"] == "LL128"
+    assert sp.midpoint_env(s, c)["NCCL_PROTO"] == "LL"
+    assert sp.env_dropped_text("NCCL_PROTO=LL128", "why") == "dropped knob NCCL_PROTO=LL128: why"
