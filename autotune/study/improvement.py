@@ -14,6 +14,7 @@ from autotune import space as sp
 from autotune.probe.outcome import Outcome
 from autotune.recipe.seeds import ran_whole
 from autotune.study import attrs as ua
+from autotune.study import one_run
 from autotune.study import pick as pk
 from autotune.study.objectives import constraint_names, constraints_of, reference, unmeasured
 from autotune.study.paired_change import with_paired
@@ -43,19 +44,26 @@ def broken(
 
 
 def best_and_improvement(
-    space: sp.Space, feasible: list[tuple[int, list[float]]], baseline: Any
+    study: Any, space: sp.Space, feasible: list[tuple[int, list[float]]], baseline: Any
 ) -> tuple[dict[str, float], dict[str, Any]]:
-    """Per objective: the best feasible value, and its change against the baseline's."""
+    """Per objective: the best feasible value, and its change against the baseline's, one
+    screen run each, with the baseline's noise at the screen (`one_run`: its yardstick's
+    seeds)."""
     best: dict[str, float] = {}
     out: dict[str, Any] = {}
+    trials = {t.number: t for t in study.get_trials(deepcopy=False)}
+    spread = one_run.yardstick_values(study.user_attrs.get(ua.SCREEN_YARDSTICK))
     for i, o in enumerate(space.objectives):
         vals = [v[i] for _, v in feasible]
         if not vals:
             continue
         b = min(vals) if o.direction == "minimize" else max(vals)
         best[o.metric] = b
-        base = (baseline.user_attrs.get(ua.METRICS) or {}).get(o.metric) if baseline else None
-        out[o.metric] = improvement(baseline, base, b)
+        theirs = ua.metrics(baseline) if baseline else {}
+        row = improvement(baseline, theirs.get(o.metric), b)
+        who = next(n for n, v in feasible if v[i] == b)
+        mine = ua.metrics(trials[who])
+        out[o.metric] = one_run.with_noise(row, mine, theirs, spread.get(o.metric), o.metric)
     return best, out
 
 
@@ -141,6 +149,7 @@ def improvement_at(
         theirs = dict(state["metrics"] or {})
     own = dict(state.get("metrics") or {})
     breaks = broken(space, own, reference(state.get("outcome"), own, ran_whole(state)))
+    spread = _baseline_spread(study, space, state, both[1], steps)
     out = {}
     for o in space.objectives:
         v = mine.get(o.metric)
@@ -150,10 +159,30 @@ def improvement_at(
         if source == "verified":  # each mean is over its own seeds: the percentage, paired
             row = with_paired(row, both[0], both[1], o.metric)
             row.update(_diverged_seeds(both[1]) if row.get("baseline") is None else {})
+        else:  # one run each: within the baseline's noise, or one run against one run
+            row = one_run.with_noise(row, mine, theirs, spread.get(o.metric), o.metric)
         if row.get("baseline_infeasible"):
             row["baseline_broken"] = breaks
         out[o.metric] = {**row, "steps": steps, "trial": number, "source": source}
     return out
+
+
+def _baseline_spread(
+    study: Any,
+    space: sp.Space,
+    state: Mapping[str, Any],
+    verified: Mapping[str, Any],
+    steps: int,
+) -> dict[str, list[tuple[Any, float]]]:
+    """The baseline's values by seed at `steps` (`one_run`): its run there and its
+    verification there; at the screen without one, its yardstick's seeds."""
+    there = verified if verified.get("steps") == steps else None
+    if there is None and steps == space.probe.steps:
+        kept = one_run.yardstick_values(study.user_attrs.get(ua.SCREEN_YARDSTICK))
+        if kept:
+            return kept
+    own = state.get("metrics") if state.get("outcome") == Outcome.COMPLETE else None
+    return one_run.values_by_metric(own, space.probe.seed, there)
 
 
 def _means(verified: Mapping[str, Any]) -> dict[str, Any]:

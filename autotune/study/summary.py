@@ -46,7 +46,7 @@ def summarize(
     counts, feasible, baseline, info = _tally(trials, judged, in_progress=running is not None)
     dirs = directions(space)
     objectives = [o.model_dump() for o in space.objectives]
-    best, at_screen = im.best_and_improvement(space, feasible, baseline)
+    best, at_screen = im.best_and_improvement(study, space, feasible, baseline)
     left = unfinished.state(study, space, running)
     partial = unfinished.verification_partial(left)
     picked = _verified_and_pick(study, objectives, partial)

@@ -1,6 +1,6 @@
 """The study summary's "vs baseline" text of one metric: the baseline's value and the change,
-how a verified change was paired, or why there is none (a baseline that diverged or broke a
-constraint, runs timed apart)."""
+how a verified change was paired or what noise one run against one run was measured against,
+or why there is none (a baseline that diverged or broke a constraint, runs timed apart)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def vs_baseline(row: Mapping[str, Any], short: bool = False) -> str:
     if d:  # labelled diverged, but it ran its whole length: its value is real
         text += f" (labelled diverged at step {d.get('step')}, {d.get('cause')}; ran on)"
     if row.get("change_pct") is not None:
-        pct = f"{row['change_pct']:+.1f}%" + paired_text(row)
+        pct = f"{row['change_pct']:+.1f}%" + paired_text(row) + noise_text(row)
         text += f" ({pct})" if short else f"  ({pct})"
     elif row.get("baseline_infeasible"):
         broken = row.get("baseline_broken") or []
@@ -40,6 +40,13 @@ def vs_baseline(row: Mapping[str, Any], short: bool = False) -> str:
     elif "paired_seeds" in row:
         text += "  (no seed with a value on both sides: no percentage)"
     return text
+
+
+def noise_text(row: Mapping[str, Any]) -> str:
+    """What a percentage of one run against one run is measured against (`one_run`): within
+    the baseline's seed-to-seed spread (not a difference), beyond it, or nothing measured."""
+    note = (row.get("baseline_noise") or {}).get("note")
+    return f", {note}" if note else ""
 
 
 def paired_text(row: Mapping[str, Any]) -> str:

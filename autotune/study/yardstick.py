@@ -22,6 +22,7 @@ are the baseline's verification, logged as such (`verify-0000`) by the verificat
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -131,7 +132,8 @@ def reference_over_seeds(space: sp.Space, runs: Sequence[Mapping[str, Any]]) -> 
     """The screen's reference from the baseline's screen runs: per metric of a relative
     constraint, the interval of its mean over the runs that ran their whole length (complete,
     or labelled diverged and run on), and the reference value, the end of that interval kindest
-    to a trial (one run: its value; none: no reference, the constraint is vacuous)."""
+    to a trial (one run: its value; none: no reference, the constraint is vacuous); and
+    `values`, per objective its value at each seed that completed (`_objective_values`)."""
     usable = [
         r
         for r in runs
@@ -157,7 +159,23 @@ def reference_over_seeds(space: sp.Space, runs: Sequence[Mapping[str, Any]]) -> 
         "usable": len(usable),
         "metrics": metrics,
         "reference": ref,
+        "values": _objective_values(space, runs),
     }
+
+
+def _objective_values(space: sp.Space, runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Per objective, [seed, value] of each run that completed with a finite value: the
+    baseline's seed-to-seed spread at the screen, which the summary's screen percentage is
+    judged against (`one_run`)."""
+    out: dict[str, list[list[Any]]] = {}
+    for o in space.objectives:
+        for r in runs:
+            v = ((r.get("summary") or {}).get("metrics") or {}).get(o.metric)
+            if r.get("outcome") != Outcome.COMPLETE or not isinstance(v, (int, float)):
+                continue
+            if math.isfinite(v):
+                out.setdefault(o.metric, []).append([r.get("seed"), float(v)])
+    return out
 
 
 def format_line(yard: Mapping[str, Any] | None, relative: bool) -> str | None:

@@ -52,7 +52,9 @@ def log_study_summary(
     baseline = summary.get("baseline") or None
 
     values, decided_tags = _decided_figures(summary)
-    values.update(_screen_figures(summary))
+    screen_values, screen_tags = _screen_figures(summary)
+    values.update(screen_values)
+    decided_tags.update(screen_tags)
     for name, count in _counts(outcomes, summary.get("counts") or {}).items():
         values[f"trials.{name}"] = float(count)
     values.update(_compute_metrics(summary.get("compute") or {}))
@@ -96,7 +98,8 @@ def _decided_figures(summary: Mapping[str, Any]) -> tuple[dict[str, float], dict
     """The pick against the baseline at the length the study decided at, as the summary prints
     it (`improvement`: verified means where both were verified there, else their runs at that
     length): metrics `best.<objective>` (the pick's value), `baseline.<objective>`,
-    `change_pct.<objective>` and `decided_steps`; tags `autotune.decided_steps`,
+    `change_pct.<objective>` (none within the baseline's noise: `study.one_run`) and
+    `decided_steps`; tags `autotune.decided_steps`,
     `autotune.compared` (verified, rung or screen) and `autotune.verdict` (the paired verdict,
     as printed: BETTER, NO DETECTABLE DIFFERENCE, ...). All at one length: a screen's best beside
     a verified change read as figures that contradict each other."""
@@ -110,7 +113,7 @@ def _decided_figures(summary: Mapping[str, Any]) -> tuple[dict[str, float], dict
     for name, row in (summary.get("improvement") or {}).items():
         for part in ("best", "baseline", "change_pct"):
             value = finite((row or {}).get(part))
-            if value is not None:
+            if value is not None and not (part == "change_pct" and (row or {}).get("within_noise")):
                 values[f"{part}.{name}"] = value
         if (row or {}).get("source"):
             sources.add(str(row["source"]))
@@ -129,9 +132,14 @@ def _change_note(row: Mapping[str, Any]) -> str | None:
     """Why `change_pct.<m>` is missing or is not the change between `best.<m>` and
     `baseline.<m>` (verified means, each over its own seeds): its seeds were timed apart (the
     paired verdict does not compare them: no metric), or it is over the seeds both have a
-    value on (`study.paired_change`), with the two means there. None otherwise."""
+    value on (`study.paired_change`), with the two means there; of one run against one run,
+    what noise it was measured against (`_noise_note`: within the baseline's, no metric).
+    None otherwise."""
     if row.get("change_pct") is None:
         return "timed apart: not compared" if row.get("timed_apart") else None
+    noise = _noise_note(row)
+    if noise:
+        return noise
     seeds, best, base = row.get("paired_seeds"), row.get("best_paired"), row.get("baseline_paired")
     if seeds is None or best is None or base is None:
         return None
@@ -143,12 +151,25 @@ def _change_note(row: Mapping[str, Any]) -> str | None:
     return f"paired over seeds {list(seeds)}: pick {best:.4g}, baseline {base:.4g} there"
 
 
-def _screen_figures(summary: Mapping[str, Any]) -> dict[str, float]:
+def _noise_note(row: Mapping[str, Any]) -> str | None:
+    """What a percentage of one run against one run was measured against (the summary's
+    `baseline_noise.note`); within the baseline's noise its metric is not logged, and the tag
+    keeps the percentage beside why it is no difference."""
+    note = (row.get("baseline_noise") or {}).get("note")
+    if not note:
+        return None
+    pct = finite(row.get("change_pct"))
+    return f"{pct:+.1f}%, {note}" if row.get("within_noise") and pct is not None else str(note)
+
+
+def _screen_figures(summary: Mapping[str, Any]) -> tuple[dict[str, float], dict[str, str]]:
     """The screen's figures (`probe.steps`), under `screen.`: the baseline's screen run
     (`screen.baseline.<m>`, every metric), the best feasible value per objective
     (`screen.best.<m>`) and, when the study decided at another length, its change against the
-    baseline's screen (`screen.change_pct.<m>`)."""
+    baseline's screen (`screen.change_pct.<m>`: none within the baseline's noise), with the
+    tag `autotune.screen.change_pct.<m>` saying what noise it was measured against."""
     values: dict[str, float] = {}
+    tags: dict[str, str] = {}
     for name, value in ((summary.get("baseline") or {}).get("metrics") or {}).items():
         if finite(value) is not None:
             values[f"screen.baseline.{name}"] = float(value)
@@ -157,9 +178,12 @@ def _screen_figures(summary: Mapping[str, Any]) -> dict[str, float]:
             values[f"screen.best.{name}"] = float(value)
     for name, change in (summary.get("screen_improvement") or {}).items():
         pct = finite((change or {}).get("change_pct"))
-        if pct is not None:
+        if pct is not None and not (change or {}).get("within_noise"):
             values[f"screen.change_pct.{name}"] = pct
-    return values
+        note = _noise_note(change or {})
+        if note:
+            tags[f"autotune.screen.change_pct.{name}"] = note
+    return values, tags
 
 
 def _compute_metrics(compute: Mapping[str, Any]) -> dict[str, float]:

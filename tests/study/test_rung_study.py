@@ -96,7 +96,11 @@ def test_promotion_from_a_real_screen_and_the_pick_at_the_decided_rung(tmp_path:
     assert (imp["baseline"], imp["best"]) == pytest.approx((0.4, cv))
     assert imp["change_pct"] == pytest.approx(100 * (cv - 0.4) / 0.4)
     assert f"vs baseline at 90 steps (the decided length; trial {pick}, the pick" in text
-    assert f"loss_cv      pick {cv:.4g}  baseline 0.4  ({imp['change_pct']:+.1f}%)" in text
+    # one run each, and the baseline's spread over seeds not measured: said so
+    assert (
+        f"loss_cv      pick {cv:.4g}  baseline 0.4  ({imp['change_pct']:+.1f}%, one run against "
+        "one run: the baseline's seed-to-seed spread was not measured)"
+    ) in text
     assert summary["screen_improvement"]["loss_cv"]["baseline"] == pytest.approx(0.5)
     assert "at the screen (30 steps; not what the pick was decided on): best loss_cv" in text
     # The baseline picked, alone on its front: nothing did better; beside trade-offs on the
