@@ -21,6 +21,7 @@ from autotune.study.identical import identical_losses
 from autotune.study.objectives import directions, reference, vacuous
 from autotune.study.pick import dominates
 from autotune.study.records import not_applied, screen_feasible, screen_reference
+from autotune.study.rungs import plan
 from autotune.study.verdict import pick_part
 
 
@@ -102,6 +103,9 @@ def summarize(
         "vacuous": {"steps": steps, "constraints": vacuous(space, ref)} if baseline else None,
         "screen_yardstick": study.user_attrs.get(ua.SCREEN_YARDSTICK),
         "counts": counts,
+        # What happened to the trials promoted above the screen, per length (`counts` is the
+        # screen's): a late blow-up diverges there.
+        "rung_counts": _rung_counts(study, space),
         # {number, baseline, cause, error}: one line each; a verification seed's with its seed
         "failures": failed_trials(study) + failed_seeds(study),
         # knobs differ, loss series the same
@@ -262,6 +266,23 @@ def _rungs(
             "tau": None,
         }
     return {"target_steps": target, "rungs": rows, "decided": decided}
+
+
+def _rung_counts(study: Any, space: sp.Space) -> list[dict[str, Any]]:
+    """Per length of the space's rungs above the screen that has rung records (those written
+    by a driver stopped mid-rung and resumed included), `steps`, `trials` (the probes recorded
+    there) and their count per outcome (`complete`, `diverged`, `oom`, `failed`)."""
+    out = []
+    for steps in plan(space)[1:]:
+        rows = pk.rung_rows(study, steps).values()
+        if not rows:
+            continue
+        counts = {o.value: 0 for o in Outcome}
+        for r in rows:
+            what = str(r.get("outcome") or Outcome.FAILED.value)
+            counts[what] = counts.get(what, 0) + 1
+        out.append({"steps": steps, "trials": len(rows), **counts})
+    return out
 
 
 def _not_decided(left: Mapping[str, Any] | None) -> str:

@@ -275,12 +275,29 @@ def _counts_line(summary: Mapping[str, Any]) -> str:
     planned = int(summary["trials"])
     # More done than planned: budget.trials was lowered on a resume ("4/2 trials" read wrong).
     ran = f"{done}/{planned} trials" if done <= planned else f"{done} trials (budget {planned})"
+    rungs = summary.get("rung_counts") or []
+    screen = (summary.get("rungs") or [{}])[0].get("steps")
     return (
         f"study {summary['study']}: {ran} — "
         f"{c.get('complete', 0)} complete, {c.get('diverged', 0)} diverged, "
         f"{c.get('oom', 0)} out of memory, {c.get('failed', 0)} failed"
         + (f", {left} {unfinished}" if (left := _unfinished_trials(summary)) else "")
+        + (f" at the screen ({screen} steps)" if rungs else "")
+        + "".join(f"; {_rung_count(r)}" for r in rungs)
     )
+
+
+def _rung_count(row: Mapping[str, Any]) -> str:
+    """`5 promoted to 800 steps: 5 diverged`: the probes run at one rung, by outcome (those
+    with none left out). The count line's screen counts alone read "0 diverged" beside "no
+    feasible trial at 800 steps: 5 of 5 diverged there" (a late blow-up)."""
+    words = {"complete": "complete", "diverged": "diverged", "oom": "out of memory"}
+    shown = [
+        f"{row[k]} {words.get(k, k)}"
+        for k in ("complete", "diverged", "oom", "failed")
+        if int(row.get(k) or 0)
+    ]
+    return f"{row['trials']} promoted to {row['steps']} steps: {', '.join(shown)}"
 
 
 def _done(summary: Mapping[str, Any]) -> int:

@@ -91,6 +91,47 @@ def test_the_summary_names_the_trials_short_of_the_target(here: Path) -> None:
     assert [s["number"] for s in short["short"]] == [3, 2]
 
 
+def count_line(name: str) -> str:
+    result = invoke("show", name)
+    assert result.exit_code == 0, result.output
+    return next(x for x in result.stdout.splitlines() if x.startswith(f"study {name}: "))
+
+
+def test_the_count_line_counts_every_length(here: Path) -> None:
+    """The count line counted the screen alone: "5 complete, 0 diverged" above "no feasible
+    trial at 120 steps: ... diverged there (2 of 2 ...)". It now says what happened to the
+    probes promoted to each rung, and `show --json` has them (`rung_counts`)."""
+    screen = (
+        "5/5 trials — 5 complete, 0 diverged, 0 out of memory, 0 failed at the screen "
+        f"({h.SHARED_STEPS} steps)"
+    )
+    assert count_line("late") == (
+        f"study late: {screen}; 4 promoted to 60 steps: 3 complete, 1 diverged; "
+        f"2 promoted to {TARGET} steps: 2 diverged"
+    )
+    data = json.loads(invoke("show", "late", "--json").stdout)
+    assert data["rung_counts"] == [
+        {"steps": 60, "trials": 4, "complete": 3, "diverged": 1, "oom": 0, "failed": 0},
+        {"steps": TARGET, "trials": 2, "complete": 0, "diverged": 2, "oom": 0, "failed": 0},
+    ]
+
+
+def test_the_count_line_counts_a_rung_stopped_midway(here: Path) -> None:
+    """A driver stopped during the top rung (its row and the decision not written yet, as
+    `rung_phase` writes them once a rung ends; a resumed driver adopts its records): the
+    count line counts the probes recorded there."""
+    study_dir = here / "autotune-studies" / "late"
+    study = optuna.load_study(study_name="late", storage=f"sqlite:///{study_dir / 'optuna.db'}")
+    study.set_user_attr(ua.RUNGS, [{"rung": 1, "steps": 60, "numbers": [0, 1, 3, 4]}])
+    study.set_user_attr(ua.DECIDED, {})
+    study.set_user_attr(ua.rung_key(0, TARGET), slim(0, 2, TARGET, "complete"))
+    line = count_line("late")
+    assert line.endswith(
+        f"at the screen ({h.SHARED_STEPS} steps); 4 promoted to 60 steps: 3 complete, 1 "
+        f"diverged; 2 promoted to {TARGET} steps: 1 complete, 1 diverged"
+    ), line
+
+
 def test_export_and_studies_say_the_trials_stopped_short(here: Path) -> None:
     line = one_line_error(
         invoke("export", "late", "-o", "r.yaml"),
