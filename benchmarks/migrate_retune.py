@@ -51,14 +51,23 @@ def space(
     size: str = "wide",
     accum: tuple[int, ...] = (1, 2, 4),
     batch: int = 64,
+    objectives: str = "throughput",
 ) -> dict[str, Any]:
+    """The space. `objectives`: "throughput" (noise_per_drop against throughput, the shipped
+    spaces' kind of trade-off) or "loss" (noise_per_drop against the final loss: a study that
+    tunes for the training's quality alone, whose pick no machine's speed decides)."""
+    second = (
+        {"metric": "throughput", "direction": "maximize"}
+        if objectives == "throughput"
+        else {"metric": "final_loss", "direction": "minimize"}
+    )
     return {
         "name": "long-signal",
         "workload": {"name": f"{WORKLOAD}:make", "size": size},
         "probe": {"steps": 40, "batch": batch, "seed": 0, "threads": 1},
         "objectives": [
             {"metric": "noise_per_drop", "direction": "minimize"},
-            {"metric": "throughput", "direction": "maximize"},
+            second,
         ],
         "constraints": [{"metric": "loss_drop", "op": ">=", "value": 0.05}],
         "budget": {"trials": trials, "target_steps": 120, "trial_timeout_s": 300},
@@ -69,7 +78,7 @@ def space(
             "clip_norm": {"low": 0.05, "high": 5.0, "log": True},
             "warmup_steps": {"low": 0, "high": 30, "step": 5},
             "adam_eps": {"low": 1.0e-10, "high": 1.0e-5, "log": True},
-            "accum_steps": {"choices": list(accum)},
+            "accum_steps": {"choices": list(accum)} if len(accum) > 1 else accum[0],
         },
     }
 
@@ -139,7 +148,10 @@ def one_seed(folder: Path, seed: int, args: argparse.Namespace) -> dict[str, Any
     here = folder / f"seed{seed}"
     here.mkdir()
     (here / "space.yaml").write_text(
-        yaml.safe_dump(space(args.trials, seed, args.size, args.accum, args.batch), sort_keys=False)
+        yaml.safe_dump(
+            space(args.trials, seed, args.size, args.accum, args.batch, args.objectives),
+            sort_keys=False,
+        )
     )
     (here / "recipe.yaml").write_text((folder / "recipe.yaml").read_text())
     t0 = time.perf_counter()
@@ -245,6 +257,19 @@ def main() -> None:
         help="the accum_steps choices (comma-separated)",
     )
     ap.add_argument("--batch", type=int, default=64, help="the probe's batch")
+    ap.add_argument(
+        "--source-accum",
+        type=lambda t: tuple(int(x) for x in t.split(",")),
+        help="the source study's accum_steps choices (default: --accum's); e.g. 1: the source "
+        "machine had the memory, so its study never accumulated",
+    )
+    ap.add_argument(
+        "--objectives",
+        choices=("throughput", "loss"),
+        default="throughput",
+        help="the second objective beside noise_per_drop: throughput (the machine's speed is "
+        "part of the pick) or final_loss (it is not)",
+    )
     ap.add_argument("--quality-seeds", type=int, default=5, help="fresh probe seeds per pick")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--source-recipe", type=Path, help="skip the source study: its export")
@@ -260,7 +285,15 @@ def main() -> None:
         folder = Path(tmp)
         (folder / "space.yaml").write_text(
             yaml.safe_dump(
-                space(args.trials, 0, args.size, args.accum, args.batch), sort_keys=False
+                space(
+                    args.trials,
+                    0,
+                    args.size,
+                    args.source_accum or args.accum,
+                    args.batch,
+                    args.objectives,
+                ),
+                sort_keys=False,
             )
         )
         t0 = time.perf_counter()
