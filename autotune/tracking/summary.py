@@ -38,11 +38,12 @@ def log_study_summary(
 
     Metrics `best.<m>`, `baseline.<m>`, `change_pct.<m>` at the length the study decided at and
     the screen's under `screen.` (`_decided_figures`, `_screen_figures`), `trials.<outcome>`
-    counts and the compute spent (`compute_samples_total`, `compute_vs_today`, ...); tags for
-    the decided length and the verdict, the pick (`summary["pick"]` if given, else the first
-    Pareto entry) and the front; the Pareto front as an MLflow table (`pareto_front.json`) plus
-    `pareto_front.csv` / `.md`; `summary.json`; and the plots `plots/pareto_front.png`,
-    `plots/importances.png`, `plots/loss_curves.png`.
+    counts (the screen's) and `rung_<steps>.<outcome>` and `rung_<steps>.trials` (each rung's
+    above it: `summary["rung_counts"]`), and the compute spent (`compute_samples_total`,
+    `compute_vs_today`, ...); tags for the decided length and the verdict, the pick
+    (`summary["pick"]` if given, else the first Pareto entry) and the front; the Pareto front as
+    an MLflow table (`pareto_front.json`) plus `pareto_front.csv` / `.md`; `summary.json`; and
+    the plots `plots/pareto_front.png`, `plots/importances.png`, `plots/loss_curves.png`.
     """
     from mlflow.entities import Metric, RunStatus
 
@@ -57,6 +58,10 @@ def log_study_summary(
     decided_tags.update(screen_tags)
     for name, count in _counts(outcomes, summary.get("counts") or {}).items():
         values[f"trials.{name}"] = float(count)
+    for rung in summary.get("rung_counts") or []:  # the probes each rung above the screen ran
+        for name, count in rung.items():
+            if name != "steps":
+                values[f"rung_{rung['steps']}.{name}"] = float(count)
     values.update(_compute_metrics(summary.get("compute") or {}))
     log_metrics(client, parent_run_id, [Metric(clean_key(k), v, ts, 0) for k, v in values.items()])
 

@@ -376,6 +376,9 @@ def test_log_study_summary_leaves_plots_and_pareto_table(
             "step_time": {"baseline": 14.0, "best": 11.0, "change_pct": -21.4},
         },
         "counts": {"complete": 3, "diverged": 1, "failed": 1, "oom": 0},
+        "rung_counts": [
+            {"steps": 60, "trials": 3, "complete": 2, "diverged": 1, "oom": 0, "failed": 0}
+        ],
         "dropped_knobs": {"scaler_init": "precision is fp32"},
         "compute": {"screen": 4800, "rungs": 0, "total": 4800, "vs_today": 1.0, "today": 4800},
     }
@@ -394,6 +397,9 @@ def test_log_study_summary_leaves_plots_and_pareto_table(
     assert metrics["trials.diverged"] == 1
     assert metrics["trials.failed"] == 1
     assert metrics["trials.oom"] == 0
+    # each rung above the screen counted on its own (the screen's 1 diverged, the rung's 1)
+    assert metrics["rung_60.trials"] == 3 and metrics["rung_60.complete"] == 2
+    assert metrics["rung_60.diverged"] == 1 and metrics["rung_60.failed"] == 0
     assert metrics["compute_samples_total"] == 4800 and metrics["compute_vs_today"] == 1.0
     assert run.data.tags["autotune.pick.trial"] == "1"
     assert run.data.tags["autotune.pareto.trials"] == "1,2"
