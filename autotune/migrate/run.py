@@ -22,7 +22,7 @@ from typing import Any
 
 from autotune import fingerprint
 from autotune.errors import UsageError
-from autotune.migrate import knob_classes
+from autotune.migrate import knob_classes, tie
 from autotune.migrate.differences import differences
 from autotune.migrate.holds import reproduced, reproduces, rerun
 from autotune.migrate.lacks import lacking, note, origin, set_aside, set_aside_texts
@@ -116,7 +116,7 @@ def _run(
     searched = list((recipe.source or {}).get("searched") or [])
     verdict, why, plan = verdict_of(recipe, path, holds, inert, searched)
     lacks = lacking(recipe)  # a hand-written or cut recipe: what its verdict cannot say
-    why += note(lacks, verdict, edited)
+    why += note(lacks, verdict, edited) + tie.note(recipe, verdict)
     written = None  # the recipe at the layout that held here (`layout`)
     if (holds.get("layout") or {}).get("held") is not None:
         written = write_recipe(recipe, holds["layout"], out, str(here_fp.get("hash")))
@@ -151,6 +151,7 @@ def _run(
         "here_summary": _summary(here_fp),
         "lacks": lacks,
         "lacks_why": origin(recipe) if lacks else None,
+        "source_tie": tie.source_tie(recipe),  # the recipe is the defaults by a tie
         "edited": edited,
         "script_changed": script_changed(recipe.workload),  # the report says it, not only stderr
         "differences": diffs,
