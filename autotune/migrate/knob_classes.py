@@ -62,9 +62,9 @@ def retune_plan(
     searched: Iterable[str], env: Mapping[str, str], holds: Mapping[str, Any]
 ) -> dict[str, Any]:
     """What a re-tune searches when the recipe does not hold: its hardware-bound knobs, plus the
-    stability knobs when it diverged (more often than the baseline, or on every seed);
-    when its micro-batch ran out of memory, `oom_micro_batch` (the re-tune searches smaller
-    ones only)."""
+    stability knobs when it diverged (more often than the baseline beyond chance, or on every
+    seed); when its micro-batch ran out of memory, `oom_micro_batch` (the re-tune searches
+    smaller ones only)."""
     names = list(searched)
     by = classes(names, env)
     knobs = list(by["hardware-bound"])

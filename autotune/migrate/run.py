@@ -1,12 +1,12 @@
 """`migrate`: a recipe from another machine checked on this one, in one report.
 
 The verdict: `transfers` when the recipe holds here (the paired verdict against the baseline
-finds no problem: it did not diverge on more seeds than the baseline nor on every seed, and is
-not worse on the final loss or a stability objective); `transfers with these changes` when it
-holds but some of its environment knobs cannot act here (they are dropped), when its
-micro-batch ran out of memory but the same batch in more steps holds (`accum_steps A -> B`:
-`layout.try_layout`; `recipe-migrated.yaml` is written), or when it does not hold but one of its
-Pareto neighbours does (`use trial N (...)`: `neighbours.try_neighbours`; no re-tune then);
+finds no problem: it did not diverge on more seeds than the baseline beyond chance nor on every
+seed, and is not worse on the final loss or a stability objective); `transfers with these
+changes` when it holds but some of its environment knobs cannot act here (they are dropped),
+when its micro-batch ran out of memory but the same batch in more steps holds (`accum_steps A
+-> B`: `layout.try_layout`; `recipe-migrated.yaml` is written), or when it does not hold but one
+of its Pareto neighbours does (`use trial N (...)`: `neighbours.try_neighbours`; no re-tune then);
 `does not transfer` otherwise, naming what a re-tune searches (`knob_classes.retune_plan`);
 given the source's space file, `re-tuned: ...` after the reduced study (`retune`).
 """

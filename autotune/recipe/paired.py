@@ -13,14 +13,21 @@ metric's verdict is `better` or `worse` when the interval excludes no change (0,
 1) by the metric's direction, else `no detectable difference` (also with a single pair: one
 seed shows no noise). The overall verdict:
 
-- `worse`: it diverged on more seeds than the baseline, or is worse on a metric and better on
-  none (a configuration that diverges more often is never better);
-- `better`: no metric worse, and better on one, or it diverged on fewer seeds;
+- `worse`: it diverged on more seeds than the baseline beyond chance (`divergence_chance`: the
+  sign test over the seeds exactly one side diverged on, or it diverged on every seed), or is
+  worse on a metric and better on none (a configuration that diverges more often is never
+  better);
+- `better`: no metric worse, and better on one, or it diverged on fewer seeds beyond chance;
 - `mixed`: better on one metric, worse on another (a trade-off: the per-metric rows say which);
 - `no detectable difference`: none of these; the simpler configuration (the defaults) is then
   preferred;
 - `not compared`: nothing to compare with (no baseline run at these seeds, or the
   configuration is the baseline itself).
+
+A divergence difference within chance (1 of 3 seeds against 0: one seed) decides nothing, and
+the verdict falls to the metrics; it is never hidden: `why` ends with it (`diverged on 1 of 3
+seeds, the baseline on 0: not beyond chance over 3 seeds (p = 1; ...)`), and `diverged` holds
+the counts, the discordant seeds, `p`, `beyond_chance` and `decides`.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from typing import Any
 from autotune.knobs import HARDWARE_METRICS
 from autotune.probe.outcome import Outcome
 from autotune.recipe import completed
+from autotune.recipe.divergence_chance import chance_text, counts_text, decides, paired_divergence
 from autotune.recipe.intervals import same_seed_intervals
 from autotune.recipe.seed_effect import ignored_text
 from autotune.recipe.seeds import (
@@ -106,9 +114,8 @@ def _judged(diff: Mapping[str, Any], ratio: Mapping[str, Any] | None) -> dict[st
     return {k: None if ratio[k] is None else math.log(ratio[k]) for k in ("low", "high")}
 
 
-def diverged_count(result: Mapping[str, Any], seeds: Sequence[Any]) -> int:
-    rows = _by_seed(result)
-    return sum(1 for s in seeds if (rows.get(s) or {}).get("outcome") == Outcome.DIVERGED)
+def _diverged(row: Mapping[str, Any]) -> bool:
+    return row.get("outcome") == Outcome.DIVERGED
 
 
 def compare(
@@ -173,14 +180,10 @@ def _compare(
     if not seeds:
         out["why"] = "the baseline was run at other seeds: no pair to compare"
         return out
-    n_mine, n_base = diverged_count(mine, seeds), diverged_count(base, seeds)
-    out["diverged"] = {
-        "n": len(seeds),
-        "pick": n_mine / len(seeds),
-        "baseline": n_base / len(seeds),
-        "pick_seeds": n_mine,
-        "baseline_seeds": n_base,
-    }
+    div = paired_divergence(
+        [_diverged(a[s]) for s in seeds], [_diverged(b[s]) for s in seeds], family_level([])
+    )
+    out["diverged"] = div
     # The seeds whose runs both ran whole: what the metrics are compared over (a seed that
     # failed or stopped on either side is in `seeds`, for the divergence counts, not here).
     out["compared_seeds"] = [s for s in seeds if _whole(a[s]) and _whole(b[s])]
@@ -215,30 +218,22 @@ def _compare(
         paired_n = max(paired_n, int(diff.get("n") or 0))
         (better if v == "better" else worse if v == "worse" else []).append(metric)
     out["better_on"], out["worse_on"] = better, worse
-    if not out["compared_seeds"] and n_mine == n_base:
-        # Nothing ran whole on both sides and neither diverged more: no evidence either way
-        # (e.g. every seed failed here, the baseline's too: the machine, not the recipe).
+    if not out["compared_seeds"] and not decides(div):
+        # Nothing ran whole on both sides and neither diverged more beyond chance: no evidence
+        # either way (e.g. every seed failed here, the baseline's too: the machine, not the
+        # recipe).
         out["verdict"] = "not compared"
         ended = completed.unfinished(a, b, seeds)
         out["why"] = "no seed ran its whole length on both sides: " + ended
-        return out
-    if n_mine > n_base:
-        out["verdict"] = "worse"
-        out["why"] = f"diverged on {n_mine} of {len(seeds)} seeds, the baseline on {n_base}"
-    elif worse and not better and n_mine == n_base:
-        out["verdict"] = "worse"
-        out["why"] = f"worse than the baseline on {', '.join(worse)}"
-    elif worse and (better or n_mine < n_base):
-        out["verdict"] = "mixed"
-        gains = [*better, *(["divergence"] if n_mine < n_base else [])]
-        out["why"] = f"better on {', '.join(gains)}, worse on {', '.join(worse)}"
-    elif better or n_mine < n_base:
-        out["verdict"] = "better"
-        gains = [*better, *([f"diverged on {n_mine} vs {n_base} seeds"] if n_mine < n_base else [])]
-        out["why"] = f"better than the baseline: {', '.join(gains)}"
     else:
-        out["verdict"] = "no detectable difference"
-        out["why"] = _tie_text(metrics, values, [*unpaired, *not_completed], paired_n)
+        out["verdict"], out["why"] = _decide(div, better, worse)
+        if out["verdict"] == "no detectable difference":
+            out["why"] = _tie_text(metrics, values, [*unpaired, *not_completed], paired_n)
+    if div["pick_seeds"] != div["baseline_seeds"] and not decides(div):
+        # not a reason either way, never hidden
+        out["why"] += f"; {counts_text(div)}: {chance_text(div)}"
+    if out["verdict"] == "not compared":
+        return out
     if not_completed:
         out["why"] = out.get("why", "") + f"; {', '.join(not_completed)} not compared: {unfinished}"
     if unpaired:
@@ -246,6 +241,27 @@ def _compare(
             f"; {', '.join(unpaired)} not compared: " + out["metrics"][unpaired[0]]["apart"]
         )
     return out
+
+
+def _decide(div: Mapping[str, Any], better: list[str], worse: list[str]) -> tuple[str, str]:
+    """The overall verdict and why, from the metrics better and worse and the divergence
+    (`divergence_chance`: it counts only where it decides, beyond chance or on every seed)."""
+    k, b = div["pick_seeds"], div["baseline_seeds"]
+    more, fewer = decides(div) and k > b, decides(div) and k < b
+    if more:
+        return "worse", f"{counts_text(div)} ({chance_text(div)})"
+    if worse and not better and not fewer:
+        return "worse", f"worse than the baseline on {', '.join(worse)}"
+    if worse:
+        gains = [*better, *(["divergence"] if fewer else [])]
+        return "mixed", f"better on {', '.join(gains)}, worse on {', '.join(worse)}"
+    if better or fewer:
+        shown = f"diverged on {k} vs {b} seeds ({chance_text(div)})"
+        return (
+            "better",
+            f"better than the baseline: {', '.join([*better, *([shown] if fewer else [])])}",
+        )
+    return "no detectable difference", ""
 
 
 def _metric_row(
@@ -435,9 +451,9 @@ def _family_text(verdict: Mapping[str, Any]) -> str:
 def verify_problems(report: Mapping[str, Any]) -> list[str]:
     """Why `autotune verify` says a recipe is not as promised (exit 1); empty when it is.
     A recipe that diverged on every seed, broke its promise on a metric or on divergence, or
-    loses to the baseline by the paired comparison (diverged on more seeds, or worse on the
-    final loss or a stability objective), or whose seeds all ran identically (the workload
-    ignores its seed: nothing was verified over them) is not as promised. Hardware metrics
+    loses to the baseline by the paired comparison (diverged on more seeds beyond chance, or
+    worse on the final loss or a stability objective), or whose seeds all ran identically (the
+    workload ignores its seed: nothing was verified over them) is not as promised. Hardware metrics
     (throughput, memory) are the machine's and its load's: printed, never a reason here."""
     out = []
     rec = report.get("recipe_result") or {}
@@ -455,10 +471,11 @@ def verify_problems(report: Mapping[str, Any]) -> list[str]:
         out.append(ignored_text(vs["seed_ignored"]))
     div = vs.get("diverged") or {}
     lost = [m for m in vs.get("worse_on") or [] if m not in HARDWARE_METRICS]
-    if div and div["pick_seeds"] > div["baseline_seeds"]:
+    if div and div["pick_seeds"] > div["baseline_seeds"] and decides(div):
         out.append(
             f"it diverged on more seeds than the baseline ({div['pick_seeds']} vs "
-            f"{div['baseline_seeds']} of {div['n']})"
+            f"{div['baseline_seeds']} of {div['n']}), "
+            + ("and on every seed" if div.get("every_seed") == "pick" else chance_text(div))
         )
     elif lost:
         out.append(f"it loses to the baseline over the same seeds on {', '.join(lost)}")

@@ -56,8 +56,9 @@ def test_throughput_is_not_compared_with_a_baseline_that_diverged_on_every_seed(
     assert out["metrics"]["final_loss"]["verdict"] == "better"
     assert out["verdict"] == "better" and out["worse_on"] == []
     assert out["why"] == (
-        "better than the baseline: final_loss, diverged on 0 vs 3 seeds; noise_per_drop, "
-        "throughput not compared: the baseline diverged on every seed"
+        "better than the baseline: final_loss, diverged on 0 vs 3 seeds (the baseline diverged "
+        "on every seed); noise_per_drop, throughput not compared: the baseline diverged on every "
+        "seed"
     )
     assert out["judged_metrics"] == 1  # only the final loss was measured on both sides
     report = {"recipe_result": RECIPE, "vs_baseline": out}

@@ -102,6 +102,13 @@ def test_a_difference_inside_the_seed_noise_is_no_detectable_difference() -> Non
         "baseline": 0.0,
         "pick_seeds": 0,
         "baseline_seeds": 0,
+        "pick_only": 0,
+        "baseline_only": 0,
+        "p": 1.0,
+        "level": 0.95,
+        "beyond_chance": False,
+        "every_seed": None,
+        "decides": False,
     }
     # the same seeds, consistently lower: better; consistently higher: worse
     better = pd.compare(result([1.50, 1.61, 1.42]), result([2.0, 2.1, 1.9]), mets)
@@ -116,14 +123,18 @@ def test_a_difference_inside_the_seed_noise_is_no_detectable_difference() -> Non
 
 
 def test_diverging_on_more_seeds_than_the_baseline_is_never_better() -> None:
+    # beyond chance (6 of 8 seeds against none: the sign test's p = 0.031), however much better
+    # its final loss on the seeds it completed
     mets = pd.compared_metrics([{"metric": "loss_cv", "direction": "minimize"}])
-    mine = result([1.0, 1.1, 9.0], ["complete", "complete", "diverged"])
-    base = result([2.0, 2.1, 1.9])
+    mine = result([1.0, 1.1, *[9.0] * 6], ["complete", "complete", *["diverged"] * 6])
+    base = result([2.0, 2.1, 1.9, 2.0, 2.2, 1.8, 2.05, 1.95])
     v = pd.compare(mine, base, mets)
-    assert v["verdict"] == "worse" and "diverged on 1 of 3 seeds, the baseline on 0" in v["why"]
+    assert v["verdict"] == "worse" and v["why"].startswith(
+        "diverged on 6 of 8 seeds, the baseline on 0 (beyond chance: p = 0.031)"
+    )
     # the other way round: the baseline diverged where the pick did not
     v = pd.compare(base, mine, mets)
-    assert v["verdict"] in ("better", "mixed") and v["diverged"]["baseline_seeds"] == 1
+    assert v["verdict"] in ("better", "mixed") and v["diverged"]["baseline_seeds"] == 6
 
 
 def test_nothing_to_compare_is_said_so() -> None:
@@ -575,13 +586,25 @@ def test_the_paired_verdict_rows_and_reasons_branch_by_branch() -> None:
     mine = seeds_result([2.5, 2.51, 2.49, 2.5], [0.1, 0.11, 0.09, 0.1], [90.0, 91.0, 89.0, 90.0])
     out = pd.compare(mine, BASE4, THREE)
     assert out["verdict"] == "mixed" and out["seeds"] == [1, 2, 3, 4]
-    assert out["why"] == "better on loss_cv, divergence, worse on final_loss, throughput"
+    # (diverged less on 1 seed of 4: within chance, no gain of the verdict's, but said)
+    assert out["why"] == (
+        "better on loss_cv, worse on final_loss, throughput; diverged on 0 of 4 seeds, the "
+        "baseline on 1: not beyond chance over 4 seeds (p = 1; it takes 6 seeds that diverged on "
+        "one side alone)"
+    )
     assert out["diverged"] == {
         "n": 4,
         "pick": 0.0,
         "baseline": 0.25,
         "pick_seeds": 0,
         "baseline_seeds": 1,
+        "pick_only": 0,
+        "baseline_only": 1,
+        "p": 1.0,
+        "level": 0.95,
+        "beyond_chance": False,
+        "every_seed": None,
+        "decides": False,
     }
     row = out["metrics"]["throughput"]
     assert set(row) == {"direction", "difference", "ratio", "pick", "baseline", "verdict", "level"}
@@ -600,20 +623,24 @@ def test_the_paired_verdict_rows_and_reasons_branch_by_branch() -> None:
     assert out["verdict"] == "worse"
     assert out["why"] == "worse than the baseline on final_loss, throughput"
     assert out["diverged"]["pick"] == 0.25
-    # as good on every metric, diverged less: better, by that alone; and with loss_cv too
+    # as good on every metric, diverged less on 1 seed of 4: within chance, no difference
+    # (better by divergence alone takes a difference beyond chance: tests/recipe/
+    # test_divergence_chance.py); with loss_cv better, better by loss_cv
     alike = seeds_result(
         [2.0, 2.01, 1.99, 2.0], [0.3, 0.31, 0.29, 0.3], [100.0, 101.0, 99.0, 100.0]
     )
     out = pd.compare(alike, BASE4, THREE)
-    assert (out["verdict"], out["why"]) == (
-        "better",
-        "better than the baseline: diverged on 0 vs 1 seeds",
+    chance = (
+        "diverged on 0 of 4 seeds, the baseline on 1: not beyond chance over 4 seeds (p = 1; it "
+        "takes 6 seeds that diverged on one side alone)"
     )
+    assert out["verdict"] == "no detectable difference"
+    assert out["why"].endswith(f"; {chance}")
     calmer = seeds_result(
         [2.0, 2.01, 1.99, 2.0], [0.1, 0.11, 0.09, 0.1], [100.0, 101.0, 99.0, 100.0]
     )
     out = pd.compare(calmer, BASE4, THREE)
-    assert out["why"] == "better than the baseline: loss_cv, diverged on 0 vs 1 seeds"
+    assert out["why"] == f"better than the baseline: loss_cv; {chance}"
     # nothing beyond the noise over the seeds both ran
     base3 = seeds_result([2.0, 2.01, 1.99], [0.3, 0.31, 0.29], [100.0, 101.0, 99.0])
     out = pd.compare(alike, base3, THREE)
