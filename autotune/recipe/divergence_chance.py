@@ -1,13 +1,18 @@
 """Whether a difference in how many seeds diverged is beyond chance.
 
 A seed diverges or not, and over three seeds one unlucky (or lucky) seed is a third of them: a
-count compared exactly lets that one seed decide a verdict. The paired verdict (both sides ran
-the same seeds) judges the difference against chance instead, at `LEVEL` (95% two-sided: one
-comparison, as a verdict's single metric is judged, `paired.family_level`). Only the discordant
-seeds, those where exactly one side diverged, tell the two apart; with no difference each is as
-likely to be either side's, so the count on one side is binomial(discordant, 1/2): the sign test
-(`scipy.stats.binomtest`, two-sided). At 95% it needs `min_discordant()` (6) discordant seeds
-before any split is beyond chance: over 3 or 5 seeds no divergence difference is.
+count compared exactly lets that one seed decide a verdict. Two tests judge the difference
+against chance instead, at `LEVEL` (95% two-sided: one comparison, as a verdict's single metric
+is judged, `paired.family_level`):
+
+- Paired (the paired verdict: both sides ran the same seeds). Only the discordant seeds, those
+  where exactly one side diverged, tell the two apart; with no difference each is as likely to
+  be either side's, so the count on one side is binomial(discordant, 1/2): the sign test
+  (`scipy.stats.binomtest`, two-sided). At 95% it needs `min_discordant()` (6) discordant seeds
+  before any split is beyond chance: over 3 or 5 seeds no divergence difference is.
+- Independent (a promise: the share the study's verification seeds diverged on against the
+  share measured here, different seeds): Fisher's exact test on the 2x2 table
+  (`scipy.stats.fisher_exact`, two-sided).
 
 A side that diverged on every seed, where the other did not, keeps its own rule whatever the
 test says: such a configuration does not train, which is no matter of chance.
@@ -18,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from scipy.stats import binomtest
+from scipy.stats import binomtest, fisher_exact
 
 LEVEL = 0.95
 """The confidence a divergence difference is judged at: two-sided, p < 1 - LEVEL."""
@@ -45,6 +50,15 @@ def min_discordant(level: float = LEVEL) -> int:
     while not beyond(sign_test(n, 0), level):
         n += 1
     return n
+
+
+def share_test(k_a: int, n_a: int, k_b: int, n_b: int) -> float:
+    """The two-sided p of Fisher's exact test: `k_a` of `n_a` seeds diverged on one side,
+    `k_b` of `n_b` on the other (independent seeds). 1.0 when either side has no seed."""
+    if n_a <= 0 or n_b <= 0:
+        return 1.0
+    table = [[k_a, n_a - k_a], [k_b, n_b - k_b]]
+    return float(fisher_exact(table, alternative="two-sided").pvalue)
 
 
 def paired_divergence(
@@ -115,3 +129,15 @@ def chance_text(div: Mapping[str, Any]) -> str:
         else ""
     )
     return f"not beyond chance over {div['n']} seeds ({at}{few})"
+
+
+def promised_seeds(verified: Mapping[str, Any]) -> int | None:
+    """How many seeds a promise's diverged share is over: its verification's seeds; without
+    them, when none diverged, the seeds its interval is over (`n`: at least that many ran, none
+    diverged; fewer seeds only make the test more cautious). None when not recorded."""
+    seeds = verified.get("seeds")
+    if seeds:
+        return len(seeds)
+    if verified.get("diverged_share") == 0.0 and verified.get("n"):
+        return int(verified["n"])
+    return None

@@ -37,6 +37,15 @@ metrics), else it is better or worse by the side it falls on; with fewer than 2 
 here it is not judged. A timed metric (throughput) measured here on one seed is not judged
 either: one run's timing interval says nothing of the seed-to-seed and load-to-load spread the
 promise was measured over.
+
+The share of seeds that diverged is judged against the share promised by Fisher's exact test
+(`divergence_chance.share_test`: the study's verification seeds and the seeds that ran here are
+different seeds), at 95%: "WORSE than promised" or "better than promised" only beyond chance
+(`WORSE than promised (4 of 5 here vs 0 of 10 promised: beyond chance, p = 0.0037)`), else "as
+promised (1 of 5 here vs 0 of 3 promised: within chance, p = 1)", "too few seeds to tell" (under
+3 seeds ran here) or "not judged" (a promise from under 3 seeds, or without its seeds), none a
+reason to exit 1. A recipe that diverged on every seed here is "DIVERGED on every seed",
+whatever it promised and whatever the test says.
 """
 
 from __future__ import annotations
@@ -47,6 +56,7 @@ from typing import Any
 
 from autotune.knobs import HARDWARE_METRICS
 from autotune.probe.outcome import Outcome
+from autotune.recipe.divergence_chance import beyond, promised_seeds, share_test
 from autotune.recipe.file import Recipe
 from autotune.recipe.paired import family_level
 from autotune.recipe.seeds import (
@@ -231,30 +241,59 @@ def compare_promise(
 def _divergence_promise(recipe: Recipe, measured: Mapping[str, Any]) -> dict[str, Any] | None:
     """The share of seeds that diverged against the share the recipe's verification saw (the
     objectives' intervals cover only the seeds that did not diverge, so "as promised" there says
-    nothing of those that did). None when the recipe records no verified share."""
-    shares = [(p.get("verified") or {}).get("diverged_share") for p in recipe.achieved.values()]
-    promised = next((x for x in shares if x is not None), None)
+    nothing of those that did), judged against chance (`divergence_chance.share_test`: two
+    shares of different seeds). None when the recipe records no verified share."""
+    vers = [(m, p.get("verified") or {}) for m, p in recipe.achieved.items()]
+    metric, ver = next(((m, v) for m, v in vers if v.get("diverged_share") is not None), ("", {}))
     got = measured.get("diverged_share")
-    if promised is None or got is None:
+    if not ver or got is None:
         return None
+    promised = float(ver["diverged_share"])
     n, failed = int(measured.get("n") or 0), int(measured.get("failed") or 0)
     if n and failed:  # the share among the seeds that ran (a failed seed did not diverge)
         got = None if failed >= n else got * n / (n - failed)
-    if got is None:
-        verdict = f"not judged: every seed failed ({failed} of {n})"
-    elif got >= 1.0:
-        verdict = "DIVERGED on every seed"  # never "as promised", whatever was promised
-    elif got > promised:
-        verdict = "WORSE than promised"
-    else:
-        verdict = "as promised" if got == promised else "better than promised"
-    return {
+    row: dict[str, Any] = {
         "metric": "diverged",
         "direction": "minimize",
         "promised": {"mean": promised, "low": None, "high": None},
         "measured": {"mean": got, "low": None, "high": None},
-        "verdict": verdict,
     }
+    if got is None:
+        row["verdict"] = f"not judged: every seed failed ({failed} of {n})"
+    elif got >= 1.0:
+        row["verdict"] = "DIVERGED on every seed"  # never "as promised", whatever was promised
+    elif got == promised:
+        row["verdict"] = "as promised"
+    else:
+        row.update(_shares_judged(metric, ver, got, n - failed))
+    return row
+
+
+def _shares_judged(metric: str, ver: Mapping[str, Any], got: float, ran: int) -> dict[str, Any]:
+    """The verdict on a measured share of diverged seeds (`got` of the `ran` seeds that ran)
+    unlike the one promised (`ver`, `metric`'s verification): worse or better only beyond
+    chance, with the counts and the p; else as promised, or too few seeds to tell."""
+    n_prom, promised = promised_seeds(ver), float(ver["diverged_share"])
+    if ran <= 0:  # a measurement without its number of seeds (`n`)
+        return {"verdict": "not judged (the number of seeds measured here is not recorded)"}
+    if n_prom is None:
+        where = f"achieved.{metric}.verified.seeds"
+        return {"verdict": f"not judged (a promise without its number of seeds: {where})"}
+    k, k_prom = round(got * ran), round(promised * n_prom)
+    p = share_test(k, ran, k_prom, n_prom)
+    counts = f"{k} of {ran} here vs {k_prom} of {n_prom} promised"
+    out: dict[str, Any] = {"p": p, "beyond_chance": beyond(p)}
+    out["measured_seeds"], out["promise_seeds"] = ran, n_prom
+    if beyond(p):
+        words = "WORSE than promised" if got > promised else "better than promised"
+        out["verdict"] = f"{words} ({counts}: beyond chance, p = {p:.2g})"
+    elif ran < MIN_TIMED_SEEDS:
+        out["verdict"] = f"too few seeds to tell ({counts}; --seeds {MIN_TIMED_SEEDS} or more)"
+    elif n_prom < MIN_TIMED_SEEDS:
+        out["verdict"] = f"not judged (a promise from {n_prom} seeds: {counts})"
+    else:
+        out["verdict"] = f"as promised ({counts}: within chance, p = {p:.2g})"
+    return out
 
 
 def promise_line(p: Mapping[str, Any], fmt: Any) -> str:

@@ -1,22 +1,27 @@
-"""A difference in how many seeds diverged decides the paired verdict only beyond chance: the
-sign test over the seeds exactly one side diverged on. One seed of three (a lucky baseline
-seed, an unlucky seed of a good recipe) decided it by an exact count comparison: `worse` and
-exit 1 in verify, `better` in the study's pick against the defaults. Pure functions on
-hand-made run records, as tests/study/test_verdicts.py builds them."""
+"""A difference in how many seeds diverged decides a verdict only beyond chance: the paired
+verdict's sign test over the seeds exactly one side diverged on, the divergence promise's
+Fisher test of two shares. One seed of three (a lucky baseline seed, an unlucky seed of a good
+recipe) decided both by an exact count comparison: `worse` and exit 1 in verify, `better` in
+the study's pick against the defaults, `WORSE than promised` for 1 of 5 seeds against 0 of 3.
+Pure functions on hand-made run records, as tests/study/test_verdicts.py builds them."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
+from assets.recipes import make_recipe
 from hypothesis import given
 from hypothesis import strategies as st
 
 from autotune.recipe import paired as pd
+from autotune.recipe import promise as pm
 from autotune.recipe.divergence_chance import (
     beyond,
     decides,
     min_discordant,
+    share_test,
     sign_test,
 )
 from autotune.recipe.seeds import summarize_seeds
@@ -62,6 +67,22 @@ def test_the_minimum_at_95_percent_is_six_seeds() -> None:
     assert min_discordant() == 6
     assert sign_test(6, 0) == pytest.approx(2 / 2**6)
     assert sign_test(5, 0) == pytest.approx(2 / 2**5)  # 0.0625: five are not enough
+
+
+seeds = st.integers(min_value=1, max_value=20)
+
+
+@given(seeds, seeds, st.data())
+def test_the_share_test_is_symmetric_and_grows_surer_with_more_diverged(
+    n_a: int, n_b: int, data: st.DataObject
+) -> None:
+    k_a = data.draw(st.integers(min_value=0, max_value=n_a))
+    k_b = data.draw(st.integers(min_value=0, max_value=n_b))
+    p = share_test(k_a, n_a, k_b, n_b)
+    assert p == pytest.approx(share_test(k_b, n_b, k_a, n_a))
+    assert 0.0 < p <= 1.0 + 1e-12
+    if k_a * n_b >= k_b * n_a and k_a < n_a:  # a's share at least b's: one more diverged there
+        assert share_test(k_a + 1, n_a, k_b, n_b) <= p + 1e-12
 
 
 # ---------------------------------------------------------------------------------------------
@@ -185,3 +206,71 @@ def test_a_verdict_recorded_before_the_test_is_judged_from_its_counts() -> None:
     assert pd.verify_problems({"vs_baseline": {"verdict": "worse", "diverged": six}}) == [
         "it diverged on more seeds than the baseline (6 vs 0 of 8), beyond chance: by its counts"
     ]
+
+
+# ---------------------------------------------------------------------------------------------
+# The divergence promise
+# ---------------------------------------------------------------------------------------------
+
+
+def promise_row(promised_share: float, promised_on: int, diverged: int, n: int) -> dict[str, Any]:
+    """The divergence row of `autotune verify`: the recipe verified on `promised_on` seeds of
+    which a share `promised_share` diverged; here `diverged` of `n` seeds diverged."""
+    verified = {
+        "mean": 0.05,
+        "low": 0.04,
+        "high": 0.06,
+        "n": promised_on,
+        "seeds": list(range(1, promised_on + 1)),
+        "diverged_share": promised_share,
+    }
+    r = replace(
+        make_recipe(),
+        achieved={"loss_cv": {"direction": "minimize", "value": 0.05, "verified": verified}},
+    )
+    got = {"n": n, "failed": 0, "diverged_share": diverged / n, "metrics": {}}
+    return next(p for p in pm.compare_promise(r, got, True) if p["metric"] == "diverged")
+
+
+def test_one_seed_of_five_against_a_promise_of_none_of_three_is_within_chance() -> None:
+    row = promise_row(0.0, 3, diverged=1, n=5)
+    # was "WORSE than promised", and exit 1
+    assert row["verdict"] == "as promised (1 of 5 here vs 0 of 3 promised: within chance, p = 1)"
+    assert (row["beyond_chance"], row["p"]) == (False, 1.0)
+    assert (row["measured_seeds"], row["promise_seeds"]) == (5, 3)
+    assert pd.verify_problems({"promise": [row]}) == []
+    assert pm.promise_line(row, None) == (
+        "  diverged       promised 0% of seeds  measured 20%  -> as promised (1 of 5 here vs 0 "
+        "of 3 promised: within chance, p = 1)"
+    )
+    # and lower than promised by chance is not "better than promised"
+    assert promise_row(1 / 3, 3, diverged=0, n=5)["verdict"] == (
+        "as promised (0 of 5 here vs 1 of 3 promised: within chance, p = 0.38)"
+    )
+
+
+def test_a_divergence_share_beyond_chance_breaks_the_promise() -> None:
+    row = promise_row(0.0, 10, diverged=4, n=5)
+    assert row["verdict"] == (
+        "WORSE than promised (4 of 5 here vs 0 of 10 promised: beyond chance, p = 0.0037)"
+    )
+    assert row["beyond_chance"] is True
+    assert pd.verify_problems({"promise": [row]}) == [f"diverged: {row['verdict']}"]
+    better = promise_row(0.6, 10, diverged=0, n=10)
+    assert better["verdict"].startswith("better than promised (0 of 10 here vs 6 of 10")
+
+
+def test_too_few_seeds_here_or_in_the_promise_are_not_judged() -> None:
+    assert promise_row(0.0, 3, diverged=1, n=2)["verdict"] == (
+        "too few seeds to tell (1 of 2 here vs 0 of 3 promised; --seeds 3 or more)"
+    )
+    assert promise_row(0.0, 2, diverged=1, n=5)["verdict"] == (
+        "not judged (a promise from 2 seeds: 1 of 5 here vs 0 of 2 promised)"
+    )
+
+
+def test_diverging_on_every_seed_is_never_as_promised() -> None:
+    # 3 of 3 against 0 of 3: within chance by the test (p = 0.1), never "as promised"
+    row = promise_row(0.0, 3, diverged=3, n=3)
+    assert row["verdict"] == "DIVERGED on every seed"
+    assert pd.verify_problems({"promise": [row]}) == ["diverged: DIVERGED on every seed"]

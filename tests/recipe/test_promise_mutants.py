@@ -219,9 +219,11 @@ def test_each_mix_of_seeds_names_only_the_kinds_present(seeds: list[int], text: 
     assert sorted(s for ss in kinds.values() for s in ss) == sorted(seeds)
 
 
-def divergence_row(n: int, diverged: int, failed: int) -> dict[str, Any]:
-    """The divergence promise (0% of seeds) against `n` seeds here, some diverged, some failed."""
-    verified = {"mean": 0.05, "low": 0.04, "high": 0.06, "n": 3, "diverged_share": 0.0}
+def divergence_row(n: int, diverged: int, failed: int, promised_on: int = 3) -> dict[str, Any]:
+    """The divergence promise (0% of `promised_on` seeds) against `n` seeds here, some diverged,
+    some failed."""
+    verified = {"mean": 0.05, "low": 0.04, "high": 0.06, "n": promised_on, "diverged_share": 0.0}
+    verified["seeds"] = list(range(1, promised_on + 1))
     r = replace(
         make_recipe(),
         achieved={"loss_cv": {"direction": "minimize", "value": 0.05, "verified": verified}},
@@ -231,12 +233,16 @@ def divergence_row(n: int, diverged: int, failed: int) -> dict[str, Any]:
 
 
 def test_the_divergence_share_is_over_the_seeds_that_ran_and_none_when_none_ran() -> None:
-    # 4 seeds, 1 failed, 1 diverged: 1 of the 3 that ran (not 1 of 4, nor every seed)
-    row = divergence_row(4, diverged=1, failed=1)
-    assert row["measured"]["mean"] == pytest.approx(1 / 3)
-    assert row["verdict"] == "WORSE than promised"
+    # 4 seeds, 1 failed, 2 diverged: 2 of the 3 that ran (not 2 of 4, nor every seed),
+    # against 0 of 10 promised: beyond chance
+    row = divergence_row(4, diverged=2, failed=1, promised_on=10)
+    assert row["measured"]["mean"] == pytest.approx(2 / 3)
+    assert row["verdict"] == "WORSE than promised (2 of 3 here vs 0 of 10 promised: beyond " + (
+        "chance, p = 0.038)"
+    )
     assert pm.promise_line(row, None) == (
-        "  diverged       promised 0% of seeds  measured 33%  -> WORSE than promised"
+        "  diverged       promised 0% of seeds  measured 67%  -> WORSE than promised (2 of 3 "
+        "here vs 0 of 10 promised: beyond chance, p = 0.038)"
     )
     # every seed failed: nothing measured, nothing judged, and the line says n/a
     row = divergence_row(2, diverged=0, failed=2)

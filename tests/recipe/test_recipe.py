@@ -357,7 +357,20 @@ def test_seeds_that_diverged_are_worse_than_a_promise_that_held_on_every_seed() 
     assert rows["loss_cv"]["verdict"] == (
         "too few seeds to tell (2 measured: the loss_cv interval spans 3.36x; --seeds 3 or more)"
     )
-    assert rows["diverged"]["verdict"] == "WORSE than promised"
+    # one seed of three, against none of the study's three: within chance, said so
+    assert rows["diverged"]["verdict"] == (
+        "as promised (1 of 3 here vs 0 of 3 promised: within chance, p = 1)"
+    )
+    assert rows["diverged"]["beyond_chance"] is False
+    # those seeds and five more that diverged, against a promise from ten seeds: worse
+    ten = replace(
+        r, achieved={"loss_cv": {**r.achieved["loss_cv"], "verified": {**verified, "n": 10}}}
+    )
+    gone = [{"seed": s, "outcome": "diverged", "summary": {"metrics": {}}} for s in range(4, 9)]
+    many = verify.summarize_seeds([*runs, *gone], ["loss_cv"])
+    assert verify.compare_promise(ten, many, same_hardware=True)[-1]["verdict"] == (
+        "WORSE than promised (6 of 8 here vs 0 of 10 promised: beyond chance, p = 0.0015)"
+    )
     held = verify.summarize_seeds(runs[:2], ["loss_cv"])
     assert verify.compare_promise(r, held, True)[-1]["verdict"] == "as promised"
     # a recipe whose verification is not recorded promises nothing about divergence
@@ -374,9 +387,9 @@ def test_seeds_that_diverged_are_worse_than_a_promise_that_held_on_every_seed() 
         "recipe_fingerprint_hash": None,
         "fingerprint": {},
     }
-    assert "diverged       promised 0% of seeds  measured 33%  -> WORSE" in verify.format_report(
-        report
-    )
+    assert "diverged       promised 0% of seeds  measured 33%  -> as promised (1 of 3 here vs " + (
+        "0 of 3 promised: within chance, p = 1)"
+    ) in verify.format_report(report)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -160,32 +160,62 @@ def test_a_hardware_number_on_other_hardware_is_not_comparable() -> None:
 
 
 @pytest.mark.parametrize(
-    ("share", "got", "expected"),
+    ("share", "got", "n", "expected"),
     [
-        (0.0, 1.0, "DIVERGED on every seed"),
-        (1.0, 1.0, "DIVERGED on every seed"),  # never "as promised"
-        (0.0, 1 / 3, "WORSE than promised"),
-        (1 / 3, 1 / 3, "as promised"),
-        (2 / 3, 1 / 3, "better than promised"),
-        (0.0, 0.0, "as promised"),
+        (0.0, 1.0, 3, "DIVERGED on every seed"),
+        (1.0, 1.0, 3, "DIVERGED on every seed"),  # never "as promised"
+        # one seed of three is within chance: not WORSE (and no exit 1), but said
+        (0.0, 1 / 3, 3, "as promised (1 of 3 here vs 0 of 3 promised: within chance, p = 1)"),
+        (1 / 3, 1 / 3, 3, "as promised"),
+        (2 / 3, 1 / 3, 3, "as promised (1 of 3 here vs 2 of 3 promised: within chance, p = 1)"),
+        (0.0, 0.0, 3, "as promised"),
+        # beyond chance (Fisher's exact test, 95%): worse, and better, than promised
+        (
+            0.0,
+            0.6,
+            10,
+            "WORSE than promised (6 of 10 here vs 0 of 10 promised: beyond chance, p = 0.011)",
+        ),
+        (
+            0.6,
+            0.0,
+            10,
+            "better than promised (0 of 10 here vs 6 of 10 promised: beyond chance, p = 0.011)",
+        ),
     ],
 )
-def test_the_divergence_promise(share: float, got: float, expected: str) -> None:
+def test_the_divergence_promise(share: float, got: float, n: int, expected: str) -> None:
+    seeds = list(range(1, n + 1))
     r = replace(
         make_recipe(),
         achieved={
             "throughput": promised("maximize", value=100.0),  # no verified share: skipped
-            "loss_cv": promised(mean=0.5, low=0.4, high=0.6, share=share),
+            "loss_cv": {
+                **promised(mean=0.5, low=0.4, high=0.6),
+                "verified": {
+                    "mean": 0.5,
+                    "low": 0.4,
+                    "high": 0.6,
+                    "n": n,
+                    "seeds": seeds,
+                    "diverged_share": share,
+                },
+            },
         },
     )
-    rows = vf.compare_promise(r, {"metrics": {}, "diverged_share": got}, True)
+    rows = vf.compare_promise(r, {"metrics": {}, "n": n, "diverged_share": got}, True)
     assert [row["metric"] for row in rows] == ["throughput", "loss_cv", "diverged"]
+    judged = {}
+    if "(" in expected:  # judged by the test: its p and seeds in the row
+        p = rows[-1]["p"]
+        judged = {"p": p, "beyond_chance": p < 0.05, "measured_seeds": n, "promise_seeds": n}
     assert rows[-1] == {
         "metric": "diverged",
         "direction": "minimize",
         "promised": {"mean": share, "low": None, "high": None},
         "measured": {"mean": got, "low": None, "high": None},
         "verdict": expected,
+        **judged,
     }
 
 
