@@ -23,7 +23,7 @@ goes to the re-tune.
 
     python benchmarks/migrate_retune.py [--seeds 3] [--memory-mb 84] [--size wide] [--accum 1,4]
         [--no-neighbours] [--json out.json]
-        [--source-recipe recipe.yaml]
+        [--source-recipe recipe.yaml] [--objectives loss] [--source-accum 1] [--verify-seeds 3]
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ def space(
     accum: tuple[int, ...] = (1, 2, 4),
     batch: int = 64,
     objectives: str = "throughput",
+    verify_seeds: int = 2,
 ) -> dict[str, Any]:
     """The space. `objectives`: "throughput" (noise_per_drop against throughput, the shipped
     spaces' kind of trade-off) or "loss" (noise_per_drop against the final loss: a study that
@@ -72,7 +73,7 @@ def space(
         "constraints": [{"metric": "loss_drop", "op": ">=", "value": 0.05}],
         "budget": {"trials": trials, "target_steps": 120, "trial_timeout_s": 300},
         "sampler": {"name": "tpe", "seed": sampler_seed},
-        "verify": {"top_k": 1, "seeds": 2},
+        "verify": {"top_k": 1, "seeds": verify_seeds},
         "knobs": {
             "lr": 0.1,
             "clip_norm": {"low": 0.05, "high": 5.0, "log": True},
@@ -149,7 +150,15 @@ def one_seed(folder: Path, seed: int, args: argparse.Namespace) -> dict[str, Any
     here.mkdir()
     (here / "space.yaml").write_text(
         yaml.safe_dump(
-            space(args.trials, seed, args.size, args.accum, args.batch, args.objectives),
+            space(
+                args.trials,
+                seed,
+                args.size,
+                args.accum,
+                args.batch,
+                args.objectives,
+                args.verify_seeds,
+            ),
             sort_keys=False,
         )
     )
@@ -270,6 +279,13 @@ def main() -> None:
         help="the second objective beside noise_per_drop: throughput (the machine's speed is "
         "part of the pick) or final_loss (it is not)",
     )
+    ap.add_argument(
+        "--verify-seeds",
+        type=int,
+        default=2,
+        help="the space's verification seeds, source and cold studies alike (the runs recorded "
+        "before this option used 2; a space that says nothing gets 3)",
+    )
     ap.add_argument("--quality-seeds", type=int, default=5, help="fresh probe seeds per pick")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--source-recipe", type=Path, help="skip the source study: its export")
@@ -292,6 +308,7 @@ def main() -> None:
                     args.source_accum or args.accum,
                     args.batch,
                     args.objectives,
+                    args.verify_seeds,
                 ),
                 sort_keys=False,
             )
