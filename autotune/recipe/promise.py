@@ -272,7 +272,9 @@ def _divergence_promise(recipe: Recipe, measured: Mapping[str, Any]) -> dict[str
 def _shares_judged(metric: str, ver: Mapping[str, Any], got: float, ran: int) -> dict[str, Any]:
     """The verdict on a measured share of diverged seeds (`got` of the `ran` seeds that ran)
     unlike the one promised (`ver`, `metric`'s verification): worse or better only beyond
-    chance, with the counts and the p; else as promised, or too few seeds to tell."""
+    chance, with the counts and the p; else more than promised within chance (more diverged
+    here, not beyond chance: no exit 1, but not "as promised"), as promised (fewer, within
+    chance), or too few seeds to tell."""
     n_prom, promised = promised_seeds(ver), float(ver["diverged_share"])
     if ran <= 0:  # a measurement without its number of seeds (`n`)
         return {"verdict": "not judged (the number of seeds measured here is not recorded)"}
@@ -291,6 +293,8 @@ def _shares_judged(metric: str, ver: Mapping[str, Any], got: float, ran: int) ->
         out["verdict"] = f"too few seeds to tell ({counts}; --seeds {MIN_TIMED_SEEDS} or more)"
     elif n_prom < MIN_TIMED_SEEDS:
         out["verdict"] = f"not judged (a promise from {n_prom} seeds: {counts})"
+    elif got > promised:  # not shown worse, but not the promise either: said as it is
+        out["verdict"] = f"more than promised, within chance ({counts}: p = {p:.2g})"
     else:
         out["verdict"] = f"as promised ({counts}: within chance, p = {p:.2g})"
     return out

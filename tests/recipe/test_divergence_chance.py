@@ -235,13 +235,16 @@ def promise_row(promised_share: float, promised_on: int, diverged: int, n: int) 
 def test_one_seed_of_five_against_a_promise_of_none_of_three_is_within_chance() -> None:
     row = promise_row(0.0, 3, diverged=1, n=5)
     # was "WORSE than promised", and exit 1
-    assert row["verdict"] == "as promised (1 of 5 here vs 0 of 3 promised: within chance, p = 1)"
+    assert (
+        row["verdict"]
+        == "more than promised, within chance (1 of 5 here vs 0 of 3 promised: p = 1)"
+    )
     assert (row["beyond_chance"], row["p"]) == (False, 1.0)
     assert (row["measured_seeds"], row["promise_seeds"]) == (5, 3)
     assert pd.verify_problems({"promise": [row]}) == []
     assert pm.promise_line(row, None) == (
-        "  diverged       promised 0% of seeds  measured 20%  -> as promised (1 of 5 here vs 0 "
-        "of 3 promised: within chance, p = 1)"
+        "  diverged       promised 0% of seeds  measured 20%  -> more than promised, within chance "
+        "(1 of 5 here vs 0 of 3 promised: p = 1)"
     )
     # and lower than promised by chance is not "better than promised"
     assert promise_row(1 / 3, 3, diverged=0, n=5)["verdict"] == (

@@ -359,7 +359,7 @@ def test_seeds_that_diverged_are_worse_than_a_promise_that_held_on_every_seed() 
     )
     # one seed of three, against none of the study's three: within chance, said so
     assert rows["diverged"]["verdict"] == (
-        "as promised (1 of 3 here vs 0 of 3 promised: within chance, p = 1)"
+        "more than promised, within chance (1 of 3 here vs 0 of 3 promised: p = 1)"
     )
     assert rows["diverged"]["beyond_chance"] is False
     # those seeds and five more that diverged, against a promise from ten seeds: worse
@@ -387,9 +387,11 @@ def test_seeds_that_diverged_are_worse_than_a_promise_that_held_on_every_seed() 
         "recipe_fingerprint_hash": None,
         "fingerprint": {},
     }
-    assert "diverged       promised 0% of seeds  measured 33%  -> as promised (1 of 3 here vs " + (
-        "0 of 3 promised: within chance, p = 1)"
-    ) in verify.format_report(report)
+    assert (
+        "diverged       promised 0% of seeds  measured 33%  -> more than promised, within chance "
+        + ("(1 of 3 here vs 0 of 3 promised: p = 1)")
+        in verify.format_report(report)
+    )
 
 
 # ---------------------------------------------------------------------------------------------
