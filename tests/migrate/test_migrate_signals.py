@@ -48,7 +48,11 @@ def stopped_at(args: list[str], cwd: Path, line: str, sig: int) -> tuple[int, st
             time.sleep(0.2)
         time.sleep(1.0)  # inside the phase
         os.kill(proc.pid, sig)
-        rc = proc.wait(timeout=120)
+        try:
+            rc = proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:  # what it was doing, for the next look at it
+            tail = err_path.read_text()[-4000:]
+            pytest.fail(f"still running 120 s after the signal; its stderr ends:\n{tail}")
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
