@@ -20,10 +20,20 @@ Three things take these signals from the driver unless it takes them back:
 - Ray's core worker, started by `ray.init` (in the driver's Ray thread), installs a C++ handler
   for SIGTERM that prints a crash report and aborts (status 134) before Python sees the signal.
   That thread puts the driver's back as soon as `ray.init` returns (`ray_start`).
+
+A KeyboardInterrupt raised while the interpreter's import lock is held is not raised there:
+importlib takes that lock in places where an exception before its `try` leaves it taken (a
+module lock's clean-up callback, which also prints "Exception ignored" and drops the exception),
+and every other thread's import then waits for ever (the driver's Ray thread, so the driver
+hung on a SIGTERM sent while it imported). The stop is noted, and the signal is delivered again
+to the main thread every few milliseconds (`_thread.interrupt_main`) until it lands where the
+lock is free.
 """
 
 from __future__ import annotations
 
+import _imp
+import _thread
 import contextlib
 import os
 import signal
@@ -48,6 +58,14 @@ _WATCHING: list[bool] = []
 #: Set once this session's study is written (`written`): a --resume can find it.
 _WRITTEN: list[bool] = []
 
+#: The signal whose KeyboardInterrupt waits for the import lock (`_raise`), while it waits
+#: ("by"); once it landed, until when (ms) a delivery is a late one of it ("late_until").
+_PENDING: dict[str, int] = {}
+#: How often a waiting signal is delivered again, and how long after it lands a delivery is
+#: taken for one of those (seconds).
+RETRY_S = 0.02
+LATE_S = 0.5
+
 #: What the driver says (on stderr) when it is stopped where no phase says it.
 INTERRUPTED = "interrupted; run the same command again (or add --resume) to continue"
 #: ... and when it is stopped before its study was written (opening its stores, joining Ray):
@@ -62,9 +80,10 @@ def _main_thread() -> bool:
 
 @contextlib.contextmanager
 def handled() -> Iterator[None]:
-    """In the main thread, until Ray is up: SIGINT and SIGTERM raise KeyboardInterrupt, even
-    where SIGINT was inherited as ignored; the handlers found are put back on leaving (the
-    driver run in a test's process leaves it as it was). The outermost forgets an earlier
+    """In the main thread, until Ray is up: SIGINT and SIGTERM raise KeyboardInterrupt (once the
+    import lock is free: see the module), even where SIGINT was inherited as ignored; the
+    handlers found are put back on leaving (the driver run in a test's process leaves it as it
+    was). The outermost forgets an earlier
     study's signal."""
     if not _main_thread():
         yield
@@ -75,13 +94,14 @@ def handled() -> Iterator[None]:
         _WATCHING.clear()
         _WRITTEN.clear()
     saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGINT, _raise)
     signal.signal(signal.SIGTERM, _raise)
     _DEPTH.append(1)
     try:
         yield
     finally:
         _DEPTH.pop()
+        _PENDING.clear()
         for s, handler in saved.items():
             if handler is not None:
                 signal.signal(s, handler)
@@ -95,6 +115,7 @@ def defer(cluster: str | None = None) -> None:
     if _main_thread():
         signal.signal(signal.SIGINT, _note)
         signal.signal(signal.SIGTERM, _note)
+    _PENDING.clear()  # noted already: the phases see it (`stopping`)
     if _WATCHING:
         return
     gcs = _local_gcs()
@@ -113,7 +134,28 @@ def defer(cluster: str | None = None) -> None:
 
 def _raise(signum: int, _frame: FrameType | None) -> None:
     _STOPPED["by"] = signum
+    if _imp.lock_held():  # see the module: raised here, it could leave the import lock taken
+        if "by" not in _PENDING:
+            _PENDING["by"] = signum
+            threading.Thread(target=_deliver_again, name="autotune-signal", daemon=True).start()
+        return
+    if _PENDING.pop("by", None) is not None:
+        # the waiting signal lands now; one more delivery may be on its way: not a new signal
+        _PENDING["late_until"] = int((time.monotonic() + LATE_S) * 1000)
+    elif time.monotonic() * 1000 < _PENDING.get("late_until", 0):
+        return
     raise KeyboardInterrupt
+
+
+def _deliver_again() -> None:
+    """The waiting signal, to the main thread again (its handler runs there, `_raise`), until
+    it was raised or the handlers changed (`handled` left, `defer`)."""
+    while True:
+        time.sleep(RETRY_S)
+        signum = _PENDING.get("by")
+        if signum is None:
+            return
+        _thread.interrupt_main(signal.Signals(signum))
 
 
 def _note(signum: int, frame: FrameType | None) -> None:
