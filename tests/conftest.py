@@ -11,6 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
+
+# No per-example deadline: on a shared 2-core machine an example's time measures the machine's
+# load (and the first example pays for imports done where a function runs, scipy.stats in
+# `recipe/divergence_chance.py`), not the code under test.
+settings.register_profile("autotune", deadline=None)
+settings.load_profile("autotune")
 
 
 def pytest_configure(config: pytest.Config) -> None:
