@@ -190,11 +190,13 @@ def _watch_local_ray(gcs: tuple[Any, str, Any]) -> None:
     summary). A SIGTERM sent to the driver's whole process group (a batch scheduler cancelling
     the job, `kill -TERM -PGID`) does that: the GCS shuts its server down (and may hang there),
     and the driver's own handler does not run while its thread waits in Ray's C++ code. So the
-    driver says what happened and exits at once: 143 when the GCS was stopped by a SIGTERM (it
-    stopped answering, or was ended by one), else 1. What finished is on disk and in Optuna;
-    `--resume` carries on (and logs to MLflow what was not logged yet). The node's raylet is
-    watched too: the GCS may outlive the SIGTERM (its server still answering) while the raylet
-    ended, and Tune's clean-up then waited for ever on the raylet (a placement group removed)."""
+    driver says what happened and exits at once: 143 when a SIGTERM stopped Ray (the GCS stopped
+    answering, or it or the raylet ended as a SIGTERM ends them: killed by it, or status 0, the
+    raylet's clean exit on one; or the driver noted one itself), else 1. What finished is on
+    disk and in Optuna; `--resume` carries on (and logs to MLflow what was not logged yet). The
+    node's raylet is watched too: the GCS may outlive the SIGTERM (its server still answering)
+    while the raylet ended, and Tune's clean-up then waited for ever on the raylet (a placement
+    group removed)."""
     proc, address, raylet = gcs
     refused = 0
     while not _LEAVING:
@@ -202,7 +204,11 @@ def _watch_local_ray(gcs: tuple[Any, str, Any]) -> None:
         refused = refused + 1 if code is None and _refuses(address) else 0
         ended = raylet.poll() if raylet is not None and code is None and refused < 2 else None
         if (code is not None or refused >= 2 or ended is not None) and not _LEAVING:
-            termed = (code is None and ended is None) or -signal.SIGTERM in (code, ended)
+            termed = (
+                (code is None and ended is None)
+                or bool({code, ended} & _TERMED)
+                or _STOPPED.get("by") == signal.SIGTERM
+            )
             what = "control process (GCS)" if ended is None else "node manager (raylet)"
             why = (
                 "the local Ray was stopped by a SIGTERM (one sent to the whole process group "
@@ -218,6 +224,12 @@ def _watch_local_ray(gcs: tuple[Any, str, Any]) -> None:
             sys.stderr.flush()
             os._exit(128 + signal.SIGTERM if termed else 1)
         time.sleep(0.5)
+
+
+#: How a local Ray process that a SIGTERM ended exits: killed by it, or its clean exit on it (0:
+#: the raylet shuts down on a SIGTERM, and a process group's reaches it before the driver's
+#: handler runs if the driver waits in Ray's C++ code).
+_TERMED = frozenset({-signal.SIGTERM, 0})
 
 
 def _watch_cluster(gcs: str, shown: str) -> None:
