@@ -59,8 +59,9 @@ _WATCHING: list[bool] = []
 _WRITTEN: list[bool] = []
 
 #: The signal whose KeyboardInterrupt waits for the import lock (`_raise`), while it waits
-#: ("by"); once it landed, until when (ms) a delivery is a late one of it ("late_until").
-_PENDING: dict[str, int] = {}
+#: ("by"); once it landed, until when (`time.monotonic`) a delivery is a late one of it
+#: ("late_until").
+_PENDING: dict[str, float] = {}
 #: How often a waiting signal is delivered again, and how long after it lands a delivery is
 #: taken for one of those (seconds).
 RETRY_S = 0.02
@@ -83,8 +84,7 @@ def handled() -> Iterator[None]:
     """In the main thread, until Ray is up: SIGINT and SIGTERM raise KeyboardInterrupt (once the
     import lock is free: see the module), even where SIGINT was inherited as ignored; the
     handlers found are put back on leaving (the driver run in a test's process leaves it as it
-    was). The outermost forgets an earlier
-    study's signal."""
+    was). The outermost forgets an earlier study's signal."""
     if not _main_thread():
         yield
         return
@@ -141,8 +141,8 @@ def _raise(signum: int, _frame: FrameType | None) -> None:
         return
     if _PENDING.pop("by", None) is not None:
         # the waiting signal lands now; one more delivery may be on its way: not a new signal
-        _PENDING["late_until"] = int((time.monotonic() + LATE_S) * 1000)
-    elif time.monotonic() * 1000 < _PENDING.get("late_until", 0):
+        _PENDING["late_until"] = time.monotonic() + LATE_S
+    elif time.monotonic() < _PENDING.get("late_until", 0.0):
         return
     raise KeyboardInterrupt
 
@@ -155,7 +155,7 @@ def _deliver_again() -> None:
         signum = _PENDING.get("by")
         if signum is None:
             return
-        _thread.interrupt_main(signal.Signals(signum))
+        _thread.interrupt_main(signal.Signals(int(signum)))
 
 
 def _note(signum: int, frame: FrameType | None) -> None:
@@ -181,6 +181,12 @@ def interrupted_text() -> str:
 def leaving() -> None:
     """The driver is ending its own Ray: its processes ending now are not the signal's doing."""
     _LEAVING.append(True)
+
+
+#: How a local Ray process that a SIGTERM ended exits: killed by it, or its clean exit on it (0:
+#: the raylet shuts down on a SIGTERM, and a process group's reaches it before the driver's
+#: handler runs if the driver waits in Ray's C++ code).
+_TERMED = frozenset({-signal.SIGTERM, 0})
 
 
 def _watch_local_ray(gcs: tuple[Any, str, Any]) -> None:
@@ -224,12 +230,6 @@ def _watch_local_ray(gcs: tuple[Any, str, Any]) -> None:
             sys.stderr.flush()
             os._exit(128 + signal.SIGTERM if termed else 1)
         time.sleep(0.5)
-
-
-#: How a local Ray process that a SIGTERM ended exits: killed by it, or its clean exit on it (0:
-#: the raylet shuts down on a SIGTERM, and a process group's reaches it before the driver's
-#: handler runs if the driver waits in Ray's C++ code).
-_TERMED = frozenset({-signal.SIGTERM, 0})
 
 
 def _watch_cluster(gcs: str, shown: str) -> None:
