@@ -186,7 +186,8 @@ def one_seed(folder: Path, seed: int, args: argparse.Namespace) -> dict[str, Any
         "migrate_wall_s": round(mig_wall, 1),
         "check_samples": mig["compute"]["samples"],
     }
-    if mig.get("migrated_recipe"):  # the recipe holds as the same batch in more steps
+    result = (mig.get("retune") or {}).get("result")
+    if mig.get("migrated_recipe") and result is None:  # it holds as the same batch in more steps
         row.update(layout=mig["holds"]["layout"]["held"], retune_trials=0, trial_share=0.0)
         return with_quality(row, here, here / mig["migrated_recipe"], fresh, args)
     held = (mig["holds"].get("neighbours") or {}).get("held")
@@ -198,7 +199,6 @@ def one_seed(folder: Path, seed: int, args: argparse.Namespace) -> dict[str, Any
              str(here / "neighbour.yaml")], folder, None)  # fmt: skip
         row.update(neighbour=held, retune_trials=0, trial_share=0.0)
         return with_quality(row, here, here / "neighbour.yaml", fresh, args)
-    result = (mig.get("retune") or {}).get("result")
     if result is None:
         return row
     row.update(
@@ -211,6 +211,11 @@ def one_seed(folder: Path, seed: int, args: argparse.Namespace) -> dict[str, Any
     if result["recipe"] is None:  # the re-tune found nothing that holds here
         row["retune_failed"] = result.get("failed")
         return row
+    if not mig["verdict"].startswith("re-tuned") and mig.get("migrated_recipe"):
+        # a recipe that is the defaults by a tie, re-tuned (`tie.retune_plan`) and kept: the
+        # verdict's recipe is the one at the layout that held
+        row.update(layout=mig["holds"]["layout"]["held"], retune_kept_defaults=True)
+        return with_quality(row, here, here / mig["migrated_recipe"], fresh, args)
     return with_quality(row, here, here / result["recipe"], fresh, args)
 
 

@@ -320,7 +320,10 @@ def _retune_section(result: Mapping[str, Any]) -> list[str]:
         out.append(f"Cannot act here (dropped): {', '.join(result['inert_env'])}.")
     plan = result.get("retune")
     if plan:
-        out += ["", "To re-tune: " + ", ".join(f"{k} ({plan['why'][k]})" for k in plan["knobs"])]
+        listed = ", ".join(f"{k} ({plan['why'][k]})" for k in plan["knobs"])
+        out += ["", "To re-tune: " + (listed or "no hardware-bound knob searched")]
+        if plan.get("tie"):  # the defaults by a tie that hold here: what the re-tune tries
+            out.append(plan["note"])
         done = plan.get("result")
         if done and done.get("recipe") is None:
             out.append(
@@ -339,7 +342,7 @@ def _retune_section(result: Mapping[str, Any]) -> list[str]:
                 "The recipe's values outside the space's bounds were moved into them for its "
                 f"warm start: {', '.join(done['clamped'])}."
             )
-        else:
+        elif not done:  # not run (no `--space`): how to run it
             out.append(f"Command: `{plan['command']}`" if plan.get("command") else "")
             out.append(plan.get("note", ""))
     return [*out, ""]

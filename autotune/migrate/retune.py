@@ -111,14 +111,19 @@ def fitting_accum(
     return [a for a in values if a >= 1 and micro_for(a) < oom_micro_batch]
 
 
-def with_neighbours(warm: Any, recipe: Recipe) -> Any:
+def with_neighbours(warm: Any, recipe: Recipe, first: int | None = None) -> Any:
     """The recipe's warm start, then its Pareto neighbours' configurations, nearest first (tried
     after the baseline and the recipe, as far as the re-tune's trials go; a value outside the
-    reduced space, such as the micro-batch that failed, is left to the sampler)."""
+    reduced space, such as the micro-batch that failed, is left to the sampler). `first`: the
+    trial to try before the others (a tied recipe's first choice, `tie.retune_plan`)."""
+    neighbours = sorted(
+        (recipe.source or {}).get("neighbours") or [], key=lambda n: n.get("trial") != first
+    )
     extra = [
         {"knobs": dict(n["knobs"]), "env": dict(n.get("env") or {}),
-         "label": f"Pareto neighbour trial {n['trial']}"}
-        for n in (recipe.source or {}).get("neighbours") or []
+         "label": f"Pareto neighbour trial {n['trial']}"
+         + (" (the study's first choice)" if n.get("trial") == first else "")}
+        for n in neighbours
     ]  # fmt: skip
     return replace(warm, configs=[*warm.configs, *extra]) if extra else warm
 
@@ -147,7 +152,8 @@ def retune(
     space = sp.load(space_ref, overrides)
     moved = clamped(recipe, space.searched())
     say(f"re-tuning {', '.join(sorted(space.searched()))} over {space.budget.trials} trial(s)")
-    warm = with_neighbours(st.load_warm_start(str(recipe_path)), recipe)
+    first = (plan.get("tie") or {}).get("first_choice")
+    warm = with_neighbours(st.load_warm_start(str(recipe_path)), recipe, first)
     result = st.run(
         st.StudyOptions(
             space=space,
@@ -192,9 +198,15 @@ def retune(
         source="re-tuned recipe",
     )
     path = new.save(out_dir / "recipe-retuned.yaml")
+    vs = new.source.get("vs_baseline") or {}
     return {
         "recipe": str(path),
         "name": new.name,
+        "trial": new.source.get("trial"),
+        "first_choice": new.source.get("first_choice"),
+        # the re-tune's own pick is PyTorch's defaults (chosen, or kept by a tie)
+        "defaults": bool(new.source.get("defaults") or new.source.get("baseline")),
+        "vs_baseline": {"verdict": vs.get("verdict"), "seeds": list(vs.get("seeds") or [])},
         "searched": searched,
         "trials": space.budget.trials,
         "source_trials": source.budget.trials,

@@ -121,27 +121,16 @@ def _run(
     if (holds.get("layout") or {}).get("held") is not None:
         written = write_recipe(recipe, holds["layout"], out, str(here_fp.get("hash")))
         why += f" The recipe at that layout: {written}."
+    if plan is None and space:  # the defaults by a tie, and they hold: does anything beat them
+        plan = tie.retune_plan(recipe, verdict, holds, searched)
     retuned = None
     if plan is not None and space:
         from autotune.migrate.retune import retune
 
         retuned = retune(recipe, path, plan, space, out_dir=out, tracking_uri=tracking_uri, say=say)
         plan["result"] = retuned
-        study = (
-            f" A study of {retuned['trials']} trial(s) ({retuned['source_trials']} in the source's "
-            f"space), warm-started from the recipe, re-tuned {', '.join(retuned['searched'])}"
-        )
-        if retuned.get("clamped"):  # the warm start ran at the space's bounds, not the recipe
-            study += (
-                f" (the recipe's values outside the space's bounds were moved into them for "
-                f"its warm start: {', '.join(retuned['clamped'])})"
-            )
-        if retuned["recipe"] is None:
-            verdict = "does not transfer: the re-tune found nothing that holds here"
-            why += f"{study}: {retuned['failed']}."
-        else:
-            verdict = f"re-tuned: {', '.join(retuned['searched'])}"
-            why += f"{study}: {retuned['recipe']}."
+        after = tie.after_retune if plan.get("tie") else _after_retune
+        verdict, why = after(verdict, why, retuned)
     result: dict[str, Any] = {
         "recipe": recipe.name,
         "verdict": verdict,
@@ -171,6 +160,25 @@ def _run(
     result["report"] = str(report)
     result["run_id"] = log_report(client, result) if client is not None else None
     return result
+
+
+def _after_retune(verdict: str, why: str, retuned: dict[str, Any]) -> tuple[str, str]:
+    """The verdict and its `why` after the re-tune of a recipe that does not hold here."""
+    study = (
+        f" A study of {retuned['trials']} trial(s) ({retuned['source_trials']} in the source's "
+        f"space), warm-started from the recipe, re-tuned {', '.join(retuned['searched'])}"
+    )
+    if retuned.get("clamped"):  # the warm start ran at the space's bounds, not the recipe
+        study += (
+            f" (the recipe's values outside the space's bounds were moved into them for "
+            f"its warm start: {', '.join(retuned['clamped'])})"
+        )
+    if retuned["recipe"] is None:
+        return (
+            "does not transfer: the re-tune found nothing that holds here",
+            why + f"{study}: {retuned['failed']}.",
+        )
+    return f"re-tuned: {', '.join(retuned['searched'])}", why + f"{study}: {retuned['recipe']}."
 
 
 def _compute(

@@ -7,7 +7,13 @@ defaults with `source.defaults` and the first choice (`source.first_choice`, its
 defaults still run: not that nothing beats them there. The verdict's `why` says so, naming the
 first choice and the closest its comparison came to a difference, so that a user does not read
 "transfers" as "already tuned" (`benchmarks/RESULTS.md`, "Migration": a clip with about a third
-of the defaults' noise_per_drop on average tied with them over 2, 3 and 5 verification seeds)."""
+of the defaults' noise_per_drop on average tied with them over 2, 3 and 5 verification seeds).
+
+Given the source study's space (`--space`), such a recipe that holds here after a check that
+re-ran it (not one whose recorded run reproduced: there the study's tie stands as it was) goes to
+the reduced re-tune (`retune_plan`): its first choice and Pareto neighbours, at a layout that fits
+here, against the defaults, verified as any study verifies. Its pick replaces the recipe only when
+it beat the defaults there (`after_retune`)."""
 
 from __future__ import annotations
 
@@ -15,6 +21,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from autotune.migrate import knob_classes
 from autotune.recipe import Recipe
 
 
@@ -74,4 +81,79 @@ def note(recipe: Recipe, verdict: str) -> str:
         "defaults. So this says the defaults still run here, not that nothing beats them: a "
         f"study here, with more verification seeds, would say whether trial {first} or "
         "another does."
+    )
+
+
+def retune_plan(
+    recipe: Recipe, verdict: str, holds: Mapping[str, Any], searched: list[str]
+) -> dict[str, Any] | None:
+    """The reduced re-tune of a recipe that is the defaults by a tie and holds here (`transfers`
+    or `transfers with these changes` other than a neighbour's), as `knob_classes.retune_plan`
+    gives one: the hardware-bound knobs its study searched and, where its micro-batch ran out of
+    memory here, `accum_steps` (`oom_micro_batch`: only those that fit); its portable knobs
+    are chosen among its Pareto neighbours' values (`retune.reduced_overrides`). None when
+    there is no tie, no re-run here (the recorded run reproduced, or within its seeds' spread:
+    the study's tie stands), or no neighbour that differs from the recipe to try."""
+    tie = source_tie(recipe)
+    if tie is None or not verdict.startswith("transfers") or "use trial" in verdict:
+        return None
+    if holds.get("path") in ("reproduced", "within_spread"):
+        return None
+    neighbours = (recipe.source or {}).get("neighbours") or []
+    if not any(
+        any(v != recipe.knobs.get(k) for k, v in (n.get("knobs") or {}).items()) for n in neighbours
+    ):
+        return None
+    by = knob_classes.classes(searched, recipe.env)
+    knobs = list(by["hardware-bound"])
+    why = {k: "hardware-bound" for k in knobs}
+    plan: dict[str, Any] = {"knobs": knobs, "why": why, "classes": by, "tie": tie}
+    oom = holds.get("oom")
+    if oom:  # the layout that held here, or a smaller micro-batch: never the one that failed
+        if "accum_steps" not in knobs:
+            knobs.append("accum_steps")
+        why["accum_steps"] = f"implicated: micro-batch {oom['micro_batch']} ran out of memory here"
+        plan["oom_micro_batch"] = oom["micro_batch"]
+    first = tie["first_choice"]
+    plan["note"] = (
+        f"The recipe is PyTorch's defaults by a tie, so with the source study's space this "
+        f"machine's own study tries its first choice (trial {first}) and its Pareto neighbours "
+        "against the defaults: the portable knobs at the recipe's or a neighbour's values."
+    )
+    return plan
+
+
+def after_retune(verdict: str, why: str, retuned: Mapping[str, Any]) -> tuple[str, str]:
+    """The verdict and its `why` after the re-tune `retune_plan` planned: `re-tuned: ...` when
+    its pick beat the defaults here (paired over its verification seeds); otherwise the verdict
+    stands and the `why` says what the study found."""
+    study = (
+        f" Given the space, a study here of {retuned['trials']} trial(s) "
+        f"({retuned['source_trials']} in the source's), warm-started from the recipe's first "
+        f"choice and Pareto neighbours, searched {', '.join(retuned['searched'])}"
+    )
+    if retuned["recipe"] is None:
+        return verdict, why + f"{study}: nothing in it held here ({retuned['failed']})."
+    vs = retuned.get("vs_baseline") or {}
+    over = f" over seeds {vs['seeds']}" if vs.get("seeds") else ""
+    if retuned.get("defaults"):
+        first = retuned.get("first_choice")
+        came = (
+            f"; its first choice, trial {first}, paired against them{over}: {vs['verdict']}"
+            if vs.get("verdict") and first is not None and first != retuned.get("trial")
+            else ""
+        )
+        return (
+            verdict,
+            why + f"{study}: it kept PyTorch's defaults too{came} ({retuned['recipe']}).",
+        )
+    paired = (
+        f"its pick, trial {retuned.get('trial')}, paired against the defaults{over}: "
+        f"{vs.get('verdict') or 'not compared'}"
+    )
+    if vs.get("verdict") != "better":  # not verified better: it does not replace a recipe
+        return verdict, why + f"{study}: {paired}, not better, so the verdict stands."
+    return (
+        f"re-tuned: {', '.join(retuned['searched'])}",
+        why + f"{study}: {paired}; use {retuned['recipe']}.",
     )

@@ -105,6 +105,9 @@ def source(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         data["knobs"]["accum_steps"] = 1  # (the study's pick may prefer 4 on a loaded machine)
         data["micro_batch"], data["accum_steps"] = 32, 1
         data["source"]["defaults"] = False
+    # not the defaults by a tie (`migrate/tie.py`): given the space, such a recipe that holds
+    # goes on to a re-tune, and this module tests the layout alone
+    data["source"]["first_choice"] = data["source"]["trial"]
     return {"dir": tmp_path, "recipe": data, "env": env}
 
 

@@ -77,3 +77,72 @@ def test_no_metric_leaning_the_first_choices_way_names_none() -> None:
     assert found is not None and found["closest"] is None
     text = tie.note(recipe, "transfers")
     assert "over its 5 verification seeds, and a tie goes to the defaults" in text
+
+
+def _neighbour(trial: int, **knobs: Any) -> dict[str, Any]:
+    return {"trial": trial, "knobs": {**make_recipe().knobs, **knobs}, "env": {}}
+
+
+def test_a_tied_recipe_that_holds_after_a_rerun_is_re_tuned_from_its_first_choice() -> None:
+    recipe = _defaults_by_tie(
+        neighbours=[_neighbour(4, clip_norm=0.7), _neighbour(9, clip_norm=4.9)]
+    )
+    rerun = {"path": "rerun", "problems": []}
+    plan = tie.retune_plan(recipe, "transfers", rerun, ["clip_norm", "accum_steps"])
+    assert plan is not None and plan["tie"]["first_choice"] == 9
+    # the hardware-bound knobs (the recipe's NCCL variable among them), not the portable ones:
+    # those are chosen among the neighbours' values
+    assert plan["knobs"] == ["accum_steps", "NCCL_ALGO"] and "oom_micro_batch" not in plan
+    assert "trial 9" in plan["note"]
+    # out of memory at its own layout, held at another: only the layouts that fit are searched
+    oom = {**rerun, "oom": {"micro_batch": 64}}
+    plan = tie.retune_plan(
+        recipe, "transfers with these changes: accum_steps 1 -> 2", oom, ["clip_norm"]
+    )
+    assert plan is not None and plan["knobs"] == ["NCCL_ALGO", "accum_steps"]
+    assert plan["oom_micro_batch"] == 64
+    assert "micro-batch 64 ran out of memory" in plan["why"]["accum_steps"]
+
+
+def test_no_re_tune_where_the_tie_stands_or_there_is_nothing_to_try() -> None:
+    recipe = _defaults_by_tie(neighbours=[_neighbour(9, clip_norm=4.9)])
+    for path in ("reproduced", "within_spread"):  # the study's own numbers: its tie stands
+        assert tie.retune_plan(recipe, "transfers", {"path": path}, ["clip_norm"]) is None
+    rerun = {"path": "rerun"}
+    assert tie.retune_plan(recipe, "transfers with these changes: use trial 9 (clip_norm)",
+                           rerun, ["clip_norm"]) is None  # fmt: skip
+    assert tie.retune_plan(recipe, "does not transfer: re-tune clip_norm", rerun, []) is None
+    same = _defaults_by_tie(neighbours=[_neighbour(9)])  # no neighbour differs from the recipe
+    assert tie.retune_plan(same, "transfers", rerun, ["clip_norm"]) is None
+    chosen = _defaults_by_tie(first_choice=0, neighbours=[_neighbour(9, clip_norm=4.9)])
+    assert tie.retune_plan(chosen, "transfers", rerun, ["clip_norm"]) is None
+
+
+def _retuned(**over: Any) -> dict[str, Any]:
+    return {
+        "trials": 5, "source_trials": 10, "searched": ["accum_steps", "clip_norm"],
+        "recipe": "out/recipe-retuned.yaml", "failed": None, "trial": 3, "first_choice": 3,
+        "defaults": False, "vs_baseline": {"verdict": "better", "seeds": [1, 2, 3]}, **over,
+    }  # fmt: skip
+
+
+def test_after_the_re_tune_only_a_pick_that_beat_the_defaults_replaces_the_verdict() -> None:
+    verdict, why = tie.after_retune("transfers", "It holds.", _retuned())
+    assert verdict == "re-tuned: accum_steps, clip_norm"
+    assert "its pick, trial 3, paired against the defaults over seeds [1, 2, 3]: better" in why
+    assert why.startswith("It holds. Given the space, a study here of 5 trial(s) (10 in")
+    kept = _retuned(defaults=True, trial=0, vs_baseline={"verdict": "no detectable difference",
+                                                         "seeds": [1, 2]})  # fmt: skip
+    verdict, why = tie.after_retune("transfers", "It holds.", kept)
+    assert verdict == "transfers"
+    assert (
+        "kept PyTorch's defaults too; its first choice, trial 3, paired against them over "
+        "seeds [1, 2]: no detectable difference" in why
+    )
+    unverified = _retuned(vs_baseline={"verdict": None, "seeds": []})  # no paired verdict
+    verdict, why = tie.after_retune("transfers", "", unverified)
+    assert verdict == "transfers"
+    assert "its pick, trial 3, paired against the defaults: not compared, not better" in why
+    none = _retuned(recipe=None, failed="every trial diverged")
+    verdict, why = tie.after_retune("transfers with these changes: accum_steps 1 -> 2", "", none)
+    assert verdict.startswith("transfers with these changes") and "every trial diverged" in why
