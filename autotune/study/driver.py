@@ -110,6 +110,7 @@ def run(opts: StudyOptions) -> StudyResult:
         stop_if_baseline_failed(study, study_dir, space.name)
         mark("optuna study")
         logger = _study_run(opts, study, client, cond, url, uri, fp, study_dir)
+        signals.on_abort(logger.end_killed)  # ended at once (its Ray gone): no run left RUNNING
         made.keep()  # the study and its MLflow run exist: what follows is kept
         signals.written()  # a stop now says --resume carries on
         mark("mlflow run")

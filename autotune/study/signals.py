@@ -41,7 +41,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
 
@@ -57,6 +57,11 @@ _WATCHING: list[bool] = []
 
 #: Set once this session's study is written (`written`): a --resume can find it.
 _WRITTEN: list[bool] = []
+
+#: What the driver does before the watch of its Ray ends it at once (`os._exit`): end the
+#: study's MLflow runs still RUNNING as KILLED (`on_abort`), each given at most `ABORT_S`.
+_ON_ABORT: list[Callable[[], None]] = []
+ABORT_S = 5.0
 
 #: The signal whose KeyboardInterrupt waits for the import lock (`_raise`), while it waits
 #: ("by"); once it landed, until when (`time.monotonic`) a delivery is a late one of it
@@ -93,6 +98,7 @@ def handled() -> Iterator[None]:
         _LEAVING.clear()
         _WATCHING.clear()
         _WRITTEN.clear()
+        _ON_ABORT.clear()
     saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     signal.signal(signal.SIGINT, _raise)
     signal.signal(signal.SIGTERM, _raise)
@@ -167,6 +173,28 @@ def _note(signum: int, frame: FrameType | None) -> None:
         handler(signal.SIGINT, frame)
 
 
+def on_abort(fn: Callable[[], None]) -> None:
+    """Run `fn` (in a thread of its own, at most `ABORT_S`) if the driver is ended at once
+    because its Ray went away (`_watch_local_ray`, `_watch_cluster`): what an orderly stop would
+    have done that cannot wait for the main thread, which is stuck in Ray's code then."""
+    _ON_ABORT.append(fn)
+
+
+def _abort_hooks() -> None:
+    for fn in list(_ON_ABORT):
+        done = threading.Thread(target=_quiet(fn), name="autotune-abort", daemon=True)
+        done.start()
+        done.join(ABORT_S)
+
+
+def _quiet(fn: Callable[[], None]) -> Callable[[], None]:
+    def run() -> None:
+        with contextlib.suppress(Exception):  # the process ends next: nothing to say it to
+            fn()
+
+    return run
+
+
 def written() -> None:
     """The study is written (in its storage, with its MLflow run): a stop now keeps it."""
     _WRITTEN.append(True)
@@ -228,6 +256,7 @@ def _watch_local_ray(gcs: tuple[Any, str, Any]) -> None:
                 "same command again (or add --resume) to continue\n"
             )
             sys.stderr.flush()
+            _abort_hooks()
             os._exit(128 + signal.SIGTERM if termed else 1)
         time.sleep(0.5)
 
@@ -251,6 +280,7 @@ def _watch_cluster(gcs: str, shown: str) -> None:
                 "is back, run the same command with --resume to continue\n"
             )
             sys.stderr.flush()
+            _abort_hooks()
             os._exit(1)
         time.sleep(0.5)
 

@@ -286,7 +286,7 @@ class MlflowWriter:
             return True
 
         if not self._attempt("the study summary", write) and signals.stopping():
-            self._end_killed()
+            self.end_killed()
         missed = self.not_logged()
         if missed:  # the one warning said why; this says how much, at the end of the session
             print(
@@ -296,14 +296,16 @@ class MlflowWriter:
                 file=sys.stderr,
             )
 
-    def _end_killed(self) -> None:
+    def end_killed(self) -> None:
         """A stopped study whose summary was not logged (a stop gave up on the writes queued
         before it, `drain`): its run, and the trial or rung run the writer's thread was cut
         short in, would stay RUNNING in MLflow for ever; they are ended KILLED, MLflow's status
         for an interrupted run (the next session sets the study's RUNNING again and logs a cut
-        run afresh: `resume.reconcile`). The writer's thread may still hold the client: these
-        are a search and status updates, each a request of its own. Skipped when the store
-        does not answer (the writes were skipped for that)."""
+        run afresh: `resume.reconcile`). So are they when the driver is ended at once because
+        its Ray went away (`signals.on_abort`: a SIGTERM to its whole process group). The
+        writer's thread may still hold the client: these are a search and status updates, each
+        a request of its own. Skipped when the store does not answer (the writes were skipped
+        for that)."""
         with self._lock:
             if self._down_since is not None:
                 return

@@ -135,7 +135,7 @@ def test_sigterm_to_the_whole_process_group_ends_the_driver_at_once(tmp_path: Pa
     """A SIGTERM to the driver's process group (a batch scheduler cancelling the job) reaches
     the local Ray's own processes too: its GCS stops answering, and the driver waited 60 s in
     Ray's code before Ray ended it (status 1, no word of why). Now it says so and exits 143 at
-    once; the same command with --resume finishes the study."""
+    once, its MLflow runs ended KILLED; the same command with --resume finishes the study."""
     name = "group"
     space = h.write(tmp_path, SPACE.format(name=name))
     cmd = h.autotune_cmd("study", "--space", str(space), "--tracking-uri", h.sqlite_uri(tmp_path))
@@ -143,6 +143,8 @@ def test_sigterm_to_the_whole_process_group_ends_the_driver_at_once(tmp_path: Pa
     assert rc == 143, f"exit status {rc}\n{out[-6000:]}"  # Ray's end after 60 s: status 1
     assert "the local Ray was stopped by a SIGTERM" in out or "interrupted: " in out, out[-6000:]
     assert "Failed to connect to GCS" not in out, out[-6000:]
+    # ended KILLED before the exit (`signals.on_abort`), not left RUNNING in the MLflow UI
+    assert _mlflow_running(h.sqlite_uri(tmp_path), name) == []
     done = h.autotune([*cmd[3:], "--resume"], tmp_path, timeout=400)
     assert done.returncode == 0, h.explain(done)
     assert f"study {name}: 4/4 trials" in done.stdout, h.explain(done)
@@ -196,6 +198,7 @@ def test_the_local_raylet_ending_ends_the_driver_at_once(tmp_path: Path) -> None
     assert rc == 1, f"exit status {rc}\n{out[-6000:]}"
     assert "the local Ray's node manager (raylet) ended (status -9)" in out, out[-6000:]
     assert took < 20, f"{took:.0f} s after the raylet ended\n{out[-6000:]}"
+    assert _mlflow_running(h.sqlite_uri(tmp_path), "raylet") == []  # ended KILLED before it
 
 
 def _handler(_signum: int, _frame: object) -> None:
