@@ -141,6 +141,10 @@ def write_recipe(recipe: Recipe, layout: Mapping[str, Any], out_dir: Path, here:
     return new.save(out_dir / RECIPE_FILE)
 
 
+#: How the layout verdict ends; a tied recipe's re-tune (`tie.after_retune`) takes it back.
+NO_RETUNE = " No re-tune is needed."
+
+
 def layout_verdict(recipe: Recipe, holds: Mapping[str, Any]) -> tuple[str, str, None]:
     """The recipe does not fit here at its own micro-batch, but holds at a layout that does
     (`holds.layout.held`): that change, and no re-tune."""
@@ -167,8 +171,8 @@ def layout_verdict(recipe: Recipe, holds: Mapping[str, Any]) -> tuple[str, str, 
         f"The recipe (trial {source.get('trial')}) does not hold here at its own layout: "
         + "; ".join(holds["problems"])
         + f". The same batch of {layout['batch']} in {layout['held']} accumulation steps "
-        f"(micro-batch {entry['micro_batch']}), the same arithmetic, fits and holds: {judged}. "
-        "No re-tune is needed.",
+        f"(micro-batch {entry['micro_batch']}), the same arithmetic, fits and holds: {judged}."
+        + NO_RETUNE,
         None,
     )
 

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from autotune.migrate import knob_classes
+from autotune.migrate.layout import NO_RETUNE
 from autotune.recipe import Recipe
 
 
@@ -127,10 +128,11 @@ def after_retune(verdict: str, why: str, retuned: Mapping[str, Any]) -> tuple[st
     """The verdict and its `why` after the re-tune `retune_plan` planned: `re-tuned: ...` when
     its pick beat the defaults here (paired over its verification seeds); otherwise the verdict
     stands and the `why` says what the study found."""
+    why = why.replace(NO_RETUNE, "")  # one ran
     study = (
-        f" Given the space, a study here of {retuned['trials']} trial(s) "
+        f" Given the space, that study ran here: {retuned['trials']} trial(s) "
         f"({retuned['source_trials']} in the source's), warm-started from the recipe's first "
-        f"choice and Pareto neighbours, searched {', '.join(retuned['searched'])}"
+        f"choice and Pareto neighbours, searching {', '.join(retuned['searched'])}"
     )
     if retuned["recipe"] is None:
         return verdict, why + f"{study}: nothing in it held here ({retuned['failed']})."

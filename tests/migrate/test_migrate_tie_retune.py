@@ -93,7 +93,7 @@ def test_a_tied_recipe_that_holds_is_re_tuned_from_its_first_choice(
         said = "it kept PyTorch's defaults too" if kept else "not better, so the verdict stands"
         assert said in result["why"], result["why"]
     assert new.source["migrated_from"]["recipe"] == Recipe.load(path).name
-    assert "Given the space, a study here of" in result["why"]
+    assert "Given the space, that study ran here:" in result["why"]
     text = Path(result["report"]).read_text()
     assert f"tries its first choice (trial {first['trial']})" in text
     assert "Command: `" not in text  # the re-tune ran: no command to run it

@@ -130,7 +130,7 @@ def test_after_the_re_tune_only_a_pick_that_beat_the_defaults_replaces_the_verdi
     verdict, why = tie.after_retune("transfers", "It holds.", _retuned())
     assert verdict == "re-tuned: accum_steps, clip_norm"
     assert "its pick, trial 3, paired against the defaults over seeds [1, 2, 3]: better" in why
-    assert why.startswith("It holds. Given the space, a study here of 5 trial(s) (10 in")
+    assert why.startswith("It holds. Given the space, that study ran here: 5 trial(s) (10 in")
     kept = _retuned(defaults=True, trial=0, vs_baseline={"verdict": "no detectable difference",
                                                          "seeds": [1, 2]})  # fmt: skip
     verdict, why = tie.after_retune("transfers", "It holds.", kept)
@@ -144,5 +144,7 @@ def test_after_the_re_tune_only_a_pick_that_beat_the_defaults_replaces_the_verdi
     assert verdict == "transfers"
     assert "its pick, trial 3, paired against the defaults: not compared, not better" in why
     none = _retuned(recipe=None, failed="every trial diverged")
-    verdict, why = tie.after_retune("transfers with these changes: accum_steps 1 -> 2", "", none)
-    assert verdict.startswith("transfers with these changes") and "every trial diverged" in why
+    layout = "transfers with these changes: accum_steps 1 -> 2"
+    verdict, why = tie.after_retune(layout, "It fits and holds. No re-tune is needed.", none)
+    assert verdict == layout and "every trial diverged" in why
+    assert "No re-tune is needed" not in why  # one ran
