@@ -149,6 +149,8 @@ def retune(
     overrides = reduced_overrides(
         source, recipe, list(plan["knobs"]), share, plan.get("oom_micro_batch")
     )
+    if int(plan.get("verify_seeds") or 0) > source.verify.seeds:  # a tie's (`tie.retune_plan`)
+        overrides.append(f"verify.seeds={int(plan['verify_seeds'])}")
     space = sp.load(space_ref, overrides)
     moved = clamped(recipe, space.searched())
     say(f"re-tuning {', '.join(sorted(space.searched()))} over {space.budget.trials} trial(s)")

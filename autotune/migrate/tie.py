@@ -24,6 +24,7 @@ from typing import Any
 from autotune.migrate import knob_classes
 from autotune.migrate.layout import NO_RETUNE
 from autotune.recipe import Recipe
+from autotune.space.seeds import MAX_VERIFY_SEEDS
 
 
 def source_tie(recipe: Recipe) -> dict[str, Any] | None:
@@ -116,10 +117,14 @@ def retune_plan(
         why["accum_steps"] = f"implicated: micro-batch {oom['micro_batch']} ran out of memory here"
         plan["oom_micro_batch"] = oom["micro_batch"]
     first = tie["first_choice"]
+    seeds = len(tie["seeds"])
+    if seeds:  # the same seeds again would measure the same tie (a layout that fits computes the
+        plan["verify_seeds"] = min(2 * seeds, MAX_VERIFY_SEEDS)  # same arithmetic): twice
+    over = f" over {plan['verify_seeds']} verification seeds" if seeds else ""
     plan["note"] = (
         f"The recipe is PyTorch's defaults by a tie, so with the source study's space this "
         f"machine's own study tries its first choice (trial {first}) and its Pareto neighbours "
-        "against the defaults: the portable knobs at the recipe's or a neighbour's values."
+        f"against the defaults{over}: the portable knobs at the recipe's or a neighbour's values."
     )
     return plan
 

@@ -93,7 +93,12 @@ def test_a_tied_recipe_that_holds_after_a_rerun_is_re_tuned_from_its_first_choic
     # the hardware-bound knobs (the recipe's NCCL variable among them), not the portable ones:
     # those are chosen among the neighbours' values
     assert plan["knobs"] == ["accum_steps", "NCCL_ALGO"] and "oom_micro_batch" not in plan
-    assert "trial 9" in plan["note"]
+    # twice the tie's 5 seeds: the same 5 again would measure the same tie
+    assert (
+        plan["verify_seeds"] == 10
+        and "trial 9" in plan["note"]
+        and "10 verification" in (plan["note"])
+    )
     # out of memory at its own layout, held at another: only the layouts that fit are searched
     oom = {**rerun, "oom": {"micro_batch": 64}}
     plan = tie.retune_plan(
