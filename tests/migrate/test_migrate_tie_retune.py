@@ -66,6 +66,8 @@ def test_a_tied_recipe_that_holds_is_re_tuned_from_its_first_choice(
     plan = result["retune"]
     assert plan is not None and plan["tie"]["first_choice"] == first["trial"], plan
     done = plan["result"]
+    # twice the tie's 2 seeds: the same 2 again would measure the same tie
+    assert plan["verify_seeds"] == 4 and "verify.seeds=4" in done["overrides"], done["overrides"]
     assert done["trials"] >= 3 + len(Recipe.load(path).source["neighbours"]) - 1
     # The re-tune's study: the baseline, then the first choice before the other neighbours.
     (folder,) = (out / "retune").iterdir()
