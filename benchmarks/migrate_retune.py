@@ -144,8 +144,10 @@ def paired(a: list[float | None], b: list[float | None]) -> dict[str, Any]:
 def one_seed(folder: Path, seed: int, args: argparse.Namespace) -> dict[str, Any]:
     """A cold study and a migration with a re-tune on the new machine, at sampler seed `seed`.
     When the recipe holds there as the same batch in more steps (migrate says `accum_steps A ->
-    B`), its `recipe-migrated.yaml` is what is compared; when one of its Pareto neighbours holds
-    (`use trial N`, and no re-tune runs), that trial, exported from the source study (`st`)."""
+    B`), its `recipe-migrated.yaml` is what is compared, unless a re-tune ran too (a recipe that
+    is the defaults by a tie, given the space) and its pick replaced the recipe (`re-tuned`);
+    when one of its Pareto neighbours holds (`use trial N`, and no re-tune runs), that trial,
+    exported from the source study (`st`)."""
     here = folder / f"seed{seed}"
     here.mkdir()
     (here / "space.yaml").write_text(
