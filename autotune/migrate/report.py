@@ -325,16 +325,19 @@ def _retune_section(result: Mapping[str, Any]) -> list[str]:
         if plan.get("tie"):  # the defaults by a tie that hold here: what the re-tune tries
             out.append(plan["note"])
         done = plan.get("result")
+        start = (  # a tie's: the first choice, then the neighbours (the recipe is the baseline)
+            "its first choice and Pareto neighbours" if plan.get("tie") else "the recipe"
+        )
         if done and done.get("recipe") is None:
             out.append(
                 f"Re-tuned by a study of {done['trials']} trial(s) (the source space has "
-                f"{done['source_trials']}), warm-started from the recipe: nothing held here "
+                f"{done['source_trials']}), warm-started from {start}: nothing held here "
                 f"({done.get('failed')})."
             )
         elif done:
             out.append(
                 f"Re-tuned by a study of {done['trials']} trial(s) (the source space has "
-                f"{done['source_trials']}), warm-started from the recipe: `{done['recipe']}` "
+                f"{done['source_trials']}), warm-started from {start}: `{done['recipe']}` "
                 f"({', '.join(f'{k}={v}' for k, v in done['knobs'].items())})."
             )
         if done and done.get("clamped"):

@@ -99,3 +99,4 @@ def test_a_tied_recipe_that_holds_is_re_tuned_from_its_first_choice(
     text = Path(result["report"]).read_text()
     assert f"tries its first choice (trial {first['trial']})" in text
     assert "Command: `" not in text  # the re-tune ran: no command to run it
+    assert "warm-started from its first choice and Pareto neighbours: `" in text
