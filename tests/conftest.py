@@ -100,3 +100,17 @@ def _unit_tests_start_no_process(request: pytest.FixtureRequest) -> Iterator[Non
             + "; ".join(_started[:3]),
             pytrace=False,
         )
+
+
+@pytest.fixture(autouse=True)
+def _no_stop_left_noted() -> Iterator[None]:
+    """A stop signal a test noted in this process (`signals._STOPPED`, which `signals.stopping`
+    reads and a study's outermost `handled` clears) is not the next test's: a probe feed run
+    outside a study would stop at once (seen under xdist: `run_jobs` interrupted after 15 us,
+    behind a signal test in the same worker). Cleared only where the module is loaded."""
+    yield
+    signals = sys.modules.get("autotune.study.signals")
+    if signals is not None:
+        signals._STOPPED.clear()
+        signals._PENDING.clear()
+        signals._ON_ABORT.clear()
