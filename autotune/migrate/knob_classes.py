@@ -58,6 +58,20 @@ def inert_env(env: Mapping[str, str], platform: str, world_size: int) -> list[st
     return out
 
 
+def add_oom(
+    knobs: list[str], why: dict[str, str], names: list[str], oom: Mapping[str, Any]
+) -> None:
+    """The micro-batch did not fit: the batch layout is what failed. `accum_steps` is re-tuned
+    whether or not the source study searched it (a study that fixed it at the micro-batch that
+    failed here, re-run at that value, could only run out of memory again: the re-tune searches
+    the accumulations that fit, `retune.reduced_overrides`); `batch` when it searched it."""
+    for k in ("accum_steps", "batch"):
+        if k == "accum_steps" or k in names:
+            if k not in knobs:
+                knobs.append(k)
+            why[k] = f"implicated: micro-batch {oom['micro_batch']} ran out of memory here"
+
+
 def retune_plan(
     searched: Iterable[str], env: Mapping[str, str], holds: Mapping[str, Any]
 ) -> dict[str, Any]:
@@ -79,12 +93,8 @@ def retune_plan(
                 knobs.append(k)
                 why[k] = "implicated: it diverged here"
     oom = holds.get("oom")
-    if oom:  # the micro-batch did not fit: the batch layout is what failed
-        for k in ("accum_steps", "batch"):
-            if k in names:
-                if k not in knobs:
-                    knobs.append(k)
-                why[k] = f"implicated: micro-batch {oom['micro_batch']} ran out of memory here"
+    if oom:
+        add_oom(knobs, why, names, oom)
     worse = [
         m
         for vs in [holds.get("vs_baseline"), *(e["vs_baseline"] for e in fitted)]

@@ -25,12 +25,14 @@ def reduced_overrides(
     keep: list[str],
     share: float,
     oom_micro_batch: int | None = None,
+    least: int | None = None,
 ) -> list[str]:
     """`--set` items: the searched knobs not in `keep` fixed at the recipe's values (a choice of
     the recipe's and its Pareto neighbours' values where they differ: `front_values`), the trials
-    cut to `share` of the space's (rounded down; at least `least_trials`), the study named
-    apart from the source's. `oom_micro_batch`: the recipe's micro-batch ran out of memory here,
-    so the accumulation choices that give a micro-batch as large are dropped (`fitting_accum`)."""
+    cut to `share` of the space's (rounded down; at least `least`, by default `least_trials`),
+    the study named apart from the source's. `oom_micro_batch`: the recipe's micro-batch ran out
+    of memory here, so the accumulation choices that give a micro-batch as large are dropped
+    (`fitting_accum`)."""
     out = [f"name={space.name}-migrated"]
     searched = space.searched()
     fronts = front_values(recipe)
@@ -46,21 +48,36 @@ def reduced_overrides(
             out.append(f"knobs.{name}={{choices: [{choices}]}}")
         else:
             out.append(f"knobs.{name}={value}")
-    if oom_micro_batch and "accum_steps" in keep and "accum_steps" in searched:
-        fits = fitting_accum(searched["accum_steps"], space.probe.micro_for, oom_micro_batch)
-        if fits:
+    if oom_micro_batch and "accum_steps" in keep:
+        fits = layout_choices(space, recipe, oom_micro_batch)
+        if len(fits) > 1:
             out.append(f"knobs.accum_steps={{choices: [{', '.join(str(a) for a in fits)}]}}")
-    trials = max(least_trials(recipe), math.floor(share * space.budget.trials + 1e-9))
+        elif fits:
+            out.append(f"knobs.accum_steps={fits[0]}")
+    least = least_trials(recipe) if least is None else least
+    trials = max(least, math.floor(share * space.budget.trials + 1e-9))
     out.append(f"budget.trials={trials}")
     return out
 
 
 def least_trials(recipe: Recipe) -> int:
-    """The fewest trials a re-tune runs: the baseline, the recipe's warm start and its Pareto
-    neighbours (`with_neighbours`), and one configuration the sampler chooses. With fewer (2 of a
-    5-trial space) it ran only the baseline and the recipe: nothing was searched, yet the
-    verdict named the knobs it had 're-tuned'."""
+    """The fewest trials a re-tune runs, counted from the recipe: the baseline, the recipe's warm
+    start and its Pareto neighbours (`with_neighbours`), and one configuration the sampler
+    chooses. With fewer (2 of a 5-trial space) it ran only the baseline and the recipe: nothing
+    was searched, yet the verdict named the knobs it had 're-tuned'. `warm_trials` counts them
+    in the reduced space, as the study runs them."""
     return 3 + len((recipe.source or {}).get("neighbours") or [])
+
+
+def warm_trials(space: sp.Space, warm: Any) -> int:
+    """The fewest trials a re-tune of `space` warm-started from `warm` runs: the baseline, each
+    warm-start configuration the study does not already run (`distinct_params`: a recipe that is
+    PyTorch's defaults is the baseline again, two neighbours the same in this space one), and
+    one configuration the sampler chooses. A tied recipe's re-tune counted the defaults twice:
+    5 trials where 4 ran the same configurations and one sampled."""
+    from autotune.study.warmstart import distinct_params
+
+    return 2 + len(distinct_params(warm.configs, space.searched(), space.baseline_knobs()))
 
 
 def clamped(recipe: Recipe, searched: Mapping[str, sp.Domain]) -> list[str]:
@@ -96,6 +113,20 @@ def front_values(recipe: Recipe) -> dict[str, list[Any]]:
             if value is not None and value not in out.setdefault(name, []):
                 out[name].append(value)
     return out
+
+
+def layout_choices(space: sp.Space, recipe: Recipe, oom_micro_batch: int) -> list[int]:
+    """The accumulation steps a re-tune searches where the recipe's micro-batch ran out of memory:
+    the space's that fit (`fitting_accum`); where the space fixes the accumulation (its study
+    did not search it), the same batch in more steps, as `layout.try_layout` tries them.
+    Empty when none fits (the re-tune keeps the space's)."""
+    searched = space.searched()
+    if "accum_steps" in searched:
+        return fitting_accum(searched["accum_steps"], space.probe.micro_for, oom_micro_batch)
+    from autotune.migrate.layout import MAX_LAYOUTS, fitting_accums
+
+    accum = int(recipe.knobs.get("accum_steps") or 1)
+    return fitting_accums(space.probe.micro_for(1), accum, oom_micro_batch)[:MAX_LAYOUTS]
 
 
 def fitting_accum(
@@ -146,16 +177,18 @@ def retune(
     from autotune.study.export import recipe_from_study
 
     source = sp.load(space_ref)
-    overrides = reduced_overrides(
-        source, recipe, list(plan["knobs"]), share, plan.get("oom_micro_batch")
-    )
+    keep, oom = list(plan["knobs"]), plan.get("oom_micro_batch")
+    first = (plan.get("tie") or {}).get("first_choice")
+    warm = with_neighbours(st.load_warm_start(str(recipe_path)), recipe, first)
+    # the trials counted as the study will run them, in the reduced space (the trials aside)
+    trial_less = sp.load(space_ref, reduced_overrides(source, recipe, keep, share, oom))
+    least = warm_trials(trial_less, warm)
+    overrides = reduced_overrides(source, recipe, keep, share, oom, least)
     if int(plan.get("verify_seeds") or 0) > source.verify.seeds:  # a tie's (`tie.retune_plan`)
         overrides.append(f"verify.seeds={int(plan['verify_seeds'])}")
     space = sp.load(space_ref, overrides)
     moved = clamped(recipe, space.searched())
     say(f"re-tuning {', '.join(sorted(space.searched()))} over {space.budget.trials} trial(s)")
-    first = (plan.get("tie") or {}).get("first_choice")
-    warm = with_neighbours(st.load_warm_start(str(recipe_path)), recipe, first)
     result = st.run(
         st.StudyOptions(
             space=space,

@@ -112,9 +112,7 @@ def retune_plan(
     plan: dict[str, Any] = {"knobs": knobs, "why": why, "classes": by, "tie": tie}
     oom = holds.get("oom")
     if oom:  # the layout that held here, or a smaller micro-batch: never the one that failed
-        if "accum_steps" not in knobs:
-            knobs.append("accum_steps")
-        why["accum_steps"] = f"implicated: micro-batch {oom['micro_batch']} ran out of memory here"
+        knob_classes.add_oom(knobs, why, list(searched), oom)
         plan["oom_micro_batch"] = oom["micro_batch"]
     first = tie["first_choice"]
     seeds = len(tie["seeds"])

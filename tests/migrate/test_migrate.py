@@ -348,6 +348,37 @@ knobs:
     assert reduced_overrides(space, with_two, [], 0.01)[-1] == "budget.trials=5"
 
 
+def test_the_retune_counts_its_warm_start_as_the_study_runs_it() -> None:
+    """A recipe that is PyTorch's defaults (a tie's) is the baseline again: its re-tune runs the
+    baseline, each neighbour that differs in the reduced space, and one sampled configuration
+    (it ran 5 where 4 tried the same configurations: `benchmarks/RESULTS.md`)."""
+    from autotune import space as sp
+    from autotune.migrate.retune import warm_trials
+    from autotune.study.options import WarmStart
+
+    space = sp.loads(
+        "name: src\nworkload: {name: mlp, size: tiny}\nprobe: {steps: 30}\nknobs:\n"
+        "  clip_norm: {low: 0.0, high: 5.0}\n  warmup_steps: {low: 0, high: 10}\n",
+        source="src",
+    )
+    defaults = {k: v.default for k, v in sp.KNOBS.items()}
+
+    def warm(*configs: dict[str, Any]) -> WarmStart:
+        return WarmStart(ref="r", configs=[{"knobs": c, "env": {}} for c in configs])
+
+    near, far = {**defaults, "clip_norm": 3.9}, {**defaults, "clip_norm": 1.5, "warmup_steps": 4}
+    assert warm_trials(space, warm(defaults, near, far)) == 4  # the defaults are the baseline
+    assert warm_trials(space, warm({**near, "clip_norm": 0.7}, near, far)) == 5
+    assert warm_trials(space, warm(defaults, near, dict(near))) == 3  # the same neighbour twice
+    # a knob the reduced space does not search does not tell two configurations apart
+    fixed = sp.loads(
+        "name: src\nworkload: {name: mlp, size: tiny}\nprobe: {steps: 30}\nknobs:\n"
+        "  clip_norm: {low: 0.0, high: 5.0}\n  warmup_steps: 4\n",
+        source="src",
+    )
+    assert warm_trials(fixed, warm(defaults, near, {**near, "warmup_steps": 4})) == 3
+
+
 def test_the_retune_says_which_recipe_values_its_warm_start_moved_into_the_space() -> None:
     from autotune import space as sp
     from autotune.migrate.retune import clamped
@@ -418,6 +449,21 @@ knobs:
     ]
     reduced = sp.loads(text, source="src", overrides=got)
     assert reduced.searched()["accum_steps"].choices == (2, 4)
+    # A source study that fixed the accumulation at the micro-batch that failed here: the
+    # re-tune still searches the same batch in more steps (it fixed it at 1: out of memory again).
+    fixed = text.replace("accum_steps: {choices: [1, 2, 4]}", "accum_steps: 1")
+    space = sp.loads(fixed, source="src")
+    plan = knob_classes.retune_plan(["clip_norm"], {}, holds)
+    assert plan["knobs"] == ["accum_steps"], plan
+    got = reduced_overrides(space, recipe, plan["knobs"], 0.3, plan["oom_micro_batch"])
+    assert "knobs.accum_steps={choices: [2, 4, 8]}" in got, got
+    reduced = sp.loads(fixed, source="src", overrides=got)
+    assert reduced.searched()["accum_steps"].choices == (2, 4, 8)
+    assert {reduced.probe.micro_for(a) for a in (2, 4, 8)} == {32, 16, 8}
+    # one that fits: fixed there
+    recipe = replace(recipe, knobs={**knobs, "batch": 2}, micro_batch=2)
+    small = sp.loads(fixed.replace("batch: 64", "batch: 2"), source="src")
+    assert "knobs.accum_steps=2" in reduced_overrides(small, recipe, ["accum_steps"], 0.3, 2)
 
 
 def _tiny_recipe() -> Any:
