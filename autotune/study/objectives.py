@@ -205,13 +205,19 @@ def make_sampler(space: sp.Space, searched: Mapping[str, sp.Domain], trials_so_f
 def suggest(trial: Any, space: sp.Space, searched: Mapping[str, sp.Domain]) -> dict[str, Any]:
     """Ask Optuna for a value of every searched knob. A conditional space: clip_policy is asked
     first, and a child of it (`CLIP_CHILDREN`) only in the trials that pick its policy (the
-    others run it at its fixed value, which their policy does not read)."""
+    others run it at its fixed value, which their policy does not read); `min_lr_ratio` after
+    the schedule, and only in the trials whose schedule decays (a value sampled under a
+    constant one showed in Optuna's records, its dashboard included, as chosen)."""
     params: dict[str, Any] = {}
     order = sorted(searched, key=lambda n: n != "clip_policy")  # the parent first, else as given
+    if "schedule" in searched and "min_lr_ratio" in searched:  # after the schedule
+        order = [n for n in order if n != "min_lr_ratio"] + ["min_lr_ratio"]
     for name in order:
         d = searched[name]
         parent = sp.CLIP_CHILDREN.get(name)
         if parent is not None and params.get("clip_policy", parent) != parent:
+            continue
+        if name == "min_lr_ratio" and params.get("schedule") == "constant":
             continue
         if d.is_choice:
             params[name] = trial.suggest_categorical(name, list(d.choices))

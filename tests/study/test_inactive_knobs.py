@@ -53,6 +53,10 @@ def test_an_unread_knob_is_recorded_and_exported_at_the_value_it_ran_with(
     assert agc and constant, knobs  # the seed draws both
     assert all(knobs[n]["clip_norm"] == 0.0 for n in agc), knobs
     assert all(knobs[n]["min_lr_ratio"] == 0.0 for n in constant), knobs
+    # not asked of Optuna either: its records (and its dashboard) show no value chosen
+    params = {t.number: t.params for t in trials}
+    assert all("min_lr_ratio" not in params[n] for n in constant), params
+    assert all("min_lr_ratio" in params[n] for n in knobs if n not in constant), params
     out = tmp_path / "recipe.yaml"
     r = h.autotune(["export", "inactive", "--pick", f"trial {agc[0]}", "-o", str(out)], tmp_path)
     assert r.returncode == 0, h.explain(r)
@@ -77,3 +81,22 @@ def test_an_older_record_of_an_unread_knob_is_exported_at_its_default(tmp_path: 
     recipe = ex.recipe_from_study(str(study_dir), "trial 1")
     assert recipe.knobs["clip_policy"] == "autoclip"
     assert (recipe.knobs["clip_norm"], recipe.knobs["min_lr_ratio"]) == (0.0, 0.0)
+
+
+def test_min_lr_ratio_is_asked_only_of_a_trial_whose_schedule_decays() -> None:
+    # listed before the schedule in the file: still asked after it
+    s = sp.loads(
+        "name: s\nworkload: mlp\nknobs:\n  min_lr_ratio: {low: 0.1, high: 0.5}\n"
+        "  schedule: {choices: [constant, linear, cosine]}\n  warmup_steps: {low: 0, high: 5}\n"
+    )
+    searched = sp.condition(s, platform="cpu").searched
+    study = optuna.create_study(sampler=st.make_sampler(s, searched))
+    seen = set()
+    for _ in range(12):
+        trial = study.ask()
+        params = st.suggest(trial, s, searched)
+        seen.add(params["schedule"])
+        assert ("min_lr_ratio" in params) == (params["schedule"] != "constant"), params
+        assert set(trial.params) == set(params)
+        study.tell(trial, 1.0)
+    assert seen == {"constant", "linear", "cosine"}
