@@ -62,9 +62,10 @@ def add_oom(
     knobs: list[str], why: dict[str, str], names: list[str], oom: Mapping[str, Any]
 ) -> None:
     """The micro-batch did not fit: the batch layout is what failed. `accum_steps` is re-tuned
-    whether or not the source study searched it (a study that fixed it at the micro-batch that
-    failed here, re-run at that value, could only run out of memory again: the re-tune searches
-    the accumulations that fit, `retune.reduced_overrides`); `batch` when it searched it."""
+    whether or not the source study searched it (a recipe from a study that fixed it, re-tuned
+    with a space that searches it, was fixed at the micro-batch that failed here and could only
+    run out of memory again: the re-tune searches the space's accumulations that fit,
+    `retune.reduced_overrides`); `batch` when it searched it."""
     for k in ("accum_steps", "batch"):
         if k == "accum_steps" or k in names:
             if k not in knobs:

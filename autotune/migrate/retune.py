@@ -48,12 +48,10 @@ def reduced_overrides(
             out.append(f"knobs.{name}={{choices: [{choices}]}}")
         else:
             out.append(f"knobs.{name}={value}")
-    if oom_micro_batch and "accum_steps" in keep:
-        fits = layout_choices(space, recipe, oom_micro_batch)
-        if len(fits) > 1:
+    if oom_micro_batch and "accum_steps" in keep and "accum_steps" in searched:
+        fits = fitting_accum(searched["accum_steps"], space.probe.micro_for, oom_micro_batch)
+        if fits:
             out.append(f"knobs.accum_steps={{choices: [{', '.join(str(a) for a in fits)}]}}")
-        elif fits:
-            out.append(f"knobs.accum_steps={fits[0]}")
     least = least_trials(recipe) if least is None else least
     trials = max(least, math.floor(share * space.budget.trials + 1e-9))
     out.append(f"budget.trials={trials}")
@@ -113,20 +111,6 @@ def front_values(recipe: Recipe) -> dict[str, list[Any]]:
             if value is not None and value not in out.setdefault(name, []):
                 out[name].append(value)
     return out
-
-
-def layout_choices(space: sp.Space, recipe: Recipe, oom_micro_batch: int) -> list[int]:
-    """The accumulation steps a re-tune searches where the recipe's micro-batch ran out of memory:
-    the space's that fit (`fitting_accum`); where the space fixes the accumulation (its study
-    did not search it), the same batch in more steps, as `layout.try_layout` tries them.
-    Empty when none fits (the re-tune keeps the space's)."""
-    searched = space.searched()
-    if "accum_steps" in searched:
-        return fitting_accum(searched["accum_steps"], space.probe.micro_for, oom_micro_batch)
-    from autotune.migrate.layout import MAX_LAYOUTS, fitting_accums
-
-    accum = int(recipe.knobs.get("accum_steps") or 1)
-    return fitting_accums(space.probe.micro_for(1), accum, oom_micro_batch)[:MAX_LAYOUTS]
 
 
 def fitting_accum(

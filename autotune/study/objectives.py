@@ -173,8 +173,11 @@ def sampler_seed(seed: int, trials_so_far: int) -> int:
 
 
 def conditional(searched: Mapping[str, sp.Domain]) -> bool:
-    """Whether the search space is conditional: clip_policy searched with a child of it."""
-    return "clip_policy" in searched and any(n in sp.CLIP_CHILDREN for n in searched)
+    """Whether the search space is conditional: clip_policy searched with a child of it, or the
+    schedule with `min_lr_ratio` (asked only under a decaying schedule: `suggest`)."""
+    return ("clip_policy" in searched and any(n in sp.CLIP_CHILDREN for n in searched)) or (
+        "schedule" in searched and "min_lr_ratio" in searched
+    )
 
 
 def make_sampler(space: sp.Space, searched: Mapping[str, sp.Domain], trials_so_far: int = 0) -> Any:
@@ -183,7 +186,7 @@ def make_sampler(space: sp.Space, searched: Mapping[str, sp.Domain], trials_so_f
     s = space.sampler
     seed = sampler_seed(s.seed, trials_so_far)
     if s.name == "tpe":
-        if conditional(searched):  # the children of each policy modelled as their own group
+        if conditional(searched):  # each parent's children modelled as their own group
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # `group` is experimental in Optuna
                 return optuna.samplers.TPESampler(

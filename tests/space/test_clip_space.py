@@ -131,3 +131,17 @@ def test_check_shows_each_child_under_its_policy() -> None:
     assert "agc_eps" in fixed and "zclip_warmup" in fixed
     plain = CliRunner().invoke(app, ["check", str(SHIPPED.with_name("gradclip.yaml"))]).output
     assert "agc_eps" not in plain and "only when" not in plain  # no policy searched: as before
+
+
+def test_the_schedule_and_min_lr_ratio_make_a_conditional_space() -> None:
+    """min_lr_ratio is asked only under a decaying schedule: TPE models it in its own group,
+    not left out of the joint model from the first trial with a constant schedule."""
+    s = sp.loads(
+        "name: s\nworkload: mlp\nknobs:\n  schedule: {choices: [constant, cosine]}\n"
+        "  min_lr_ratio: {low: 0.1, high: 0.5}\n"
+    )
+    searched = sp.condition(s, platform="cpu").searched
+    assert at.conditional(searched)
+    sampler = at.make_sampler(s, searched)
+    assert isinstance(sampler, optuna.samplers.TPESampler) and sampler._group
+    assert not at.conditional({k: v for k, v in searched.items() if k != "schedule"})
