@@ -27,7 +27,7 @@ from autotune.study.failures import (
 from autotune.study.fits import check_trial_fits, cluster_nodes, local_node
 from autotune.study.identity import changed_parts, differs, edited_script, identity
 from autotune.study.importance import importances
-from autotune.study.objectives import directions, make_sampler, name_metrics
+from autotune.study.objectives import directions, grid_values, make_sampler, name_metrics
 from autotune.study.options import StudyOptions, StudyResult, study_dir_for
 from autotune.study.ray_start import RayStart
 from autotune.study.records import count_finished, read_outcome
@@ -486,8 +486,10 @@ def open_study(
             ua.WARM_START,
             {"ref": ws.ref, "fp_hash": ws.fp_hash, "objectives": ws.objectives, "best": ws.best},
         )
-        # Not one the study already runs: the baseline again, or the same params twice.
-        for config, params in distinct_params(ws.configs, cond.searched, space.baseline_knobs()):
+        # Not one the study already runs: the baseline again, or the same params twice; a
+        # grid sampler's whole (`grid_filled`).
+        base, grid = space.baseline_knobs(), grid_values(space, cond.searched)
+        for config, params in distinct_params(ws.configs, cond.searched, base, grid):
             study.enqueue_trial(
                 params,
                 user_attrs={

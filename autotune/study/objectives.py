@@ -201,8 +201,15 @@ def make_sampler(space: sp.Space, searched: Mapping[str, sp.Domain], trials_so_f
         return optuna.samplers.NSGAIISampler(seed=seed)
     if s.name == "random":
         return optuna.samplers.RandomSampler(seed=seed)
-    grid = {name: d.grid(space.knob_kind(name), s.grid_points) for name, d in searched.items()}
-    return optuna.samplers.GridSampler(grid, seed=seed)
+    return optuna.samplers.GridSampler(dict(grid_values(space, searched) or {}), seed=seed)
+
+
+def grid_values(space: sp.Space, searched: Mapping[str, sp.Domain]) -> dict[str, list[Any]] | None:
+    """The grid sampler's values of each searched knob; None for another sampler."""
+    if space.sampler.name != "grid":
+        return None
+    points = space.sampler.grid_points
+    return {name: d.grid(space.knob_kind(name), points) for name, d in searched.items()}
 
 
 def suggest(trial: Any, space: sp.Space, searched: Mapping[str, sp.Domain]) -> dict[str, Any]:

@@ -50,22 +50,47 @@ def distinct_params(
     configs: Sequence[Mapping[str, Any]],
     searched: Mapping[str, sp.Domain],
     baseline: Mapping[str, Any],
+    grid: Mapping[str, Sequence[Any]] | None = None,
 ) -> list[tuple[Mapping[str, Any], dict[str, Any]]]:
     """Each warm-start configuration with its params (`warm_params`), leaving out one the study
     already runs: the baseline (every searched knob but the batch layout at the baseline's
     value: a recipe that is PyTorch's defaults, moved to a layout that fits, is the baseline
-    again) or an earlier configuration (the same params)."""
+    again) or an earlier configuration (the same params). `grid`: the grid sampler's values
+    (`grid_filled`)."""
     out: list[tuple[Mapping[str, Any], dict[str, Any]]] = []
     seen: list[dict[str, Any]] = []
     own = [n for n in searched if n not in LAYOUT]
     for config in configs:
         params = warm_params(config, searched)
+        if grid is not None:
+            params = grid_filled(params, config, grid)
         if own and all(n in params and _same(params[n], baseline.get(n)) for n in own):
             continue
         if any(params == p for p in seen):
             continue
         seen.append(params)
         out.append((config, params))
+    return out
+
+
+def grid_filled(
+    params: Mapping[str, Any], config: Mapping[str, Any], grid: Mapping[str, Sequence[Any]]
+) -> dict[str, Any]:
+    """`params` with every knob of the grid given: Optuna's grid sampler runs an enqueued
+    configuration only whole ("All parameters must be specified when using GridSampler with
+    enqueue_trial"), so a knob the warm start leaves to the sampler (a choice the domain lacks:
+    a recipe's accumulation that ran out of memory, outside a re-tune's) takes the grid's value
+    nearest the configuration's own, or its first."""
+    values = {**(config.get("knobs") or {}), **(config.get("env") or {})}
+    out = dict(params)
+    for name, points in grid.items():
+        if name in out or not points:
+            continue
+        try:
+            mine = float(values[name])
+            out[name] = min(points, key=lambda p: abs(float(p) - mine))
+        except (KeyError, TypeError, ValueError):
+            out[name] = points[0]
     return out
 
 

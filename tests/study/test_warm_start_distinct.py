@@ -72,3 +72,30 @@ def test_the_study_enqueues_only_the_distinct_ones(tmp_path: Path) -> None:
         "warm start: neighbour 3",
         "warm start: clip left to the sampler",
     ]
+
+
+def test_a_grid_study_runs_a_warm_start_with_a_knob_left_to_the_sampler(tmp_path: Path) -> None:
+    """Optuna's grid sampler runs an enqueued configuration only whole: one whose accumulation
+    the space lacks (the recipe's, which ran out of memory, outside a re-tune's choices) raised
+    "All parameters must be specified when using GridSampler with enqueue_trial". It takes the
+    grid's value nearest its own."""
+    space = sp.loads(SPACE.replace("{name: random, seed: 0}", "{name: grid, grid_points: 2}"))
+    ws = st.WarmStart(ref="recipe.yaml", configs=CONFIGS)
+    opts = st.StudyOptions(space=space, study_dir=tmp_path / "w", warm_start=ws)
+    (tmp_path / "w").mkdir()
+    cond = sp.condition(space, platform="cpu")
+    study = st.open_study(opts, st.open_storage(st.storage_url(opts, tmp_path / "w")), cond)
+    waiting = len(study.get_trials(deepcopy=False))
+    # the baseline and two warm starts: the third, its clip filled with the grid's first value
+    # (it has none of its own), is the baseline again
+    assert waiting == 3
+    got = {}
+    for _ in range(waiting):
+        trial = study.ask()
+        if trial.number > 0:  # the baseline asks nothing (`trial_setup`)
+            got[trial.user_attrs["autotune.source"]] = st.suggest(trial, space, cond.searched)
+        study.tell(trial, 1.0)
+    assert got == {  # neighbour 1's accumulation 1, not in the grid: the nearest, 2
+        "warm start: neighbour 1": {"clip_norm": 1.8, "warmup_steps": 30, "accum_steps": 2},
+        "warm start: neighbour 3": {"clip_norm": 4.0, "warmup_steps": 0, "accum_steps": 4},
+    }
