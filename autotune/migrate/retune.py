@@ -73,9 +73,12 @@ def warm_trials(space: sp.Space, warm: Any) -> int:
     PyTorch's defaults is the baseline again, two neighbours the same in this space one), and
     one configuration the sampler chooses. A tied recipe's re-tune counted the defaults twice:
     5 trials where 4 ran the same configurations and one sampled."""
+    from autotune.study.objectives import grid_values
     from autotune.study.warmstart import distinct_params
 
-    return 2 + len(distinct_params(warm.configs, space.searched(), space.baseline_knobs()))
+    searched = space.searched()
+    grid = grid_values(space, searched)  # as the driver enqueues them
+    return 2 + len(distinct_params(warm.configs, searched, space.baseline_knobs(), grid))
 
 
 def clamped(recipe: Recipe, searched: Mapping[str, sp.Domain]) -> list[str]:
