@@ -134,7 +134,7 @@ def after_retune(verdict: str, why: str, retuned: Mapping[str, Any]) -> tuple[st
     why = why.replace(NO_RETUNE, "")  # one ran
     study = (
         f" Given the space, that study ran here: {retuned['trials']} trial(s) "
-        f"({retuned['source_trials']} in the source's), warm-started from the recipe's first "
+        f"({retuned['source_trials']} in the space's budget), warm-started from the recipe's first "
         f"choice and Pareto neighbours, searching {', '.join(retuned['searched'])}"
     )
     if retuned["recipe"] is None:
