@@ -12,6 +12,7 @@ from typing import Any
 
 from autotune import space as sp
 from autotune.probe.outcome import BROKE, Outcome
+from autotune.recipe.inactive import inactive
 
 #: How far past the worst finite value observed a stand-in lies: this share of the observed
 #: span, or of the worst value's size when that is larger (1.0 when both are 0).
@@ -222,12 +223,10 @@ def suggest(trial: Any, space: sp.Space, searched: Mapping[str, sp.Domain]) -> d
     order = sorted(searched, key=lambda n: n != "clip_policy")  # the parent first, else as given
     if "schedule" in searched and "min_lr_ratio" in searched:  # after the schedule
         order = [n for n in order if n != "min_lr_ratio"] + ["min_lr_ratio"]
+    fixed = space.fixed_knobs()  # a switch not searched: its fixed value
     for name in order:
         d = searched[name]
-        parent = sp.CLIP_CHILDREN.get(name)
-        if parent is not None and params.get("clip_policy", parent) != parent:
-            continue
-        if name == "min_lr_ratio" and params.get("schedule") == "constant":
+        if name in inactive({**fixed, **params}):  # switched off by what was asked before it
             continue
         if d.is_choice:
             params[name] = trial.suggest_categorical(name, list(d.choices))
