@@ -185,9 +185,11 @@ def rerun(
     timeout_s: float,
     say: Callable[[str], None],
     done: list[dict[str, Any]] | None = None,
+    layout_done: Mapping[int, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Run the recipe and the baseline here; the paired verdict, the problems, the samples.
-    `done`: the recipe's runs already made here at the first seeds (`reproduces`'s). When the
+    `done`: the recipe's runs already made here at the first seeds (`reproduces`'s);
+    `layout_done`: its runs made at layouts that fit, by accumulation (`layout_spread`'s). When the
     recipe does not hold (and something runs here), its Pareto neighbours are tried
     (`try_neighbours`) against the same baseline runs."""
     length, cfg = _probe(recipe, steps)
@@ -235,8 +237,9 @@ def rerun(
     if "oom" in judged:  # first the same batch in more steps (`layout`)
         fit = base if not base_oom else None
         out["layout"] = try_layout(
-            recipe, judged["oom"], length, seed_list, base=fit, layouts=layouts, **kw
-        )
+            recipe, judged["oom"], length, seed_list, base=fit, layouts=layouts,
+            done=layout_done, **kw,
+        )  # fmt: skip
         add_cost(out, out["layout"], ("samples", "wall_s"))
     held_at_layout = (out.get("layout") or {}).get("held") is not None
     if runs and base_runs and not held_at_layout and all(never_ran(r) for r in [*runs, *base_runs]):

@@ -45,6 +45,7 @@ def try_layout(
     *,
     base: Mapping[str, Any] | None,
     layouts: LayoutBaselines | None,
+    done: Mapping[int, dict[str, Any]] | None = None,
     timeout_s: float,
     threads: int,
     say: Callable[[str], None],
@@ -52,7 +53,8 @@ def try_layout(
     """The recipe at the layouts that could fit (see the module), judged against `base` (the
     baseline's runs at the recipe's layout, when they ran) or, with `layouts`, the defaults at
     each layout run beside it. `held`: the accumulation at which it holds, else None; `tried`:
-    one entry per layout run."""
+    one entry per layout run. `done`: the recipe's runs already made at a layout (by
+    accumulation, one seed each: `layout_spread`'s), not run again."""
     batch = int(oom["micro_batch"]) * int(oom["accum_steps"])
     candidates = fitting_accums(batch, int(oom["accum_steps"]), int(oom["micro_batch"]))
     out: dict[str, Any] = {
@@ -77,15 +79,19 @@ def try_layout(
             if defaults
             else "the baseline's runs at the recipe's own layout"
         )
+        made = [r for r in [(done or {}).get(accum)] if r and r.get("seed") in seed_list]
         if layouts is not None and not defaults:
             runs, at = layouts.run_with(cfg, recipe.env, label, timeout_s=timeout_s,
-                                        threads=threads, say=say, shown=shown)  # fmt: skip
+                                        threads=threads, say=say, shown=shown,
+                                        done=made)  # fmt: skip
             against, extra = at["summary"], at["fresh_runs"]
             entry["baseline_accum"] = at["accum_steps"]
             entry["against"] = f"PyTorch's defaults at accum_steps {at['accum_steps']}, beside it"
         else:
-            runs = run_local(cfg, recipe.env, seed_list, timeout_s=timeout_s, threads=threads,
-                             say=say, label=label, shown=shown)  # fmt: skip
+            rest = [s for s in seed_list if s not in {r["seed"] for r in made}]
+            fresh = run_local(cfg, recipe.env, rest, timeout_s=timeout_s, threads=threads,
+                              say=say, label=label, shown=shown)  # fmt: skip
+            runs = sorted([*made, *fresh], key=lambda r: seed_list.index(r["seed"]))
         judged = judge(recipe, runs, None if defaults else against, cfg, same=defaults)
         entry.update(judged_entry(judged, [*runs, *extra]), out_of_memory="oom" in judged)
         out["tried"].append(entry)
@@ -153,7 +159,19 @@ def layout_verdict(recipe: Recipe, holds: Mapping[str, Any]) -> tuple[str, str, 
     vs = entry["vs_baseline"]
     source = recipe.source or {}
     change = f"accum_steps {layout['from_accum']} -> {layout['held']}"
-    if is_baseline(recipe):  # its own baseline: nothing to pair it with
+    if holds.get("path") == "layout_spread":  # one probe, by the recorded seeds' spread
+        (seed,) = entry["result"]["seeds"]
+        stands = (
+            "the recipe (PyTorch's defaults, its own baseline) trains at that layout as it did "
+            "there"
+            if is_baseline(recipe)
+            else f"the study's paired verdict against the baseline stands ({vs['verdict']})"
+        )
+        judged = (
+            f"its run at seed {seed}: {entry['spread']['why']}. So {stands}; the baseline was "
+            "not re-run here (`--full` re-runs the recipe and the baseline over the seeds)"
+        )
+    elif is_baseline(recipe):  # its own baseline: nothing to pair it with
         res = entry["result"]
         judged = (
             "the recipe is PyTorch's defaults, its own baseline, and at that layout it ran over "

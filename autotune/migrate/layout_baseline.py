@@ -57,19 +57,24 @@ class LayoutBaselines:
         threads: int,
         say: Callable[[str], None],
         shown: list[str],
+        done: list[dict[str, Any]] | None = None,
     ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         """The neighbour's runs over the seeds, and the baseline at its layout (its
         `accum_steps`, its `summary`, and `fresh_runs`: the runs made now, none when the layout
-        was run for an earlier neighbour), both interleaved by seed."""
+        was run for an earlier neighbour), both interleaved by seed. `done`: the neighbour's
+        runs already made (at some of the seeds), not run again."""
         accum = self.accum(neighbour_cfg)
         new = accum not in self.by_accum
         arms = [(neighbour_cfg, env, label)]
         if new:
             arms.append((self.config(neighbour_cfg), self.recipe.env, f"baseline (accum {accum})"))
+        made = list(done or [])
+        skip = [(0, int(r["seed"])) for r in made]
         ran = run_interleaved(
-            arms, self.seeds, timeout_s=timeout_s, threads=threads, say=say, shown=shown
+            arms, self.seeds, timeout_s=timeout_s, threads=threads, say=say, shown=shown, skip=skip
         )
         if new:
             summary = summarize_seeds(ran[1], metrics_of(self.recipe))
             self.by_accum[accum] = {"accum_steps": accum, "summary": summary}
-        return ran[0], {**self.by_accum[accum], "fresh_runs": ran[1] if new else []}
+        runs = sorted([*made, *ran[0]], key=lambda r: self.seeds.index(r["seed"]))
+        return runs, {**self.by_accum[accum], "fresh_runs": ran[1] if new else []}

@@ -87,15 +87,31 @@ def markdown(result: Mapping[str, Any], png: str | None = None) -> str:
 
 
 def _spread_section(h: Mapping[str, Any]) -> list[str]:
-    """The recorded run drifted here, but ended within the recorded seeds' spread."""
+    """The recorded run drifted here (or ran out of memory, and the same batch in more steps
+    ran: `layout_spread`), but ended within the recorded seeds' spread."""
     vs, spread = h["vs_baseline"], h["spread"]
     rows = spread.get("rows") or {}
+    if h.get("path") == "layout_spread":
+        held = h["layout"]["held"]
+        (seed,) = next(e for e in h["layout"]["tried"] if e["accum_steps"] == held)["result"][
+            "seeds"
+        ]
+        ran = (
+            f"The recipe's micro-batch ran out of memory here ({h['problems'][0]}), "
+            f"{h['threads']} thread(s). The same batch in {held} accumulation steps, the same "
+            f"arithmetic at a smaller micro-batch, fits: its run (seed {seed}, {h['steps']} "
+            "steps)"
+        )
+    else:
+        ran = (
+            f"The recipe's recorded run does not reproduce here ({h['not_reproduced']}), "
+            f"{h['threads']} thread(s): the numerics moved. Its run here (seed "
+            f"{h['seeds'][0]}, {h['steps']} steps)"
+        )
     return [
         "## Does the recipe hold here",
         "",
-        f"The recipe's recorded run does not reproduce here ({h['not_reproduced']}), "
-        f"{h['threads']} thread(s): the numerics moved. Its run here (seed {h['seeds'][0]}, "
-        f"{h['steps']} steps) ends within the spread of its verified seeds where it was tuned "
+        f"{ran} ends within the spread of its verified seeds where it was tuned "
         "(no worse than the one-sided 97.5% prediction bound of one more seed), so the study's "
         f"verification stands: its paired verdict against the baseline, **{vs['verdict']}**. "
         "The baseline was not re-run here (`autotune migrate --full` re-runs the recipe and the "
@@ -131,7 +147,7 @@ def _holds_section(h: Mapping[str, Any]) -> list[str]:
             *(f"| {m} | {format_interval(iv)} |" for m, iv in rec["metrics"].items()),
             "",
         ]
-    if h.get("path") == "within_spread":
+    if h.get("path") in ("within_spread", "layout_spread"):
         return _spread_section(h)
     missed = h.get("not_reproduced")
     out = [
@@ -167,13 +183,17 @@ def _layout_section(layout: Mapping[str, Any] | None) -> list[str]:
     memory here."""
     if not layout:
         return []
+    judged = (
+        "at the recipe's seed, judged by its verified seeds' spread"
+        if layout["tried"] and "spread" in layout["tried"][-1]
+        else "over the same seeds and judged as the recipe is"
+    )
     out = [
         "## The same batch in more steps",
         "",
         f"The recipe's micro-batch ran out of memory here, so its batch of {layout['batch']} was "
         f"run in more accumulation steps (from {layout['from_accum']}), the same arithmetic at a "
-        "smaller micro-batch, over the same seeds and judged as the recipe is: "
-        f"{layout['why']}.",
+        f"smaller micro-batch, {judged}: {layout['why']}.",
         "",
     ]
     if not layout["tried"]:

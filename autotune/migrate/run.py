@@ -27,6 +27,7 @@ from autotune.migrate.differences import differences
 from autotune.migrate.holds import reproduced, reproduces, rerun
 from autotune.migrate.lacks import lacking, note, origin, set_aside, set_aside_texts
 from autotune.migrate.layout import layout_failed, layout_verdict, write_recipe
+from autotune.migrate.layout_spread import at_layout
 from autotune.migrate.ops import compare_ops
 from autotune.migrate.output import connect, log_report, make_out, previous, removed_if_stopped
 from autotune.migrate.report import layout_defaults, markdown, plot_curve
@@ -239,6 +240,12 @@ def check(
             say(f"{fast['why']}, but {spread['why']}")
             return reproduced(recipe, fast, threads, spread)
         fast["why"] += f"; not within the recorded seeds' spread: {spread['why']}"
+    made: dict[int, dict[str, Any]] = {}  # the recipe's runs at a layout that fits, by accum
+    if oom:  # the same batch in more steps, at the recipe's seed, by its verified seeds' spread
+        held, made = at_layout(recipe, fast, threads=threads, timeout_s=timeout_s, say=say)
+        if held is not None:
+            say(f"{fast['why']}, but {held['layout']['why']}")
+            return held
     say(f"{fast['why']}: re-running recipe {recipe.name} and the baseline over {seeds} seed(s)")
     holds = rerun(
         recipe,
@@ -248,6 +255,7 @@ def check(
         timeout_s=timeout_s,
         say=say,
         done=fast["runs"],
+        layout_done=made,
     )
     holds["reproduced"] = None
     holds["not_reproduced"] = fast["why"]

@@ -43,10 +43,10 @@ def bound(values: Sequence[float], direction: str, metric: str) -> float:
     return high if direction == "minimize" else low
 
 
-def within_spread(recipe: Recipe, run: Mapping[str, Any] | None, steps: int) -> dict[str, Any]:
-    """Whether `run` (the recipe here, at its seed, `steps` long) ends within the spread of the
-    recipe's verified seeds where it was tuned: `within`, `why`, per metric `rows` (here, the
-    recorded values, the bound, within)."""
+def recorded_seeds(recipe: Recipe, steps: int) -> tuple[list[dict[str, Any]], str | None]:
+    """The recipe's complete verified runs at `steps` and None, or [] and why there is no spread
+    to judge a run by (none recorded, another length, fewer than `MIN_SEEDS`): asked before a
+    probe is run for it."""
     rec = recipe.recorded.get("verified") or {}
     if rec.get("steps") != steps:
         got = rec.get("steps")
@@ -55,10 +55,19 @@ def within_spread(recipe: Recipe, run: Mapping[str, Any] | None, steps: int) -> 
             if not rec
             else f"its verified seeds ran {got} steps, not the {steps} checked"
         )
-        return {"within": False, "why": why, "rows": {}}
+        return [], why
     ok = [r for r in rec.get("runs") or [] if r.get("outcome") == Outcome.COMPLETE]
     if len(ok) < MIN_SEEDS:
-        why = f"the recipe records {len(ok)} complete verified seed(s), fewer than {MIN_SEEDS}"
+        return [], f"the recipe records {len(ok)} complete verified seed(s), fewer than {MIN_SEEDS}"
+    return ok, None
+
+
+def within_spread(recipe: Recipe, run: Mapping[str, Any] | None, steps: int) -> dict[str, Any]:
+    """Whether `run` (the recipe here, at its seed, `steps` long) ends within the spread of the
+    recipe's verified seeds where it was tuned: `within`, `why`, per metric `rows` (here, the
+    recorded values, the bound, within)."""
+    ok, why = recorded_seeds(recipe, steps)
+    if why is not None:
         return {"within": False, "why": why, "rows": {}}
     run = run or {}
     if run.get("outcome") != Outcome.COMPLETE:

@@ -10,7 +10,10 @@ first choice and the closest its comparison came to a difference, so that a user
 of the defaults' noise_per_drop on average tied with them over 2, 3 and 5 verification seeds).
 
 Given the source study's space (`--space`), such a recipe that holds here after a check that
-re-ran it (not one whose recorded run reproduced: there the study's tie stands as it was) goes to
+re-ran it (not one whose recorded run reproduced or ended within its seeds' spread: there the
+study's tie stands as it was; one that ran out of memory and held at a layout that fits, even on
+one probe by the spread, counts as re-run: its study measured the tie at a layout that does not
+fit here) goes to
 the reduced re-tune (`retune_plan`): its first choice and Pareto neighbours, at a layout that fits
 here, against the defaults, verified as any study verifies. Its pick replaces the recipe only when
 it beat the defaults there (`after_retune`)."""

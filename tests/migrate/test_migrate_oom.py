@@ -4,7 +4,9 @@ Optuna and MLflow. The source study runs unlimited; its recipe, at accumulation 
 32), runs out of memory under the limit. `autotune migrate` names why, then runs the same batch
 in more steps (`autotune/migrate/layout.py`): at accumulation 2 it fits and holds, so the
 verdict is that change (given the space, no re-tune runs), and the recipe at that layout is
-written and runs under the limit. Under a tighter limit no smaller micro-batch fits either, and
+written and runs under the limit. Without `--full` that verdict stands on one probe at the
+layout, judged by the recipe's verified seeds' spread (`autotune/migrate/layout_spread.py`).
+Under a tighter limit no smaller micro-batch fits either, and
 the re-tune of the layout is planned (a layout that fits but does not hold:
 `tests/migrate/test_layout.py`; the re-tune under a limit: `benchmarks/migrate_retune.py`)."""
 
@@ -80,11 +82,11 @@ objectives:
 probe: {{steps: 10, batch: 32, device: cpu, threads: 1, reference_batch: 8, reference_samples: 8}}
 budget: {{trials: 2, trial_timeout_s: 300}}
 sampler: {{name: random, seed: 0}}
-verify: {{top_k: 0}}
+verify: {{top_k: 1, seeds: 3}}
 knobs:
   lr: 0.01
   warmup_steps: {{low: 0, high: 5}}
-  accum_steps: {{choices: [1, 4]}}
+  accum_steps: 1
 """
 
 
@@ -112,12 +114,16 @@ def source(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 def _migrate(
-    src: dict[str, Any], data: dict[str, Any], name: str, limit: str = LIMIT_MB
+    src: dict[str, Any],
+    data: dict[str, Any],
+    name: str,
+    limit: str = LIMIT_MB,
+    full: bool = True,
 ) -> tuple[Any, dict[str, Any]]:
     tmp_path = src["dir"]
     (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump(data))
     small = {**src["env"], "AUTOTUNE_PROBE_MEMORY_MB": limit}  # the new machine
-    args = ["migrate", f"{name}.yaml", "--seeds", "2", "--threads", "1"]
+    args = ["migrate", f"{name}.yaml", "--seeds", "2", "--threads", "1", *(["--full"] * full)]
     if limit == LIMIT_MB:  # given the space a re-tune could run (none should)
         args += ["--space", "space.yaml"]
     mig = h.autotune(
@@ -133,6 +139,7 @@ def test_a_micro_batch_that_no_longer_fits_and_one_that_fits_at_no_smaller_micro
     # each would run the source study (~50 s) again (pytest-xdist 3.8's loadgroup does not
     # group under pytest 9.2: it renames `item._nodeid`, which pytest 9 no longer reads).
     _more_steps(source)
+    _one_probe_at_the_layout(source)
     _no_smaller_micro_batch(source)
 
 
@@ -144,8 +151,6 @@ def _more_steps(source: dict[str, Any]) -> None:
     assert "ran out of memory here on 2 of 2 seeds: its micro-batch of 32" in result["why"]
     fields = [r["field"] for r in result["differences"]["rows"]]
     assert "env.AUTOTUNE_PROBE_MEMORY_MB" in fields
-    # the memory's doing, not the numerics' (only a performance difference in the fingerprint)
-    assert holds["not_reproduced"] == "the run here ended oom", holds["not_reproduced"]
     layout = holds["layout"]
     assert layout["held"] == 2 and layout["from_accum"] == 1 and layout["batch"] == 32, layout
     (tried,) = layout["tried"]
@@ -176,12 +181,41 @@ def _more_steps(source: dict[str, Any]) -> None:
     assert "| 2 | 16 | " in text
 
 
+def _one_probe_at_the_layout(source: dict[str, Any]) -> None:
+    """Without `--full`: the recipe at its seed runs out of memory, and the same batch in 2
+    steps at its seed ends within the spread of its 3 verified seeds: the verdict on that one
+    probe (`migrate/layout_spread.py`), no seed re-run, no baseline."""
+    assert len(source["recipe"]["recorded"]["verified"]["runs"]) == 3  # what it is judged by
+    mig, result = _migrate(source, {**source["recipe"], "name": "cheap"}, "cheap", full=False)
+    assert mig.returncode == 0, h.explain(mig)
+    holds = result["holds"]
+    # the memory's doing, not the numerics' (only a performance difference in the fingerprint)
+    assert holds["not_reproduced"] == "the run here ended oom", holds["not_reproduced"]
+    assert holds["path"] == "layout_spread" and holds["baseline_result"] is None, holds
+    layout = holds["layout"]
+    (tried,) = layout["tried"]
+    assert layout["held"] == 2 and tried["micro_batch"] == 16 and tried["holds"], layout
+    assert tried["spread"]["within"] and "final_loss" in tried["spread"]["rows"], tried
+    assert result["verdict"] == "transfers with these changes: accum_steps 1 -> 2", result
+    assert "ends within the spread of the recipe's 3 verified seeds" in result["why"]
+    # one probe out of memory at the recipe's seed, one at the layout: nothing more ran
+    assert result["compute"]["probes"] == 2 and layout["probes"] == 1, result["compute"]
+    assert holds["samples"] == 32 * 10  # the layout's 10 steps of 32 (none out of memory)
+    assert result["retune"] is None and result["migrated_recipe"], result
+    assert holds["curve"]["status"] == "compared", holds["curve"]  # the layout's run, its twin
+    text = (source["dir"] / result["report"]).read_text()
+    assert "The same batch in 2 accumulation steps, the same arithmetic" in text
+    assert "at the recipe's seed, judged by its verified seeds' spread" in text
+
+
 def _no_smaller_micro_batch(source: dict[str, Any]) -> None:
     """A recipe that fits at no smaller micro-batch goes on to the re-tune plan."""
     # Under +150 MiB not even micro-batch 4 fits (about +230 by the slope above): the three
     # layouts tried after the recipe's (accumulation 2, 4, 8) run out of memory too, each on
     # its first step, and the re-tune of the layout is planned.
-    mig, result = _migrate(source, {**source["recipe"], "name": "tight"}, "tight", limit="150")
+    mig, result = _migrate(
+        source, {**source["recipe"], "name": "tight"}, "tight", limit="150", full=False
+    )
     assert mig.returncode == 1, h.explain(mig)
     layout = result["holds"]["layout"]
     assert [t["accum_steps"] for t in layout["tried"]] == [2, 4, 8], layout
