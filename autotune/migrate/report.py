@@ -365,6 +365,8 @@ def _retune_section(result: Mapping[str, Any]) -> list[str]:
                 "The recipe's values outside the space's bounds were moved into them for its "
                 f"warm start: {', '.join(done['clamped'])}."
             )
+        elif plan.get("unfit"):  # given the space, but it can only run out of memory here
+            out.append(f"Not run: {plan['unfit']}.")
         elif not done:  # not run (no `--space`): how to run it
             out.append(f"Command: `{plan['command']}`" if plan.get("command") else "")
             out.append(plan.get("note", ""))

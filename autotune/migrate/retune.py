@@ -146,6 +146,36 @@ def with_neighbours(warm: Any, recipe: Recipe, first: int | None = None) -> Any:
     return replace(warm, configs=[*warm.configs, *extra]) if extra else warm
 
 
+def unfit(
+    space_ref: str, recipe: Recipe, plan: Mapping[str, Any], share: float = SHARE
+) -> str | None:
+    """Why the re-tune `plan` cannot run in the space `space_ref` here (None when it can): the
+    recipe's micro-batch ran out of memory (`oom_micro_batch`) and no trial of the reduced space
+    runs a smaller one (a space that fixes `accum_steps` at the recipe's layout, or searches only
+    accumulations that leave the micro-batch as large): each trial would run out of memory
+    again, spending the trials' time to say what the check already said."""
+    oom = plan.get("oom_micro_batch")
+    if not oom:
+        return None
+    source = sp.load(space_ref)
+    reduced = sp.load(space_ref, reduced_overrides(source, recipe, list(plan["knobs"]), share, oom))
+    least = reduced.smallest_micro_batch()
+    if least < int(oom):
+        return None
+    accum = source.knobs.get("accum_steps")
+    shown = (
+        "searched over values that leave it as large"
+        if isinstance(accum, sp.Domain)
+        else f"fixed at {accum if accum is not None else 1}"
+    )
+    return (
+        f"every trial of the space {space_ref} runs a micro-batch of {least} or more "
+        f"(accum_steps {shown}) and a micro-batch of {oom} ran out of memory here, so each "
+        "would run out of memory again; a space whose accum_steps divides the batch into a "
+        f"micro-batch smaller than {oom} can re-tune it"
+    )
+
+
 def retune(
     recipe: Recipe,
     recipe_path: str | Path,

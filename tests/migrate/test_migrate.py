@@ -458,6 +458,50 @@ knobs:
     assert "knobs.accum_steps={choices: [2, 4]}" in got and "knobs.accum_steps=1" not in got, got
 
 
+@pytest.mark.parametrize(
+    ("accum", "oom", "unfit"),
+    [
+        ("{choices: [1, 2, 4]}", 64, None),  # 2 and 4 fit: the re-tune searches them
+        ("1", 64, "accum_steps fixed at 1"),  # every trial at micro-batch 64 again
+        (None, 64, "accum_steps fixed at 1"),  # not in the space: PyTorch's (no accumulation)
+        # the recipe at accumulation 4 ran out of memory at micro-batch 16: none is smaller
+        ("{choices: [1, 2, 4]}", 16, "accum_steps searched over values that leave it as large"),
+    ],
+)
+def test_a_retune_that_could_only_run_out_of_memory_again_is_not_run(
+    tmp_path: Path, accum: str | None, oom: int, unfit: str | None
+) -> None:
+    """A space whose every trial runs the micro-batch that ran out of memory here (or a larger
+    one): the re-tune is not run (its trials would each run out of memory), and why names the
+    space file and what would let it run."""
+    from autotune import Recipe
+    from autotune import space as sp
+    from autotune.migrate.retune import unfit as why_unfit
+
+    text = (
+        "name: src\nworkload: {name: mlp, size: tiny}\nprobe: {steps: 30, batch: 64, device: "
+        "cpu}\nbudget: {trials: 10}\nknobs:\n  clip_norm: {low: 0.1, high: 5.0, log: true}\n"
+    ) + (f"  accum_steps: {accum}\n" if accum is not None else "")
+    path = tmp_path / "space.yaml"
+    path.write_text(text)
+    knobs = {k: v.default for k, v in sp.KNOBS.items()}
+    knobs.update(lr=0.01, batch=64, accum_steps=64 // oom, clip_norm=0.7)
+    recipe = Recipe(
+        name="r", workload={"name": "mlp", "size": "tiny"}, precision="fp32", micro_batch=oom,
+        knobs=knobs,
+    )  # fmt: skip
+    holds = {"problems": ["it ran out of memory here"], "oom": {"micro_batch": oom}}
+    plan = knob_classes.retune_plan(["clip_norm"], {}, holds)
+    got = why_unfit(str(path), recipe, plan)
+    if unfit is None:
+        assert got is None
+    else:
+        assert got is not None and unfit in got and str(path) in got, got
+        assert f"micro-batch of {oom} ran out of memory here" in got
+    # without running out of memory there is nothing to say
+    assert why_unfit(str(path), recipe, {**plan, "oom_micro_batch": None}) is None
+
+
 def _tiny_recipe() -> Any:
     from autotune import Recipe
     from autotune import space as sp

@@ -6,9 +6,10 @@ in more steps (`autotune/migrate/layout.py`): at accumulation 2 it fits and hold
 verdict is that change (given the space, no re-tune runs), and the recipe at that layout is
 written and runs under the limit. Without `--full` that verdict stands on one probe at the
 layout, judged by the recipe's verified seeds' spread (`autotune/migrate/layout_spread.py`).
-Under a tighter limit no smaller micro-batch fits either, and
-the re-tune of the layout is planned (a layout that fits but does not hold:
-`tests/migrate/test_layout.py`; the re-tune under a limit: `benchmarks/migrate_retune.py`)."""
+Under a tighter limit no smaller micro-batch fits either, and the re-tune of the layout is
+planned but not run: the space fixes the accumulation, so each of its trials would run out of
+memory again (`retune.unfit`). A layout that fits but does not hold: `tests/migrate/
+test_layout.py`; a re-tune under a limit: `benchmarks/migrate_retune.py`."""
 
 from __future__ import annotations
 
@@ -124,8 +125,7 @@ def _migrate(
     (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump(data))
     small = {**src["env"], "AUTOTUNE_PROBE_MEMORY_MB": limit}  # the new machine
     args = ["migrate", f"{name}.yaml", "--seeds", "2", "--threads", "1", *(["--full"] * full)]
-    if limit == LIMIT_MB:  # given the space a re-tune could run (none should)
-        args += ["--space", "space.yaml"]
+    args += ["--space", "space.yaml"]  # given the space a re-tune could run (none should)
     mig = h.autotune(
         [*args, "--no-audit", "-o", f"out-{name}", "--json"], tmp_path, env=small, timeout=900
     )
@@ -228,3 +228,11 @@ def _no_smaller_micro_batch(source: dict[str, Any]) -> None:
     )
     assert result["verdict"] == "does not transfer: re-tune accum_steps", result["verdict"]
     assert result["retune"]["oom_micro_batch"] == 32 and result["migrated_recipe"] is None
+    # The space fixes accum_steps at 1: every trial of a re-tune in it would run micro-batch 32
+    # out of memory again, so none runs (`retune.unfit`), and the why and the report say so.
+    unfit = result["retune"]["unfit"]
+    assert "every trial of the space space.yaml runs a micro-batch of 32 or more" in unfit, unfit
+    assert f"Given the space, the re-tune did not run: {unfit}." in result["why"]
+    assert result["retune"].get("result") is None and result["compute"]["retune_samples"] is None
+    assert not (source["dir"] / "out-tight" / "retune").exists()
+    assert f"Not run: {unfit}." in (source["dir"] / result["report"]).read_text()
