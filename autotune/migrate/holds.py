@@ -126,6 +126,7 @@ def reproduced(
         "run_steps": fast["steps"],
         "seeds": [r.get("seed") for r in runs],
         "threads": threads,
+        "recipe_is_baseline": is_baseline(recipe),  # the study's verdict is not its own
         "recipe_result": summarize_seeds(runs, metrics),
         "baseline_result": None,
         "vs_baseline": {

@@ -163,14 +163,13 @@ def layout_verdict(recipe: Recipe, holds: Mapping[str, Any]) -> tuple[str, str, 
         (seed,) = entry["result"]["seeds"]
         stands = (
             "the recipe (PyTorch's defaults, its own baseline) trains at that layout as it did "
-            "there"
+            "there (`--full` runs it over the seeds)"
             if is_baseline(recipe)
-            else f"the study's paired verdict against the baseline stands ({vs['verdict']})"
+            else f"the study's paired verdict against the baseline stands ({vs['verdict']}); "
+            "the baseline was not re-run here (`--full` re-runs the recipe and the baseline "
+            "over the seeds)"
         )
-        judged = (
-            f"its run at seed {seed}: {entry['spread']['why']}. So {stands}; the baseline was "
-            "not re-run here (`--full` re-runs the recipe and the baseline over the seeds)"
-        )
+        judged = f"its run at seed {seed}: {entry['spread']['why']}. So {stands}"
     elif is_baseline(recipe):  # its own baseline: nothing to pair it with
         res = entry["result"]
         judged = (

@@ -1,5 +1,5 @@
-"""The cheap check at a layout that fits: one probe, before the full check re-runs the recipe
-and the baseline over the seeds.
+"""The cheap check at a layout that fits: a probe at the recipe's seed, before the full check
+re-runs the recipe and the baseline over the seeds.
 
 A recipe whose micro-batch ran out of memory here (its cheap check's run, at its own seed, ended
 `oom`) cannot reproduce its recorded run, but the same batch in more accumulation steps is the
@@ -10,10 +10,11 @@ at the recipe's seed, is judged as a run whose numerics moved is (`spread.within
 it ends within the spread of the recipe's verified seeds where it was tuned, the recipe trains
 at that layout as another seed would have there, the study's paired verdict against the
 baseline stands, and the verdict is `transfers with these changes: accum_steps A -> B` on that
-one probe (where the full check runs the recipe over the seeds, the baseline beside it, then
-the layout over the seeds again: measured 2-4 probes more, benchmarks/RESULTS.md, Migration).
-When it does not (or the recipe records no spread to judge by, or lost to the baseline where it
-was tuned), the full check runs and reuses the probe.
+one probe (one more for each smaller layout tried while the one before ran out of memory too,
+up to `MAX_LAYOUTS`), where the full check runs the recipe over the seeds, the baseline beside
+it, then the layout over the seeds again (benchmarks/RESULTS.md, Migration). When it does not
+(or the recipe records no spread to judge by, or lost to the baseline where it was tuned), the
+full check runs and reuses the probes made.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from autotune.migrate.spread import recorded_seeds, within_spread
 from autotune.probe.outcome import Outcome
 from autotune.recipe.file import Recipe
 from autotune.recipe.seeds import summarize_seeds
-from autotune.recipe.verify import metrics_of, run_local
+from autotune.recipe.verify import is_baseline, metrics_of, run_local
 
 PATH = "layout_spread"  # `holds["path"]` of a recipe that held this way
 
@@ -138,6 +139,7 @@ def _held(
         "run_steps": fast["steps"],
         "seeds": [r.get("seed") for r in fast["runs"]],
         "threads": threads,
+        "recipe_is_baseline": is_baseline(recipe),  # the study's verdict is not its own
         "recipe_result": summarize_seeds(list(fast["runs"]), metrics_of(recipe)),
         "baseline_result": None,
         "vs_baseline": vs,
@@ -149,7 +151,10 @@ def _held(
         "wall_s": sum(float(r.get("wall_s") or 0.0) for r in runs),
         # the layout's run at the recorded seed: its curve against the recorded one shows how
         # far the layout moved it (a workload that draws its data per micro-batch draws others)
-        "curve": curve_check(recipe.recorded.get("curve"), runs[-1]),
+        "curve": {
+            **curve_check(recipe.recorded.get("curve"), runs[-1]),
+            "layout": f"accum_steps {held['accum_steps']}",  # not the recipe's own layout
+        },
         "fingerprint": next((r["fingerprint"] for r in runs if r.get("fingerprint")), None),
     }
     out["neighbours"] = neighbours_status(recipe, out)  # not needed: it held at the layout

@@ -89,7 +89,7 @@ def markdown(result: Mapping[str, Any], png: str | None = None) -> str:
 def _spread_section(h: Mapping[str, Any]) -> list[str]:
     """The recorded run drifted here (or ran out of memory, and the same batch in more steps
     ran: `layout_spread`), but ended within the recorded seeds' spread."""
-    vs, spread = h["vs_baseline"], h["spread"]
+    spread = h["spread"]
     rows = spread.get("rows") or {}
     if h.get("path") == "layout_spread":
         held = h["layout"]["held"]
@@ -113,9 +113,8 @@ def _spread_section(h: Mapping[str, Any]) -> list[str]:
         "",
         f"{ran} ends within the spread of its verified seeds where it was tuned "
         "(no worse than the one-sided 97.5% prediction bound of one more seed), so the study's "
-        f"verification stands: its paired verdict against the baseline, **{vs['verdict']}**. "
-        "The baseline was not re-run here (`autotune migrate --full` re-runs the recipe and the "
-        "baseline over the seeds).",
+        f"verification stands: {_carried(h)}. The baseline was not re-run here (`autotune "
+        "migrate --full` re-runs the recipe and the baseline over the seeds).",
         "",
         "| metric | here | recorded seeds | bound | within |",
         "|---|---|---|---|---|",
@@ -129,6 +128,24 @@ def _spread_section(h: Mapping[str, Any]) -> list[str]:
     ]
 
 
+def _carried(h: Mapping[str, Any]) -> str:
+    """The study's verdict a cheap check carries over, said of the recipe it belongs to: a recipe
+    that is PyTorch's defaults is the baseline itself, and its study's paired verdict (when
+    there is one) was its first choice's against them."""
+    verdict = h["vs_baseline"]["verdict"]
+    if not h.get("recipe_is_baseline"):
+        return f"its paired verdict against the baseline, **{verdict}**"
+    theirs = (
+        f" (its study's, **{verdict}**, is its first choice's against them)"
+        if verdict not in ("not compared", "not recorded")
+        else ""
+    )
+    return (
+        "the recipe is PyTorch's defaults, the baseline itself, with no paired verdict of its "
+        f"own{theirs}"
+    )
+
+
 def _holds_section(h: Mapping[str, Any]) -> list[str]:
     rec, base = h["recipe_result"], h.get("baseline_result")
     vs = h["vs_baseline"]
@@ -137,10 +154,9 @@ def _holds_section(h: Mapping[str, Any]) -> list[str]:
             "## Does the recipe hold here",
             "",
             f"The recipe's recorded run reproduces here ({h['reproduced']}), {h['threads']} "
-            "thread(s): the same training, so the study's verification stands: its paired "
-            f"verdict against the baseline where it was tuned, **{vs['verdict']}**. The baseline "
-            "was not re-run here (`autotune migrate --full` re-runs the recipe and the baseline "
-            "over the seeds).",
+            "thread(s): the same training, so the study's verification where it was tuned "
+            f"stands: {_carried(h)}. The baseline was not re-run here (`autotune migrate --full` "
+            "re-runs the recipe and the baseline over the seeds).",
             "",
             "| metric | recipe here (one seed) |",
             "|---|---|",
@@ -313,8 +329,11 @@ def _curve_section(c: Mapping[str, Any], png: str | None) -> list[str]:
         why = f" ({c['why']})" if c.get("why") else ""
         return [*out, f"Not compared: {c.get('status', 'not run')}{why}.", ""]
     verdict = "AGREE" if c["agree"] else "DIFFER"
+    at = (  # the recipe's own layout ran out of memory here: the curve is the layout's
+        f" (here at {c['layout']}, the same batch in more steps)" if c.get("layout") else ""
+    )
     out.append(
-        f"At the recorded seed, over {c['common_steps']} common steps: **{verdict}**: "
+        f"At the recorded seed{at}, over {c['common_steps']} common steps: **{verdict}**: "
         f"{c['verdict']}; final relative difference {_num(c['final_rel_diff'], '.3g')}, "
         f"correlation {_num(c['correlation'], '.4f')}."
     )

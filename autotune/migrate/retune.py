@@ -14,6 +14,7 @@ from typing import Any
 
 from autotune import space as sp
 from autotune.errors import RecipeError
+from autotune.knobs import DDP_KNOBS
 from autotune.recipe.file import Recipe
 
 SHARE = 0.3  # of the space's trials
@@ -153,14 +154,17 @@ def unfit(
     recipe's micro-batch ran out of memory (`oom_micro_batch`) and no trial of the reduced space
     runs a smaller one (a space that fixes `accum_steps` at the recipe's layout, or searches only
     accumulations that leave the micro-batch as large): each trial would run out of memory
-    again, spending the trials' time to say what the check already said."""
+    again, spending the trials' time to say what the check already said. Not said where
+    something else in the space can make a trial fit: `probe.oom_retry` (a trial out of memory
+    runs again at half the micro-batch) or a searched DDP knob (`gradient_as_bucket_view`
+    saves a copy of the gradients)."""
     oom = plan.get("oom_micro_batch")
     if not oom:
         return None
     source = sp.load(space_ref)
     reduced = sp.load(space_ref, reduced_overrides(source, recipe, list(plan["knobs"]), share, oom))
     least = reduced.smallest_micro_batch()
-    if least < int(oom):
+    if least < int(oom) or reduced.probe.oom_retry or set(DDP_KNOBS) & set(reduced.searched()):
         return None
     accum = source.knobs.get("accum_steps")
     shown = (

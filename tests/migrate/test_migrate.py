@@ -500,6 +500,14 @@ def test_a_retune_that_could_only_run_out_of_memory_again_is_not_run(
         assert f"micro-batch of {oom} ran out of memory here" in got
     # without running out of memory there is nothing to say
     assert why_unfit(str(path), recipe, {**plan, "oom_micro_batch": None}) is None
+    # nor where a trial out of memory runs again at half the micro-batch, or a searched DDP
+    # knob can save memory (a review: the re-tune was refused where its trials could fit)
+    retry = text.replace("probe: {steps: 30,", "probe: {oom_retry: true, steps: 30,")
+    path.write_text(retry)
+    assert why_unfit(str(path), recipe, plan) is None, retry
+    path.write_text(text + "  gradient_as_bucket_view: {choices: [false, true]}\n")
+    ddp = knob_classes.retune_plan(["clip_norm", "gradient_as_bucket_view"], {}, holds)
+    assert why_unfit(str(path), recipe, ddp) is None
 
 
 def _tiny_recipe() -> Any:

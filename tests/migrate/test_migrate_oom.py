@@ -206,6 +206,11 @@ def _one_probe_at_the_layout(source: dict[str, Any]) -> None:
     text = (source["dir"] / result["report"]).read_text()
     assert "The same batch in 2 accumulation steps, the same arithmetic" in text
     assert "at the recipe's seed, judged by its verified seeds' spread" in text
+    # the study's verdict carried over is the recipe's own unless it is the defaults
+    assert ("the baseline itself, with no paired verdict of its own" in text) == holds[
+        "recipe_is_baseline"
+    ]
+    assert "At the recorded seed (here at accum_steps 2, the same batch in more steps)" in text
 
 
 def _no_smaller_micro_batch(source: dict[str, Any]) -> None:
