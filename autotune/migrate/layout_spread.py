@@ -118,7 +118,9 @@ def _held(
         "why": "the study's paired verdict where it was tuned: the same batch in more steps "
         "ends here as another seed would have there",
     }
-    held["verdict"], held["vs_baseline"] = vs["verdict"], vs
+    # the defaults are their own baseline: the study's verdict is their first choice's, not theirs
+    held["verdict"] = "not compared" if is_baseline(recipe) else vs["verdict"]
+    held["vs_baseline"] = vs
     runs = [*fast["runs"], *(e.pop("run") for e in tried)]
     layout = {
         "from_accum": oom["accum_steps"],
