@@ -300,6 +300,11 @@ def verdict_of(
 ) -> tuple[str, str, dict[str, Any] | None]:
     problems = holds.get("problems") or []
     vs = holds["vs_baseline"]
+    stands = (  # a defaults recipe is the baseline: the study's verdict was its first choice's
+        "the recipe is PyTorch's defaults, the baseline itself"
+        if holds.get("recipe_is_baseline")
+        else f"its paired verdict against the baseline: {vs['verdict']}"
+    )
     if holds.get("path") == "reproduced" and not recipe.recorded.get("verified"):
         why = (
             f"The recorded run reproduces here ({holds['reproduced']}): this machine trains the "
@@ -310,17 +315,15 @@ def verdict_of(
     elif holds.get("path") == "reproduced":
         why = (
             f"The recorded run reproduces here ({holds['reproduced']}): this machine trains the "
-            "same run, so the study's verification stands (its paired verdict against the "
-            f"baseline: {vs['verdict']}). The baseline was not re-run here; `--full` re-runs the "
-            "recipe and the baseline over the seeds."
+            f"same run, so the study's verification stands ({stands}). The baseline was not "
+            "re-run here; `--full` re-runs the recipe and the baseline over the seeds."
         )
     elif holds.get("path") == "within_spread":
         why = (
             f"The recorded run does not reproduce here ({holds['not_reproduced']}), but "
             f"{holds['spread']['why']}: the recipe trains here as another seed would have "
-            "there, so the study's verification stands (its paired verdict against the "
-            f"baseline: {vs['verdict']}). The baseline was not re-run here; `--full` re-runs "
-            "the recipe and the baseline over the seeds."
+            f"there, so the study's verification stands ({stands}). The baseline was not "
+            "re-run here; `--full` re-runs the recipe and the baseline over the seeds."
         )
     elif not problems:
         why = (

@@ -625,3 +625,29 @@ knobs:
     bare = replace(recipe, source={})
     assert with_neighbours(warm, bare) is warm
     assert "knobs.clip_norm=0.0" in reduced_overrides(space, bare, ["accum_steps"], 0.3, 64)
+
+
+@pytest.mark.parametrize("path", ["reproduced", "within_spread"])
+def test_a_defaults_recipe_carries_no_paired_verdict_of_its_own(path: str) -> None:
+    """The study's verdict on a recipe that is PyTorch's defaults (by a tie) compared its first
+    choice with them: a cheap check that carries it over says the recipe is the baseline, not
+    that "its paired verdict against the baseline" was the first choice's."""
+    from autotune.migrate.run import verdict_of
+
+    r = replace(make_recipe(), recorded={"verified": {"steps": 50, "runs": []}})
+    holds = {
+        "path": path,
+        "reproduced": "seed 0, 50 steps",
+        "not_reproduced": "the curves differ",
+        "spread": {"why": "the run here ends within the spread"},
+        "vs_baseline": {"verdict": "no detectable difference"},
+        "problems": [],
+    }
+    for is_baseline, said in [
+        (True, "(the recipe is PyTorch's defaults, the baseline itself)"),
+        (False, "(its paired verdict against the baseline: no detectable difference)"),
+    ]:
+        verdict, why, _ = verdict_of(
+            r, "r.yaml", {**holds, "recipe_is_baseline": is_baseline}, [], []
+        )
+        assert verdict == "transfers" and said in why, why
