@@ -154,9 +154,9 @@ def _holds_section(h: Mapping[str, Any]) -> list[str]:
             "## Does the recipe hold here",
             "",
             f"The recipe's recorded run reproduces here ({h['reproduced']}), {h['threads']} "
-            "thread(s): the same training, so the study's verification where it was tuned "
-            f"stands: {_carried(h)}. The baseline was not re-run here (`autotune migrate --full` "
-            "re-runs the recipe and the baseline over the seeds).",
+            "thread(s): the same training, so the study's verification stands, as it was where "
+            f"it was tuned: {_carried(h)}. The baseline was not re-run here (`autotune migrate "
+            "--full` re-runs the recipe and the baseline over the seeds).",
             "",
             "| metric | recipe here (one seed) |",
             "|---|---|",
