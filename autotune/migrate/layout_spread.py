@@ -37,7 +37,7 @@ PATH = "layout_spread"  # `holds["path"]` of a recipe that held this way
 
 def at_layout(
     recipe: Recipe,
-    fast: Mapping[str, Any],
+    fast: dict[str, Any],
     *,
     threads: int,
     timeout_s: float,
@@ -45,7 +45,8 @@ def at_layout(
 ) -> tuple[dict[str, Any] | None, dict[int, dict[str, Any]]]:
     """`fast`: the cheap check's result (`holds.reproduces`), its run out of memory. The holds
     of a recipe that held at a layout that fits on one probe (see the module), or None; and the
-    runs made, by accumulation, for the full check to reuse."""
+    runs made, by accumulation, for the full check to reuse. A layout that ran but ended past
+    the spread adds why to `fast["why"]` (the report's "why the cheap check did not stand")."""
     length = int(fast["steps"])
     cfg = recipe.probe_config(steps=length)
     oom = out_of_memory(list(fast["runs"]), cfg)
@@ -73,6 +74,8 @@ def at_layout(
             continue
         spread = within_spread(recipe, run, length)
         if not spread["within"]:
+            fast["why"] += f"; at accum_steps {accum} not within its verified seeds' spread: "
+            fast["why"] += spread["why"]
             return None, made
         entry.update(holds=True, problems=[], spread=spread)
         tried.append(entry)

@@ -4,8 +4,9 @@ Optuna and MLflow. The source study runs unlimited; its recipe, at accumulation 
 32), runs out of memory under the limit. `autotune migrate` names why, then runs the same batch
 in more steps (`autotune/migrate/layout.py`): at accumulation 2 it fits and holds, so the
 verdict is that change (given the space, no re-tune runs), and the recipe at that layout is
-written and runs under the limit. Without `--full` that verdict stands on one probe at the
-layout, judged by the recipe's verified seeds' spread (`autotune/migrate/layout_spread.py`).
+written and runs under the limit. That verdict stands on one probe at the layout, judged by
+the recipe's verified seeds' spread (`autotune/migrate/layout_spread.py`); a run past that
+spread goes on to the recipe over the seeds, the probe reused.
 Under a tighter limit no smaller micro-batch fits either, and the re-tune of the layout is
 planned but not run: the space fixes the accumulation, so each of its trials would run out of
 memory again (`retune.unfit`). A layout that fits but does not hold: `tests/migrate/
@@ -13,6 +14,7 @@ test_layout.py`; a re-tune under a limit: `benchmarks/migrate_retune.py`."""
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 from typing import Any
@@ -119,12 +121,11 @@ def _migrate(
     data: dict[str, Any],
     name: str,
     limit: str = LIMIT_MB,
-    full: bool = True,
 ) -> tuple[Any, dict[str, Any]]:
     tmp_path = src["dir"]
     (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump(data))
     small = {**src["env"], "AUTOTUNE_PROBE_MEMORY_MB": limit}  # the new machine
-    args = ["migrate", f"{name}.yaml", "--seeds", "2", "--threads", "1", *(["--full"] * full)]
+    args = ["migrate", f"{name}.yaml", "--seeds", "2", "--threads", "1"]
     args += ["--space", "space.yaml"]  # given the space a re-tune could run (none should)
     mig = h.autotune(
         [*args, "--no-audit", "-o", f"out-{name}", "--json"], tmp_path, env=small, timeout=900
@@ -144,9 +145,20 @@ def test_a_micro_batch_that_no_longer_fits_and_one_that_fits_at_no_smaller_micro
 
 
 def _more_steps(source: dict[str, Any]) -> None:
-    mig, result = _migrate(source, source["recipe"], "recipe")
+    """The full check at the layout: the recipe's verified seeds, doctored (a recipe without
+    digests is taken as it is) to a spread its run cannot end in, send the layout's one probe
+    on to the recipe over the seeds, that probe reused (`layout_spread` -> `try_layout`)."""
+    data = copy.deepcopy(source["recipe"])
+    data["source"].pop("digests", None)
+    for i, run in enumerate(data["recorded"]["verified"]["runs"]):
+        run["metrics"]["final_loss"] = 1e-4 * (1 + 0.1 * i)  # the layout ends near 1 or more
+    mig, result = _migrate(source, data, "recipe")
     assert mig.returncode == 0, h.explain(mig)
     holds = result["holds"]
+    assert holds.get("path") is None, holds.get("path")  # not the one-probe verdict
+    assert holds["not_reproduced"].startswith(
+        "the run here ended oom; at accum_steps 2 not within its verified seeds' spread: final_loss"
+    ), holds["not_reproduced"]
     assert holds["oom"]["micro_batch"] == 32 and len(holds["oom"]["seeds"]) == 2, holds
     assert "ran out of memory here on 2 of 2 seeds: its micro-batch of 32" in result["why"]
     fields = [r["field"] for r in result["differences"]["rows"]]
@@ -155,6 +167,7 @@ def _more_steps(source: dict[str, Any]) -> None:
     assert layout["held"] == 2 and layout["from_accum"] == 1 and layout["batch"] == 32, layout
     (tried,) = layout["tried"]
     assert tried["micro_batch"] == 16 and tried["holds"] and not tried["out_of_memory"], tried
+    assert tried["result"]["seeds"] == [0, 1], tried["result"]  # seed 0's probe, reused
     assert result["verdict"] == "transfers with these changes: accum_steps 1 -> 2", result
     # no Pareto neighbour, no re-tune: the least change held
     assert holds["neighbours"]["status"] == "not needed" and result["retune"] is None
@@ -182,11 +195,11 @@ def _more_steps(source: dict[str, Any]) -> None:
 
 
 def _one_probe_at_the_layout(source: dict[str, Any]) -> None:
-    """Without `--full`: the recipe at its seed runs out of memory, and the same batch in 2
+    """The recipe at its seed runs out of memory, and the same batch in 2
     steps at its seed ends within the spread of its 3 verified seeds: the verdict on that one
     probe (`migrate/layout_spread.py`), no seed re-run, no baseline."""
     assert len(source["recipe"]["recorded"]["verified"]["runs"]) == 3  # what it is judged by
-    mig, result = _migrate(source, {**source["recipe"], "name": "cheap"}, "cheap", full=False)
+    mig, result = _migrate(source, {**source["recipe"], "name": "cheap"}, "cheap")
     assert mig.returncode == 0, h.explain(mig)
     holds = result["holds"]
     # the memory's doing, not the numerics' (only a performance difference in the fingerprint)
@@ -218,9 +231,7 @@ def _no_smaller_micro_batch(source: dict[str, Any]) -> None:
     # Under +150 MiB not even micro-batch 4 fits (about +230 by the slope above): the three
     # layouts tried after the recipe's (accumulation 2, 4, 8) run out of memory too, each on
     # its first step, and the re-tune of the layout is planned.
-    mig, result = _migrate(
-        source, {**source["recipe"], "name": "tight"}, "tight", limit="150", full=False
-    )
+    mig, result = _migrate(source, {**source["recipe"], "name": "tight"}, "tight", limit="150")
     assert mig.returncode == 1, h.explain(mig)
     layout = result["holds"]["layout"]
     assert [t["accum_steps"] for t in layout["tried"]] == [2, 4, 8], layout
