@@ -129,14 +129,12 @@ def reproduced(
         "recipe_is_baseline": is_baseline(recipe),  # the study's verdict is not its own
         "recipe_result": summarize_seeds(runs, metrics),
         "baseline_result": None,
-        "vs_baseline": {
-            **{k: source[k] for k in ("worse_on", "diverged") if k in source},
-            "verdict": source.get("verdict") or "not recorded",
-            "why": "the study's paired verdict where it was tuned: the run is the same here"
+        "vs_baseline": carried_verdict(
+            source,
+            "the run is the same here"
             if spread is None
-            else "the study's paired verdict where it was tuned: the run here ends as another "
-            "seed would have there",
-        },
+            else "the run here ends as another seed would have there",
+        ),
         "problems": problems,
         "neighbours": status,
         "source_verdict": source.get("verdict"),
@@ -144,6 +142,16 @@ def reproduced(
         "wall_s": sum(float(r.get("wall_s") or 0.0) for r in runs),
         "curve": fast["curve"],
         "fingerprint": next((r["fingerprint"] for r in runs if r.get("fingerprint")), None),
+    }
+
+
+def carried_verdict(source_vs: Mapping[str, Any], here: str) -> dict[str, Any]:
+    """The study's paired verdict against the baseline (`source.vs_baseline`), carried over by a
+    cheap check whose run `here` says why it stands for this machine."""
+    return {
+        **{k: source_vs[k] for k in ("worse_on", "diverged") if k in source_vs},
+        "verdict": source_vs.get("verdict") or "not recorded",
+        "why": f"the study's paired verdict where it was tuned: {here}",
     }
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from autotune.migrate.holds import carried_problems, curve_check
+from autotune.migrate.holds import carried_problems, carried_verdict, curve_check
 from autotune.migrate.judged import out_of_memory, samples_of
 from autotune.migrate.layout import MAX_LAYOUTS, fitting_accums
 from autotune.migrate.neighbours import neighbours_status
@@ -115,12 +115,9 @@ def _held(
     """What `holds.rerun` reports, for a recipe that held at the last of `tried` by its
     verified seeds' spread: the study's paired verdict stands; the problem is the memory."""
     held = tried[-1]
-    vs: dict[str, Any] = {
-        **{k: source_vs[k] for k in ("worse_on", "diverged") if k in source_vs},
-        "verdict": source_vs.get("verdict") or "not recorded",
-        "why": "the study's paired verdict where it was tuned: the same batch in more steps "
-        "ends here as another seed would have there",
-    }
+    vs = carried_verdict(
+        source_vs, "the same batch in more steps ends here as another seed would have there"
+    )
     # the defaults are their own baseline: the study's verdict is their first choice's, not theirs
     held["verdict"] = "not compared" if is_baseline(recipe) else vs["verdict"]
     held["vs_baseline"] = vs

@@ -129,13 +129,14 @@ def _run(
         from autotune.migrate.retune import retune, unfit
 
         plan["unfit"] = unfit(space, recipe, plan)  # every trial would run out of memory again
-    if plan is not None and space and plan["unfit"]:
-        why += f" Given the space, the re-tune did not run: {plan['unfit']}."
-    elif plan is not None and space:
-        retuned = retune(recipe, path, plan, space, out_dir=out, tracking_uri=tracking_uri, say=say)
-        plan["result"] = retuned
-        after = tie.after_retune if plan.get("tie") else _after_retune
-        verdict, why = after(verdict, why, retuned)
+        if plan["unfit"]:
+            why += f" Given the space, the re-tune did not run: {plan['unfit']}."
+        else:
+            retuned = retune(recipe, path, plan, space, out_dir=out, tracking_uri=tracking_uri,
+                             say=say)  # fmt: skip
+            plan["result"] = retuned
+            after = tie.after_retune if plan.get("tie") else _after_retune
+            verdict, why = after(verdict, why, retuned)
     result: dict[str, Any] = {
         "recipe": recipe.name,
         "verdict": verdict,
