@@ -6,7 +6,11 @@ those probes (trial 0 the baseline, then one trial per `clip_norm` choice), with
 SQLite Optuna storage and a SQLite MLflow store, one trial at a time with one torch thread (the
 2-core default). Both run in this one invocation: the first half of the direct probes, the
 study, then the second half (A-B-A: a machine whose speed drifts during the run, as these shared
-ones do, moves both sides alike). Reported: wall-time ratio study/direct and the overhead per
+ones do, moves both sides alike). Each half of the direct loop runs as a command of its own
+(this script, `--direct-part`), as the study does. Reported: the wall-time ratio study/direct
+for the loops alone (the probes in a process that has already started and imported torch) and
+for both sides as commands, from their start to their exit (the plain loop then pays one
+interpreter start and its imports, as the study's command pays its own), and the overhead per
 trial in seconds.
 
     python benchmarks/study_overhead.py                 # 12 trials of ~20 s (RESULTS.md)
@@ -41,6 +45,42 @@ def run_direct(space: sp.Space, knob_sets: list[dict], walls: list[float], start
         walls.append(r["wall_s"])
         print(f"  direct {i}: {r['status']}, {r['wall_s']:.1f} s", file=sys.stderr)
     return time.perf_counter() - t0
+
+
+def direct_command(path: Path, part: str) -> tuple[float, float, list[float]]:
+    """The direct loop as a user runs one: a command of its own (`--direct-part`), timed from
+    its start to its exit, like the study's. Returns (the command's wall time, its loop's, the
+    probes' wall times)."""
+    t0 = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, __file__, "--direct-part", part, "--space-file", str(path)],
+        check=True,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    wall = time.perf_counter() - t0
+    got = json.loads(done.stdout)
+    return wall, got["loop_s"], got["walls"]
+
+
+def direct_part(path: Path, part: str) -> int:
+    """Run knob sets `a:b` of the space at `path` in a plain loop, one torch thread; print the
+    loop's wall time and the probes' as JSON (`direct_command`'s child)."""
+    import torch
+
+    torch.set_num_threads(1)
+    space = sp.load(path)
+    a, b = (int(x) for x in part.split(":"))
+    walls: list[float] = []
+    loop = run_direct(space, knob_sets_of(space)[a:b], walls, start=a)
+    print(json.dumps({"loop_s": loop, "walls": walls}))
+    return 0
+
+
+def knob_sets_of(space: sp.Space) -> list[dict]:
+    """The study's trials in order: the baseline, then one per `clip_norm` choice."""
+    clips = space.knobs["clip_norm"].choices  # type: ignore[union-attr]
+    return [space.baseline_knobs()] + [{**space.fixed_knobs(), "clip_norm": c} for c in clips]
 
 
 def make_space(trials: int, workload: str, size: str, steps: int) -> dict:
@@ -130,24 +170,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--size", default="tiny")
     ap.add_argument("--steps", type=int, default=1000, help="probe length (~20 s on one core)")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--direct-part", help=argparse.SUPPRESS)  # a:b, with --space-file
+    ap.add_argument("--space-file", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.direct_part:
+        return direct_part(args.space_file, args.direct_part)
 
     data = make_space(args.trials, args.workload, args.size, args.steps)
     with tempfile.TemporaryDirectory(prefix="autotune-bench-") as tmp:
         path = Path(tmp) / "overhead.yaml"
         path.write_text(yaml.safe_dump(data))
-        space = sp.load(path)
-        knob_sets = [space.baseline_knobs()] + [
-            {**space.fixed_knobs(), "clip_norm": c} for c in data["knobs"]["clip_norm"]["choices"]
-        ]
-
-        import torch
-
-        torch.set_num_threads(1)
-        half = len(knob_sets) // 2
-        direct_walls: list[float] = []
-        direct = run_direct(space, knob_sets[:half], direct_walls)
-
+        half = args.trials // 2
+        first = direct_command(path, f"0:{half}")
         timeline = Path(tmp) / "timeline.jsonl"
         env = {
             **os.environ,
@@ -165,8 +199,14 @@ def main(argv: list[str] | None = None) -> int:
         )
         study = time.perf_counter() - t0
         wall1 = time.time()
-        direct += run_direct(space, knob_sets[half:], direct_walls, start=half)
+        second = direct_command(path, f"{half}:{args.trials}")
+        direct = first[1] + second[1]  # the loops alone, as before 2026-12-06
+        direct_walls = first[2] + second[2]
         direct_probe_s = sum(direct_walls)
+        # A plain loop run as a command pays one interpreter start and its imports (torch, the
+        # workload), as the study's command does: each half's, the mean of the two.
+        start_s = ((first[0] - first[1]) + (second[0] - second[1])) / 2
+        direct_cmd = direct + start_s
         # Where the study's time went, from its trial records: the probes' own wall time
         # (run_probe, inside the probe process) and each probe process's, start to exit.
         records = [
@@ -185,6 +225,11 @@ def main(argv: list[str] | None = None) -> int:
         "direct_s": direct,
         "study_s": study,
         "ratio": study / direct,
+        # both sides as commands, from their start to their exit (the goal's ratio since
+        # 2026-12-06): the plain loop with one interpreter start and its imports
+        "direct_command_s": direct_cmd,
+        "direct_start_s": start_s,
+        "ratio_commands": study / direct_cmd,
         "overhead_per_trial_s": (study - direct) / args.trials,
         "direct_per_trial_s": direct / args.trials,
         # the study's extra time, split: its probes ran slower than the direct ones (other
@@ -209,6 +254,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{args.trials} probes of {out['direct_per_trial_s']:.1f} s: direct {direct:.1f} s, "
             f"study {study:.1f} s, ratio {out['ratio']:.3f}, overhead "
             f"{out['overhead_per_trial_s']:.2f} s per trial\n"
+            f"  as commands (the plain loop with its interpreter start and imports, "
+            f"{start_s:.1f} s): direct {direct_cmd:.1f} s, ratio {out['ratio_commands']:.3f}\n"
             f"  the study's extra {study - direct:.1f} s: its probes ran "
             f"{out['probes_slower_s']:.1f} s longer in all ({study_probe_s:.1f} s against "
             f"{direct_probe_s:.1f} s), probe processes' start and exit {out['process_s']:.1f} s, "
