@@ -163,7 +163,7 @@ def unfit(
         return None
     source = sp.load(space_ref)
     reduced = sp.load(space_ref, reduced_overrides(source, recipe, list(plan["knobs"]), share, oom))
-    least = reduced.smallest_micro_batch()
+    least = reduced.smallest_micro_batch(trials=True)
     if least < int(oom) or reduced.probe.oom_retry or set(DDP_KNOBS) & set(reduced.searched()):
         return None
     accum = source.knobs.get("accum_steps")

@@ -415,16 +415,20 @@ class Space:
         """All KNOBS at their non-searched values (fixed, domain default or PyTorch default)."""
         return {name: self.default_value(name) for name in KNOBS}
 
-    def smallest_micro_batch(self) -> int:
+    def smallest_micro_batch(self, trials: bool = False) -> int:
         """The smallest batch (probe.batch included) over the largest accum_steps: no trial's
-        micro-batch is smaller. The held-out reference is read in chunks of it."""
+        micro-batch is smaller. The held-out reference is read in chunks of it. `trials`: the
+        smallest a trial runs, so probe.batch counts only where `knobs.batch` is not fixed (a
+        searched batch's baseline runs probe.batch; a fixed one is every trial's)."""
 
         def ends(name: str) -> list[int]:
             v = self.knobs.get(name)
             values = (v.choices or (v.low, v.high)) if isinstance(v, Domain) else (v,)
             return [int(x) for x in values if isinstance(x, int | float)]
 
-        batch = min([*ends("batch"), self.probe.samples_per_step])
+        value = self.knobs.get("batch")
+        fixed = trials and value is not None and not isinstance(value, Domain)
+        batch = min([*ends("batch"), *([] if fixed else [self.probe.samples_per_step])])
         return max(1, batch // max([*ends("accum_steps"), 1]))
 
     def fixed_env(self) -> dict[str, str]:

@@ -508,6 +508,10 @@ def test_a_retune_that_could_only_run_out_of_memory_again_is_not_run(
     path.write_text(text + "  gradient_as_bucket_view: {choices: [false, true]}\n")
     ddp = knob_classes.retune_plan(["clip_norm", "gradient_as_bucket_view"], {}, holds)
     assert why_unfit(str(path), recipe, ddp) is None
+    # a fixed knobs.batch is every trial's batch: a smaller probe.batch runs in none of them
+    smaller = text.replace("steps: 30, batch: 64,", "steps: 60, batch: 32,")
+    path.write_text(smaller + "  batch: 64\n")
+    assert (why_unfit(str(path), recipe, plan) is None) == (unfit is None)
 
 
 def _tiny_recipe() -> Any:

@@ -47,8 +47,9 @@ def test_a_setsid_child_holding_the_pipes_does_not_hold_the_probe(tmp_path: Path
         took = time.monotonic() - t0
         assert result.exit_code == 0, result.output
         assert pidfile.is_file(), "the child never started"
-        # the script itself takes ~2-5 s; waiting for both pipes' ends took 20 s more
-        assert took < 12, f"the probe took {took:.1f} s"
+        # the script itself takes ~2-5 s (more on a loaded machine); waiting for both pipes' ends
+        # took 20 s more
+        assert took < 18, f"the probe took {took:.1f} s"  # broken: 22 s and more
     finally:
         if pidfile.is_file():  # `autotune probe` ends what its probe left (process/leftovers)
             with contextlib.suppress(ProcessLookupError):
