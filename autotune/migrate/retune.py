@@ -50,13 +50,29 @@ def reduced_overrides(
         else:
             out.append(f"knobs.{name}={value}")
     if oom_micro_batch and "accum_steps" in keep and "accum_steps" in searched:
-        fits = fitting_accum(searched["accum_steps"], space.probe.micro_for, oom_micro_batch)
+        fits = fitting_accum(
+            searched["accum_steps"], _micro_for(space, recipe, keep), oom_micro_batch
+        )
         if fits:
             out.append(f"knobs.accum_steps={{choices: [{', '.join(str(a) for a in fits)}]}}")
     least = least_trials(recipe) if least is None else least
     trials = max(least, math.floor(share * space.budget.trials + 1e-9))
     out.append(f"budget.trials={trials}")
     return out
+
+
+def _micro_for(space: sp.Space, recipe: Recipe, keep: list[str]) -> Callable[[int], int]:
+    """A re-tune trial's micro-batch at an accumulation: its batch over it. The batch is the
+    space's `knobs.batch` where it fixes one, the recipe's where the space searched it and the
+    re-tune does not (fixed above), else `probe.batch` (what a trial without one runs)."""
+    fixed = space.knobs.get("batch")
+    if isinstance(fixed, int | float) and not isinstance(fixed, bool):
+        batch = int(fixed)
+    elif fixed is not None and "batch" not in keep and recipe.knobs.get("batch"):
+        batch = int(recipe.knobs["batch"])
+    else:
+        return space.probe.micro_for
+    return lambda accum: max(1, batch // max(1, accum))
 
 
 def least_trials(recipe: Recipe) -> int:

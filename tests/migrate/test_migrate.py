@@ -456,6 +456,22 @@ knobs:
     assert plan["knobs"] == ["accum_steps"], plan
     got = reduced_overrides(space, recipe, plan["knobs"], 0.3, plan["oom_micro_batch"])
     assert "knobs.accum_steps={choices: [2, 4]}" in got and "knobs.accum_steps=1" not in got, got
+    # The trials' batch is the space's knobs.batch where it fixes one (64 here), not probe.batch
+    # (32): at accumulation 2 they run micro-batch 32, which ran out of memory: only 4 fits.
+    fixed = text.replace("batch: 64, device", "batch: 32, device").replace("steps: 30", "steps: 60")
+    fixed += "  batch: 64\n"
+    at_32 = {**holds, "oom": {"micro_batch": 32}}
+    plan = knob_classes.retune_plan(["clip_norm", "accum_steps"], {}, at_32)
+    recipe = Recipe(
+        name="r", workload={"name": "mlp", "size": "tiny"}, precision="fp32", micro_batch=32,
+        knobs={**knobs, "accum_steps": 2},
+    )  # fmt: skip
+    got = reduced_overrides(sp.loads(fixed, source="src"), recipe, plan["knobs"], 0.3, 32)
+    assert "knobs.accum_steps={choices: [4]}" in got, got
+    # searched, and not re-tuned: fixed at the recipe's batch, whose micro-batch decides alike
+    searched = fixed.replace("  batch: 64\n", "  batch: {choices: [32, 64]}\n")
+    got = reduced_overrides(sp.loads(searched, source="src"), recipe, plan["knobs"], 0.3, 32)
+    assert "knobs.batch=64" in got and "knobs.accum_steps={choices: [4]}" in got, got
 
 
 @pytest.mark.parametrize(
