@@ -50,9 +50,8 @@ def reduced_overrides(
         else:
             out.append(f"knobs.{name}={value}")
     if oom_micro_batch and "accum_steps" in keep and "accum_steps" in searched:
-        fits = fitting_accum(
-            searched["accum_steps"], _micro_for(space, recipe, keep), oom_micro_batch
-        )
+        batch = _trial_batch(space, recipe, keep)
+        fits = fitting_accum(searched["accum_steps"], batch, oom_micro_batch)
         if fits:
             out.append(f"knobs.accum_steps={{choices: [{', '.join(str(a) for a in fits)}]}}")
     least = least_trials(recipe) if least is None else least
@@ -61,18 +60,14 @@ def reduced_overrides(
     return out
 
 
-def _micro_for(space: sp.Space, recipe: Recipe, keep: list[str]) -> Callable[[int], int]:
-    """A re-tune trial's micro-batch at an accumulation: its batch over it. The batch is the
-    space's `knobs.batch` where it fixes one, the recipe's where the space searched it and the
-    re-tune does not (fixed above), else `probe.batch` (what a trial without one runs)."""
-    fixed = space.knobs.get("batch")
-    if isinstance(fixed, int | float) and not isinstance(fixed, bool):
-        batch = int(fixed)
-    elif fixed is not None and "batch" not in keep and recipe.knobs.get("batch"):
-        batch = int(recipe.knobs["batch"])
-    else:
-        return space.probe.micro_for
-    return lambda accum: max(1, batch // max(1, accum))
+def _trial_batch(space: sp.Space, recipe: Recipe, keep: list[str]) -> int:
+    """The batch a re-tune trial runs: the space's `knobs.batch` where it fixes one, the
+    recipe's where the space searched it and the re-tune does not (fixed above), else
+    `probe.batch` (what a trial without one runs: `sp.probe_config`)."""
+    value = space.knobs.get("batch")
+    if isinstance(value, sp.Domain):
+        value = None if "batch" in keep else recipe.knobs.get("batch")
+    return int(value or space.probe.samples_per_step)
 
 
 def least_trials(recipe: Recipe) -> int:
@@ -133,17 +128,15 @@ def front_values(recipe: Recipe) -> dict[str, list[Any]]:
     return out
 
 
-def fitting_accum(
-    domain: sp.Domain, micro_for: Callable[[int], int], oom_micro_batch: int
-) -> list[int]:
-    """The accumulation steps of `domain` whose micro-batch (`micro_for(accum)`) is smaller
-    than the one that ran out of memory; empty when none is (the re-tune keeps the domain)."""
+def fitting_accum(domain: sp.Domain, batch: int, oom_micro_batch: int) -> list[int]:
+    """The accumulation steps of `domain` that divide `batch` into a micro-batch smaller than
+    the one that ran out of memory; empty when none does (the re-tune keeps the domain)."""
     if domain.is_choice:
         values = [int(c) for c in domain.choices]
     else:
         step = int(domain.step or 1)
         values = list(range(int(domain.low or 1), int(domain.high or 1) + 1, step))
-    return [a for a in values if a >= 1 and micro_for(a) < oom_micro_batch]
+    return [a for a in values if a >= 1 and max(1, batch // a) < oom_micro_batch]
 
 
 def with_neighbours(warm: Any, recipe: Recipe, first: int | None = None) -> Any:
