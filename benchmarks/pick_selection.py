@@ -1,5 +1,6 @@
 """How often the study's paired verdict reads `better` for a pick that is no different from the
-defaults, when the pick was chosen among k verified configurations on the same seeds.
+defaults, when the pick was chosen among k verified configurations on the same seeds, with the
+k counted in the verdict's error (as a study does) and without (as before).
 
 The verdict (`autotune.recipe.paired.compare`) shares a 5% error over the metrics it compares
 (README, "The pick against the defaults"): for a configuration fixed in advance, it reads
@@ -16,10 +17,12 @@ script measures what that selection does to the verdict, with the verdict's own 
   final loss over them (what the balanced pick reduces to with one objective; with several, the
   pick is chosen on them together);
 - `paired.compare(pick, baseline)` over the final loss alone, and over the final loss and two
-  other objectives that differ in nothing either (3 metrics, each at 98.3%).
+  other objectives that differ in nothing either (3 metrics), once with `chosen_from=k` (each
+  interval at 1 - 0.05 / (m k), what a study's verdict does: `study/verdict.py`) and once with
+  the k uncounted (1 - 0.05 / m; a configuration fixed in advance, `autotune verify`).
 
-Reported per (seeds, k, metrics): the share of draws whose verdict is `better` and `worse`,
-each with its 95% Wilson interval. Pure computation: no study, Ray or MLflow runs.
+Reported per (seeds, k, metrics, counted): the share of draws whose verdict is `better` and
+`worse`, each with its 95% Wilson interval. Pure computation: no study, Ray or MLflow runs.
 
     python benchmarks/pick_selection.py                 # 3000 draws per row (~1 min)
     python benchmarks/pick_selection.py --draws 500 --json out.json
@@ -54,8 +57,9 @@ def runs(values: list[dict[str, float]], metrics: list[str]) -> dict[str, Any]:
     return summarize_seeds(rows, metrics=metrics)
 
 
-def draw(rng: random.Random, seeds: int, k: int, m: int, shared: float) -> str:
-    """One study's verdict for its pick among `k` candidates no different from the baseline."""
+def draw(rng: random.Random, seeds: int, k: int, m: int, shared: float) -> tuple[str, str]:
+    """One study's verdicts for its pick among `k` candidates no different from the baseline:
+    with the k counted, and uncounted."""
     names = [name for name, _ in OBJECTIVES[:m]]
     seed_part = [{n: rng.gauss(0.0, math.sqrt(shared)) for n in names} for _ in range(seeds)]
 
@@ -69,7 +73,9 @@ def draw(rng: random.Random, seeds: int, k: int, m: int, shared: float) -> str:
     base = config()
     cands = [config() for _ in range(k)]
     pick = min(cands, key=lambda c: sum(math.log(r["final_loss"]) for r in c))
-    return str(paired.compare(runs(pick, names), runs(base, names), OBJECTIVES[:m])["verdict"])
+    mine, theirs = runs(pick, names), runs(base, names)
+    counted = paired.compare(mine, theirs, OBJECTIVES[:m], chosen_from=k)["verdict"]
+    return str(counted), str(paired.compare(mine, theirs, OBJECTIVES[:m])["verdict"])
 
 
 def wilson(hits: int, n: int) -> tuple[float, float]:
@@ -79,6 +85,16 @@ def wilson(hits: int, n: int) -> tuple[float, float]:
     mid = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
     return max(0.0, mid - half), min(1.0, mid + half)
+
+
+def _row(said: list[str], seeds: int, k: int, m: int, counted: bool) -> dict[str, Any]:
+    row: dict[str, Any] = {"seeds": seeds, "k": k, "metrics": m, "k_counted": counted}
+    row["draws"] = len(said)
+    for v in ("better", "worse"):
+        hits = said.count(v)
+        row[v] = hits / len(said)
+        row[f"{v}_interval"] = wilson(hits, len(said))
+    return row
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -94,23 +110,22 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--draws must be >= 1 and --shared in [0, 1)")
     rng = random.Random(args.rng)
     rows = []
-    print("seeds  k  metrics  better [95%]              worse [95%]")
+    print("seeds  k  metrics  k counted  better [95%]              worse [95%]")
     for n in (int(s) for s in args.seeds.split(",")):
         for k in (int(s) for s in args.k.split(",")):
             for m in (1, 3):
-                said = [draw(rng, n, k, m, args.shared) for _ in range(args.draws)]
-                row: dict[str, Any] = {"seeds": n, "k": k, "metrics": m, "draws": args.draws}
-                for v in ("better", "worse"):
-                    hits = said.count(v)
-                    row[v] = hits / args.draws
-                    row[f"{v}_interval"] = wilson(hits, args.draws)
-                rows.append(row)
-                b, w = row["better_interval"], row["worse_interval"]
-                print(
-                    f"{n:5d} {k:2d} {m:8d}  {row['better']:6.1%} [{b[0]:.1%}, {b[1]:.1%}]"
-                    f"    {row['worse']:6.1%} [{w[0]:.1%}, {w[1]:.1%}]",
-                    flush=True,
-                )
+                both = [draw(rng, n, k, m, args.shared) for _ in range(args.draws)]
+                for counted in (True, False) if k > 1 else (True,):
+                    said = [pair[0 if counted else 1] for pair in both]
+                    row = _row(said, n, k, m, counted)
+                    rows.append(row)
+                    b, w = row["better_interval"], row["worse_interval"]
+                    print(
+                        f"{n:5d} {k:2d} {m:8d}  {'yes' if counted else 'no':>9}  "
+                        f"{row['better']:6.1%} [{b[0]:.1%}, {b[1]:.1%}]"
+                        f"    {row['worse']:6.1%} [{w[0]:.1%}, {w[1]:.1%}]",
+                        flush=True,
+                    )
     if args.json:
         out = {
             "rows": rows,
