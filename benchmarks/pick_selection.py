@@ -1,41 +1,42 @@
-"""How often the study's paired verdict reads `better` for a pick that is no different from the
-defaults, when the pick was chosen among k verified configurations on the same seeds, with the
-k counted in the verdict's error (as a study does) and without (as before).
+"""How often the study's paired verdict reads `better` for its pick when the pick was chosen
+among k verified configurations on the same seeds: when nothing differs (a false `better`), and
+when one candidate is truly better (the verdict's power), under the verdict as shipped and under
+a rule that shares its error over the k candidates too (evaluated here, not shipped).
 
-The verdict (`autotune.recipe.paired.compare`) shares a 5% error over the metrics it compares
-(README, "The pick against the defaults"): for a configuration fixed in advance, it reads
-`better` or `worse` when nothing differs at most ~5% of the time, `better` about half of that.
-A study verifies its `verify.top_k` best candidates (3 by default) on the same seeds as the
-baseline and compares the one it picks, so the pick is the luckiest of k on those seeds. This
-script measures what that selection does to the verdict, with the verdict's own code:
+The verdict (`autotune.recipe.paired.compare`) shares a 5% error over the m metrics it compares
+(README, "The pick against the defaults"): for a configuration fixed in advance it reads `better`
+when nothing differs about 2.5% of the time. A study verifies its `verify.top_k` best candidates
+(3 by default) on the same seeds as the baseline and compares the one it picks: the luckiest of k
+on those seeds. This script measures what that selection does, with the verdict's own code:
 
-- every configuration and the baseline draw the same distribution (nothing differs): at each
-  seed a part shared by every configuration (the seed's data order and initialisation, what the
-  pairing removes) and a part of their own, on the log scale (`--shared` is the shared part's
-  share of the variance);
-- k candidates and the baseline run the seeds; the pick is the candidate with the lowest mean
-  final loss over them (what the balanced pick reduces to with one objective; with several, the
-  pick is chosen on them together);
+- each configuration's log final loss at a seed is a part every configuration shares at that
+  seed (its data order and initialisation, what the pairing removes; `--shared` is its share of
+  the variance) plus a part of its own; the baseline and k - 1 candidates are the same
+  distribution, and candidate 1 is lower by `effect` times the own part's standard deviation
+  (0: nothing differs);
+- the pick is the candidate with the lowest mean final loss over the seeds (what the balanced
+  pick reduces to with one objective);
 - `paired.compare(pick, baseline)` over the final loss alone, and over the final loss and two
-  other objectives that differ in nothing either (3 metrics), once with `chosen_from=k` (each
-  interval at 1 - 0.05 / (m k), what a study's verdict does: `study/verdict.py`) and once with
-  the k uncounted (1 - 0.05 / m; a configuration fixed in advance, `autotune verify`).
+  other objectives that differ in nothing (3 metrics), as shipped (each interval at 1 - 0.05/m)
+  and with the k counted (1 - 0.05/(m k): `paired.FAMILY_ERROR` divided by k for that call).
 
-Reported per (seeds, k, metrics, counted): the share of draws whose verdict is `better` and
-`worse`, each with its 95% Wilson interval. Pure computation: no study, Ray or MLflow runs.
+Reported per (seeds, k, metrics, effect, rule): the share of draws whose verdict is `better` (and
+`worse`), each with its 95% Wilson interval. Pure computation: no study, Ray or MLflow runs.
 
-    python benchmarks/pick_selection.py                 # 3000 draws per row (~1 min)
-    python benchmarks/pick_selection.py --draws 500 --json out.json
+    python benchmarks/pick_selection.py                 # 3000 draws per row (~5 min)
+    python benchmarks/pick_selection.py --draws 500 --effects 0 --json out.json
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import platform
 import random
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 from autotune.recipe import paired
@@ -57,25 +58,42 @@ def runs(values: list[dict[str, float]], metrics: list[str]) -> dict[str, Any]:
     return summarize_seeds(rows, metrics=metrics)
 
 
-def draw(rng: random.Random, seeds: int, k: int, m: int, shared: float) -> tuple[str, str]:
-    """One study's verdicts for its pick among `k` candidates no different from the baseline:
-    with the k counted, and uncounted."""
+@contextlib.contextmanager
+def counted(k: int) -> Iterator[None]:
+    """The verdict's shared error divided over `k` candidates as well, for the calls inside."""
+    shipped = paired.FAMILY_ERROR
+    paired.FAMILY_ERROR = shipped / k
+    try:
+        yield
+    finally:
+        paired.FAMILY_ERROR = shipped
+
+
+def draw(
+    rng: random.Random, seeds: int, k: int, m: int, shared: float, effect: float
+) -> tuple[str, str]:
+    """One study's verdicts for its pick among `k` candidates: as shipped, and with k counted."""
     names = [name for name, _ in OBJECTIVES[:m]]
+    own = math.sqrt(1.0 - shared)
     seed_part = [{n: rng.gauss(0.0, math.sqrt(shared)) for n in names} for _ in range(seeds)]
 
-    def config() -> list[dict[str, float]]:
-        own = math.sqrt(1.0 - shared)
+    def config(shift: float) -> list[dict[str, float]]:
         return [
-            {n: 0.1 * math.exp(seed_part[i][n] + rng.gauss(0.0, own)) for n in names}
+            {
+                n: 0.1 * math.exp(seed_part[i][n] + rng.gauss(0.0, own) - (shift if j == 0 else 0))
+                for j, n in enumerate(names)
+            }
             for i in range(seeds)
         ]
 
-    base = config()
-    cands = [config() for _ in range(k)]
+    base = config(0.0)
+    cands = [config(effect * own if c == 0 else 0.0) for c in range(k)]
     pick = min(cands, key=lambda c: sum(math.log(r["final_loss"]) for r in c))
     mine, theirs = runs(pick, names), runs(base, names)
-    counted = paired.compare(mine, theirs, OBJECTIVES[:m], chosen_from=k)["verdict"]
-    return str(counted), str(paired.compare(mine, theirs, OBJECTIVES[:m])["verdict"])
+    shipped = paired.compare(mine, theirs, OBJECTIVES[:m])["verdict"]
+    with counted(k):
+        count = paired.compare(mine, theirs, OBJECTIVES[:m])["verdict"]
+    return str(shipped), str(count)
 
 
 def wilson(hits: int, n: int) -> tuple[float, float]:
@@ -87,9 +105,8 @@ def wilson(hits: int, n: int) -> tuple[float, float]:
     return max(0.0, mid - half), min(1.0, mid + half)
 
 
-def _row(said: list[str], seeds: int, k: int, m: int, counted: bool) -> dict[str, Any]:
-    row: dict[str, Any] = {"seeds": seeds, "k": k, "metrics": m, "k_counted": counted}
-    row["draws"] = len(said)
+def _row(said: list[str], key: dict[str, Any]) -> dict[str, Any]:
+    row: dict[str, Any] = {**key, "draws": len(said)}
     for v in ("better", "worse"):
         hits = said.count(v)
         row[v] = hits / len(said)
@@ -97,42 +114,45 @@ def _row(said: list[str], seeds: int, k: int, m: int, counted: bool) -> dict[str
     return row
 
 
+def _ints(text: str) -> list[int]:
+    return [int(s) for s in text.split(",")]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--draws", type=int, default=3000, help="studies simulated per row")
     ap.add_argument("--seeds", default="3,5", help="verification seeds (comma-separated)")
-    ap.add_argument("--k", default="1,2,3,5", help="candidates verified (comma-separated)")
+    ap.add_argument("--k", default="1,3,5", help="candidates verified (comma-separated)")
+    ap.add_argument("--effects", default="0,2,4", help="candidate 1's gain, in own-noise SDs")
     ap.add_argument("--shared", type=float, default=0.5, help="the seed's share of the variance")
     ap.add_argument("--rng", type=int, default=0, help="the simulation's random seed")
     ap.add_argument("--json", help="write the rows here too")
     args = ap.parse_args(argv)
     if args.draws < 1 or not 0.0 <= args.shared < 1.0:
         ap.error("--draws must be >= 1 and --shared in [0, 1)")
+    effects = [float(s) for s in args.effects.split(",")]
     rng = random.Random(args.rng)
     rows = []
-    print("seeds  k  metrics  k counted  better [95%]              worse [95%]")
-    for n in (int(s) for s in args.seeds.split(",")):
-        for k in (int(s) for s in args.k.split(",")):
+    print("seeds  k  metrics  effect  rule      better [95%]              worse [95%]")
+    for n in _ints(args.seeds):
+        for k in _ints(args.k):
             for m in (1, 3):
-                both = [draw(rng, n, k, m, args.shared) for _ in range(args.draws)]
-                for counted in (True, False) if k > 1 else (True,):
-                    said = [pair[0 if counted else 1] for pair in both]
-                    row = _row(said, n, k, m, counted)
-                    rows.append(row)
-                    b, w = row["better_interval"], row["worse_interval"]
-                    print(
-                        f"{n:5d} {k:2d} {m:8d}  {'yes' if counted else 'no':>9}  "
-                        f"{row['better']:6.1%} [{b[0]:.1%}, {b[1]:.1%}]"
-                        f"    {row['worse']:6.1%} [{w[0]:.1%}, {w[1]:.1%}]",
-                        flush=True,
-                    )
+                for effect in effects:
+                    both = [draw(rng, n, k, m, args.shared, effect) for _ in range(args.draws)]
+                    for i, rule in enumerate(("shipped", "k counted") if k > 1 else ("shipped",)):
+                        key = {"seeds": n, "k": k, "metrics": m, "effect": effect, "rule": rule}
+                        row = _row([pair[i] for pair in both], key)
+                        rows.append(row)
+                        b, w = row["better_interval"], row["worse_interval"]
+                        print(
+                            f"{n:5d} {k:2d} {m:8d} {effect:7.1f}  {rule:9s} "
+                            f"{row['better']:6.1%} [{b[0]:.1%}, {b[1]:.1%}]"
+                            f"    {row['worse']:6.1%} [{w[0]:.1%}, {w[1]:.1%}]",
+                            flush=True,
+                        )
     if args.json:
-        out = {
-            "rows": rows,
-            "shared": args.shared,
-            "rng": args.rng,
-            "python": platform.python_version(),
-        }
+        out = {"rows": rows, "shared": args.shared, "rng": args.rng}
+        out["python"] = platform.python_version()
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1)
     return 0

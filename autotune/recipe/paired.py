@@ -124,18 +124,16 @@ def compare(
     metrics: Sequence[tuple[str, str]],
     *,
     same: bool = False,
-    chosen_from: int = 1,
 ) -> dict[str, Any]:
     """The paired verdict of `mine` against `base` (both `seeds.summarize_seeds` results at the
     same length); `metrics`: (metric, direction) pairs to compare; `same`: `mine` is the
-    baseline itself; `chosen_from`: `mine` was chosen among that many run on these seeds (a
-    study's pick: `family_level`). Each side's interval of a metric is its own summary's
+    baseline itself. Each side's interval of a metric is the one its own summary reports
     wherever the paired values are over the same seeds (`intervals.same_seed_intervals`).
     Seeds whose runs are identical (`seed_effect`) give no verdict: `not compared`, said why."""
     ignored = _seed_ignored(mine, base)
     if ignored is not None:
         return ignored
-    out = _compare(mine, base, metrics, same=same, chosen_from=chosen_from)
+    out = _compare(mine, base, metrics, same=same)
     if mine is not None and base is not None and not same:
         out = same_seed_intervals(out, mine, base)
     return out
@@ -168,7 +166,6 @@ def _compare(
     metrics: Sequence[tuple[str, str]],
     *,
     same: bool = False,
-    chosen_from: int = 1,
 ) -> dict[str, Any]:
     out: dict[str, Any] = {"verdict": "not compared", "seeds": [], "metrics": {}, "diverged": None}
     if same:
@@ -201,9 +198,8 @@ def _compare(
     # together); the metrics measured on both sides share the verdict's error (`family`).
     values = {m: _metric_values(a, b, seeds, m) for m, _ in metrics}
     judged = family(a, b, seeds, metrics)
-    level = family_level(judged, chosen_from)
+    level = family_level(judged)
     out["level"], out["judged_metrics"] = level, len(judged)
-    out["chosen_from"] = max(1, chosen_from)
     for metric, direction in metrics:
         apart, xs, ys = values[metric]
         row = _metric_row(metric, direction, xs, ys, level)
@@ -360,11 +356,9 @@ def family(
     return out
 
 
-def family_level(judged: Sequence[str], chosen_from: int = 1) -> float:
-    """Each metric's confidence when `judged` are compared at once, for one configuration
-    chosen among `chosen_from` on the same seeds (the luckiest of k there: the error is shared
-    over the k too; `benchmarks/pick_selection.py`)."""
-    return 1.0 - FAMILY_ERROR / (max(1, len(judged)) * max(1, chosen_from))
+def family_level(judged: Sequence[str]) -> float:
+    """The confidence of each metric's interval when `judged` are compared at once."""
+    return 1.0 - FAMILY_ERROR / max(1, len(judged))
 
 
 def _group(row: Mapping[str, Any]) -> str | None:
@@ -435,24 +429,23 @@ def format_line(verdict: Mapping[str, Any] | None, label: str = "pick") -> str:
             text += f"; final_loss difference {d['mean']:+.4g} [{d['low']:+.4g}, {d['high']:+.4g}]"
         else:
             text += f"; final_loss difference {d['mean']:+.4g} (1 pair: no interval)"
-    judged, k = int(verdict.get("judged_metrics") or 0), int(verdict.get("chosen_from") or 1)
-    if (judged > 1 or k > 1) and any(x.get("low") is not None for x in (r, d)):
+    judged = int(verdict.get("judged_metrics") or 0)
+    if judged > 1 and any(x.get("low") is not None for x in (r, d)):
         text += f" (each metric's interval at {verdict['level']:.1%}: {_family_text(verdict)})"
     return text
 
 
 def _family_text(verdict: Mapping[str, Any]) -> str:
     """`3 metrics compared`; with a timed metric timed apart, which the level counts all the
-    same (`family`), `3 metrics measured on both sides, 2 compared`; then the k chosen among."""
-    judged, k = int(verdict.get("judged_metrics") or 0), int(verdict.get("chosen_from") or 1)
+    same (`family`), `3 metrics measured on both sides, 2 compared`."""
+    judged = int(verdict.get("judged_metrics") or 0)
     rows = (verdict.get("metrics") or {}).values()
     apart = sum(
         1 for row in rows if row.get("apart_seeds") and row.get("verdict") == "not compared"
     )
-    text = f"{judged} metric{'s' if judged != 1 else ''} compared"
-    if apart:
-        text = f"{judged} metrics measured on both sides, {judged - apart} compared"
-    return text + (f", the pick chosen among {k} on these seeds" if k > 1 else "")
+    if not apart:
+        return f"{judged} metrics compared"
+    return f"{judged} metrics measured on both sides, {judged - apart} compared"
 
 
 def verify_problems(report: Mapping[str, Any]) -> list[str]:

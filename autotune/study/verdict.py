@@ -53,10 +53,9 @@ def baseline_verified(study: Any, steps: int | None) -> tuple[int | None, dict[s
 
 
 def against_baseline(
-    study: Any, cand: Any, objectives: Sequence[Mapping[str, Any]], chosen_from: int = 1
+    study: Any, cand: Any, objectives: Sequence[Mapping[str, Any]]
 ) -> dict[str, Any]:
-    """The paired verdict of candidate `cand` against the baseline at its length; `cand` was
-    chosen among `chosen_from` verified on the same seeds (`paired.family_level`)."""
+    """The paired verdict of candidate `cand` against the baseline at its length."""
     number, base = baseline_verified(study, cand.steps)
     metrics = pd.compared_metrics(objectives)
     if cand.baseline or cand.number == number:
@@ -65,15 +64,7 @@ def against_baseline(
         out = pd.compare(None, None, metrics)
         out["why"] = "not verified over seeds: no paired comparison"
         return out
-    return pd.compare(cand.verified, base, metrics, chosen_from=chosen_from)
-
-
-def chosen_among(cands: Sequence[Any], pick: Any) -> int:
-    """How many searched configurations verified at the pick's length it was chosen among: the
-    same seeds decide which is best and then compare it with the baseline."""
-    return sum(
-        1 for c in cands if c.verified is not None and not c.baseline and c.steps == pick.steps
-    )
+    return pd.compare(cand.verified, base, metrics)
 
 
 def baseline_choice(study: Any, cands: Sequence[Any], steps: int | None) -> Any | None:
@@ -126,7 +117,7 @@ def decide(
         first = pk.pick(cands, objectives, how)
     except pk.NoCandidateHolds as e:
         return _defaults_alone(study, cands, objectives, how, e)
-    verdict = against_baseline(study, first, objectives, chosen_among(cands, first))
+    verdict = against_baseline(study, first, objectives)
     if partial and not first.baseline and first.verified is None:
         verdict["why"] = "the study's verification has not finished: no paired comparison yet"
     kind, _ = pk.parse_pick(how)
