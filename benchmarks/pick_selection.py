@@ -39,6 +39,8 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
+from scipy.stats import binomtest
+
 from autotune.recipe import paired
 from autotune.recipe.seeds import summarize_seeds
 
@@ -97,12 +99,9 @@ def draw(
 
 
 def wilson(hits: int, n: int) -> tuple[float, float]:
-    """The 95% Wilson interval of the share hits / n."""
-    z = 1.96
-    p = hits / n
-    mid = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, mid - half), min(1.0, mid + half)
+    """The 95% Wilson interval of the share hits / n (SciPy's)."""
+    ci = binomtest(hits, n).proportion_ci(confidence_level=0.95, method="wilson")
+    return float(ci.low), float(ci.high)
 
 
 def _row(said: list[str], key: dict[str, Any]) -> dict[str, Any]:
