@@ -113,30 +113,49 @@ def _row(said: list[str], key: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-def _ints(text: str) -> list[int]:
-    return [int(s) for s in text.split(",")]
+def _list(kind: type, least: float) -> Any:
+    """An argparse type: comma-separated values of `kind`, each at least `least`."""
+
+    def parse(text: str) -> list[Any]:
+        try:
+            values = [kind(s) for s in text.split(",")]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r}: not a list of {kind.__name__}") from None
+        if any(v < least for v in values):
+            raise argparse.ArgumentTypeError(f"{text!r}: each value must be at least {least}")
+        return values
+
+    return parse
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--draws", type=int, default=3000, help="studies simulated per row")
-    ap.add_argument("--seeds", default="3,5", help="verification seeds (comma-separated)")
-    ap.add_argument("--k", default="1,3,5", help="candidates verified (comma-separated)")
-    ap.add_argument("--effects", default="0,2,4", help="candidate 1's gain, in own-noise SDs")
+    ap.add_argument(
+        "--seeds", type=_list(int, 2), default="3,5", help="verification seeds (comma-separated)"
+    )
+    ap.add_argument(
+        "--k", type=_list(int, 1), default="1,3,5", help="candidates verified (comma-separated)"
+    )
+    ap.add_argument(
+        "--effects",
+        type=_list(float, 0.0),
+        default="0,2,4",
+        help="candidate 1's gain, in own-noise SDs",
+    )
     ap.add_argument("--shared", type=float, default=0.5, help="the seed's share of the variance")
     ap.add_argument("--rng", type=int, default=0, help="the simulation's random seed")
     ap.add_argument("--json", help="write the rows here too")
     args = ap.parse_args(argv)
     if args.draws < 1 or not 0.0 <= args.shared < 1.0:
         ap.error("--draws must be >= 1 and --shared in [0, 1)")
-    effects = [float(s) for s in args.effects.split(",")]
     rng = random.Random(args.rng)
     rows = []
     print("seeds  k  metrics  effect  rule      better [95%]              worse [95%]")
-    for n in _ints(args.seeds):
-        for k in _ints(args.k):
+    for n in args.seeds:
+        for k in args.k:
             for m in (1, 3):
-                for effect in effects:
+                for effect in args.effects:
                     both = [draw(rng, n, k, m, args.shared, effect) for _ in range(args.draws)]
                     for i, rule in enumerate(("shipped", "k counted") if k > 1 else ("shipped",)):
                         key = {"seeds": n, "k": k, "metrics": m, "effect": effect, "rule": rule}
