@@ -31,16 +31,18 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore:For backward compatibility, 'str' dtypes"),
 ]
 
-# Activations grow with the micro-batch (a per-position layer over 800k positions, about 40
+# Activations grow with the micro-batch (a per-position layer over 400k positions, about 18.5
 # MiB a sample): over a probe process's imports (where AUTOTUNE_PROBE_MEMORY_MB counts from),
-# micro-batch 8 needs +375-398 MiB and micro-batch 32 +1265-1288 (measured by bisection,
-# 2026-12-04; micro-batch 16, +670 or so by the same slope); the limit sits 130 MiB and more
-# from each, so that another CPU's kernels do not move either across it.
+# micro-batch 4 needs +121-124 MiB, 8 +193-196, 16 +341-344 and 32 +633-636 (measured by
+# bisection, `benchmarks/memory_limit_need.py`, forked and fresh alike, 2026-12-07); the limit
+# sits ~145 MiB from micro-batch 16's need and from 32's, so that another CPU's kernels do not
+# move either across it. (At 800k positions, twice the probes' time, the same test took ~6 min
+# of CI's 40.)
 WORKLOAD = """
 import torch
 from torch import nn
 
-LENGTH = 800_000
+LENGTH = 400_000
 
 class Wide:
     name, size, default_lr, unstable_lr = "wide", "tiny", 3e-3, 0.3
@@ -72,7 +74,7 @@ def make(size="tiny"):
     return Wide()
 """
 
-LIMIT_MB = "800"
+LIMIT_MB = "490"
 
 
 def space(workload: Path) -> str:
@@ -144,7 +146,7 @@ def test_a_micro_batch_that_no_longer_fits_and_one_that_fits_at_no_smaller_micro
     source: dict[str, Any],
 ) -> None:
     # One test for both limits: xdist may send two tests of this module to two workers, and
-    # each would run the source study (~50 s) again (pytest-xdist 3.8's loadgroup does not
+    # each would run the source study again (pytest-xdist 3.8's loadgroup does not
     # group under pytest 9.2: it renames `item._nodeid`, which pytest 9 no longer reads).
     _more_steps(source)
     _one_probe_at_the_layout(source)
@@ -235,10 +237,10 @@ def _one_probe_at_the_layout(source: dict[str, Any]) -> None:
 
 def _no_smaller_micro_batch(source: dict[str, Any]) -> None:
     """A recipe that fits at no smaller micro-batch goes on to the re-tune plan."""
-    # Under +150 MiB not even micro-batch 4 fits (about +230 by the slope above): the three
+    # Under +70 MiB not even micro-batch 4 fits (+121-124 above): the three
     # layouts tried after the recipe's (accumulation 2, 4, 8) run out of memory too, each on
     # its first step, and the re-tune of the layout is planned.
-    mig, result = _migrate(source, {**source["recipe"], "name": "tight"}, "tight", limit="150")
+    mig, result = _migrate(source, {**source["recipe"], "name": "tight"}, "tight", limit="70")
     assert mig.returncode == 1, h.explain(mig)
     layout = result["holds"]["layout"]
     assert [t["accum_steps"] for t in layout["tried"]] == [2, 4, 8], layout
