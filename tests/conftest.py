@@ -26,13 +26,6 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault("AUTOTUNE_CACHE_DIR", tempfile.mkdtemp(prefix="autotune-test-cache-"))
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The integration tests first, the unit tests after them (each kind in its collection
-    order): the two test processes (`--dist worksteal`) then end on many short tests, not on one
-    of several minutes that the other process waits out idle."""
-    items.sort(key=lambda item: item.get_closest_marker("integration") is None)
-
-
 @pytest.fixture
 def write_space(tmp_path: Path) -> Callable[..., Path]:
     """Write a space file into tmp_path and return its path: `write_space(text, "x.yaml")`."""
