@@ -124,16 +124,19 @@ def compare(
     metrics: Sequence[tuple[str, str]],
     *,
     same: bool = False,
+    among: int = 1,
 ) -> dict[str, Any]:
     """The paired verdict of `mine` against `base` (both `seeds.summarize_seeds` results at the
     same length); `metrics`: (metric, direction) pairs to compare; `same`: `mine` is the
-    baseline itself. Each side's interval of a metric is the one its own summary reports
-    wherever the paired values are over the same seeds (`intervals.same_seed_intervals`).
+    baseline itself; `among`: the configurations `mine` was chosen among on these very seeds,
+    over which the error is shared too (`study.confirmed`). Each side's interval of a metric is
+    its own summary's wherever the paired values are over the same seeds
+    (`intervals.same_seed_intervals`).
     Seeds whose runs are identical (`seed_effect`) give no verdict: `not compared`, said why."""
     ignored = _seed_ignored(mine, base)
     if ignored is not None:
         return ignored
-    out = _compare(mine, base, metrics, same=same)
+    out = _compare(mine, base, metrics, same=same, among=among)
     if mine is not None and base is not None and not same:
         out = same_seed_intervals(out, mine, base)
     return out
@@ -166,6 +169,7 @@ def _compare(
     metrics: Sequence[tuple[str, str]],
     *,
     same: bool = False,
+    among: int = 1,
 ) -> dict[str, Any]:
     out: dict[str, Any] = {"verdict": "not compared", "seeds": [], "metrics": {}, "diverged": None}
     if same:
@@ -198,7 +202,7 @@ def _compare(
     # together); the metrics measured on both sides share the verdict's error (`family`).
     values = {m: _metric_values(a, b, seeds, m) for m, _ in metrics}
     judged = family(a, b, seeds, metrics)
-    level = family_level(judged)
+    level = family_level(judged, among)
     out["level"], out["judged_metrics"] = level, len(judged)
     for metric, direction in metrics:
         apart, xs, ys = values[metric]
@@ -356,9 +360,10 @@ def family(
     return out
 
 
-def family_level(judged: Sequence[str]) -> float:
-    """The confidence of each metric's interval when `judged` are compared at once."""
-    return 1.0 - FAMILY_ERROR / max(1, len(judged))
+def family_level(judged: Sequence[str], among: int = 1) -> float:
+    """The confidence of each metric's interval when `judged` are compared at once, for a
+    configuration chosen `among` others on the same seeds."""
+    return 1.0 - FAMILY_ERROR / (max(1, len(judged)) * max(1, among))
 
 
 def _group(row: Mapping[str, Any]) -> str | None:

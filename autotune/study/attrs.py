@@ -56,6 +56,7 @@ was told its constraints relative to the baseline vacuously."""
 CLIP_NORM_AUTO = "autotune.clip_norm_auto"  # `clip_norm: auto`: the baseline's norms measured
 SCREEN_YARDSTICK = "autotune.screen_yardstick"  # the baseline's screen over the verify seeds
 RUNG_PREFIX = "autotune.rung."  # + "<number>.<steps>": a promoted probe's slim record
+CONFIRMED = "autotune.confirmed"  # a `better` among several, judged again with fresh seeds
 VERIFIED_PREFIX = "autotune.verified."  # + "<number>": a candidate's verification
 
 

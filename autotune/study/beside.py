@@ -5,7 +5,7 @@ the baseline at the target over `verify.seeds` seeds whatever is picked (it is t
 every candidate is compared with, seed by seed). Those seeds need nothing from the rungs, so
 they run beside the top rung's probes, on workers that would otherwise idle while the rung's
 slowest probe finishes; each seed is written where the verification phase reads it
-(`autotune.study.verification._saved_seeds`), which then runs only the rest. No sample is
+(`autotune.study.verification.saved_seeds`), which then runs only the rest. No sample is
 added: the same seeds, earlier.
 
 - `rungs.promotion: sync`: the seeds join the top rung's batch, after its probes (`jobs`).

@@ -18,12 +18,8 @@ from autotune.probe.workload import resolve
 from autotune.study import attrs as ua
 from autotune.study import clip_seed, folder, home, signals
 from autotune.study.adapter import run_trials
-from autotune.study.failures import (
-    BaselineFailed,
-    baseline_stop,
-    every_trial_failed,
-    failed_trials,
-)
+from autotune.study.confirm import confirm_phase, to_confirm
+from autotune.study.failures import BaselineFailed, baseline_stop, every_trial_failed, failed_trials
 from autotune.study.fits import check_trial_fits, cluster_nodes, local_node
 from autotune.study.identity import changed_parts, differs, edited_script, identity
 from autotune.study.importance import importances
@@ -122,8 +118,8 @@ def run(opts: StudyOptions) -> StudyResult:
         planned = max(0, space.budget.trials - finished)
         _announce(say, space, finished, planned, len(rerun), url, uri)
         mark("resume checked")
-        interrupted, failure = False, None
-        if planned > 0 or rungs_pending(study, space) or to_verify(study, space):
+        interrupted, failure, confirming = False, None, to_confirm(study, space) is not None
+        if planned > 0 or rungs_pending(study, space) or to_verify(study, space) or confirming:
             with ray_session(opts.address, study_dir, started=early) as ray:
                 mark("ray started")
                 args = (opts, study, cond, logger, study_dir, ray, say, planned, rerun, finished)
@@ -155,10 +151,10 @@ def _phases(
     opts: StudyOptions, study: Any, cond: sp.Conditioned, logger: Any, study_dir: Path, ray: Any,
     say: Any, planned: int, rerun: list[Any], finished: int,
 ) -> tuple[bool, str | None]:  # fmt: skip
-    """The screen (the baseline first with `clip_norm: auto`), the yardstick, the rungs and the
-    verification, each only if the one before was not interrupted. Returns (interrupted, why
-    the study failed: the baseline did, else None). Each phase stops at a signal (Ctrl-C or
-    SIGTERM: `signals`) and says so itself; one that came before the first is said here."""
+    """The screen (the baseline first with `clip_norm: auto`), the yardstick, the rungs, the
+    verification and its confirmation, each only if the one before was not interrupted.
+    Returns (interrupted, why the study failed: the baseline did, else None). Each phase stops
+    at a signal (Ctrl-C or SIGTERM: `signals`) and says so itself, or here before the first."""
     if signals.stopping():
         print(signals.INTERRUPTED, file=sys.stderr)
         return True, None
@@ -168,8 +164,7 @@ def _phases(
             run = (opts, study, cond, logger, study_dir, ray, say)
             interrupted, planned, rerun, finished = _auto_clip(*run, planned, rerun, finished)
         if planned > 0 and not interrupted:
-            searched = cond.searched
-            args = (opts, study, searched, planned, rerun, logger, study_dir, finished, ray)
+            args = (opts, study, cond.searched, planned, rerun, logger, study_dir, finished, ray)
             interrupted = run_trials(*args)
     except BaselineFailed as e:  # nothing is judged without it: the study stops
         interrupted, failure = True, str(e)
@@ -182,8 +177,9 @@ def _phases(
         rungs = rung_async if opts.space.rungs.promotion == "async" else rung_phase
         interrupted = rungs(opts, study, logger, study_dir, ray)
     mark("rungs")
-    if not interrupted:
-        interrupted = verify_phase(opts, study, logger, study_dir, ray)
+    if not interrupted:  # then a `better` chosen among several, judged again with fresh seeds
+        at = (opts, study, logger, study_dir, ray)
+        interrupted = verify_phase(*at) or confirm_phase(*at)
     mark("verification")
     return interrupted, failure
 

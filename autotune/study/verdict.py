@@ -17,6 +17,7 @@ from autotune.probe.outcome import Outcome
 from autotune.recipe import paired as pd
 from autotune.study import attrs as ua
 from autotune.study import pick as pk
+from autotune.study.confirmed import awaiting, confirmation, judged
 from autotune.study.records import baseline_trial
 
 
@@ -55,7 +56,8 @@ def baseline_verified(study: Any, steps: int | None) -> tuple[int | None, dict[s
 def against_baseline(
     study: Any, cand: Any, objectives: Sequence[Mapping[str, Any]]
 ) -> dict[str, Any]:
-    """The paired verdict of candidate `cand` against the baseline at its length."""
+    """The paired verdict of candidate `cand` against the baseline at its length: over every
+    seed of its confirmation when it has one (`confirmed`), else over the verification's."""
     number, base = baseline_verified(study, cand.steps)
     metrics = pd.compared_metrics(objectives)
     if cand.baseline or cand.number == number:
@@ -64,7 +66,10 @@ def against_baseline(
         out = pd.compare(None, None, metrics)
         out["why"] = "not verified over seeds: no paired comparison"
         return out
-    return pd.compare(cand.verified, base, metrics)
+    conf = confirmation(study, cand.number, cand.verified.get("steps"))
+    if conf is not None:
+        return judged(conf, metrics)
+    return awaiting(study, cand, base, metrics, pd.compare(cand.verified, base, metrics))
 
 
 def baseline_choice(study: Any, cands: Sequence[Any], steps: int | None) -> Any | None:

@@ -146,7 +146,7 @@ def verify_phase(
     seeds = vf.seeds_for(space.probe.seed, space.verify.seeds)
     metrics = list(dict.fromkeys([*(o.metric for o in space.objectives), *vf.REPORTED]))
     say(f"verifying {verifying_text(todo)} with seeds {seeds} at {steps} steps")
-    results, pending = _saved_seeds(study_dir, todo, seeds, steps)
+    results, pending = saved_seeds(study_dir, todo, seeds, steps)
     total = len(todo) * len(seeds)
     if len(pending) < total:
         say(f"  {total - len(pending)} of {total} seed(s) already run (read back)")
@@ -218,7 +218,7 @@ def in_seed_order(pending: list[tuple[Any, int]], seeds: list[int]) -> list[tupl
 INTERRUPTED = "interrupted during verification; run the same command again to finish it"
 
 
-def _saved_seeds(
+def saved_seeds(
     study_dir: Path, todo: list[Any], seeds: list[int], steps: int
 ) -> tuple[dict[int, list[dict[str, Any]]], list[tuple[Any, int]]]:
     """The seeds a previous run verified at `steps` (read back from their files), and the ones

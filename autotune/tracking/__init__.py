@@ -23,6 +23,7 @@ from autotune.tracking.connection import (
 from autotune.tracking.experiment import EXPERIMENT_KIND, TAG_EXPERIMENT_KIND, ensure_experiment
 from autotune.tracking.runs import (
     ROLE_VERIFICATION,
+    TAG_CONFIRMATION,
     TAG_DRIVER_FP,
     TAG_LOGGED,
     TAG_PARENT,
@@ -48,6 +49,7 @@ __all__ = [
     "DEFAULT_URI",
     "EXPERIMENT_KIND",
     "ROLE_VERIFICATION",
+    "TAG_CONFIRMATION",
     "TAG_DRIVER_FP",
     "TAG_EXPERIMENT_KIND",
     "TAG_LOGGED",

@@ -55,6 +55,7 @@ TAG_PARENT = "mlflow.parentRunId"
 
 
 TAG_VERIFIED_TRIAL = "autotune.verified_trial"
+TAG_CONFIRMATION = "autotune.confirmation"  # a verification run of a confirmation (`study.confirm`)
 
 
 TAG_SCRIPT_SHA256 = "autotune.script_sha256"

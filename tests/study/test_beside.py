@@ -75,7 +75,7 @@ def test_baseline_seeds_run_beside_the_top_rung_and_are_read_back_by_verificatio
     assert beside.job() is None, "every seed handed out"
     assert any("beside the top rung" in line for line in said), said
 
-    results, pending = vn._saved_seeds(study_dir, [base], seeds, 90)
+    results, pending = vn.saved_seeds(study_dir, [base], seeds, 90)
     assert sorted(r["seed"] for r in results[0]) == [seeds[0], seeds[1]]
     assert [s for _c, s in pending] == [seeds[2]], "only the seed not yet run is left"
 

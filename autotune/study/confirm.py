@@ -1,0 +1,147 @@
+"""The confirmation phase (`confirmed` says why and what it stores): a pick chosen among several
+verified configurations that reads `better` than the defaults runs again beside the baseline on
+fresh seeds, and the verdict is judged over all their seeds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from autotune import space as sp
+from autotune import tracking
+from autotune.recipe import paired as pd
+from autotune.recipe import verify as vf
+from autotune.recipe.seeds import timing_group
+from autotune.study import attrs as ua
+from autotune.study import pick as pk
+from autotune.study.confirmed import fresh_seeds, judged, verified_among
+from autotune.study.folder import read_json, verify_path
+from autotune.study.options import StudyOptions
+from autotune.study.progress import fmt_s
+from autotune.study.verdict import baseline_choice, decide
+from autotune.study.verification import (
+    decided_steps,
+    in_seed_order,
+    judge_seeds,
+    record_seed,
+    saved_seeds,
+    seed_job,
+)
+from autotune.study.workers import ProbeJob, run_jobs
+
+#: What an interrupted confirmation says (on stderr).
+INTERRUPTED = "interrupted while confirming the pick on fresh seeds; run the same command again"
+
+
+def to_confirm(study: Any, space: sp.Space) -> tuple[Any, Any, int] | None:
+    """(the pick, the baseline, how many searched configurations it was chosen among) when the
+    study's balanced pick was chosen among more than one verified searched configuration at
+    the decided length, reads `better` than the baseline there but not with the error shared
+    over those it was chosen among as well, and has no confirmation yet; else None."""
+    if space.verify.top_k < 2 or space.verify.seeds < 2:
+        return None
+    steps = decided_steps(study, space)
+    among = verified_among(study, steps)
+    if among < 2:
+        return None
+    cands = pk.candidates(study)
+    objectives = [o.model_dump() for o in space.objectives]
+    try:
+        decision = decide(study, cands, objectives, "balanced")
+    except pk.NoCandidateHolds:
+        return None
+    first = decision.first
+    if first.baseline or first.verified is None or first.verified.get("steps") != steps:
+        return None
+    if not (decision.verdict.get("confirmation") or {}).get("pending"):  # `confirmed.awaiting`
+        return None
+    base = baseline_choice(study, cands, steps)
+    if base is None or base.verified is None:
+        return None
+    return first, base, among
+
+
+def confirm_phase(opts: StudyOptions, study: Any, logger: Any, study_dir: Path, ray: Any) -> bool:
+    """Run the confirmation `to_confirm` asks for, store it and say its verdict. Returns True
+    when interrupted (the seeds that finished are kept: the next run continues)."""
+    space = opts.space
+    todo = to_confirm(study, space)
+    if todo is None:
+        return False
+    first, base, among = todo
+    steps = decided_steps(study, space)
+    seeds = fresh_seeds(space)
+    say = (lambda _t: None) if opts.quiet else print
+    say(
+        f"confirming trial {first.number}, better than the baseline on seeds "
+        f"{first.verified.get('seeds')} where it was chosen among {among}: both again with "
+        f"fresh seeds {seeds} at {steps} steps"
+    )
+    results, pending = saved_seeds(study_dir, [base, first], seeds, steps)
+    pending = in_seed_order(pending, seeds)
+    group = timing_group("in the confirmation")
+    total = 2 * len(seeds)
+    if len(pending) < total:
+        say(f"  {total - len(pending)} of {total} seed(s) already run (read back)")
+
+    def done(job: ProbeJob, out: dict[str, Any], elapsed_s: float) -> None:
+        c, seed = job.key
+        results[c.number].append(record_seed(study_dir, space, c.number, seed, out, steps, group))
+        n = sum(len(v) for v in results.values())
+        cause = f" ({out['cause']})" if out.get("cause") else ""
+        said = f"  [{n}/{total}] trial {c.number} seed {seed}: {out['outcome']}{cause}"
+        say(f"{said}  [{fmt_s(elapsed_s)}]")
+
+    timeout = space.budget.trial_timeout_s * steps / space.probe.steps
+    jobs = [seed_job(space, c, seed, steps, (c, seed)) for c, seed in pending]
+    if not run_jobs(space, ray, jobs, timeout, done, lambda _s: INTERRUPTED):
+        return True
+    conf = {
+        "number": first.number,
+        "baseline": base.number,
+        "steps": steps,
+        "among": among,
+        "chosen_on": list(first.verified.get("seeds") or []),
+        "seeds": seeds,
+        "first_verdict": "better",
+        "pick": _over_all(study, space, study_dir, first, results[first.number], steps),
+        "baseline_result": _over_all(study, space, study_dir, base, results[base.number], steps),
+    }
+    conf["run_ids"] = {
+        str(c.number): _logged(logger, c.number, conf[key], study_dir, steps)
+        for c, key in ((first, "pick"), (base, "baseline_result"))
+    }
+    study.set_user_attr(ua.CONFIRMED, conf)
+    objectives = [o.model_dump() for o in space.objectives]
+    verdict = judged(conf, pd.compared_metrics(objectives))
+    say(f"  {pd.format_line(verdict, label=f'trial {first.number}')}")
+    return False
+
+
+def _logged(
+    logger: Any, number: int, res: dict[str, Any], study_dir: Path, steps: int
+) -> str | None:
+    """Trial `number`'s seeds in the confirmation, every seed's, as an MLflow run under the
+    study's (`confirm-NNNN`, tagged `autotune.confirmation`); its id (None: MLflow failed)."""
+    runs = [read_json(verify_path(study_dir, number, int(s), steps)) for s in res["seeds"]]
+    seeds = [r for r in runs if r is not None]
+    fp = next((r.get("fingerprint") for r in seeds if r.get("fingerprint")), None)
+    losses = {int(r["seed"]): r["loss_series"] for r in seeds if r.get("loss_series")}
+    name, tags = f"confirm-{number:04d}", {tracking.TAG_CONFIRMATION: "true"}
+    return logger.verification(number, res, fp, losses, name=name, tags=tags)
+
+
+def _over_all(
+    study: Any, space: sp.Space, study_dir: Path, c: Any, fresh: list[dict[str, Any]], steps: int
+) -> dict[str, Any]:
+    """Candidate `c`'s seeds summarised over its verification's and the fresh ones."""
+    read = [
+        read_json(verify_path(study_dir, c.number, int(seed), steps))
+        for seed in (c.verified or {}).get("seeds") or []
+    ]
+    runs = sorted([r for r in read if r is not None] + fresh, key=lambda r: r["seed"])
+    metrics = list(dict.fromkeys([*(o.metric for o in space.objectives), *vf.REPORTED]))
+    res = vf.summarize_seeds(runs, metrics)
+    res["steps"] = steps
+    judge_seeds(study, space, study_dir, res, runs)
+    return res
