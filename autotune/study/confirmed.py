@@ -3,14 +3,14 @@
 The study's pick is the best of the configurations it verified, chosen on the very seeds its
 paired verdict against the defaults is computed over: the luckiest of k there. With the
 verdict's own code (`benchmarks/pick_selection.py`, one objective, 3 seeds, the default 3
-candidates) a pick read `better` when nothing differed in 5.5% of simulated studies, against
+candidates) a pick read `better` when nothing differed in 5.3% of simulated studies, against
 2.3% for a configuration fixed in advance. So when more than one searched configuration was
 verified at the decided length and the pick reads `better`, but would not with the error shared
 over the k it was chosen among as well (`paired.compare(among=k)`: a win that large no choice
 among k explains), the pick and the baseline run again on as many fresh seeds
 (`confirm.confirm_phase`), and the verdict is the one over all their seeds. In the same
-simulation: 2.7% false `better` (a configuration fixed in advance: 2.3%), and the power as
-before (70.2% for a pick 4 SD better). The pick is not chosen again: the ranking stays the
+simulation: 2.2% false `better` (a configuration fixed in advance: 2.3%), and the power as
+before (69.8% for a pick 4 SD better). The pick is not chosen again: the ranking stays the
 first seeds', where every candidate ran; only its verdict is judged on more. A `better` that
 does not survive is what all the seeds say (a tie gives the defaults: `verdict.decide`).
 
