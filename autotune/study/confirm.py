@@ -28,6 +28,7 @@ from autotune.study.verification import (
     seed_job,
 )
 from autotune.study.workers import ProbeJob, run_jobs
+from autotune.study.writer import MlflowWriter
 
 #: What an interrupted confirmation says (on stderr).
 INTERRUPTED = "interrupted while confirming the pick on fresh seeds; run the same command again"
@@ -61,7 +62,9 @@ def to_confirm(study: Any, space: sp.Space) -> tuple[Any, Any, int] | None:
     return first, base, among
 
 
-def confirm_phase(opts: StudyOptions, study: Any, logger: Any, study_dir: Path, ray: Any) -> bool:
+def confirm_phase(
+    opts: StudyOptions, study: Any, logger: MlflowWriter, study_dir: Path, ray: Any
+) -> bool:
     """Run the confirmation `to_confirm` asks for, store it and say its verdict. Returns True
     when interrupted (the seeds that finished are kept: the next run continues)."""
     space = opts.space
@@ -119,7 +122,7 @@ def confirm_phase(opts: StudyOptions, study: Any, logger: Any, study_dir: Path, 
 
 
 def _logged(
-    logger: Any, number: int, res: dict[str, Any], study_dir: Path, steps: int
+    logger: MlflowWriter, number: int, res: dict[str, Any], study_dir: Path, steps: int
 ) -> str | None:
     """Trial `number`'s seeds in the confirmation, every seed's, as an MLflow run under the
     study's (`confirm-NNNN`, tagged `autotune.confirmation`); its id (None: MLflow failed)."""

@@ -146,8 +146,8 @@ def test_a_micro_batch_that_no_longer_fits_and_one_that_fits_at_no_smaller_micro
     source: dict[str, Any],
 ) -> None:
     # One test for both limits: xdist may send two tests of this module to two workers, and
-    # each would run the source study again (pytest-xdist 3.8's loadgroup does not
-    # group under pytest 9.2: it renames `item._nodeid`, which pytest 9 no longer reads).
+    # each would run the source study again (the suite's `--dist worksteal` moves queued tests
+    # between workers; `loadgroup`'s groups did not hold under pytest 9.2 either).
     _more_steps(source)
     _one_probe_at_the_layout(source)
     _no_smaller_micro_batch(source)
