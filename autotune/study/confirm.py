@@ -17,7 +17,6 @@ from autotune.study import pick as pk
 from autotune.study.confirmed import fresh_seeds, judged, verified_among
 from autotune.study.folder import read_json, verify_path
 from autotune.study.options import StudyOptions
-from autotune.study.progress import fmt_s
 from autotune.study.verdict import baseline_choice, decide
 from autotune.study.verification import (
     decided_steps,
@@ -26,6 +25,8 @@ from autotune.study.verification import (
     record_seed,
     saved_seeds,
     seed_job,
+    seed_line,
+    verified_metrics,
 )
 from autotune.study.workers import ProbeJob, run_jobs
 from autotune.study.writer import MlflowWriter
@@ -90,15 +91,15 @@ def confirm_phase(
     def done(job: ProbeJob, out: dict[str, Any], elapsed_s: float) -> None:
         c, seed = job.key
         results[c.number].append(record_seed(study_dir, space, c.number, seed, out, steps, group))
-        n = sum(len(v) for v in results.values())
-        cause = f" ({out['cause']})" if out.get("cause") else ""
-        said = f"  [{n}/{total}] trial {c.number} seed {seed}: {out['outcome']}{cause}"
-        say(f"{said}  [{fmt_s(elapsed_s)}]")
+        say(seed_line(sum(len(v) for v in results.values()), total, c.number, seed, out, elapsed_s))
 
     timeout = space.budget.trial_timeout_s * steps / space.probe.steps
     jobs = [seed_job(space, c, seed, steps, (c, seed)) for c, seed in pending]
     if not run_jobs(space, ray, jobs, timeout, done, lambda _s: INTERRUPTED):
         return True
+    mine, mine_runs = _over_all(study, space, study_dir, first, results[first.number], steps)
+    theirs, base_runs = _over_all(study, space, study_dir, base, results[base.number], steps)
+    tags = {tracking.TAG_CONFIRMATION: "true"}  # each side's every seed, an MLflow run
     conf = {
         "number": first.number,
         "baseline": base.number,
@@ -107,12 +108,12 @@ def confirm_phase(
         "chosen_on": list(first.verified.get("seeds") or []),
         "seeds": seeds,
         "first_verdict": "better",
-        "pick": _over_all(study, space, study_dir, first, results[first.number], steps),
-        "baseline_result": _over_all(study, space, study_dir, base, results[base.number], steps),
-    }
-    conf["run_ids"] = {
-        str(c.number): _logged(logger, c.number, conf[key], study_dir, steps)
-        for c, key in ((first, "pick"), (base, "baseline_result"))
+        "pick": mine,
+        "baseline_result": theirs,
+        "run_ids": {
+            str(c.number): logger.seed_runs(c.number, res, runs, f"confirm-{c.number:04d}", tags)
+            for c, res, runs in ((first, mine, mine_runs), (base, theirs, base_runs))
+        },
     }
     study.set_user_attr(ua.CONFIRMED, conf)
     objectives = [o.model_dump() for o in space.objectives]
@@ -121,30 +122,17 @@ def confirm_phase(
     return False
 
 
-def _logged(
-    logger: MlflowWriter, number: int, res: dict[str, Any], study_dir: Path, steps: int
-) -> str | None:
-    """Trial `number`'s seeds in the confirmation, every seed's, as an MLflow run under the
-    study's (`confirm-NNNN`, tagged `autotune.confirmation`); its id (None: MLflow failed)."""
-    runs = [read_json(verify_path(study_dir, number, int(s), steps)) for s in res["seeds"]]
-    seeds = [r for r in runs if r is not None]
-    fp = next((r.get("fingerprint") for r in seeds if r.get("fingerprint")), None)
-    losses = {int(r["seed"]): r["loss_series"] for r in seeds if r.get("loss_series")}
-    name, tags = f"confirm-{number:04d}", {tracking.TAG_CONFIRMATION: "true"}
-    return logger.verification(number, res, fp, losses, name=name, tags=tags)
-
-
 def _over_all(
     study: Any, space: sp.Space, study_dir: Path, c: Any, fresh: list[dict[str, Any]], steps: int
-) -> dict[str, Any]:
-    """Candidate `c`'s seeds summarised over its verification's and the fresh ones."""
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Candidate `c`'s seeds summarised over its verification's and the fresh ones, and their
+    records (the verification's read back from their files)."""
     read = [
         read_json(verify_path(study_dir, c.number, int(seed), steps))
         for seed in (c.verified or {}).get("seeds") or []
     ]
     runs = sorted([r for r in read if r is not None] + fresh, key=lambda r: r["seed"])
-    metrics = list(dict.fromkeys([*(o.metric for o in space.objectives), *vf.REPORTED]))
-    res = vf.summarize_seeds(runs, metrics)
+    res = vf.summarize_seeds(runs, verified_metrics(space))
     res["steps"] = steps
     judge_seeds(study, space, study_dir, res, runs)
-    return res
+    return res, runs

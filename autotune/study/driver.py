@@ -118,8 +118,9 @@ def run(opts: StudyOptions) -> StudyResult:
         planned = max(0, space.budget.trials - finished)
         _announce(say, space, finished, planned, len(rerun), url, uri)
         mark("resume checked")
-        interrupted, failure, confirming = False, None, to_confirm(study, space) is not None
-        if planned > 0 or rungs_pending(study, space) or to_verify(study, space) or confirming:
+        interrupted, failure = False, None
+        later = (rungs_pending, to_verify, to_confirm)  # each asked only if those before say no
+        if planned > 0 or any(work(study, space) for work in later):
             with ray_session(opts.address, study_dir, started=early) as ray:
                 mark("ray started")
                 args = (opts, study, cond, logger, study_dir, ray, say, planned, rerun, finished)

@@ -76,9 +76,6 @@ def _verification_runs(study: Any, study_dir: Path, logger: MlflowWriter) -> Non
             for seed in res.get("seeds") or []
             if isinstance(seed, int) and isinstance(steps, int)
         ]
-        seeds = [r for r in runs if r is not None]
-        fp = next((r.get("fingerprint") for r in seeds if r.get("fingerprint")), None)
-        losses = {int(r["seed"]): r["loss_series"] for r in seeds if r.get("loss_series")}
-        run_id = logger.verification(number, res, fp, losses)
+        run_id = logger.seed_runs(number, res, [r for r in runs if r is not None])
         if run_id is not None:
             study.set_user_attr(key, {**res, "run_id": run_id})

@@ -144,7 +144,7 @@ def verify_phase(
     timeout = space.budget.trial_timeout_s * steps / space.probe.steps
     say = (lambda _t: None) if opts.quiet else print
     seeds = vf.seeds_for(space.probe.seed, space.verify.seeds)
-    metrics = list(dict.fromkeys([*(o.metric for o in space.objectives), *vf.REPORTED]))
+    metrics = verified_metrics(space)
     say(f"verifying {verifying_text(todo)} with seeds {seeds} at {steps} steps")
     results, pending = saved_seeds(study_dir, todo, seeds, steps)
     total = len(todo) * len(seeds)
@@ -174,13 +174,7 @@ def verify_phase(
     def done(job: ProbeJob, out: dict[str, Any], elapsed_s: float) -> None:
         c, seed = job.key
         results[c.number].append(record_seed(study_dir, space, c.number, seed, out, steps, group))
-        n = sum(len(v) for v in results.values())
-        say(
-            f"  [{n}/{total}] trial {c.number} seed {seed}: {out['outcome']}"
-            + (f" ({out['cause']})" if out.get("cause") else "")
-            + (f": {why}" if out["outcome"] == Outcome.FAILED and (why := _error(out)) else "")
-            + f"  [{fmt_s(elapsed_s)}]"
-        )
+        say(seed_line(sum(len(v) for v in results.values()), total, c.number, seed, out, elapsed_s))
         finish_ready()
 
     finish_ready()
@@ -201,6 +195,23 @@ def verifying_text(todo: list[Any]) -> str:
     if base:
         text += f"{' beside ' if cands else ''}the baseline (trial {base[0]})"
     return text
+
+
+def verified_metrics(space: sp.Space) -> list[str]:
+    """The metrics a configuration's seeds are summarised over: the objectives', then the ones
+    every verification reports."""
+    return list(dict.fromkeys([*(o.metric for o in space.objectives), *vf.REPORTED]))
+
+
+def seed_line(n: int, total: int, number: int, seed: int, out: dict[str, Any], took: float) -> str:
+    """`  [4/9] trial 3 seed 2: failed (exception): ValueError: ...  [12 s]`: a seed's line."""
+    why = _error(out) if out["outcome"] == Outcome.FAILED else ""
+    return (
+        f"  [{n}/{total}] trial {number} seed {seed}: {out['outcome']}"
+        + (f" ({out['cause']})" if out.get("cause") else "")
+        + (f": {why}" if why else "")
+        + f"  [{fmt_s(took)}]"
+    )
 
 
 def _error(out: dict[str, Any]) -> str:
@@ -252,9 +263,7 @@ def _record_verified(
     res["steps"] = steps
     res["schedule_steps"] = target_of(space)
     judge_seeds(study, space, study_dir, res, runs)
-    fp = next((r.get("fingerprint") for r in runs if r.get("fingerprint")), None)
-    losses = {int(r["seed"]): r["loss_series"] for r in runs if r.get("loss_series")}
-    res["run_id"] = logger.verification(c.number, res, fp, losses)
+    res["run_id"] = logger.seed_runs(c.number, res, runs)
     study.set_user_attr(ua.verified_key(c.number), res)
     shown = "  ".join(f"{m} {vf.format_interval(res['metrics'].get(m))}" for m in metrics[:2])
     say(f"  verified trial {c.number}: {shown}  diverged {res['diverged_share']:.0%} of seeds")

@@ -246,6 +246,20 @@ class MlflowWriter:
 
         return self._attempt(f"the verification of trial {number}", write)
 
+    def seed_runs(
+        self,
+        number: int,
+        result: Mapping[str, Any],
+        runs: Sequence[Mapping[str, Any]],
+        name: str | None = None,
+        tags: Mapping[str, str] | None = None,
+    ) -> str | None:
+        """`verification` of trial `number`'s seeds from their records (`runs`): the first
+        fingerprint among them and each seed's loss series."""
+        fp = next((r.get("fingerprint") for r in runs if r.get("fingerprint")), None)
+        losses = {int(r["seed"]): r["loss_series"] for r in runs if r.get("loss_series")}
+        return self.verification(number, result, fp, losses, name=name, tags=tags)
+
     def screen_verdicts(self, study: Any) -> None:
         """Bring the trial runs' `autotune.feasible` tags in line with the screen's verdicts
         judged again (`attrs.SCREEN_FEASIBLE`): queued after the trials still being logged, so

@@ -29,14 +29,14 @@ from typing import Any
 
 from autotune import space as sp
 from autotune.probe.outcome import Outcome
-from autotune.recipe.seeds import REPORTED, interval, ran_whole, seeds_for, summarize_seeds
+from autotune.recipe.seeds import interval, ran_whole, seeds_for, summarize_seeds
 from autotune.study import attrs as ua
 from autotune.study.folder import verify_path
 from autotune.study.options import StudyOptions
 from autotune.study.records import baseline_trial
 from autotune.study.rung_phase import interrupted
 from autotune.study.rungs import target_of
-from autotune.study.verification import save_seed
+from autotune.study.verification import save_seed, verified_metrics
 from autotune.study.workers import ProbeJob, run_jobs
 from autotune.study.writer import MlflowWriter
 from autotune.tracking.runs import TAG_YARDSTICK
@@ -107,12 +107,10 @@ def _log_seeds(
     if logger is None or not runs or target_of(space) == steps:
         return None
     runs = sorted(runs, key=lambda r: int(r.get("seed") or 0))
-    metrics = list(dict.fromkeys([*(o.metric for o in space.objectives), *REPORTED]))
-    res = {**summarize_seeds(runs, metrics), "steps": steps, "schedule_steps": target_of(space)}
-    fp = next((r.get("fingerprint") for r in runs if r.get("fingerprint")), None)
-    losses = {int(r["seed"]): r["loss_series"] for r in runs if r.get("loss_series")}
+    res = {**summarize_seeds(runs, verified_metrics(space)), "steps": steps}
+    res["schedule_steps"] = target_of(space)
     name = f"verify-{number:04d}-s{steps}"
-    return logger.verification(number, res, fp, losses, name=name, tags={TAG_YARDSTICK: "true"})
+    return logger.seed_runs(number, res, runs, name=name, tags={TAG_YARDSTICK: "true"})
 
 
 def _base_run(t: Any, seed: int) -> dict[str, Any]:
