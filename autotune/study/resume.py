@@ -1,6 +1,6 @@
 """A study started again: trials left running by a driver that died are told from their record
-or run again, and finished trials, rung probes and verifications without an MLflow run (the
-store was down when they finished, or the driver died first) are logged again.
+or run again, and finished trials, rung probes, verifications and a confirmation without an
+MLflow run (the store was down when they finished, or the driver died first) are logged again.
 
 Optuna's storage and trials/NNNN.json are the truth; MLflow is brought in line with them.
 """
@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from autotune import tracking
 from autotune.study import attrs as ua
 from autotune.study.folder import read_json, read_rung_record, verify_path
 from autotune.study.records import read_outcome, tell
@@ -46,6 +47,7 @@ def reconcile(study: Any, study_dir: Path, logger: MlflowWriter) -> None:
             logger.log(saved)
     _rung_runs(study, study_dir, logger)
     _verification_runs(study, study_dir, logger)
+    _confirmation_runs(study, study_dir, logger)
 
 
 def _rung_runs(study: Any, study_dir: Path, logger: MlflowWriter) -> None:
@@ -70,12 +72,42 @@ def _verification_runs(study: Any, study_dir: Path, logger: MlflowWriter) -> Non
         number = ua.verified_of(key)
         if number is None or not isinstance(res, dict) or res.get("run_id"):
             continue
-        steps = res.get("steps")
-        runs = [
-            read_json(verify_path(study_dir, number, int(seed), int(steps)))
-            for seed in res.get("seeds") or []
-            if isinstance(seed, int) and isinstance(steps, int)
-        ]
-        run_id = logger.seed_runs(number, res, [r for r in runs if r is not None])
+        run_id = logger.seed_runs(number, res, _seed_records(study_dir, number, res))
         if run_id is not None:
             study.set_user_attr(key, {**res, "run_id": run_id})
+
+
+def _confirmation_runs(study: Any, study_dir: Path, logger: MlflowWriter) -> None:
+    """Log each side of the stored confirmation (`attrs.CONFIRMED`: the pick's and the
+    baseline's every seed) that has no run, as `confirm.confirm_phase` logs it; the runs' ids
+    are stored with it."""
+    conf = study.user_attrs.get(ua.CONFIRMED)
+    if not isinstance(conf, dict) or not isinstance(conf.get("run_ids"), dict):
+        return
+    ids = dict(conf["run_ids"])
+    sides = (
+        (conf.get("number"), conf.get("pick")),
+        (conf.get("baseline"), conf.get("baseline_result")),
+    )
+    for number, res in sides:
+        if not isinstance(number, int) or not isinstance(res, dict) or ids.get(str(number)):
+            continue
+        tags = {tracking.TAG_CONFIRMATION: "true"}
+        runs = _seed_records(study_dir, number, res)
+        ids[str(number)] = logger.seed_runs(number, res, runs, f"confirm-{number:04d}", tags)
+    if ids != conf["run_ids"]:
+        study.set_user_attr(ua.CONFIRMED, {**conf, "run_ids": ids})
+
+
+def _seed_records(study_dir: Path, number: int, res: dict[str, Any]) -> list[dict[str, Any]]:
+    """The records of trial `number`'s seeds in a stored result `res` (its `seeds` at its
+    `steps`) that can be read back."""
+    steps = res.get("steps")
+    if not isinstance(steps, int):
+        return []
+    runs = [
+        read_json(verify_path(study_dir, number, int(seed), steps))
+        for seed in res.get("seeds") or []
+        if isinstance(seed, int)
+    ]
+    return [r for r in runs if r is not None]

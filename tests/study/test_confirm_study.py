@@ -94,3 +94,24 @@ def test_a_gain_seen_only_on_the_seeds_it_was_chosen_on_gives_way_to_the_default
         assert all(client.get_metric_history(r.info.run_id, f"loss/seed_{s}") for s in (1, 4, 6))
     # 3 configurations over seeds 1-3, then 2 over seeds 4-6: 15 probes of 10 steps of 4 samples
     assert summary["compute"]["verification"] == (9 + 6) * 10 * 4, summary["compute"]
+
+    # A store that was down when the confirmation finished left it without its runs (each
+    # side's id None): a resume logs them from the seeds' records, once.
+    import optuna
+
+    for r in runs:
+        client.delete_run(r.info.run_id)
+    storage = f"sqlite:///{tmp_path / 'autotune-studies' / 'lucky' / 'optuna.db'}"
+    study = optuna.load_study(study_name="lucky", storage=storage)
+    conf = study.user_attrs["autotune.confirmed"]
+    study.set_user_attr("autotune.confirmed", {**conf, "run_ids": dict.fromkeys(conf["run_ids"])})
+    for _ in range(2):  # the second finds nothing missing
+        again = h.autotune([*args, "--resume"], tmp_path, token=h.new_token(), timeout=600)
+        assert again.returncode == 0, h.explain(again)
+        query = "tags.`autotune.confirmation` = 'true'"  # the deleted ones are not searched
+        logged = client.search_runs([experiment.experiment_id], query, max_results=10)
+        assert sorted(r.info.run_name for r in logged) == sorted(r.info.run_name for r in runs)
+    stored = optuna.load_study(study_name="lucky", storage=storage).user_attrs
+    assert set(stored["autotune.confirmed"]["run_ids"].values()) == {r.info.run_id for r in logged}
+    for r in logged:
+        assert all(client.get_metric_history(r.info.run_id, f"loss/seed_{s}") for s in (1, 4, 6))
