@@ -23,6 +23,7 @@ from typing import Any
 from autotune.migrate.judged import add_cost, judge, never_ran, nothing_runs, samples_of
 from autotune.migrate.layout import try_layout
 from autotune.migrate.layout_baseline import LayoutBaselines, ran_out_of_memory
+from autotune.migrate.neighbour_confirm import BaseArm
 from autotune.migrate.neighbours import neighbours_status, try_neighbours
 from autotune.probe.outcome import Outcome
 from autotune.recipe import paired
@@ -257,9 +258,10 @@ def rerun(
     if out["neighbours"]["status"] == "to try":
         against = base if base is not None else judged["result"]
         oom_mb = (out.get("oom") or {}).get("micro_batch")
+        arm = BaseArm(arms[-1][0], recipe.env, base_runs if not defaults else runs)
         out["neighbours"] = try_neighbours(
             recipe, against, length, seed_list, oom_micro_batch=oom_mb, base_oom=base_oom,
-            layouts=layouts, **kw,
+            layouts=layouts, base_arm=arm, **kw,
         )  # fmt: skip
         add_cost(out, out["neighbours"], ("samples", "wall_s"))
     return out

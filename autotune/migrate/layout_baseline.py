@@ -18,6 +18,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from autotune.migrate.neighbour_confirm import BaseArm
 from autotune.probe.config import ProbeConfig
 from autotune.probe.outcome import Outcome
 from autotune.recipe.file import Recipe
@@ -47,6 +48,11 @@ class LayoutBaselines:
         knobs = {**baseline_knobs(self.recipe), "accum_steps": self.accum(neighbour_cfg)}
         return self.recipe.probe_config(knobs=knobs, steps=self.length).for_baseline()
 
+    def arm(self, neighbour_cfg: ProbeConfig) -> BaseArm:
+        """The defaults at the neighbour's layout with their runs (`run_with` ran them)."""
+        runs = self.by_accum[self.accum(neighbour_cfg)]["runs"]
+        return BaseArm(self.config(neighbour_cfg), self.recipe.env, runs)
+
     def run_with(
         self,
         neighbour_cfg: ProbeConfig,
@@ -60,9 +66,9 @@ class LayoutBaselines:
         done: list[dict[str, Any]] | None = None,
     ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         """The neighbour's runs over the seeds, and the baseline at its layout (its
-        `accum_steps`, its `summary`, and `fresh_runs`: the runs made now, none when the layout
-        was run for an earlier neighbour), both interleaved by seed. `done`: the neighbour's
-        runs already made (at some of the seeds), not run again."""
+        `accum_steps`, its `summary`, its `runs`, and `fresh_runs`: those made now, none when
+        the layout was run for an earlier neighbour), both interleaved by seed. `done`: the
+        neighbour's runs already made (at some of the seeds), not run again."""
         accum = self.accum(neighbour_cfg)
         new = accum not in self.by_accum
         arms = [(neighbour_cfg, env, label)]
@@ -75,6 +81,6 @@ class LayoutBaselines:
         )
         if new:
             summary = summarize_seeds(ran[1], metrics_of(self.recipe))
-            self.by_accum[accum] = {"accum_steps": accum, "summary": summary}
+            self.by_accum[accum] = {"accum_steps": accum, "summary": summary, "runs": ran[1]}
         runs = sorted([*made, *ran[0]], key=lambda r: self.seeds.index(r["seed"]))
         return runs, {**self.by_accum[accum], "fresh_runs": ran[1] if new else []}

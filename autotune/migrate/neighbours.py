@@ -1,6 +1,7 @@
 """The recipe's Pareto neighbours (the study's other candidates on the front, `source.neighbours`,
 recorded by export), tried here when the recipe does not hold: nearest first, over the recipe's
-seeds and against the same baseline runs, until one holds (`try_neighbours`).
+seeds and against the same baseline runs, until one holds (`try_neighbours`); one that holds
+after others were judged on those seeds is judged again with fresh ones (`neighbour_confirm`).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
+from autotune.migrate import neighbour_confirm as nc
 from autotune.migrate.judged import add_cost, judge, judged_entry
 from autotune.migrate.layout_baseline import LayoutBaselines
 from autotune.recipe.file import Recipe
@@ -72,6 +74,7 @@ def try_neighbours(
     oom_micro_batch: int | None = None,
     base_oom: bool = False,
     layouts: LayoutBaselines | None = None,
+    base_arm: nc.BaseArm | None = None,
 ) -> dict[str, Any]:
     """The recipe's Pareto neighbours, nearest first, each run here over the recipe's seeds at
     its length (the recipe's probe with the neighbour's knobs and env) and judged as the recipe
@@ -85,11 +88,15 @@ def try_neighbours(
     memory limit, where the same micro-batch fits on one run and not the next). `base_oom`: the
     baseline's runs all ran out of memory here; each neighbour is then paired against the
     defaults at its own layout (`layout_baseline`; `layouts`: those already run, shared with the
-    recipe's own layout check), run beside it."""
+    recipe's own layout check), run beside it. `base_arm`: the baseline's config and runs
+    behind `base`, run again on fresh seeds when a neighbour that holds after others were
+    judged needs it (`neighbour_confirm`)."""
     if base_oom and layouts is None:
         layouts = LayoutBaselines(recipe, length, seed_list)
     out = neighbours_status(recipe, {"problems": ["not held"]})
     out["status"] = "tried"
+    among = 0  # the neighbours judged so far on these seeds
+    kw: dict[str, Any] = {"timeout_s": timeout_s, "threads": threads, "say": say}
     for n in recipe.source["neighbours"]:
         entry: dict[str, Any] = {
             "trial": n["trial"],
@@ -109,18 +116,30 @@ def try_neighbours(
         shown = ["final_loss", *recipe.achieved]
         against, extra = base, []
         if layouts is None:
-            runs = run_local(cfg, n["env"], seed_list, timeout_s=timeout_s, threads=threads,
-                             say=say, label=f"trial {n['trial']}", shown=shown)  # fmt: skip
+            runs = run_local(cfg, n["env"], seed_list, label=f"trial {n['trial']}", shown=shown,
+                             **kw)  # fmt: skip
         else:  # the baseline ran out of memory: the defaults at this neighbour's layout
-            runs, at = layouts.run_with(cfg, n["env"], f"trial {n['trial']}", timeout_s=timeout_s,
-                                        threads=threads, say=say, shown=shown)  # fmt: skip
+            runs, at = layouts.run_with(cfg, n["env"], f"trial {n['trial']}", shown=shown, **kw)
             against, extra = at["summary"], at["fresh_runs"]
             entry["baseline_accum"] = at["accum_steps"]
         judged = judge(recipe, runs, against, cfg)
-        if not judged["problems"] and judged["vs_baseline"]["verdict"] != "better":
-            judged["problems"].append(not_better(judged["vs_baseline"]))
+        among += 1
+        _must_beat(judged)
         entry.update(judged_entry(judged, [*runs, *extra]))
+        if entry["holds"] and among > 1:  # the first of several to read better: fresh seeds
+            arm = base_arm if layouts is None else layouts.arm(cfg)
+            if arm is None:
+                raise ValueError("a neighbour's confirmation needs the baseline's runs")
+            judged, more, info = nc.confirm(
+                recipe, cfg, n["env"], runs, arm, seed_list, among, label=f"trial {n['trial']}",
+                **kw, shown=shown,
+            )  # fmt: skip
+            _must_beat(judged)
+            entry.update(judged_entry(judged, [*runs, *extra, *more]))
+            entry["confirmation"] = info
         entry["status"] = "holds" if entry["holds"] else "does not hold"
+        if "confirmation" in entry and not entry["holds"]:
+            entry["status"] = "does not hold on fresh seeds"
         out["tried"].append(entry)
         add_cost(out, entry)
         if entry["holds"]:
@@ -131,6 +150,13 @@ def try_neighbours(
         else "none of them holds here either"
     )
     return out
+
+
+def _must_beat(judged: dict[str, Any]) -> None:
+    """A neighbour with no other problem that does not beat the defaults does not hold
+    (`not_better`): added to `judged`'s problems."""
+    if not judged["problems"] and judged["vs_baseline"]["verdict"] != "better":
+        judged["problems"].append(not_better(judged["vs_baseline"]))
 
 
 def not_better(vs: Mapping[str, Any]) -> str:

@@ -270,9 +270,21 @@ def _neighbours_section(nb: Mapping[str, Any]) -> list[str]:
             out.append(f"{head} | not run | not needed: trial {nb['held']} |")
             continue
         why = "yes" if e.get("holds") else "no: " + "; ".join(e.get("problems") or [])
+        why += confirmation_text(e.get("confirmation"))
         verdict = e.get("verdict") or "not run"
         out.append(f"{head} | {verdict} | {why.replace('|', '/')} |")
     return [*out, ""]
+
+
+def confirmation_text(conf: Mapping[str, Any] | None) -> str:
+    """How a neighbour's verdict came about when it was judged again with fresh seeds
+    (`neighbour_confirm`); '' when it was not."""
+    if not conf:
+        return ""
+    return (
+        f" (it read better on seeds {conf['chosen_on']}, where {conf['among']} neighbours were "
+        f"judged; this verdict is over fresh seeds {conf['seeds']} too)"
+    )
 
 
 def _differences_section(d: Mapping[str, Any]) -> list[str]:

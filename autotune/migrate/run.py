@@ -387,6 +387,10 @@ def neighbour_verdict(recipe: Recipe, holds: dict[str, Any]) -> tuple[str, str, 
     changes = ", ".join(entry["changes"]) or "no knob differs"
     source = recipe.source or {}
     study = source.get("study_dir") or source.get("study") or "STUDY"
+    seeds = holds["seeds"]
+    conf = entry.get("confirmation")
+    if conf:  # read better among several: judged with fresh seeds too (`neighbour_confirm`)
+        seeds = f"{seeds} and fresh seeds {conf['seeds']} (judged after {conf['among']} there)"
     against = (
         "the same baseline runs"
         if "baseline_accum" not in entry
@@ -397,7 +401,7 @@ def neighbour_verdict(recipe: Recipe, holds: dict[str, Any]) -> tuple[str, str, 
         f"The recipe (trial {source.get('trial')}) does not hold here: "
         + "; ".join(holds["problems"])
         + f". Its Pareto neighbour trial {n} (beside it on its study's front) holds: paired "
-        f"against {against} over seeds {holds['seeds']} the verdict is {vs['verdict']} "
+        f"against {against} over seeds {seeds} the verdict is {vs['verdict']} "
         f"({vs.get('why', '')}). `autotune export {study} --pick 'trial {n}'` on the source "
         "study exports it; no re-tune is needed.",
         None,
