@@ -37,12 +37,10 @@ zygote; `discard_zygote()` kills it.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import socket
 import subprocess
-import tempfile
 import threading
 import time
 from collections import deque
@@ -53,7 +51,7 @@ from autotune.errors import WorkloadError
 from autotune.probe.config import ProbeConfig
 from autotune.probe.outcome import Outcome
 from autotune.probe.summary import ProbeStatus
-from autotune.process import memory_limit
+from autotune.process import memory_limit, probe_file
 from autotune.process.channel import Channel, closed_cause
 from autotune.process.entry import STDIN_ARG
 from autotune.process.env import process_env
@@ -127,11 +125,7 @@ def run_trial_process(
     own for the process (not knobs: never recorded), e.g. the zygote's `AUTOTUNE_PRELOAD`.
     `on_log(line)`: each line the probe process prints, as it comes (`autotune probe`)."""
     env = {**probe_env(env_knobs, threads), **(extra_env or {})}
-    with tempfile.NamedTemporaryFile(
-        "w", suffix=".json", prefix="autotune-probe-", delete=False
-    ) as f:
-        json.dump({**probe, "threads": threads or probe.get("threads")}, f)
-        cfg_path = f.name
+    cfg_path = probe_file.write({**probe, "threads": threads or probe.get("threads")})
     t0 = time.time()
     proc: ProbeProcess | None = None
     zygote_there = False
@@ -169,8 +163,7 @@ def run_trial_process(
         multi = int(probe.get("world_size") or 1) > 1  # DDP: a collective may hang
         out = _watch(proc, channel, timeout_s, event, on_log, multi=multi)
     finally:
-        with contextlib.suppress(OSError):
-            os.unlink(cfg_path)
+        probe_file.remove(cfg_path)
     out["wall_s"] = time.time() - t0
     out["zygote"] = proc.zygote_pid if isinstance(proc, ForkedProbe) else None
     out["spare"] = forked and zygote_there

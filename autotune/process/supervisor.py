@@ -24,12 +24,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import os
 import queue
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections import deque
@@ -41,7 +39,7 @@ from typing import Any
 from autotune.probe import ProbeConfig, Report, run_probe
 from autotune.probe.summary import ProbeStatus
 from autotune.process import channel as report_channel
-from autotune.process import leftovers
+from autotune.process import leftovers, probe_file
 from autotune.process.env import process_env
 from autotune.process.rank_failures import Failure, death, error_text, named, root
 from autotune.process.ranks import (
@@ -218,11 +216,7 @@ def _run_ranks(cfg: ProbeConfig, emit: Report) -> dict[str, Any]:
     store = dist.TCPStore(
         "127.0.0.1", 0, None, True, timedelta(seconds=timeout), wait_for_workers=False
     )
-    with tempfile.NamedTemporaryFile(
-        "w", suffix=".json", prefix="autotune-rank-", delete=False
-    ) as f:
-        json.dump(cfg.to_dict(), f)
-        path = f.name
+    path = probe_file.write(cfg.to_dict(), probe_file.RANKS)
     q: queue.Queue[tuple[int, str, Any]] = queue.Queue()
     ranks: list[_Rank] = []
     was = leftovers.adopt_orphans()  # the ranks' orphans: this process's, to be ended
@@ -265,8 +259,7 @@ def _run_ranks(cfg: ProbeConfig, emit: Report) -> dict[str, Any]:
         leftovers.adopt_orphans(was)
         for rk in ranks:
             _close_log(rk)
-        with contextlib.suppress(OSError):
-            os.unlink(path)
+        probe_file.remove(path)
         del store
     return _combine(cfg, ranks, failures)
 
