@@ -29,14 +29,20 @@ counts the draws where it is that one that holds. Pure computation: nothing is t
 from __future__ import annotations
 
 import argparse
-import json
-import math
-import platform
 import random
 import sys
 from typing import Any
 
-from pick_selection import OBJECTIVES, _list, runs, wilson
+from pick_selection import (
+    OBJECTIVES,
+    Model,
+    _list,
+    cells,
+    parse_model_args,
+    runs,
+    wilson,
+    write_rows,
+)
 
 from autotune.recipe import paired
 
@@ -47,21 +53,8 @@ def draw(
     rng: random.Random, seeds: int, k: int, m: int, shared: float, effect: float
 ) -> tuple[int | None, int | None, int | None]:
     """One migration's neighbours: which one holds under each rule (its index; None: none)."""
-    names = [name for name, _ in OBJECTIVES[:m]]
-    own = math.sqrt(1.0 - shared)
-
-    def parts(n: int) -> list[dict[str, float]]:
-        return [{name: rng.gauss(0.0, math.sqrt(shared)) for name in names} for _ in range(n)]
-
-    def config(shift: float, seed_part: list[dict[str, float]]) -> list[dict[str, float]]:
-        return [
-            {
-                n: 0.1 * math.exp(part[n] + rng.gauss(0.0, own) - (shift if j == 0 else 0))
-                for j, n in enumerate(names)
-            }
-            for part in seed_part
-        ]
-
+    model = Model(rng, m, shared)
+    names, own, parts, config = model.names, model.own, model.parts, model.config
     first = parts(seeds)
     shifts = [effect * own if c == k - 1 else 0.0 for c in range(k)]
     base = config(0.0, first)
@@ -113,39 +106,27 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--effects", type=_list(float, 0.0), default="0,4", help="the last one's gain (SDs)"
     )
-    ap.add_argument("--shared", type=float, default=0.5, help="the seed's share of the variance")
-    ap.add_argument("--rng", type=int, default=0, help="the simulation's random seed")
-    ap.add_argument("--json", help="write the rows here too")
-    args = ap.parse_args(argv)
-    if args.draws < 1 or not 0.0 <= args.shared < 1.0:
-        ap.error("--draws must be >= 1 and --shared in [0, 1)")
+    args = parse_model_args(ap, argv)
     rng = random.Random(args.rng)
     rows = []
     print("seeds  k  metrics  effect  rule       holds [95%]             the better one [95%]")
-    for n in args.seeds:
-        for k in args.k:
-            for m in (1, 3):
-                for effect in args.effects:
-                    both = [draw(rng, n, k, m, args.shared, effect) for _ in range(args.draws)]
-                    right = k - 1 if effect > 0 else None
-                    for i, rule in enumerate(RULES if k > 1 else RULES[:1]):
-                        key = {"seeds": n, "k": k, "metrics": m, "effect": effect, "rule": rule}
-                        row = _row([pair[i] for pair in both], key, right)
-                        rows.append(row)
-                        h = row["holds_interval"]
-                        line = (
-                            f"{n:5d} {k:2d} {m:8d} {effect:7.1f}  {rule:9s} "
-                            f"{row['holds']:6.1%} [{h[0]:.1%}, {h[1]:.1%}]"
-                        )
-                        if right is not None:
-                            r = row["right_interval"]
-                            line += f"    {row['right']:6.1%} [{r[0]:.1%}, {r[1]:.1%}]"
-                        print(line, flush=True)
-    if args.json:
-        out = {"rows": rows, "shared": args.shared, "rng": args.rng}
-        out["python"] = platform.python_version()
-        with open(args.json, "w") as f:
-            json.dump(out, f, indent=1)
+    for n, k, m, effect in cells(args):
+        both = [draw(rng, n, k, m, args.shared, effect) for _ in range(args.draws)]
+        right = k - 1 if effect > 0 else None
+        for i, rule in enumerate(RULES if k > 1 else RULES[:1]):
+            key = {"seeds": n, "k": k, "metrics": m, "effect": effect, "rule": rule}
+            row = _row([pair[i] for pair in both], key, right)
+            rows.append(row)
+            h = row["holds_interval"]
+            line = (
+                f"{n:5d} {k:2d} {m:8d} {effect:7.1f}  {rule:9s} "
+                f"{row['holds']:6.1%} [{h[0]:.1%}, {h[1]:.1%}]"
+            )
+            if right is not None:
+                r = row["right_interval"]
+                line += f"    {row['right']:6.1%} [{r[0]:.1%}, {r[1]:.1%}]"
+            print(line, flush=True)
+    write_rows(args, rows)
     return 0
 
 

@@ -39,6 +39,7 @@ import math
 import platform
 import random
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 from scipy.stats import binomtest
@@ -63,6 +64,31 @@ def runs(values: list[dict[str, float]], metrics: list[str]) -> dict[str, Any]:
     return summarize_seeds(rows, metrics=metrics)
 
 
+class Model:
+    """The simulated runs: each configuration's value of each of the `m` metrics at a seed is
+    0.1 x exp(a part every configuration shares at that seed, `shared` of the variance, plus a
+    part of its own), the first metric lowered by a configuration's `shift`."""
+
+    def __init__(self, rng: random.Random, m: int, shared: float) -> None:
+        self.rng, self.shared = rng, shared
+        self.names = [name for name, _ in OBJECTIVES[:m]]
+        self.own = math.sqrt(1.0 - shared)
+
+    def parts(self, n: int) -> list[dict[str, float]]:
+        """The shared parts of `n` seeds."""
+        sd = math.sqrt(self.shared)
+        return [{name: self.rng.gauss(0.0, sd) for name in self.names} for _ in range(n)]
+
+    def config(self, shift: float, seed_part: list[dict[str, float]]) -> list[dict[str, float]]:
+        """One configuration's metrics at each of the seeds whose shared parts are given."""
+        out = []
+        for part in seed_part:
+            noise = {n: self.rng.gauss(0.0, self.own) for n in self.names}
+            noise[self.names[0]] -= shift
+            out.append({n: 0.1 * math.exp(part[n] + noise[n]) for n in self.names})
+        return out
+
+
 def draw(
     rng: random.Random, seeds: int, k: int, m: int, shared: float, effect: float
 ) -> tuple[str, str, str, str]:
@@ -70,21 +96,8 @@ def draw(
     confirmed (a `better` among k > 1 run again on as many fresh seeds, pick and baseline, and
     judged over all the seeds; anything else stands), and confirmed only where the k counted
     do not already read `better` (as the study does: `autotune.study.confirmed`)."""
-    names = [name for name, _ in OBJECTIVES[:m]]
-    own = math.sqrt(1.0 - shared)
-
-    def parts(n: int) -> list[dict[str, float]]:
-        return [{name: rng.gauss(0.0, math.sqrt(shared)) for name in names} for _ in range(n)]
-
-    def config(shift: float, seed_part: list[dict[str, float]]) -> list[dict[str, float]]:
-        return [
-            {
-                n: 0.1 * math.exp(part[n] + rng.gauss(0.0, own) - (shift if j == 0 else 0))
-                for j, n in enumerate(names)
-            }
-            for part in seed_part
-        ]
-
+    model = Model(rng, m, shared)
+    names, own, parts, config = model.names, model.own, model.parts, model.config
     first = parts(seeds)
     shifts = [effect * own if c == 0 else 0.0 for c in range(k)]
     base = config(0.0, first)
@@ -133,6 +146,35 @@ def _list(kind: type, least: float) -> Any:
     return parse
 
 
+def parse_model_args(ap: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """`ap`'s arguments with the model's (`--shared`, `--rng`, `--json`), parsed and checked."""
+    ap.add_argument("--shared", type=float, default=0.5, help="the seed's share of the variance")
+    ap.add_argument("--rng", type=int, default=0, help="the simulation's random seed")
+    ap.add_argument("--json", help="write the rows here too")
+    args = ap.parse_args(argv)
+    if args.draws < 1 or not 0.0 <= args.shared < 1.0:
+        ap.error("--draws must be >= 1 and --shared in [0, 1)")
+    return args
+
+
+def cells(args: argparse.Namespace) -> Iterator[tuple[int, int, int, float]]:
+    """Every (seeds, k, metrics, effect) the rows are drawn for, in order."""
+    for n in args.seeds:
+        for k in args.k:
+            for m in (1, 3):
+                for effect in args.effects:
+                    yield n, k, m, effect
+
+
+def write_rows(args: argparse.Namespace, rows: list[dict[str, Any]]) -> None:
+    """The rows, with the model's settings, to `--json` (when given)."""
+    if args.json:
+        out = {"rows": rows, "shared": args.shared, "rng": args.rng}
+        out["python"] = platform.python_version()
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--draws", type=int, default=3000, help="studies simulated per row")
@@ -148,41 +190,24 @@ def main(argv: list[str] | None = None) -> int:
         default="0,2,4",
         help="candidate 1's gain, in own-noise SDs",
     )
-    ap.add_argument("--shared", type=float, default=0.5, help="the seed's share of the variance")
-    ap.add_argument("--rng", type=int, default=0, help="the simulation's random seed")
-    ap.add_argument("--json", help="write the rows here too")
-    args = ap.parse_args(argv)
-    if args.draws < 1 or not 0.0 <= args.shared < 1.0:
-        ap.error("--draws must be >= 1 and --shared in [0, 1)")
+    args = parse_model_args(ap, argv)
     rng = random.Random(args.rng)
     rows = []
     print("seeds  k  metrics  effect  rule      better [95%]              worse [95%]")
-    for n in args.seeds:
-        for k in args.k:
-            for m in (1, 3):
-                for effect in args.effects:
-                    both = [draw(rng, n, k, m, args.shared, effect) for _ in range(args.draws)]
-                    rules = (
-                        ("shipped", "k counted", "confirmed", "if needed")
-                        if k > 1
-                        else ("shipped",)
-                    )
-                    for i, rule in enumerate(rules):
-                        key = {"seeds": n, "k": k, "metrics": m, "effect": effect, "rule": rule}
-                        row = _row([pair[i] for pair in both], key)
-                        rows.append(row)
-                        b, w = row["better_interval"], row["worse_interval"]
-                        print(
-                            f"{n:5d} {k:2d} {m:8d} {effect:7.1f}  {rule:9s} "
-                            f"{row['better']:6.1%} [{b[0]:.1%}, {b[1]:.1%}]"
-                            f"    {row['worse']:6.1%} [{w[0]:.1%}, {w[1]:.1%}]",
-                            flush=True,
-                        )
-    if args.json:
-        out = {"rows": rows, "shared": args.shared, "rng": args.rng}
-        out["python"] = platform.python_version()
-        with open(args.json, "w") as f:
-            json.dump(out, f, indent=1)
+    for n, k, m, effect in cells(args):
+        both = [draw(rng, n, k, m, args.shared, effect) for _ in range(args.draws)]
+        for i, rule in enumerate(RULES if k > 1 else RULES[:1]):
+            key = {"seeds": n, "k": k, "metrics": m, "effect": effect, "rule": rule}
+            row = _row([pair[i] for pair in both], key)
+            rows.append(row)
+            b, w = row["better_interval"], row["worse_interval"]
+            print(
+                f"{n:5d} {k:2d} {m:8d} {effect:7.1f}  {rule:9s} "
+                f"{row['better']:6.1%} [{b[0]:.1%}, {b[1]:.1%}]"
+                f"    {row['worse']:6.1%} [{w[0]:.1%}, {w[1]:.1%}]",
+                flush=True,
+            )
+    write_rows(args, rows)
     return 0
 
 
