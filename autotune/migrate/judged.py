@@ -69,19 +69,21 @@ def nothing_runs(runs: list[dict[str, Any]], base_runs: list[dict[str, Any]]) ->
 
 
 def out_of_memory(runs: list[dict[str, Any]], cfg: Any) -> dict[str, Any] | None:
-    """The recipe's runs that ran out of memory here, with its micro-batch (what did not fit);
-    None when none did."""
-    oom = [r.get("seed") for r in runs if r.get("outcome") == Outcome.OOM]
-    if not oom:
+    """The recipe's runs that ran out of memory here, with its micro-batch (what did not fit)
+    and whether every one did before its first step; None when none did."""
+    out = [r for r in runs if r.get("outcome") == Outcome.OOM]
+    if not out:
         return None
     accum = int(cfg.knobs.get("accum_steps") or 1)
     mb = int(cfg.micro_batch)
     return {
-        "seeds": oom,
+        "seeds": [r.get("seed") for r in out],
         "micro_batch": mb,
         "accum_steps": accum,
+        # every one before its first step (no summary): the model or its data did not fit
+        "before_first_step": not any(r.get("summary") for r in out),
         "why": (
-            f"it ran out of memory here on {len(oom)} of {len(runs)} seeds: its micro-batch of "
+            f"it ran out of memory here on {len(out)} of {len(runs)} seeds: its micro-batch of "
             f"{mb} (batch {mb * accum} / accum_steps {accum}) does not fit on this machine"
         ),
     }

@@ -6,7 +6,8 @@ machine with less memory, the first thing a user would try, and what a re-tune o
 alone found on the case measured (benchmarks/RESULTS.md, Migration). So before any Pareto
 neighbour or re-tune, `try_layout` runs the recipe at the smallest accumulation above its own
 that divides its batch into a micro-batch smaller than the one that ran out of memory (then the
-next, up to `MAX_LAYOUTS`, while each runs out of memory too), over the recipe's seeds, and
+next, up to `MAX_LAYOUTS`, while each runs out of memory too, unless two micro-batches ran out
+of it before their first step alike: `setup_too_big`), over the recipe's seeds, and
 judges it as the recipe is judged (`judged.judge`: not worse than PyTorch's defaults, no
 divergence they do not share), against the defaults at the same layout when theirs ran out of
 memory too (`layout_baseline`). The first layout that runs decides: it holds (`transfers with
@@ -96,6 +97,9 @@ def try_layout(
         entry.update(judged_entry(judged, [*runs, *extra]), out_of_memory="oom" in judged)
         out["tried"].append(entry)
         add_cost(out, entry)
+        if entry["out_of_memory"] and setup_too_big(oom, judged["oom"]):
+            out["before_first_step"] = True  # a smaller micro-batch is not what it needs
+            break
         if entry["out_of_memory"]:
             continue  # this layout does not fit either: the next
         if entry["holds"]:
@@ -105,11 +109,26 @@ def try_layout(
     return out
 
 
+def setup_too_big(first: Mapping[str, Any], then: Mapping[str, Any]) -> bool:
+    """Whether the recipe ran out of memory before its first step at its own micro-batch
+    (`first`) and at a smaller one (`then`) alike (`judged.out_of_memory`): what does not fit
+    is not the micro-batch but the model or its data, so no smaller one is tried (each would
+    cost its seeds' probes, and the baseline's, to fail the same way)."""
+    return bool(first.get("before_first_step") and then.get("before_first_step"))
+
+
 def _why(out: Mapping[str, Any], candidates: list[int]) -> str:
     if out["held"] is not None:
         return f"it holds at accum_steps {out['held']}"
     if not candidates:
         return f"its batch of {out['batch']} has no smaller micro-batch to try"
+    if out.get("before_first_step"):
+        last = out["tried"][-1]
+        return (
+            f"at accum_steps {last['accum_steps']} (micro-batch {last['micro_batch']}) it runs "
+            "out of memory before its first step, as at its own: the micro-batch is not what "
+            "does not fit (the model or its data), so no smaller one is tried"
+        )
     last = out["tried"][-1] if out["tried"] else None
     if last is None or last["out_of_memory"]:
         shown = ", ".join(str(t["accum_steps"]) for t in out["tried"])

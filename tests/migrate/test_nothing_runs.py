@@ -87,6 +87,16 @@ def test_migrate_says_nothing_runs_when_the_baseline_fails_too(
     assert out["vs_baseline"]["verdict"] == "not compared"
     assert "trained a step on any seed" in out["nothing_runs"]
     assert "DefaultCPUAllocator" in out["nothing_runs"]
+    # out of memory before the first step at micro-batch 16 and 8 alike (the model does not
+    # fit): accumulations 4 and 8 are not tried, each would cost 4 probes to fail the same way
+    layout = out["layout"]
+    assert [t["accum_steps"] for t in layout["tried"]] == [2] and layout["held"] is None, layout
+    assert layout["before_first_step"] is True
+    assert layout["why"].startswith("at accum_steps 2 (micro-batch 8) it runs out of memory "), (
+        layout["why"]
+    )
+    assert "the micro-batch is not what does not fit" in layout["why"]
+    assert out["oom"]["before_first_step"] is True
     verdict, why, plan = verdict_of(r, "r.yaml", out, [], ["clip_norm"])
     assert verdict == "cannot tell here: nothing runs, the baseline included"
     assert plan is None, "no re-tune can help"
