@@ -1,17 +1,17 @@
 """Where a probe inside a study loses its ~6%: the same probe, interleaved in rounds, run
 (a) by this process forked from its own zygote, no Ray in the path (the trial's own launcher,
 `run_trial_process`), (b) as a Ray task on a local Ray started as a study starts it, forked by
-the worker's zygote (how the rungs and the verification run a probe), (c) `run_probe` in this
-process (the direct loop of `study_overhead.py`), and (d) as a one-trial
-Ray Tune run of the screen's trainable (how the screen runs a trial: Tune's loop on the driver
-beside it). Each is timed by the probe's own clock (`summary.wall_s`, the training loop's
-wall time: process start and exit apart), the figure `study_overhead.py` compares.
+the worker's zygote (how every phase of a study runs a probe: the screen too since it no longer
+runs on Ray Tune), and (c) `run_probe` in this process (the direct loop of `study_overhead.py`).
+Each is timed by the probe's own clock (`summary.wall_s`, the training loop's wall time:
+process start and exit apart), the figure `study_overhead.py` compares.
 
     python benchmarks/probe_in_ray.py                 # tiny_gpt tiny, 1000 steps, 4 rounds
     python benchmarks/probe_in_ray.py --steps 2000 --rounds 6 --json results/probe_in_ray.json
 
-If (b) and (d) match (a), the Ray worker's environment and Tune's loop are not what slows a
-probe inside a study; what is left is the study's own driver work (Optuna, MLflow) beside it.
+If (b) matches (a), the Ray worker's environment is not what slows a probe inside a study;
+what is left is the study's own driver work (Optuna, MLflow) beside it. (Until 2026-12-07 it
+also ran (d), a one-trial Ray Tune run of the screen's trainable; RESULTS.md keeps its figures.)
 """
 
 from __future__ import annotations
@@ -71,27 +71,10 @@ def as_task(ray: Any, cfg: dict[str, Any]) -> float:
     return probe_wall(ray.get(task.remote(cfg, {}, TIMEOUT_S, 1, True)))
 
 
-def as_tune_trial(cfg: dict[str, Any], storage: Path, n: int) -> float:
-    from ray import tune
-
-    from autotune.study.workers import trainable
-
-    config = {"number": n, "probe": cfg, "env": {}, "timeout_s": TIMEOUT_S, "threads": 1}
-    tuner = tune.Tuner(
-        tune.with_resources(trainable, {"cpu": 1}),
-        param_space=config,
-        tune_config=tune.TuneConfig(num_samples=1),
-        run_config=tune.RunConfig(name=f"t{n}", storage_path=str(storage), verbose=0),
-    )
-    result = tuner.fit()[0]
-    return probe_wall(json.loads(result.metrics["autotune_payload"]))
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--steps", type=int, default=1000)
     ap.add_argument("--rounds", type=int, default=4)
-    ap.add_argument("--no-tune", action="store_true", help="leave out (c)")
     ap.add_argument("--json", metavar="FILE")
     args = ap.parse_args(argv)
 
@@ -106,10 +89,6 @@ def main(argv: list[str] | None = None) -> int:
         ways = {"direct (own zygote, no Ray)": lambda r: direct(cfg),
                 "in this process (run_probe)": lambda r: in_process(cfg),
                 "Ray task (worker's zygote)": lambda r: as_task(ray, cfg)}  # fmt: skip
-        if not args.no_tune:
-            ways["Tune trial (the screen's trainable)"] = lambda r: as_tune_trial(
-                cfg, Path(tmp) / "tune", r
-            )
         walls: dict[str, list[float]] = {k: [] for k in ways}
         for way in ways.values():  # untimed: each path's zygote pays its imports once
             way(-1)

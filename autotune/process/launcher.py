@@ -5,10 +5,10 @@ environment holds the trial's environment knobs before torch starts, and whose w
 group is killed when it outlives the trial's time limit.
 
 Starting Python and importing torch (and torch._dynamo, which the first optimizer pulls in)
-costs seconds per trial. So with `spare=True` (Ray Tune trials) a worker keeps a *zygote*, a
-fork server (`python -m autotune.process.zygote`) that did those imports once, and each trial's
-probe is a child it forks: a trial starts in ~10 ms instead of seconds, the import is paid once
-per worker and environment, and nothing ever imports torch beside a measured training loop
+costs seconds per trial. So with `spare=True` (a study's probes on CPU workers) a worker keeps
+a *zygote*, a fork server (`python -m autotune.process.zygote`) that did those imports once, and
+each trial's probe is a child it forks: a trial starts in ~10 ms instead of seconds, the import
+is paid once per worker and environment, and nothing ever imports torch beside a measured loop
 (throughput is an objective: a second process importing torch on a 2-core machine slowed a
 running probe by 10-30% in our measurements). The child is a probe process as a fresh one
 would be (its own process group, SIGKILL when its parent dies, its output on a pipe that only

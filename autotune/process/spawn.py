@@ -1,7 +1,8 @@
 """How autotune starts its processes: from one long-lived thread, each dying with its parent.
 
-PR_SET_PDEATHSIG fires when the *thread* that forked the child ends, and Ray Tune runs each
-trial in a thread of its own: processes are started from one long-lived thread (`popen`).
+PR_SET_PDEATHSIG fires when the *thread* that forked the child ends, and the thread a caller
+runs in may end first (Ray ran each trial in a thread of its own under Ray Tune): processes are
+started from one long-lived thread (`popen`).
 """
 
 from __future__ import annotations

@@ -1,14 +1,15 @@
-"""The study: Optuna decides, Ray Tune runs the probes, the driver records every trial in MLflow.
+"""The study: Optuna decides, Ray runs the probes, the driver records every trial in MLflow.
 
 `run(options)` (`driver`) is the whole job. Optuna owns the search state in an RDB storage
 (`storage`; an SQLite file in the study folder by default), so a study survives the driver and
 resumes (`resume`): trials that were running when the driver died are run again under the same
-Optuna trial number, and a trial that finished is never run twice. Ray Tune schedules the trials
-(`adapter`, `session`; the worker side, the rungs' and verification's Ray tasks too, is
-`workers`); each trial's probe is a process of its own (`autotune.process.launcher`:
-forked by the worker's zygote, or a fresh `python -m autotune.process.entry`) whose environment
-holds the trial's environment knobs before torch starts, and which is killed when it outlives
-its time limit. The driver is the only writer to MLflow (`writer`).
+Optuna trial number, and a trial that finished is never run twice. Ray runs the trials as
+tasks (`adapter` asks Optuna for the next whenever a worker is free; `session`; the worker side,
+the one job runner of the screen, the rungs and the verification, is `workers`); each trial's
+probe is a process of its own (`autotune.process.launcher`: forked by the worker's zygote, or a
+fresh `python -m autotune.process.entry`) whose environment holds the trial's environment knobs
+before torch starts, and which is killed when it outlives its time limit. The driver is the
+only writer to MLflow (`writer`).
 
 Outcomes: `complete` (feasible or not by the constraints), `diverged` (a measured, infeasible
 result the sampler learns from), `oom` (infeasible: tells the sampler that region does not

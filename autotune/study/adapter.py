@@ -1,22 +1,19 @@
-"""Ray Tune behind Optuna: the searcher that asks Optuna and hands the results to the driver,
-and the Tune run of a session's trials; each trial is the worker side's `trainable` (one probe
-process on a Ray worker, possibly on another node: `autotune.study.workers`).
+"""The screen: Optuna asked for each trial whenever a Ray worker is free, the trial run there
+(`workers.run_feed`: one probe process on a Ray worker, possibly on another node), and its
+result recorded as it comes back (`Driver`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
-import logging
 import sys
 import threading
-import time
 from collections import deque
 from pathlib import Path
 from typing import Any
 
 from autotune import space as sp
-from autotune.probe import applied
+from autotune.probe import ProbeConfig, applied
 from autotune.probe.outcome import Outcome
 from autotune.recipe.inactive import active_knobs
 from autotune.study import attrs as ua
@@ -27,7 +24,6 @@ from autotune.study.failures import (
     first_report_rule,
     first_report_s,
 )
-from autotune.study.folder import tune_dir
 from autotune.study.objectives import stand_ins, suggest, trial_setup
 from autotune.study.options import StudyOptions
 from autotune.study.progress import Progress
@@ -46,89 +42,8 @@ from autotune.study.rungs import pending as rungs_pending
 from autotune.study.session import plan_resources
 from autotune.study.states import screen_probe
 from autotune.study.timeline import mark
-from autotune.study.workers import died_in_tune, trainable, trial_process_env
+from autotune.study.workers import ProbeJob, run_feed, trial_process_env
 from autotune.study.writer import MlflowWriter
-
-
-def searcher_class() -> type:
-    from ray.tune.search import Searcher
-
-    class OptunaAskTell(Searcher):
-        """Optuna asks; Ray Tune runs; the driver tells. Stale trials are run again first."""
-
-        def __init__(self, driver: Driver):
-            super().__init__()
-            self.driver = driver
-            self.live: dict[str, int] = {}
-
-        # Optuna's storage is the state to resume from: Tune's own searcher checkpoints and
-        # pickles carry nothing (the driver holds locks and database connections).
-        def __getstate__(self) -> dict[str, Any]:
-            return {}
-
-        def __setstate__(self, state: dict[str, Any]) -> None:
-            self.driver = None  # type: ignore[assignment]
-            self.live = {}
-
-        def save(self, checkpoint_path: str) -> None:
-            pass
-
-        def restore(self, checkpoint_path: str) -> None:
-            pass
-
-        def save_to_dir(self, *args: Any, **kwargs: Any) -> None:
-            pass
-
-        def suggest(self, trial_id: str) -> dict[str, Any] | None:
-            config = self.driver.next_config()
-            if config is None:
-                return Searcher.FINISHED  # type: ignore[return-value]
-            self.live[trial_id] = config["number"]
-            mark(f"trial {config['number']} asked")
-            return config
-
-        def on_trial_complete(
-            self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False
-        ) -> None:
-            number = self.live.pop(trial_id, None)
-            if number is None:
-                return
-            mark(f"trial {number} back")
-            payload = (result or {}).get("autotune_payload")
-            if payload is not None:
-                self.driver.finish(number, json.loads(payload))
-            elif error:
-                self.driver.finish(number, died_in_tune(number))
-            else:
-                self.driver.interrupted(number)
-            mark(f"trial {number} recorded")
-
-    return OptunaAskTell
-
-
-def stopper_class() -> type:
-    from ray.tune.stopper import Stopper
-
-    class StopOnBaselineFailure(Stopper):
-        """Stops every trial of the run once the baseline failed (`Driver.baseline_failure`)."""
-
-        def __init__(self, driver: Driver):
-            self.driver: Driver | None = driver
-
-        # Tune pickles its stopper with the experiment's state: the driver stays here.
-        def __getstate__(self) -> dict[str, Any]:
-            return {}
-
-        def __setstate__(self, state: dict[str, Any]) -> None:
-            self.driver = None
-
-        def __call__(self, trial_id: str, result: dict[str, Any]) -> bool:
-            return False
-
-        def stop_all(self) -> bool:
-            return self.driver is not None and self.driver.baseline_failure is not None
-
-    return StopOnBaselineFailure
 
 
 class Driver:
@@ -255,11 +170,6 @@ def _first_report_s(study: Any, study_dir: Path) -> float | None:
     return float(value) if isinstance(value, (int, float)) else None
 
 
-def trial_name(trial: Any) -> str:
-    number = (trial.config or {}).get("number")
-    return f"trial-{number:04d}" if isinstance(number, int) else f"trial-{trial.trial_id}"
-
-
 def run_trials(
     opts: StudyOptions,
     study: Any,
@@ -271,12 +181,13 @@ def run_trials(
     finished: int,
     ray: Any,
 ) -> bool:
-    """Run `planned` trials through Ray Tune. Returns True when interrupted."""
+    """Run `planned` trials as Ray tasks (`workers.run_feed`): whenever a worker is free Optuna
+    is asked for the next (`Driver.next_config`), and each trial is recorded as it finishes
+    (`Driver.finish`). Returns True when interrupted."""
     space = opts.space
     if signals.stopping():  # a signal between the baseline and the others (`clip_norm: auto`)
         return _said_interrupted(finished, space.budget.trials)
     import optuna
-    from ray import tune
 
     conc, resources, threads = plan_resources(space, ray.cluster_resources())
     conc = min(conc, planned)
@@ -290,63 +201,50 @@ def run_trials(
         + (f", {threads} CPU thread(s)" if threads else "")
     )
     driver = Driver(opts, study, searched, planned, rerun, logger, progress, study_dir, threads)
-    searcher = searcher_class()(driver)
-    tuner = tune.Tuner(
-        tune.with_resources(trainable, resources),
-        tune_config=tune.TuneConfig(
-            search_alg=searcher,
-            num_samples=planned,
-            max_concurrent_trials=conc,
-            trial_name_creator=trial_name,
-            trial_dirname_creator=trial_name,
-            # One Ray worker serves trial after trial (each probe is still its own process).
-            reuse_actors=True,
-        ),
-        run_config=tune.RunConfig(
-            name=f"{space.name}-{time.strftime('%Y%m%d-%H%M%S')}",
-            storage_path=str(tune_dir(study_dir)),
-            verbose=0,
-            failure_config=tune.FailureConfig(max_failures=0),
-            stop=stopper_class()(driver),
-            checkpoint_config=tune.CheckpointConfig(checkpoint_at_end=False),
-        ),
-    )
-    # Tune's result files are off (the driver keeps the records): silence its fetch warning.
-    logging.getLogger("ray.tune.analysis.experiment_analysis").setLevel(logging.ERROR)
-    # Tune's own resume hint (Tuner.restore) is not how a study resumes: autotune says how; nor
-    # is its "Trials did not complete" (ERROR) after a trial whose worker died, which autotune
-    # says in one line of its own ("trial N failed (worker_died)").
-    logging.getLogger("ray.tune.tune").setLevel(logging.CRITICAL)
-    # ... and that trial's "Trial task failed" with Ray's whole traceback.
-    logging.getLogger("ray.tune.execution.tune_controller").addFilter(_TASK_FAILED)  # a set
-    # Tune's SIGINT handler ends the run on a Ctrl-C (and on a SIGTERM: `signals`); the
-    # driver's handlers are put back when it returns, for the phases after the screen.
-    with progress, signals.around_tune():
-        tuner.fit()
+
+    def feed() -> ProbeJob | None:
+        config = driver.next_config()
+        if config is None:
+            return None
+        number = config["number"]
+        mark(f"trial {number} asked")
+        probe = ProbeConfig.from_dict(config["probe"])
+        label = f"trial {number}"
+        return ProbeJob(number, probe, config["env"], timeout_s=config["timeout_s"], label=label)
+
+    def done(job: ProbeJob, record: dict[str, Any], _elapsed: float) -> None:
+        mark(f"trial {job.key} back")
+        # a worker that died returns no record of its own: the trial's fields, empty
+        driver.finish(job.key, {"log_tail": "", "fingerprint": None, **record, "number": job.key})
+        mark(f"trial {job.key} recorded")
+
+    def interrupted(_s: float) -> str:  # said by `run_feed`, even under --quiet
+        return _interrupted(count_finished(study), space.budget.trials)
+
+    def baseline_failed() -> bool:  # every trial stops
+        return driver.baseline_failure is not None
+
+    timeout = space.budget.trial_timeout_s
+    with progress:
+        ran = run_feed(space, ray, feed, timeout, done, interrupted, stop=baseline_failed)
     if driver.baseline_failure is not None:
         raise BaselineFailed(baseline_stop(driver.baseline_failure, study_dir, space.name))
-    done = count_finished(study)
-    if done < finished + planned:  # the budget, or its first part; said even under --quiet
-        return _said_interrupted(done, space.budget.trials)
+    if not ran:
+        return True
+    finished_now = count_finished(study)
+    if finished_now < finished + planned:  # the budget, or its first part
+        return _said_interrupted(finished_now, space.budget.trials)
     return False
-
-
-class _TaskFailed(logging.Filter):
-    """Drops Tune's "Trial task failed for trial ..." (and the traceback it carries): a trial
-    whose worker died is said by autotune in one line; Tune's other errors still show."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith("Trial task failed")
-
-
-_TASK_FAILED = _TaskFailed()
 
 
 def _said_interrupted(done: int, trials: int) -> bool:
     """What an interrupted screen says (on stderr); True."""
-    print(
-        f"interrupted: {done} of {trials} trials done; run the same command again (or add "
-        "--resume) to continue",
-        file=sys.stderr,
-    )
+    print(_interrupted(done, trials), file=sys.stderr)
     return True
+
+
+def _interrupted(done: int, trials: int) -> str:
+    return (
+        f"interrupted: {done} of {trials} trials done; run the same command again (or add "
+        "--resume) to continue"
+    )

@@ -2,7 +2,7 @@
 
 Ray places a trial only on a node that has every resource the trial asks for
 (`session.plan_resources`: its CPUs, and its GPUs on a GPU). A trial that no node can hold is
-never placed: Tune waits for it forever, printing only Ray's "insufficient resources" warning,
+never placed: Ray waits for it forever, printing only Ray's "insufficient resources" warning,
 with the study's folder made. So a space that asks for more than any node has is refused,
 naming the key that asked: `budget.cpus_per_trial`, `probe.threads`, `probe.world_size` (a DDP
 probe takes a core or a GPU per rank) or `budget.gpus_per_trial`. So is a probe.threads beyond

@@ -7,7 +7,7 @@
     STUDY_DIR/trials/NNNN-rK.json             its record at rung K (`rung_phase`)
     STUDY_DIR/verify/NNNN-sSTEPS-seedS.json   one seed of a verification (`verification`)
     STUDY_DIR/state/NNNN-sSTEPS.pt            a promoted probe's state (`states`)
-    STUDY_DIR/ray/, STUDY_DIR/tune/           Ray's files and Ray Tune's
+    STUDY_DIR/ray/                            Ray's files (a local Ray's session)
 
 A record is written whole or not at all (`write_json`: a temporary file renamed over it), so a
 driver killed mid-write leaves the previous record or none, never half of one.
@@ -38,10 +38,6 @@ def lock_file(study_dir: Path) -> Path:
 
 def ray_dir(study_dir: Path) -> Path:
     return study_dir / "ray"
-
-
-def tune_dir(study_dir: Path) -> Path:
-    return study_dir / "tune"
 
 
 def trials_dir(study_dir: Path) -> Path:

@@ -3,7 +3,7 @@ worker that frees up takes the next promotion `autotune.study.promotion.Ladder` 
 the top rung down, a trial in the top 1/eta of those finished at its rung), instead of waiting
 for the rung's slowest probe. What a promoted probe is, runs, records and continues is the
 synchronous phase's (`autotune.study.rung_phase`: `rung_probe`, `record_rung`, `judge_rung`):
-only the order differs. The screen still ends before the first rung starts (Ray Tune runs it).
+only the order differs. The screen still ends before the first rung starts (`adapter`).
 A worker the ladder has no promotion for, once the top rung has an entrant, runs one of the
 baseline's verification seeds at the target instead of idling (`autotune.study.beside`); with
 `rungs.fill_idle` one with neither takes a promotion beyond the quota (`Ladder.fill`).

@@ -33,12 +33,8 @@ WORKER_NICENESS = "RAY_worker_niceness"  # a local Ray's workers (and their prob
 
 
 def ray_env() -> None:
-    """Settings for a quiet, local-friendly Ray: no usage stats, no Tune callback loggers, the
-    classic output, no checkpoint-sync warnings."""
+    """Settings for a quiet, local-friendly Ray: no usage stats."""
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
-    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
-    os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "1e9")
 
 
 AUTH_MODE = "RAY_AUTH_MODE"

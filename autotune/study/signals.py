@@ -10,13 +10,10 @@ yet that a resume needs. Once Ray is up (`defer`) a signal only notes that the s
 KeyboardInterrupt raised at any point of Ray's own Python code (a task being submitted, a
 reference freed) can leave Ray's core worker inconsistent, which then aborts the process.
 
-Three things take these signals from the driver unless it takes them back:
+Two things take these signals from the driver unless it takes them back:
 - A shell starts a script's background job (`autotune study ... &`) with SIGINT ignored, and
-  Python leaves it ignored: the driver would stop only while Ray Tune's handler is installed
-  (the screen). `handled` and `defer` install the driver's handler whatever was inherited.
-- Ray Tune installs its own SIGINT (and SIGUSR1) handler for `tuner.fit()`, which only ends the
-  Tune run, and leaves it installed when the run returns: every later SIGINT would set an event
-  nothing reads. `around_tune` puts the driver's handlers back when the run returns.
+  Python leaves it ignored. `handled` and `defer` install the driver's handler whatever was
+  inherited.
 - Ray's core worker, started by `ray.init` (in the driver's Ray thread), installs a C++ handler
   for SIGTERM that prints a crash report and aborts (status 134) before Python sees the signal.
   That thread puts the driver's back as soon as `ray.init` returns (`ray_start`).
@@ -165,12 +162,8 @@ def _deliver_again() -> None:
 
 
 def _note(signum: int, frame: FrameType | None) -> None:
-    """The study is to stop. A SIGTERM while Tune's SIGINT handler is installed (the screen) is
-    handed to it too: Tune ends its run as it does on a Ctrl-C."""
+    """The study is to stop: each phase stops at its next look (`stopping`)."""
     _STOPPED.setdefault("by", signum)
-    handler = signal.getsignal(signal.SIGINT)
-    if signum == signal.SIGTERM and callable(handler) and handler is not _note:
-        handler(signal.SIGINT, frame)
 
 
 def on_abort(fn: Callable[[], None]) -> None:
@@ -338,27 +331,3 @@ def exit_status() -> int:
     """A stopped study's exit status, as a shell reports a process that the signal ended: 130
     for SIGINT (also when none was noted: a KeyboardInterrupt), 143 for SIGTERM."""
     return 128 + _STOPPED.get("by", signal.SIGINT)
-
-
-@contextlib.contextmanager
-def around_tune() -> Iterator[None]:
-    """Around `tuner.fit()`: the SIGINT and SIGUSR1 handlers Tune replaces are put back when it
-    returns (Tune leaves its own, which would swallow a Ctrl-C in the phases after it). Tune's
-    SIGINT handler puts back the one it found when it fires: then the Ctrl-C is noted here, so
-    that the phases after the screen stop too, even when the screen's last trial had finished."""
-    if not _main_thread():
-        yield
-        return
-    tunes = [signal.SIGINT, *([signal.SIGUSR1] if hasattr(signal, "SIGUSR1") else [])]
-    saved = {s: signal.getsignal(s) for s in tunes}
-    try:
-        yield
-    finally:
-        tune_fired = signal.getsignal(signal.SIGINT) is saved[signal.SIGINT] and not int(
-            os.environ.get("TUNE_DISABLE_SIGINT_HANDLER", "0") or 0
-        )
-        if tune_fired:
-            _STOPPED.setdefault("by", signal.SIGINT)
-        for s, handler in saved.items():
-            if handler is not None:
-                signal.signal(s, handler)

@@ -55,7 +55,7 @@ def _check_encoded(url: str) -> None:
 class _NoLostConnectionLog(logging.Filter):
     """Drops what libraries log, with a page of traceback and SQL, about a database connection
     lost (`lost_connection`), which is said once in one line instead: by `connection_kept` for
-    the Optuna storage (Tune logs the error of a trial told as it re-raises it). MLflow's own
+    the Optuna storage. MLflow's own
     traceback of a database error it re-raises is dropped where every client of its store is
     made (`tracking.connection`), for every command, not here. Optuna's note
     that it "caught an error from sqlalchemy" reading trials and falls back to a slower query
@@ -74,7 +74,6 @@ _IGNORED = ("Caught an error from sqlalchemy", "error ignored terminating")
 _NOISY = (
     "psycopg",
     "optuna.storages._rdb.storage",
-    "ray.tune.execution.tune_controller",
 )
 
 

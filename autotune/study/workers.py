@@ -6,28 +6,24 @@ Every probe of a study runs the same way on its worker (`run_probe`): one proces
 threads `session.plan_resources` gives it and a time limit, its record tagged with the Ray node
 that ran it (where its state is kept, for a rung to continue it).
 
-- The screen's trials run as the Ray Tune function `trainable`: Tune's searcher asks Optuna for
-  them (`adapter`), and Tune places them and keeps one worker (with its zygote: `spare=True`)
-  trial after trial (`reuse_actors`). Tune owns their submission and their wait, so they do not
-  go through `run_jobs`; a trial whose worker Tune reports dead is recorded by `worker_died`.
-- The rungs, the baseline's yardstick seeds and the verification run `probe_task` as plain Ray
-  tasks through `run_jobs` (a list) or `run_feed` (asked for the next job whenever a worker is
-  free: the rungs' asynchronous promotion): as many at once as `plan_resources` allows, each
-  with its resources, a rung's on the node that holds its state when that node has room; a task
-  whose worker died (node lost, worker killed) is a failed probe (`worker_died`), not a failed
-  study. On CPU workers their probes are forked by the worker's zygote too (Ray keeps a task's
-  worker for the next task; `zygote_pays`), with the screen's preload (`trial_process_env`).
+Every phase runs `probe_task` as plain Ray tasks through `run_jobs` (a list: the baseline's
+yardstick seeds, the verification, the confirmation) or `run_feed` (asked for the next job
+whenever a worker is free: the screen, whose next trial Optuna is asked for then, and the rungs'
+asynchronous promotion): as many at once as `plan_resources` allows, each with its resources, a
+rung's on the node that holds its state when that node has room; a task whose worker died (node
+lost, worker killed) is a failed probe (`worker_died`), not a failed study. On CPU workers the
+probes are forked by the worker's zygote (Ray keeps a task's worker for the next task, the
+zygote with it: `zygote_pays`), with a script's preload (`trial_process_env`).
 
 Two records of a worker's failure, the same for the screen, the rungs, the yardstick and the
 verification: `worker_error`, autotune's side of the probe raised on the worker
-(`probe_on_worker`, which every Tune trial and Ray task runs, catches it: its exception named,
+(`probe_on_worker`, which every Ray task runs, catches it: its exception named,
 its traceback kept), and `worker_died`, the worker never returned.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import socket
 import sys
 import time
@@ -48,8 +44,6 @@ from autotune.study.timeline import mark
 WORKER_DIED = "worker_died"
 #: The cause of a trial whose process the Ray worker could not run or watch.
 WORKER_ERROR = "worker_error"
-#: What a screen trial Ray Tune reports as errored (no payload) was: its worker died.
-DIED_IN_TUNE = "the Ray worker running this trial died (node lost, or the worker was killed)"
 
 
 #: What every training script imports after its fork, unless its zygote did: the trial API.
@@ -120,35 +114,21 @@ def probe_task(
     threads: int | None,
     spare: bool = False,
     extra_env: dict[str, str] | None = None,
+    label: str | None = None,
 ) -> dict[str, Any]:
-    """A Ray task: one probe (a rung's, a yardstick seed's, a verification seed's) in a process
-    of its own on a worker, forked by the worker's zygote when `spare` (`probe_on_worker`: an
-    error here is `worker_error`, as in the screen); only a task that never returns reaches the
-    driver as a dead worker (`collect`)."""
-    return tag_node(
+    """A Ray task: one probe (a screen trial's, a rung's, a yardstick seed's, a verification
+    seed's) in a process of its own on a worker, forked by the worker's zygote when `spare`
+    (`probe_on_worker`: an error here is `worker_error`); only a task that never returns reaches
+    the driver as a dead worker (`collect`). `label`: the study's timeline marks when it is on
+    its worker and when it reports (`timeline`: a screen trial's)."""
+    if label:
+        mark(f"{label} on its worker")
+    out = tag_node(
         probe_on_worker(probe, env, timeout_s, threads, spare=spare, extra_env=extra_env)
     )
-
-
-def trainable(config: dict[str, Any]) -> None:
-    """The Ray Tune function trainable of the screen: one trial = one probe process, forked by
-    the worker's zygote (see `autotune.process.launcher`); reported once, as a JSON string, so
-    that Tune does not flatten the step series into columns."""
-    from ray import tune
-
-    mark(f"trial {config['number']} on its worker")
-    out = probe_on_worker(
-        config["probe"],
-        config["env"],
-        config["timeout_s"],
-        config.get("threads"),
-        spare=True,
-        extra_env=config.get("process_env"),
-    )
-    out["number"] = config["number"]
-    tag_node(out)
-    mark(f"trial {config['number']} reported")
-    tune.report({"autotune_done": 1, "autotune_payload": json.dumps(out, default=str)})
+    if label:
+        mark(f"{label} reported")
+    return out
 
 
 def worker_error(e: BaseException) -> dict[str, Any]:
@@ -175,21 +155,6 @@ def worker_died(error: str) -> dict[str, Any]:
     return {"outcome": Outcome.FAILED.value, "cause": WORKER_DIED, "error": error, "summary": None}
 
 
-def died_in_tune(number: int) -> dict[str, Any]:
-    """The record of screen trial `number` that Ray Tune reports errored without a result: its
-    worker died (`worker_died`), with the empty log tail and no fingerprint of a trial's record."""
-    died = worker_died(DIED_IN_TUNE)
-    return {
-        "number": number,
-        "outcome": died["outcome"],
-        "cause": died["cause"],
-        "error": died["error"],
-        "log_tail": "",
-        "summary": died["summary"],
-        "fingerprint": None,
-    }
-
-
 def collect(ray: Any, ref: Any) -> dict[str, Any]:
     """A finished task's record: what the probe returned, or `worker_died` with Ray's error."""
     try:
@@ -203,13 +168,15 @@ def collect(ray: Any, ref: Any) -> dict[str, Any]:
 class ProbeJob:
     """One probe for `run_jobs`: `key` the caller's (what `done` is told), `probe` its config,
     `env` its environment knobs, `node` the Ray node to prefer (where its state is; soft),
-    `timeout_s` its own time limit (None: the one `run_jobs` or `run_feed` is given)."""
+    `timeout_s` its own time limit (None: the one `run_jobs` or `run_feed` is given), `label`
+    its name in the study's timeline (`probe_task`)."""
 
     key: Any
     probe: ProbeConfig
     env: Mapping[str, str]
     node: str | None = None
     timeout_s: float | None = None
+    label: str | None = None
 
 
 def run_jobs(
@@ -240,16 +207,20 @@ def run_feed(
     done: Callable[[ProbeJob, dict[str, Any], float], None],
     interrupted: Callable[[float], str],
     spare: bool | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> bool:
     """Run the jobs `feed` hands out as Ray tasks (`probe_task`), as many at once as
     `plan_resources` allows: whenever a worker is free `feed()` is asked for the next (None:
     nothing now; asked again when a job finishes), until it has none and none is running. Call
     `done(job, record, seconds since the start)` as each finishes (`collect`); a job's time
     limit is its `timeout_s`, else `timeout_s`. False when interrupted: the tasks in flight are
-    cancelled and `interrupted(seconds)` printed to stderr."""
+    cancelled and `interrupted(seconds)` printed to stderr. `stop()` true (the screen's baseline
+    failed): the tasks in flight are cancelled and it returns True."""
     conc, resources, threads = plan_resources(space, ray.cluster_resources())
     gpus = resources.get("gpu", 0.0)
-    remote = ray.remote(num_cpus=resources.get("cpu", 1.0), num_gpus=gpus)(probe_task)
+    # A task whose worker died is a failed probe, not one Ray runs again (its default: 3 times)
+    cpus = resources.get("cpu", 1.0)
+    remote = ray.remote(num_cpus=cpus, num_gpus=gpus, max_retries=0)(probe_task)
     fork = zygote_pays(gpus) if spare is None else spare
     extra = trial_process_env(space)
     inflight: dict[Any, ProbeJob] = {}
@@ -258,33 +229,43 @@ def run_feed(
         while True:
             if signals.stopping():  # SIGINT or SIGTERM, noted by the driver's handler
                 raise KeyboardInterrupt
+            if stop is not None and stop():
+                _cancel(ray, inflight)
+                return True
             while len(inflight) < conc:
                 job = feed()
                 if job is None:
                     break
                 limit = timeout_s if job.timeout_s is None else job.timeout_s
                 task = on_node(remote, job.node)
-                args = (job.probe.to_dict(), dict(job.env), limit, threads, fork, extra)
+                args = (job.probe.to_dict(), dict(job.env), limit, threads, fork, extra, job.label)
                 inflight[task.remote(*args)] = job
             if not inflight:
                 return True
             # Woken now and then to see whether the study is to stop (`signals`).
             ready, _ = ray.wait(list(inflight), num_returns=1, timeout=STOP_POLL_S)
             for ref in ready:
-                job = inflight.pop(ref)
-                done(job, collect(ray, ref), time.monotonic() - started)
+                record = collect(ray, ref)
+                if signals.stopping() and record.get("cause") == WORKER_DIED:
+                    continue  # the signal's doing (sent to the whole group): not run, not failed
+                done(inflight.pop(ref), record, time.monotonic() - started)
     except KeyboardInterrupt:
-        for ref in inflight:
-            with contextlib.suppress(Exception):
-                ray.cancel(ref, force=True)
+        _cancel(ray, inflight)
         print(interrupted(time.monotonic() - started), file=sys.stderr)
         return False
 
 
+def _cancel(ray: Any, inflight: Mapping[Any, ProbeJob]) -> None:
+    """Cancel the tasks in flight (their workers, with their probes, are ended)."""
+    for ref in inflight:
+        with contextlib.suppress(Exception):
+            ray.cancel(ref, force=True)
+
+
 def zygote_pays(gpus: float) -> bool:
     """Whether a task's probe is forked by its worker's zygote: on CPU workers, which Ray keeps
-    for the next task (the zygote's imports are paid once per worker and environment, as a
-    Tune actor's are); not for a task that holds a GPU, whose worker Ray ends after one task
+    for the next task (the zygote's imports are paid once per worker and environment); not for
+    a task that holds a GPU, whose worker Ray ends after one task
     (`max_calls=1`, its default for GPU tasks), the zygote with it: the zygote's imports would
     be on every probe's path, as a fresh process's are."""
     return gpus <= 0

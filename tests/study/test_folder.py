@@ -24,7 +24,6 @@ def test_every_file_has_its_own_place_in_the_folder(tmp_path: Path) -> None:
         folder.verify_path(tmp_path, 7, seed=3, steps=120),
         folder.state_path(tmp_path, 7, 120),
         folder.ray_dir(tmp_path),
-        folder.tune_dir(tmp_path),
     ]
     assert len(set(paths)) == len(paths)
     assert all(p.resolve().is_relative_to(tmp_path.resolve()) for p in paths)

@@ -201,23 +201,6 @@ def test_the_local_raylet_ending_ends_the_driver_at_once(tmp_path: Path) -> None
     assert _mlflow_running(h.sqlite_uri(tmp_path), "raylet") == []  # ended KILLED before it
 
 
-def _handler(_signum: int, _frame: object) -> None:
-    """A stand-in for Tune's SIGINT handler."""
-
-
-def test_the_handlers_tune_replaces_are_put_back() -> None:
-    """Tune leaves its SIGINT and SIGUSR1 handlers installed after `fit`: a later Ctrl-C would
-    be swallowed."""
-    with signals.handled():
-        signals.defer()
-        before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGUSR1)
-        with signals.around_tune():
-            signal.signal(signal.SIGINT, _handler)
-            signal.signal(signal.SIGUSR1, _handler)
-        assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGUSR1)) == before
-        assert not signals.stopping()
-
-
 def test_a_signal_after_ray_is_up_is_noted_not_raised() -> None:
     """Once Ray is up a signal only notes the stop (the phases stop at their next probe); the
     handlers found before are put back on leaving, and the status says which signal it was."""

@@ -1,6 +1,7 @@
 """A Ray worker killed mid-trial is one line of autotune's ("trial N failed (worker_died)"), not
-Ray's own around it: a review saw "(raylet) A worker died ...", Tune's "Trial task failed" with
-a 15-line traceback and "Trials did not complete" in the study's output."""
+Ray's own around it: a review saw "(raylet) A worker died ...", Ray Tune's "Trial task failed"
+with a 15-line traceback and "Trials did not complete" in the study's output (when the screen
+ran on Tune; its trials are plain Ray tasks now, `ray::probe_task` while they run)."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ def test_a_killed_worker_prints_only_autotunes_line(tmp_path: Path) -> None:
         deadline = time.monotonic() + 240
         while killed is None and time.monotonic() < deadline and proc.poll() is None:
             if baseline.exists():  # the baseline's worker is never the one killed
-                workers = [p for p, c in h.tagged_processes(token) if "ImplicitFunc" in c]
+                workers = [p for p, c in h.tagged_processes(token) if "probe_task" in c]
                 if workers:
                     os.kill(workers[0], signal.SIGKILL)
                     killed = workers[0]

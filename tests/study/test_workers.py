@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 from autotune import space as sp
-from autotune.probe.outcome import Outcome
 from autotune.study import workers
 
 
@@ -33,26 +32,6 @@ def test_a_dead_worker_is_one_failed_record_with_the_error_ray_gave() -> None:
         '{"outcome": "failed", "cause": "worker_died", "error": "WorkerCrashedError: gone", '
         '"summary": null}'
     )
-
-
-def test_a_screen_trial_tune_lost_is_the_same_record_as_a_trials() -> None:
-    """Keys and order as the searcher wrote them before the worker side had one record."""
-    rec = workers.died_in_tune(7)
-    assert list(rec) == [
-        "number",
-        "outcome",
-        "cause",
-        "error",
-        "log_tail",
-        "summary",
-        "fingerprint",
-    ]
-    assert rec["number"] == 7 and rec["outcome"] == Outcome.FAILED
-    assert rec["cause"] == workers.WORKER_DIED and rec["log_tail"] == ""
-    assert rec["error"] == (
-        "the Ray worker running this trial died (node lost, or the worker was killed)"
-    )
-    assert rec["summary"] is None and rec["fingerprint"] is None
 
 
 def test_an_error_on_the_worker_names_the_exception_and_keeps_its_traceback() -> None:
