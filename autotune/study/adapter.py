@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune import space as sp
-from autotune.probe import ProbeConfig, applied
+from autotune.probe import applied
 from autotune.probe.outcome import Outcome
 from autotune.recipe.inactive import active_knobs
 from autotune.study import attrs as ua
@@ -42,7 +42,7 @@ from autotune.study.rungs import pending as rungs_pending
 from autotune.study.session import plan_resources
 from autotune.study.states import screen_probe
 from autotune.study.timeline import mark
-from autotune.study.workers import ProbeJob, run_feed, trial_process_env
+from autotune.study.workers import ProbeJob, run_feed
 from autotune.study.writer import MlflowWriter
 
 
@@ -59,12 +59,10 @@ class Driver:
         tracking: Any,
         progress: Progress,
         study_dir: Path,
-        threads: int | None,
     ):
         self.opts, self.space, self.study = opts, opts.space, study
         self.searched, self.planned, self.rerun = searched, planned, deque(rerun)
         self.tracking, self.progress, self.study_dir = tracking, progress, study_dir
-        self.threads = threads
         # a screen probe keeps its state only while a rung phase is still to run on it
         self.rungs_ahead = rungs_pending(study, opts.space)
         self.suggested = 0
@@ -73,7 +71,9 @@ class Driver:
         self.baseline_first_s = _first_report_s(study, study_dir)
         self.unapplied_said = False  # `_say_unapplied`: once a session
 
-    def next_config(self) -> dict[str, Any] | None:
+    def next_config(self) -> ProbeJob | None:
+        """The next trial to run (a stale one first), asked of Optuna; None when the budget is
+        handed out or the baseline failed."""
         import optuna
 
         with self.lock:
@@ -109,16 +109,9 @@ class Driver:
                 rule = first_report_rule(probe.first_report_s, self.baseline_first_s)
                 probe = dataclasses.replace(probe, first_report_s=limit, first_report_rule=rule)
             self.progress.started(trial.number)
-            return {
-                "number": trial.number,
-                "probe": probe.to_dict(),
-                "env": env,
-                "timeout_s": self.space.budget.trial_timeout_s,
-                "threads": self.threads,
-                "process_env": trial_process_env(self.space),
-                "params": params,
-                "baseline": baseline,
-            }
+            mark(f"trial {trial.number} asked")
+            # its time limit and threads are the job runner's own (`run_feed`)
+            return ProbeJob(trial.number, probe, env, label=f"trial {trial.number}")
 
     def finish(self, number: int, result: dict[str, Any]) -> None:
         """Record one finished trial: file, Optuna tell, MLflow — in that order."""
@@ -154,9 +147,6 @@ class Driver:
         missing = applied.unapplied(ran, self.space.searched())
         if missing:
             print(f"warning: {applied.text(missing)}", file=sys.stderr, flush=True)
-
-    def interrupted(self, number: int) -> None:
-        self.progress.interrupted(number)
 
 
 def _first_report_s(study: Any, study_dir: Path) -> float | None:
@@ -200,17 +190,7 @@ def run_trials(
         f"  {conc} trial(s) at a time, each with {resources}"
         + (f", {threads} CPU thread(s)" if threads else "")
     )
-    driver = Driver(opts, study, searched, planned, rerun, logger, progress, study_dir, threads)
-
-    def feed() -> ProbeJob | None:
-        config = driver.next_config()
-        if config is None:
-            return None
-        number = config["number"]
-        mark(f"trial {number} asked")
-        probe = ProbeConfig.from_dict(config["probe"])
-        label = f"trial {number}"
-        return ProbeJob(number, probe, config["env"], timeout_s=config["timeout_s"], label=label)
+    driver = Driver(opts, study, searched, planned, rerun, logger, progress, study_dir)
 
     def done(job: ProbeJob, record: dict[str, Any], _elapsed: float) -> None:
         mark(f"trial {job.key} back")
@@ -226,7 +206,9 @@ def run_trials(
 
     timeout = space.budget.trial_timeout_s
     with progress:
-        ran = run_feed(space, ray, feed, timeout, done, interrupted, stop=baseline_failed)
+        ran = run_feed(
+            space, ray, driver.next_config, timeout, done, interrupted, stop=baseline_failed
+        )
     if driver.baseline_failure is not None:
         raise BaselineFailed(baseline_stop(driver.baseline_failure, study_dir, space.name))
     if not ran:

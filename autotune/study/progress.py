@@ -76,9 +76,6 @@ class Progress:
     def started(self, number: int) -> None:
         self.running[number] = time.time()
 
-    def interrupted(self, number: int) -> None:
-        self.running.pop(number, None)
-
     def consider(self, metrics: Mapping[str, Any]) -> None:
         """A feasible trial's metrics: the best so far per objective. Also called with the
         trials a resumed study finished before (the driver that ran them stopped)."""

@@ -139,7 +139,7 @@ def _driver(space: sp.Space, tmp_path: Path) -> Driver:
     study = optuna.create_study()
     progress = Progress(space, 1, 0, 1, True)
     opts = StudyOptions(space=space, quiet=True)
-    return Driver(opts, study, {}, 1, [], None, progress, tmp_path, 1)
+    return Driver(opts, study, {}, 1, [], None, progress, tmp_path)
 
 
 @pytest.mark.integration
@@ -151,24 +151,26 @@ def test_a_script_study_trial_carries_the_preload_and_a_builtin_does_not(mods: P
         probe: {steps: 10, micro_batch: 1, threads: 1}
         """)
     )
-    config = _driver(sp.load(str(mods / "space.yaml")), mods).next_config()
-    assert config is not None
-    assert config["process_env"] == {PRELOAD_ENV: "autotune.recipe.trial,preload_mark"}
-    assert not any(k.startswith("AUTOTUNE_") for k in config["env"])  # not a recorded knob
-    out = launcher.run_trial_process(  # as the trainable runs it
-        config["probe"],
-        config["env"],
+    space = sp.load(str(mods / "space.yaml"))
+    job = _driver(space, mods).next_config()
+    assert job is not None
+    extra = trial_process_env(space)  # what the job runner hands every probe of the study
+    assert extra == {PRELOAD_ENV: "autotune.recipe.trial,preload_mark"}
+    assert not any(k.startswith("AUTOTUNE_") for k in job.env)  # not a recorded knob
+    out = launcher.run_trial_process(  # as the study's task runs it
+        job.probe.to_dict(),
+        job.env,
         timeout_s=120,
         threads=1,
         spare=True,
-        extra_env=config["process_env"],
+        extra_env=extra,
     )
     assert out["outcome"] == "complete", out["log_tail"]
     assert _seen(mods)[0][1:] == ["1", "1", "autotune.recipe.trial,preload_mark"]
     assert PRELOAD_ENV not in str((out.get("fingerprint") or {}).get("env"))
 
-    builtin = _driver(sp.load("amp"), mods).next_config()
-    assert builtin is not None and builtin["process_env"] == {}
+    assert _driver(sp.load("amp"), mods).next_config() is not None
+    assert trial_process_env(sp.load("amp")) == {}
 
 
 def test_the_study_sets_the_preload_for_script_workloads_only() -> None:

@@ -418,12 +418,11 @@ def test_screen_rung_and_verification_probes_schedule_over_the_target(tmp_path: 
         None,
         Progress(s, 1, 0, 1, True),
         tmp_path,
-        1,
     )
     screen = driver.next_config()
     assert screen is not None
-    batch = screen["probe"]["knobs"]["batch"]
-    assert screen["probe"]["schedule_steps"] == 120 * 16 // batch  # the screen, as Ray runs it
+    batch = screen.probe.knobs["batch"]
+    assert screen.probe.schedule_steps == 120 * 16 // batch  # the screen, as Ray runs it
     knobs = {**s.fixed_knobs(), "batch": 16}
     rung = sp.probe_config(s, knobs=knobs, steps=60)  # as rung_phase builds it
     verify = sp.probe_config(s, knobs=knobs, seed=3, steps=60)  # as verification does
