@@ -16,8 +16,8 @@ better, every probe feasible) at a length is that plus noise shrinking with the 
 decides who is promoted and the rungs' agreement (PASHA's growth rule, the study's defaults:
 agreement 0.7 over 2 rung pairs), not the durations.
 
-- synchronous (`rungs.promotion: sync`, the default): the screen (all N at once, as Ray Tune
-  runs it), then rung by rung, each waiting for its slowest probe;
+- synchronous (`rungs.promotion: sync`, the default): the screen (all N at once, as the
+  study's job runner feeds it), then rung by rung, each waiting for its slowest probe;
 - asynchronous (`rungs.promotion: async`): the screen, then a free worker takes the Ladder's
   next promotion (from the top rung down, a trial in the top floor(m / eta) of the m finished at
   its rung; the synchronous quota when the rung has ended), else waits;

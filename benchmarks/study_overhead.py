@@ -132,7 +132,9 @@ def breakdown(marks: list[dict], start: float, end: float, records: list[dict]) 
         "Ray start (what is left of it once the stores are open)": span(
             "resume checked", "ray started"
         ),
-        "Tune start (to the first trial asked)": span("ray started", f"{trials[0]} asked"),
+        "the screen's start (Ray up -> the first trial asked)": span(
+            "ray started", f"{trials[0]} asked"
+        ),
         "asked -> on its worker (all trials)": sum(
             span(f"{t} asked", f"{t} on its worker") for t in trials
         ),
@@ -148,7 +150,7 @@ def breakdown(marks: list[dict], start: float, end: float, records: list[dict]) 
         "recorded -> next trial asked": sum(
             span(f"{a} recorded", f"{b} asked") for a, b in itertools.pairwise(trials)
         ),
-        "Tune end (last recorded -> screen over)": span(f"{trials[-1]} recorded", "screen"),
+        "the screen's end (last recorded -> screen over)": span(f"{trials[-1]} recorded", "screen"),
         "yardstick, rungs": span("screen", "rungs"),
         "verification": span("rungs", "verification"),
         "Ray shutdown (begun; joined at the driver's end)": span("verification", "ray stopped"),

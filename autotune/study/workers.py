@@ -97,9 +97,10 @@ def probe_on_worker(
     spare: bool = False,
     extra_env: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """`run_probe` as every Ray task and Tune trial of a study runs it: what raises on the
-    worker (autotune's side of the probe) is a failed probe, cause `worker_error`, not an
-    exception for Ray to carry back (which the driver could not tell from a dead worker)."""
+    """`run_probe` as every Ray task of a study runs it (screen, rungs, verification): what
+    raises on the worker (autotune's side of the probe) is a failed probe, cause
+    `worker_error`, not an exception for Ray to carry back (which the driver could not tell
+    from a dead worker)."""
     try:
         out = run_probe(probe, env, timeout_s, threads, spare=spare, extra_env=extra_env)
     except Exception as e:  # autotune's side of the probe broke: a failed probe with its cause
