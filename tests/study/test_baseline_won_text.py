@@ -31,3 +31,33 @@ def test_alone_or_unopposed() -> None:
     assert "no other configuration did better" in _baseline_won(_summary([0]))
     alone = {"counts": {"complete": 1}, "baseline": {"number": 0}, "pareto": []}
     assert "no other trial completed" in _baseline_won(alone)
+
+
+def test_a_verified_pick_is_judged_on_its_verified_means_not_the_front() -> None:
+    """The front is each trial's one run; a verified pick is chosen on the verified means. A
+    review saw the baseline picked "where trial(s) 2, 3 are better on some objective and worse
+    on another" of trials whose verified means were worse on both."""
+    summary = {
+        **_summary([3, 2, 0]),
+        "pick": {"number": 0, "verified": True},
+        "verified": [
+            {"number": 0, "seeds": [1, 2], "held": True},
+            {"number": 3, "seeds": [1, 2], "held": True},
+            {"number": 2, "seeds": [1, 2], "held": False},
+        ],
+    }
+    text = _baseline_won(summary)
+    assert "worse on another" not in text and "the front" not in text, text
+    assert "the balanced choice on the means verified over seeds [1, 2], beside trial(s) 3," in text
+    none_held = {
+        **summary,
+        "verified": [{**v, "held": v["number"] == 0} for v in summary["verified"]],
+    }
+    assert "the only verified configuration that held on every seed [1, 2]" in _baseline_won(
+        none_held
+    )
+    # verified alone (nothing else verified): the front's wording, as before
+    alone = {**summary, "verified": summary["verified"][:1]}
+    assert "the balanced choice of the front, where trial(s) 3, 2 are better" in _baseline_won(
+        alone
+    )
