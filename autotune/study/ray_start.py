@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune.study import signals
-from autotune.study.session import init_ray, ray_env
+from autotune.study.session import end_gone_ray, init_ray, ray_env, raylet_lines
 
 
 class _NoSigtermNote(logging.Filter):
@@ -39,6 +39,8 @@ class _NoSigtermNote(logging.Filter):
 
 _QUIET = _NoSigtermNote()
 START_GRACE_S = 10.0  # how long `close` waits for a start that has not finished
+STOP_GRACE_S = 5.0  # how long `close` waits for Ray's shutdown once a signal stopped the study
+GONE_WAIT_S = 2.0  # how long a local Ray's raylet is given to end once its GCS has
 
 
 class RayStart:
@@ -69,9 +71,14 @@ class RayStart:
         finally:
             self._ready.set()
         self._end.wait()
-        if self._ray is not None:
-            with contextlib.suppress(Exception):
-                self._ray.shutdown()
+        if self._ray is None:
+            return
+        if signals.local_ray_gone(wait_s=GONE_WAIT_S):  # nothing to shut down but its agents
+            end_gone_ray(study_dir)
+            return
+        with contextlib.suppress(Exception):
+            self._ray.shutdown()
+        raylet_lines(True)  # Ray is down: nothing of this study's is left to print
 
     def wait(self) -> Any:
         """`ray`, connected; the start's error (e.g. ClusterError) raised here."""
@@ -90,10 +97,18 @@ class RayStart:
         has not finished (a driver stopped while it joins a cluster that does not answer: Ray
         retries for many minutes) is waited for only `START_GRACE_S`: the thread is a daemon,
         and a local Ray's processes end with it (their parent-death signal), so a Ctrl-C or a
-        SIGTERM stops the driver instead of waiting on Ray."""
+        SIGTERM stops the driver instead of waiting on Ray. Once a signal stopped the study,
+        the shutdown is waited for only `STOP_GRACE_S` (Ray's processes may be half gone: a
+        SIGTERM to the whole process group reaches them too), and not run at all when the local
+        Ray's GCS is already gone (`signals.local_ray_gone`: `ray.shutdown()` then waited ~8 s
+        after the summary was printed): its raylet's agents, which outlive it, are ended
+        instead (`session.end_gone_ray`)."""
         signals.leaving()
         self._end.set()
-        self._thread.join(None if self._ready.is_set() else START_GRACE_S)
+        if not self._ready.is_set():
+            self._thread.join(START_GRACE_S)
+        else:  # after a signal, a shutdown that hangs (Ray's processes half gone) is not waited on
+            self._thread.join(STOP_GRACE_S if signals.stopping() else None)
 
 
 @contextlib.contextmanager

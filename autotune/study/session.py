@@ -126,9 +126,11 @@ def ray_session(
     leaving (the driver's next steps do not wait for Ray's shutdown; `RayStart.close` does)."""
     if started is not None:
         ray = started.wait()
+        # not printed until Ray is shut down (`RayStart` turns them back on then): a worker's
+        # death is published a moment after its task failed, past the last phase of a study
+        raylet_lines(False)
         try:
-            with _no_raylet_lines():
-                yield ray
+            yield ray
         finally:
             # A Ray handle freed in this thread while Ray shuts down in its own makes Ray end
             # the process (exit status 1, "The core worker has already been shutdown"): the
@@ -151,19 +153,43 @@ def ray_session(
 
 @contextlib.contextmanager
 def _no_raylet_lines() -> Iterator[None]:
-    """While the study's phases run, the raylet's error messages are not printed: the driver's
-    Ray thread prints each on stdout ("(raylet) A worker died or was killed ...") beside
-    autotune's own line for the probe that failed (`worker_died`). Ray's switch for its
+    """While the study's phases run, the raylet's error messages are not printed
+    (`raylet_lines`)."""
+    before = raylet_lines(False)
+    try:
+        yield
+    finally:
+        raylet_lines(before)
+
+
+def raylet_lines(on: bool) -> bool:
+    """Turn the printing of the raylet's error messages on or off; whether it was on. The
+    driver's Ray thread prints each on stdout ("(raylet) A worker died or was killed ...")
+    beside autotune's own line for the probe that failed (`worker_died`). Ray's switch for its
     worker-log printing (what it turns off at a breakpoint) is the only one for them; with
     `log_to_driver` off nothing else is printed through it (no output of the user's)."""
     from ray._private import worker
 
-    before = worker._worker_logs_enabled
-    worker._worker_logs_enabled = False
-    try:
-        yield
-    finally:
-        worker._worker_logs_enabled = before
+    before = bool(worker._worker_logs_enabled)
+    worker._worker_logs_enabled = on
+    return before
+
+
+def ray_temp(study_dir: Path) -> Path:
+    """The folder a local Ray started for the study keeps its files in: the study folder's own
+    when the path is short enough for Ray's unix sockets (107 bytes; Ray appends up to 64 bytes
+    to it), else a short temp folder shared by this user's studies."""
+    temp = ray_dir(study_dir)
+    if len(str(temp.resolve())) > 40:
+        temp = Path(tempfile.gettempdir()) / f"autotune-ray-{os.getuid()}"
+    return temp
+
+
+def end_gone_ray(study_dir: Path) -> None:
+    """What is left of a local Ray whose control process ended under the driver (a SIGTERM to
+    the whole process group): its raylet's agents, which outlive it (`end_orphans`)."""
+    with contextlib.suppress(OSError):
+        end_orphans(ray_temp(study_dir))
 
 
 def init_ray(address: str | None, study_dir: Path, cpus: int | None = None) -> Any:
@@ -188,17 +214,14 @@ def init_ray(address: str | None, study_dir: Path, cpus: int | None = None) -> A
                 f"`ray start --head` or fix --address / RAY_ADDRESS{auth_hint()}"
             ) from e
         return ray
-    # A local Ray without a token prompt, with its files inside the study folder when the
-    # path is short enough for its unix sockets (107 bytes), else in a short temp folder.
+    # A local Ray without a token prompt, its files in `ray_temp`.
     os.environ.setdefault(AUTH_MODE, "disabled")
     # Ray runs its workers at nice 15 (its `worker_niceness`), and a probe forked there
     # inherits it: on a busy machine the probes then get a fraction of a core and their
     # throughput, the objective, measures the machine's load. A probe runs at the priority the
     # user's training would (the raylet keeps its own); set RAY_worker_niceness to change it.
     os.environ.setdefault(WORKER_NICENESS, "0")
-    temp = ray_dir(study_dir)
-    if len(str(temp.resolve())) > 40:  # Ray appends up to 64 bytes to it
-        temp = Path(tempfile.gettempdir()) / f"autotune-ray-{os.getuid()}"
+    temp = ray_temp(study_dir)
     temp.mkdir(parents=True, exist_ok=True)
     ended = end_orphans(temp)  # what a killed driver's Ray left there
     if ended:

@@ -71,9 +71,9 @@ LATE_S = 0.5
 
 #: What the driver says (on stderr) when it is stopped where no phase says it.
 INTERRUPTED = "interrupted; run the same command again (or add --resume) to continue"
-#: ... and when it is stopped before its study was written (opening its stores, joining Ray):
-#: what it made is removed, and a --resume would find no study.
-INTERRUPTED_EARLY = "interrupted before the study was written; run the same command again"
+#: ... and when it is stopped before it wrote anything (opening its stores, joining Ray): what it
+#: made is removed (a new study's --resume would find no study; one that existed is as it was).
+INTERRUPTED_EARLY = "interrupted before this run wrote anything; run the same command again"
 
 
 def _main_thread() -> bool:
@@ -325,6 +325,25 @@ def _local_gcs() -> tuple[Any, str, Any] | None:
 def stopping() -> bool:
     """Whether a signal asked the study to stop."""
     return "by" in _STOPPED
+
+
+def local_ray_gone(wait_s: float = 0.0) -> bool:
+    """Whether the local Ray this driver started has lost its control process (GCS): ended, or
+    refusing connections. A SIGTERM to the whole process group ends it; `ray.shutdown()` then
+    waits ~8 s for a GCS that will not answer (measured, Ray 2.60) before it returns, after the
+    study's summary is printed. When gone, its raylet is given `wait_s` to end too (its agents
+    are orphans, `session.end_gone_ray`, only then). False for a cluster (its GCS is not this
+    driver's) and when Ray's private layout is not the one known here."""
+    gcs = _local_gcs()
+    if gcs is None:
+        return False
+    proc, address, raylet = gcs
+    if proc.poll() is None and not _refuses(address):
+        return False
+    if raylet is not None:
+        with contextlib.suppress(Exception):  # still running after wait_s: left as it is
+            raylet.wait(wait_s)
+    return True
 
 
 def exit_status() -> int:

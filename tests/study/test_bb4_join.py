@@ -166,5 +166,5 @@ def test_a_driver_stopped_while_it_joins_a_silent_cluster_leaves_nothing(tmp_pat
     assert code == 130, err.read_text()[-3000:]  # as a study interrupted with Ctrl-C
     assert "Traceback" not in err.read_text(), err.read_text()[-3000:]
     last = err.read_text().strip().splitlines()[-1]
-    assert last == "interrupted before the study was written; run the same command again", last
+    assert last == "interrupted before this run wrote anything; run the same command again", last
     assert only_the_space(work) == ["space.yaml"], err.read_text()[-3000:]
