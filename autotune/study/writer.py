@@ -32,6 +32,10 @@ DOWN_RECHECK_S = 30.0
 #: left then is logged by --resume (every record is on disk), so a stop is never held for long.
 STOP_GRACE_S = 10.0
 
+#: How long `end_killed` waits for the write the writer's thread is in (one trial's, ~0.1-1 s on
+#: SQLite) before it ends the study's runs: a run that write creates after them stays RUNNING.
+END_WAIT_S = 3.0
+
 
 @dataclass(frozen=True)
 class _Item:
@@ -71,6 +75,7 @@ class MlflowWriter:
         self._warned = False
         self._skipped = 0  # records not logged this session because the store was down
         self._abandoned = False  # a stop gave up waiting: the client is the writer thread's
+        self._writing = threading.Lock()  # held through each write (`_attempt`), either thread's
 
     def logged(self) -> set[int]:
         self.drain()
@@ -161,9 +166,18 @@ class MlflowWriter:
         answers is one warning of its own (`then` says what becomes of it); a store whose
         server stopped answering is said once for the session (`_went_down`), and the writes
         after it are skipped and counted until it answers again (`_skip`): each would wait for
-        its requests to time out, and the driver behind it."""
+        its requests to time out, and the driver behind it. One write at a time, whichever
+        thread's: `end_killed` waits for the one in progress, and none is made after it."""
         if self._skip():
             return None
+        with self._writing:
+            return self._attempt_held(what, write, then)
+
+    def _attempt_held(self, what: str, write: Callable[[], _T], then: str) -> _T | None:
+        with self._lock:
+            if self._abandoned:  # the runs were ended meanwhile (`end_killed`)
+                self._skipped += 1
+                return None
         try:
             return write()
         except Exception as e:
@@ -317,12 +331,16 @@ class MlflowWriter:
         for an interrupted run (the next session sets the study's RUNNING again and logs a cut
         run afresh: `resume.reconcile`). So are they when the driver is ended at once because
         its Ray went away (`signals.on_abort`: a SIGTERM to its whole process group). The
-        writer's thread may still hold the client: these are a search and status updates, each
-        a request of its own. Skipped when the store does not answer (the writes were skipped
-        for that)."""
+        writer's thread may be in a write then (the watch of Ray calls this from a thread of its
+        own): it writes nothing after this, and the write it is in is waited for at most
+        `END_WAIT_S` (a trial's run it created after the search below would stay RUNNING; a
+        write cut short before its run is complete is logged afresh by --resume). Skipped when
+        the store does not answer (the writes were skipped for that)."""
         with self._lock:
+            self._abandoned = True  # what is still queued is left to --resume (`not_logged`)
             if self._down_since is not None:
                 return
+        waited = self._writing.acquire(timeout=END_WAIT_S)
         try:
             tracking.end_running(self.client, self.experiment_id, self.study_name, "KILLED")
         except Exception as e:
@@ -331,6 +349,9 @@ class MlflowWriter:
                 f"{one_line(e)}); they show as running until the study resumes",
                 file=sys.stderr,
             )
+        finally:
+            if waited:
+                self._writing.release()
 
 
 def _warm_summary_imports() -> None:
