@@ -95,8 +95,10 @@ def slim(record: Mapping[str, Any]) -> dict[str, Any]:
 
 def probe_line(number: int, steps: int, record: Mapping[str, Any]) -> str:
     """The console's line for one rung probe: how it ended, whether it continued the rung
-    below (and why not, or how it differed from the run from step 0)."""
+    below (and why not, or how it differed from the run from step 0), and how long it took
+    (from its hand-over to Ray to its record, as a verification seed's line says)."""
     summary = record.get("summary") or {}
+    took = record.get("wall_clock_s")
     resumed = summary.get("resumed_from_step")
     cont = summary.get("continuation") or {}
     why = cont.get("why")  # e.g. a script without the hook
@@ -106,6 +108,7 @@ def probe_line(number: int, steps: int, record: Mapping[str, Any]) -> str:
         + (f", continued from step {resumed}" if resumed else ", from step 0")
         + (f": {why}" if why and not resumed else "")
         + (f" ({cont['note']})" if resumed and cont.get("note") else "")
+        + (f"  [{fmt_s(float(took))}]" if isinstance(took, (int, float)) else "")
     )
 
 

@@ -213,7 +213,9 @@ def run_feed(
     """Run the jobs `feed` hands out as Ray tasks (`probe_task`), as many at once as
     `plan_resources` allows: whenever a worker is free `feed()` is asked for the next (None:
     nothing now; asked again when a job finishes), until it has none and none is running. Call
-    `done(job, record, seconds since the start)` as each finishes (`collect`); a job's time
+    `done(job, record, seconds since it was handed to Ray)` as each finishes (`collect`): the
+    time its line shows, as a screen trial's shows its own (not the phase's, which grew line by
+    line); a job's time
     limit is its `timeout_s`, else `timeout_s`. False when interrupted: the tasks in flight are
     cancelled and `interrupted(seconds)` printed to stderr. `stop()` true (the screen's baseline
     failed): the tasks in flight are cancelled and it returns True."""
@@ -225,6 +227,7 @@ def run_feed(
     fork = zygote_pays(gpus) if spare is None else spare
     extra = trial_process_env(space)
     inflight: dict[Any, ProbeJob] = {}
+    handed: dict[Any, float] = {}  # when each was handed to Ray (`time.monotonic`)
     started = time.monotonic()
     try:
         while True:
@@ -240,7 +243,8 @@ def run_feed(
                 limit = timeout_s if job.timeout_s is None else job.timeout_s
                 task = on_node(remote, job.node)
                 args = (job.probe.to_dict(), dict(job.env), limit, threads, fork, extra, job.label)
-                inflight[task.remote(*args)] = job
+                ref = task.remote(*args)
+                inflight[ref], handed[ref] = job, time.monotonic()
             if not inflight:
                 return True
             # Woken now and then to see whether the study is to stop (`signals`).
@@ -249,7 +253,7 @@ def run_feed(
                 record = collect(ray, ref)
                 if signals.stopping() and record.get("cause") == WORKER_DIED:
                     continue  # the signal's doing (sent to the whole group): not run, not failed
-                done(inflight.pop(ref), record, time.monotonic() - started)
+                done(inflight.pop(ref), record, time.monotonic() - handed.pop(ref))
     except KeyboardInterrupt:
         _cancel(ray, inflight)
         print(interrupted(time.monotonic() - started), file=sys.stderr)

@@ -30,6 +30,12 @@ def test_the_console_line_says_how_a_continued_probe_differed() -> None:
         probe_line(3, 90, record(3, None))
         == "  trial 3 at 90 steps: complete, continued from step 30"
     )
+    # with the probe's own time, as the screen's and the verification's lines show theirs
+    timed = {**record(3, None), "wall_clock_s": 12.4}
+    assert (
+        probe_line(3, 90, timed)
+        == "  trial 3 at 90 steps: complete, continued from step 30  [12 s]"
+    )
     assert slim(record(3, NOTE))["continuation_note"] == NOTE
     assert slim(record(3, None))["continuation_note"] is None
 
