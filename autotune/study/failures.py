@@ -81,6 +81,28 @@ def describe(row: Mapping[str, Any]) -> str:
     return f"{label} failed{on}{cause}" + (f": {error}" if error else "")
 
 
+def not_a_candidate(study: Any, number: int) -> str | None:
+    """Why trial `number`, named by an explicit pick, is no candidate, where its own record
+    says it: not finished, failed (with its error), diverged or out of memory. None for a
+    complete trial (infeasible, or not run at the decided length: the pick's own message says
+    so), and for no such trial (`export` says that before it picks)."""
+    trial = next((t for t in study.get_trials(deepcopy=False) if t.number == number), None)
+    if trial is None:
+        return None
+    if not trial.state.is_finished():
+        return f"trial {number} has not finished (the study stopped while it ran; --resume runs it)"
+    outcome = trial.user_attrs.get(ua.OUTCOME)
+    cause = trial.user_attrs.get(ua.CAUSE)
+    if outcome == Outcome.FAILED:
+        error = trial.user_attrs.get(ua.ERROR)
+        row = {"number": number, "baseline": ua.is_baseline(trial), "cause": cause}
+        return describe({**row, "error": error})
+    if outcome in (Outcome.DIVERGED, Outcome.OOM):
+        what = "diverged" if outcome == Outcome.DIVERGED else "ran out of memory"
+        return f"trial {number} {what}" + (f" ({one_line(str(cause))})" if cause else "")
+    return None
+
+
 def summary_lines(rows: Sequence[Mapping[str, Any]] | None) -> list[str]:
     """The summary's lines of failed trials (and verification seeds): the first SHOWN, then
     how many more."""

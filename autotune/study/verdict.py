@@ -12,12 +12,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from autotune.errors import one_line
+from autotune.errors import RecipeError, one_line
 from autotune.probe.outcome import Outcome
 from autotune.recipe import paired as pd
 from autotune.study import attrs as ua
 from autotune.study import pick as pk
 from autotune.study.confirmed import awaiting, confirmation, judged
+from autotune.study.failures import not_a_candidate
 from autotune.study.records import baseline_trial
 
 
@@ -122,6 +123,12 @@ def decide(
         first = pk.pick(cands, objectives, how)
     except pk.NoCandidateHolds as e:
         return _defaults_alone(study, cands, objectives, how, e)
+    except RecipeError as e:  # an explicit `trial N` that is none: its own record says why
+        kind, number = pk.parse_pick(how)
+        why = not_a_candidate(study, number) if kind == "trial" and number is not None else None
+        if why is None:
+            raise
+        raise RecipeError(f"{e}: {why}") from None
     verdict = against_baseline(study, first, objectives)
     if partial and not first.baseline and first.verified is None:
         verdict["why"] = "the study's verification has not finished: no paired comparison yet"
