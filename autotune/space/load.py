@@ -442,8 +442,23 @@ def validate_section(cls: type[BaseModel], raw: Any, path: list[str | int], err:
             if first["type"] == "value_error":  # our own validators say what they got
                 msg = str(first["msg"]).removeprefix("Value error, ")
             else:
-                msg = f"{first['msg']} (got {first.get('input')!r})"
+                msg = f"{first['msg']} (got {first.get('input')!r})" + _as_text_hint(first)
         raise err(loc, msg) from None
+
+
+def _as_text_hint(error: Mapping[str, Any]) -> str:
+    """For an integer written in exponent form (`steps: 1e9`): YAML 1.1 reads a number with an
+    exponent but no dot as text, which no integer field takes; the value to write instead."""
+    given = error.get("input")
+    if error.get("type") != "int_parsing" or not isinstance(given, str):
+        return ""
+    try:
+        value = float(given)
+    except ValueError:
+        return ""
+    if not math.isfinite(value) or value != int(value):
+        return ""
+    return f": YAML reads {given} as text; write the number out ({int(value)})"
 
 
 def _fields(cls: type[BaseModel], loc: Sequence[Any]) -> list[str]:

@@ -25,6 +25,13 @@ FILE_ERRORS = [
         "steps: many",
         ["integer", "'many'"],
     ),
+    (  # YAML 1.1 reads an exponent without a dot as text: the number to write instead
+        "exponent-as-text",
+        edit("steps: 30", "steps: 3e3"),
+        "probe.steps",
+        "steps: 3e3",
+        ["integer", "'3e3'", "YAML reads 3e3 as text; write the number out (3000)"],
+    ),
     (
         "wrong-type-knob",
         edit("clip_norm: 1.0", "clip_norm: high"),
