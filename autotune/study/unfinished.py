@@ -82,16 +82,18 @@ def spent(
     study: Any, space: sp.Space, study_dir: Path | None, left: Mapping[str, Any] | None
 ) -> dict[str, Any] | None:
     """`compute.study_compute`, but of an unfinished study (`left`, from `state`) with no
-    saving figure (`saved_vs_full` None) and `cut_short` naming the phase it stopped in (or
-    `running`, the phase its driver is in, while one runs): its estimate of the full flow
-    counts every planned probe, so what never ran would read as saved."""
+    saving figure (`saved_vs_full` None) nor ratio to a screen-only study (`vs_today` None),
+    and `cut_short` naming the phase it stopped in (or `running`, the phase its driver is in,
+    while one runs): both estimates count every planned probe, so what never ran would read
+    as saved ("0.8x a screen-only study" of a study stopped in its screen)."""
     found = study_compute(study, space, study_dir)
     if found is None or not left:
         return found
     phase = left.get("phase") or "running"
+    found = {**found, "saved_vs_full": None, "vs_today": None}
     if left.get("driver"):  # its driver runs: not cut short, only not finished yet
-        return {**found, "saved_vs_full": None, "running": phase}
-    return {**found, "saved_vs_full": None, "cut_short": phase}
+        return {**found, "running": phase}
+    return {**found, "cut_short": phase}
 
 
 def text(left: Mapping[str, Any] | None, screen_steps: int, target_steps: int) -> str | None:

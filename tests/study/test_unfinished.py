@@ -107,6 +107,7 @@ def test_an_unfinished_study_claims_no_saving(tmp_path: Path) -> None:
     spent = {**summary["compute"], "total": 6400, "screen": 6400, "rungs": 0}
     line = format_line(spent) or ""
     assert "less than every trial" not in line and "cut short (screen)" in line, line
+    assert "screen-only study" not in line, line  # its ratio counted the probes never run
     # shown while its driver runs: not finished, but not cut short either (a review)
     running = st.summarize(study, space, study_dir, running="pid 1 on here")["compute"]
     assert "cut_short" not in running and running["running"] == "screen", running
