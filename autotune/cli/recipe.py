@@ -50,8 +50,8 @@ def export(
         bool,
         typer.Option(
             "--audit",
-            help="Also record this machine's op audit in the recipe, for `autotune migrate` "
-            "elsewhere (seconds to a minute; run it where the study ran).",
+            help="Also record this machine's op audit in the recipe (-f yaml), for `autotune "
+            "migrate` elsewhere (seconds to a minute; run it where the study ran).",
         ),
     ] = False,
 ) -> None:
@@ -61,6 +61,11 @@ def export(
 
     if fmt not in formats.FORMATS:
         raise AutotuneError(f"--format {fmt}: choose one of {', '.join(formats.FORMATS)}")
+    if audit and fmt != "yaml":  # only the recipe file records it: the audit would be lost
+        raise AutotuneError(
+            f"--audit: the {fmt} format has no place for the op audit (only the recipe file, "
+            "-f yaml, records it for `autotune migrate`); drop --audit or export -f yaml"
+        )
     ex.check_output(output)  # before the study is read (or the audit run)
     recipe = ex.recipe_from_study(study_ref, pick, storage, audit=audit)
     text = ex.write(recipe, fmt, output)
