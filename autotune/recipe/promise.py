@@ -34,9 +34,11 @@ interval) is one draw of what a seed gives: it held when it lies within the two-
 prediction interval of one more seed drawn like the seeds measured here
 (`seeds.prediction_interval`: mean ± t(0.975, n-1)·s·√(1 + 1/n), on the log scale for positive
 metrics), else it is better or worse by the side it falls on; with fewer than 2 complete seeds
-here it is not judged. A timed metric (throughput) measured here on one seed is not judged
-either: one run's timing interval says nothing of the seed-to-seed and load-to-load spread the
-promise was measured over.
+here it is not judged, and where that interval reaches half or twice the promise (a positive
+metric: 3 seeds of a noisy one gave [x0.16, x22]) it is "too few seeds to tell", as a
+difference's interval that wide is. A timed metric (throughput) measured here on one seed is
+not judged either: one run's timing interval says nothing of the seed-to-seed and load-to-load
+spread the promise was measured over.
 
 The share of seeds that diverged is judged against the share promised by Fisher's exact test
 (`divergence_chance.share_test`: the study's verification seeds and the seeds that ran here are
@@ -44,8 +46,9 @@ different seeds), at 95%: "WORSE than promised" or "better than promised" only b
 (`WORSE than promised (4 of 5 here vs 0 of 10 promised: beyond chance, p = 0.0037)`), else "as
 promised (1 of 5 here vs 0 of 3 promised: within chance, p = 1)", "too few seeds to tell" (under
 3 seeds ran here) or "not judged" (a promise from under 3 seeds, or without its seeds), none a
-reason to exit 1. A recipe that diverged on every seed here is "DIVERGED on every seed",
-whatever it promised and whatever the test says.
+reason to exit 1; an equal share is judged so too (0% over 2 seeds read "as promised"). A recipe
+that diverged on every seed here is "DIVERGED on every seed", whatever it promised and whatever
+the test says.
 """
 
 from __future__ import annotations
@@ -68,6 +71,7 @@ from autotune.recipe.seeds import (
     too_few_seeds,
 )
 from autotune.recipe.unpaired import difference, difference_text, no_change
+from autotune.space import POSITIVE_METRICS
 
 
 def promise_seeds(promised: Mapping[str, Any]) -> int:
@@ -174,6 +178,13 @@ def _one_seed(
     basis["prediction"] = {"low": low, "high": high}
     if low <= p_mean <= high:
         verdict = "as promised"
+        if metric in POSITIVE_METRICS and p_mean > 0 and (
+            low <= p_mean / TWOFOLD or high >= p_mean * TWOFOLD
+        ):  # one more seed could be half or twice the promise: that holds nearly any promise
+            verdict = (
+                "too few seeds to tell (one seed's spread here reaches half or twice the "
+                f"promise: a {TWOFOLD:g}-fold change cannot be told)"
+            )
     else:  # the seeds here sit on the other side of the promise
         better = p_mean < low if direction == "maximize" else p_mean > high
         verdict = "better than promised" if better else "WORSE than promised"
@@ -262,16 +273,14 @@ def _divergence_promise(recipe: Recipe, measured: Mapping[str, Any]) -> dict[str
         row["verdict"] = f"not judged: every seed failed ({failed} of {n})"
     elif got >= 1.0:
         row["verdict"] = "DIVERGED on every seed"  # never "as promised", whatever was promised
-    elif got == promised:
-        row["verdict"] = "as promised"
-    else:
+    else:  # an equal share too: "as promised" only over enough seeds on both sides
         row.update(_shares_judged(metric, ver, got, n - failed))
     return row
 
 
 def _shares_judged(metric: str, ver: Mapping[str, Any], got: float, ran: int) -> dict[str, Any]:
     """The verdict on a measured share of diverged seeds (`got` of the `ran` seeds that ran)
-    unlike the one promised (`ver`, `metric`'s verification): worse or better only beyond
+    against the one promised (`ver`, `metric`'s verification): worse or better only beyond
     chance, with the counts and the p; else more than promised within chance (more diverged
     here, not beyond chance: no exit 1, but not "as promised"), as promised (fewer, within
     chance), or too few seeds to tell."""

@@ -45,6 +45,24 @@ def test_a_one_seed_promise_at_either_end_of_the_prediction_interval_is_as_promi
         assert r["one_seed"]["prediction"] == {"low": low, "high": high}
 
 
+def test_a_one_seed_promise_inside_a_window_past_twofold_is_too_few_seeds_to_tell() -> None:
+    """A blind user check: a 1-seed noise_per_drop promise read "as promised" where one more
+    seed would fall in [0.0033, 0.46] (x0.16 to x22 the promise): a window no promise leaves.
+    A positive metric's window reaching half or twice the promise tells nothing; a narrow one
+    still judges, and a linear metric (no scale to call twofold) keeps its rule (above)."""
+    wide = [0.010, 0.040, 0.090]  # noise_per_drop over three seeds here
+    low, high = prediction_interval(wide, "noise_per_drop")
+    assert low < 0.02 / 2 and high > 0.02 * 2
+    r = rows("noise_per_drop", one_seed("minimize", 0.02), measured("noise_per_drop", wide))
+    assert r["verdict"].startswith("too few seeds to tell (one seed's spread here reaches half")
+    assert r["one_seed"]["prediction"] == {"low": low, "high": high}
+    narrow = [0.0200, 0.0205, 0.0210]
+    r = rows("noise_per_drop", one_seed("minimize", 0.0204), measured("noise_per_drop", narrow))
+    assert r["verdict"] == "as promised"
+    r = rows("noise_per_drop", one_seed("minimize", 0.05), measured("noise_per_drop", narrow))
+    assert r["verdict"] == "better than promised"
+
+
 def test_how_many_seeds_a_promise_counts() -> None:
     assert pm.promise_seeds({"value": 1.0}) == 1
     assert pm.promise_seeds({"value": 1.0, "verified": None}) == 1

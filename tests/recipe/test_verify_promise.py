@@ -74,21 +74,24 @@ def test_a_promise_from_one_seed_is_judged_against_the_spread_of_the_seeds_here(
     assert pi["low"] == pytest.approx(0.2 - HALF3) and pi["high"] == pytest.approx(0.2 + HALF3)
 
 
-def test_the_reviews_case_a_one_seed_promise_within_the_seed_noise_is_as_promised() -> None:
+def test_the_reviews_case_a_one_seed_promise_within_the_seed_noise_is_no_broken_promise() -> None:
     # finding 2: the promise is one screen run (seed 0); five seeds here spread around it. The
     # interval of their mean, [0.0159, 0.0323], misses 0.01283 (the old rule: WORSE, exit 1);
-    # one more seed would fall in [0.00952, 0.0539] (log scale, t(4) = 2.776).
+    # one more seed would fall in [0.00952, 0.0539] (log scale, t(4) = 2.776): within it, but
+    # a window to 4.2x the promise, which no 2-fold change leaves (a blind user check: "as
+    # promised" across such windows claimed what nothing measured could have broken).
     got = seeds_measured("noise_per_drop", [0.016, 0.019, 0.022, 0.027, 0.033])
     assert got["metrics"]["noise_per_drop"]["low"] > 0.01283
     r = row("noise_per_drop", one_seed("minimize", 0.01283), got)
-    assert r["verdict"] == "as promised"
+    wide = "too few seeds to tell (one seed's spread here reaches half or twice the promise"
+    assert r["verdict"] == f"{wide}: a 2-fold change cannot be told)"
     assert r["one_seed"]["prediction"]["low"] == pytest.approx(0.009518, rel=1e-3)
     assert paired.verify_problems({"recipe_result": got, "promise": [r]}) == []
     line = promise_line(r, vf.format_interval)
     assert line == (
         "  noise_per_drop promised 0.01283 (1 seed)  measured 0.02265 [0.0159, 0.03226]  "
-        "-> as promised (judged from a promise of 1 seed: one more of these 5 seeds would "
-        "fall in [0.009518, 0.05389])"
+        f"-> {wide}: a 2-fold change cannot be told) (judged from a promise of 1 seed: one "
+        "more of these 5 seeds would fall in [0.009518, 0.05389])"
     )
     # far outside the seed noise it is still a broken promise (exit 1)
     r = row("noise_per_drop", one_seed("minimize", 0.005), got)
