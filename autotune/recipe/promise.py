@@ -178,8 +178,10 @@ def _one_seed(
     basis["prediction"] = {"low": low, "high": high}
     if low <= p_mean <= high:
         verdict = "as promised"
-        if metric in POSITIVE_METRICS and p_mean > 0 and (
-            low <= p_mean / TWOFOLD or high >= p_mean * TWOFOLD
+        if (
+            metric in POSITIVE_METRICS
+            and p_mean > 0
+            and (low <= p_mean / TWOFOLD or high >= p_mean * TWOFOLD)
         ):  # one more seed could be half or twice the promise: that holds nearly any promise
             verdict = (
                 "too few seeds to tell (one seed's spread here reaches half or twice the "
