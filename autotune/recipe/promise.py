@@ -358,10 +358,12 @@ def recorded_seeds(recipe: Recipe) -> list[int]:
     return [int(r["seed"]) for r in runs if r.get("seed") is not None]
 
 
-def seed_origin(recipe: Recipe, seeds: Sequence[int]) -> dict[str, Any]:
+def seed_origin(recipe: Recipe, seeds: Sequence[int], unlike: str | None = None) -> dict[str, Any]:
     """Whether `seeds` are the study's own verification seeds of this recipe or fresh ones:
     `own` (its study verified the recipe on them), `probe` (the study's probe seed: the trial's
-    own run), `fresh` (neither), `recorded` (the study's verification seeds), `text` (one line)."""
+    own run), `fresh` (neither), `recorded` (the study's verification seeds), `text` (one line).
+    `unlike`: how these runs differ from the study's (another length, an edited recipe), where
+    its own seeds then do not reproduce its numbers."""
     recorded = recorded_seeds(recipe)
     probe_seed = recipe.probe.get("seed")
     own = [s for s in seeds if s in recorded]
@@ -371,9 +373,13 @@ def seed_origin(recipe: Recipe, seeds: Sequence[int]) -> dict[str, Any]:
     head = f"seeds {list(seeds)}: "
     if own and not probe and not fresh:
         nxt = max(100, *[s + 1 for s in recorded])
+        same = (
+            f"{unlike}, so they do not reproduce its numbers"
+            if unlike
+            else "on the same machine they reproduce its numbers"
+        )
         out["text"] = head + (
-            "the study's own verification seeds (on the same machine they reproduce its "
-            f"numbers; --first-seed {nxt} checks on fresh seeds)"
+            f"the study's own verification seeds ({same}; --first-seed {nxt} checks on fresh seeds)"
         )
     elif fresh and not own and not probe:
         where = (

@@ -211,14 +211,14 @@ def verify_recipe(
         seed_list = seeds_for(cfg.seed, seeds)
     else:
         seed_list = [first_seed + i for i in range(seeds)]
+    is_defaults = is_baseline(recipe)
     say(
         f"verifying recipe {recipe.name} on this machine ({here.get('hash')}): "
         f"{len(seed_list)} seed(s), {cfg.steps} steps each"
         + (f" ({length} at the study's batch)" if cfg.steps != length else "")
         + (f", LR scheduled over {cfg.schedule_steps}" if cfg.schedule_steps != cfg.steps else "")
-        + (", beside the baseline" if baseline else "")
+        + (", beside the baseline" if baseline and not is_defaults else "")
     )
-    is_defaults = is_baseline(recipe)
     if baseline and is_defaults:
         say("the recipe is the baseline (PyTorch's defaults): no baseline run beside it")
     arms = [(cfg, recipe.env, "recipe  ")]
@@ -241,7 +241,7 @@ def verify_recipe(
         "drift": [{"field": f, "recipe": a, "here": b} for f, a, b in drift],
         "same_hardware": same,
         "seeds": seed_list,
-        "seed_origin": seed_origin(recipe, seed_list),
+        "seed_origin": seed_origin(recipe, seed_list, _unlike(recipe, length, promised_steps)),
         "recipe_is_baseline": is_defaults,  # PyTorch's defaults: no baseline beside it
         "steps": length,
         "recipe_result": summarize_seeds(runs, metrics_of(recipe)),
@@ -263,10 +263,22 @@ def verify_recipe(
     report["vs_baseline"] = paired.compare(
         report["recipe_result"], report.get("baseline_result"), metrics, same=is_defaults
     )
+    if not baseline and not is_defaults:  # not "not run at these seeds": not asked for
+        report["vs_baseline"]["why"] = "the baseline was not run (--no-baseline)"
     report["edited"] = recipe.edited_sections() or []  # another configuration's promise
     compared = length == promised_steps and not report["edited"]
     report["promise"] = compare_promise(recipe, report["recipe_result"], same) if compared else []
     return report
+
+
+def _unlike(recipe: Recipe, length: int, promised_steps: int) -> str | None:
+    """How this verification's runs differ from the study's own (None: they do not)."""
+    if length != promised_steps:
+        return f"run here at {length} steps, not the study's {promised_steps}"
+    edited = recipe.edited_sections()
+    if edited:
+        return f"the recipe's {', '.join(edited)} edited since its export"
+    return None
 
 
 def loss_series(runs: list[dict[str, Any]]) -> dict[str, list[Any]]:

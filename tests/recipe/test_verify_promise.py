@@ -179,6 +179,13 @@ def test_first_seed_runs_both_sides_on_fresh_seeds_and_says_so(launcher: Launche
         "seeds [1, 2, 3]: the study's own verification seeds (on the same machine they "
         "reproduce its numbers; --first-seed 100 checks on fresh seeds)"
     )
+    # at another length (or edited) they are still its seeds, but do not reproduce its numbers
+    report = vf.verify_recipe(r, seeds=3, steps=60, quiet=True)
+    assert report["seed_origin"]["text"] == (
+        "seeds [1, 2, 3]: the study's own verification seeds (run here at 60 steps, not the "
+        "study's 50, so they do not reproduce its numbers; --first-seed 100 checks on fresh "
+        "seeds)"
+    )
     # more seeds than the study ran, and the probe seed itself
     assert seed_origin(r, [0, 1, 2, 3, 4])["text"] == (
         "seeds [0, 1, 2, 3, 4]: [1, 2, 3] the study's own verification seeds, [0] the study's "
