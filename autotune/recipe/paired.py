@@ -406,7 +406,8 @@ def compared_metrics(objectives: Sequence[Mapping[str, Any]]) -> list[tuple[str,
 
 
 def format_line(verdict: Mapping[str, Any] | None, label: str = "pick") -> str:
-    """`pick vs baseline (paired over N seeds): VERDICT: why` and the final loss difference."""
+    """`pick vs baseline (paired over N seeds): VERDICT: why` and the final loss difference, or
+    the difference of the metric that decided it when the final loss did not (`_shown`)."""
     if not verdict:
         return f"{label} vs baseline: not compared"
     text = f"{label} vs baseline"
@@ -421,23 +422,39 @@ def format_line(verdict: Mapping[str, Any] | None, label: str = "pick") -> str:
     text += f": {verdict['verdict'].upper()}"
     if verdict.get("why"):
         text += f": {verdict['why']}"
-    fl = (verdict.get("metrics") or {}).get("final_loss") or {}
+    name = _shown(verdict)
+    fl = (verdict.get("metrics") or {}).get(name) or {}
     d, r = fl.get("difference") or {}, fl.get("ratio") or {}
     if r.get("mean") is not None:  # judged on the ratio: it comes first
-        text += f"; final_loss x{r['mean']:.3g} the baseline's"
+        text += f"; {name} x{r['mean']:.3g} the baseline's"
         text += f" [x{r['low']:.3g}, x{r['high']:.3g}]" if r.get("low") is not None else ""
         text += f" (difference {d['mean']:+.4g})" if d.get("mean") is not None else ""
         if r.get("low") is None:
             text += " (1 pair: no interval)"
     elif d.get("mean") is not None:
         if d.get("low") is not None:
-            text += f"; final_loss difference {d['mean']:+.4g} [{d['low']:+.4g}, {d['high']:+.4g}]"
+            text += f"; {name} difference {d['mean']:+.4g} [{d['low']:+.4g}, {d['high']:+.4g}]"
         else:
-            text += f"; final_loss difference {d['mean']:+.4g} (1 pair: no interval)"
+            text += f"; {name} difference {d['mean']:+.4g} (1 pair: no interval)"
     judged = int(verdict.get("judged_metrics") or 0)
     if judged > 1 and any(x.get("low") is not None for x in (r, d)):
         text += f" (each metric's interval at {verdict['level']:.1%}: {_family_text(verdict)})"
     return text
+
+
+def _shown(verdict: Mapping[str, Any]) -> str:
+    """The metric whose figure the verdict's line gives: the final loss, unless another metric
+    decided a `better` or `worse` the final loss did not (`better ...: noise_per_drop` beside
+    a final-loss interval that held no change read as a figure that did not back it)."""
+    rows = verdict.get("metrics") or {}
+    decided = ("better", "worse")
+    if (rows.get("final_loss") or {}).get("verdict") in decided:
+        return "final_loss"
+    wanted = [verdict.get("verdict")] if verdict.get("verdict") in decided else list(decided)
+    for metric, row in rows.items():
+        if row.get("verdict") in wanted and (row.get("ratio") or row.get("difference")):
+            return str(metric)
+    return "final_loss"
 
 
 def _family_text(verdict: Mapping[str, Any]) -> str:

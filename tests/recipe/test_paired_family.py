@@ -89,3 +89,29 @@ def test_the_line_says_at_what_level_each_metric_was_judged() -> None:
     assert line.endswith("(each metric's interval at 98.3%: 3 metrics compared)"), line
     alone = paired.format_line(paired.compare(mine, base, THREE[:1]))
     assert "each metric's interval" not in alone, "95% for one metric: nothing to say"
+
+
+def test_the_line_gives_the_figure_of_the_metric_that_decided() -> None:
+    """A blind user check: `BETTER: better than the baseline: noise_per_drop; final_loss x0.221
+    the baseline's [x0.0145, x3.37]`: the figure beside the verdict held no change. The line
+    gives the deciding metric's figure where the final loss did not decide."""
+    mine = runs(
+        [
+            {"final_loss": f, "noise_per_drop": 0.01 * k, "loss_cv": 0.1}
+            for f, k in ((0.5, 1.0), (2.0, 1.1), (0.9, 0.9))
+        ]
+    )
+    base = runs(
+        [
+            {"final_loss": f, "noise_per_drop": 0.05 * k, "loss_cv": 0.1}
+            for f, k in ((1.0, 1.0), (1.0, 1.1), (1.0, 0.9))
+        ]
+    )
+    v = paired.compare(mine, base, THREE)
+    assert v["verdict"] == "better" and v["metrics"]["final_loss"]["verdict"] != "better"
+    line = paired.format_line(v)
+    assert "; noise_per_drop x0.2 the baseline's [x0.2, x0.2]" in line, line
+    assert "; final_loss" not in line
+    # where the final loss decided, its figure, as before
+    v = paired.compare(base, base, THREE)
+    assert "; final_loss x1 the baseline's" in paired.format_line(v)
