@@ -32,18 +32,30 @@ class OneLineUsageErrors(TyperGroup):
             raise _one_line(e) from None
 
     def invoke(self, ctx: Any) -> Any:
+        # what the group was asked to run, read before click's invoke takes it off `ctx`
+        asked = [*(getattr(ctx, "_protected_args", None) or []), *(ctx.args or [])]
         try:
             return super().invoke(ctx)
         except _USAGE_ERROR as e:  # the command's name, its options and arguments
-            raise _one_line(e) from None
+            raise _one_line(e, _command_path(ctx, asked)) from None
 
 
-def _one_line(e: Any) -> Any:
+def _command_path(ctx: Any, asked: list[str]) -> str:
+    """`autotune audit`: the command the group was asked to run (the first of `asked`), for an
+    error click raises without its context (`--compare A` of an option that takes two: `see
+    autotune --help` sent the user to the group's help)."""
+    name = asked[0] if asked and not str(asked[0]).startswith("-") else None
+    found = ctx.command.get_command(ctx, name) if name else None
+    return f"{ctx.command_path} {name}" if found is not None else ctx.command_path
+
+
+def _one_line(e: Any, path: str = "autotune") -> Any:
     """Print `e` as one line and return the exit to raise; a request for the help (no
-    arguments at all) is returned unchanged, for click to print the help."""
+    arguments at all) is returned unchanged, for click to print the help. `path`: the command's
+    when the error carries no context."""
     if isinstance(e, _HELP_ASKED):
         return e
-    path = e.ctx.command_path if e.ctx is not None else "autotune"
+    path = e.ctx.command_path if e.ctx is not None else path
     command = path.partition(" ")[2]  # `verify`; empty for the group's own options
     message = " ".join(e.format_message().split())  # click may wrap a long message
     typer.echo(

@@ -20,6 +20,12 @@ from assets.cli import invoke, one_line_error
         (["migrate", "--seeds", "0", "r.yaml"], ["migrate: ", "'--seeds'"]),
         (["study", "--seed", "abc"], ["study: ", "'--seed'"]),
         (["export"], ["export: ", "Missing argument 'STUDY'"]),
+        # an option short of its values: click gives no context; the command's help, not the app's
+        (
+            ["audit", "--compare", "abc"],
+            ["audit: ", "requires 2 arguments", "autotune audit --help"],
+        ),
+        (["export", "x", "--pick"], ["export: ", "requires an argument", "autotune export --help"]),
         (["nosuch"], ["No such command 'nosuch'", "autotune --help"]),
         (["--bogus"], ["No such option: --bogus"]),
     ],
