@@ -442,22 +442,26 @@ def log_report(
     own = uri == mlflow_src.get("tracking_uri") or tracking.redact(uri) == mlflow_src.get(
         "tracking_uri"
     )
+    src = recipe.source or {}
     if own and mlflow_src.get("experiment_id"):
         try:
             client.get_experiment(mlflow_src["experiment_id"])
             experiment_id = str(mlflow_src["experiment_id"])
             parent = mlflow_src.get("study_run_id")
+            if parent and not _study_run_of(client, str(parent), src.get("study")):
+                experiment_id, parent = None, None
         except Exception:
             experiment_id = None
     if experiment_id is None:
         experiment_id = tracking.ensure_experiment(client, "autotune-verify")
-    src = recipe.source or {}
     tags = {
         tracking.TAG_STUDY: src.get("study", ""),
         tracking.TAG_VERIFIED_TRIAL: str(src.get("trial", "")),
         "autotune.recipe": recipe.name,
         "autotune.recipe.fp_hash": recipe.fingerprint_hash or "",
         "autotune.fp_drift": ", ".join(d["field"] for d in report.get("drift", [])) or "none",
+        # another configuration than the trial's: its run says so beside the trial's name
+        "autotune.edited": ", ".join(report.get("edited") or []) or "none",
     }
     return tracking.log_verification(
         client,
@@ -471,6 +475,19 @@ def log_report(
         report={k: v for k, v in report.items() if k != "loss_series"},
         losses={int(seed): v for seed, v in (report.get("loss_series") or {}).items()},
     )
+
+
+def _study_run_of(client: Any, run_id: str, study: Any) -> bool:
+    """Whether the run the recipe names as its study's is that study's: a recipe whose
+    `source.study` was edited (or names a study whose run is another's) is not logged under a
+    study it did not come from. A run without the study's tag is taken at its word."""
+    from autotune import tracking
+
+    try:
+        named = client.get_run(run_id).data.tags.get(tracking.TAG_STUDY)
+    except Exception:
+        return False  # the run is gone from the store: no parent to log under
+    return named is None or named == str(study or "")
 
 
 def _reachable(uri: Any) -> bool:

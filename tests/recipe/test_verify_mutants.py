@@ -751,6 +751,17 @@ def test_log_report_in_the_studys_own_store_is_a_child_of_its_run(
     run = client.get_run(vf.log_report(r, logged_report(), None))
     assert run.info.experiment_id == exp
     assert run.data.tags["mlflow.parentRunId"] == parent
+    assert run.data.tags["autotune.edited"] == "none"
+    # a run of another study (the recipe's `source.study` edited, a blind user check: its run
+    # was logged under that study's): the verify experiment, no parent
+    client.set_tag(parent, "autotune.study", "another-study")
+    run = client.get_run(vf.log_report(r, logged_report(), None))
+    assert client.get_experiment(run.info.experiment_id).name == "autotune-verify"
+    assert "mlflow.parentRunId" not in run.data.tags
+    client.set_tag(parent, "autotune.study", r.source["study"])  # its own study's: under it
+    run = client.get_run(vf.log_report(r, {**logged_report(), "edited": ["knobs"]}, None))
+    assert run.data.tags["mlflow.parentRunId"] == parent
+    assert run.data.tags["autotune.edited"] == "knobs"
     # the study's experiment is gone from that store: the verify experiment, no parent
     gone = {**mlflow_src, "experiment_id": "987654"}
     r = replace(make_recipe(), source={**make_recipe().source, "mlflow": gone})
