@@ -125,6 +125,7 @@ def verify(
     diverged on every seed, broke its promise, or loses to the baseline over the same seeds."""
     from autotune.recipe import paired
     from autotune.recipe import verify as vf
+    from autotune.recipe import verify_log as vlog
     from autotune.recipe.preflight import check_timeout, load_checked
     from autotune.study import signals
 
@@ -137,7 +138,7 @@ def verify(
         if problem:
             raise UsageError(f"--first-seed {first_seed}: {problem}")
     recipe = load_checked(recipe_path)  # the file and its workload, as repro and migrate check
-    store = vf.open_store(recipe, tracking_uri)  # an unreachable store refused before any probe
+    store = vlog.open_store(recipe, tracking_uri)  # an unreachable store refused before any probe
     # Ctrl-C and SIGTERM stop the probes (KeyboardInterrupt), even where SIGINT was inherited
     # as ignored (a script's `&` job), as they stop a study: before the report is logged, so no
     # MLflow run is left half-written.
@@ -156,7 +157,7 @@ def verify(
     except KeyboardInterrupt:
         typer.echo("autotune: verify interrupted: nothing logged", err=True)
         raise typer.Exit(signals.exit_status()) from None  # 130 on Ctrl-C, 143 on SIGTERM
-    report["run_id"] = vf.log_report(recipe, report, tracking_uri, store)
+    report["run_id"] = vlog.log_report(recipe, report, tracking_uri, store)
     if as_json:
         typer.echo(json.dumps(report, indent=2, default=str))
     else:

@@ -14,7 +14,7 @@ from assets.cli import invoke, one_line_error
 from assets.recipes import make_recipe
 
 from autotune import Recipe
-from autotune.recipe import verify as vf
+from autotune.recipe import verify_log as vf
 
 
 def recipe(**source: Any) -> Recipe:

@@ -16,6 +16,7 @@ from assets.recipes import make_recipe
 from autotune import space as sp
 from autotune.errors import WorkloadError
 from autotune.recipe import verify as vf
+from autotune.recipe import verify_log as vl
 from autotune.tracking import redact
 
 
@@ -708,7 +709,7 @@ def test_log_report_to_a_given_store_in_the_verify_experiment(
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     r = make_recipe()
     drift = [{"field": "versions.torch"}, {"field": "host.cpu"}]
-    run_id = vf.log_report(r, {**logged_report(), "drift": drift}, store)
+    run_id = vl.log_report(r, {**logged_report(), "drift": drift}, store)
     client = MlflowClient(store)
     run = client.get_run(run_id)
     assert client.get_experiment(run.info.experiment_id).name == "autotune-verify"
@@ -720,7 +721,7 @@ def test_log_report_to_a_given_store_in_the_verify_experiment(
     assert "mlflow.parentRunId" not in tags
     # each seed's loss series as its metric history; the artifact keeps the report without it
     series = {"1": [2.0, 1.5, None, 1.0], "2": [2.1, 1.6, 1.2, 1.1]}
-    run_id = vf.log_report(r, {**logged_report(), "loss_series": series}, store)
+    run_id = vl.log_report(r, {**logged_report(), "loss_series": series}, store)
     for seed, want in series.items():
         hist = sorted(client.get_metric_history(run_id, f"loss/seed_{seed}"), key=lambda m: m.step)
         assert [(m.step, m.value) for m in hist] == [
@@ -731,7 +732,7 @@ def test_log_report_to_a_given_store_in_the_verify_experiment(
     # no drift, no source: "none" and empty tags; the store from $MLFLOW_TRACKING_URI
     monkeypatch.setenv("MLFLOW_TRACKING_URI", store)
     bare = replace(make_recipe(), source={}, fingerprint=None)
-    tags = client.get_run(vf.log_report(bare, logged_report(), None)).data.tags
+    tags = client.get_run(vl.log_report(bare, logged_report(), None)).data.tags
     assert tags["autotune.fp_drift"] == "none"
     assert tags.get("autotune.study", "") == "" and tags.get("autotune.verified_trial", "") == ""
     assert tags.get("autotune.recipe.fp_hash", "") == ""
@@ -748,24 +749,24 @@ def test_log_report_in_the_studys_own_store_is_a_child_of_its_run(
     parent = client.create_run(exp).info.run_id
     mlflow_src = {"tracking_uri": store, "experiment_id": exp, "study_run_id": parent}
     r = replace(make_recipe(), source={**make_recipe().source, "mlflow": mlflow_src})
-    run = client.get_run(vf.log_report(r, logged_report(), None))
+    run = client.get_run(vl.log_report(r, logged_report(), None))
     assert run.info.experiment_id == exp
     assert run.data.tags["mlflow.parentRunId"] == parent
     assert run.data.tags["autotune.edited"] == "none"
     # a run of another study (the recipe's `source.study` edited, a blind user check: its run
     # was logged under that study's): the verify experiment, no parent
     client.set_tag(parent, "autotune.study", "another-study")
-    run = client.get_run(vf.log_report(r, logged_report(), None))
+    run = client.get_run(vl.log_report(r, logged_report(), None))
     assert client.get_experiment(run.info.experiment_id).name == "autotune-verify"
     assert "mlflow.parentRunId" not in run.data.tags
     client.set_tag(parent, "autotune.study", r.source["study"])  # its own study's: under it
-    run = client.get_run(vf.log_report(r, {**logged_report(), "edited": ["knobs"]}, None))
+    run = client.get_run(vl.log_report(r, {**logged_report(), "edited": ["knobs"]}, None))
     assert run.data.tags["mlflow.parentRunId"] == parent
     assert run.data.tags["autotune.edited"] == "knobs"
     # the study's experiment is gone from that store: the verify experiment, no parent
     gone = {**mlflow_src, "experiment_id": "987654"}
     r = replace(make_recipe(), source={**make_recipe().source, "mlflow": gone})
-    run = client.get_run(vf.log_report(r, logged_report(), store))
+    run = client.get_run(vl.log_report(r, logged_report(), store))
     assert client.get_experiment(run.info.experiment_id).name == "autotune-verify"
     assert "mlflow.parentRunId" not in run.data.tags
 
@@ -783,7 +784,7 @@ def test_log_report_to_the_studys_store_given_with_its_password_is_a_child_of_it
     given = "postgresql://optuna:Hunter2SecretPW@db:5432/mlflow"
     recorded = {"tracking_uri": redact(given), "experiment_id": exp, "study_run_id": parent}
     r = replace(make_recipe(), source={**make_recipe().source, "mlflow": recorded})
-    run = client.get_run(vf.log_report(r, logged_report(), given, (given, client)))
+    run = client.get_run(vl.log_report(r, logged_report(), given, (given, client)))
     assert run.info.experiment_id == exp
     assert run.data.tags["mlflow.parentRunId"] == parent
 
@@ -802,13 +803,13 @@ def test_log_report_to_the_studys_store_given_with_its_password_is_a_child_of_it
     ],
 )
 def test_which_recorded_stores_are_reachable(uri: Any, expected: bool) -> None:
-    assert vf._reachable(uri) is expected
+    assert vl._reachable(uri) is expected
 
 
 def test_a_sqlite_store_that_exists_here_is_reachable(tmp_path: Path) -> None:
     db = tmp_path / "m.db"
     db.write_text("")
-    assert vf._reachable(f"sqlite:///{db}")
+    assert vl._reachable(f"sqlite:///{db}")
 
 
 def test_verify_recipe_defaults_and_what_it_compares(
