@@ -113,13 +113,16 @@ def _by_difference(diff: Mapping[str, Any], direction: Any) -> str:
 TWOFOLD = 2.0
 
 
+def _twofold(low: float, high: float) -> bool:
+    """Whether a ratio's interval [low, high] reaches half or `TWOFOLD` times."""
+    return low <= 1 / TWOFOLD or high >= TWOFOLD
+
+
 def too_wide(diff: Mapping[str, Any]) -> bool:
     """Whether a ratio's interval (`unpaired.difference` on the log scale) reaches a
     `TWOFOLD` change either way. A difference (a metric that can be 0 or less) has no scale
     to call twofold: its interval is printed, as it is."""
-    if diff.get("scale") != "log":
-        return False
-    return diff["low"] <= 1 / TWOFOLD or diff["high"] >= TWOFOLD
+    return diff.get("scale") == "log" and _twofold(diff["low"], diff["high"])
 
 
 def measured_seeds(got: Mapping[str, Any]) -> int:
@@ -178,11 +181,8 @@ def _one_seed(
     basis["prediction"] = {"low": low, "high": high}
     if low <= p_mean <= high:
         verdict = "as promised"
-        if (
-            metric in POSITIVE_METRICS
-            and p_mean > 0
-            and (low <= p_mean / TWOFOLD or high >= p_mean * TWOFOLD)
-        ):  # one more seed could be half or twice the promise: that holds nearly any promise
+        if metric in POSITIVE_METRICS and p_mean > 0 and _twofold(low / p_mean, high / p_mean):
+            # one more seed could be half or twice the promise: that holds nearly any promise
             verdict = (
                 "too few seeds to tell (one seed's spread here reaches half or twice the "
                 f"promise: a {TWOFOLD:g}-fold change cannot be told)"

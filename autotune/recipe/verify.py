@@ -231,6 +231,7 @@ def verify_recipe(
     # The probes' own fingerprint (their threads and environment), not this driver's.
     here = next((r["fingerprint"] for r in runs if r.get("fingerprint")), here)
     drift = fingerprint.diff(recipe.fingerprint, here) if recipe.fingerprint else []
+    edited = recipe.edited_sections() or []  # the sections changed since its export
     same = recipe.fingerprint is not None and not drift
     report: dict[str, Any] = {
         "recipe": recipe.name,
@@ -240,7 +241,7 @@ def verify_recipe(
         "drift": [{"field": f, "recipe": a, "here": b} for f, a, b in drift],
         "same_hardware": same,
         "seeds": seed_list,
-        "seed_origin": seed_origin(recipe, seed_list, _unlike(recipe, length, promised_steps)),
+        "seed_origin": seed_origin(recipe, seed_list, _unlike(length, promised_steps, edited)),
         "recipe_is_baseline": is_defaults,  # PyTorch's defaults: no baseline beside it
         "steps": length,
         "recipe_result": summarize_seeds(runs, metrics_of(recipe)),
@@ -264,17 +265,16 @@ def verify_recipe(
     )
     if not baseline and not is_defaults:  # not "not run at these seeds": not asked for
         report["vs_baseline"]["why"] = "the baseline was not run (--no-baseline)"
-    report["edited"] = recipe.edited_sections() or []  # another configuration's promise
+    report["edited"] = edited  # another configuration's promise
     compared = length == promised_steps and not report["edited"]
     report["promise"] = compare_promise(recipe, report["recipe_result"], same) if compared else []
     return report
 
 
-def _unlike(recipe: Recipe, length: int, promised_steps: int) -> str | None:
+def _unlike(length: int, promised_steps: int, edited: list[str]) -> str | None:
     """How this verification's runs differ from the study's own (None: they do not)."""
     if length != promised_steps:
         return f"run here at {length} steps, not the study's {promised_steps}"
-    edited = recipe.edited_sections()
     if edited:
         return f"the recipe's {', '.join(edited)} edited since its export"
     return None
