@@ -15,11 +15,22 @@ import urllib.request
 from autotune.errors import TrackingError, UsageError
 from autotune.tracking.connection import redact
 
+# How long `autotune ui` waits for the server to answer while it runs: MLflow's server imports
+# for ~5-10 s idle, and for over a minute on a busy 2-core machine (seen in CI).
+HEALTHY_WAIT_S = 300
+# After this long it says that it is waiting, so a slow start is not taken for a hang.
+SAY_WAITING_S = 15
+
 
 def mlflow_ui_command(host: str, port: int) -> list[str]:
     """MLflow's server, for the store that `ui_env` names: not on its command line, which
-    anyone on the machine reads in `ps` (a database URL's password with it)."""
-    return [sys.executable, "-m", "mlflow", "ui", "--host", host, "--port", str(port)]
+    anyone on the machine reads in `ps` (a database URL's password with it). One worker
+    process: a UI for one person browsing needs no more, and MLflow's default of 4 starts four
+    copies of its imports (each ~0.3 GB), which is what made the start slow under load."""
+    return [
+        sys.executable, "-m", "mlflow", "ui",
+        "--host", host, "--port", str(port), "--workers", "1",
+    ]  # fmt: skip
 
 
 def bind_addresses(host: str, port: int) -> list[ipaddress.IPv4Address | ipaddress.IPv6Address]:
@@ -100,11 +111,23 @@ def ui_env(uri: str) -> dict[str, str]:
     }
 
 
-def wait_healthy(url: str, proc: subprocess.Popen[bytes] | None, timeout_s: float = 60) -> None:
+def wait_healthy(
+    url: str, proc: subprocess.Popen[bytes] | None, timeout_s: float = HEALTHY_WAIT_S
+) -> None:
     """Wait for the UI at `url` to answer; it must be `proc`'s: an answer while `proc` has
     exited came from another server on the port (one that started after `check_port`)."""
-    deadline = time.time() + timeout_s
+    start = time.time()
+    deadline = start + timeout_s
+    said = False
     while time.time() < deadline:
+        if not said and time.time() - start > SAY_WAITING_S:
+            said = True
+            print(
+                f"waiting for the MLflow UI to answer at {url} (up to {timeout_s:.0f} s; "
+                "it starts slowly on a busy machine)",
+                file=sys.stderr,
+                flush=True,
+            )
         if proc is not None and proc.poll() is not None:
             raise _exited(proc, url)
         try:

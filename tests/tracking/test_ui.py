@@ -148,7 +148,7 @@ def test_ui_shows_the_study_and_its_trials(
         if r.data.tags.get("autotune.trial_number") == "1"
     )
 
-    link = ui.link(timeout=120)
+    link = ui.link(timeout=330)
     base = f"http://127.0.0.1:{ui.port}"
     # The study's experiment, in MLflow's model-training view (its runs, not GenAI traces).
     assert link == f"{base}/#/experiments/{experiment.experiment_id}?workflowType=machine_learning"
@@ -198,7 +198,7 @@ def test_the_experiment_is_of_the_training_kind_and_opens_on_its_runs(
     experiment = client.get_experiment_by_name(shared.name)
     assert experiment is not None
     assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
-    link = ui.link(timeout=120)
+    link = ui.link(timeout=330)
     png = tmp_path / "experiment.png"
     shot = [f"--screenshot={png}", "--window-size=1400,900"]
     dom = browse(browser, tmp_path, "--virtual-time-budget=15000", "--dump-dom", *shot, link)
