@@ -25,6 +25,7 @@ from autotune.study.session import driver_running
 from autotune.study.verification import decided_steps
 from autotune.tracking import redact
 from autotune.tracking.redaction import unredacted
+from autotune.tracking.sqlite_runs import trial_run_ids
 
 
 def recipe_from_study(
@@ -461,6 +462,11 @@ def _trial_run_ids(meta: dict[str, Any], given: str | None) -> dict[int, str]:
     uri = unredacted(meta.get("uri"), given, os.environ.get("MLFLOW_TRACKING_URI"))
     if not uri or not meta.get("experiment_id") or not meta.get("parent_run_id"):
         return {}
+    path = tracking.sqlite_path(uri) if uri.startswith("sqlite:") else None
+    if path is not None:  # the default store: read without MLflow's import (sqlite_runs)
+        ids = trial_run_ids(path, str(meta["experiment_id"]), str(meta["parent_run_id"]))
+        if ids is not None:
+            return ids
     try:
         client = tracking.connect(uri)
         return tracking.trial_run_ids(client, meta["experiment_id"], meta["parent_run_id"])

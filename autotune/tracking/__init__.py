@@ -6,8 +6,9 @@ can log trial N while trial N+1 runs. mlflow is imported inside the functions: i
 package is cheap (`plots` and `ui` are imported only where used). It must not import ray.
 
 `connection` (URI, redaction, a checked client), `runs` (experiment, study run, trial and
-verification runs), `summary` (the study's summary artifacts), `values` (MLflow's limits),
-`plots`, `ui` (`autotune ui`).
+verification runs), `sqlite_runs` (the trials' runs read from an SQLite store without MLflow,
+for `export`), `summary` (the study's summary artifacts), `values` (MLflow's limits), `plots`,
+`ui` (`autotune ui`).
 """
 
 from autotune.tracking.connection import (
