@@ -28,6 +28,16 @@ pytestmark = [
 
 REPO = Path(__file__).resolve().parents[2]
 VAR = "AUTOTUNE_SECOND_ENV"
+WHICH = """\
+import torch
+print(torch.__version__)
+try:
+    import matplotlib
+except Exception:
+    print("no-matplotlib")
+else:
+    print("matplotlib")
+"""
 
 
 def second_python() -> Path:
@@ -56,9 +66,10 @@ def test_a_recipe_migrates_to_another_torch_and_thread_count(
     import torch
 
     python = second_python()
-    probe = run_in(python, ["-c", "import torch; print(torch.__version__)"], tmp_path)
+    # its torch, and whether it has matplotlib (the curve's PNG), in one process
+    probe = run_in(python, ["-c", WHICH], tmp_path)
     assert probe.returncode == 0, probe.stderr[-3000:]
-    other_torch = probe.stdout.strip()
+    other_torch, mpl = probe.stdout.split()
     assert other_torch != str(torch.__version__), f"{VAR} has this torch: {other_torch}"
 
     # Exported here, with this machine's op audit and the trial's loss curve.
@@ -133,7 +144,6 @@ def test_a_recipe_migrates_to_another_torch_and_thread_count(
     assert all(i >= 0 for i in at) and at == sorted(at), at
     assert result["verdict"] in text
     assert result["compute"]["samples"] == 2 * 2 * shared.steps * h.MICRO_BATCH
-    has_mpl = run_in(python, ["-c", "import matplotlib"], tmp_path).returncode == 0
-    if has_mpl:
+    if mpl == "matplotlib":
         assert result["png"] and Path(result["png"]).stat().st_size > 1000
         assert "![recorded and here](migration-curve.png)" in text

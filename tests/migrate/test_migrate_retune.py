@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -21,16 +22,26 @@ pytestmark = [
 ]
 
 
-def test_a_recipe_that_does_not_hold_is_retuned(shared: h.FinishedStudy, tmp_path: Path) -> None:
-    good = tmp_path / "recipe.yaml"
-    done = h.autotune(["export", str(shared.study_dir), "-o", str(good)], shared.folder)
-    assert done.returncode == 0, h.explain(done)
-    data = yaml.safe_load(good.read_text())
+@pytest.fixture(scope="module")
+def broken(shared: h.FinishedStudy, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The shared study's recipe (exported once for both tests, in this process: what
+    `autotune export` writes, without a CLI process each), broken: it does not hold here."""
+    from autotune.study import export as ex
+
+    good = tmp_path_factory.mktemp("export") / "recipe.yaml"
+    ex.write(ex.recipe_from_study(str(shared.study_dir)), "yaml", str(good))
+    data: dict[str, Any] = yaml.safe_load(good.read_text())
     data["knobs"]["warmup_steps"] = 100 * shared.steps  # the learning rate never rises here
     data["source"]["defaults"] = False
     data["source"].pop("neighbours", None)  # a sane neighbour would hold: the re-tune is tested
+    return data
+
+
+def test_a_recipe_that_does_not_hold_is_retuned(
+    shared: h.FinishedStudy, broken: dict[str, Any], tmp_path: Path
+) -> None:
     bad = tmp_path / "bad.yaml"
-    bad.write_text(yaml.safe_dump(data))
+    bad.write_text(yaml.safe_dump(broken))
     out = tmp_path / "report"
     space = shared.folder / "space.yaml"
     args = ["migrate", str(bad), "--seeds", "3", "--no-audit", "--space", str(space)]
@@ -55,20 +66,13 @@ def test_a_recipe_that_does_not_hold_is_retuned(shared: h.FinishedStudy, tmp_pat
 
 
 def test_a_re_tune_that_finds_nothing_is_the_verdict_with_its_report(
-    shared: h.FinishedStudy, tmp_path: Path
+    shared: h.FinishedStudy, broken: dict[str, Any], tmp_path: Path
 ) -> None:
     """The re-tune's study ends with nothing feasible (here a constraint no run can meet): the
     migration says the recipe does not transfer and why, writes its report, exits 1; no
     re-tuned recipe is written."""
-    good = tmp_path / "recipe.yaml"
-    done = h.autotune(["export", str(shared.study_dir), "-o", str(good)], shared.folder)
-    assert done.returncode == 0, h.explain(done)
-    data = yaml.safe_load(good.read_text())
-    data["knobs"]["warmup_steps"] = 100 * shared.steps
-    data["source"]["defaults"] = False
-    data["source"].pop("neighbours", None)  # a sane neighbour would hold: the re-tune is tested
     bad = tmp_path / "bad.yaml"
-    bad.write_text(yaml.safe_dump(data))
+    bad.write_text(yaml.safe_dump(broken))
     space = yaml.safe_load((shared.folder / "space.yaml").read_text())
     space["constraints"] = [{"metric": "loss_drop", "op": ">=", "value": 100.0}]
     (tmp_path / "space.yaml").write_text(yaml.safe_dump(space))

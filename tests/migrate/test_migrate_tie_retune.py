@@ -24,9 +24,12 @@ pytestmark = [
 ]
 
 
-def _export(shared: h.FinishedStudy, out: Path, *pick: str) -> dict[str, Any]:
-    done = h.autotune(["export", str(shared.study_dir), *pick, "-o", str(out)], shared.folder)
-    assert done.returncode == 0, h.explain(done)
+def _export(shared: h.FinishedStudy, out: Path, pick: str) -> dict[str, Any]:
+    """What `autotune export STUDY --pick PICK -o OUT` writes, exported in this process: four
+    exports, each a CLI process of its own before (the export CLI: tests/recipe, tests/cli)."""
+    from autotune.study import export as ex
+
+    ex.write(ex.recipe_from_study(str(shared.study_dir), pick), "yaml", str(out))
     data: dict[str, Any] = yaml.safe_load(out.read_text())
     return data
 
@@ -36,9 +39,9 @@ def _tied(shared: h.FinishedStudy, tmp_path: Path) -> tuple[Path, dict[str, Any]
     first choice (another trial of the study, with the knobs it ran) tied with them."""
     trials = []
     for n in range(1, shared.trials):
-        data = _export(shared, tmp_path / f"trial{n}.yaml", "--pick", f"trial {n}")
+        data = _export(shared, tmp_path / f"trial{n}.yaml", f"trial {n}")
         trials.append({"trial": n, "knobs": data["knobs"], "env": data.get("env") or {}})
-    base = _export(shared, tmp_path / "base.yaml", "--pick", "trial 0")
+    base = _export(shared, tmp_path / "base.yaml", "trial 0")
     differ = [t for t in trials if t["knobs"] != base["knobs"]]
     assert differ, "every trial of the shared study ran the defaults"
     first = differ[-1]  # not trial 1: the order must come from the recipe, not the study
