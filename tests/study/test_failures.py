@@ -128,25 +128,6 @@ def test_a_failed_baseline_stops_the_study_at_once_with_its_message(
     assert not (tmp_path / "st" / "trials" / "0002.json").exists()
 
 
-def test_a_later_trials_failure_is_its_line_and_the_study_goes_on(
-    tmp_path: Path, token: str
-) -> None:
-    script = (
-        "import autotune\n"
-        "trial = autotune.trial(steps=10, micro_batch=4)\n"
-        "if trial.recipe.knobs['clip_norm'] > 0:\n"
-        "    raise RuntimeError('clip \\x1b[31mrefused\\x1b[0m\\nsecond line')\n"
-        "for i in range(trial.steps):\n"
-        "    trial.report(i, loss=1.0 / (i + 1))\n"
-    )
-    space = write_study(tmp_path, script, trials=2)
-    result, _ = study(tmp_path, space, token)
-    assert result.returncode == 0, h.explain(result)
-    assert "trial   1  failed (exception): RuntimeError: clip refused" in result.stdout
-    assert record(tmp_path, 1)["error"] == "RuntimeError: clip refused"
-    assert "  trial 1 failed (exception): RuntimeError: clip refused" in result.stdout  # summary
-
-
 HF_UNATTACHED = """\
 import autotune
 trial = autotune.trial(steps=10, micro_batch=4)  # first: the deadline counts from the start
@@ -182,28 +163,48 @@ def test_a_trainer_never_attached_fails_early_naming_hf_attach(tmp_path: Path, t
     assert "autotune.integrations.hf.attach(trainer, trial)" in result.stderr
 
 
-def test_a_failed_trial_keeps_the_steps_it_reported_in_mlflow(tmp_path: Path, token: str) -> None:
-    """A trial that raised partway logged none of its steps: its MLflow run had only wall_s.
-    The steps it reported before (the telemetry sent up to its last fetch) are its loss curve."""
-    from mlflow.tracking import MlflowClient
-
+def test_a_later_trials_failure_is_its_line_and_the_study_goes_on(
+    tmp_path: Path, token: str
+) -> None:
+    """A searched trial that raises before its first report: one line (its message's first
+    line, without the terminal's escapes) on its console line, in its record and the summary,
+    and the study goes on. The next one raises partway (`failed_partway`, below): one study of
+    three trials for both (two tests, each a study of a baseline and a failing trial, before).
+    With one trial at a time the first searched trial to run is trial 1; it leaves a mark."""
     script = (
+        "import os\n"
         "import autotune\n"
         "trial = autotune.trial(steps=40, micro_batch=4)\n"
+        f"mark = {str(tmp_path / 'first-searched-ran')!r}\n"
+        "if trial.recipe.knobs['clip_norm'] > 0 and not os.path.exists(mark):\n"
+        "    open(mark, 'w').close()\n"
+        "    raise RuntimeError('clip \\x1b[31mrefused\\x1b[0m\\nsecond line')\n"
         "for i in range(trial.steps):\n"
         "    if i == 30 and trial.recipe.knobs['clip_norm'] > 0:\n"
         "        raise RuntimeError('gave up at step 30')\n"
         "    trial.report(i, loss=1.0 / (i + 1))\n"
     )
-    space = write_study(tmp_path, script, trials=2)
+    space = write_study(tmp_path, script, trials=3)
     space.write_text(space.read_text().replace("steps: 10,", "steps: 40,"))
     result, _ = study(tmp_path, space, token)
     assert result.returncode == 0, h.explain(result)
-    assert "trial   1  failed (exception): RuntimeError: gave up at step 30" in result.stdout
+    assert "trial   1  failed (exception): RuntimeError: clip refused" in result.stdout
+    assert record(tmp_path, 1)["error"] == "RuntimeError: clip refused"
+    assert "  trial 1 failed (exception): RuntimeError: clip refused" in result.stdout  # summary
+    failed_partway(tmp_path, result, 2)
+
+
+def failed_partway(tmp_path: Path, result: Any, number: int) -> None:
+    """A trial that raised partway logged none of its steps: its MLflow run had only wall_s.
+    The steps it reported before (the telemetry sent up to its last fetch) are its loss curve."""
+    from mlflow.tracking import MlflowClient
+
+    said = f"trial   {number}  failed (exception): RuntimeError: gave up at step 30"
+    assert said in result.stdout, h.explain(result)
     client = MlflowClient(tracking_uri=h.sqlite_uri(tmp_path))
     experiment = client.get_experiment_by_name("s")
     runs = client.search_runs(
-        [experiment.experiment_id], "tags.`autotune.trial_number` = '1'", max_results=5
+        [experiment.experiment_id], f"tags.`autotune.trial_number` = '{number}'", max_results=5
     )
     failed = [r for r in runs if r.info.status == "FAILED"]
     assert len(failed) == 1, [(r.info.run_name, r.info.status) for r in runs]

@@ -22,6 +22,9 @@ pytestmark = pytest.mark.integration
 
 
 def test_a_study_in_a_shared_storage_is_continued_only_from_its_folder(tmp_path: Path) -> None:
+    """Refused from another folder (a second driver, or --resume), continued from its home;
+    then, its folder removed, refused from its home too (below). One study for both checks:
+    each was a test running its own study of two trials on the same space."""
     storage = f"sqlite:///{tmp_path / 'shared.db'}"
     first, second = tmp_path / "B", tmp_path / "C"
     first.mkdir()
@@ -50,32 +53,29 @@ def test_a_study_in_a_shared_storage_is_continued_only_from_its_folder(tmp_path:
     meta = json.loads((first / "autotune-studies" / "shared" / "study.json").read_text())
     assert meta["name"] == "shared"
 
+    _refused_once_its_folder_is_removed(cmd, first, storage, "shared")
 
-def test_a_study_whose_folder_was_removed_is_refused_not_continued(tmp_path: Path) -> None:
+
+def _refused_once_its_folder_is_removed(cmd: list[str], cwd: Path, storage: str, name: str) -> None:
     """From the seventh black-box review: with a PostgreSQL storage, the same command after
     `rm -rf autotune-studies/NAME` continued the study ("all 8 trials are done") with its
     records gone, printed a compute of the screen alone ("91% less than every trial") and wrote
     it over the parent MLflow run's right figure. It is refused, and nothing is written."""
-    storage = f"sqlite:///{tmp_path / 'shared.db'}"
-    space = h.write(tmp_path, h.mlp_space("gone", trials=2, steps=20))
-    cmd = ["study", "--space", str(space), "--storage", storage]
-    done = h.autotune(cmd, tmp_path, token=h.new_token(), timeout=590)
-    assert done.returncode == 0, h.explain(done)
-    study_dir = tmp_path / "autotune-studies" / "gone"
+    study_dir = cwd / "autotune-studies" / name
     shutil.rmtree(study_dir)
-    before = optuna.load_study(study_name="gone", storage=storage)
-    mlflow_db = (tmp_path / "mlflow.db").read_bytes()
+    before = optuna.load_study(study_name=name, storage=storage)
+    mlflow_db = (cwd / "mlflow.db").read_bytes()
 
     for extra in ([], ["--resume"]):
-        again = h.autotune([*cmd, *extra], tmp_path, token=h.new_token(), timeout=300)
+        again = h.autotune([*cmd, *extra], cwd, token=h.new_token(), timeout=300)
         assert again.returncode == 2, h.explain(again)
         lines = again.stderr.strip().splitlines()
         assert len([x for x in lines if x.startswith("autotune: error:")]) == 1, again.stderr
         line = lines[-1]
-        assert str(study_dir.resolve()) in line and "gone" in line, line
-        assert "Restore the folder" in line and "--set name=gone-2" in line, line
+        assert str(study_dir.resolve()) in line and name in line, line
+        assert "Restore the folder" in line and f"--set name={name}-2" in line, line
         assert not study_dir.exists(), "the refused driver made the study's folder again"
-    after = optuna.load_study(study_name="gone", storage=storage)
+    after = optuna.load_study(study_name=name, storage=storage)
     assert after.user_attrs == before.user_attrs, "the refused driver wrote to the study"
     assert len(after.get_trials()) == len(before.get_trials())
-    assert (tmp_path / "mlflow.db").read_bytes() == mlflow_db, "the refused driver wrote MLflow"
+    assert (cwd / "mlflow.db").read_bytes() == mlflow_db, "the refused driver wrote MLflow"

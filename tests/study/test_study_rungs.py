@@ -172,6 +172,72 @@ def test_a_study_promotes_through_two_rungs_and_picks_at_the_top(tmp_path: Path)
     assert redo["resumed_from_step"] == 0 and redo["samples_run"] == 32 * 120
     assert "no state at" in redo["continuation"]["why"]
 
+    _a_resume_logs_the_rung_and_verification_runs_mlflow_lost(cmd, tmp_path, uri, study_dir)
+
+
+def _a_resume_logs_the_rung_and_verification_runs_mlflow_lost(
+    cmd: list[str], cwd: Path, uri: str, study_dir: Path
+) -> None:
+    """MLflow brought back in line on resume: a black-box review stopped the MLflow store (its
+    PostgreSQL) mid-study, and the resume logged the missing trial runs but not the rung runs
+    nor the verification runs. Now the resume logs every rung probe and verification the study
+    recorded without a run. (Was `test_mlflow_backfill.py`'s own study of rungs and a verified
+    candidate; this finished one has both.)"""
+    import optuna
+    from mlflow.tracking import MlflowClient
+
+    before = _runs(uri, "rungs")
+    rungs = sorted(
+        (r.data.tags["mlflow.parentRunId"], r.data.tags["autotune.steps"]) for r in before["rung"]
+    )
+    assert rungs and before.get("verification"), sorted(before)
+
+    # What a store that was down when they finished leaves: no rung or verification runs, and
+    # the verification stored with `run_id` None (`MlflowWriter.verification` returned None).
+    client = MlflowClient(tracking_uri=uri)
+    for r in before["rung"] + before["verification"]:
+        client.delete_run(r.info.run_id)
+    storage = f"sqlite:///{study_dir / 'optuna.db'}"
+    study = optuna.load_study(study_name="rungs", storage=storage)
+    verified = {k: v for k, v in study.user_attrs.items() if k.startswith("autotune.verified.")}
+    assert verified
+    for key, res in verified.items():
+        study.set_user_attr(key, {**res, "run_id": None})
+
+    again = h.autotune([*cmd, "--resume"], cwd, token=h.new_token(), timeout=600)
+    assert again.returncode == 0, h.explain(again)
+    after = _runs(uri, "rungs")
+    assert (
+        sorted(
+            (r.data.tags["mlflow.parentRunId"], r.data.tags["autotune.steps"])
+            for r in after["rung"]
+        )
+        == rungs
+    )
+    assert len(after["verification"]) == len(verified), after["verification"]
+    study = optuna.load_study(study_name="rungs", storage=storage)
+    ids = {r.info.run_id for r in after["verification"]}
+    for key in verified:
+        assert study.user_attrs[key]["run_id"] in ids, study.user_attrs[key]
+
+    # a third run finds nothing missing and logs nothing twice
+    third = h.autotune([*cmd, "--resume"], cwd, token=h.new_token(), timeout=600)
+    assert third.returncode == 0, h.explain(third)
+    final = _runs(uri, "rungs")
+    assert len(final["rung"]) == len(rungs) and len(final["verification"]) == len(verified)
+
+
+def _runs(uri: str, name: str) -> dict[str, list[Any]]:
+    """The experiment's runs by their `autotune.role` (the study's own: "study")."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name(name)
+    out: dict[str, list[Any]] = {}
+    for r in client.search_runs([exp.experiment_id], max_results=1000):
+        out.setdefault(r.data.tags.get("autotune.role", "study"), []).append(r)
+    return out
+
 
 def test_a_study_ends_early_when_the_rankings_agree(tmp_path: Path) -> None:
     # The PASHA stop below the target, in a real study: 6 trials screened at 30 steps, 5 of
