@@ -1,5 +1,11 @@
 """The shipped examples as a user runs them: `autotune study` on a training script, with real Ray,
-Optuna (SQLite) and MLflow (SQLite); the exported recipe applied back to the same script."""
+Optuna (SQLite) and MLflow (SQLite); the exported recipe applied back to the same script.
+
+Each study here is checked by one test (a module-scoped study asserted on by two tests ran twice
+when pytest-xdist gave them to two workers), and the studies of similar inputs are one: the HF
+example's records and recipe are checked on the study whose promoted probes continue the
+Trainer's checkpoint, and the export of a study without a feasible trial on the diverged plain
+loop (it was a study of its own in tests/recipe/test_recipes_flow.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +15,10 @@ import math
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 from assets import studies as h
@@ -58,6 +66,24 @@ def study(tmp: Path, space: Path, *sets: str) -> subprocess.CompletedProcess[str
     return h.autotune(args, tmp, timeout=300)
 
 
+def export(args: Sequence[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """`autotune export ARGS` in `cwd`, run by the CLI's own app in this process (as tests/cli
+    does), in the environment a new process gets (`h.cli_env`): its exit status, stdout and
+    stderr are those of `python -m autotune export ARGS` (the app is all the command runs: its
+    `main` only ends the process), without the ~3.5 s of CPU a new process spends importing
+    torch, MLflow and Optuna. `study`, `verify` and the scripts still run as processes."""
+    from assets.cli import invoke
+
+    before = Path.cwd()
+    with mock.patch.dict(os.environ, h.cli_env(), clear=True):
+        os.chdir(cwd)
+        try:
+            r = invoke("export", *args)
+        finally:
+            os.chdir(before)
+    return subprocess.CompletedProcess(["export", *args], r.exit_code, r.stdout, r.stderr)
+
+
 def runs(tmp: Path, experiment: str) -> dict[str, Any]:
     from mlflow.tracking import MlflowClient
 
@@ -85,7 +111,10 @@ def plain(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp
 
 
-def test_plain_loop_study_records_each_steps_loss_in_mlflow(plain: Path) -> None:
+def test_plain_loop_records_each_steps_loss_and_its_recipe_reproduces_them(plain: Path) -> None:
+    """The study records each step's loss in MLflow; the recipe exported from a trial, applied
+    to the script, reproduces that trial's first steps. (One test: were they two, xdist could
+    run the study once for each.)"""
     found = runs(plain, "plain_loop")
     assert len(found) == 2
     for run, losses in found.values():
@@ -93,11 +122,8 @@ def test_plain_loop_study_records_each_steps_loss_in_mlflow(plain: Path) -> None
         assert len(losses) == STEPS and losses[-1] < losses[0]
         assert run.data.params["workload"] == "script:train.py"
 
-
-def test_the_exported_recipe_reproduces_the_trials_first_steps(plain: Path) -> None:
     recipe = plain / "r.yaml"
-    args = ["export", str(plain / "st"), "-o", str(recipe), "--pick", "trial 1"]
-    result = h.autotune(args, plain)
+    result = export([str(plain / "st"), "-o", str(recipe), "--pick", "trial 1"], plain)
     assert result.returncode == 0, h.explain(result)
     summary = plain / "s.json"
     env = {**os.environ, "AUTOTUNE_RECIPE": str(recipe), "AUTOTUNE_SUMMARY": str(summary)}
@@ -108,7 +134,7 @@ def test_the_exported_recipe_reproduces_the_trials_first_steps(plain: Path) -> N
     )
     assert done.returncode == 0
     mine = json.loads(summary.read_text())["series"]["loss"][:5]
-    _, trial_losses = next(v for k, v in runs(plain, "plain_loop").items() if k == "trial-0001")
+    _, trial_losses = found["trial-0001"]
     assert mine == pytest.approx(trial_losses[:5], rel=1e-6)
 
     verified = h.autotune(["verify", str(recipe), "--seeds", "1", "--steps", "20"], plain)
@@ -122,6 +148,13 @@ def test_a_divergent_baseline_is_diverged_with_its_cause(tmp_path: Path) -> None
     rec = trial_record(tmp_path, 0)
     assert rec["outcome"] == "diverged", rec
     assert_baseline_diverged(rec["summary"])
+
+    # A study without a feasible trial (its one trial diverged) exports nothing, saying why.
+    r = export([str(tmp_path / "st"), "-o", "recipe.yaml"], tmp_path)
+    assert r.returncode == 2
+    assert "no feasible trial to export" in r.stderr
+    assert "trial 0: diverged" in r.stderr, r.stderr
+    assert not (tmp_path / "recipe.yaml").exists()
 
 
 def test_a_script_that_never_reports_fails_and_its_baseline_stops_the_study(
@@ -150,34 +183,47 @@ def test_a_missing_script_exits_2_naming_it_before_any_trial(tmp_path: Path) -> 
     assert "Traceback" not in result.stderr and not (tmp_path / "st").exists()
 
 
-@pytest.fixture(scope="module")
-def hf_study(tmp_path_factory: pytest.TempPathFactory) -> Path:
+# The HF example's study: a screen of 10 steps and a rung at 30 (`budget.target_steps`), the
+# constraints lifted as in SHORT. Was two studies: one of 2 trials at 30 steps for the records
+# and the recipe, one with the rung for the continued probes; one checks both now.
+HF_SCREEN = 10
+HF_SETS = (
+    "budget.trials=3",
+    f"probe.steps={HF_SCREEN}",
+    f"budget.target_steps={STEPS}",
+    "constraints=[]",
+    "rungs.min_promote=2",
+)
+
+
+def test_hf_trainer_study_records_loss_reproduces_from_its_recipe_and_continues_probes(
+    tmp_path: Path,
+) -> None:
+    """The HF example's study records each screen step's loss; trial 1's recipe, applied to
+    the script, reproduces its first steps; and every promoted probe (the example's
+    `hf.attach` is its state hook) continues its screen probe through the Trainer's own
+    checkpoint, pays only its new steps, and the states are gone once the study decided."""
     pytest.importorskip("transformers")
-    tmp = tmp_path_factory.mktemp("hf")
     space = EXAMPLES / "hf_trainer" / "space.yaml"
-    result = study(tmp, space, "budget.trials=2", *SHORT)
+    result = study(tmp_path, space, *HF_SETS)
     assert result.returncode == 0, h.explain(result)
-    return tmp
 
-
-def test_hf_trainer_study_records_loss_and_reproduces_from_its_recipe(hf_study: Path) -> None:
-    found = runs(hf_study, "hf_trainer")
-    assert len(found) == 2
-    assert all(len(losses) == STEPS for _, losses in found.values())
-    recipe = hf_study / "r.yaml"
-    args = ["export", str(hf_study / "st"), "-o", str(recipe), "--pick", "trial 1"]
-    result = h.autotune(args, hf_study)
-    assert result.returncode == 0, h.explain(result)
+    found = runs(tmp_path, "hf_trainer")
+    assert len(found) == 3
+    assert all(len(losses) == HF_SCREEN for _, losses in found.values())
+    recipe = tmp_path / "r.yaml"
+    exported = export([str(tmp_path / "st"), "-o", str(recipe), "--pick", "trial 1"], tmp_path)
+    assert exported.returncode == 0, h.explain(exported)
     script = EXAMPLES / "hf_trainer" / "train.py"
     digest = hashlib.sha256(script.read_bytes()).hexdigest()
     assert all(run.data.tags["autotune.script_sha256"] == digest for run, _ in found.values())
     assert_describes_an_hf_trainer(Recipe.load(recipe))
-    summary = hf_study / "s.json"
+    summary = tmp_path / "s.json"
     env = {**os.environ, "AUTOTUNE_RECIPE": str(recipe), "AUTOTUNE_SUMMARY": str(summary)}
     env["OMP_NUM_THREADS"] = "1"
     done = subprocess.run(
         [sys.executable, str(EXAMPLES / "hf_trainer" / "train.py")],
-        cwd=hf_study,
+        cwd=tmp_path,
         env=env,
         timeout=120,
     )
@@ -185,6 +231,17 @@ def test_hf_trainer_study_records_loss_and_reproduces_from_its_recipe(hf_study: 
     mine = json.loads(summary.read_text())["series"]["loss"][:5]
     _, trial_losses = found["trial-0001"]
     assert mine == pytest.approx(trial_losses[:5], rel=1e-6)
+
+    rung = sorted((tmp_path / "st" / "trials").glob("*-r1.json"))
+    assert len(rung) >= 2, h.explain(result)
+    for path in rung:
+        s = json.loads(path.read_text())["summary"]
+        assert s["resumed_from_step"] == HF_SCREEN, (path.name, s.get("continuation"))
+        assert s["steps_run"] == STEPS and s["samples_run"] == (STEPS - HF_SCREEN) * 16
+        assert len(s["series"]["loss"]) == STEPS  # the screen's 10 steps, then its own 20
+    assert "promoted probes continued from the rung below" in result.stdout
+    state = tmp_path / "st" / "state"
+    assert not state.exists() or not any(state.iterdir())  # removed once decided
 
 
 def assert_describes_an_hf_trainer(r: Recipe) -> None:
@@ -225,8 +282,8 @@ def test_lightning_study_records_loss_and_reproduces_from_its_recipe(
         assert run.data.tags.get("autotune.outcome", "complete") == "complete"
         assert len(losses) == STEPS and losses[-1] < losses[0]
     recipe = lightning_study / "r.yaml"
-    args = ["export", str(lightning_study / "st"), "-o", str(recipe), "--pick", "trial 1"]
-    result = h.autotune(args, lightning_study)
+    args = [str(lightning_study / "st"), "-o", str(recipe), "--pick", "trial 1"]
+    result = export(args, lightning_study)
     assert result.returncode == 0, h.explain(result)
     summary = lightning_study / "s.json"
     env = {**os.environ, "AUTOTUNE_RECIPE": str(recipe), "AUTOTUNE_SUMMARY": str(summary)}
@@ -251,23 +308,3 @@ def test_lightning_divergent_baseline_is_diverged_with_its_cause(tmp_path: Path)
     rec = trial_record(tmp_path, 0)
     assert rec["outcome"] == "diverged", rec
     assert_baseline_diverged(rec["summary"])
-
-
-def test_hf_trainer_promoted_probes_continue_the_trainers_checkpoint(tmp_path: Path) -> None:
-    """A study with a rung above the screen: every promoted probe of the HF example (whose
-    `hf.attach` is its state hook) continues its screen probe through the Trainer's own
-    checkpoint, pays only its new steps, and the states are gone once the study decided."""
-    space = EXAMPLES / "hf_trainer" / "space.yaml"
-    sets = ("budget.trials=3", "probe.steps=10", "budget.target_steps=30", "constraints=[]")
-    result = study(tmp_path, space, *sets, "rungs.min_promote=2")
-    assert result.returncode == 0, h.explain(result)
-    rung = sorted((tmp_path / "st" / "trials").glob("*-r1.json"))
-    assert len(rung) >= 2, h.explain(result)
-    for path in rung:
-        s = json.loads(path.read_text())["summary"]
-        assert s["resumed_from_step"] == 10, (path.name, s.get("continuation"))
-        assert s["steps_run"] == 30 and s["samples_run"] == 20 * 16
-        assert len(s["series"]["loss"]) == 30  # the screen's 10 steps, then its own 20
-    assert "promoted probes continued from the rung below" in result.stdout
-    state = tmp_path / "st" / "state"
-    assert not state.exists() or not any(state.iterdir())  # removed once decided

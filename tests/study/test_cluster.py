@@ -99,10 +99,13 @@ def cluster(nodes: int = 2, token: str | None = None, **env: str) -> Iterator[st
     assert not h.tagged_processes(token), "Ray processes outlived the test"
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def ray_cluster() -> Iterator[str]:
-    """A head and a second node on loopback, one CPU each; yields the head's host:port.
-    (A test that needs PostgreSQL asks for `pg` first, so that a missing server starts nothing.)"""
+    """A head and a second node on loopback, one CPU each; yields the head's host:port. One
+    cluster for the module's tests that use it (starting it took 14-19 s of each on CI): each
+    study's driver is a job of its own on it, and a test's own processes are found by its own
+    token. (Started before a test's `pg` fixture, a module's being set up first: without
+    PostgreSQL the cluster still serves the tests that need none.)"""
     with cluster() as address:
         yield address
 

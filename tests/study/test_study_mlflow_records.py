@@ -2,15 +2,25 @@
 (real local Ray, SQLite Optuna and MLflow; nothing mocked). A black-box review found the step
 time logged in seconds under `step_time_ms`, the study run's best and baseline at the screen
 beside a change at the decided length (and no decided length, no verdict), and the baseline's
-yardstick seeds nowhere in MLflow though they count in the verification's compute."""
+yardstick seeds nowhere in MLflow though they count in the verification's compute.
+
+Then the study's folder is removed and a study of the same name started afresh (as the README
+says to): it logs to MLflow runs of its own. A review found its trials nested under the old
+study's parent run beside the old study's numbers. (That was tests/study/test_name_reused.py,
+which ran a first study of its own only to have an old study of the name in the store.)"""
 
 from __future__ import annotations
 
 import json
 import math
+import os
+import shutil
 import statistics
+import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 from assets import studies as h
@@ -24,6 +34,23 @@ pytestmark = [
 RELATIVE = "constraints:\n  - {metric: final_loss, op: '<=', value: 1.05, relative_to: baseline}\n"
 
 
+def cli(args: Sequence[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """`autotune ARGS` (a read-only command) in `cwd`, run by the CLI's own app in this process
+    (as tests/cli does), in the environment a new process gets (`h.cli_env`): its exit status,
+    stdout and stderr are those of `python -m autotune ARGS` (the app is all the command runs),
+    without the ~3.5 s of CPU a new process spends importing torch, MLflow and Optuna."""
+    from assets.cli import invoke
+
+    before = Path.cwd()
+    with mock.patch.dict(os.environ, h.cli_env(), clear=True):
+        os.chdir(cwd)
+        try:
+            r = invoke(*args)
+        finally:
+            os.chdir(before)
+    return subprocess.CompletedProcess(list(args), r.exit_code, r.stdout, r.stderr)
+
+
 def _runs(uri: str, name: str) -> list[Any]:
     from mlflow.tracking import MlflowClient
 
@@ -32,7 +59,9 @@ def _runs(uri: str, name: str) -> list[Any]:
     return list(client.search_runs([exp.experiment_id], max_results=500))
 
 
-def test_the_study_records_in_mlflow_what_it_printed(tmp_path: Path) -> None:
+def test_the_study_records_in_mlflow_what_it_printed_and_a_new_one_of_its_name_its_own(
+    tmp_path: Path,
+) -> None:
     from mlflow.tracking import MlflowClient
 
     text = h.mlp_space("rec", trials=3, steps=20, verify_top_k=1, verify_seeds=2) + RELATIVE
@@ -42,7 +71,7 @@ def test_the_study_records_in_mlflow_what_it_printed(tmp_path: Path) -> None:
     cmd = ["study", "--space", str(space), "--tracking-uri", uri]
     run = h.autotune(cmd, tmp_path, token=h.new_token(), timeout=600)
     assert run.returncode == 0, h.explain(run)
-    show = h.autotune(["show", "rec", "--json"], tmp_path)
+    show = cli(["show", "rec", "--json"], tmp_path)
     assert show.returncode == 0, h.explain(show)
     summary = json.loads(show.stdout)
     client = MlflowClient(tracking_uri=uri)
@@ -85,3 +114,23 @@ def test_the_study_records_in_mlflow_what_it_printed(tmp_path: Path) -> None:
     assert again.returncode == 0, h.explain(again)
     names = [r.info.run_name for r in _runs(uri, "rec")]
     assert names.count("verify-0000-s20") == 1, names
+
+    # A new study of the name, its folder removed (2 trials at another learning rate), gets its
+    # own parent run: the old study's trials stay under the old one, its own under its own.
+    shutil.rmtree(tmp_path / "autotune-studies" / "rec")
+    fresh = h.write(tmp_path, h.mlp_space("rec", trials=2, steps=20), "fresh.yaml")
+    args = ["study", "--space", str(fresh), "--quiet", "--tracking-uri", uri]
+    second = h.autotune([*args, "--set", "knobs.lr=0.1"], tmp_path, token=h.new_token())
+    assert second.returncode == 0, h.explain(second)
+    exp = client.get_experiment_by_name("rec")
+    assert exp is not None
+    listed = client.search_runs([exp.experiment_id], order_by=["attributes.start_time ASC"])
+    parents = [r.info.run_id for r in listed if r.data.tags.get("autotune.role") == "study"]
+    assert len(parents) == 2, "the second study continued the first one's run"
+    kids = {p: [r for r in listed if r.data.tags.get("mlflow.parentRunId") == p] for p in parents}
+    old_trials = [r for r in kids[parents[0]] if r.data.tags.get("autotune.role") == "trial"]
+    assert len(old_trials) == 3, [r.info.run_name for r in kids[parents[0]]]
+    assert len(kids[parents[1]]) == 2, [c.info.run_name for c in kids[parents[1]]]
+    old_lrs = {float(r.data.params["lr"]) for r in kids[parents[0]] if "lr" in r.data.params}
+    new_lrs = {float(r.data.params["lr"]) for r in kids[parents[1]]}
+    assert new_lrs == {0.1} and old_lrs and 0.1 not in old_lrs, (old_lrs, new_lrs)

@@ -8,7 +8,11 @@ every seed exits 1 and says why."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+from collections.abc import Sequence
 from pathlib import Path
+from unittest import mock
 
 import pytest
 import yaml
@@ -26,6 +30,23 @@ RELATIVE = (
     "  - {metric: final_loss, op: '<=', value: 1.05, relative_to: baseline}\n"
 )
 VERDICTS = ("better", "no detectable difference", "worse", "mixed", "not compared")
+
+
+def cli(args: Sequence[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """`autotune ARGS` (a read-only command) in `cwd`, run by the CLI's own app in this process
+    (as tests/cli does), in the environment a new process gets (`h.cli_env`): its exit status,
+    stdout and stderr are those of `python -m autotune ARGS` (the app is all the command runs),
+    without the ~3.5 s of CPU a new process spends importing torch, MLflow and Optuna."""
+    from assets.cli import invoke
+
+    before = Path.cwd()
+    with mock.patch.dict(os.environ, h.cli_env(), clear=True):
+        os.chdir(cwd)
+        try:
+            r = invoke(*args)
+        finally:
+            os.chdir(before)
+    return subprocess.CompletedProcess(list(args), r.exit_code, r.stdout, r.stderr)
 
 
 def test_show_json_carries_the_paired_verdict_and_verify_refuses_a_diverging_recipe(
@@ -51,7 +72,7 @@ def test_show_json_carries_the_paired_verdict_and_verify_refuses_a_diverging_rec
     names = sorted(p.name for p in (study_dir / "verify").glob("0000-*.json"))
     assert names == ["0000-s30-seed1.json", "0000-s30-seed2.json"], "the baseline's seeds"
 
-    show = h.autotune(["show", "verdicts", "--json"], tmp_path)
+    show = cli(["show", "verdicts", "--json"], tmp_path)
     assert show.returncode == 0, h.explain(show)
     summary = json.loads(show.stdout)
     assert summary["unfinished"] is None, "a study run to its end is finished"
@@ -83,14 +104,14 @@ def test_show_json_carries_the_paired_verdict_and_verify_refuses_a_diverging_rec
     for v in verified.values():
         assert {"diverged_share", "causes", "held", "why_not_picked", "final_loss"} <= set(v)
         assert [r["seed"] for r in v["runs"]] == [1, 2]
-    shown = h.autotune(["show", "verdicts"], tmp_path)
+    shown = cli(["show", "verdicts"], tmp_path)
     assert "relative constraints at the screen: against the baseline's screen" in shown.stdout
     assert " vs baseline" in shown.stdout
 
     # The export carries the verdict; a recipe with a learning rate that diverges everywhere
     # is not "as promised", whatever it promised: exit 1, saying why.
     out = tmp_path / "recipe.yaml"
-    exp = h.autotune(["export", "verdicts", "-o", str(out)], tmp_path)
+    exp = cli(["export", "verdicts", "-o", str(out)], tmp_path)
     assert exp.returncode == 0, h.explain(exp)
     data = yaml.safe_load(out.read_text())
     assert data["source"]["vs_baseline"]["verdict"] == pick["verdict"]
