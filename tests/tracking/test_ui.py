@@ -86,8 +86,9 @@ class UI:
         )
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def ui(browser: str, shared: h.FinishedStudy) -> Iterator[UI]:
+    """One `autotune ui` for the module's tests (it only serves what they read)."""
     port = h.free_port()
     token = h.new_token()
     proc = subprocess.Popen(
@@ -245,7 +246,7 @@ def test_optuna_dashboard_plots_on_readable_axes(
     try:
         import urllib.request
 
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 180  # its imports, on a busy machine
         while True:
             try:
                 url = f"http://127.0.0.1:{port}/api/studies"
