@@ -23,7 +23,7 @@ the sampler), `progress`, `verification` (the best candidates re-run over seeds)
 existing study).
 """
 
-from autotune.study.driver import check_workload, open_study, run
+from autotune.study.driver import check_workload, run
 from autotune.study.find import find_study
 from autotune.study.importance import importances
 from autotune.study.objectives import (
@@ -41,6 +41,7 @@ from autotune.study.objectives import (
     vacuous,
     values_of,
 )
+from autotune.study.opening import open_study
 from autotune.study.options import (
     STUDIES_DIR,
     StudyOptions,

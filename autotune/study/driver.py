@@ -16,14 +16,13 @@ from autotune import tracking
 from autotune.errors import SpaceError, StudyError, TrialsFailed, WorkloadError
 from autotune.probe.workload import resolve
 from autotune.study import attrs as ua
-from autotune.study import clip_seed, folder, home, signals
+from autotune.study import clip_seed, folder, signals
 from autotune.study.adapter import run_trials
 from autotune.study.confirm import confirm_phase, to_confirm
 from autotune.study.failures import BaselineFailed, baseline_stop, every_trial_failed, failed_trials
 from autotune.study.fits import check_trial_fits, cluster_nodes, local_node
-from autotune.study.identity import changed_parts, differs, edited_script, identity
 from autotune.study.importance import importances
-from autotune.study.objectives import directions, grid_values, make_sampler, name_metrics
+from autotune.study.opening import check_study, open_study
 from autotune.study.options import StudyOptions, StudyResult, study_dir_for
 from autotune.study.ray_start import RayStart
 from autotune.study.records import count_finished, read_outcome
@@ -38,14 +37,12 @@ from autotune.study.storage import (
     check_storage,
     connection_kept,
     open_storage,
-    space_changed,
     sqlite_file,
     storage_url,
 )
 from autotune.study.summary import summarize
 from autotune.study.timeline import mark
 from autotune.study.verification import to_verify, verify_phase
-from autotune.study.warmstart import distinct_params
 from autotune.study.writer import MlflowWriter
 from autotune.study.yardstick import yardstick_phase
 from autotune.tracking.connection import redact
@@ -73,23 +70,28 @@ def run(opts: StudyOptions) -> StudyResult:
     with (
         signals.handled(),  # Ctrl-C and SIGTERM stop the study, until Ray is shut down
         driver_lock(study_dir) as made,
-        contextlib.closing(RayStart(opts.address, study_dir)) as early,
+        contextlib.ExitStack() as ray_start,  # Ray's start, once the study is not refused
         connection_kept(url, lambda: made.kept),  # its server lost mid-study: one line
     ):
-        # A store file this run makes is removed again if the study fails before it is written
-        # (`made.keep`), with the study folder, the lock and Ray's session folder.
-        made.note(tracking.sqlite_path(uri) if uri.startswith("sqlite") else None, "runs")
-        client = tracking.connect(uri)
-        mark("mlflow store")
         fp = fpm.collect()
         cond = sp.condition_on(space, fp)
         mark("fingerprint")
         for name, why in cond.dropped.items():
             say(f"dropped knob {name}: {why}")
         opts = replace(opts, space=(space := baseline_alone(space, cond, say)))
+        # A store file this run makes is removed again if the study fails before it is written
+        # (`made.keep`), with the study folder, the lock and Ray's session folder.
         made.note(sqlite_file(url), "studies")
         storage = open_storage(url)
         mark("optuna storage")
+        # What would refuse the study (nothing is written yet), asked before Ray starts and
+        # MLflow's store opens: a refusal waits for neither (~20 s on two cores, ~3 s now).
+        check_study(opts, storage, study_dir if opts.storage else None, study_dir)
+        # Ray starts in a thread while MLflow is imported and its store opened.
+        early = ray_start.enter_context(contextlib.closing(RayStart(opts.address, study_dir)))
+        made.note(tracking.sqlite_path(uri) if uri.startswith("sqlite") else None, "runs")
+        client = tracking.connect(uri)
+        mark("mlflow store")
         # Ray must be up (the cluster joined) before the study is written: a start or a join
         # that fails stops the study here, and `made` removes what the run made (the folder,
         # the stores' new files) instead of leaving a study with an MLflow run stuck RUNNING.
@@ -419,79 +421,3 @@ def _study_params(space: sp.Space, cond: sp.Conditioned, url: str) -> dict[str, 
         "dropped": ", ".join(cond.dropped) or "-",
         "optuna_storage": redact(url),
     }
-
-
-def open_study(
-    opts: StudyOptions,
-    storage: Any,
-    cond: sp.Conditioned,
-    study_dir: Path | None = None,
-    records: Path | None = None,
-) -> Any:
-    """The study, continued or created (`study_dir`: its home checked and claimed, for a
-    shared storage; `records`: the folder a new study's trial records go to, refused when it
-    holds an earlier study's)."""
-    import optuna
-
-    space = opts.space
-    fingerprint_space = identity(space)
-    summaries = optuna.get_all_study_summaries(storage, include_best_trial=False)
-    exists = space.name in [s.study_name for s in summaries]
-    if opts.resume and not exists:
-        raise StudyError(
-            f"--resume: no study '{space.name}' in {redact(storage.url)}; drop --resume to start it"
-        )
-    if exists:
-        study = optuna.load_study(study_name=space.name, storage=storage)
-        before = study.user_attrs.get(ua.SPACE)
-        if before is not None and differs(before, fingerprint_space):
-            changed, here = changed_parts(before, fingerprint_space), redact(storage.url)
-            folder_of = records or study_dir or study_dir_for(space.name)
-            raise edited_script(before, fingerprint_space, space.name, here) or space_changed(
-                space.name, storage.url, changed, folder_of, bool(study_dir)
-            )
-        if study_dir is not None:  # continued only from the folder that holds its records
-            home.check(study, study_dir, space.name, redact(storage.url))
-            home.claim(study, study_dir)
-        study.sampler = make_sampler(space, cond.searched, len(study.get_trials(deepcopy=False)))
-        name_metrics(study, space)
-        # what may differ on a resume (budget, verify, rungs, the knobs this machine drops):
-        # show and export read this run's
-        study.set_user_attr(ua.SPACE_YAML, sp.dump(space))
-        study.set_user_attr(ua.DROPPED, cond.dropped)
-        return study
-    if records is not None:
-        home.refuse_overwrite(records, space.name, redact(storage.url))
-    study = optuna.create_study(
-        study_name=space.name,
-        storage=storage,
-        sampler=make_sampler(space, cond.searched),
-        directions=list(directions(space)),  # type: ignore[arg-type]
-    )
-    name_metrics(study, space)
-    study.set_user_attr(ua.SPACE, fingerprint_space)
-    if study_dir is not None:
-        home.claim(study, study_dir)
-    study.set_user_attr(ua.SPACE_YAML, sp.dump(space))
-    study.set_user_attr(ua.DROPPED, cond.dropped)  # not searched: export does not list them
-    study.set_user_attr(ua.OBJECTIVES, [o.model_dump() for o in space.objectives])
-    # Trial 0 is always the baseline: PyTorch's defaults for the searched knobs.
-    study.enqueue_trial({}, user_attrs={ua.BASELINE: True})
-    if opts.warm_start is not None:
-        ws = opts.warm_start
-        study.set_user_attr(
-            ua.WARM_START,
-            {"ref": ws.ref, "fp_hash": ws.fp_hash, "objectives": ws.objectives, "best": ws.best},
-        )
-        # Not one the study already runs: the baseline again, or the same params twice; a
-        # grid sampler's whole (`grid_filled`).
-        base, grid = space.baseline_knobs(), grid_values(space, cond.searched)
-        for config, params in distinct_params(ws.configs, cond.searched, base, grid):
-            study.enqueue_trial(
-                params,
-                user_attrs={
-                    ua.SOURCE: f"warm start: {config.get('label', ws.ref)}",
-                    ua.SOURCE_FP: ws.fp_hash,
-                },
-            )
-    return study

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
-from autotune import __version__, outfile, tracking
+from autotune import __version__, outfile
 from autotune import space as sp
 from autotune.errors import RecipeError
 from autotune.recipe import Recipe, exporters, now_iso
@@ -25,7 +25,7 @@ from autotune.study.session import driver_running
 from autotune.study.verification import decided_steps
 from autotune.tracking import redact
 from autotune.tracking.redaction import unredacted
-from autotune.tracking.sqlite_runs import trial_run_ids
+from autotune.tracking.sqlite_runs import study_trial_runs
 
 
 def recipe_from_study(
@@ -462,16 +462,7 @@ def _trial_run_ids(meta: dict[str, Any], given: str | None) -> dict[int, str]:
     uri = unredacted(meta.get("uri"), given, os.environ.get("MLFLOW_TRACKING_URI"))
     if not uri or not meta.get("experiment_id") or not meta.get("parent_run_id"):
         return {}
-    path = tracking.sqlite_path(uri) if uri.startswith("sqlite:") else None
-    if path is not None:  # the default store: read without MLflow's import (sqlite_runs)
-        ids = trial_run_ids(path, str(meta["experiment_id"]), str(meta["parent_run_id"]))
-        if ids is not None:
-            return ids
-    try:
-        client = tracking.connect(uri)
-        return tracking.trial_run_ids(client, meta["experiment_id"], meta["parent_run_id"])
-    except Exception:  # the ids are for the record; an unreachable store must not stop export
-        return {}
+    return study_trial_runs(uri, str(meta["experiment_id"]), str(meta["parent_run_id"]))
 
 
 def _redact(url: Any) -> Any:

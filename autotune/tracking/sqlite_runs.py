@@ -14,6 +14,8 @@ import sqlite3
 from pathlib import Path
 
 from autotune.sqlite_read import read_only
+from autotune.tracking import runs
+from autotune.tracking.connection import connect, sqlite_path
 from autotune.tracking.runs import TAG_LOGGED, TAG_PARENT, TAG_TRIAL_NUMBER
 
 # The runs MLflow's `search_runs` returns by default (ViewType.ACTIVE_ONLY), oldest first, as
@@ -48,3 +50,18 @@ def trial_run_ids(path: Path, experiment_id: str, parent_run_id: str) -> dict[in
         except (TypeError, ValueError):
             continue  # as `runs.trial_number`: a tag that is not a number names no trial
     return out
+
+
+def study_trial_runs(uri: str, experiment_id: str, parent_run_id: str) -> dict[int, str]:
+    """Trial number -> run id in the store at `uri`: read from the file for an SQLite store,
+    else (or when that fails) asked of MLflow's client; {} when the store cannot be reached
+    (the ids are for the record: an unreachable store must not stop an export)."""
+    path = sqlite_path(uri) if uri.startswith("sqlite:") else None
+    if path is not None:
+        ids = trial_run_ids(path, experiment_id, parent_run_id)
+        if ids is not None:
+            return ids
+    try:
+        return runs.trial_run_ids(connect(uri), experiment_id, parent_run_id)
+    except Exception:
+        return {}

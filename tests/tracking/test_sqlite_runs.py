@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from autotune.tracking import connect
 from autotune.tracking import runs as tr
-from autotune.tracking.sqlite_runs import trial_run_ids
+from autotune.tracking.sqlite_runs import study_trial_runs, trial_run_ids
 
 if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient
@@ -47,6 +47,7 @@ def test_the_trials_runs_are_read_as_mlflow_gives_them(tmp_path: Path) -> None:
     assert sorted(expected) == [0, 1]
     assert trial_run_ids(db, exp, parent) == expected
     assert trial_run_ids(db, exp, "no-such-run") == {}
+    assert study_trial_runs(f"sqlite:///{db}", exp, parent) == expected
 
 
 def test_a_file_that_is_not_an_mlflow_store_is_left_to_mlflow(tmp_path: Path) -> None:
@@ -58,3 +59,10 @@ def test_a_file_that_is_not_an_mlflow_store_is_left_to_mlflow(tmp_path: Path) ->
     sqlite3.connect(empty).close()
     assert trial_run_ids(empty, "1", "p") is None  # no MLflow tables
     assert trial_run_ids(garbage, "not-a-number", "p") is None
+
+
+def test_a_store_that_cannot_be_read_gives_no_runs_and_no_error(tmp_path: Path) -> None:
+    garbage = tmp_path / "garbage.db"
+    garbage.write_bytes(b"not sqlite at all" * 100)
+    assert study_trial_runs(f"sqlite:///{garbage}", "1", "p") == {}
+    assert study_trial_runs("http://127.0.0.1:9", "1", "p") == {}  # nothing listens there
