@@ -85,7 +85,7 @@ def run(opts: StudyOptions) -> StudyResult:
         storage = open_storage(url)
         mark("optuna storage")
         # What would refuse the study (nothing is written yet), asked before Ray starts and
-        # MLflow's store opens: a refusal waits for neither (~20 s on two cores, ~3 s now).
+        # MLflow's store opens: a refusal waits for neither (both cost seconds of CPU).
         check_study(opts, storage, study_dir if opts.storage else None, study_dir)
         # Ray starts in a thread while MLflow is imported and its store opened.
         early = ray_start.enter_context(contextlib.closing(RayStart(opts.address, study_dir)))

@@ -24,8 +24,8 @@ def check_study(
     """Refuse what `open_study` would refuse, writing nothing: a --resume of no study, a study
     of this name whose space (or script) changed, one whose home is another folder (`study_dir`,
     for a shared storage), a new study whose `records` folder holds an earlier one's. The
-    driver asks before it waits for Ray, so that a refusal does not wait for Ray to start and
-    stop (seconds on two cores). Returns the existing study, or None for a new one."""
+    driver asks before Ray starts and MLflow's store opens, so that a refusal waits for neither.
+    Returns the existing study, or None for a new one."""
     import optuna
 
     space = opts.space
