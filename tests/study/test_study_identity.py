@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from autotune import space as sp
-from autotune.study.driver import identity
+from autotune.study.identity import identity
 
 SPACE = """
 name: ident
