@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+from collections.abc import Sequence
 from pathlib import Path
+from unittest import mock
 
 from typer.testing import CliRunner, Result
 
@@ -13,6 +17,24 @@ runner = CliRunner()
 
 def invoke(*args: str | Path) -> Result:
     return runner.invoke(app, [str(a) for a in args])
+
+
+def in_process(args: Sequence[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """`autotune ARGS` (a read-only command: show, studies, export) in `cwd`, run by the CLI's
+    own app in this process, in the environment a new process gets (`studies.cli_env`): its exit
+    status, stdout and stderr are those of `python -m autotune ARGS` (the app is all the command
+    runs: its `main` only ends the process), without the ~3.5 s of CPU a new process spends
+    importing torch, MLflow and Optuna. Commands that start Ray or probes run as processes."""
+    from assets.studies import cli_env
+
+    before = Path.cwd()
+    with mock.patch.dict(os.environ, cli_env(), clear=True):
+        os.chdir(cwd)
+        try:
+            r = invoke(*args)
+        finally:
+            os.chdir(before)
+    return subprocess.CompletedProcess(list(args), r.exit_code, r.stdout, r.stderr)
 
 
 def one_line_error(result: Result, *fragments: str) -> str:

@@ -18,7 +18,6 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
 import pytest
 from assets import studies as h
@@ -67,21 +66,10 @@ def study(tmp: Path, space: Path, *sets: str) -> subprocess.CompletedProcess[str
 
 
 def export(args: Sequence[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    """`autotune export ARGS` in `cwd`, run by the CLI's own app in this process (as tests/cli
-    does), in the environment a new process gets (`h.cli_env`): its exit status, stdout and
-    stderr are those of `python -m autotune export ARGS` (the app is all the command runs: its
-    `main` only ends the process), without the ~3.5 s of CPU a new process spends importing
-    torch, MLflow and Optuna. `study`, `verify` and the scripts still run as processes."""
-    from assets.cli import invoke
+    """`autotune export ARGS` in-process (`assets.cli.in_process`)."""
+    from assets.cli import in_process
 
-    before = Path.cwd()
-    with mock.patch.dict(os.environ, h.cli_env(), clear=True):
-        os.chdir(cwd)
-        try:
-            r = invoke("export", *args)
-        finally:
-            os.chdir(before)
-    return subprocess.CompletedProcess(["export", *args], r.exit_code, r.stdout, r.stderr)
+    return in_process(["export", *args], cwd)
 
 
 def runs(tmp: Path, experiment: str) -> dict[str, Any]:

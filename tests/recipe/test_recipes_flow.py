@@ -9,12 +9,10 @@ trial of the mlp at lr 5 that diverged as that one does."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
 import pytest
 from assets import studies as h
@@ -29,22 +27,10 @@ pytestmark = [
 
 
 def export(args: Sequence[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    """`autotune export ARGS` in `cwd`, run by the CLI's own app in this process (as tests/cli
-    does), in the environment a new process gets (`h.cli_env`): its exit status, stdout and
-    stderr are those of `python -m autotune export ARGS` (the app is all the command runs: its
-    `main` only ends the process), without the ~3.5 s of CPU each new process spent importing
-    torch, MLflow and Optuna (10 exports here). `study` and `verify`, which start Ray and probe
-    processes, still run as their own processes."""
-    from assets.cli import invoke
+    """`autotune export ARGS` in-process (`assets.cli.in_process`)."""
+    from assets.cli import in_process
 
-    before = Path.cwd()
-    with mock.patch.dict(os.environ, h.cli_env(), clear=True):
-        os.chdir(cwd)
-        try:
-            r = invoke("export", *args)
-        finally:
-            os.chdir(before)
-    return subprocess.CompletedProcess(["export", *args], r.exit_code, r.stdout, r.stderr)
+    return in_process(["export", *args], cwd)
 
 
 def optuna_study(s: h.FinishedStudy, name: str | None = None) -> Any:

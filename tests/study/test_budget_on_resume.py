@@ -7,13 +7,11 @@ SIGTERM to stop the first run."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from unittest import mock
 
 import optuna
 import pytest
@@ -23,20 +21,10 @@ pytestmark = pytest.mark.integration
 
 
 def cli(args: Sequence[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    """`autotune ARGS` (a read-only command) in `cwd`, run by the CLI's own app in this process
-    (as tests/cli does), in the environment a new process gets (`h.cli_env`): its exit status,
-    stdout and stderr are those of `python -m autotune ARGS` (the app is all the command runs),
-    without the ~3.5 s of CPU a new process spends importing torch, MLflow and Optuna."""
-    from assets.cli import invoke
+    """A read-only command in-process (`assets.cli.in_process`)."""
+    from assets.cli import in_process
 
-    before = Path.cwd()
-    with mock.patch.dict(os.environ, h.cli_env(), clear=True):
-        os.chdir(cwd)
-        try:
-            r = invoke(*args)
-        finally:
-            os.chdir(before)
-    return subprocess.CompletedProcess(list(args), r.exit_code, r.stdout, r.stderr)
+    return in_process(args, cwd)
 
 
 def _stopped_after_two(cmd: list[str], cwd: Path) -> int:

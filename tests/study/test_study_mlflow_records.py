@@ -13,14 +13,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import shutil
 import statistics
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
 import pytest
 from assets import studies as h
@@ -35,20 +33,10 @@ RELATIVE = "constraints:\n  - {metric: final_loss, op: '<=', value: 1.05, relati
 
 
 def cli(args: Sequence[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    """`autotune ARGS` (a read-only command) in `cwd`, run by the CLI's own app in this process
-    (as tests/cli does), in the environment a new process gets (`h.cli_env`): its exit status,
-    stdout and stderr are those of `python -m autotune ARGS` (the app is all the command runs),
-    without the ~3.5 s of CPU a new process spends importing torch, MLflow and Optuna."""
-    from assets.cli import invoke
+    """A read-only command in-process (`assets.cli.in_process`)."""
+    from assets.cli import in_process
 
-    before = Path.cwd()
-    with mock.patch.dict(os.environ, h.cli_env(), clear=True):
-        os.chdir(cwd)
-        try:
-            r = invoke(*args)
-        finally:
-            os.chdir(before)
-    return subprocess.CompletedProcess(list(args), r.exit_code, r.stdout, r.stderr)
+    return in_process(args, cwd)
 
 
 def _runs(uri: str, name: str) -> list[Any]:
