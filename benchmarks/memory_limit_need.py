@@ -34,7 +34,7 @@ TIMEOUT_S = 900.0
 def runs_to_its_end(cfg: dict[str, Any], mb: int, way: str) -> bool:
     """Whether the probe `cfg` ran to its end under N = `mb` MiB (False: out of memory)."""
     from autotune.process.launcher import run_trial_process
-    from autotune.process.zygote import discard_zygote
+    from autotune.process.zygotes import discard_zygote
 
     out = run_trial_process(
         cfg,

@@ -35,6 +35,7 @@ from autotune.migrate.report import write as write_report
 from autotune.migrate.retune_check import check_retune
 from autotune.migrate.spread import within_spread
 from autotune.probe.steps import pick_device
+from autotune.process.zygotes import serving
 from autotune.recipe.file import Recipe
 from autotune.recipe.preflight import check_timeout, load_checked
 from autotune.recipe.script_hash import script_changed
@@ -80,8 +81,10 @@ def migrate(
     client, made = prepare(out, tracking_uri, space, recipe)  # before any probe: fail fast
     previous(out, force)  # an earlier migration's files: refused, or removed with `force`
     # SIGTERM stops the check as Ctrl-C does (KeyboardInterrupt, the signal noted for the exit
-    # status), in every phase: the re-tune's study notes either and stops, and so does this
-    with signals.handled(), removed_if_stopped(made):
+    # status), in every phase: the re-tune's study notes either and stops, and so does this.
+    # Its probes on this machine are forked by zygotes kept for the whole check (`serving`):
+    # the imports of a fresh process paid once per environment, not once per probe.
+    with signals.handled(), removed_if_stopped(made), serving():
         return _run(recipe, path, edited, out, client, seeds, steps, threads, timeout_s,
                     audit, tracking_uri, space, full, say)  # fmt: skip
 

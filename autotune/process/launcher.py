@@ -31,7 +31,8 @@ started once that trial's training loop has ended (its summary is reported). Wit
 path on stdin).
 
 Nothing outlives the worker: the zygote dies with it (PR_SET_PDEATHSIG), its children with the
-zygote; `discard_zygote()` kills it.
+zygote; `autotune.process.zygotes.discard_zygote()` kills it. Which zygotes a process keeps,
+and for how long: `autotune.process.zygotes`.
 """
 
 from __future__ import annotations
@@ -57,7 +58,8 @@ from autotune.process.entry import STDIN_ARG
 from autotune.process.env import process_env
 from autotune.process.partial import PartialSeries
 from autotune.process.spawn import kill_group, popen, python_module
-from autotune.process.zygote import ForkedProbe, fork_from_zygote, start_zygote
+from autotune.process.zygote import ForkedProbe
+from autotune.process.zygotes import fork_from_zygote, start_zygote
 
 LOG_TAIL_LINES = 60
 FAILED_CAUSES = (

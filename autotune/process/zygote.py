@@ -22,9 +22,10 @@ reports are flushed.
 End of its input (the launcher closed the socket, or died) makes the zygote stop serving; it
 leaves once no child of its own runs any more.
 
-The worker's side is `Zygote` (this worker's one zygote, for one environment) and `ForkedProbe`
-(a child it forked, with the surface of `subprocess.Popen` the launcher watches).
-`autotune.process.launcher` says which trial gets a forked probe.
+The launcher's side is `Zygote` (one zygote, for one environment) and `ForkedProbe` (a child it
+forked, with the surface of `subprocess.Popen` the launcher watches). `autotune.process.zygotes`
+says which zygotes a process keeps (a Ray worker one; `verify` and `migrate` one per environment
+for the command), `autotune.process.launcher` which probe gets a forked process.
 
 The zygote never initialises CUDA/ROCm: a device runtime cannot be used in a child forked
 after it was initialised. `preload()` touches the CPU only (no `torch.cuda` call, not even
@@ -244,12 +245,8 @@ def serve() -> int:
 
 
 # ---------------------------------------------------------------------------------------------
-# The worker's side: its zygote, and the probes it forks
+# The launcher's side: a zygote, and the probes it forks
 # ---------------------------------------------------------------------------------------------
-
-_ZYGOTE: Zygote | None = None  # this worker's zygote
-_ZYGOTE_LOCK = threading.Lock()
-_REFUSED: set[frozenset[tuple[str, str]]] = set()  # environments whose zygote would not serve
 
 
 class ForkedProbe:
@@ -288,7 +285,7 @@ class ForkedProbe:
 
 
 class Zygote:
-    """This worker's fork server for one environment (see the module's doc)."""
+    """A fork server for one environment (see the module's doc)."""
 
     def __init__(self, env: Mapping[str, str]) -> None:
         self.env = dict(env)
@@ -372,64 +369,6 @@ class Zygote:
         kill_group(self.proc)
         with contextlib.suppress(OSError):
             self.ctl.close()
-
-
-def _zygote_for(env: Mapping[str, str]) -> tuple[Zygote | None, bool]:
-    """With `_ZYGOTE_LOCK` held: this worker's zygote for `env` and whether it was there
-    already. Otherwise the one there is retired (of another environment: it leaves at once when
-    idle) or reaped (dead), and a new one is started (None if that failed)."""
-    global _ZYGOTE
-    zygote = _ZYGOTE
-    if zygote is not None and zygote.env == dict(env) and zygote.alive():
-        return zygote, True
-    if zygote is not None:
-        if zygote.alive():
-            zygote.retire()
-        else:
-            _discard(zygote)
-    _ZYGOTE = None
-    if frozenset(env.items()) in _REFUSED:  # it would refuse again: fresh processes only
-        return None, False
-    with contextlib.suppress(OSError):
-        _ZYGOTE = Zygote(env)
-    return _ZYGOTE, False
-
-
-def _discard(zygote: Zygote) -> None:
-    """Kill `zygote`; remember its environment if it refused to serve (CUDA initialised)."""
-    zygote.kill()
-    if zygote.proc.returncode == NO_DEVICE_RC:
-        _REFUSED.add(frozenset(zygote.env.items()))
-
-
-def fork_from_zygote(
-    env: Mapping[str, str], cfg_path: str, channel: Channel
-) -> tuple[ForkedProbe | None, bool]:
-    """(this trial's probe forked by the worker's zygote for `env`, whether that zygote was
-    there before this trial); (None, _) if the fork failed (the zygote is then discarded)."""
-    global _ZYGOTE
-    with _ZYGOTE_LOCK:
-        zygote, there = _zygote_for(env)
-        child = zygote.fork(cfg_path, channel) if zygote is not None else None
-        if child is None and zygote is not None:
-            _discard(zygote)
-            _ZYGOTE = None
-        return child, there
-
-
-def start_zygote(env: Mapping[str, str]) -> None:
-    """Start a zygote for `env` (replacing this worker's zygote) unless one is there."""
-    with _ZYGOTE_LOCK:
-        _zygote_for(env)
-
-
-def discard_zygote() -> None:
-    """Kill this worker's zygote, if any (and the probes it runs)."""
-    global _ZYGOTE
-    with _ZYGOTE_LOCK:
-        zygote, _ZYGOTE = _ZYGOTE, None
-    if zygote is not None:
-        zygote.kill()
 
 
 if __name__ == "__main__":

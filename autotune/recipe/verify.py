@@ -1,8 +1,9 @@
 """Verification: re-run a configuration with other seeds and say what it reliably achieves.
 
 A single probe at one seed can be lucky. Verification runs the same probe with `n` other seeds
-(the probe seed + 1, ..., + n), each in a fresh process with the configuration's environment, and
-reports for every metric the mean and the 95% interval of the mean (Student's t with n - 1
+(the probe seed + 1, ..., + n), each in a process of its own with the configuration's
+environment (forked by a zygote that did a fresh process's imports once: `run_interleaved`),
+and reports for every metric the mean and the 95% interval of the mean (Student's t with n - 1
 degrees of freedom: mean ± t(0.975, n-1) · s / √n, s the sample standard deviation), over the
 seeds that neither diverged nor failed, plus the share of seeds that diverged.
 
@@ -93,17 +94,20 @@ def run_one(
     at: str = "",
     shown: Sequence[str] = ("final_loss",),
 ) -> dict[str, Any]:
-    """Run `cfg` at `seed` in a fresh process on this machine; say how it ended (`label`, and
-    `at` after the seed: `(2/3)`; the metrics `shown`: those the recipe is judged on)."""
+    """Run `cfg` at `seed` in a process of its own on this machine (forked by a zygote inside
+    `zygotes.serving`, else a fresh one); say how it ended (`label`, and `at` after the seed:
+    `(2/3)`; the metrics `shown`: those the recipe is judged on)."""
     from dataclasses import replace
 
     from autotune.process.launcher import run_trial_process
+    from autotune.process.zygotes import serving_now
 
     out = run_trial_process(
         replace(cfg, seed=seed).to_dict(),
         env,
         timeout_s=timeout_s,
         threads=threads or cfg.threads,  # as the study ran it (OMP_NUM_THREADS included)
+        spare=serving_now(),
     )
     out["seed"] = seed
     m = (out.get("summary") or {}).get("metrics") or {}
@@ -129,7 +133,8 @@ def run_local(
     label: str,
     shown: Sequence[str] = ("final_loss",),
 ) -> list[dict[str, Any]]:
-    """Run `cfg` once per seed, one after another, each in a fresh process on this machine."""
+    """Run `cfg` once per seed, one after another, each in a process of its own on this
+    machine (`run_interleaved`)."""
     return run_interleaved(
         [(cfg, env, label)], seeds, timeout_s=timeout_s, threads=threads, say=say, shown=shown
     )[0]
@@ -149,8 +154,33 @@ def run_interleaved(
     arm's run of the first seed, then of the second, ...; per arm its runs in seed order. A
     paired comparison (the recipe against the baseline) then sees a change in the machine's
     load on both arms of a seed alike, not as a difference between arms run one after the
-    other. `skip`: (arm index, seed) pairs not to run (already run)."""
+    other. `skip`: (arm index, seed) pairs not to run (already run).
+
+    Each run is a process of its own, forked by a zygote of its environment
+    (`autotune.process.zygotes.serving`: one kept per environment of the arms, all ended when
+    this returns, unless a caller's `serving` keeps them for its next runs): the imports of a
+    fresh process (seconds) are paid once per environment, not once per seed and arm. A forked
+    probe runs as a fresh one does, at the same seed to the same numbers
+    (tests/recipe/test_verify_forked.py)."""
+    from autotune.process.zygotes import serving
+
     out: list[list[dict[str, Any]]] = [[] for _ in arms]
+    with serving(len({frozenset(env.items()) for _, env, _ in arms})):
+        _run_arms(arms, seeds, out, timeout_s, threads, say, skip, shown)
+    return out
+
+
+def _run_arms(
+    arms: Sequence[tuple[ProbeConfig, Mapping[str, str], str]],
+    seeds: Sequence[int],
+    out: list[list[dict[str, Any]]],
+    timeout_s: float,
+    threads: int | None,
+    say: Callable[[str], None],
+    skip: Sequence[tuple[int, int]],
+    shown: Sequence[str],
+) -> None:
+    """`run_interleaved`'s loop: each arm's run of each seed appended to `out`."""
     for i, seed in enumerate(seeds):
         for k, (cfg, env, label) in enumerate(arms):
             if (k, seed) in skip:
@@ -168,7 +198,6 @@ def run_interleaved(
                 shown=shown,
             )
             out[k].append(run)
-    return out
 
 
 def verify_recipe(

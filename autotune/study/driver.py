@@ -102,8 +102,8 @@ def run(opts: StudyOptions) -> StudyResult:
         if cluster is not None:
             check_cluster_device(space, ray.cluster_resources(), cluster)
             check_trial_fits(space, cluster_nodes(ray), f"the Ray cluster at {cluster}")
-        # a shared --storage: the study is continued only from its home (`home`); the default
-        # storage is the study folder's own file, which moves with it
+        # its home checked (a shared --storage) and `check_study` asked again: another folder's
+        # driver, not under our lock, may have made it meanwhile; the default storage is ours
         study = open_study(opts, storage, cond, study_dir if opts.storage else None, study_dir)
         stop_if_baseline_failed(study, study_dir, space.name)
         mark("optuna study")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from autotune.process.zygote import discard_zygote
+from autotune.process.zygotes import discard_zygote
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ import pytest
 from autotune import space as sp
 from autotune.process import launcher
 from autotune.process import zygote as zygote_mod
-from autotune.process.zygote import discard_zygote
+from autotune.process.zygotes import discard_zygote
 
 MISBEHAVING = """
 import os, signal, subprocess, sys, time

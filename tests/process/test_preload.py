@@ -15,9 +15,10 @@ import pytest
 from autotune import space as sp
 from autotune.errors import SpaceError
 from autotune.probe import ProbeConfig
-from autotune.process import launcher
+from autotune.process import launcher, zygotes
 from autotune.process import zygote as zygote_mod
-from autotune.process.zygote import PRELOAD_ENV, discard_zygote
+from autotune.process.zygote import PRELOAD_ENV
+from autotune.process.zygotes import discard_zygote
 from autotune.study.adapter import Driver
 from autotune.study.options import StudyOptions
 from autotune.study.progress import Progress
@@ -57,7 +58,7 @@ def mods(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     (tmp_path / "train.py").write_text(SCRIPT.format(out=str(tmp_path / "seen.txt")))
     monkeypatch.setenv("PYTHONPATH", str(d))
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(zygote_mod, "_REFUSED", set())
+    monkeypatch.setattr(zygotes, "_REFUSED", set())
     yield tmp_path
     discard_zygote()
 
@@ -109,11 +110,12 @@ def test_a_preloaded_module_is_imported_once_in_the_zygote_not_in_each_trial(mod
 
 @pytest.mark.integration
 def test_a_module_that_fails_to_preload_is_skipped_and_the_trial_runs(mods: Path) -> None:
-    out = _trial(mods, "no_such_module_xyz,preload_broken,preload_mark")
+    preloads = "no_such_module_xyz,preload_broken,preload_mark"
+    out = _trial(mods, preloads)
     assert out["zygote"] is not None  # forked: the zygote served
     assert (mods / "imports.txt").read_text().split() == [str(out["zygote"])]
     assert _seen(mods)[0][1] == "1"
-    zygote = zygote_mod._ZYGOTE
+    zygote = zygotes.zygote_of(launcher.probe_env({}, 1) | {PRELOAD_ENV: preloads})
     assert zygote is not None
     assert _log_has(zygote, "preload of 'no_such_module_xyz' skipped: ModuleNotFoundError")
     assert _log_has(zygote, "preload of 'preload_broken' skipped: RuntimeError: broken on purpose")
@@ -132,7 +134,7 @@ def test_a_zygote_whose_preload_initialised_cuda_refuses_to_serve(mods: Path) ->
     for _ in range(2):
         out = _trial(mods, "preload_cuda")
         assert out["zygote"] is None
-    assert zygote_mod._ZYGOTE is None and len(zygote_mod._REFUSED) == 1
+    assert not zygotes._ZYGOTES and len(zygotes._REFUSED) == 1
 
 
 def _driver(space: sp.Space, tmp_path: Path) -> Driver:

@@ -14,7 +14,7 @@ import pytest
 from autotune.probe import ProbeConfig
 from autotune.process import channel as report
 from autotune.process import launcher, ranks, supervisor
-from autotune.process.zygote import discard_zygote
+from autotune.process.zygotes import discard_zygote
 
 # A real summary's shape, with the values a cheat would want, as the probe used to print it.
 FORGED = {

@@ -459,10 +459,22 @@ class Launcher:
         self.fingerprint = fingerprint
 
     def __call__(
-        self, probe: dict[str, Any], env: dict[str, str], *, timeout_s: float, threads: Any
+        self,
+        probe: dict[str, Any],
+        env: dict[str, str],
+        *,
+        timeout_s: float,
+        threads: Any,
+        spare: bool = False,
     ) -> dict[str, Any]:
         self.calls.append(
-            {"probe": probe, "env": dict(env), "timeout_s": timeout_s, "threads": threads}
+            {
+                "probe": probe,
+                "env": dict(env),
+                "timeout_s": timeout_s,
+                "threads": threads,
+                "spare": spare,
+            }
         )
         return self.outcome(probe)
 
@@ -520,6 +532,7 @@ def test_verify_recipe_runs_the_recipe_and_the_baseline_on_the_same_seeds(
         assert call["probe"] == replace(cfg, seed=seed).to_dict()
         assert call["env"] == r.env and call["timeout_s"] == 77.0
         assert call["threads"] == 2  # the recipe's probe.threads: as the study ran it
+        assert call["spare"] is True  # forked by a zygote kept for the verification
     runs = [{**launcher.outcome(c["probe"]), "seed": c["probe"]["seed"]} for c in launcher.calls]
     metrics = list(dict.fromkeys(["loss_cv", *vf.REPORTED]))
     rec, base = vf.summarize_seeds(runs[0::2], metrics), vf.summarize_seeds(runs[1::2], metrics)
