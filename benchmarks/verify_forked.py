@@ -66,6 +66,7 @@ def main() -> None:
     ap.add_argument("--json", default=None, help="write every number to this file")
     a = ap.parse_args()
     json_path = Path(a.json).resolve() if a.json else None
+    load_start = os.getloadavg()[0]
     arm_list, seeds = arms(a.steps), list(range(1, a.seeds + 1))
     os.chdir(tempfile.mkdtemp())  # the probe processes import the installed package
     walls: dict[str, list[float]] = {"fresh": [], "forked": []}
@@ -97,7 +98,7 @@ def main() -> None:
     out = {
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
-        "load_average_start": os.getloadavg()[0],
+        "load_average_start": load_start,
         "probes_per_way": n,
         "steps": arm_list[0][0].steps,
         "wall_s": walls,
