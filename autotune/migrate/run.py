@@ -14,6 +14,7 @@ given the source's space file, `re-tuned: ...` after the reduced study (`retune`
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -109,6 +110,7 @@ def _run(
     import torch
 
     threads = int(threads or torch.get_num_threads())
+    load = {"start": os.getloadavg()[0], "cores": os.cpu_count()}  # what the report says of it
     ops, audit_wall = _ops(recipe, audit, threads, say)
     holds = check(
         recipe, full, seeds=seeds, steps=steps, threads=threads, timeout_s=timeout_s, say=say
@@ -160,6 +162,7 @@ def _run(
         "retune": plan,
         "migrated_recipe": str(written) if written else None,
         "compute": _compute(recipe, holds, audit_wall, retuned),
+        "load": {**load, "end": os.getloadavg()[0]},
     }
     png = plot_curve(holds.get("curve") or {}, out / PLOT)
     result["png"] = str(png) if png else None

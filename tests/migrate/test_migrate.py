@@ -242,6 +242,18 @@ def test_the_report_puts_the_verdict_first(here: dict[str, Any]) -> None:
     at = [text.find(x) for x in order]
     assert all(i >= 0 for i in at) and at == sorted(at), at
 
+    # The machine's load while the check ran, under the machine's line: a throughput read beside
+    # other work is said to be low; at this check's own threads nothing is said of it.
+    assert "Load average" not in text  # a result without it (an older one) says nothing
+    busy = markdown({**result, "load": {"start": 3.1, "end": 2.4, "cores": 2}})
+    line = next(x for x in busy.splitlines() if x.startswith("Load average"))
+    assert "3.10 at the start of the check, 2.40 at its end, on 2 core(s)" in line, line
+    assert "more than its own 2 thread(s)" in line and "throughput measured here is lower" in line
+    assert busy.find("checked here on") < busy.find("Load average") < busy.find("## Does the")
+    quiet = markdown({**result, "load": {"start": 2.2, "end": 1.9, "cores": 2}})
+    line = next(x for x in quiet.splitlines() if x.startswith("Load average"))
+    assert "2.20 at the start" in line and "lower" not in line, line
+
 
 def test_a_recipe_that_diverges_here_does_not_transfer(tmp_path: Any) -> None:
     from autotune import Recipe

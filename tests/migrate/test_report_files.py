@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,10 @@ def test_migrate_replaces_its_report_and_never_writes_into_the_old_one(tmp_path:
     )
     assert result["report"] == str(out / "migration.md")
     assert (out / "migration.md").read_text().startswith("# Migration of recipe `t`")
+    # the machine's load while it ran, in the result and the report
+    load = result["load"]
+    assert load["cores"] == os.cpu_count() and load["start"] >= 0 and load["end"] >= 0, load
+    assert f"{load['start']:.2f} at the start of the check" in (out / "migration.md").read_text()
     assert (tmp_path / "kept.md").read_text() == OLD, "the report was written in place"
     assert sorted(p.name for p in out.iterdir()) == ["migration.md"], "a temporary file was left"
 
