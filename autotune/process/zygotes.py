@@ -32,8 +32,8 @@ _Key = frozenset[tuple[str, str]]
 _ZYGOTES: dict[_Key, Zygote] = {}  # this process's zygotes, the least recently used first
 _LOCK = threading.RLock()
 _REFUSED: set[_Key] = set()  # environments whose zygote would not serve
-_KEEP = [1]  # how many zygotes are kept at once (the innermost `serving`'s number)
-_DEPTH = [0]  # how many `serving` blocks are open
+# How many zygotes are kept at once: 1, then one entry per open `serving` block (its number)
+_KEEP = [1]
 
 
 def _zygote_for(env: Mapping[str, str]) -> tuple[Zygote | None, bool]:
@@ -104,7 +104,7 @@ def discard_zygote() -> None:
 
 def serving_now() -> bool:
     """Whether a `serving` block is open: probes run on this machine are forked by a zygote."""
-    return _DEPTH[0] > 0
+    return len(_KEEP) > 1
 
 
 @contextlib.contextmanager
@@ -112,14 +112,12 @@ def serving(environments: int = 1) -> Iterator[None]:
     """Probes forked by zygotes, up to `environments` of them kept at once, inside this block;
     every zygote killed when the outermost block ends (see the module's doc)."""
     with _LOCK:
-        _DEPTH[0] += 1
-        _KEEP.append(max(1, environments, _KEEP[-1] if _DEPTH[0] > 1 else 1))
+        _KEEP.append(max(environments, _KEEP[-1]))  # an inner block keeps what its outer keeps
     try:
         yield
     finally:
         with _LOCK:
             _KEEP.pop()
-            _DEPTH[0] -= 1
-            last = _DEPTH[0] == 0
+            last = len(_KEEP) == 1
         if last:
             discard_zygote()

@@ -166,38 +166,24 @@ def run_interleaved(
 
     out: list[list[dict[str, Any]]] = [[] for _ in arms]
     with serving(len({frozenset(env.items()) for _, env, _ in arms})):
-        _run_arms(arms, seeds, out, timeout_s, threads, say, skip, shown)
+        for i, seed in enumerate(seeds):
+            for k, (cfg, env, label) in enumerate(arms):
+                if (k, seed) in skip:
+                    continue
+                at = f" ({i + 1}/{len(seeds)})"
+                run = run_one(
+                    cfg,
+                    env,
+                    seed,
+                    timeout_s=timeout_s,
+                    threads=threads,
+                    say=say,
+                    label=label,
+                    at=at,
+                    shown=shown,
+                )
+                out[k].append(run)
     return out
-
-
-def _run_arms(
-    arms: Sequence[tuple[ProbeConfig, Mapping[str, str], str]],
-    seeds: Sequence[int],
-    out: list[list[dict[str, Any]]],
-    timeout_s: float,
-    threads: int | None,
-    say: Callable[[str], None],
-    skip: Sequence[tuple[int, int]],
-    shown: Sequence[str],
-) -> None:
-    """`run_interleaved`'s loop: each arm's run of each seed appended to `out`."""
-    for i, seed in enumerate(seeds):
-        for k, (cfg, env, label) in enumerate(arms):
-            if (k, seed) in skip:
-                continue
-            at = f" ({i + 1}/{len(seeds)})"
-            run = run_one(
-                cfg,
-                env,
-                seed,
-                timeout_s=timeout_s,
-                threads=threads,
-                say=say,
-                label=label,
-                at=at,
-                shown=shown,
-            )
-            out[k].append(run)
 
 
 def verify_recipe(
