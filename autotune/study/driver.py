@@ -86,22 +86,17 @@ def run(opts: StudyOptions) -> StudyResult:
         mark("optuna storage")
         # What would refuse the study (nothing is written yet), asked before Ray starts and
         # MLflow's store opens: a refusal waits for neither (both cost seconds of CPU).
-        check_study(opts, storage, study_dir if opts.storage else None, study_dir)
-        # Ray starts in a thread while MLflow is imported and its store opened.
-        early = ray_start.enter_context(contextlib.closing(RayStart(opts.address, study_dir)))
+        before = check_study(opts, storage, study_dir if opts.storage else None, study_dir)
+        # Ray starts in a thread while MLflow is imported and its store opened; not at all for
+        # a study that has nothing left to run (a --resume of a finished one: its summary).
+        early = None
+        if before is None or work_left(before, space):
+            early = ray_start.enter_context(contextlib.closing(RayStart(opts.address, study_dir)))
         made.note(tracking.sqlite_path(uri) if uri.startswith("sqlite") else None, "runs")
         client = tracking.connect(uri)
         mark("mlflow store")
-        # Ray must be up (the cluster joined) before the study is written: a start or a join
-        # that fails stops the study here, and `made` removes what the run made (the folder,
-        # the stores' new files) instead of leaving a study with an MLflow run stuck RUNNING.
-        ray = early.wait()
-        cluster = _cluster_address(opts)  # a local Ray is this machine's: checked up front
-        signals.defer(cluster)  # Ray is up: a signal now stops each phase at its next probe
-        mark("ray up")
-        if cluster is not None:
-            check_cluster_device(space, ray.cluster_resources(), cluster)
-            check_trial_fits(space, cluster_nodes(ray), f"the Ray cluster at {cluster}")
+        if early is not None:
+            _ray_up(opts, early)
         # its home checked (a shared --storage) and `check_study` asked again: another folder's
         # driver, not under our lock, may have made it meanwhile; the default storage is ours
         study = open_study(opts, storage, cond, study_dir if opts.storage else None, study_dir)
@@ -121,14 +116,18 @@ def run(opts: StudyOptions) -> StudyResult:
         _announce(say, space, finished, planned, len(rerun), url, uri)
         mark("resume checked")
         interrupted, failure = False, None
-        later = (rungs_pending, to_verify, to_confirm)  # each asked only if those before say no
-        if planned > 0 or any(work(study, space) for work in later):
+        if work_left(study, space):
+            if early is None:  # work found once the study was opened after all: Ray starts now
+                early = ray_start.enter_context(
+                    contextlib.closing(RayStart(opts.address, study_dir))
+                )
+                _ray_up(opts, early)
             with ray_session(opts.address, study_dir, started=early) as ray:
                 mark("ray started")
                 args = (opts, study, cond, logger, study_dir, ray, say, planned, rerun, finished)
                 interrupted, failure = _phases(*args)
             mark("ray stopped")  # its shutdown goes on in its thread (`early.close` waits)
-        else:
+        elif early is not None:
             early.stop()
         summary = summarize(study, space, study_dir, cond.dropped)
         mark("summary")
@@ -148,6 +147,31 @@ def run(opts: StudyOptions) -> StudyResult:
         interrupted=interrupted and failure is None,
         failure=failure,
     )
+
+
+def work_left(study: Any, space: sp.Space) -> bool:
+    """Whether the stored `study` has anything left to run for `space`: trials short of its
+    budget, or rungs, a verification or a confirmation still to do."""
+    if space.budget.trials > count_finished(study):
+        return True
+    later = (rungs_pending, to_verify, to_confirm)  # each asked only if those before say no
+    return any(work(study, space) for work in later)
+
+
+def _ray_up(opts: StudyOptions, early: RayStart) -> None:
+    """Wait for Ray's start (`early`). Ray must be up (the cluster joined) before the study is
+    written: a start or a join that fails stops the study here, and the driver's `made` removes
+    what the run made (the folder, the stores' new files) instead of leaving a study with an
+    MLflow run stuck RUNNING. On a cluster, its devices and nodes are checked against the
+    space."""
+    ray = early.wait()
+    cluster = _cluster_address(opts)  # a local Ray is this machine's: checked up front
+    signals.defer(cluster)  # Ray is up: a signal now stops each phase at its next probe
+    mark("ray up")
+    if cluster is not None:
+        space = opts.space
+        check_cluster_device(space, ray.cluster_resources(), cluster)
+        check_trial_fits(space, cluster_nodes(ray), f"the Ray cluster at {cluster}")
 
 
 def _phases(

@@ -48,8 +48,15 @@ def test_a_study_in_a_shared_storage_is_continued_only_from_its_folder(tmp_path:
     trials = optuna.load_study(study_name="shared", storage=storage).get_trials()
     assert len(trials) == 2, "the refused driver ran trials"
 
-    again = h.autotune([*cmd, "--resume"], first, token=h.new_token(), timeout=300)
-    assert again.returncode == 0, h.explain(again)  # from its home it continues
+    # from its home it continues; with nothing left to run, without starting a Ray at all
+    marks = tmp_path / "timeline.jsonl"
+    env = {**h.cli_env(h.new_token()), "AUTOTUNE_TIMELINE": str(marks)}
+    again = h.autotune([*cmd, "--resume"], first, env=env, timeout=300)
+    assert again.returncode == 0, h.explain(again)
+    assert "study shared: all 2 trials are done" in again.stdout, h.explain(again)
+    seen = [json.loads(line)["at"] for line in marks.read_text().splitlines()]
+    assert "mlflow store" in seen and "summary logged" in seen, seen
+    assert "ray up" not in seen and "ray started" not in seen, seen
     meta = json.loads((first / "autotune-studies" / "shared" / "study.json").read_text())
     assert meta["name"] == "shared"
 
