@@ -20,10 +20,25 @@ settings.register_profile("autotune", deadline=None)
 settings.load_profile("autotune")
 
 
+_MADE_CACHE: list[str] = []
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """The suite's caches (the MLflow store template, `tracking/store_template.py`) in a folder
-    of its own, not the user's: shared by the whole run and the CLI processes it starts."""
-    os.environ.setdefault("AUTOTUNE_CACHE_DIR", tempfile.mkdtemp(prefix="autotune-test-cache-"))
+    of its own, not the user's: shared by the whole run (its xdist workers inherit the variable)
+    and the CLI processes it starts; removed at the end by the process that made it."""
+    if "AUTOTUNE_CACHE_DIR" not in os.environ:
+        made = tempfile.mkdtemp(prefix="autotune-test-cache-")
+        _MADE_CACHE.append(made)
+        os.environ["AUTOTUNE_CACHE_DIR"] = made
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    import shutil
+
+    for made in _MADE_CACHE:
+        shutil.rmtree(made, ignore_errors=True)
+    _MADE_CACHE.clear()
 
 
 @pytest.fixture
