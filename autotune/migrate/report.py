@@ -11,6 +11,7 @@ from typing import Any
 
 from autotune import outfile
 from autotune.migrate import lacks
+from autotune.recipe.machine_load import load_line
 from autotune.recipe.seeds import format_interval
 
 
@@ -66,7 +67,7 @@ def markdown(result: Mapping[str, Any], png: str | None = None) -> str:
         + f", checked here on `{result['here_hash']}` ({result['here_summary']}).",
         "",
     ]
-    lines += load_line(result.get("load"), holds.get("threads"))
+    lines += load_line(result.get("load"), holds.get("threads"), "the check")
     if result.get("script_changed"):  # what the recipe recorded ran another script
         lines += [
             f"**The workload's script changed since the recipe was made**: "
@@ -85,28 +86,6 @@ def markdown(result: Mapping[str, Any], png: str | None = None) -> str:
     lines += _retune_section(result)
     lines += _compute_section(result["compute"])
     return "\n".join(lines).rstrip() + "\n"
-
-
-def load_line(load: Mapping[str, Any] | None, threads: Any) -> list[str]:
-    """This machine's load while the check ran (`run.migrate`'s `load`: the 1-minute load
-    average at its start and end): a throughput measured beside other work reads lower than
-    this machine gives a job alone. The recipe and the baseline ran interleaved by seed, so
-    their comparison shares the load; a number set against the source machine's does not."""
-    if not load or load.get("start") is None:
-        return []
-    start, end, cores = float(load["start"]), float(load.get("end") or 0.0), load.get("cores")
-    own = int(threads or 1)
-    text = (
-        f"Load average here (1 minute): {start:.2f} at the start of the check, {end:.2f} at its "
-        f"end, on {cores} core(s)"
-    )
-    if max(start, end) > own + 0.5:
-        text += (
-            f": more than its own {own} thread(s), so other work shared this machine and the "
-            "throughput measured here is lower than it gives a job alone (the recipe and the "
-            "baseline, interleaved by seed, shared that load alike)"
-        )
-    return [text + ".", ""]
 
 
 def _spread_section(h: Mapping[str, Any]) -> list[str]:

@@ -14,7 +14,6 @@ given the source's space file, `re-tuned: ...` after the reduced study (`retune`
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -38,6 +37,7 @@ from autotune.migrate.spread import within_spread
 from autotune.probe.steps import pick_device
 from autotune.process.zygotes import serving
 from autotune.recipe.file import Recipe
+from autotune.recipe.machine_load import load_done, load_now
 from autotune.recipe.preflight import check_timeout, load_checked
 from autotune.recipe.script_hash import script_changed
 from autotune.repro import record
@@ -110,7 +110,7 @@ def _run(
     import torch
 
     threads = int(threads or torch.get_num_threads())
-    load = {"start": os.getloadavg()[0], "cores": os.cpu_count()}  # what the report says of it
+    load = load_now()  # what the report says of it
     ops, audit_wall = _ops(recipe, audit, threads, say)
     holds = check(
         recipe, full, seeds=seeds, steps=steps, threads=threads, timeout_s=timeout_s, say=say
@@ -162,7 +162,7 @@ def _run(
         "retune": plan,
         "migrated_recipe": str(written) if written else None,
         "compute": _compute(recipe, holds, audit_wall, retuned),
-        "load": {**load, "end": os.getloadavg()[0]},
+        "load": load_done(load),
     }
     png = plot_curve(holds.get("curve") or {}, out / PLOT)
     result["png"] = str(png) if png else None

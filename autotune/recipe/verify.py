@@ -26,6 +26,7 @@ from autotune.probe.outcome import Outcome
 from autotune.probe.summary import loss_of
 from autotune.recipe import digest, paired
 from autotune.recipe.file import Recipe
+from autotune.recipe.machine_load import load_done, load_line, load_now
 from autotune.recipe.preflight import check_timeout, check_workload
 from autotune.recipe.promise import compare_promise, promise_header, promise_line, seed_origin
 from autotune.recipe.seeds import (
@@ -239,6 +240,7 @@ def verify_recipe(
     if baseline and not is_defaults:
         arms.append((baseline_config(recipe, length), recipe.env, "baseline"))
     shown = ["final_loss", *recipe.achieved]  # what the recipe is judged on
+    load = load_now()  # the report says whether other work shared the machine
     ran = run_interleaved(
         arms, seed_list, timeout_s=timeout_s, threads=threads, say=say, shown=shown
     )
@@ -263,6 +265,7 @@ def verify_recipe(
         # each seed's loss at every step (JSON: a non-finite loss is null), for MLflow's
         # `loss/seed_N` histories and a user who plots them
         "loss_series": loss_series(runs),
+        "load": load_done(load),
     }
     if len(ran) > 1:
         report["baseline_result"] = summarize_seeds(ran[1], metrics_of(recipe))
@@ -394,6 +397,8 @@ def format_report(report: Mapping[str, Any]) -> str:
         lines += [promise_line(p, format_interval) for p in report["promise"]]
     if report.get("vs_baseline"):
         lines.append(paired.format_line(report["vs_baseline"], label="recipe"))
+    threads = ((report.get("fingerprint") or {}).get("env") or {}).get("torch_threads")
+    lines += load_line(report.get("load"), threads, "the verification")[:1]
     if report["drift"]:
         was, now = report["recipe_fingerprint_hash"], report["fingerprint"].get("hash")
         lines.append(

@@ -6,6 +6,7 @@ be found. Each expected value is worked by hand from the inputs."""
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -539,6 +540,9 @@ def test_verify_recipe_runs_the_recipe_and_the_baseline_on_the_same_seeds(
     here = launcher.fingerprint
     drift = fingerprint.diff(r.fingerprint, here)
     assert drift  # the recipe's made-up fingerprint is not this machine's
+    load = report.pop("load")  # this machine's load average at the start and the end
+    assert sorted(load) == ["cores", "end", "start"] and load["cores"] == os.cpu_count()
+    assert load["start"] >= 0 and load["end"] >= 0
     assert report == {
         "recipe": "t",
         "source": r.source,
@@ -910,6 +914,34 @@ def test_settings_that_differ_on_the_same_hardware_are_not_called_another_machin
         "WARNING: the same hardware (abc), set up differently from where the recipe was tuned:",
         "  numerics.cpu_capability: 'AVX512' -> 'DEFAULT'",
     ]
+
+
+def test_the_report_says_the_machines_load_and_when_other_work_shared_it() -> None:
+    """As `migration.md` does: a throughput compared with its promise, measured under load,
+    reads lower than the machine gives a job alone; the report says the load beside it."""
+    rec = vf.summarize_seeds([seed_run(1, "complete")], ["loss_cv"])
+    fp = {"hash": "abc", "env": {"torch_threads": 1}}
+    report = {
+        "recipe": "t",
+        "seeds": [1],
+        "steps": 50,
+        "recipe_result": rec,
+        "drift": [],
+        "recipe_fingerprint_hash": "abc",
+        "fingerprint": fp,
+    }
+    assert "Load average" not in vf.format_report(report)  # an older report: nothing said
+    busy = vf.format_report({**report, "load": {"start": 2.1, "end": 1.2, "cores": 2}})
+    line = next(x for x in busy.splitlines() if x.startswith("Load average"))
+    assert line.startswith(
+        "Load average here (1 minute): 2.10 at the start of the verification, 1.20 at its end, "
+        "on 2 core(s): more than its own 1 thread(s), so other work shared this machine"
+    ), line
+    assert busy.splitlines()[-1] == "same hardware as the recipe (abc)"  # the last line still
+    two = {**fp, "env": {"torch_threads": 2}}  # the probes' own threads account for the load
+    quiet = vf.format_report({**report, "fingerprint": two, "load": {"start": 2.1, "end": 2.4}})
+    line = next(x for x in quiet.splitlines() if x.startswith("Load average"))
+    assert line.endswith("2.10 at the start of the verification, 2.40 at its end, on None core(s).")
 
 
 def test_a_recipe_that_is_the_baseline_at_another_length_names_no_baseline_above() -> None:
