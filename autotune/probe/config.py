@@ -54,6 +54,8 @@ class ProbeConfig:
     measure_scaling: bool = False
     script: str | None = None  # a training script run in the probe's process (probe.script)
     args: list[str] = field(default_factory=list)  # its sys.argv[1:]
+    # The big modules it imports (workload.preload): its process's zygote imports them once.
+    preload: list[str] = field(default_factory=list)
     # A script's first trial.report must come within this many seconds of its start, or it
     # fails naming the API it forgot (`autotune.probe.script`); None: no limit.
     first_report_s: float | None = None

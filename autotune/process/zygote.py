@@ -48,7 +48,7 @@ import sys
 import threading
 import traceback
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import IO, Any
 
 from autotune.process.channel import Channel
@@ -59,6 +59,8 @@ MAX_MESSAGE = 1 << 16  # bytes of one request or reply (JSON)
 ZYGOTE_READY_S = 180.0  # for a new zygote's imports; past that, the trial runs in a fresh one
 FORK_REPLY_S = 20.0  # for the zygote's answer to a fork request (it takes milliseconds)
 PRELOAD_ENV = "AUTOTUNE_PRELOAD"  # modules the zygote imports too (comma-separated)
+#: What every training script imports after its fork, unless its zygote did: the trial API.
+SCRIPT_PRELOAD = ("autotune.recipe.trial",)
 LOG_LINES = 50  # of the zygote's own output, kept by its worker (`Zygote.log`)
 NO_DEVICE_RC = 3  # the zygote's exit status when it refused to serve (CUDA initialised)
 
@@ -68,6 +70,15 @@ def _check_no_device_runtime() -> None:
 
     if torch.cuda.is_initialized():
         raise RuntimeError("the zygote initialised CUDA/ROCm: its children could not use it")
+
+
+def script_preload_env(preload: Sequence[str]) -> dict[str, str]:
+    """autotune's own variable for a training script's probe process (not a knob, never
+    recorded): the modules its zygote imports once (`PRELOAD_ENV`), the trial API and the
+    script's `workload.preload`, so that each forked probe does not import them again. A study's
+    workers and `verify` / `migrate` of a script recipe alike."""
+    names = dict.fromkeys((*SCRIPT_PRELOAD, *preload))
+    return {PRELOAD_ENV: ",".join(names)}
 
 
 def preload_modules(names: str) -> list[str]:

@@ -184,6 +184,7 @@ class Recipe(RecipeRuntime):
             measure_scaling=bool(p.get("measure_scaling", False)),
             script=script,
             args=[str(a) for a in self.workload.get("args") or ()],
+            preload=[str(m) for m in self.workload.get("preload") or ()],
             reference_batch=chunk,
             reference_samples=samples,
         )

@@ -101,6 +101,7 @@ def run_one(
     from dataclasses import replace
 
     from autotune.process.launcher import run_trial_process
+    from autotune.process.zygote import script_preload_env
     from autotune.process.zygotes import serving_now
 
     out = run_trial_process(
@@ -109,6 +110,8 @@ def run_one(
         timeout_s=timeout_s,
         threads=threads or cfg.threads,  # as the study ran it (OMP_NUM_THREADS included)
         spare=serving_now(),
+        # a script's zygote imports what the study's did (its preload), once for every seed
+        extra_env=script_preload_env(cfg.preload) if cfg.script else None,
     )
     out["seed"] = seed
     m = (out.get("summary") or {}).get("metrics") or {}

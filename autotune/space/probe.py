@@ -59,6 +59,7 @@ def probe_config(
         measure_scaling=p.measure_scaling,
         script=space.workload.script,
         args=list(space.workload.args),
+        preload=list(space.workload.preload),
         first_report_s=space.budget.first_report_s if space.workload.script else None,
         reference_batch=p.reference_batch or space.smallest_micro_batch(),
         reference_samples=p.reference_samples or REFERENCE_CHUNKS * p.samples_per_step,

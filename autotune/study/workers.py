@@ -35,7 +35,7 @@ from autotune import space as sp
 from autotune.probe import ProbeConfig
 from autotune.probe.outcome import Outcome
 from autotune.process.launcher import run_trial_process
-from autotune.process.zygote import PRELOAD_ENV
+from autotune.process.zygote import script_preload_env
 from autotune.study import signals
 from autotune.study.session import plan_resources
 from autotune.study.timeline import mark
@@ -46,8 +46,6 @@ WORKER_DIED = "worker_died"
 WORKER_ERROR = "worker_error"
 
 
-#: What every training script imports after its fork, unless its zygote did: the trial API.
-SCRIPT_PRELOAD = ("autotune.recipe.trial",)
 #: How often a wait for probes looks whether a signal asked the study to stop (seconds).
 STOP_POLL_S = 0.25
 
@@ -58,8 +56,7 @@ def trial_process_env(space: sp.Space) -> dict[str, str]:
     API and the space's `workload.preload`; nothing for a built-in workload."""
     if space.workload.script is None:
         return {}
-    names = dict.fromkeys((*SCRIPT_PRELOAD, *space.workload.preload))
-    return {PRELOAD_ENV: ",".join(names)}
+    return script_preload_env(space.workload.preload)
 
 
 def run_probe(

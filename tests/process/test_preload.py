@@ -209,3 +209,38 @@ def test_preload_is_dumped_only_when_given() -> None:
     dumped = sp.load(str(root / "lightning" / "space.yaml")).workload.model_dump()
     assert dumped["preload"] == ["lightning", "autotune.integrations.lightning"]
     assert "preload" not in sp.load(str(root / "plain_loop" / "space.yaml")).workload.model_dump()
+
+
+def test_a_script_recipes_probe_config_carries_its_preload() -> None:
+    from dataclasses import replace
+
+    from assets.recipes import make_recipe
+
+    recipe = replace(
+        make_recipe(), workload={"script": "train.py", "args": [], "preload": ["preload_mark"]}
+    )
+    assert recipe.probe_config().preload == ["preload_mark"]
+    assert make_recipe().probe_config().preload == []  # a built-in workload: nothing
+    space = sp.load(str(Path(__file__).resolve().parents[2] / "examples/lightning/space.yaml"))
+    assert sp.probe_config(space).preload == ["lightning", "autotune.integrations.lightning"]
+
+
+@pytest.mark.integration
+def test_verify_of_a_script_recipe_forks_from_a_zygote_that_preloaded_it(mods: Path) -> None:
+    """`verify` (and `migrate`) of a script recipe: each seed's probe is forked by a zygote that
+    imported the trial API and the recipe's `workload.preload` once, as the study's workers did
+    (a big module such as lightning took ~8 s to import in every forked probe here)."""
+    from autotune.recipe import verify as vf
+
+    cfg = ProbeConfig(
+        workload="script:train.py", script="train.py", steps=10, micro_batch=1, threads=1,
+        preload=["preload_mark"],
+    )  # fmt: skip
+    ran = vf.run_interleaved(
+        [(cfg, {}, "recipe")], [1, 2, 3], timeout_s=120, threads=1, say=lambda _t: None
+    )
+    assert [r["outcome"] for r in ran[0]] == ["complete"] * 3, [r["log_tail"] for r in ran[0]]
+    seen = _seen(mods)
+    assert [line[1:] for line in seen] == [["1", "1", "autotune.recipe.trial,preload_mark"]] * 3
+    importers = (mods / "imports.txt").read_text().split()
+    assert len(importers) == 1 and importers[0] not in {line[0] for line in seen}, importers

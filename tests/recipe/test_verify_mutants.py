@@ -467,6 +467,7 @@ class Launcher:
         timeout_s: float,
         threads: Any,
         spare: bool = False,
+        extra_env: dict[str, str] | None = None,
     ) -> dict[str, Any]:
         self.calls.append(
             {
@@ -475,6 +476,7 @@ class Launcher:
                 "timeout_s": timeout_s,
                 "threads": threads,
                 "spare": spare,
+                "extra_env": extra_env,
             }
         )
         return self.outcome(probe)
@@ -534,6 +536,7 @@ def test_verify_recipe_runs_the_recipe_and_the_baseline_on_the_same_seeds(
         assert call["env"] == r.env and call["timeout_s"] == 77.0
         assert call["threads"] == 2  # the recipe's probe.threads: as the study ran it
         assert call["spare"] is True  # forked by a zygote kept for the verification
+        assert call["extra_env"] is None  # a built-in workload: no script's preload
     runs = [{**launcher.outcome(c["probe"]), "seed": c["probe"]["seed"]} for c in launcher.calls]
     metrics = list(dict.fromkeys(["loss_cv", *vf.REPORTED]))
     rec, base = vf.summarize_seeds(runs[0::2], metrics), vf.summarize_seeds(runs[1::2], metrics)
