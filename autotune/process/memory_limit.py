@@ -41,11 +41,14 @@ import os
 from autotune.process.malloc import fixed_mmap_threshold, keep_freed
 
 ENV = "AUTOTUNE_PROBE_MEMORY_MB"
+#: The largest limit taken (4 PiB): the process's limit in bytes, what it holds now included,
+#: must fit the C long `setrlimit` takes (2^63 bytes); a larger value limits nothing anyway.
+MAX_MB = 1 << 42
 
 
 def limit_mb(environ: dict[str, str] | None = None) -> int | None:
     """The limit the environment asks for, in MiB; None when unset or empty. A value that is
-    not a positive whole number is a ValueError naming the variable."""
+    not a positive whole number, or is past `MAX_MB`, is a ValueError naming the variable."""
     raw = (os.environ if environ is None else environ).get(ENV, "").strip()
     if not raw:
         return None
@@ -55,6 +58,11 @@ def limit_mb(environ: dict[str, str] | None = None) -> int | None:
         mb = 0
     if mb <= 0:
         raise ValueError(f"{ENV}={raw!r}: give the probe's memory in MiB, a positive whole number")
+    if mb > MAX_MB:
+        raise ValueError(
+            f"{ENV}={raw!r}: more than a process can be limited to (at most {MAX_MB} MiB, 4 "
+            "PiB); give the probe's memory in MiB, or unset it for no limit"
+        )
     return mb
 
 
