@@ -42,6 +42,8 @@ from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
 
+from autotune import startup
+
 #: The signal that stopped the study ("by"), once one did.
 _STOPPED: dict[str, int] = {}
 
@@ -101,6 +103,10 @@ def handled() -> Iterator[None]:
     signal.signal(signal.SIGTERM, _raise)
     _DEPTH.append(1)
     try:
+        noted = startup.take_noted()  # a Ctrl-C while the command started, SIGINT ignored
+        if noted is not None:
+            _STOPPED["by"] = noted
+            raise KeyboardInterrupt
         yield
     finally:
         _DEPTH.pop()
