@@ -111,6 +111,26 @@ def pick_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+def device_problem(name: str) -> str | None:
+    """Why a probe on `probe.device` `name` cannot run on this machine: a GPU (cuda, cuda:N)
+    where torch sees none; None where it can (cpu, auto, a GPU torch sees). Asked before any
+    probe runs (a study on a local Ray, `check`, `probe`, and a recipe's verify, repro and
+    migrate): each probe would raise at its first step."""
+    if not name.startswith("cuda"):
+        return None
+    import torch
+
+    if torch.cuda.is_available():
+        return None
+    build = str(torch.__version__)
+    if torch.version.cuda is None and torch.version.hip is None:
+        build += ", a CPU-only build"
+    return (
+        f"{name!r} asks for a GPU, but torch sees none on this machine (torch {build}: "
+        "torch.cuda.is_available() is False); set probe.device to cpu or auto"
+    )
+
+
 def peak_memory_mb(device: torch.device) -> float:
     """Peak allocated device memory on a GPU; peak RSS of this process on the CPU."""
     import torch

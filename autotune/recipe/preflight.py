@@ -13,7 +13,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from autotune.errors import UsageError
+from autotune.errors import RecipeError, UsageError
+from autotune.probe.steps import device_problem
 from autotune.process.cores import check_fits_here
 from autotune.recipe.file import Recipe
 from autotune.recipe.script_hash import warn_if_script_changed
@@ -73,13 +74,17 @@ def load_checked(path: str | Path, *, own_threads: bool = False) -> Recipe:
     (`Recipe.load`: the file and key of a problem named), its workload resolved here
     (`check_workload`), its `env:` warned of as a space's is
     (`warn_of_env`) and its probe fitting this machine's cores (`cores.check_fits_here`:
-    its ranks and threads), before any probe runs. `own_threads`: the command runs at this
+    its ranks and threads) and its device (a GPU where torch sees none is refused), before any
+    probe runs. `own_threads`: the command runs at this
     machine's threads, not the recipe's (migrate), so those are not checked."""
     with env_unwarned():  # said once, by `warn_of_env`, after the workload's check
         recipe = Recipe.load(path)
     check_workload(recipe, str(path))
     warn_of_env(recipe, path)
     cfg = recipe.probe_config()
+    problem = device_problem(cfg.device)  # each probe would raise at its first step
+    if problem is not None:
+        raise RecipeError(f"{path}: probe.device: {problem}")
     cores = os.cpu_count() or 1
     if own_threads:
         cfg = replace(cfg, threads=None)

@@ -14,6 +14,7 @@ from autotune import fingerprint as fpm
 from autotune import space as sp
 from autotune import tracking
 from autotune.errors import SpaceError, StudyError, TrialsFailed, WorkloadError
+from autotune.probe.steps import device_problem
 from autotune.probe.workload import resolve
 from autotune.study import attrs as ua
 from autotune.study import clip_seed, folder, signals
@@ -374,21 +375,9 @@ def check_device(space: sp.Space) -> None:
     step (the baseline's, so the study would stop with a folder made for nothing). Run where the
     probes run: `autotune check` and `probe`, and a study on a local Ray; a study on a cluster
     asks the cluster (`check_cluster_device`), whose driver may have no GPU of its own."""
-    device = space.probe.device
-    if not device.startswith("cuda"):
-        return
-    import torch
-
-    if torch.cuda.is_available():
-        return
-    build = str(torch.__version__)
-    if torch.version.cuda is None and torch.version.hip is None:
-        build += ", a CPU-only build"
-    raise SpaceError(
-        f"{space.source}: probe.device: {device!r} asks for a GPU, but torch sees none on this "
-        f"machine (torch {build}: torch.cuda.is_available() is False); set probe.device to cpu "
-        "or auto"
-    )
+    problem = device_problem(space.probe.device)
+    if problem is not None:
+        raise SpaceError(f"{space.source}: probe.device: {problem}")
 
 
 def check_cluster_device(space: sp.Space, resources: Mapping[str, float], address: str) -> None:

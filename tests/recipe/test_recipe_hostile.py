@@ -369,6 +369,28 @@ def test_repro_refuses_it_as_verify_does(
     assert (repro.exit_code, repro.stderr) == (verify.exit_code, verify.stderr)
 
 
+def test_a_recipe_asking_for_a_gpu_torch_does_not_see_is_refused_before_any_probe(
+    tmp_path: Path, no_probe: list[str]
+) -> None:
+    """A black-box review: verify ran 4 probes that all failed at their first step (`probe.device
+    is 'cuda' but torch sees no GPU`) and logged a run of n/a; migrate 6 and wrote a report;
+    repro raised. Refused now in one line naming the key, as `check` and `probe` refuse it."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("torch sees a GPU here")
+    path = write(tmp_path, {"probe.device": "cuda"})
+    for args in (
+        ["verify", str(path), "--seeds", "1", "--no-baseline"],
+        ["repro", str(path)],
+        ["migrate", str(path), "--no-audit", "-o", str(tmp_path / "out")],
+    ):
+        line = refused(runner.invoke(app, args), path, "probe.device", no_probe)
+        assert "'cuda' asks for a GPU, but torch sees none" in line, (args, line)
+        assert "set probe.device to cpu or auto" in line, line
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize("timeout", ["-1", "0", "nan", "inf", "-inf", "1e10"])
 def test_a_bad_timeout_is_refused_by_verify_as_by_migrate(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_probe: list[str], timeout: str
