@@ -55,7 +55,7 @@ from autotune.recipe.values import check_knobs as _check_knobs
 from autotune.recipe.values import check_probe, probe_record, warn_of_env
 from autotune.recipe.values import check_source as _check_source
 from autotune.recipe.values import error_at as _error_at
-from autotune.space import yaml_reader
+from autotune.space import yaml_reader, yaml_surprises
 
 RECIPE_VERSION = 1
 #: The longest recipe name read: a study's name (at most 100 characters, `space.load`) and
@@ -257,14 +257,14 @@ class Recipe(RecipeRuntime):
         if what is not None:
             raise RecipeError(f"{p}: not a regular file ({what}): not a recipe file")
         text = yaml_reader.read_text(p, RecipeError, "recipe file")
-        recipe = cls.from_dict(yaml_reader.load(text, str(p), RecipeError), source=str(p))
+        recipe = cls.from_dict(_read(text, str(p)), source=str(p))
         warn_of_env(recipe.env, str(p), stacklevel=2)
         return recipe
 
     @classmethod
     def loads(cls, text: str, *, source: str = "<recipe>") -> Recipe:
         """The recipe in `text` (`source` names it in errors and warnings), as `load` reads it."""
-        recipe = cls.from_dict(yaml_reader.load(text, source, RecipeError), source=source)
+        recipe = cls.from_dict(_read(text, source), source=source)
         warn_of_env(recipe.env, source, stacklevel=2)
         return recipe
 
@@ -407,6 +407,14 @@ class Recipe(RecipeRuntime):
         if self.workload.get("script") and applied is not None and not ran & {"scheduler", "hf"}:
             return "the script's own schedule (the recipe's warm-up and schedule never applied)"
         return f"warmup {self.knobs['warmup_steps']}, {self.knobs['schedule']}"
+
+
+def _read(text: str, source: str) -> Any:
+    """The data of a recipe's YAML `text`; a number YAML reads as another (`seed: 010` as 8,
+    `1:30` as 90) refused naming its key, as a space file's is."""
+    data, root = yaml_reader.compose(text, source, RecipeError)
+    yaml_surprises.refuse_misread(root, _error_at(source))
+    return data
 
 
 def _workload_text(w: dict[str, Any]) -> str:

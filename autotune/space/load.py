@@ -95,15 +95,15 @@ def loads(
     scalars = yaml_surprises.surprising_scalars(root)
     err = _Err(source, lines, {o.split("=", 1)[0].strip() for o in overrides}, scalars)
     err.stored = stored
-    octal = yaml_surprises.first_octal(scalars)
-    if octal is not None:  # refused before --set: it is the file's text that misleads
-        raise err(octal[0], yaml_surprises.octal_message(octal[1]))
+    misread = yaml_surprises.first_misread(scalars)
+    if misread is not None:  # refused before --set: it is the file's text that misleads
+        raise err(misread[0], yaml_surprises.misread_message(misread[1]))
     for item in overrides:
         apply_override(data, item, source)
     err.scalars = yaml_surprises.with_overrides(scalars, overrides)  # `--set env.X=off` too
-    octal = yaml_surprises.first_octal(err.scalars)  # a --set one: the file's were refused
-    if octal is not None:
-        raise err(octal[0], yaml_surprises.octal_message(octal[1]))
+    misread = yaml_surprises.first_misread(err.scalars)  # a --set one: the file's were refused
+    if misread is not None:
+        raise err(misread[0], yaml_surprises.misread_message(misread[1]))
     return _build(data, err)
 
 

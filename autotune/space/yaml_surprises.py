@@ -1,13 +1,14 @@
 """Scalars YAML 1.1 reads as something other than what was written: `on`/`off`/`yes`/`no` as
-booleans and a leading-zero integer (`012`) as an octal number. PyYAML follows YAML 1.1, so
-`NCCL_DEBUG: off` arrives as False and `NCCL_NTHREADS: 012` as 10; the errors about such a value
-say what YAML read and how to quote it, and a leading-zero integer is refused outright (it would
-otherwise run silently as another number)."""
+booleans, a leading-zero integer (`012`) as an octal number and numbers joined by colons (`1:30`)
+as a base-60 one. PyYAML follows YAML 1.1, so `NCCL_DEBUG: off` arrives as False,
+`NCCL_NTHREADS: 012` as 10 and `steps: 1:30` as 90; the errors about such a value say what YAML
+read and how to quote it, and a misread number is refused outright (it would otherwise run
+silently as another number), in a space file, a `--set` value and a recipe alike."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import yaml
 
@@ -16,8 +17,11 @@ from autotune.space import yaml_reader, yaml_walk
 
 _BOOL_TAG = "tag:yaml.org,2002:bool"
 _INT_TAG = "tag:yaml.org,2002:int"
+_FLOAT_TAG = "tag:yaml.org,2002:float"
 #: An integer YAML 1.1 reads as octal: a leading 0 followed by more digits.
 _OCTAL = re.compile(r"[-+]?0[0-7_]+")
+#: A number YAML 1.1 reads in base 60 (sexagesimal): digits joined by colons, `1:30` (90).
+_BASE60 = re.compile(r"[-+]?[0-9][0-9_]*(:[0-5]?[0-9])+(\.[0-9_]*)?")
 
 Path = yaml_walk.Path
 
@@ -31,9 +35,15 @@ def surprising_scalars(root: yaml.Node | None) -> dict[Path, str]:
             continue
         text = str(v.node.value)
         word = v.node.tag == _BOOL_TAG and text.lower() not in ("true", "false")
-        if word or (v.node.tag == _INT_TAG and _OCTAL.fullmatch(text)):
+        number = v.node.tag in (_INT_TAG, _FLOAT_TAG) and _misread(text)
+        if word or number:
             out[v.path] = text
     return out
+
+
+def _misread(text: str) -> bool:
+    """Whether YAML 1.1 reads the number `text` as another: octal, or base 60."""
+    return bool(_OCTAL.fullmatch(text) or _BASE60.fullmatch(text))
 
 
 def with_overrides(scalars: Mapping[Path, str], overrides: Sequence[str]) -> dict[Path, str]:
@@ -50,17 +60,30 @@ def with_overrides(scalars: Mapping[Path, str], overrides: Sequence[str]) -> dic
     return out
 
 
-def first_octal(scalars: Mapping[Path, str]) -> tuple[Path, str] | None:
-    """The first leading-zero integer of the file (its path and text), if any."""
-    return next(((p, t) for p, t in scalars.items() if _OCTAL.fullmatch(t)), None)
+def first_misread(scalars: Mapping[Path, str]) -> tuple[Path, str] | None:
+    """The first number of the file YAML reads as another (its path and text), if any: a
+    leading-zero integer (octal) or numbers joined by colons (base 60)."""
+    return next(((p, t) for p, t in scalars.items() if _misread(t)), None)
 
 
-def octal_message(text: str) -> str:
-    value = int(text.replace("_", ""), 8)
+def misread_message(text: str) -> str:
+    """What YAML read for the misread number `text`, and how to write it."""
+    if _OCTAL.fullmatch(text):
+        how, value = "(a leading zero) as the octal number", int(text.replace("_", ""), 8)
+    else:
+        how, value = "(numbers joined by colons) as the base-60 number", yaml.safe_load(text)
     return (
-        f"YAML reads {text} (a leading zero) as the octal number {value}: quote it ('{text}') "
-        f"to keep it as written, or write {value} if that is meant"
+        f"YAML reads {text} {how} {value}: quote it ('{text}') to keep it as written, or "
+        f"write {value} if that is meant"
     )
+
+
+def refuse_misread(root: yaml.Node | None, error: Callable[[Path, str], Exception]) -> None:
+    """Raise `error(path, message)` for the first number in the YAML tree `root` that YAML
+    reads as another (a recipe file's: `seed: 010` ran seed 8)."""
+    found = first_misread(surprising_scalars(root))
+    if found is not None:
+        raise error(found[0], misread_message(found[1]))
 
 
 def bool_hint(scalars: Mapping[Path, str], path: Sequence[str | int]) -> str:
@@ -68,7 +91,7 @@ def bool_hint(scalars: Mapping[Path, str], path: Sequence[str | int]) -> str:
     or `no` (at `path` or in its list of choices), else ''."""
     key = tuple(path)
     for where, text in scalars.items():
-        if _OCTAL.fullmatch(text):
+        if _misread(text):
             continue
         if where == key or (len(key) >= 2 and where[: len(key)] == key):
             meant = "true" if text.lower() in ("on", "yes") else "false"

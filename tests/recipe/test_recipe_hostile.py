@@ -369,6 +369,25 @@ def test_repro_refuses_it_as_verify_does(
     assert (repro.exit_code, repro.stderr) == (verify.exit_code, verify.stderr)
 
 
+@pytest.mark.parametrize(
+    ("written", "says"),
+    [("010", "octal number 8"), ("1:00", "base-60 number 60")],
+    ids=["octal", "base-60"],
+)
+def test_a_number_yaml_reads_as_another_is_refused_in_a_recipe(
+    tmp_path: Path, no_probe: list[str], written: str, says: str
+) -> None:
+    """A black-box review: a hand-edited `seed: 010` ran seeds 9 and 10, `seed: 1:00` seeds 61
+    and 62 (called fresh); a space file refuses both, and so does a recipe now."""
+    path = write(tmp_path, {})
+    text = path.read_text()
+    assert "  seed: 0\n" in text
+    path.write_text(text.replace("  seed: 0\n", f"  seed: {written}\n", 1))
+    result = runner.invoke(app, ["verify", str(path), "--seeds", "2", "--no-baseline"])
+    line = refused(result, path, "probe.seed", no_probe)
+    assert says in line and f"quote it ('{written}')" in line, line
+
+
 def test_a_recipe_asking_for_a_gpu_torch_does_not_see_is_refused_before_any_probe(
     tmp_path: Path, no_probe: list[str]
 ) -> None:

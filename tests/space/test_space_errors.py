@@ -311,6 +311,14 @@ FILE_ERRORS = [
         "NCCL_NTHREADS",
         ["octal number 10", "quote it ('012')"],
     ),
+    # ... and 1:30 as the base-60 number 90 (a black-box review: `steps: 1:30` ran 90 steps)
+    (
+        "base-60-integer",
+        edit("steps: 30", "steps: 1:30"),
+        "probe.steps",
+        "steps: 1:30",
+        ["base-60 number 90", "quote it ('1:30')", "write 90 if that is meant"],
+    ),
 ]
 
 
@@ -506,6 +514,8 @@ SET_ERRORS = [
         ["got False", "YAML reads unquoted `no` as false"],
     ),
     ("env.NCCL_NTHREADS=012", "{path}: env.NCCL_NTHREADS (from --set): ", ["octal number 10"]),
+    ("probe.seed=1:00:00", "{path}: probe.seed (from --set): ", ["base-60 number 3600"]),
+    ("knobs.lr=0:30.5", "{path}: knobs.lr (from --set): ", ["base-60 number 30.5"]),
     ("knobs..lr=1", "--set knobs..lr=1: ", ["an empty segment in 'knobs..lr'"]),
     ("knobs.lr.=1", "--set knobs.lr.=1: ", ["an empty segment"]),
     (
