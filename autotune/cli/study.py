@@ -97,7 +97,11 @@ def study(
                 warm_start=warm,
             )
             result = st.run(options)
-            typer.echo(st.format_summary(result.summary, tracking_uri=result.tracking_uri))
+            typer.echo(
+                st.format_summary(
+                    result.summary, tracking_uri=result.tracking_uri, study_dir=result.study_dir
+                )
+            )
     except KeyboardInterrupt:  # before the study's phases (its stores opening) or after them
         typer.echo(signals.interrupted_text(), err=True)
         raise typer.Exit(signals.exit_status()) from None
@@ -143,7 +147,10 @@ def show(
         typer.echo(json.dumps(summary, indent=2, default=str))
     else:
         tracking = meta.get("tracking_uri")
-        typer.echo(st.format_summary(summary, tracking_uri=tracking, storage=storage))
+        text = st.format_summary(
+            summary, tracking_uri=tracking, storage=storage, study_dir=study_dir
+        )
+        typer.echo(text)
 
 
 @app.command("studies")

@@ -6,6 +6,7 @@ counts, the baseline, the decision, the Pareto front, the verified candidates an
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from autotune.probe import applied
@@ -18,20 +19,26 @@ from autotune.study.compute import format_line as compute_line
 from autotune.study.failures import summary_lines
 from autotune.study.fidelity import format_line as fidelity_line
 from autotune.study.identical import warning_line as identical_line
+from autotune.study.next_line import next_line
 from autotune.study.short_of import carried_text, next_step, short_text
 from autotune.study.unfinished import UNFINISHED
 from autotune.study.unfinished import text as unfinished_text
 from autotune.study.verdict import against
 from autotune.study.vs_baseline_text import vs_baseline
 from autotune.study.yardstick import format_line as yardstick_line
-from autotune.tracking.connection import redact
 
 
 def format_summary(
-    summary: Mapping[str, Any], *, tracking_uri: str | None = None, storage: str | None = None
+    summary: Mapping[str, Any],
+    *,
+    tracking_uri: str | None = None,
+    storage: str | None = None,
+    study_dir: Path | None = None,
 ) -> str:
     """The end-of-study report: counts, baseline vs best, the Pareto front, where to look
-    (`storage`: the study was named in that storage, and the commands it suggests name it)."""
+    (`storage`: the study was named in that storage, and the commands it suggests name it;
+    `study_dir`: its folder, which they name where the study's name would not find it from
+    here, a `--study-dir` elsewhere than ./autotune-studies/NAME)."""
     pick = summary.get("pick")
     lines = [
         _counts_line(summary),
@@ -65,30 +72,9 @@ def format_summary(
         lines.append(f"not searched: {name} ({why})")
     if summary.get("clip_norm_auto"):
         lines.append(clip_seed.text(summary["clip_norm_auto"]))
-    at = f" --storage {redact(storage)}" if storage else ""
-    lines.append(
-        "next: `autotune ui` to browse the trials"
-        + (f" ({redact(tracking_uri)})" if tracking_uri else "")
-        + f", `autotune show {summary['study']}{at}` for this summary again"
-        + (
-            f", `autotune export {summary['study']}{at} -o recipe.yaml` for the recipe"
-            if pick and pick.get("number") is not None
-            else ""
-        )
-        + _masked_note(storage)
-    )
+    has_pick = bool(pick and pick.get("number") is not None)
+    lines.append(next_line(str(summary["study"]), has_pick, tracking_uri, storage, study_dir))
     return "\n".join(lines)
-
-
-def _masked_note(storage: str | None) -> str:
-    """A suggested command with the storage's password masked fails as printed: say so, and
-    how to give it (the mask stays: this line is printed, logged and shared)."""
-    if not storage or redact(storage) == storage:
-        return ""
-    return (
-        " (the storage's password is masked as ***: put yours in its place, or leave it out of "
-        "the URL and set PGPASSWORD or ~/.pgpass)"
-    )
 
 
 def _pick_lines(summary: Mapping[str, Any]) -> list[str]:
