@@ -18,6 +18,8 @@ from typing import Any
 
 from autotune.errors import StudyError
 from autotune.study import attrs as ua
+from autotune.study import folder
+from autotune.study.options import study_dir_for
 
 
 def here(study_dir: Path) -> dict[str, str]:
@@ -81,9 +83,19 @@ def refuse_overwrite(study_dir: Path, name: str, where: str) -> None:
     records = sorted((study_dir / "trials").glob("*.json")) if study_dir.is_dir() else []
     if not records:
         return
+    other = (folder.read_json(folder.study_json(study_dir)) or {}).get("name")
+    if isinstance(other, str) and other != name:  # another study's folder, given as --study-dir
+        raise StudyError(
+            f"{study_dir} is the folder of study '{other}' ({len(records)} trial record(s)); a "
+            f"new study '{name}' there would overwrite them: give it a folder of its own "
+            f"(--study-dir), or continue '{other}' with its own space"
+        )
+    # renamed, a study gets a folder of its own only where its name makes the folder
+    named = study_dir.resolve() == study_dir_for(name).resolve()
+    afresh = f"--set name={name}-2" if named else "give it another --study-dir"
     raise StudyError(
         f"{study_dir} holds {len(records)} trial record(s) of an earlier study, while {where} "
         f"has no study '{name}' (its storage deleted or replaced); a new study here would "
-        "overwrite them. Restore the storage to continue it, or remove the folder (or "
-        f"--set name={name}-2) to start afresh"
+        f"overwrite them. Restore the storage to continue it, or remove the folder (or "
+        f"{afresh}) to start afresh"
     )

@@ -54,3 +54,21 @@ def test_a_folder_of_its_own_storage_is_not_refused_for_it(tmp_path: Path) -> No
     result = invoke("study", "--space", space, "--study-dir", study_dir, "--resume")
     line = one_line_error(result, "--resume: no study 'mine'")  # its own (empty) file's word
     assert "pass --storage" not in line, line
+
+
+def test_another_studys_folder_given_as_study_dir_says_so(tmp_path: Path) -> None:
+    """A black-box review: `--study-dir` of study 'small' for a new study 'other' was refused
+    as "its storage deleted or replaced ... --set name=other-2", which failed the same way
+    (the folder is the one given, whatever the name). Now it names the study the folder is
+    of, and to give the new one a folder of its own; nothing in it changes."""
+    study_dir = tmp_path / "sd"
+    (study_dir / "trials").mkdir(parents=True)
+    (study_dir / "trials" / "0000.json").write_text("{}")  # the earlier study's record
+    own = f"sqlite:///{study_dir / 'optuna.db'}"
+    folder.study_json(study_dir).write_text(json.dumps(folder.meta_record(study_dir, "small", own)))
+    before = sorted(p.name for p in study_dir.rglob("*"))
+    space = h.write(tmp_path, h.mlp_space("other", trials=2))
+    result = invoke("study", "--space", space, "--study-dir", study_dir)
+    line = one_line_error(result, f"{study_dir} is the folder of study 'small'", "study 'other'")
+    assert "give it a folder of its own (--study-dir)" in line and "name=" not in line, line
+    assert sorted(p.name for p in study_dir.rglob("*")) == before
