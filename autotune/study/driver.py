@@ -43,7 +43,7 @@ from autotune.study.storage import (
 )
 from autotune.study.summary import summarize
 from autotune.study.timeline import mark
-from autotune.study.verification import to_verify, verify_phase
+from autotune.study.verification import seeds_kept, to_verify, verify_phase
 from autotune.study.writer import MlflowWriter
 from autotune.study.yardstick import yardstick_phase
 from autotune.tracking.connection import redact
@@ -115,6 +115,9 @@ def run(opts: StudyOptions) -> StudyResult:
         finished = count_finished(study)
         planned = max(0, space.budget.trials - finished)
         _announce(say, space, finished, planned, len(rerun), url, uri)
+        kept = seeds_kept(study, space)  # verify.seeds changed on a resume
+        if kept:
+            say(f"  warning: {kept}")
         mark("resume checked")
         interrupted, failure = False, None
         if work_left(study, space):

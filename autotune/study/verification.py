@@ -131,6 +131,28 @@ def record_seed(
     return save_seed(study_dir, number, seed, out, steps)
 
 
+def seeds_kept(study: Any, space: sp.Space) -> str | None:
+    """The warning when the study's verified configurations ran on another number of seeds
+    than `verify.seeds` now asks (raised on a --resume): a finished verification is kept as it
+    ran, not extended, so its intervals are over the seeds it had. None when they agree."""
+    ran: dict[int, list[Any]] = {}
+    for key, value in study.user_attrs.items():
+        if ua.verified_of(key) is not None and isinstance(value, dict):
+            seeds = value.get("seeds")
+            if isinstance(seeds, list) and len(seeds) != space.verify.seeds:
+                ran.setdefault(len(seeds), seeds)
+    if not ran:
+        return None
+    n, seeds = next(iter(ran.items()))
+    return (
+        f"verify.seeds is {space.verify.seeds}, but the configurations verified earlier ran on "
+        f"{n} seed(s) ({seeds}): a finished verification is kept as it ran, not run again on "
+        "other seeds (its intervals are over those); to verify on "
+        f"{space.verify.seeds}, start a new study (another name) or `autotune verify` its recipe "
+        f"with --seeds {space.verify.seeds}"
+    )
+
+
 def verify_phase(
     opts: StudyOptions, study: Any, logger: MlflowWriter, study_dir: Path, ray: Any
 ) -> bool:
