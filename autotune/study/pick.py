@@ -396,7 +396,11 @@ def why_not_held(verified: Sequence[Candidate]) -> str:
         elif not c.holds:
             broke = next((r for r in runs if r.get("feasible") is False), None)
             on = f"seed {broke.get('seed')}" if broke else "a seed"
-            out.append(f"trial {c.number} broke a constraint on {on}")
+            which = ", ".join(str(b) for b in (broke or {}).get("broken") or [])
+            # which, with its value (`verification.judge_seeds`), where it was recorded
+            out.append(
+                f"trial {c.number} broke a constraint on {on}" + (f": {which}" if which else "")
+            )
     return "; ".join(out) or "no verified candidate"
 
 
