@@ -92,7 +92,7 @@ def run(opts: StudyOptions) -> StudyResult:
         # a study that has nothing left to run (a --resume of a finished one: its summary).
         early = None
         if before is None or work_left(before, space):
-            early = ray_start.enter_context(contextlib.closing(RayStart(opts.address, study_dir)))
+            early = _start_ray(ray_start, opts, study_dir)
         made.note(tracking.sqlite_path(uri) if uri.startswith("sqlite") else None, "runs")
         client = tracking.connect(uri)
         mark("mlflow store")
@@ -115,17 +115,13 @@ def run(opts: StudyOptions) -> StudyResult:
         finished = count_finished(study)
         planned = max(0, space.budget.trials - finished)
         _announce(say, space, finished, planned, len(rerun), url, uri)
-        kept = seeds_kept(study, space)  # verify.seeds changed on a resume
-        if kept:
+        if kept := seeds_kept(study, space):  # verify.seeds changed on a resume
             say(f"  warning: {kept}")
         mark("resume checked")
         interrupted, failure = False, None
         if work_left(study, space):
             if early is None:  # work found once the study was opened after all: Ray starts now
-                early = ray_start.enter_context(
-                    contextlib.closing(RayStart(opts.address, study_dir))
-                )
-                _ray_up(opts, early)
+                _ray_up(opts, early := _start_ray(ray_start, opts, study_dir))
             with ray_session(opts.address, study_dir, started=early) as ray:
                 mark("ray started")
                 args = (opts, study, cond, logger, study_dir, ray, say, planned, rerun, finished)
@@ -160,6 +156,11 @@ def work_left(study: Any, space: sp.Space) -> bool:
         return True
     later = (rungs_pending, to_verify, to_confirm)  # each asked only if those before say no
     return any(work(study, space) for work in later)
+
+
+def _start_ray(stack: contextlib.ExitStack, opts: StudyOptions, study_dir: Path) -> RayStart:
+    """Ray's start in its thread (`RayStart`), closed (shut down) when `stack` ends."""
+    return stack.enter_context(contextlib.closing(RayStart(opts.address, study_dir)))
 
 
 def _ray_up(opts: StudyOptions, early: RayStart) -> None:
