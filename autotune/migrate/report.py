@@ -67,7 +67,8 @@ def markdown(result: Mapping[str, Any], png: str | None = None) -> str:
         + f", checked here on `{result['here_hash']}` ({result['here_summary']}).",
         "",
     ]
-    lines += load_line(result.get("load"), holds.get("threads"), "the check")
+    if said := load_line(result.get("load"), holds.get("threads"), "the check"):
+        lines += [said, ""]
     if result.get("script_changed"):  # what the recipe recorded ran another script
         lines += [
             f"**The workload's script changed since the recipe was made**: "

@@ -21,11 +21,11 @@ def load_done(load: Mapping[str, Any]) -> dict[str, Any]:
     return {**load, "end": os.getloadavg()[0]}
 
 
-def load_line(load: Mapping[str, Any] | None, threads: Any, what: str) -> list[str]:
+def load_line(load: Mapping[str, Any] | None, threads: Any, what: str) -> str | None:
     """The report's line on the load while `what` ran (e.g. "the check"), busy when above its
-    own `threads` (+ 0.5); empty without a measured start (an older report)."""
+    own `threads` (+ 0.5); None without a measured start (an older report)."""
     if not load or load.get("start") is None:
-        return []
+        return None
     start, end, cores = float(load["start"]), float(load.get("end") or 0.0), load.get("cores")
     own = int(threads or 1)
     text = (
@@ -38,4 +38,4 @@ def load_line(load: Mapping[str, Any] | None, threads: Any, what: str) -> list[s
             "throughput measured here is lower than it gives a job alone (the recipe and the "
             "baseline, interleaved by seed, shared that load alike)"
         )
-    return [text + ".", ""]
+    return text + "."

@@ -401,7 +401,8 @@ def format_report(report: Mapping[str, Any]) -> str:
     if report.get("vs_baseline"):
         lines.append(paired.format_line(report["vs_baseline"], label="recipe"))
     threads = ((report.get("fingerprint") or {}).get("env") or {}).get("torch_threads")
-    lines += load_line(report.get("load"), threads, "the verification")[:1]
+    if said := load_line(report.get("load"), threads, "the verification"):
+        lines.append(said)
     if report["drift"]:
         was, now = report["recipe_fingerprint_hash"], report["fingerprint"].get("hash")
         lines.append(
