@@ -19,7 +19,7 @@ from typing import Any
 from autotune.errors import StudyError
 from autotune.study import attrs as ua
 from autotune.study import folder
-from autotune.study.options import study_dir_for
+from autotune.study.options import named_folder
 
 
 def here(study_dir: Path) -> dict[str, str]:
@@ -91,8 +91,9 @@ def refuse_overwrite(study_dir: Path, name: str, where: str) -> None:
             f"(--study-dir), or continue '{other}' with its own space"
         )
     # renamed, a study gets a folder of its own only where its name makes the folder
-    named = study_dir.resolve() == study_dir_for(name).resolve()
-    afresh = f"--set name={name}-2" if named else "give it another --study-dir"
+    afresh = (
+        f"--set name={name}-2" if named_folder(study_dir, name) else "give it another --study-dir"
+    )
     raise StudyError(
         f"{study_dir} holds {len(records)} trial record(s) of an earlier study, while {where} "
         f"has no study '{name}' (its storage deleted or replaced); a new study here would "

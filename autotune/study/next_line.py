@@ -7,7 +7,7 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from autotune.study.options import study_dir_for
+from autotune.study.options import named_folder
 from autotune.tracking.connection import redact
 
 
@@ -36,7 +36,7 @@ def _reference(name: str, storage: str | None, study_dir: Path | None) -> tuple[
     by its name."""
     if storage:
         return name, f" --storage {redact(storage)}"
-    if study_dir is not None and study_dir.resolve() != study_dir_for(name).resolve():
+    if study_dir is not None and not named_folder(study_dir, name):
         return shlex.quote(str(study_dir)), ""
     return name, ""
 

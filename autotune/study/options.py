@@ -43,6 +43,12 @@ def study_dir_for(name: str, base: Path | None = None) -> Path:
     return (base or Path.cwd()) / STUDIES_DIR / name
 
 
+def named_folder(study_dir: Path, name: str) -> bool:
+    """Whether `study_dir` is the folder the study's name makes from here
+    (./autotune-studies/NAME): a study found, or renamed, by its name alone."""
+    return study_dir.resolve() == study_dir_for(name).resolve()
+
+
 @dataclass
 class StudyResult:
     name: str
